@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Run one libFuzzer target for a bounded time on its checked-in seed corpus.
+# New inputs go to a temporary directory, never into the source tree.
+# usage: run_fuzz.sh BINARY SEED_CORPUS_DIR SECONDS
+set -euo pipefail
+bin=$1 seeds=$2 secs=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+args=(-max_total_time="$secs" -seed=1 -print_final_stats=1 -rss_limit_mb=2048
+      -artifact_prefix="$work/")
+[[ -d $seeds ]] && args+=("$work" "$seeds")
+rc=0
+"$bin" "${args[@]}" || rc=$?
+if [[ $rc != 0 ]]; then
+  for f in "$work"/crash-* "$work"/leak-* "$work"/timeout-*; do
+    [[ -f $f ]] && { echo "reproducer $f (base64):"; base64 -w0 "$f"; echo; }
+  done
+fi
+exit $rc
