@@ -27,5 +27,29 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 /* ---- snapshot ---- */
 
 /* ---- client (keel CLI) ---- */
+#define CLI_ARGS_MAX 8
+#define CLI_LIST_ITEMS_MAX 32
+#define CLI_SERVERS_MAX 16
+#define CLI_SERVERS_BYTES_MAX 4096
+#define CLI_TIMEOUT_MS_DEFAULT 5000
+#define CLI_TIMEOUT_MS_MAX (24ll * 60 * 60 * 1000)
+#define CLI_COUNT_MAX (1000ll * 1000 * 1000 * 1000)
+#define CLI_BODY_BYTES_MAX SRV_PAYLOAD_BYTES_MAX
+#define CLI_HEADER_KEY_BYTES_MAX 256
+#define CLI_WAIT_SLICE_MS 1000
+#define CLI_BENCH_CONNS_MAX 256
+#define CLI_BENCH_MSGS_MAX (1000ll * 1000 * 1000)
+#define CLI_BENCH_REQ_MSGS_MAX (10ll * 1000 * 1000)
+#define CLI_BENCH_SIZE_BYTES_MAX SRV_PAYLOAD_BYTES_MAX
+#define CLI_BENCH_IO_BUF_BYTES (1024 * 1024)
+#define CLI_BENCH_PENDING_MSGS (1024 * 1024)
+#define CLI_BENCH_STALL_MS_DEFAULT 10000
+#define CLI_BENCH_WAIT_MS_MAX (60ll * 60 * 1000)
+#define CLI_BENCH_TICK_MS 100
+
+_Static_assert(CLI_SERVERS_MAX <= CLI_LIST_ITEMS_MAX,
+               "a server list must fit one parsed list");
+_Static_assert(CLI_BENCH_SIZE_BYTES_MAX <= SRV_PAYLOAD_BYTES_MAX,
+               "a bench message must fit the server's payload maximum");
 
 #endif

@@ -1,0 +1,106 @@
+/* keel bench: state shared by the bench driver (cli_bench.c) and its
+ * report (cli_bench_report.c). Private to the client.
+ */
+#ifndef KEEL_CLI_BENCH_H
+#define KEEL_CLI_BENCH_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cli.h"
+
+enum bench_mode { BENCH_PUB, BENCH_SUB, BENCH_PUBSUB, BENCH_REQ };
+
+struct bench_cfg {
+    enum bench_mode mode;
+    const char *mode_name;
+    const char *subject;
+    int64_t size;
+    int64_t msgs;
+    int64_t pubs;
+    int64_t subs;
+    int64_t stall_ms;
+    bool json;
+    struct cli_conn_opts conn;
+};
+
+/* One subscriber (or, in req mode, responder) connection. The counters are
+ * written by the subscription's delivery thread and read by the waiter.
+ */
+struct bench_sub {
+    struct bench *b;
+    natsConnection *nc;
+    natsSubscription *sub;
+    _Atomic int64_t received;
+    _Atomic int64_t bad_size;
+    _Atomic int64_t first_ns;
+    _Atomic int64_t last_ns;
+};
+
+/* One publisher (or requester) connection and its thread. */
+struct bench_pub {
+    struct bench *b;
+    natsConnection *nc;
+    pthread_t thread;
+    bool started;
+    int64_t msgs;
+    int64_t sent;
+    int64_t start_ns;
+    int64_t end_ns;
+    int64_t *lat_ns; /* req mode: one round trip per entry */
+    int rv;
+    char errmsg[KEEL_ERRMSG_MAX];
+};
+
+struct bench {
+    struct bench_cfg cfg;
+    char *payload;
+    struct bench_sub *subs;
+    int64_t nsubs;
+    struct bench_pub *pubs;
+    int64_t npubs;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    bool go;           /* under mu: publishers may start */
+    bool aborted;      /* under mu: with go, publishers must not start */
+    int64_t subs_done; /* under mu */
+    int64_t pubs_done; /* under mu */
+    _Atomic int64_t progress;
+    bool tty;
+};
+
+/* What the report prints: rates per side, losses, latency percentiles. */
+struct bench_result {
+    int64_t pub_msgs;
+    double pub_s;
+    int64_t sub_msgs;
+    double sub_s;
+    double e2e_s;
+    int64_t lost;
+    int64_t dropped;
+    int64_t slow_consumers;
+    int64_t bad_size;
+    int64_t errors;
+    int64_t p50_ns;
+    int64_t p90_ns;
+    int64_t p99_ns;
+    int64_t max_ns;
+    double mean_ns;
+};
+
+/* Fill the latency fields of `r` from every requester's samples (sorts a
+ * merged copy). Returns 0 or KEEL_ENOMEM.
+ */
+int cli_bench_latency(const struct bench *b, struct bench_result *r,
+                      char *errmsg);
+
+/* Print `r` as text (or one JSON object with cfg->json) to stdout. */
+void cli_bench_report(const struct bench_cfg *cfg,
+                      const struct bench_result *r);
+
+/* Draw the progress bar on stderr (TTY only); done/total in messages. */
+void cli_bench_progress(const struct bench *b, int64_t done, int64_t total);
+
+#endif

@@ -1,0 +1,92 @@
+/* keel: command-line client for Keel (and any NATS server).
+ *
+ * The dispatcher finds the command in a table and maps its return code to
+ * the exit status: 0 ok, 1 the operation failed, 2 usage error. Commands
+ * parse their own flags (cli_parse) so `keel <cmd> --help` lists them.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "keel/assert.h"
+#include "cli.h"
+
+#define EXIT_USAGE 2
+
+static const struct cli_cmd commands[] = {
+    {"pub", cli_pub, "SUBJECT [BODY]",
+     "Publish BODY (default empty) to SUBJECT, --count times.", 1, 2},
+    {"sub", cli_sub, "SUBJECT",
+     "Print messages on SUBJECT (wildcards allowed) until --count or ^C.", 1,
+     1},
+    {"req", cli_req, "SUBJECT BODY",
+     "Send a request and print the reply; fails after --timeout.", 2, 2},
+    {"reply", cli_reply, "SUBJECT BODY",
+     "Answer requests on SUBJECT with BODY until --count or ^C.", 2, 2},
+    {"bench", cli_bench, "pub|sub|pubsub|req SUBJECT",
+     "Measure throughput (msgs/s, MB/s) or request latency.", 2, 2},
+};
+
+#define COMMANDS_COUNT (sizeof commands / sizeof commands[0])
+
+static void print_help(FILE *out)
+{
+    fprintf(out, "usage: keel <command> [args] [flags]\n\n"
+                 "Client for Keel, the NATS-compatible stream server.\n\n"
+                 "commands:\n");
+    for (size_t i = 0; i < COMMANDS_COUNT; i++) {
+        fprintf(out, "  %-7s %s\n", commands[i].name, commands[i].summary);
+    }
+    fprintf(out, "\nRun 'keel <command> --help' for its flags. Connection "
+                 "flags: -s/--server, --user,\n--password, --timeout; "
+                 "NATS_URL sets the default server.\n"
+                 "Exit status: 0 ok, 1 operation failed, 2 usage error.\n");
+}
+
+static const struct cli_cmd *find_command(const char *name)
+{
+    for (size_t i = 0; i < COMMANDS_COUNT; i++) {
+        if (strcmp(commands[i].name, name) == 0) {
+            return &commands[i];
+        }
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    char errmsg[KEEL_ERRMSG_MAX] = "";
+
+    /* A closed stdout (keel sub | head) must end the process quietly. */
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 2) {
+        print_help(stderr);
+        return EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 ||
+        strcmp(name, "help") == 0) {
+        print_help(stdout);
+        return 0;
+    }
+    if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
+        printf("keel %s\n", KEEL_VERSION);
+        return 0;
+    }
+    const struct cli_cmd *cmd = find_command(name);
+    if (cmd == NULL) {
+        fprintf(stderr, "keel: unknown %s '%s' (run 'keel --help')\n",
+                name[0] == '-' ? "flag" : "command", name);
+        return EXIT_USAGE;
+    }
+    ASSERT(cmd->fn != NULL);
+    int rv = cmd->fn(cmd, argc - 1, argv + 1, errmsg);
+    /* Let libnats stop its threads so nothing runs past main. */
+    nats_Close();
+    if (rv == 0) {
+        return 0;
+    }
+    fprintf(stderr, "keel %s: %s\n", cmd->name,
+            errmsg[0] != '\0' ? errmsg : keel_strerror(rv));
+    return rv == KEEL_EUSAGE ? EXIT_USAGE : 1;
+}

@@ -1,0 +1,409 @@
+/* Flag parsing and connecting: the parts every keel command shares.
+ *
+ * Flags are table rows (struct cli_flag); the common connection flags are
+ * one more table, so `keel pub --help` lists both and an unknown flag is a
+ * one-line usage error (exit 2) wherever it appears.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keel/assert.h"
+#include "cli.h"
+
+#define CLI_URL_DEFAULT "nats://127.0.0.1:4222"
+
+void cli_conn_opts_init(struct cli_conn_opts *conn)
+{
+    memset(conn, 0, sizeof *conn);
+    conn->timeout_ms = CLI_TIMEOUT_MS_DEFAULT;
+}
+
+/* The common table is built per call because its rows point into `conn`. */
+static void common_flags(struct cli_conn_opts *conn, struct cli_flag *out)
+{
+    struct cli_flag rows[] = {
+        {"server", 's', CLI_FLAG_STR, &conn->servers, "URLS",
+         "comma-separated server URLs (default $NATS_URL, else " CLI_URL_DEFAULT
+         ")"},
+        {"user", 0, CLI_FLAG_STR, &conn->user, "USER", "user name"},
+        {"password", 0, CLI_FLAG_STR, &conn->password, "PASSWORD", "password"},
+        {"timeout", 0, CLI_FLAG_DURATION, &conn->timeout_ms, "DURATION",
+         "connect and request timeout, e.g. 500ms, 5s (default 5s)"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    memcpy(out, rows, sizeof rows);
+}
+
+#define COMMON_FLAGS_ROWS 5
+
+static int parse_int(const char *name, const char *value, int64_t *out,
+                     char **end, char *errmsg)
+{
+    errno = 0;
+    long long v = strtoll(value, end, 10);
+    if (errno != 0 || *end == value || v < 0 || v > CLI_COUNT_MAX) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "--%s wants a whole number from 0 to %lld, got '%s'",
+                        name, (long long)CLI_COUNT_MAX, value);
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_size(const char *name, const char *value, int64_t *out,
+                      char *errmsg)
+{
+    char *end;
+    int64_t v = 0;
+    int rv = parse_int(name, value, &v, &end, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    int64_t mult = 1;
+    if (strcasecmp(end, "k") == 0 || strcasecmp(end, "kb") == 0 ||
+        strcasecmp(end, "kib") == 0) {
+        mult = 1024;
+    } else if (strcasecmp(end, "m") == 0 || strcasecmp(end, "mb") == 0 ||
+               strcasecmp(end, "mib") == 0) {
+        mult = 1024 * 1024;
+    } else if (*end != '\0' && strcasecmp(end, "b") != 0) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "--%s wants bytes like 16, 1KiB or 1MiB, got '%s'",
+                        name, value);
+    }
+    *out = v * mult;
+    return 0;
+}
+
+static int parse_duration(const char *name, const char *value, int64_t *out,
+                          char *errmsg)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(value, &end);
+    double mult = 1000.0; /* bare numbers are seconds, as in the nats CLI */
+    if (strcmp(end, "ms") == 0) {
+        mult = 1.0;
+    } else if (strcmp(end, "m") == 0) {
+        mult = 60000.0;
+    } else if (strcmp(end, "h") == 0) {
+        mult = 3600000.0;
+    } else if (*end != '\0' && strcmp(end, "s") != 0) {
+        end = (char *)value; /* force the error below */
+    }
+    double ms = v * mult;
+    if (errno != 0 || end == value || !(ms > 0) ||
+        ms > (double)CLI_TIMEOUT_MS_MAX) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "--%s wants a duration like 500ms, 5s or 2m, got '%s'",
+                        name, value);
+    }
+    *out = ms < 1.0 ? 1 : (int64_t)ms;
+    return 0;
+}
+
+int cli_parse_value(enum cli_flag_kind kind, const char *name,
+                    const char *value, void *dst, char *errmsg)
+{
+    char *end;
+    int rv;
+    struct cli_list *list;
+
+    switch (kind) {
+    case CLI_FLAG_BOOL:
+        *(bool *)dst = true;
+        return 0;
+    case CLI_FLAG_STR:
+        *(const char **)dst = value;
+        return 0;
+    case CLI_FLAG_INT:
+        rv = parse_int(name, value, dst, &end, errmsg);
+        if (rv == 0 && *end != '\0') {
+            rv = keel_err(KEEL_EUSAGE, errmsg,
+                          "--%s wants a whole number, got '%s'", name, value);
+        }
+        return rv;
+    case CLI_FLAG_SIZE:
+        return parse_size(name, value, dst, errmsg);
+    case CLI_FLAG_DURATION:
+        return parse_duration(name, value, dst, errmsg);
+    case CLI_FLAG_LIST:
+        list = dst;
+        if (list->count >= CLI_LIST_ITEMS_MAX) {
+            return keel_err(KEEL_EUSAGE, errmsg,
+                            "--%s given more than %d times", name,
+                            CLI_LIST_ITEMS_MAX);
+        }
+        list->items[list->count++] = value;
+        return 0;
+    }
+    ASSERT(0 && "unknown flag kind");
+    return KEEL_EINVAL;
+}
+
+static void print_flags(const struct cli_flag *flags)
+{
+    for (int i = 0; flags[i].name != NULL; i++) {
+        char left[64];
+        const struct cli_flag *f = &flags[i];
+        char short_part[8] = "    ";
+        if (f->short_name != 0) {
+            snprintf(short_part, sizeof short_part, "-%c, ", f->short_name);
+        }
+        snprintf(left, sizeof left, "%s--%s%s%s", short_part, f->name,
+                 f->arg ? " " : "", f->arg ? f->arg : "");
+        printf("  %-28s %s%s\n", left, f->help,
+               f->kind == CLI_FLAG_LIST ? " (repeatable)" : "");
+    }
+}
+
+static void print_cmd_help(const struct cli_cmd *cmd,
+                           const struct cli_flag *flags,
+                           const struct cli_flag *common)
+{
+    printf("usage: keel %s %s [flags]\n\n%s\n", cmd->name, cmd->usage,
+           cmd->summary);
+    if (flags != NULL && flags[0].name != NULL) {
+        printf("\nflags:\n");
+        print_flags(flags);
+    }
+    printf("\nconnection flags:\n");
+    print_flags(common);
+}
+
+static const struct cli_flag *find_flag(const struct cli_flag *a,
+                                        const struct cli_flag *b,
+                                        const char *name, size_t len,
+                                        char short_name)
+{
+    const struct cli_flag *tables[2] = {a, b};
+    for (int t = 0; t < 2; t++) {
+        for (int i = 0; tables[t] != NULL && tables[t][i].name != NULL; i++) {
+            const struct cli_flag *f = &tables[t][i];
+            if (short_name != 0 ? f->short_name == short_name
+                                : (strlen(f->name) == len &&
+                                   strncmp(f->name, name, len) == 0)) {
+                return f;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* One flag at argv[*i]; may consume argv[*i + 1] as its value. */
+static int parse_flag(const char *cmd_name, const struct cli_flag *flags,
+                      const struct cli_flag *common, int argc, char **argv,
+                      int *i, char *errmsg)
+{
+    const char *arg = argv[*i];
+    bool is_long = arg[1] == '-';
+    const char *name = arg + (is_long ? 2 : 1);
+    const char *eq = is_long ? strchr(name, '=') : NULL;
+    size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
+    if (!is_long && len != 1) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "unknown flag %s (see keel %s --help)", arg, cmd_name);
+    }
+    const struct cli_flag *f =
+        find_flag(flags, common, name, len, is_long ? 0 : name[0]);
+    if (f == NULL) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "unknown flag %s (see keel %s --help)", arg, cmd_name);
+    }
+    const char *value = NULL;
+    if (f->kind != CLI_FLAG_BOOL) {
+        if (eq != NULL) {
+            value = eq + 1;
+        } else if (*i + 1 < argc) {
+            value = argv[++*i];
+        } else {
+            return keel_err(KEEL_EUSAGE, errmsg, "flag --%s needs a value (%s)",
+                            f->name, f->arg);
+        }
+    } else if (eq != NULL) {
+        return keel_err(KEEL_EUSAGE, errmsg, "flag --%s takes no value",
+                        f->name);
+    }
+    return cli_parse_value(f->kind, f->name, value, f->dst, errmsg);
+}
+
+int cli_parse(const struct cli_cmd *cmd, const struct cli_flag *flags,
+              struct cli_conn_opts *conn, int argc, char **argv,
+              struct cli_args *args, bool *help_shown, char *errmsg)
+{
+    struct cli_flag common[COMMON_FLAGS_ROWS];
+    bool flags_done = false;
+    int rv;
+
+    ASSERT(cmd != NULL);
+    ASSERT(argc >= 1);
+    common_flags(conn, common);
+    args->count = 0;
+    *help_shown = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!flags_done && strcmp(a, "--") == 0) {
+            flags_done = true;
+        } else if (!flags_done &&
+                   (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
+            print_cmd_help(cmd, flags, common);
+            *help_shown = true;
+            return 0;
+        } else if (!flags_done && a[0] == '-' && a[1] != '\0') {
+            rv = parse_flag(cmd->name, flags, common, argc, argv, &i, errmsg);
+            if (rv != 0) {
+                return rv;
+            }
+        } else if (args->count < CLI_ARGS_MAX) {
+            args->items[args->count++] = argv[i];
+        } else {
+            return keel_err(KEEL_EUSAGE, errmsg, "too many arguments");
+        }
+    }
+    if (args->count < cmd->args_min || args->count > cmd->args_max) {
+        return keel_err(KEEL_EUSAGE, errmsg, "usage: keel %s %s (see --help)",
+                        cmd->name, cmd->usage);
+    }
+    return 0;
+}
+
+int cli_options_create(const struct cli_conn_opts *conn, natsOptions **out,
+                       char *errmsg)
+{
+    static char buf[CLI_SERVERS_BYTES_MAX];
+    const char *urls[CLI_SERVERS_MAX];
+    int n = 0;
+    natsOptions *opts = NULL;
+    natsStatus s;
+
+    const char *list = conn->servers;
+    if (list == NULL || list[0] == '\0') {
+        list = getenv("NATS_URL");
+    }
+    if (list == NULL || list[0] == '\0') {
+        list = CLI_URL_DEFAULT;
+    }
+    if (strlen(list) >= sizeof buf) {
+        return keel_err(KEEL_EUSAGE, errmsg, "--server list is too long");
+    }
+    strcpy(buf, list);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ", ", &save); t != NULL;
+         t = strtok_r(NULL, ", ", &save)) {
+        if (n == CLI_SERVERS_MAX) {
+            return keel_err(KEEL_EUSAGE, errmsg, "more than %d servers given",
+                            CLI_SERVERS_MAX);
+        }
+        urls[n++] = t;
+    }
+    if (n == 0) {
+        return keel_err(KEEL_EUSAGE, errmsg, "--server list is empty");
+    }
+    s = natsOptions_Create(&opts);
+    if (s == NATS_OK) {
+        s = natsOptions_SetServers(opts, urls, n);
+    }
+    if (s == NATS_OK && (conn->user != NULL || conn->password != NULL)) {
+        s = natsOptions_SetUserInfo(opts, conn->user, conn->password);
+    }
+    if (s == NATS_OK) {
+        s = natsOptions_SetTimeout(opts, conn->timeout_ms);
+    }
+    if (s == NATS_OK) {
+        /* Try the servers in the order given: predictable for scripts. */
+        s = natsOptions_SetNoRandomize(opts, true);
+    }
+    if (s != NATS_OK) {
+        natsOptions_Destroy(opts);
+        return keel_err(s == NATS_NO_MEMORY ? KEEL_ENOMEM : KEEL_EUSAGE, errmsg,
+                        "bad connection options (%s): check --server",
+                        natsStatus_GetText(s));
+    }
+    *out = opts;
+    return 0;
+}
+
+static const char *servers_text(const struct cli_conn_opts *conn)
+{
+    if (conn->servers != NULL && conn->servers[0] != '\0') {
+        return conn->servers;
+    }
+    const char *env = getenv("NATS_URL");
+    return env != NULL && env[0] != '\0' ? env : CLI_URL_DEFAULT;
+}
+
+int cli_connect(const struct cli_conn_opts *conn, natsOptions *opts,
+                natsConnection **nc, char *errmsg)
+{
+    natsStatus s = natsConnection_Connect(nc, opts);
+    if (s == NATS_OK) {
+        return 0;
+    }
+    const char *detail = nats_GetLastError(NULL);
+    const char *why;
+    switch (s) {
+    case NATS_NO_SERVER:
+        why = "connection refused or unreachable";
+        break;
+    case NATS_CONNECTION_AUTH_FAILED:
+        return keel_err(KEEL_EAUTH, errmsg,
+                        "cannot connect to %s: authorization failed — check "
+                        "--user and --password",
+                        servers_text(conn));
+    case NATS_TIMEOUT:
+        why = "timed out";
+        break;
+    default:
+        why = detail != NULL && detail[0] != '\0' ? detail
+                                                  : natsStatus_GetText(s);
+        break;
+    }
+    return keel_err(KEEL_ECONN, errmsg,
+                    "cannot connect to %s: %s — is keeld running? "
+                    "(tools/dev run)",
+                    servers_text(conn), why);
+}
+
+int cli_connect_default(const struct cli_conn_opts *conn, natsConnection **nc,
+                        char *errmsg)
+{
+    natsOptions *opts = NULL;
+    int rv = cli_options_create(conn, &opts, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    rv = cli_connect(conn, opts, nc, errmsg);
+    natsOptions_Destroy(opts);
+    return rv;
+}
+
+int cli_nats_err(natsStatus s, char *errmsg, const char *what)
+{
+    int rv = KEEL_EIO;
+    switch (s) {
+    case NATS_TIMEOUT:
+        rv = KEEL_ETIMEOUT;
+        break;
+    case NATS_NO_MEMORY:
+        rv = KEEL_ENOMEM;
+        break;
+    case NATS_INVALID_SUBJECT:
+    case NATS_INVALID_ARG:
+    case NATS_INVALID_QUEUE_NAME:
+        rv = KEEL_EUSAGE;
+        break;
+    case NATS_NOT_PERMITTED:
+        rv = KEEL_EPERM;
+        break;
+    case NATS_CONNECTION_CLOSED:
+    case NATS_CONNECTION_DISCONNECTED:
+    case NATS_STALE_CONNECTION:
+        rv = KEEL_ECONN;
+        break;
+    default:
+        break;
+    }
+    return keel_err(rv, errmsg, "%s: %s", what, natsStatus_GetText(s));
+}

@@ -1,0 +1,171 @@
+/* keel pub and keel req: the commands that send. */
+#include <stdio.h>
+#include <string.h>
+
+#include "keel/assert.h"
+#include "cli.h"
+
+/* Build a message with the -H 'Key:Value' headers. Caller owns *out. */
+static int build_msg(const char *subject, const char *reply, const char *body,
+                     const struct cli_list *headers, natsMsg **out,
+                     char *errmsg)
+{
+    natsMsg *msg = NULL;
+    size_t len = strlen(body);
+    int rv;
+
+    ASSERT(headers->count <= CLI_LIST_ITEMS_MAX);
+    if (len > CLI_BODY_BYTES_MAX) {
+        return keel_err(KEEL_EUSAGE, errmsg, "body is over %d bytes",
+                        CLI_BODY_BYTES_MAX);
+    }
+    natsStatus s = natsMsg_Create(&msg, subject, reply, body, (int)len);
+    if (s != NATS_OK) {
+        return cli_nats_err(s, errmsg, "cannot build the message");
+    }
+    for (int i = 0; i < headers->count; i++) {
+        char key[CLI_HEADER_KEY_BYTES_MAX];
+        const char *h = headers->items[i];
+        const char *colon = strchr(h, ':');
+        size_t klen = colon != NULL ? (size_t)(colon - h) : 0;
+        if (klen == 0 || klen >= sizeof key) {
+            rv = keel_err(KEEL_EUSAGE, errmsg,
+                          "header '%s' must look like Key:Value", h);
+            goto err_msg;
+        }
+        memcpy(key, h, klen);
+        key[klen] = '\0';
+        const char *value = colon + 1;
+        while (*value == ' ') {
+            value++;
+        }
+        s = natsMsgHeader_Add(msg, key, value);
+        if (s != NATS_OK) {
+            rv = cli_nats_err(s, errmsg, "cannot add header");
+            goto err_msg;
+        }
+    }
+    *out = msg;
+    return 0;
+
+err_msg:
+    natsMsg_Destroy(msg);
+    return rv;
+}
+
+int cli_pub(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+{
+    struct cli_conn_opts conn;
+    struct cli_list headers = {.count = 0};
+    struct cli_args args;
+    int64_t count = 1;
+    const char *reply = NULL;
+    bool help;
+    natsConnection *nc = NULL;
+    natsMsg *msg = NULL;
+    int rv;
+
+    cli_conn_opts_init(&conn);
+    const struct cli_flag flags[] = {
+        {"count", 0, CLI_FLAG_INT, &count, "N", "publish N copies (default 1)"},
+        {"header", 'H', CLI_FLAG_LIST, &headers, "'Key:Value'", "add a header"},
+        {"reply", 0, CLI_FLAG_STR, &reply, "SUBJECT", "reply subject to set"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    rv = cli_parse(cmd, flags, &conn, argc, argv, &args, &help, errmsg);
+    if (rv != 0 || help) {
+        return rv;
+    }
+    const char *subject = args.items[0];
+    const char *body = args.count > 1 ? args.items[1] : "";
+    rv = build_msg(subject, reply, body, &headers, &msg, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    rv = cli_connect_default(&conn, &nc, errmsg);
+    if (rv != 0) {
+        goto out_msg;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        ASSERT(i < CLI_COUNT_MAX);
+        natsStatus s = natsConnection_PublishMsg(nc, msg);
+        if (s != NATS_OK) {
+            rv = cli_nats_err(s, errmsg, "publish failed");
+            goto out_conn;
+        }
+    }
+    /* The flush round trip proves the server has read every message. */
+    natsStatus s = natsConnection_FlushTimeout(nc, conn.timeout_ms);
+    if (s != NATS_OK) {
+        rv = cli_nats_err(s, errmsg, "server did not confirm the publish");
+        goto out_conn;
+    }
+    fprintf(stderr, "Published %lld message%s of %zu bytes to \"%s\"\n",
+            (long long)count, count == 1 ? "" : "s", strlen(body), subject);
+
+out_conn:
+    natsConnection_Destroy(nc);
+out_msg:
+    natsMsg_Destroy(msg);
+    return rv;
+}
+
+/* Print a reply the way keel sub prints a message body: raw bytes + LF. */
+static void print_body(natsMsg *msg)
+{
+    fwrite(natsMsg_GetData(msg), 1, (size_t)natsMsg_GetDataLength(msg), stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+int cli_req(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+{
+    struct cli_conn_opts conn;
+    struct cli_list headers = {.count = 0};
+    struct cli_args args;
+    bool help;
+    natsConnection *nc = NULL;
+    natsMsg *msg = NULL;
+    natsMsg *reply = NULL;
+    int rv;
+
+    cli_conn_opts_init(&conn);
+    const struct cli_flag flags[] = {
+        {"header", 'H', CLI_FLAG_LIST, &headers, "'Key:Value'", "add a header"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    rv = cli_parse(cmd, flags, &conn, argc, argv, &args, &help, errmsg);
+    if (rv != 0 || help) {
+        return rv;
+    }
+    const char *subject = args.items[0];
+    rv = build_msg(subject, NULL, args.items[1], &headers, &msg, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    rv = cli_connect_default(&conn, &nc, errmsg);
+    if (rv != 0) {
+        goto out_msg;
+    }
+    natsStatus s = natsConnection_RequestMsg(&reply, nc, msg, conn.timeout_ms);
+    if (s == NATS_NO_RESPONDERS) {
+        rv = keel_err(KEEL_ENOENT, errmsg,
+                      "no responders on \"%s\" — start one with keel reply "
+                      "%s BODY",
+                      subject, subject);
+    } else if (s == NATS_TIMEOUT) {
+        rv = keel_err(KEEL_ETIMEOUT, errmsg,
+                      "no reply on \"%s\" within %lld ms — raise --timeout "
+                      "or check the responder",
+                      subject, (long long)conn.timeout_ms);
+    } else if (s != NATS_OK) {
+        rv = cli_nats_err(s, errmsg, "request failed");
+    } else {
+        print_body(reply);
+        natsMsg_Destroy(reply);
+    }
+    natsConnection_Destroy(nc);
+out_msg:
+    natsMsg_Destroy(msg);
+    return rv;
+}
