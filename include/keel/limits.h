@@ -19,6 +19,17 @@ _Static_assert(SRV_PAYLOAD_BYTES_DEFAULT <= SRV_PAYLOAD_BYTES_MAX,
                "default payload must fit the hard maximum");
 _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
                "one maximal message must fit a connection's write queue");
+#define SRV_READ_BYTES (64 * 1024)
+#define SRV_PROTO_ARGS_MAX 8
+#define SRV_SUBLIST_CACHE_MAX 4096
+#define SRV_QUEUE_GROUPS_MAX 4096
+#define SRV_CONFIG_BYTES_MAX (1024 * 1024)
+#define SRV_CONFIG_DEPTH_MAX 16
+#define SRV_CONFIG_KEYS_MAX 4096
+#define SRV_SHUTDOWN_MS_MAX 2000
+#define SRV_CLOSE_FLUSH_MS_MAX 1000
+#define SRV_CONN_OUT_KEEP_BYTES (256 * 1024)
+#define SRV_HMAP_SLOTS_MAX (1u << 30)
 
 /* ---- store ---- */
 

@@ -1,0 +1,145 @@
+/* keeld: flags and config file -> srv_config, data directory lock, client
+ * listener, optional monitoring, ports file, then the libuv loop until
+ * SIGTERM/SIGINT.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "keel/error.h"
+#include "srv_config.h"
+#include "srv_log.h"
+#include "srv_monitor.h"
+#include "srv_ports.h"
+#include "srv_server.h"
+
+#define EXIT_USAGE 2
+
+/* 1,000+ conns need more descriptors than the usual soft limit of 1024. */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) {
+        return;
+    }
+    rlim_t old = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        SRV_WARN("server", "cannot raise the open file limit from %llu",
+                 (unsigned long long)old);
+        return;
+    }
+    SRV_DEBUG("server", "open file limit raised from %llu to %llu",
+              (unsigned long long)old, (unsigned long long)rl.rlim_max);
+}
+
+static int parse_args(struct srv_config *cfg, int argc, char **argv)
+{
+    char errmsg[KEEL_ERRMSG_MAX] = "";
+    int rv = srv_config_from_args(cfg, argc, argv, errmsg);
+
+    if (rv != 0) {
+        fprintf(stderr, "keeld: %s\n", errmsg);
+        return EXIT_USAGE;
+    }
+    if (cfg->help) {
+        fputs(srv_config_usage(), stdout);
+        return 0;
+    }
+    if (cfg->version) {
+        printf("keeld %s (NATS protocol %s)\n", KEEL_VERSION,
+               SRV_VERSION_ADVERTISED);
+        return 0;
+    }
+    return -1;
+}
+
+struct runtime {
+    struct srv_server srv;
+    struct srv_monitor *mon;
+    int lock_fd;
+    char ports_path[PATH_MAX];
+};
+
+static int start(struct runtime *rt, const struct srv_config *cfg)
+{
+    char errmsg[KEEL_ERRMSG_MAX] = "";
+    int http_port = -1;
+    int rv;
+
+    rv = srv_datadir_lock(cfg->store_dir, &rt->lock_fd, errmsg);
+    if (rv == 0) {
+        rv = srv_server_init(&rt->srv, uv_default_loop(), cfg, errmsg);
+    }
+    if (rv == 0 && cfg->http_port >= 0) {
+        rv = srv_monitor_start(&rt->srv, cfg->addr, cfg->http_port, &rt->mon,
+                               &http_port, errmsg);
+    }
+    if (rv == 0 && cfg->ports_file_dir[0] != '\0') {
+        rv = srv_ports_write(cfg->ports_file_dir, rt->srv.host, rt->srv.port,
+                             http_port, rt->ports_path, errmsg);
+    }
+    if (rv != 0) {
+        SRV_ERROR("server", "%s", errmsg);
+        return rv;
+    }
+    SRV_INFO("server",
+             "keeld %s (server_id %s) listening for clients on "
+             "%s:%d",
+             KEEL_VERSION, rt->srv.server_id, cfg->addr, rt->srv.port);
+    if (http_port >= 0) {
+        SRV_INFO("monitor", "monitoring on http://%s:%d", cfg->addr, http_port);
+    }
+    SRV_INFO("server", "data directory %s, max_payload %llu", cfg->store_dir,
+             (unsigned long long)cfg->max_payload);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct srv_config cfg;
+    static struct runtime rt;
+    char errmsg[KEEL_ERRMSG_MAX] = "";
+    int code = parse_args(&cfg, argc, argv);
+
+    if (code >= 0) {
+        return code;
+    }
+    if (srv_log_open(cfg.log_file, cfg.debug, cfg.trace, errmsg) != 0) {
+        fprintf(stderr, "keeld: %s\n", errmsg);
+        return EXIT_USAGE;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    raise_nofile();
+    if (cfg.cluster_listen[0] != '\0' || cfg.routes[0] != '\0' ||
+        cfg.cluster_name[0] != '\0') {
+        SRV_WARN("server", "clustering is not supported yet: --cluster, "
+                           "--cluster_name and --routes are ignored; running "
+                           "standalone");
+    }
+    rt.lock_fd = -1;
+    if (start(&rt, &cfg) != 0) {
+        code = 1;
+    } else {
+        srv_server_run(&rt.srv);
+        code = 0;
+    }
+    if (rt.ports_path[0] != '\0') {
+        unlink(rt.ports_path);
+    }
+    srv_monitor_stop(rt.mon);
+    if (code == 0) {
+        srv_server_close(&rt.srv);
+        uv_loop_close(uv_default_loop());
+        SRV_INFO("server", "keeld stopped");
+    }
+    if (rt.lock_fd >= 0) {
+        close(rt.lock_fd);
+    }
+    srv_log_close();
+    return code;
+}

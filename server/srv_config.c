@@ -1,0 +1,598 @@
+#include "srv_config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "keel/error.h"
+#include "keel/limits.h"
+#include "srv_confparse.h"
+#include "srv_log.h"
+
+void srv_config_defaults(struct srv_config *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->addr, sizeof c->addr, "0.0.0.0");
+    c->port = 4222;
+    c->http_port = -1;
+    snprintf(c->store_dir, sizeof c->store_dir, "keel-data");
+    c->max_payload = SRV_PAYLOAD_BYTES_DEFAULT;
+    c->max_pending = SRV_CONN_WRITE_BYTES_MAX;
+    c->ping_interval_ms = SRV_PING_INTERVAL_MS_DEFAULT;
+    c->ping_max = SRV_PINGS_OUTSTANDING_MAX;
+    c->fsync = SRV_FSYNC_GROUP;
+}
+
+bool srv_parse_size(const char *s, uint64_t *out)
+{
+    static const struct {
+        const char *suffix;
+        int shift;
+    } sfx[] = {{"", 0},   {"b", 0},   {"k", 10}, {"kb", 10},
+               {"m", 20}, {"mb", 20}, {"g", 30}, {"gb", 30}};
+    char *end;
+    unsigned long long v;
+
+    if (s == NULL || !isdigit((unsigned char)s[0])) {
+        return false;
+    }
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno != 0) {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+        if (strcasecmp(end, sfx[i].suffix) == 0) {
+            if (v > (UINT64_MAX >> sfx[i].shift)) {
+                return false;
+            }
+            *out = (uint64_t)v << sfx[i].shift;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool srv_parse_duration_ms(const char *s, uint64_t *out)
+{
+    static const struct {
+        const char *suffix;
+        uint64_t ms;
+    } sfx[] = {
+        {"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
+    char *end;
+    unsigned long long v;
+
+    if (s == NULL || !isdigit((unsigned char)s[0])) {
+        return false;
+    }
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno != 0) {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+        if (strcmp(end, sfx[i].suffix) == 0) {
+            if (v > UINT64_MAX / sfx[i].ms) {
+                return false;
+            }
+            *out = (uint64_t)v * sfx[i].ms;
+            return true;
+        }
+    }
+    return false;
+}
+
+static int copy_str(char *dst, size_t dst_len, const char *v, const char *what,
+                    char *errmsg)
+{
+    if (strlen(v) >= dst_len) {
+        return keel_err(KEEL_EUSAGE, errmsg, "%s is too long (max %zu bytes)",
+                        what, dst_len - 1);
+    }
+    snprintf(dst, dst_len, "%s", v);
+    return 0;
+}
+
+static int set_port(int *port, const char *v, bool allow_neg, char *errmsg)
+{
+    char *end;
+    long p;
+
+    errno = 0;
+    p = strtol(v, &end, 10);
+    if (errno != 0 || *end != '\0' || end == v || p > 65535 ||
+        p < (allow_neg ? -1 : 0)) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "invalid port '%s': use a number 0-65535", v);
+    }
+    *port = (int)p;
+    return 0;
+}
+
+static int set_fsync(struct srv_config *c, const char *v, char *errmsg)
+{
+    if (strcmp(v, "group") == 0) {
+        c->fsync = SRV_FSYNC_GROUP;
+        return 0;
+    }
+    if (strcmp(v, "always") == 0) {
+        c->fsync = SRV_FSYNC_ALWAYS;
+        return 0;
+    }
+    if (strncmp(v, "interval:", 9) == 0) {
+        uint64_t ms;
+        const char *d = v + 9;
+        char buf[64];
+        /* interval:<ms>; a suffixed duration is accepted too. */
+        bool bare = d[0] != '\0' && strspn(d, "0123456789") == strlen(d);
+        snprintf(buf, sizeof buf, bare ? "%sms" : "%s", d);
+        if (srv_parse_duration_ms(buf, &ms) && ms > 0) {
+            c->fsync = SRV_FSYNC_INTERVAL;
+            c->fsync_interval_ms = ms;
+            return 0;
+        }
+    }
+    return keel_err(KEEL_EUSAGE, errmsg,
+                    "invalid --fsync '%s': use group, always or "
+                    "interval:<ms>",
+                    v);
+}
+
+static int set_size(uint64_t *dst, const char *v, uint64_t max,
+                    const char *what, char *errmsg)
+{
+    uint64_t n;
+
+    if (!srv_parse_size(v, &n) || n == 0 || n > max) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "invalid %s '%s': use a size from 1 to %llu bytes "
+                        "(suffixes K, MB, GB allowed)",
+                        what, v, (unsigned long long)max);
+    }
+    *dst = n;
+    return 0;
+}
+
+enum opt_id {
+    OPT_ADDR,
+    OPT_PORT,
+    OPT_HTTP_PORT,
+    OPT_NAME,
+    OPT_CONFIG,
+    OPT_STORE_DIR,
+    OPT_DEBUG,
+    OPT_TRACE,
+    OPT_DEBUG_TRACE,
+    OPT_LOG,
+    OPT_PORTS_FILE_DIR,
+    OPT_MAX_PAYLOAD,
+    OPT_MAX_PENDING,
+    OPT_PING_INTERVAL,
+    OPT_PING_MAX,
+    OPT_CLUSTER,
+    OPT_CLUSTER_NAME,
+    OPT_ROUTES,
+    OPT_FSYNC,
+    OPT_HELP,
+    OPT_VERSION,
+};
+
+struct opt {
+    const char *names[4];
+    enum opt_id id;
+    bool has_value;
+};
+
+static const struct opt opts[] = {
+    {{"a", "addr", "net", "host"}, OPT_ADDR, true},
+    {{"p", "port"}, OPT_PORT, true},
+    {{"m", "http_port"}, OPT_HTTP_PORT, true},
+    {{"n", "name", "server_name"}, OPT_NAME, true},
+    {{"c", "config"}, OPT_CONFIG, true},
+    {{"sd", "store_dir"}, OPT_STORE_DIR, true},
+    {{"D", "debug"}, OPT_DEBUG, false},
+    {{"V", "trace"}, OPT_TRACE, false},
+    {{"DV"}, OPT_DEBUG_TRACE, false},
+    {{"l", "log", "log_file"}, OPT_LOG, true},
+    {{"ports_file_dir"}, OPT_PORTS_FILE_DIR, true},
+    {{"max_payload"}, OPT_MAX_PAYLOAD, true},
+    {{"max_pending"}, OPT_MAX_PENDING, true},
+    {{"ping_interval"}, OPT_PING_INTERVAL, true},
+    {{"ping_max"}, OPT_PING_MAX, true},
+    {{"cluster", "cluster_listen"}, OPT_CLUSTER, true},
+    {{"cluster_name"}, OPT_CLUSTER_NAME, true},
+    {{"routes"}, OPT_ROUTES, true},
+    {{"fsync"}, OPT_FSYNC, true},
+    {{"h", "help"}, OPT_HELP, false},
+    {{"v", "version"}, OPT_VERSION, false},
+};
+
+static const struct opt *find_opt(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        for (size_t k = 0; k < 4 && opts[i].names[k] != NULL; k++) {
+            if (strlen(opts[i].names[k]) == len &&
+                strncmp(opts[i].names[k], name, len) == 0) {
+                return &opts[i];
+            }
+        }
+    }
+    return NULL;
+}
+
+static int set_ping_max(struct srv_config *c, const char *v, char *errmsg)
+{
+    char *end;
+    unsigned long n;
+
+    errno = 0;
+    n = strtoul(v, &end, 10);
+    if (errno != 0 || *end != '\0' || end == v || n == 0 || n > 1000) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "invalid ping_max '%s': use a number 1-1000", v);
+    }
+    c->ping_max = (unsigned)n;
+    return 0;
+}
+
+static int set_ping_interval(struct srv_config *c, const char *v, char *errmsg)
+{
+    uint64_t ms;
+
+    if (!srv_parse_duration_ms(v, &ms) || ms == 0) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "invalid ping_interval '%s': use e.g. 2m, 30s, "
+                        "500ms",
+                        v);
+    }
+    c->ping_interval_ms = ms;
+    return 0;
+}
+
+/* One option with its value (NULL for switches). A dispatch switch over
+ * every option, so it runs past 70 lines by design. */
+static int apply_opt(struct srv_config *c, enum opt_id id, const char *v,
+                     char *errmsg)
+{
+    switch (id) {
+    case OPT_ADDR:
+        return copy_str(c->addr, sizeof c->addr, v, "address", errmsg);
+    case OPT_PORT:
+        return set_port(&c->port, v, true, errmsg);
+    case OPT_HTTP_PORT:
+        return set_port(&c->http_port, v, true, errmsg);
+    case OPT_NAME:
+        return copy_str(c->name, sizeof c->name, v, "server name", errmsg);
+    case OPT_CONFIG:
+        return copy_str(c->config_file, sizeof c->config_file, v, "config path",
+                        errmsg);
+    case OPT_STORE_DIR:
+        if (v[0] == '\0') {
+            return keel_err(KEEL_EUSAGE, errmsg, "store_dir is empty");
+        }
+        return copy_str(c->store_dir, sizeof c->store_dir, v, "store_dir",
+                        errmsg);
+    case OPT_DEBUG:
+        c->debug = true;
+        return 0;
+    case OPT_TRACE:
+        c->trace = true;
+        return 0;
+    case OPT_DEBUG_TRACE:
+        c->debug = true;
+        c->trace = true;
+        return 0;
+    case OPT_LOG:
+        return copy_str(c->log_file, sizeof c->log_file, v, "log path", errmsg);
+    case OPT_PORTS_FILE_DIR:
+        return copy_str(c->ports_file_dir, sizeof c->ports_file_dir, v,
+                        "ports_file_dir", errmsg);
+    case OPT_MAX_PAYLOAD:
+        return set_size(&c->max_payload, v, SRV_PAYLOAD_BYTES_MAX,
+                        "max_payload", errmsg);
+    case OPT_MAX_PENDING:
+        return set_size(&c->max_pending, v, SRV_CONN_WRITE_BYTES_MAX,
+                        "max_pending", errmsg);
+    case OPT_PING_INTERVAL:
+        return set_ping_interval(c, v, errmsg);
+    case OPT_PING_MAX:
+        return set_ping_max(c, v, errmsg);
+    case OPT_CLUSTER:
+        return copy_str(c->cluster_listen, sizeof c->cluster_listen, v,
+                        "cluster", errmsg);
+    case OPT_CLUSTER_NAME:
+        return copy_str(c->cluster_name, sizeof c->cluster_name, v,
+                        "cluster_name", errmsg);
+    case OPT_ROUTES:
+        return copy_str(c->routes, sizeof c->routes, v, "routes", errmsg);
+    case OPT_FSYNC:
+        return set_fsync(c, v, errmsg);
+    case OPT_HELP:
+        c->help = true;
+        return 0;
+    case OPT_VERSION:
+        c->version = true;
+        return 0;
+    }
+    return keel_err(KEEL_EUSAGE, errmsg, "unhandled option");
+}
+
+static const struct {
+    const char *key;
+    enum opt_id id;
+} file_keys[] = {
+    {"host", OPT_ADDR},
+    {"net", OPT_ADDR},
+    {"addr", OPT_ADDR},
+    {"port", OPT_PORT},
+    {"http_port", OPT_HTTP_PORT},
+    {"monitor_port", OPT_HTTP_PORT},
+    {"server_name", OPT_NAME},
+    {"name", OPT_NAME},
+    {"store_dir", OPT_STORE_DIR},
+    {"debug", OPT_DEBUG},
+    {"trace", OPT_TRACE},
+    {"logfile", OPT_LOG},
+    {"log_file", OPT_LOG},
+    {"ports_file_dir", OPT_PORTS_FILE_DIR},
+    {"max_payload", OPT_MAX_PAYLOAD},
+    {"max_pending", OPT_MAX_PENDING},
+    {"ping_interval", OPT_PING_INTERVAL},
+    {"ping_max", OPT_PING_MAX},
+    {"fsync", OPT_FSYNC},
+};
+
+/* Render a scalar as the string a flag would carry. */
+static bool scalar_str(const json_t *v, char *buf, size_t len)
+{
+    if (json_is_string(v)) {
+        snprintf(buf, len, "%s", json_string_value(v));
+        return true;
+    }
+    if (json_is_integer(v)) {
+        snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+        return true;
+    }
+    return false;
+}
+
+/* "host:port", ":port" or a bare port. */
+static int apply_hostport(struct srv_config *c, const json_t *v, bool http,
+                          char *errmsg)
+{
+    char buf[512];
+    char *colon;
+
+    if (!scalar_str(v, buf, sizeof buf)) {
+        return keel_err(KEEL_EUSAGE, errmsg, "expected host:port");
+    }
+    colon = strrchr(buf, ':');
+    if (colon == NULL) {
+        return apply_opt(c, http ? OPT_HTTP_PORT : OPT_PORT, buf, errmsg);
+    }
+    *colon = '\0';
+    if (!http && buf[0] != '\0') {
+        int rv = apply_opt(c, OPT_ADDR, buf, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    return apply_opt(c, http ? OPT_HTTP_PORT : OPT_PORT, colon + 1, errmsg);
+}
+
+static int apply_cluster(struct srv_config *c, const json_t *v, char *errmsg)
+{
+    const json_t *x;
+    char buf[1024];
+    size_t n = 0;
+    size_t i;
+
+    if (!json_is_object(v)) {
+        return keel_err(KEEL_EUSAGE, errmsg, "expected a { } block");
+    }
+    x = json_object_get(v, "name");
+    if (x != NULL && scalar_str(x, buf, sizeof buf)) {
+        int rv = apply_opt(c, OPT_CLUSTER_NAME, buf, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    x = json_object_get(v, "listen");
+    if (x != NULL && scalar_str(x, buf, sizeof buf)) {
+        int rv = apply_opt(c, OPT_CLUSTER, buf, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    x = json_object_get(v, "routes");
+    const json_t *r;
+    c->routes[0] = '\0';
+    json_array_foreach(x, i, r)
+    {
+        if (scalar_str(r, buf, sizeof buf) &&
+            n + strlen(buf) + 2 < sizeof c->routes) {
+            n += (size_t)snprintf(c->routes + n, sizeof c->routes - n, "%s%s",
+                                  n > 0 ? "," : "", buf);
+        }
+    }
+    return 0;
+}
+
+static int apply_key(struct srv_config *c, const char *key, const json_t *v,
+                     char *errmsg)
+{
+    char buf[PATH_MAX];
+
+    if (strcmp(key, "listen") == 0 || strcmp(key, "http") == 0) {
+        return apply_hostport(c, v, key[0] == 'h', errmsg);
+    }
+    if (strcmp(key, "cluster") == 0) {
+        return apply_cluster(c, v, errmsg);
+    }
+    if (strcmp(key, "jetstream") == 0) {
+        const json_t *sd = json_object_get(v, "store_dir");
+        if (sd != NULL && scalar_str(sd, buf, sizeof buf)) {
+            return apply_opt(c, OPT_STORE_DIR, buf, errmsg);
+        }
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof file_keys / sizeof file_keys[0]; i++) {
+        if (strcmp(file_keys[i].key, key) != 0) {
+            continue;
+        }
+        enum opt_id id = file_keys[i].id;
+        if (id == OPT_DEBUG || id == OPT_TRACE) {
+            bool on = json_is_true(v);
+            *(id == OPT_DEBUG ? &c->debug : &c->trace) = on;
+            return 0;
+        }
+        if (!scalar_str(v, buf, sizeof buf)) {
+            return keel_err(KEEL_EUSAGE, errmsg, "expected a value");
+        }
+        return apply_opt(c, id, buf, errmsg);
+    }
+    SRV_WARN("config", "ignoring unknown config key '%s'", key);
+    return 0;
+}
+
+int srv_config_apply_json(struct srv_config *c, const json_t *root,
+                          char *errmsg)
+{
+    const char *key;
+    const json_t *v;
+    char sub[KEEL_ERRMSG_MAX];
+
+    json_object_foreach((json_t *)root, key, v)
+    {
+        int rv = apply_key(c, key, v, sub);
+        if (rv != 0) {
+            return keel_err(KEEL_ECONFIG, errmsg, "config key '%s': %s", key,
+                            sub);
+        }
+    }
+    return 0;
+}
+
+static int load_file(struct srv_config *c, const char *path, char *errmsg)
+{
+    FILE *f = fopen(path, "r");
+    char *text;
+    size_t n;
+    json_t *root = NULL;
+    int rv;
+
+    if (f == NULL) {
+        return keel_err(KEEL_EIO, errmsg, "cannot read config %s: %s", path,
+                        strerror(errno));
+    }
+    text = malloc(SRV_CONFIG_BYTES_MAX + 1);
+    if (text == NULL) {
+        fclose(f);
+        return KEEL_ENOMEM;
+    }
+    n = fread(text, 1, SRV_CONFIG_BYTES_MAX + 1, f);
+    fclose(f);
+    rv = srv_confparse(text, n, &root, errmsg);
+    free(text);
+    if (rv != 0) {
+        return rv;
+    }
+    rv = srv_config_apply_json(c, root, errmsg);
+    json_decref(root);
+    return rv;
+}
+
+/* Walk argv; with only_config, apply just -c (and help/version) so the
+ * file can load before the flags that override it. */
+static int walk_args(struct srv_config *c, int argc, char **argv,
+                     bool only_config, char *errmsg)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *name = a + 1;
+        const char *v = NULL;
+        if (a[0] != '-' || a[1] == '\0') {
+            return keel_err(KEEL_EUSAGE, errmsg,
+                            "unexpected argument '%s' (see --help)", a);
+        }
+        if (name[0] == '-') {
+            name++;
+        }
+        const char *eq = strchr(name, '=');
+        size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
+        const struct opt *o = find_opt(name, len);
+        if (o == NULL) {
+            return keel_err(KEEL_EUSAGE, errmsg,
+                            "unknown flag '%s' (see --help)", a);
+        }
+        if (o->has_value) {
+            if (eq != NULL) {
+                v = eq + 1;
+            } else if (i + 1 < argc) {
+                v = argv[++i];
+            } else {
+                return keel_err(KEEL_EUSAGE, errmsg, "flag '%s' needs a value",
+                                a);
+            }
+        } else if (eq != NULL) {
+            return keel_err(KEEL_EUSAGE, errmsg, "flag '%s' takes no value", a);
+        }
+        bool early =
+            o->id == OPT_CONFIG || o->id == OPT_HELP || o->id == OPT_VERSION;
+        if (only_config != early) {
+            continue;
+        }
+        int rv = apply_opt(c, o->id, v, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    return 0;
+}
+
+int srv_config_from_args(struct srv_config *c, int argc, char **argv,
+                         char *errmsg)
+{
+    int rv;
+
+    srv_config_defaults(c);
+    rv = walk_args(c, argc, argv, true, errmsg);
+    if (rv != 0 || c->help || c->version) {
+        return rv;
+    }
+    if (c->config_file[0] != '\0') {
+        rv = load_file(c, c->config_file, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    return walk_args(c, argc, argv, false, errmsg);
+}
+
+const char *srv_config_usage(void)
+{
+    return "usage: keeld [options]\n"
+           "  -a, --addr, --net HOST     client listen address (0.0.0.0)\n"
+           "  -p, --port PORT            client port (4222; 0 = any)\n"
+           "  -m, --http_port PORT       monitoring port (off; 0 = any)\n"
+           "  -n, --name, --server_name  server name\n"
+           "  -c, --config FILE          config file (flags override it)\n"
+           "  -sd, --store_dir DIR       data directory (keel-data)\n"
+           "  -l, --log FILE             log to FILE instead of stderr\n"
+           "  -D, -V, -DV                debug, trace, both\n"
+           "  --ports_file_dir DIR       write keeld_<pid>.ports there\n"
+           "  --max_payload SIZE         largest message (1MB)\n"
+           "  --max_pending SIZE         per-connection outbound limit\n"
+           "  --ping_interval DUR        server ping interval (2m)\n"
+           "  --ping_max N               unanswered pings before close "
+           "(2)\n"
+           "  --fsync MODE               group | always | interval:<ms>\n"
+           "  --cluster URL, --cluster_name NAME, --routes URLS\n"
+           "                             stored; clustering comes later\n"
+           "  -h, --help                 this text\n"
+           "  -v, --version              print the version\n";
+}

@@ -1,0 +1,74 @@
+/* keeld settings: defaults, then the config file (-c), then flags, which
+ * override the file. Flags are spelled as nats-server spells them.
+ */
+#ifndef SRV_CONFIG_H
+#define SRV_CONFIG_H
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "keel/assert.h"
+
+#define SRV_VERSION_ADVERTISED "2.10.24"
+
+enum srv_fsync_mode {
+    SRV_FSYNC_GROUP = 0,
+    SRV_FSYNC_ALWAYS,
+    SRV_FSYNC_INTERVAL,
+};
+
+struct srv_config {
+    char addr[256];
+    int port;      /* 0 = kernel picks */
+    int http_port; /* -1 = no monitoring listener */
+    char name[128];
+    char store_dir[PATH_MAX];
+    char log_file[PATH_MAX];
+    char config_file[PATH_MAX];
+    char ports_file_dir[PATH_MAX];
+    uint64_t max_payload;
+    uint64_t max_pending;
+    uint64_t ping_interval_ms;
+    unsigned ping_max;
+    bool debug;
+    bool trace;
+    enum srv_fsync_mode fsync;
+    uint64_t fsync_interval_ms;
+    /* Clustering is a later issue: these are accepted and stored only. */
+    char cluster_listen[256];
+    char cluster_name[128];
+    char routes[1024];
+    bool help;
+    bool version;
+};
+
+/* Fill the defaults: 0.0.0.0:4222, no monitoring, 1 MiB payloads, 2 min
+ * pings, fsync group, store dir "./keel-data". */
+void srv_config_defaults(struct srv_config *c);
+
+/* Build the config from argv (argv[0] is skipped): defaults, then the file
+ * named by -c/--config if any, then every flag in order. Returns 0,
+ * KEEL_EUSAGE for an unknown flag or bad value (errmsg is the one-line
+ * reason), or KEEL_ECONFIG / KEEL_EIO for a bad or unreadable file.
+ * --help and --version set c->help / c->version and stop.
+ */
+KEEL_MUST_USE int srv_config_from_args(struct srv_config *c, int argc,
+                                       char **argv, char *errmsg);
+
+/* Apply a parsed config file tree (see srv_confparse). Unknown keys are
+ * logged and ignored. Returns 0 or KEEL_ECONFIG. */
+KEEL_MUST_USE int srv_config_apply_json(struct srv_config *c,
+                                        const json_t *root, char *errmsg);
+
+/* Parse sizes like 1048576, 1MB, 64K (powers of 1024). */
+KEEL_MUST_USE bool srv_parse_size(const char *s, uint64_t *out);
+
+/* Parse durations like 2m, 30s, 500ms, 1h; a bare number is seconds. */
+KEEL_MUST_USE bool srv_parse_duration_ms(const char *s, uint64_t *out);
+
+/* Usage text for --help. */
+const char *srv_config_usage(void);
+
+#endif

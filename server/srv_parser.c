@@ -1,0 +1,343 @@
+#include "srv_parser.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "keel/error.h"
+
+void srv_parser_init(struct srv_parser *p, size_t max_payload)
+{
+    memset(p, 0, sizeof *p);
+    p->state = SRV_PARSER_LINE;
+    p->max_payload = max_payload;
+}
+
+void srv_parser_close(struct srv_parser *p)
+{
+    free(p->buf);
+    p->buf = NULL;
+    p->buf_cap = 0;
+}
+
+bool srv_parse_u64(const char *s, size_t len, uint64_t *out)
+{
+    uint64_t v = 0;
+
+    if (len == 0 || len > 20) {
+        return false;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return false;
+        }
+        uint64_t d = (uint64_t)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) {
+            return false;
+        }
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* Split on runs of blanks (nats.c sends "SUB foo  5"). Returns the number of
+ * arguments, or SRV_PROTO_ARGS_MAX + 1 when there are too many. */
+static size_t split_args(const char *s, size_t len, struct srv_slice *args)
+{
+    size_t n = 0;
+    size_t i = 0;
+
+    while (i < len) {
+        while (i < len && is_blank(s[i])) {
+            i++;
+        }
+        if (i == len) {
+            break;
+        }
+        if (n == SRV_PROTO_ARGS_MAX) {
+            return SRV_PROTO_ARGS_MAX + 1;
+        }
+        size_t start = i;
+        while (i < len && !is_blank(s[i])) {
+            i++;
+        }
+        args[n].ptr = s + start;
+        args[n].len = i - start;
+        n++;
+    }
+    return n;
+}
+
+static bool verb_is(struct srv_slice v, const char *name)
+{
+    return v.len == strlen(name) && strncasecmp(v.ptr, name, v.len) == 0;
+}
+
+static int parse_size(struct srv_parser *p, struct srv_slice s, size_t *out)
+{
+    uint64_t v;
+
+    if (!srv_parse_u64(s.ptr, s.len, &v)) {
+        return KEEL_EPROTO;
+    }
+    if (v > p->max_payload) {
+        return KEEL_ELIMIT;
+    }
+    *out = (size_t)v;
+    return 0;
+}
+
+static int parse_pub(struct srv_parser *p, const struct srv_slice *a, size_t n,
+                     struct srv_cmd *cmd)
+{
+    int rv;
+    bool hpub = cmd->op == SRV_OP_HPUB;
+    size_t sizes = hpub ? 2 : 1;
+
+    if (n != sizes + 1 && n != sizes + 2) {
+        return KEEL_EPROTO;
+    }
+    cmd->subject = a[0];
+    if (n == sizes + 2) {
+        cmd->reply = a[1];
+    }
+    rv = parse_size(p, a[n - 1], &cmd->total_bytes);
+    if (rv != 0) {
+        return rv;
+    }
+    if (hpub) {
+        uint64_t hdr;
+        if (!srv_parse_u64(a[n - 2].ptr, a[n - 2].len, &hdr) ||
+            hdr > cmd->total_bytes) {
+            return KEEL_EPROTO;
+        }
+        cmd->hdr_bytes = (size_t)hdr;
+    }
+    return 0;
+}
+
+static int parse_sub_unsub(const struct srv_slice *a, size_t n,
+                           struct srv_cmd *cmd)
+{
+    if (cmd->op == SRV_OP_SUB) {
+        if (n != 2 && n != 3) {
+            return KEEL_EPROTO;
+        }
+        cmd->subject = a[0];
+        cmd->sid = a[n - 1];
+        if (n == 3) {
+            cmd->queue = a[1];
+        }
+        return 0;
+    }
+    if (n != 1 && n != 2) {
+        return KEEL_EPROTO;
+    }
+    cmd->sid = a[0];
+    if (n == 2 && !srv_parse_u64(a[1].ptr, a[1].len, &cmd->max)) {
+        return KEEL_EPROTO;
+    }
+    return 0;
+}
+
+/* Dispatch on the verb. Kept as one switch-like chain so every verb's
+ * arity rule sits in one place. */
+static int parse_line(struct srv_parser *p, const char *s, size_t len,
+                      struct srv_cmd *cmd)
+{
+    struct srv_slice a[SRV_PROTO_ARGS_MAX + 1];
+    size_t n;
+    size_t i = 0;
+
+    memset(cmd, 0, sizeof *cmd);
+    while (i < len && is_blank(s[i])) {
+        i++;
+    }
+    size_t vstart = i;
+    while (i < len && !is_blank(s[i])) {
+        i++;
+    }
+    struct srv_slice verb = {s + vstart, i - vstart};
+    if (verb_is(verb, "CONNECT") || verb_is(verb, "INFO")) {
+        cmd->op = verb_is(verb, "INFO") ? SRV_OP_INFO : SRV_OP_CONNECT;
+        while (i < len && is_blank(s[i])) {
+            i++;
+        }
+        cmd->json.ptr = s + i;
+        cmd->json.len = len - i;
+        return 0;
+    }
+    n = split_args(s + i, len - i, a);
+    if (n > SRV_PROTO_ARGS_MAX) {
+        return KEEL_EPROTO;
+    }
+    if (verb_is(verb, "PUB") || verb_is(verb, "HPUB")) {
+        cmd->op = verb_is(verb, "PUB") ? SRV_OP_PUB : SRV_OP_HPUB;
+        return parse_pub(p, a, n, cmd);
+    }
+    if (verb_is(verb, "SUB") || verb_is(verb, "UNSUB")) {
+        cmd->op = verb_is(verb, "SUB") ? SRV_OP_SUB : SRV_OP_UNSUB;
+        return parse_sub_unsub(a, n, cmd);
+    }
+    if (verb_is(verb, "PING") || verb_is(verb, "PONG")) {
+        cmd->op = verb_is(verb, "PING") ? SRV_OP_PING : SRV_OP_PONG;
+        return n == 0 ? 0 : KEEL_EPROTO;
+    }
+    return KEEL_EPROTO;
+}
+
+static void rebase(struct srv_slice *s, const char *from, size_t from_len,
+                   const char *to)
+{
+    if (s->ptr >= from && s->ptr <= from + from_len) {
+        s->ptr = to + (s->ptr - from);
+    }
+}
+
+/* Keep a command whose payload continues in a later read: its control line
+ * moves into p->line (if it is not there already) and the payload starts
+ * gathering in p->buf. */
+static int start_split_payload(struct srv_parser *p, struct srv_cmd *cmd,
+                               const char *line, size_t line_len)
+{
+    size_t need = cmd->total_bytes + 2;
+
+    if (line != p->line) {
+        ASSERT(line_len <= SRV_CONTROL_LINE_BYTES_MAX);
+        memcpy(p->line, line, line_len);
+        rebase(&cmd->subject, line, line_len, p->line);
+        rebase(&cmd->reply, line, line_len, p->line);
+    }
+    if (p->buf_cap < need) {
+        char *b = realloc(p->buf, need);
+        if (b == NULL) {
+            return KEEL_ENOMEM;
+        }
+        p->buf = b;
+        p->buf_cap = need;
+    }
+    p->pending = *cmd;
+    p->buf_len = 0;
+    p->state = SRV_PARSER_PAYLOAD;
+    return 0;
+}
+
+static int payload_end_ok(const char *end)
+{
+    return end[0] == '\r' && end[1] == '\n' ? 0 : KEEL_EPROTO;
+}
+
+/* Consume one control line that ends at nl; *used gets the bytes taken
+ * (line and, when complete, payload). */
+static int take_line(struct srv_parser *p, const char *data, size_t len,
+                     const char *nl, size_t *used, srv_parser_cb cb, void *ud)
+{
+    const char *line = data;
+    size_t line_len = (size_t)(nl - data);
+    struct srv_cmd cmd;
+    int rv;
+
+    if (p->line_len > 0) {
+        if (p->line_len + line_len > SRV_CONTROL_LINE_BYTES_MAX + 1) {
+            return KEEL_ETOOBIG;
+        }
+        memcpy(p->line + p->line_len, data, line_len);
+        line = p->line;
+        line_len += p->line_len;
+        p->line_len = 0;
+    }
+    *used = (size_t)(nl - data) + 1;
+    if (line_len > 0 && line[line_len - 1] == '\r') {
+        line_len--;
+    }
+    if (line_len > SRV_CONTROL_LINE_BYTES_MAX) {
+        return KEEL_ETOOBIG;
+    }
+    rv = parse_line(p, line, line_len, &cmd);
+    if (rv != 0) {
+        return rv;
+    }
+    if (cmd.op != SRV_OP_PUB && cmd.op != SRV_OP_HPUB) {
+        return cb(ud, &cmd);
+    }
+    size_t avail = len - *used;
+    if (avail >= cmd.total_bytes + 2) {
+        cmd.payload = data + *used;
+        rv = payload_end_ok(cmd.payload + cmd.total_bytes);
+        if (rv != 0) {
+            return rv;
+        }
+        *used += cmd.total_bytes + 2;
+        return cb(ud, &cmd);
+    }
+    return start_split_payload(p, &cmd, line, line_len);
+}
+
+static int take_payload(struct srv_parser *p, const char *data, size_t len,
+                        size_t *used, srv_parser_cb cb, void *ud)
+{
+    size_t need = p->pending.total_bytes + 2 - p->buf_len;
+    size_t take = len < need ? len : need;
+    int rv;
+
+    memcpy(p->buf + p->buf_len, data, take);
+    p->buf_len += take;
+    *used = take;
+    if (take < need) {
+        return 0;
+    }
+    p->state = SRV_PARSER_LINE;
+    rv = payload_end_ok(p->buf + p->pending.total_bytes);
+    if (rv != 0) {
+        return rv;
+    }
+    p->pending.payload = p->buf;
+    return cb(ud, &p->pending);
+}
+
+static int keep_partial_line(struct srv_parser *p, const char *data, size_t len)
+{
+    if (p->line_len + len > SRV_CONTROL_LINE_BYTES_MAX + 1) {
+        return KEEL_ETOOBIG;
+    }
+    memcpy(p->line + p->line_len, data, len);
+    p->line_len += len;
+    return 0;
+}
+
+int srv_parser_feed(struct srv_parser *p, const char *data, size_t len,
+                    srv_parser_cb cb, void *ud)
+{
+    size_t i = 0;
+    int rv = 0;
+
+    if (p->state == SRV_PARSER_FAILED) {
+        return KEEL_EPROTO;
+    }
+    while (i < len && rv == 0) {
+        size_t used = 0;
+        if (p->state == SRV_PARSER_PAYLOAD) {
+            rv = take_payload(p, data + i, len - i, &used, cb, ud);
+        } else {
+            const char *nl = memchr(data + i, '\n', len - i);
+            if (nl == NULL) {
+                rv = keep_partial_line(p, data + i, len - i);
+                used = len - i;
+            } else {
+                rv = take_line(p, data + i, len - i, nl, &used, cb, ud);
+            }
+        }
+        i += used;
+    }
+    if (rv == KEEL_EPROTO || rv == KEEL_ETOOBIG || rv == KEEL_ELIMIT ||
+        rv == KEEL_ENOMEM) {
+        p->state = SRV_PARSER_FAILED;
+    }
+    return rv;
+}

@@ -1,0 +1,447 @@
+#include "srv_route.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keel/error.h"
+#include "srv_conn.h"
+#include "srv_log.h"
+
+static int reserve(struct srv_outbuf *b, size_t extra)
+{
+    size_t need = b->len + extra;
+    size_t cap;
+    char *d;
+
+    if (need <= b->cap) {
+        return 0;
+    }
+    cap = b->cap == 0 ? 4096 : b->cap;
+    while (cap < need) {
+        cap *= 2;
+    }
+    d = realloc(b->data, cap);
+    if (d == NULL) {
+        return KEEL_ENOMEM;
+    }
+    b->data = d;
+    b->cap = cap;
+    return 0;
+}
+
+static void mark_dirty(struct srv_conn *c)
+{
+    if (!c->dirty) {
+        c->dirty = true;
+        srv_server_mark_dirty(c->srv, c);
+    }
+}
+
+int srv_route_append(struct srv_conn *c, const char *data, size_t len)
+{
+    int rv = reserve(&c->out, len);
+    if (rv != 0) {
+        return rv;
+    }
+    memcpy(c->out.data + c->out.len, data, len);
+    c->out.len += len;
+    mark_dirty(c);
+    return 0;
+}
+
+static void send_ok(struct srv_conn *c)
+{
+    if (c->verbose && srv_route_append(c, "+OK\r\n", 5) != 0) {
+        srv_conn_close(c, NULL, false);
+    }
+}
+
+/* -ERR that keeps the conn open (PROTOCOL.md §1.9). */
+static void send_err(struct srv_conn *c, const char *text)
+{
+    char line[256];
+    int n = snprintf(line, sizeof line, "-ERR '%s'\r\n", text);
+    if (srv_route_append(c, line, (size_t)n) != 0) {
+        srv_conn_close(c, NULL, false);
+    }
+}
+
+static char *put(char *p, const char *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+
+static char *put_u64(char *p, uint64_t v)
+{
+    char tmp[24];
+    size_t n = 0;
+
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    while (n > 0) {
+        *p++ = tmp[--n];
+    }
+    return p;
+}
+
+static bool skip_for(struct srv_sub *sub, void *ud)
+{
+    struct srv_conn *pub = ud;
+    return sub->conn->closing || (sub->conn == pub && !pub->echo);
+}
+
+static void unsub_now(struct srv_conn *c, struct srv_sub *sub)
+{
+    int rv = srv_sublist_remove(&c->srv->sublist, sub);
+    ASSERT(rv == 0);
+    void *v = srv_hmap_del(&c->subs, sub->sid, sub->sid_len);
+    ASSERT(v == sub);
+    srv_server_bury_sub(c->srv, sub);
+}
+
+static void slow_consumer(struct srv_conn *d)
+{
+    d->srv->stats.slow_consumers++;
+    SRV_WARN("conn", "cid %llu %s: slow consumer (%zu bytes pending), closing",
+             (unsigned long long)d->cid, d->peer, srv_conn_pending_bytes(d));
+    /* out holds whole messages only (a partial write moved to wbuf), so
+     * dropping it keeps the stream well-formed before the -ERR. */
+    d->out.len = 0;
+    srv_conn_close(d, "Slow Consumer", true);
+}
+
+/* Queue one MSG/HMSG for sub. Headers go only to conns that announced
+ * header support; others get MSG with the header block stripped. */
+static bool deliver(struct srv_sub *sub, const struct srv_cmd *cmd)
+{
+    struct srv_conn *d = sub->conn;
+    bool hpub = cmd->op == SRV_OP_HPUB;
+    bool hmsg = hpub && d->headers;
+    const char *payload = cmd->payload;
+    size_t total = cmd->total_bytes;
+    char *p;
+
+    if (hpub && !d->headers) {
+        payload += cmd->hdr_bytes;
+        total -= cmd->hdr_bytes;
+    }
+    size_t need = 5 + cmd->subject.len + 1 + sub->sid_len + 1 + cmd->reply.len +
+                  1 + 2 * 21 + 4 + total + 2;
+    if (srv_conn_pending_bytes(d) + need > d->srv->cfg->max_pending) {
+        slow_consumer(d);
+        return false;
+    }
+    if (reserve(&d->out, need) != 0) {
+        srv_conn_close(d, NULL, false);
+        return false;
+    }
+    p = d->out.data + d->out.len;
+    p = hmsg ? put(p, "HMSG ", 5) : put(p, "MSG ", 4);
+    p = put(p, cmd->subject.ptr, cmd->subject.len);
+    *p++ = ' ';
+    p = put(p, sub->sid, sub->sid_len);
+    *p++ = ' ';
+    if (cmd->reply.len > 0) {
+        p = put(p, cmd->reply.ptr, cmd->reply.len);
+        *p++ = ' ';
+    }
+    if (hmsg) {
+        p = put_u64(p, cmd->hdr_bytes);
+        *p++ = ' ';
+    }
+    p = put_u64(p, total);
+    p = put(p, "\r\n", 2);
+    p = put(p, payload, total);
+    p = put(p, "\r\n", 2);
+    d->out.len = (size_t)(p - d->out.data);
+    ASSERT(d->out.len <= d->out.cap);
+    d->srv->stats.out_msgs++;
+    d->srv->stats.out_bytes += total;
+    mark_dirty(d);
+    if (++sub->delivered >= sub->max && sub->max > 0) {
+        unsub_now(d, sub);
+    }
+    return true;
+}
+
+/* PROTOCOL.md §1.8: a request that reached nobody gets a 503 status on
+ * the requester's own sub matching the reply subject. */
+static void no_responders(struct srv_conn *c, const struct srv_cmd *cmd)
+{
+    static const char status[] = "NATS/1.0 503\r\n\r\n";
+    struct srv_sublist_result *r;
+    struct srv_sub *mine = NULL;
+
+    if (srv_sublist_match(&c->srv->sublist, cmd->reply.ptr, cmd->reply.len,
+                          &r) != 0) {
+        return;
+    }
+    for (size_t i = 0; i < r->npsubs && mine == NULL; i++) {
+        if (r->psubs[i]->conn == c && !r->psubs[i]->removed) {
+            mine = r->psubs[i];
+        }
+    }
+    if (mine != NULL) {
+        struct srv_cmd st = *cmd;
+        st.op = SRV_OP_HPUB;
+        st.subject = cmd->reply;
+        st.reply.len = 0;
+        st.hdr_bytes = sizeof status - 1;
+        st.total_bytes = sizeof status - 1;
+        st.payload = status;
+        (void)deliver(mine, &st);
+    }
+    srv_sublist_result_release(r);
+}
+
+static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
+{
+    struct srv_server *srv = c->srv;
+    struct srv_sublist_result *r;
+    size_t delivered = 0;
+    int rv;
+
+    srv->stats.in_msgs++;
+    srv->stats.in_bytes += cmd->total_bytes;
+    if (c->pedantic &&
+        !srv_subject_valid(cmd->subject.ptr, cmd->subject.len, false)) {
+        send_err(c, "Invalid Publish Subject");
+        return c->closing ? KEEL_ESHUTDOWN : 0;
+    }
+    rv = srv_sublist_match(&srv->sublist, cmd->subject.ptr, cmd->subject.len,
+                           &r);
+    if (rv == 0) {
+        for (size_t i = 0; i < r->npsubs; i++) {
+            struct srv_sub *sub = r->psubs[i];
+            if (!sub->removed && !skip_for(sub, c) && deliver(sub, cmd)) {
+                delivered++;
+            }
+        }
+        for (size_t i = 0; i < r->nqgroups; i++) {
+            struct srv_sub *sub =
+                srv_sublist_qgroup_pick(&r->qgroups[i], skip_for, c);
+            if (sub != NULL && deliver(sub, cmd)) {
+                delivered++;
+            }
+        }
+        srv_sublist_result_release(r);
+    } else if (rv == KEEL_ENOMEM) {
+        srv_conn_close(c, NULL, false);
+        return KEEL_ESHUTDOWN;
+    }
+    if (delivered == 0 && cmd->reply.len > 0 && c->no_responders &&
+        !c->closing) {
+        no_responders(c, cmd);
+    }
+    send_ok(c);
+    return c->closing ? KEEL_ESHUTDOWN : 0;
+}
+
+static bool json_flag(const json_t *o, const char *key, bool dflt)
+{
+    const json_t *v = json_object_get(o, key);
+    return v == NULL ? dflt : json_is_true(v);
+}
+
+static int on_connect(struct srv_conn *c, const struct srv_cmd *cmd)
+{
+    json_error_t jerr;
+    json_t *o = json_loadb(cmd->json.ptr, cmd->json.len, 0, &jerr);
+    const char *err = NULL;
+
+    if (o == NULL || !json_is_object(o)) {
+        err = "Unknown Protocol Operation";
+        goto out;
+    }
+    c->verbose = json_flag(o, "verbose", false);
+    c->pedantic = json_flag(o, "pedantic", false);
+    c->echo = json_flag(o, "echo", true);
+    c->headers = json_flag(o, "headers", false);
+    c->no_responders = json_flag(o, "no_responders", false);
+    const json_t *proto = json_object_get(o, "protocol");
+    if (proto != NULL &&
+        (!json_is_integer(proto) || json_integer_value(proto) < 0 ||
+         json_integer_value(proto) > 1)) {
+        err = "invalid client protocol";
+        goto out;
+    }
+    if (c->no_responders && !c->headers) {
+        err = "no responders requires headers support";
+        goto out;
+    }
+    c->connected = true;
+    SRV_DEBUG("conn", "cid %llu %s connected: name=%s lang=%s version=%s",
+              (unsigned long long)c->cid, c->peer,
+              json_string_value(json_object_get(o, "name")) ?: "",
+              json_string_value(json_object_get(o, "lang")) ?: "",
+              json_string_value(json_object_get(o, "version")) ?: "");
+out:
+    json_decref(o);
+    if (err != NULL) {
+        srv_conn_close(c, err, true);
+        return KEEL_ESHUTDOWN;
+    }
+    send_ok(c);
+    return 0;
+}
+
+static struct srv_sub *sub_new(struct srv_conn *c, const struct srv_cmd *cmd)
+{
+    size_t n = sizeof(struct srv_sub) + cmd->subject.len + 1 + cmd->queue.len +
+               1 + cmd->sid.len + 1;
+    struct srv_sub *sub = calloc(1, n);
+    char *p;
+
+    if (sub == NULL) {
+        return NULL;
+    }
+    /* One allocation holds the sub and its three strings. */
+    p = (char *)(sub + 1);
+    sub->conn = c;
+    sub->subject = p;
+    sub->subject_len = cmd->subject.len;
+    p = put(p, cmd->subject.ptr, cmd->subject.len) + 1;
+    if (cmd->queue.len > 0) {
+        sub->queue = p;
+        sub->queue_len = cmd->queue.len;
+        p = put(p, cmd->queue.ptr, cmd->queue.len) + 1;
+    }
+    sub->sid = p;
+    sub->sid_len = cmd->sid.len;
+    put(p, cmd->sid.ptr, cmd->sid.len);
+    return sub;
+}
+
+static int on_sub(struct srv_conn *c, const struct srv_cmd *cmd)
+{
+    struct srv_sub *sub;
+    int rv;
+
+    if (!srv_subject_valid(cmd->subject.ptr, cmd->subject.len, true)) {
+        send_err(c, "Invalid Subject");
+        return 0;
+    }
+    if (srv_hmap_get(&c->subs, cmd->sid.ptr, cmd->sid.len) != NULL) {
+        /* A repeated sid keeps the first subscription, as nats-server. */
+        send_ok(c);
+        return 0;
+    }
+    if (c->subs.count >= SRV_SUBS_PER_CONN_MAX) {
+        send_err(c, "maximum subscriptions exceeded");
+        return 0;
+    }
+    sub = sub_new(c, cmd);
+    if (sub == NULL) {
+        srv_conn_close(c, NULL, false);
+        return KEEL_ESHUTDOWN;
+    }
+    rv = srv_sublist_insert(&c->srv->sublist, sub);
+    if (rv == 0) {
+        rv = srv_hmap_put(&c->subs, sub->sid, sub->sid_len, sub);
+        if (rv != 0) {
+            (void)srv_sublist_remove(&c->srv->sublist, sub);
+        }
+    }
+    if (rv != 0) {
+        free(sub);
+        send_err(c, rv == KEEL_EINVAL ? "Invalid Subject"
+                                      : "maximum subscriptions exceeded");
+        return 0;
+    }
+    send_ok(c);
+    return 0;
+}
+
+static int on_unsub(struct srv_conn *c, const struct srv_cmd *cmd)
+{
+    struct srv_sub *sub = srv_hmap_get(&c->subs, cmd->sid.ptr, cmd->sid.len);
+
+    if (sub != NULL) {
+        if (cmd->max > 0 && sub->delivered < cmd->max) {
+            sub->max = cmd->max;
+        } else {
+            unsub_now(c, sub);
+        }
+    }
+    send_ok(c);
+    return 0;
+}
+
+static void trace_cmd(struct srv_conn *c, const struct srv_cmd *cmd)
+{
+    static const char *names[] = {"",      "CONNECT", "PUB",  "HPUB", "SUB",
+                                  "UNSUB", "PING",    "PONG", "INFO"};
+    const struct srv_slice *arg = cmd->subject.len > 0 ? &cmd->subject
+                                  : cmd->sid.len > 0   ? &cmd->sid
+                                                       : &cmd->json;
+    srv_log(SRV_LOG_TRACE, "proto", "cid %llu <<- [%s %.*s%s%.*s]",
+            (unsigned long long)c->cid, names[cmd->op], (int)arg->len, arg->ptr,
+            cmd->reply.len > 0 ? " " : "", (int)cmd->reply.len, cmd->reply.ptr);
+}
+
+/* Parser callback: one case per verb. */
+static int on_cmd(void *ud, const struct srv_cmd *cmd)
+{
+    struct srv_conn *c = ud;
+
+    if (c->closing) {
+        return KEEL_ESHUTDOWN;
+    }
+    if (srv_log_enabled(SRV_LOG_TRACE)) {
+        trace_cmd(c, cmd);
+    }
+    switch (cmd->op) {
+    case SRV_OP_PUB:
+    case SRV_OP_HPUB:
+        return on_pub(c, cmd);
+    case SRV_OP_SUB:
+        return on_sub(c, cmd);
+    case SRV_OP_UNSUB:
+        return on_unsub(c, cmd);
+    case SRV_OP_PING:
+        if (srv_route_append(c, "PONG\r\n", 6) != 0) {
+            srv_conn_close(c, NULL, false);
+            return KEEL_ESHUTDOWN;
+        }
+        return 0;
+    case SRV_OP_PONG:
+        c->pings_out = 0;
+        return 0;
+    case SRV_OP_CONNECT:
+        return on_connect(c, cmd);
+    case SRV_OP_INFO:
+        return 0; /* clients may echo INFO; nothing to do */
+    }
+    return KEEL_EPROTO;
+}
+
+void srv_route_input(struct srv_conn *c, const char *data, size_t len)
+{
+    int rv = srv_parser_feed(&c->parser, data, len, on_cmd, c);
+    const char *err = NULL;
+
+    switch (rv) {
+    case 0:
+    case KEEL_ESHUTDOWN:
+        return;
+    case KEEL_EPROTO:
+        err = "Unknown Protocol Operation";
+        break;
+    case KEEL_ETOOBIG:
+        err = "Maximum Control Line Exceeded";
+        break;
+    case KEEL_ELIMIT:
+        err = "Maximum Payload Violation";
+        break;
+    default:
+        break;
+    }
+    SRV_DEBUG("conn", "cid %llu %s: protocol error: %s",
+              (unsigned long long)c->cid, c->peer,
+              err != NULL ? err : keel_strerror(rv));
+    srv_conn_close(c, err, err != NULL);
+}

@@ -1,0 +1,281 @@
+#include "srv_server.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "keel/error.h"
+#include "srv_conn.h"
+#include "srv_log.h"
+
+uint64_t srv_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void srv_server_mark_dirty(struct srv_server *srv, struct srv_conn *c)
+{
+    if (srv->ndirty == srv->dirty_cap) {
+        size_t cap = srv->dirty_cap == 0 ? 64 : srv->dirty_cap * 2;
+        struct srv_conn **d = realloc(srv->dirty, cap * sizeof *d);
+        if (d == NULL) {
+            /* Cannot track it: write now instead of at the iteration end. */
+            c->dirty = false;
+            srv_conn_flush(c);
+            return;
+        }
+        srv->dirty = d;
+        srv->dirty_cap = cap;
+    }
+    ASSERT(srv->ndirty < SRV_CONNS_MAX * 2);
+    srv->dirty[srv->ndirty++] = c;
+}
+
+void srv_server_conn_gone(struct srv_server *srv, struct srv_conn *c)
+{
+    if (c->dirty) {
+        for (size_t i = 0; i < srv->ndirty; i++) {
+            if (srv->dirty[i] == c) {
+                srv->dirty[i] = srv->dirty[--srv->ndirty];
+                break;
+            }
+        }
+    }
+    if (c->prev != NULL) {
+        c->prev->next = c->next;
+    } else {
+        srv->conns = c->next;
+    }
+    if (c->next != NULL) {
+        c->next->prev = c->prev;
+    }
+    ASSERT(srv->nconns > 0);
+    srv->nconns--;
+}
+
+void srv_server_bury_sub(struct srv_server *srv, struct srv_sub *sub)
+{
+    ASSERT(sub->removed);
+    sub->next_free = srv->graveyard;
+    srv->graveyard = sub;
+}
+
+static void free_graveyard(struct srv_server *srv)
+{
+    while (srv->graveyard != NULL) {
+        struct srv_sub *s = srv->graveyard;
+        srv->graveyard = s->next_free;
+        free(s);
+    }
+}
+
+/* Runs once per loop iteration after I/O: write every conn that got
+ * output, free removed subs, publish stats for the monitoring thread. */
+static void flush_check_cb(uv_check_t *h)
+{
+    struct srv_server *srv = h->data;
+
+    /* Flushing may mark more conns dirty (write errors close conns); the
+     * index walk picks those up too. */
+    for (size_t i = 0; i < srv->ndirty; i++) {
+        struct srv_conn *c = srv->dirty[i];
+        c->dirty = false;
+        srv_conn_flush(c);
+    }
+    srv->ndirty = 0;
+    free_graveyard(srv);
+    srv->stats.subscriptions = srv->sublist.count;
+    pthread_mutex_lock(&srv->stats_mu);
+    srv->snapshot = srv->stats;
+    pthread_mutex_unlock(&srv->stats_mu);
+}
+
+void srv_server_stats(struct srv_server *srv, struct srv_stats *out)
+{
+    pthread_mutex_lock(&srv->stats_mu);
+    *out = srv->snapshot;
+    pthread_mutex_unlock(&srv->stats_mu);
+}
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+    struct srv_server *srv = listener->data;
+
+    if (status < 0) {
+        SRV_WARN("server", "accept failed: %s", uv_strerror(status));
+        return;
+    }
+    int rv = srv_conn_accept(srv, listener);
+    if (rv != 0) {
+        SRV_WARN("server", "connection refused: %s", keel_strerror(rv));
+    }
+}
+
+static void signal_cb(uv_signal_t *s, int signum)
+{
+    struct srv_server *srv = s->data;
+    SRV_INFO("server", "received %s, shutting down",
+             signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    srv_server_stop(srv);
+}
+
+static void make_server_id(char *id, size_t len)
+{
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    unsigned char raw[32];
+
+    ASSERT(len > 1);
+    if (uv_random(NULL, NULL, raw, sizeof raw, 0, NULL) != 0) {
+        for (size_t i = 0; i < sizeof raw; i++) {
+            raw[i] = (unsigned char)(rand() ^ (int)time(NULL));
+        }
+    }
+    /* nats-server ids start with 'N'; clients only need uniqueness. */
+    id[0] = 'N';
+    size_t n = len - 1 < 22 ? len - 1 : 22;
+    for (size_t i = 1; i < n; i++) {
+        id[i] = alphabet[raw[i] % 32];
+    }
+    id[n] = '\0';
+}
+
+static int build_info(struct srv_server *srv)
+{
+    const struct srv_config *cfg = srv->cfg;
+    json_t *o = json_pack(
+        "{s:s, s:s, s:s, s:i, s:b, s:I, s:s, s:i, s:b, s:s, s:s}", "server_id",
+        srv->server_id, "server_name",
+        cfg->name[0] != '\0' ? cfg->name : srv->server_id, "version",
+        SRV_VERSION_ADVERTISED, "proto", 1, "headers", 1, "max_payload",
+        (json_int_t)cfg->max_payload, "host", srv->host, "port", srv->port,
+        "jetstream", 0, "go", "keel " KEEL_VERSION, "git_commit", "");
+    char *s;
+
+    if (o == NULL) {
+        return KEEL_ENOMEM;
+    }
+    s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (s == NULL) {
+        return KEEL_ENOMEM;
+    }
+    /* Drop the closing brace: each conn appends its client_id. */
+    srv->info_json_len = strlen(s) - 1;
+    ASSERT(s[srv->info_json_len] == '}');
+    srv->info_json = s;
+    return 0;
+}
+
+static int listen_on(struct srv_server *srv, char *errmsg)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    int rv;
+
+    rv = uv_ip4_addr(srv->cfg->addr, srv->cfg->port, (struct sockaddr_in *)&ss);
+    if (rv != 0) {
+        rv = uv_ip6_addr(srv->cfg->addr, srv->cfg->port,
+                         (struct sockaddr_in6 *)&ss);
+    }
+    if (rv != 0) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "invalid listen address '%s': use an IP address",
+                        srv->cfg->addr);
+    }
+    uv_tcp_init(srv->loop, &srv->listener);
+    srv->listener.data = srv;
+    rv = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
+    if (rv == 0) {
+        rv = uv_listen((uv_stream_t *)&srv->listener, 1024, on_connection);
+    }
+    if (rv == 0) {
+        rv = uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&ss, &len);
+    }
+    if (rv != 0) {
+        return keel_err(KEEL_EIO, errmsg, "cannot listen on %s:%d: %s",
+                        srv->cfg->addr, srv->cfg->port, uv_strerror(rv));
+    }
+    srv->port = ntohs(ss.ss_family == AF_INET
+                          ? ((struct sockaddr_in *)&ss)->sin_port
+                          : ((struct sockaddr_in6 *)&ss)->sin6_port);
+    bool any = strcmp(srv->cfg->addr, "0.0.0.0") == 0 ||
+               strcmp(srv->cfg->addr, "::") == 0;
+    snprintf(srv->host, sizeof srv->host, "%s",
+             any ? "127.0.0.1" : srv->cfg->addr);
+    return 0;
+}
+
+int srv_server_init(struct srv_server *srv, uv_loop_t *loop,
+                    const struct srv_config *cfg, char *errmsg)
+{
+    int rv;
+
+    memset(srv, 0, sizeof *srv);
+    srv->loop = loop;
+    srv->cfg = cfg;
+    srv->start_ms = srv_now_ms();
+    pthread_mutex_init(&srv->stats_mu, NULL);
+    make_server_id(srv->server_id, sizeof srv->server_id);
+    rv = srv_sublist_init(&srv->sublist);
+    if (rv != 0) {
+        return keel_err(rv, errmsg, "out of memory creating the sublist");
+    }
+    rv = listen_on(srv, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    rv = build_info(srv);
+    if (rv != 0) {
+        return keel_err(rv, errmsg, "out of memory building INFO");
+    }
+    uv_check_init(loop, &srv->flush_check);
+    srv->flush_check.data = srv;
+    uv_check_start(&srv->flush_check, flush_check_cb);
+    uv_signal_init(loop, &srv->sigterm);
+    uv_signal_init(loop, &srv->sigint);
+    srv->sigterm.data = srv;
+    srv->sigint.data = srv;
+    uv_signal_start(&srv->sigterm, signal_cb, SIGTERM);
+    uv_signal_start(&srv->sigint, signal_cb, SIGINT);
+    return 0;
+}
+
+int srv_server_run(struct srv_server *srv)
+{
+    return uv_run(srv->loop, UV_RUN_DEFAULT);
+}
+
+void srv_server_stop(struct srv_server *srv)
+{
+    struct srv_conn *c;
+    size_t n = 0;
+
+    if (srv->stopping) {
+        return;
+    }
+    srv->stopping = true;
+    uv_close((uv_handle_t *)&srv->listener, NULL);
+    uv_close((uv_handle_t *)&srv->sigterm, NULL);
+    uv_close((uv_handle_t *)&srv->sigint, NULL);
+    /* Each conn flushes what it has queued, bounded by its own
+     * SRV_CLOSE_FLUSH_MS_MAX deadline, then closes. */
+    for (c = srv->conns; c != NULL && n < SRV_CONNS_MAX; c = c->next, n++) {
+        srv_conn_close(c, NULL, true);
+    }
+    /* From here write callbacks drive the remaining flushes; the loop
+     * ends when the last handle is closed. */
+    uv_close((uv_handle_t *)&srv->flush_check, NULL);
+}
+
+void srv_server_close(struct srv_server *srv)
+{
+    free_graveyard(srv);
+    srv_sublist_close(&srv->sublist);
+    free(srv->info_json);
+    free(srv->dirty);
+    pthread_mutex_destroy(&srv->stats_mu);
+}

@@ -1,0 +1,87 @@
+/* The keeld server: the libuv loop thread that accepts conns, parses the
+ * NATS protocol and routes messages through the sublist. The monitoring
+ * thread only reads the stats snapshot published under stats_mu.
+ */
+#ifndef SRV_SERVER_H
+#define SRV_SERVER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "keel/assert.h"
+#include "keel/limits.h"
+#include "srv_config.h"
+#include "srv_sublist.h"
+
+struct srv_conn;
+struct srv_monitor;
+
+struct srv_stats {
+    uint64_t in_msgs;
+    uint64_t in_bytes;
+    uint64_t out_msgs;
+    uint64_t out_bytes;
+    uint64_t connections;
+    uint64_t total_connections;
+    uint64_t subscriptions;
+    uint64_t slow_consumers;
+};
+
+struct srv_server {
+    uv_loop_t *loop;
+    const struct srv_config *cfg;
+    uv_tcp_t listener;
+    uv_check_t flush_check;
+    uv_signal_t sigterm;
+    uv_signal_t sigint;
+    bool stopping;
+    struct srv_sublist sublist;
+    char server_id[32];
+    char host[256];  /* address clients reach, for INFO and the ports file */
+    int port;        /* bound client port */
+    char *info_json; /* static INFO fields, without the closing brace */
+    size_t info_json_len;
+    uint64_t next_cid;
+    uint64_t start_ms;
+    struct srv_conn *conns; /* every conn whose handles are open */
+    size_t nconns;
+    struct srv_conn **dirty; /* conns with output to flush this iteration */
+    size_t ndirty;
+    size_t dirty_cap;
+    struct srv_sub *graveyard; /* removed subs, freed after the iteration */
+    struct srv_stats stats;
+    pthread_mutex_t stats_mu;
+    struct srv_stats snapshot; /* copy for the monitoring thread */
+    char read_buf[SRV_READ_BYTES];
+};
+
+/* Bind the client listener (cfg->addr, cfg->port; port 0 lets the kernel
+ * pick) on loop and install the SIGTERM/SIGINT handlers. srv->port holds
+ * the bound port on return. Returns 0, KEEL_EIO (bind/listen failed, errmsg
+ * says which address) or KEEL_ENOMEM.
+ */
+KEEL_MUST_USE int srv_server_init(struct srv_server *srv, uv_loop_t *loop,
+                                  const struct srv_config *cfg, char *errmsg);
+
+/* Run the loop until a signal stops the server and every conn closed. */
+int srv_server_run(struct srv_server *srv);
+
+/* Begin a clean stop: stop accepting, flush and close every conn. Loop
+ * thread only. */
+void srv_server_stop(struct srv_server *srv);
+
+/* Free what init allocated; the loop must have finished. */
+void srv_server_close(struct srv_server *srv);
+
+/* Copy the latest stats snapshot (any thread). */
+void srv_server_stats(struct srv_server *srv, struct srv_stats *out);
+
+/* Loop-thread helpers used by srv_conn. */
+void srv_server_mark_dirty(struct srv_server *srv, struct srv_conn *c);
+void srv_server_conn_gone(struct srv_server *srv, struct srv_conn *c);
+void srv_server_bury_sub(struct srv_server *srv, struct srv_sub *sub);
+uint64_t srv_now_ms(void);
+
+#endif

@@ -1,0 +1,73 @@
+/* Integration-test harness: start real keeld processes on kernel-chosen
+ * ports (via --ports_file_dir), wait for them with bounded polls, stop them
+ * by PID and remove their temporary directories.
+ */
+#ifndef KEEL_TEST_HARNESS_H
+#define KEEL_TEST_HARNESS_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define H_START_TIMEOUT_MS 10000
+#define H_STOP_TIMEOUT_MS 5000
+#define H_ARGS_MAX 32
+
+struct h_keeld {
+    pid_t pid;
+    char dir[128];        /* temp root, removed by h_keeld_cleanup */
+    char data_dir[256];   /* dir/data */
+    char ports_dir[256];  /* dir/ports */
+    char ports_file[512]; /* ports_dir/keeld_<pid>.ports */
+    char log_path[256];   /* keeld's stderr */
+    int port;
+    int http_port; /* -1 when not requested */
+    char url[64];  /* nats://127.0.0.1:PORT */
+};
+
+/* Path of keeld from $KEELD (meson sets it). */
+const char *h_keeld_path(void);
+
+/* Make a fresh temp dir for k (no process yet). Returns 0 or -1. */
+int h_keeld_init(struct h_keeld *k);
+
+/* Start keeld in k's dirs with `-a 127.0.0.1 -p <port> -sd data
+ * --ports_file_dir ports` plus extra (NULL-terminated, may be NULL), with
+ * -m 0 when monitor. Waits (bounded) for the ports file. port 0 = any.
+ * Returns 0, or -1 if keeld exited or timed out (its log is printed). */
+int h_keeld_start(struct h_keeld *k, int port, bool monitor,
+                  const char *const *extra);
+
+/* SIGTERM, wait up to H_STOP_TIMEOUT_MS, then SIGKILL. *status gets the
+ * wait status (may be NULL). Returns 0 if it exited on SIGTERM. */
+int h_keeld_stop(struct h_keeld *k, int *status);
+
+/* Stop if running and remove the temp dir. */
+void h_keeld_cleanup(struct h_keeld *k);
+
+/* Run keeld with args to completion (bounded); returns the wait status or
+ * -1. stderr_out (may be NULL, len bytes) gets what it printed. */
+int h_run_keeld(const char *const *args, char *stderr_out, size_t len);
+
+/* Wait for pid to exit, up to timeout_ms; 0 and *status, or -1. */
+int h_wait_pid(pid_t pid, int timeout_ms, int *status);
+
+/* Poll cond(arg) every 5 ms until true or timeout_ms passed. */
+bool h_poll(bool (*cond)(void *), void *arg, int timeout_ms);
+
+/* Monotonic milliseconds. */
+long long h_now_ms(void);
+
+/* Blocking raw TCP connect to 127.0.0.1:port; fd or -1. */
+int h_tcp_connect(int port);
+
+/* Read from fd until `want` appears in the accumulated text or timeout;
+ * returns 0 when found. buf (len) receives the text. */
+int h_read_until(int fd, const char *want, char *buf, size_t len,
+                 int timeout_ms);
+
+/* Minimal HTTP GET on 127.0.0.1:port; returns the status code or -1 and
+ * the body in body (len). */
+int h_http_get(int port, const char *path, char *body, size_t len);
+
+#endif
