@@ -1,0 +1,128 @@
+// nats.js against keeld: the NATS core features every client relies on.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect, ErrorCode, headers, StringCodec } from 'nats';
+import { collect, startServer } from './harness.mjs';
+
+const sc = StringCodec();
+
+describe('nats.js on keeld', () => {
+  let server;
+  let nc;
+
+  before(async () => {
+    server = await startServer();
+    nc = await connect({ servers: server.url, timeout: 5000 });
+  });
+
+  after(async () => {
+    if (nc) {
+      await nc.close();
+    }
+    if (server) {
+      const code = await server.stop();
+      if (server.name === 'keeld') {
+        assert.ok(code === 0 || code === null, `keeld exit ${code}`);
+      }
+    }
+  });
+
+  it('connects and sees a semver server version', () => {
+    assert.match(nc.info.version, /^\d+\.\d+\.\d+/);
+    assert.equal(nc.info.headers, true);
+    assert.ok(nc.info.max_payload > 0);
+  });
+
+  it('delivers published messages in order to a subscriber', async () => {
+    const sub = nc.subscribe('js.order');
+    await nc.flush();
+    for (let i = 0; i < 100; i++) {
+      nc.publish('js.order', sc.encode(`m${i}`));
+    }
+    const got = await collect(sub, 100);
+    assert.deepEqual(got.map((m) => sc.decode(m.data)),
+      Array.from({ length: 100 }, (_, i) => `m${i}`));
+  });
+
+  it('returns the responder answer to a request', async () => {
+    const sub = nc.subscribe('js.svc');
+    (async () => {
+      for await (const m of sub) {
+        m.respond(sc.encode(`echo:${sc.decode(m.data)}`));
+      }
+    })();
+    await nc.flush();
+    const nc2 = await connect({ servers: server.url });
+    const reply = await nc2.request('js.svc', sc.encode('ping'),
+      { timeout: 5000 });
+    assert.equal(sc.decode(reply.data), 'echo:ping');
+    await nc2.close();
+    sub.unsubscribe();
+  });
+
+  it('fails a request with no responders instead of timing out', async () => {
+    await assert.rejects(
+      nc.request('js.nobody', sc.encode('x'), { timeout: 5000 }),
+      (err) => err.code === ErrorCode.NoResponders);
+  });
+
+  it('round-trips headers with repeated keys', async () => {
+    const sub = nc.subscribe('js.hdr');
+    await nc.flush();
+    const h = headers();
+    h.append('X-One', 'a');
+    h.append('X-Multi', 'b');
+    h.append('X-Multi', 'c');
+    nc.publish('js.hdr', sc.encode('body'), { headers: h });
+    const [m] = await collect(sub, 1);
+    assert.ok(m, 'message received');
+    assert.equal(m.headers.get('X-One'), 'a');
+    assert.deepEqual(m.headers.values('X-Multi'), ['b', 'c']);
+    assert.equal(sc.decode(m.data), 'body');
+  });
+
+  it('matches * on one token and > on one or more', async () => {
+    const star = nc.subscribe('js.wild.*');
+    const tail = nc.subscribe('js.wild.>');
+    await nc.flush();
+    for (const s of ['js.wild.a', 'js.wild.a.b', 'js.wild', 'js.other.a']) {
+      nc.publish(s, sc.encode(s));
+    }
+    nc.publish('js.wild.end', sc.encode('end'));
+    const gotStar = await collect(star, 2);
+    const gotTail = await collect(tail, 3);
+    assert.deepEqual(gotStar.map((m) => m.subject),
+      ['js.wild.a', 'js.wild.end']);
+    assert.deepEqual(gotTail.map((m) => m.subject),
+      ['js.wild.a', 'js.wild.a.b', 'js.wild.end']);
+  });
+
+  it('gives each queue-group message to exactly one member', async () => {
+    const n = 200;
+    const members = [[], []];
+    const plain = [];
+    const nc2 = await connect({ servers: server.url });
+    nc.subscribe('js.q', { queue: 'workers',
+      callback: (_, m) => members[0].push(sc.decode(m.data)) });
+    nc2.subscribe('js.q', { queue: 'workers',
+      callback: (_, m) => members[1].push(sc.decode(m.data)) });
+    nc.subscribe('js.q', { callback: (_, m) => plain.push(m) });
+    await nc2.flush();
+    await nc.flush();
+    for (let i = 0; i < n; i++) {
+      nc.publish('js.q', sc.encode(`${i}`));
+    }
+    // Callbacks run as messages are parsed, and a flush resolves only after
+    // the server answered it, so once both flushes return every message the
+    // server routed before them has been counted.
+    await nc.flush();
+    await nc2.flush();
+    const seen = [...members[0], ...members[1]];
+    assert.equal(plain.length, n, 'plain subscriber gets every message');
+    assert.equal(seen.length, n, 'every message went to one member');
+    assert.equal(new Set(seen).size, n, 'no message went to two members');
+    assert.ok(members[0].length > 0 && members[1].length > 0,
+      'both members got work');
+    await nc2.close();
+  });
+});
