@@ -128,9 +128,13 @@ static int parse_word(struct cp *p, json_t **out)
 
     while (p->i < p->len) {
         char c = p->s[p->i];
+        /* "//" starts a comment only after a blank, so URLs such as
+         * nats://host:4222 stay whole. */
+        bool comment =
+            c == '/' && p->i + 1 < p->len && p->s[p->i + 1] == '/' &&
+            (p->i == start || isspace((unsigned char)p->s[p->i - 1]));
         if (c == '\n' || c == ',' || c == ';' || c == '}' || c == ']' ||
-            c == '#' ||
-            (c == '/' && p->i + 1 < p->len && p->s[p->i + 1] == '/')) {
+            c == '#' || comment) {
             break;
         }
         p->i++;

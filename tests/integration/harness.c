@@ -216,6 +216,13 @@ int h_keeld_stop(struct h_keeld *k, int *status)
         (void)h_wait_pid(k->pid, H_STOP_TIMEOUT_MS, &st);
         rv = -1;
     }
+    if (rv == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+        /* A sanitizer report or a crash shows up as an unclean exit. */
+        fprintf(stderr, "keeld %d exited uncleanly (status 0x%x)\n",
+                (int)k->pid, st);
+        print_log(k);
+        rv = -1;
+    }
     if (status != NULL) {
         *status = st;
     }

@@ -39,7 +39,8 @@ int h_keeld_start(struct h_keeld *k, int port, bool monitor,
                   const char *const *extra);
 
 /* SIGTERM, wait up to H_STOP_TIMEOUT_MS, then SIGKILL. *status gets the
- * wait status (may be NULL). Returns 0 if it exited on SIGTERM. */
+ * wait status (may be NULL). Returns 0 if it exited with status 0 on
+ * SIGTERM; otherwise prints its log and returns -1. */
 int h_keeld_stop(struct h_keeld *k, int *status);
 
 /* Stop if running and remove the temp dir. */

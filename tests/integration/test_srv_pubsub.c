@@ -36,9 +36,10 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
+    int rv = h_keeld_stop(&server, NULL);
     h_keeld_cleanup(&server);
     nats_Close();
-    return 0;
+    return rv;
 }
 
 static int setup(void **state)

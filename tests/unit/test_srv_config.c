@@ -1,0 +1,239 @@
+/* srv_confparse and srv_config: the NATS config format subset, flags, and
+ * flags overriding the file. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "keel/error.h"
+#include "keel/limits.h"
+#include "srv_config.h"
+#include "srv_confparse.h"
+
+struct fixture {
+    struct srv_config cfg;
+    char path[64];
+    char errmsg[KEEL_ERRMSG_MAX];
+    json_t *root;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    if (f == NULL) {
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    if (f->path[0] != '\0') {
+        unlink(f->path);
+    }
+    json_decref(f->root);
+    free(f);
+    return 0;
+}
+
+static int parse(struct fixture *f, const char *text)
+{
+    json_decref(f->root);
+    f->root = NULL;
+    return srv_confparse(text, strlen(text), &f->root, f->errmsg);
+}
+
+static void write_file(struct fixture *f, const char *text)
+{
+    snprintf(f->path, sizeof f->path, "/tmp/keel-cfg-XXXXXX");
+    int fd = mkstemp(f->path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+static void every_separator_comment_and_nesting_form_parses(void **state)
+{
+    struct fixture *f = *state;
+    const char *text = "# comment\n"
+                       "port: 4333\n"
+                       "server_name = \"n 1\"  // trailing comment\n"
+                       "max_payload 2MB\n"
+                       "debug: true; trace: off\n"
+                       "ping_interval: '30s'\n"
+                       "jetstream {\n"
+                       "  store_dir: /var/lib/keel\n"
+                       "}\n"
+                       "cluster { name: c1, routes: [\n"
+                       "  nats://a:6222, \"nats://b:6222\"\n"
+                       "] }\n";
+
+    assert_int_equal(parse(f, text), 0);
+    assert_int_equal(json_integer_value(json_object_get(f->root, "port")),
+                     4333);
+    assert_string_equal(
+        json_string_value(json_object_get(f->root, "server_name")), "n 1");
+    assert_int_equal(
+        json_integer_value(json_object_get(f->root, "max_payload")),
+        2 * 1024 * 1024);
+    assert_true(json_is_true(json_object_get(f->root, "debug")));
+    assert_true(json_is_false(json_object_get(f->root, "trace")));
+    json_t *js = json_object_get(f->root, "jetstream");
+    assert_string_equal(json_string_value(json_object_get(js, "store_dir")),
+                        "/var/lib/keel");
+    json_t *routes =
+        json_object_get(json_object_get(f->root, "cluster"), "routes");
+    assert_int_equal(json_array_size(routes), 2);
+    assert_string_equal(json_string_value(json_array_get(routes, 1)),
+                        "nats://b:6222");
+}
+
+static void malformed_config_names_the_line(void **state)
+{
+    struct fixture *f = *state;
+
+    assert_int_equal(parse(f, "a: 1\nb {\n c: 2\n"), KEEL_ECONFIG);
+    assert_non_null(strstr(f->errmsg, "line 4"));
+    assert_int_equal(parse(f, "a: \"open\n"), KEEL_ECONFIG);
+    assert_non_null(strstr(f->errmsg, "line 1"));
+    assert_int_equal(parse(f, "}"), KEEL_ECONFIG);
+    assert_int_equal(parse(f, "a: [1, 2"), KEEL_ECONFIG);
+    assert_int_equal(parse(f, "a:\n"), KEEL_ECONFIG);
+}
+
+static void nesting_past_the_limit_is_refused(void **state)
+{
+    struct fixture *f = *state;
+    char text[256] = "";
+
+    for (int i = 0; i < SRV_CONFIG_DEPTH_MAX + 2; i++) {
+        strcat(text, "a {");
+    }
+    assert_int_equal(parse(f, text), KEEL_ELIMIT);
+}
+
+static void sizes_and_durations_take_suffixes(void **state)
+{
+    (void)state;
+    uint64_t v;
+
+    assert_true(srv_parse_size("64K", &v));
+    assert_int_equal(v, 64 * 1024);
+    assert_true(srv_parse_size("1MB", &v));
+    assert_int_equal(v, 1024 * 1024);
+    assert_false(srv_parse_size("1XB", &v));
+    assert_false(srv_parse_size("-1", &v));
+    assert_true(srv_parse_duration_ms("2m", &v));
+    assert_int_equal(v, 120000);
+    assert_true(srv_parse_duration_ms("500ms", &v));
+    assert_int_equal(v, 500);
+    assert_true(srv_parse_duration_ms("10", &v));
+    assert_int_equal(v, 10000);
+    assert_false(srv_parse_duration_ms("soon", &v));
+}
+
+static int from_args(struct fixture *f, const char **argv)
+{
+    int argc = 0;
+    while (argv[argc] != NULL) {
+        argc++;
+    }
+    return srv_config_from_args(&f->cfg, argc, (char **)argv, f->errmsg);
+}
+
+static void flags_spelled_like_nats_server_set_the_config(void **state)
+{
+    struct fixture *f = *state;
+    const char *argv[] = {"keeld",       "-a",
+                          "127.0.0.1",   "-p",
+                          "0",           "-m",
+                          "0",           "-sd",
+                          "/tmp/d",      "--ports_file_dir=/tmp/p",
+                          "-n",          "n1",
+                          "-DV",         "--max_payload",
+                          "64K",         "--fsync",
+                          "interval:50", "--cluster",
+                          "nats://x:1",  NULL};
+
+    assert_int_equal(from_args(f, argv), 0);
+    assert_string_equal(f->cfg.addr, "127.0.0.1");
+    assert_int_equal(f->cfg.port, 0);
+    assert_int_equal(f->cfg.http_port, 0);
+    assert_string_equal(f->cfg.store_dir, "/tmp/d");
+    assert_string_equal(f->cfg.ports_file_dir, "/tmp/p");
+    assert_string_equal(f->cfg.name, "n1");
+    assert_true(f->cfg.debug && f->cfg.trace);
+    assert_int_equal(f->cfg.max_payload, 64 * 1024);
+    assert_int_equal(f->cfg.fsync, SRV_FSYNC_INTERVAL);
+    assert_int_equal(f->cfg.fsync_interval_ms, 50);
+    assert_string_equal(f->cfg.cluster_listen, "nats://x:1");
+}
+
+static void unknown_flags_and_bad_values_are_usage_errors(void **state)
+{
+    struct fixture *f = *state;
+    const char *unknown[] = {"keeld", "--bogus", NULL};
+    const char *badport[] = {"keeld", "-p", "70000", NULL};
+    const char *missing[] = {"keeld", "-p", NULL};
+    const char *badfsync[] = {"keeld", "--fsync", "sometimes", NULL};
+    const char *bigpay[] = {"keeld", "--max_payload", "1GB", NULL};
+
+    assert_int_equal(from_args(f, unknown), KEEL_EUSAGE);
+    assert_non_null(strstr(f->errmsg, "--bogus"));
+    assert_int_equal(from_args(f, badport), KEEL_EUSAGE);
+    assert_int_equal(from_args(f, missing), KEEL_EUSAGE);
+    assert_int_equal(from_args(f, badfsync), KEEL_EUSAGE);
+    assert_int_equal(from_args(f, bigpay), KEEL_EUSAGE);
+}
+
+static void flags_override_the_config_file(void **state)
+{
+    struct fixture *f = *state;
+    write_file(f, "listen: 10.0.0.1:5000\nserver_name: fromfile\n"
+                  "max_pending: 1MB\nping_interval: 2s\nping_max: 3\n"
+                  "http: 8300\n");
+    const char *argv[] = {"keeld", "-p", "6000", "-c", f->path, NULL};
+
+    assert_int_equal(from_args(f, argv), 0);
+    assert_string_equal(f->cfg.addr, "10.0.0.1");
+    assert_int_equal(f->cfg.port, 6000);
+    assert_string_equal(f->cfg.name, "fromfile");
+    assert_int_equal(f->cfg.max_pending, 1024 * 1024);
+    assert_int_equal(f->cfg.ping_interval_ms, 2000);
+    assert_int_equal(f->cfg.ping_max, 3);
+    assert_int_equal(f->cfg.http_port, 8300);
+}
+
+static void a_bad_value_in_the_file_is_a_config_error(void **state)
+{
+    struct fixture *f = *state;
+    write_file(f, "port: lots\n");
+    const char *argv[] = {"keeld", "-c", f->path, NULL};
+
+    assert_int_equal(from_args(f, argv), KEEL_ECONFIG);
+    assert_non_null(strstr(f->errmsg, "port"));
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(every_separator_comment_and_nesting_form_parses),
+        T(malformed_config_names_the_line),
+        T(nesting_past_the_limit_is_refused),
+        T(sizes_and_durations_take_suffixes),
+        T(flags_spelled_like_nats_server_set_the_config),
+        T(unknown_flags_and_bad_values_are_usage_errors),
+        T(flags_override_the_config_file),
+        T(a_bad_value_in_the_file_is_a_config_error),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
