@@ -32,8 +32,56 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 #define SRV_HMAP_SLOTS_MAX (1u << 30)
 
 /* ---- store ---- */
+#define STORE_SEGMENT_BYTES_DEFAULT (64u * 1024 * 1024)
+#define STORE_SEGMENT_BYTES_MIN (8u * 1024)
+#define STORE_SEGMENT_BYTES_MAX (1024u * 1024 * 1024)
+#define STORE_RECORD_PAYLOAD_BYTES_MAX (SRV_PAYLOAD_BYTES_MAX + 64 * 1024)
+#define STORE_SEGMENTS_PER_GROUP_MAX 65536
+#define STORE_GROUPS_MAX 65536
+#define STORE_APPEND_RECORDS_MAX 4096
+#define STORE_BATCH_BYTES_MAX (16u * 1024 * 1024)
+#define STORE_GROUP_OPS_MAX 64
+#define STORE_SYNC_THREADS_DEFAULT 2
+#define STORE_SYNC_THREADS_MAX 16
+#define STORE_EVENTS_MAX 65536
+#define STORE_REPORT_RANGES_MAX 64
+#define STORE_SCAN_RECORDS_MAX (STORE_SEGMENT_BYTES_MAX / 48)
+#define STORE_REPAIR_RECORDS_MAX 1024
+#define STORE_VOTE_BYTES_MAX 64
+#define STORE_PATH_BYTES_MAX 4096
+#define STORE_DIR_ENTRIES_MAX (2 * STORE_SEGMENTS_PER_GROUP_MAX)
+#define STORE_ZERO_CHUNK_BYTES (1024u * 1024)
+#define STORE_INTERVAL_MS_MAX (10 * 60 * 1000)
+#define STORE_META_MAP_BYTES (256ull * 1024 * 1024)
+
+_Static_assert(STORE_SEGMENT_BYTES_MIN <= STORE_SEGMENT_BYTES_DEFAULT,
+               "default segment size must respect the minimum");
+_Static_assert(STORE_SEGMENT_BYTES_DEFAULT <= STORE_SEGMENT_BYTES_MAX,
+               "default segment size must respect the maximum");
+_Static_assert(STORE_RECORD_PAYLOAD_BYTES_MAX <= STORE_BATCH_BYTES_MAX,
+               "one maximal record must fit a write batch");
 
 /* ---- raft ---- */
+#define RAFT_SERVERS_MAX 16     /* servers (voters + learners) per group */
+#define RAFT_LOG_RUNS_MAX 65536 /* (first index, term) runs kept in memory */
+#define RAFT_CONFIGS_MAX 32     /* configuration entries tracked in the log */
+#define RAFT_APPEND_ENTRIES_MAX 64   /* entries in one AppendEntries */
+#define RAFT_PROPOSE_ENTRIES_MAX 256 /* entries in one proposal */
+#define RAFT_OUT_ENTRIES_MAX 256     /* entries to persist from one step */
+#define RAFT_OUT_MSGS_MAX 64         /* messages out of one step */
+#define RAFT_INFLIGHT_MAX 8          /* AppendEntries in flight per follower */
+#define RAFT_READS_MAX 64            /* pending read-index requests */
+#define RAFT_OUT_READS_MAX 64        /* read-index results out of one step */
+#define RAFT_CONFIG_BYTES_MAX (8 + RAFT_SERVERS_MAX * 17)
+#define RAFT_MSG_BYTES_MAX (64 * 1024 * 1024) /* one encoded frame */
+#define RAFT_ENTRY_BYTES_MAX (16 * 1024 * 1024)
+
+_Static_assert(RAFT_APPEND_ENTRIES_MAX <= RAFT_OUT_ENTRIES_MAX,
+               "one AppendEntries must fit one step's output");
+_Static_assert(RAFT_PROPOSE_ENTRIES_MAX <= RAFT_OUT_ENTRIES_MAX,
+               "one proposal must fit one step's output");
+_Static_assert(2 * RAFT_SERVERS_MAX <= RAFT_OUT_MSGS_MAX,
+               "a broadcast (plus replies) must fit one step's output");
 
 /* ---- snapshot ---- */
 

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Raft purity lint: the core is a pure state machine (DESIGN.md §3), so its
+# objects may reference only memory and allocation functions and the
+# sanitizer runtimes. The codec object may also call msgpack-c. The shared
+# ASSERT (include/keel/assert.h, always on) prints to stderr and aborts on a
+# broken invariant: its four symbols are the only other ones allowed.
+# usage: check_purity.sh libkeel_raft.a
+set -euo pipefail
+lib=$1
+allow='^(memcpy|memmove|memset|memcmp|malloc|calloc|realloc|free|__asan_.*|__ubsan_.*|__sanitizer_.*|__sancov_.*|__stack_chk_fail|__tsan_.*|_GLOBAL_OFFSET_TABLE_|abort|fprintf|fflush|stderr)$'
+bad=0
+obj=
+while read -r line; do
+  case $line in
+    '') continue ;;
+    *:) obj=${line%:}; continue ;;
+  esac
+  sym=${line##* }
+  sym=${sym%%@*}
+  # The core's own cross-object references are defined in the archive.
+  if nm --defined-only "$lib" 2>/dev/null | awk '{print $3}' | grep -qx "$sym"; then
+    continue
+  fi
+  if [[ $sym =~ $allow ]]; then
+    continue
+  fi
+  if [[ $obj == *codec* && $sym == msgpack_* ]]; then
+    continue
+  fi
+  echo "impure symbol in $obj: $sym"
+  bad=1
+done < <(nm -u "$lib")
+if [[ $bad == 0 ]]; then
+  echo "raft core is pure: $(nm -u "$lib" | grep -c . || true) references checked"
+fi
+exit $bad

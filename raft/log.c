@@ -1,0 +1,304 @@
+/* The core's view of the log: the term of every index as (first index, term)
+ * runs, and the configuration entries. Payloads stay with the driver. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "keel/assert.h"
+#include "keel/error.h"
+
+#define CONFIG_FORMAT_VERSION 1
+
+raft_term raft_term_at(const struct raft *r, raft_index index)
+{
+    ASSERT(r->n_runs <= r->runs_cap);
+    if (index == 0) {
+        return 0;
+    }
+    if (index == r->snap_index) {
+        return r->snap_term;
+    }
+    if (index < r->snap_index || index > r->last_index) {
+        return 0;
+    }
+    ASSERT(r->n_runs > 0);
+    /* Binary search for the last run whose first index is <= index. */
+    uint32_t lo = 0;
+    uint32_t hi = r->n_runs;
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r->runs[mid].first <= index) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    ASSERT(r->runs[lo].first <= index);
+    return r->runs[lo].term;
+}
+
+raft_term log_last_term(const struct raft *r)
+{
+    ASSERT(r->last_index >= r->snap_index);
+    if (r->last_index == r->snap_index) {
+        return r->snap_term;
+    }
+    ASSERT(r->n_runs > 0);
+    return r->runs[r->n_runs - 1].term;
+}
+
+/* Largest index <= from whose term is <= term (fast backtracking, the
+ * follower's and the leader's side alike). Never below the snapshot. */
+raft_index log_find_le_term(const struct raft *r, raft_index from,
+                            raft_term term)
+{
+    ASSERT(from <= r->last_index);
+    ASSERT(r->n_runs <= RAFT_LOG_RUNS_MAX);
+    if (from <= r->snap_index) {
+        return from;
+    }
+    for (uint32_t i = r->n_runs; i > 0; i--) {
+        const struct raft_log_run *run = &r->runs[i - 1];
+        if (run->first > from) {
+            continue;
+        }
+        if (run->term <= term) {
+            return from;
+        }
+        from = run->first - 1;
+    }
+    return from < r->snap_index ? r->snap_index : from;
+}
+
+bool log_configs_full(const struct raft *r)
+{
+    ASSERT(r->n_configs <= RAFT_CONFIGS_MAX);
+    return r->n_configs == RAFT_CONFIGS_MAX;
+}
+
+static int runs_grow(struct raft *r)
+{
+    ASSERT(r->n_runs == r->runs_cap);
+    if (r->runs_cap >= RAFT_LOG_RUNS_MAX) {
+        return KEEL_ELIMIT;
+    }
+    uint32_t cap = r->runs_cap * 2;
+    if (cap > RAFT_LOG_RUNS_MAX) {
+        cap = RAFT_LOG_RUNS_MAX;
+    }
+    struct raft_log_run *runs = realloc(r->runs, cap * sizeof *runs);
+    if (runs == NULL) {
+        return KEEL_ENOMEM;
+    }
+    r->runs = runs;
+    r->runs_cap = cap;
+    ASSERT(r->n_runs < r->runs_cap);
+    return 0;
+}
+
+/* Append the record at index == last + 1. Nothing changes on error. */
+int log_append(struct raft *r, raft_index index, const struct raft_entry *e)
+{
+    struct raft_config c;
+    int rv;
+
+    ASSERT(index == r->last_index + 1);
+    ASSERT(e->term > 0);
+    if (e->type == RAFT_ENTRY_CONFIG) {
+        if (log_configs_full(r)) {
+            return KEEL_ELIMIT;
+        }
+        rv = raft_config_decode(e->buf, e->len, &c);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    if (r->n_runs == 0 || r->runs[r->n_runs - 1].term != e->term) {
+        if (r->n_runs == r->runs_cap) {
+            rv = runs_grow(r);
+            if (rv != 0) {
+                return rv;
+            }
+        }
+        r->runs[r->n_runs].first = index;
+        r->runs[r->n_runs].term = e->term;
+        r->n_runs++;
+    }
+    r->last_index = index;
+    if (e->type == RAFT_ENTRY_CONFIG) {
+        r->configs[r->n_configs].index = index;
+        r->configs[r->n_configs].config = c;
+        r->n_configs++;
+        progress_rebuild(r);
+    }
+    return 0;
+}
+
+/* Drop every record >= from. Membership rule 2: a truncated configuration
+ * entry stops applying, the previous one applies again. */
+void log_truncate(struct raft *r, raft_index from)
+{
+    ASSERT(from > r->snap_index);
+    ASSERT(from <= r->last_index);
+    ASSERT(from > r->commit);
+    while (r->n_runs > 0 && r->runs[r->n_runs - 1].first >= from) {
+        r->n_runs--;
+    }
+    r->last_index = from - 1;
+    if (r->persisted > from - 1) {
+        r->persisted = from - 1;
+    }
+    if (r->leader_match > from - 1) {
+        r->leader_match = from - 1;
+    }
+    bool reverted = false;
+    while (r->n_configs > 0 && r->configs[r->n_configs - 1].index >= from) {
+        r->n_configs--;
+        reverted = true;
+    }
+    if (reverted) {
+        progress_rebuild(r);
+    }
+}
+
+/* Forget configurations older than the latest committed one. */
+void log_configs_committed(struct raft *r)
+{
+    uint32_t keep = 0;
+    ASSERT(r->n_configs <= RAFT_CONFIGS_MAX);
+    for (uint32_t i = 0; i < r->n_configs; i++) {
+        if (r->configs[i].index <= r->commit) {
+            keep = i;
+        }
+    }
+    if (keep == 0) {
+        return;
+    }
+    memmove(&r->configs[0], &r->configs[keep],
+            (r->n_configs - keep) * sizeof r->configs[0]);
+    r->n_configs -= keep;
+    ASSERT(r->n_configs > 0);
+}
+
+/* Drop the terms of records <= index: a snapshot covers them. */
+void log_compact(struct raft *r, raft_index index, raft_term term)
+{
+    ASSERT(index <= r->last_index);
+    ASSERT(raft_term_at(r, index) == term);
+    if (index <= r->snap_index) {
+        return;
+    }
+    uint32_t drop = 0;
+    while (drop + 1 < r->n_runs && r->runs[drop + 1].first <= index + 1) {
+        drop++;
+    }
+    memmove(&r->runs[0], &r->runs[drop], (r->n_runs - drop) * sizeof *r->runs);
+    r->n_runs -= drop;
+    if (index == r->last_index) {
+        r->n_runs = 0;
+    } else {
+        r->runs[0].first = index + 1;
+    }
+    while (r->n_configs > 0 && r->configs[0].index <= index) {
+        r->snap_config = r->configs[0].config;
+        r->snap_config_index = r->configs[0].index;
+        memmove(&r->configs[0], &r->configs[1],
+                (r->n_configs - 1) * sizeof r->configs[0]);
+        r->n_configs--;
+    }
+    r->snap_index = index;
+    r->snap_term = term;
+}
+
+const struct raft_config *raft_config_current(const struct raft *r)
+{
+    ASSERT(r->n_configs <= RAFT_CONFIGS_MAX);
+    if (r->n_configs > 0) {
+        return &r->configs[r->n_configs - 1].config;
+    }
+    return &r->snap_config;
+}
+
+raft_index raft_config_current_index(const struct raft *r)
+{
+    ASSERT(r->n_configs <= RAFT_CONFIGS_MAX);
+    if (r->n_configs > 0) {
+        return r->configs[r->n_configs - 1].index;
+    }
+    return r->snap_config_index;
+}
+
+const struct raft_server *raft_config_find(const struct raft_config *c,
+                                           raft_node node)
+{
+    ASSERT(c->n <= RAFT_SERVERS_MAX);
+    for (uint32_t i = 0; i < c->n; i++) {
+        if (c->servers[i].node == node) {
+            return &c->servers[i];
+        }
+    }
+    return NULL;
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) {
+        p[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        v |= (uint64_t)p[i] << (8 * i);
+    }
+    return v;
+}
+
+uint32_t raft_config_encode(const struct raft_config *c, uint8_t *buf,
+                            uint32_t cap)
+{
+    ASSERT(c->n <= RAFT_SERVERS_MAX);
+    ASSERT(cap >= 2 + 17 * c->n);
+    buf[0] = CONFIG_FORMAT_VERSION;
+    buf[1] = (uint8_t)c->n;
+    for (uint32_t i = 0; i < c->n; i++) {
+        uint8_t *p = buf + 2 + 17 * i;
+        put_u64(p, c->servers[i].node);
+        put_u64(p + 8, c->servers[i].incarnation);
+        p[16] = c->servers[i].role;
+    }
+    return 2 + 17 * c->n;
+}
+
+int raft_config_decode(const void *buf, uint32_t len, struct raft_config *c)
+{
+    const uint8_t *b = buf;
+    if (b == NULL || len < 2 || b[0] != CONFIG_FORMAT_VERSION) {
+        return KEEL_ECORRUPT;
+    }
+    if (b[1] > RAFT_SERVERS_MAX || len != 2u + 17u * b[1]) {
+        return KEEL_ECORRUPT;
+    }
+    memset(c, 0, sizeof *c);
+    c->n = b[1];
+    for (uint32_t i = 0; i < c->n; i++) {
+        const uint8_t *p = b + 2 + 17 * i;
+        struct raft_server *s = &c->servers[i];
+        s->node = get_u64(p);
+        s->incarnation = get_u64(p + 8);
+        s->role = p[16];
+        if (s->node == 0 ||
+            (s->role != RAFT_VOTER && s->role != RAFT_LEARNER)) {
+            return KEEL_ECORRUPT;
+        }
+        for (uint32_t j = 0; j < i; j++) {
+            if (c->servers[j].node == s->node) {
+                return KEEL_ECORRUPT;
+            }
+        }
+    }
+    ASSERT(c->n <= RAFT_SERVERS_MAX);
+    return 0;
+}

@@ -1,0 +1,553 @@
+/* Raft core: lifecycle, the step dispatcher, timers and elections
+ * (Raft §5.2, §5.4.1, pre-vote and check-quorum from Ongaro's thesis §9.6). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "keel/assert.h"
+#include "keel/error.h"
+
+#define RUNS_INITIAL 16
+
+static uint64_t prng_next(struct raft *r)
+{
+    /* splitmix64: deterministic per group, seeded by the driver. */
+    uint64_t z = (r->prng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+int raft_init(struct raft *r, const struct raft_params *p)
+{
+    ASSERT(p->id != 0);
+    ASSERT(p->heartbeat_ms > 0);
+    ASSERT(p->election_timeout_ms > p->heartbeat_ms);
+    memset(r, 0, sizeof *r);
+    r->runs = malloc(RUNS_INITIAL * sizeof *r->runs);
+    if (r->runs == NULL) {
+        return KEEL_ENOMEM;
+    }
+    r->runs_cap = RUNS_INITIAL;
+    r->id = p->id;
+    r->incarnation = p->incarnation;
+    r->prng = p->seed;
+    r->election_timeout_ms = p->election_timeout_ms;
+    r->heartbeat_ms = p->heartbeat_ms;
+    r->role = RAFT_FOLLOWER;
+    return 0;
+}
+
+void raft_close(struct raft *r)
+{
+    ASSERT(r != NULL);
+    free(r->runs);
+    r->runs = NULL;
+    r->runs_cap = 0;
+    r->n_runs = 0;
+}
+
+void raft_load_hard_state(struct raft *r, raft_term term, raft_node vote)
+{
+    ASSERT(r->last_index == 0);
+    ASSERT(r->role == RAFT_FOLLOWER);
+    r->term = term;
+    r->vote = vote;
+}
+
+void raft_load_snapshot(struct raft *r, raft_index index, raft_term term,
+                        const struct raft_config *config)
+{
+    ASSERT(r->last_index == 0);
+    ASSERT(config->n <= RAFT_SERVERS_MAX);
+    r->snap_index = index;
+    r->snap_term = term;
+    r->last_index = index;
+    r->snap_config = *config;
+    r->snap_config_index = index;
+    r->commit = index;
+    r->applied = index;
+}
+
+int raft_load_entry(struct raft *r, raft_index index,
+                    const struct raft_entry *e)
+{
+    ASSERT(r->role == RAFT_FOLLOWER);
+    ASSERT(r->n_runs <= r->runs_cap);
+    if (index != r->last_index + 1 || e->term == 0) {
+        return KEEL_EINVAL;
+    }
+    return log_append(r, index, e);
+}
+
+void raft_start(struct raft *r, uint64_t now_ms)
+{
+    ASSERT(r->role == RAFT_FOLLOWER);
+    ASSERT(r->last_index >= r->snap_index);
+    raft_term t = log_last_term(r);
+    if (t > r->term) {
+        /* Never below a term seen in the log or snapshot (DESIGN §3). */
+        r->term = t;
+        r->vote = 0;
+        r->hs_dirty = true;
+    }
+    r->persisted = r->last_index;
+    r->now_ms = now_ms;
+    reset_election_timer(r);
+    progress_rebuild(r);
+}
+
+void reset_election_timer(struct raft *r)
+{
+    ASSERT(r->election_timeout_ms > 0);
+    uint64_t jitter = prng_next(r) % r->election_timeout_ms;
+    r->election_deadline_ms = r->now_ms + r->election_timeout_ms + jitter;
+    ASSERT(r->election_deadline_ms > r->now_ms);
+}
+
+struct raft_msg *out_msg(struct raft_out *out, uint8_t type,
+                         const struct raft *r, raft_node to,
+                         raft_incarnation to_inc)
+{
+    ASSERT(to != r->id);
+    if (out->n_msgs == RAFT_OUT_MSGS_MAX) {
+        /* Dropping is safe: Raft tolerates lost messages and the next
+         * heartbeat retries. The bound keeps one step's output finite. */
+        return NULL;
+    }
+    struct raft_msg *m = &out->msgs[out->n_msgs++];
+    memset(m, 0, sizeof *m);
+    m->type = type;
+    m->from = r->id;
+    m->from_incarnation = r->incarnation;
+    m->to = to;
+    m->to_incarnation = to_inc;
+    m->term = r->term;
+    ASSERT(out->n_msgs <= RAFT_OUT_MSGS_MAX);
+    return m;
+}
+
+static void set_term(struct raft *r, raft_term term)
+{
+    ASSERT(term > r->term);
+    r->term = term;
+    r->vote = 0;
+    r->hs_dirty = true;
+    r->leader_match = 0;
+}
+
+void become_follower(struct raft *r, raft_term term, raft_node leader,
+                     struct raft_out *out)
+{
+    ASSERT(term >= r->term);
+    if (term > r->term) {
+        set_term(r, term);
+    }
+    if (r->role == RAFT_LEADER) {
+        reads_fail(r, KEEL_ENOTLEADER, out);
+        r->transfer_to = 0;
+    }
+    if (r->leader != leader) {
+        r->leader_match = 0;
+    }
+    r->role = RAFT_FOLLOWER;
+    r->leader = leader;
+    ASSERT(r->role == RAFT_FOLLOWER);
+}
+
+static void become_leader(struct raft *r, struct raft_out *out);
+
+static bool is_self_voter(const struct raft *r)
+{
+    return config_is_voter(r, raft_config_current(r), r->id, r->incarnation);
+}
+
+/* Start a pre-vote (pre) or a real election. A real one raises the term and
+ * votes for itself: the driver syncs that before the requests go out. */
+void campaign(struct raft *r, bool pre, bool transfer, struct raft_out *out)
+{
+    const struct raft_config *c = raft_config_current(r);
+    ASSERT(is_self_voter(r));
+    ASSERT(r->role != RAFT_LEADER);
+    if (pre) {
+        r->role = RAFT_PRE_CANDIDATE;
+    } else {
+        set_term(r, r->term + 1);
+        r->vote = r->id;
+        r->role = RAFT_CANDIDATE;
+    }
+    r->leader = 0;
+    r->campaign_transfer = transfer;
+    r->n_votes = 1;
+    r->votes[0] = r->id;
+    reset_election_timer(r);
+    if (config_n_voters(c) == 1) {
+        /* A group of one wins at once (R1 shares the one code path). */
+        if (pre) {
+            campaign(r, false, transfer, out);
+        } else {
+            become_leader(r, out);
+        }
+        return;
+    }
+    for (uint32_t i = 0; i < c->n; i++) {
+        const struct raft_server *s = &c->servers[i];
+        if (s->role != RAFT_VOTER || s->node == r->id) {
+            continue;
+        }
+        struct raft_msg *m =
+            out_msg(out, RAFT_MSG_VOTE, r, s->node, s->incarnation);
+        if (m == NULL) {
+            continue;
+        }
+        m->term = pre ? r->term + 1 : r->term;
+        m->vote.pre = pre;
+        m->vote.transfer = transfer;
+        m->vote.last_index = r->last_index;
+        m->vote.last_term = log_last_term(r);
+    }
+}
+
+static void become_leader(struct raft *r, struct raft_out *out)
+{
+    ASSERT(r->role == RAFT_CANDIDATE);
+    ASSERT(r->vote == r->id);
+    r->role = RAFT_LEADER;
+    r->leader = r->id;
+    r->transfer_to = 0;
+    r->n_reads = 0;
+    r->heartbeat_deadline_ms = r->now_ms + r->heartbeat_ms;
+    r->quorum_deadline_ms = r->now_ms + r->election_timeout_ms;
+    progress_rebuild(r);
+    for (uint32_t i = 0; i < r->n_progress; i++) {
+        struct raft_progress *p = &r->progress[i];
+        p->next = r->last_index + 1;
+        p->match = 0;
+        p->probe = true;
+        p->probe_sent = false;
+        p->active = false;
+        p->heard_ms = r->now_ms;
+        p->read_round = 0;
+        p->inflight.n = 0;
+    }
+    out->became_leader = true;
+    /* Commit only by counting an entry of the current term (§5.4.2): the
+     * barrier gives the new leader one to count. */
+    struct raft_entry barrier = {
+        .term = r->term, .type = RAFT_ENTRY_BARRIER, .len = 0, .buf = NULL};
+    r->term_start = r->last_index + 1;
+    int rv = leader_append(r, &barrier, 1, out);
+    ASSERT(rv == 0 || rv == KEEL_ELIMIT || rv == KEEL_ENOMEM);
+}
+
+static bool log_up_to_date(const struct raft *r, raft_term last_term,
+                           raft_index last_index)
+{
+    raft_term mine = log_last_term(r);
+    ASSERT(r->last_index >= r->snap_index);
+    if (last_term != mine) {
+        return last_term > mine;
+    }
+    return last_index >= r->last_index;
+}
+
+/* Rule 1: refuse a candidate whose node our configuration names with
+ * another incarnation (a wiped disk). A candidate our configuration does not
+ * name as a voter may still be one in a later configuration we lack (thesis
+ * §4.2.3: a learner promoted by an entry we have not received), so only the
+ * incarnation decides. */
+static bool candidate_known(const struct raft *r, const struct raft_msg *m)
+{
+    const struct raft_server *s =
+        raft_config_find(raft_config_current(r), m->from);
+    ASSERT(m->type == RAFT_MSG_VOTE);
+    if (s == NULL) {
+        return true;
+    }
+    return s->incarnation == m->from_incarnation ||
+           MUTATED(r, RAFT_MUT_NO_INCARNATION);
+}
+
+/* Grant or deny a vote or pre-vote (Raft §5.2, §5.4.1). Membership rule 1:
+ * only a voter of the latest configuration votes, and only for a candidate
+ * named there with the same incarnation. */
+static void recv_vote(struct raft *r, const struct raft_msg *m,
+                      struct raft_out *out)
+{
+    bool in_lease = r->leader != 0 &&
+                    r->now_ms < r->leader_contact_ms + r->election_timeout_ms;
+    if (r->role == RAFT_LEADER) {
+        in_lease = true;
+    }
+    if (m->term > r->term && in_lease && !m->vote.transfer) {
+        return; /* a live leader exists: ignore disruptive candidates */
+    }
+    if (!m->vote.pre && m->term > r->term) {
+        become_follower(r, m->term, 0, out);
+    }
+    bool grant = m->term >= r->term;
+    if (m->vote.pre) {
+        grant = m->term > r->term;
+    } else if (grant) {
+        grant = r->vote == 0 || r->vote == m->from;
+    }
+    if (grant) {
+        grant = is_self_voter(r) && candidate_known(r, m) &&
+                log_up_to_date(r, m->vote.last_term, m->vote.last_index);
+    }
+    if (grant && !m->vote.pre) {
+        r->vote = m->from;
+        r->hs_dirty = true;
+        reset_election_timer(r);
+    }
+    struct raft_msg *resp =
+        out_msg(out, RAFT_MSG_VOTE_RESP, r, m->from, m->from_incarnation);
+    if (resp == NULL) {
+        return;
+    }
+    resp->term = (grant && m->vote.pre) ? m->term : r->term;
+    resp->vote_resp.pre = m->vote.pre;
+    resp->vote_resp.granted = grant;
+}
+
+static void recv_vote_resp(struct raft *r, const struct raft_msg *m,
+                           struct raft_out *out)
+{
+    const struct raft_config *c = raft_config_current(r);
+    bool pre = m->vote_resp.pre;
+    if (!m->vote_resp.granted) {
+        if (m->term > r->term) {
+            become_follower(r, m->term, 0, out);
+        }
+        return;
+    }
+    if (pre && (r->role != RAFT_PRE_CANDIDATE || m->term != r->term + 1)) {
+        return;
+    }
+    if (!pre && (r->role != RAFT_CANDIDATE || m->term != r->term)) {
+        return;
+    }
+    if (!config_is_voter(r, c, m->from, m->from_incarnation)) {
+        return; /* rule 1: not the incarnation the configuration names */
+    }
+    for (uint32_t i = 0; i < r->n_votes; i++) {
+        if (r->votes[i] == m->from) {
+            return;
+        }
+    }
+    ASSERT(r->n_votes < RAFT_SERVERS_MAX);
+    r->votes[r->n_votes++] = m->from;
+    if (r->n_votes * 2 <= config_n_voters(c)) {
+        return;
+    }
+    if (pre) {
+        campaign(r, false, r->campaign_transfer, out);
+    } else {
+        become_leader(r, out);
+    }
+}
+
+static void recv_timeout_now(struct raft *r, const struct raft_msg *m,
+                             struct raft_out *out)
+{
+    ASSERT(m->term == r->term);
+    ASSERT(r->role != RAFT_LEADER);
+    if (m->from != r->leader || !is_self_voter(r)) {
+        return;
+    }
+    campaign(r, false, true, out);
+}
+
+/* Terms first (Raft §5.1): a higher term from a leader makes us its
+ * follower; a lower one is answered so the stale leader learns it. */
+static void recv_msg(struct raft *r, const struct raft_msg *m,
+                     struct raft_out *out)
+{
+    if (m->to != r->id ||
+        (m->to_incarnation != 0 && m->to_incarnation != r->incarnation)) {
+        return;
+    }
+    if (m->type == RAFT_MSG_VOTE) {
+        recv_vote(r, m, out);
+        return;
+    }
+    if (m->type == RAFT_MSG_VOTE_RESP) {
+        recv_vote_resp(r, m, out);
+        return;
+    }
+    bool from_leader = m->type == RAFT_MSG_APPEND ||
+                       m->type == RAFT_MSG_SNAPSHOT ||
+                       m->type == RAFT_MSG_TIMEOUT_NOW;
+    if (m->term < r->term) {
+        if (from_leader) {
+            struct raft_msg *resp = out_msg(out, RAFT_MSG_APPEND_RESP, r,
+                                            m->from, m->from_incarnation);
+            if (resp != NULL) {
+                resp->append_resp.success = 0;
+            }
+        }
+        return;
+    }
+    if (m->term > r->term) {
+        become_follower(r, m->term, from_leader ? m->from : 0, out);
+    }
+    if (!from_leader) {
+        if (m->type == RAFT_MSG_APPEND_RESP && r->role == RAFT_LEADER) {
+            recv_append_resp(r, m, out);
+        }
+        return;
+    }
+    if (r->role == RAFT_LEADER) {
+        return; /* two leaders in one term cannot happen; ignore */
+    }
+    become_follower(r, m->term, m->from, out);
+    r->leader_contact_ms = r->now_ms;
+    reset_election_timer(r);
+    if (m->type == RAFT_MSG_APPEND) {
+        recv_append(r, m, out);
+    } else if (m->type == RAFT_MSG_TIMEOUT_NOW) {
+        recv_timeout_now(r, m, out);
+    }
+}
+
+static void check_quorum(struct raft *r, struct raft_out *out)
+{
+    const struct raft_config *c = raft_config_current(r);
+    uint32_t active = 1;
+    ASSERT(r->role == RAFT_LEADER);
+    for (uint32_t i = 0; i < r->n_progress; i++) {
+        struct raft_progress *p = &r->progress[i];
+        if (p->active && config_is_voter(r, c, p->node, p->incarnation)) {
+            active++;
+        }
+        p->active = false;
+    }
+    r->quorum_deadline_ms = r->now_ms + r->election_timeout_ms;
+    if (active * 2 <= config_n_voters(c)) {
+        become_follower(r, r->term, 0, out);
+        reset_election_timer(r);
+    }
+}
+
+static void tick(struct raft *r, struct raft_out *out)
+{
+    ASSERT(r->role >= RAFT_FOLLOWER);
+    ASSERT(r->role <= RAFT_LEADER);
+    if (r->role == RAFT_LEADER) {
+        if (r->now_ms >= r->quorum_deadline_ms) {
+            check_quorum(r, out);
+            if (r->role != RAFT_LEADER) {
+                return;
+            }
+        }
+        if (r->transfer_to != 0 && r->now_ms >= r->transfer_deadline_ms) {
+            r->transfer_to = 0; /* give up; proposals resume */
+        }
+        if (r->now_ms >= r->heartbeat_deadline_ms) {
+            r->heartbeat_deadline_ms = r->now_ms + r->heartbeat_ms;
+            broadcast_append(r, true, out);
+        }
+        return;
+    }
+    if (r->now_ms < r->election_deadline_ms) {
+        return;
+    }
+    if (!is_self_voter(r)) {
+        reset_election_timer(r);
+        return;
+    }
+    campaign(r, true, false, out);
+}
+
+static uint64_t next_timeout(const struct raft *r)
+{
+    ASSERT(r->role >= RAFT_FOLLOWER);
+    if (r->role != RAFT_LEADER) {
+        return r->election_deadline_ms;
+    }
+    uint64_t t = r->heartbeat_deadline_ms;
+    if (r->quorum_deadline_ms < t) {
+        t = r->quorum_deadline_ms;
+    }
+    if (r->transfer_to != 0 && r->transfer_deadline_ms < t) {
+        t = r->transfer_deadline_ms;
+    }
+    return t;
+}
+
+/* Dispatch one input. A switch over input types: longer than 70 lines would
+ * be only because of the cases, each of which calls one handler. */
+int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out)
+{
+    int rv = 0;
+    raft_index commit_before = r->commit;
+
+    ASSERT(r->runs != NULL);
+    ASSERT(in->now_ms >= r->now_ms);
+    out->hs_changed = false;
+    out->truncate_from = 0;
+    out->n_entries = 0;
+    out->entries_first = 0;
+    out->n_msgs = 0;
+    out->n_reads = 0;
+    out->became_leader = false;
+    r->now_ms = in->now_ms;
+
+    switch (in->type) {
+    case RAFT_IN_TICK:
+        tick(r, out);
+        break;
+    case RAFT_IN_RECEIVE:
+        if (in->msg->from != r->id) {
+            recv_msg(r, in->msg, out);
+        }
+        break;
+    case RAFT_IN_PROPOSE:
+        rv = propose(r, in, out);
+        break;
+    case RAFT_IN_PERSISTED:
+        on_persisted(r, in->persisted.index, in->persisted.term, out);
+        break;
+    case RAFT_IN_HARD_STATE_PERSISTED:
+        break; /* the driver syncs hard state before sending: nothing waits */
+    case RAFT_IN_APPLIED:
+        ASSERT(in->applied <= r->commit);
+        if (in->applied > r->applied) {
+            r->applied = in->applied;
+        }
+        break;
+    case RAFT_IN_SNAPSHOT_TAKEN:
+        ASSERT(in->snapshot.index <= r->applied);
+        ASSERT(in->snapshot.index <= r->persisted);
+        log_compact(r, in->snapshot.index, in->snapshot.term);
+        break;
+    case RAFT_IN_TRANSFER:
+        rv = transfer_start(r, in->transfer_to, out);
+        break;
+    case RAFT_IN_READ_INDEX:
+        rv = read_index(r, in->read_id, out);
+        break;
+    case RAFT_IN_CHANGE:
+        rv = change_membership(r, in, out);
+        break;
+    default:
+        rv = KEEL_EINVAL;
+        break;
+    }
+    if (r->hs_dirty) {
+        r->hs_dirty = false;
+        out->hs_changed = true;
+    }
+    if (r->commit > commit_before) {
+        log_configs_committed(r);
+    }
+    out->term = r->term;
+    out->vote = r->vote;
+    out->commit = r->commit;
+    out->role = r->role;
+    out->leader = r->leader;
+    out->timeout_ms = next_timeout(r);
+    ASSERT(r->commit >= commit_before);
+    ASSERT(r->persisted <= r->last_index);
+    return rv;
+}

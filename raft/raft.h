@@ -1,0 +1,386 @@
+/* The Raft core: a pure state machine (DESIGN.md §3).
+ *
+ * No I/O, no clock, no threads, no global state: every group is one
+ * struct raft, driven by raft_step() with one input at a time (a tick carrying
+ * the time, a received message, a proposal, a persisted/applied notification,
+ * a request). Each step fills a struct raft_out with what the driver must do,
+ * in this order:
+ *
+ *   1. if out.hs_changed: write (out.term, out.vote) and sync it;
+ *   2. if out.truncate_from: drop the log from that index (durably, with the
+ *      same sync that covers the new entries);
+ *      then append out.entries[0..n_entries) at out.entries_first;
+ *   3. send out.msgs (AppendEntries carry an index range; the driver fills in
+ *      the payloads from its store before encoding);
+ *   4. apply committed entries up to out.commit, report applied(index);
+ *   5. when a sync completes, report persisted(index, term) of the last record
+ *      it covered.
+ *
+ * The core does not own entry payloads: it keeps the term of every index as
+ * run-length (first index, term) runs, the configuration entries (parsed when
+ * appended), and the indexes that matter for the durability contract.
+ */
+#ifndef KEEL_RAFT_H
+#define KEEL_RAFT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "keel/limits.h"
+
+typedef uint64_t raft_index;
+typedef uint64_t raft_term;
+typedef uint64_t raft_node;        /* a node's stable id; 0 means none */
+typedef uint64_t raft_incarnation; /* random id of a data directory */
+
+enum raft_role {
+    RAFT_FOLLOWER = 1,
+    RAFT_PRE_CANDIDATE,
+    RAFT_CANDIDATE,
+    RAFT_LEADER,
+};
+
+enum raft_server_role {
+    RAFT_VOTER = 1,
+    RAFT_LEARNER = 2,
+};
+
+enum raft_entry_type {
+    RAFT_ENTRY_NORMAL = 1,
+    RAFT_ENTRY_BARRIER = 2, /* the no-op a new leader appends */
+    RAFT_ENTRY_CONFIG = 3,  /* payload: raft_config_encode() */
+};
+
+/* Membership rule 1: a server is (node, incarnation). */
+struct raft_server {
+    raft_node node;
+    raft_incarnation incarnation;
+    uint8_t role; /* enum raft_server_role */
+};
+
+struct raft_config {
+    uint32_t n;
+    struct raft_server servers[RAFT_SERVERS_MAX];
+};
+
+struct raft_entry {
+    raft_term term;
+    uint8_t type; /* enum raft_entry_type */
+    uint32_t len;
+    const void *buf; /* NULL in messages the core emits: the driver fills it */
+};
+
+enum raft_msg_type {
+    RAFT_MSG_APPEND = 1,
+    RAFT_MSG_APPEND_RESP = 2,
+    RAFT_MSG_VOTE = 3, /* also pre-vote, with vote.pre set */
+    RAFT_MSG_VOTE_RESP = 4,
+    RAFT_MSG_SNAPSHOT = 5,
+    RAFT_MSG_SNAPSHOT_RESP = 6,
+    RAFT_MSG_TIMEOUT_NOW = 7,
+    /* Reserved for storage-fault handling (issue 5). */
+    RAFT_MSG_FETCH = 8,
+    RAFT_MSG_FETCH_RESP = 9,
+    RAFT_MSG_DISCARD = 10,
+    RAFT_MSG_DISCARD_RESP = 11,
+    RAFT_MSG_TYPE_MAX = 11,
+};
+
+struct raft_msg_append {
+    raft_index prev_index;
+    raft_term prev_term;
+    raft_index commit;
+    raft_index leader_last; /* the leader's last index (amnesia exit) */
+    uint64_t ctx;           /* read-index round, echoed in the response */
+    uint32_t n_entries;
+    const struct raft_entry *entries; /* NULL when the core emits it */
+};
+
+struct raft_msg_append_resp {
+    uint8_t success;
+    raft_index match;    /* min(matching, accepted persisted) */
+    raft_index last;     /* last index of the answered append, 0 if none */
+    raft_index hint;     /* on reject: where the leader should look */
+    raft_term hint_term; /* on reject: the term at hint */
+    uint64_t ctx;        /* echoed read-index round */
+};
+
+struct raft_msg_vote {
+    uint8_t pre;      /* pre-vote: persists nothing, term is term + 1 */
+    uint8_t transfer; /* leadership transfer: ignore leader stickiness */
+    raft_index last_index;
+    raft_term last_term;
+};
+
+struct raft_msg_vote_resp {
+    uint8_t pre;
+    uint8_t granted;
+};
+
+/* InstallSnapshot (DESIGN §5): the snapshot at index and the leader's
+ * retained log from first through index, in chunks the driver fills. */
+struct raft_msg_snapshot {
+    raft_index index;
+    raft_term term;
+    raft_index leader_last;
+    raft_index log_first;
+    uint64_t offset;
+    uint8_t done;
+    uint32_t len;
+    const void *chunk;
+    struct raft_config config;
+};
+
+struct raft_msg_snapshot_resp {
+    uint8_t success;
+    raft_index match;
+    uint64_t offset;
+};
+
+struct raft_msg {
+    uint8_t type; /* enum raft_msg_type */
+    raft_node from;
+    raft_incarnation from_incarnation;
+    raft_node to;
+    raft_incarnation to_incarnation; /* 0: any */
+    raft_term term;
+    union {
+        struct raft_msg_append append;
+        struct raft_msg_append_resp append_resp;
+        struct raft_msg_vote vote;
+        struct raft_msg_vote_resp vote_resp;
+        struct raft_msg_snapshot snapshot;
+        struct raft_msg_snapshot_resp snapshot_resp;
+    };
+};
+
+enum raft_change_op {
+    RAFT_CHANGE_ADD_LEARNER = 1,
+    RAFT_CHANGE_PROMOTE = 2,
+    RAFT_CHANGE_REMOVE = 3,
+};
+
+enum raft_in_type {
+    RAFT_IN_TICK = 1,
+    RAFT_IN_RECEIVE,
+    RAFT_IN_PROPOSE,
+    RAFT_IN_PERSISTED,
+    RAFT_IN_HARD_STATE_PERSISTED,
+    RAFT_IN_APPLIED,
+    RAFT_IN_SNAPSHOT_TAKEN,
+    RAFT_IN_TRANSFER,
+    RAFT_IN_READ_INDEX,
+    RAFT_IN_CHANGE,
+};
+
+struct raft_in {
+    uint8_t type;    /* enum raft_in_type */
+    uint64_t now_ms; /* every input carries the time */
+    union {
+        const struct raft_msg *msg;
+        struct {
+            uint32_t n;
+            const struct raft_entry *entries;
+        } propose;
+        struct {
+            raft_index index;
+            raft_term term;
+        } persisted;
+        raft_index applied;
+        struct {
+            raft_index index;
+            raft_term term;
+        } snapshot;
+        raft_node transfer_to; /* 0: the most caught-up voter */
+        uint64_t read_id;
+        struct {
+            uint8_t op; /* enum raft_change_op */
+            raft_node node;
+            raft_incarnation incarnation;
+        } change;
+    };
+};
+
+struct raft_read {
+    uint64_t id;
+    int status;       /* 0, or KEEL_ENOTLEADER / KEEL_EAGAIN */
+    raft_index index; /* serve the read once applied >= index */
+};
+
+struct raft_out {
+    bool hs_changed; /* persist (term, vote) and sync BEFORE sending */
+    raft_term term;
+    raft_node vote;
+    raft_index truncate_from; /* 0: no truncation */
+    raft_index entries_first;
+    uint32_t n_entries;
+    struct raft_entry entries[RAFT_OUT_ENTRIES_MAX];
+    uint32_t n_msgs;
+    struct raft_msg msgs[RAFT_OUT_MSGS_MAX];
+    raft_index commit;
+    uint32_t n_reads;
+    struct raft_read reads[RAFT_OUT_READS_MAX];
+    uint64_t timeout_ms; /* call with a tick at or after this time */
+    /* Trace: what changed in this step, for the driver's event log. */
+    uint8_t role;
+    raft_node leader;
+    bool became_leader;
+};
+
+struct raft_params {
+    raft_node id;
+    raft_incarnation incarnation;
+    uint64_t seed;
+    uint32_t election_timeout_ms; /* randomized in [t, 2t) */
+    uint32_t heartbeat_ms;
+};
+
+struct raft_log_run {
+    raft_index first;
+    raft_term term;
+};
+
+struct raft_config_entry {
+    raft_index index;
+    struct raft_config config;
+};
+
+struct raft_inflight {
+    uint32_t head;
+    uint32_t n;
+    raft_index last[RAFT_INFLIGHT_MAX];
+};
+
+struct raft_progress {
+    raft_node node;
+    raft_incarnation incarnation;
+    uint8_t role;
+    raft_index next;
+    raft_index match;
+    bool probe;      /* probing: one append at a time */
+    bool probe_sent; /* the probe is out; wait for an answer or heartbeat */
+    bool active;     /* heard from in this check-quorum period */
+    uint64_t heard_ms;
+    uint64_t read_round;
+    raft_index match_at_heartbeat;
+    struct raft_inflight inflight;
+};
+
+struct raft_pending_read {
+    uint64_t id;
+    raft_index index;
+    uint64_t round;
+};
+
+/* Rule mutations for the simulator (test-only build of the core). */
+enum raft_mutation {
+    RAFT_MUT_NONE = 0,
+    RAFT_MUT_LEADER_COUNTS_UNSYNCED = 1u << 0,
+    RAFT_MUT_PERSISTED_BY_INDEX = 1u << 1,
+    RAFT_MUT_COMMIT_PREV_TERM = 1u << 2,
+    RAFT_MUT_CONFIG_EARLY = 1u << 3,
+    RAFT_MUT_NO_INCARNATION = 1u << 4,
+};
+
+struct raft {
+    raft_node id;
+    raft_incarnation incarnation;
+    uint64_t prng;
+    uint32_t election_timeout_ms;
+    uint32_t heartbeat_ms;
+    uint32_t mutations;
+
+    /* Hard state: (term, vote) only. */
+    raft_term term;
+    raft_node vote;
+    bool hs_dirty;
+
+    uint8_t role;
+    raft_node leader;
+    uint64_t now_ms;
+    uint64_t election_deadline_ms;
+    uint64_t leader_contact_ms; /* last AppendEntries from a leader */
+
+    /* Log: terms as runs over (snap_index, last_index]. */
+    raft_index snap_index;
+    raft_term snap_term;
+    raft_index last_index;
+    struct raft_log_run *runs;
+    uint32_t n_runs;
+    uint32_t runs_cap;
+
+    raft_index persisted; /* accepted persisted index */
+    raft_index commit;
+    raft_index applied;
+
+    /* Configurations: the latest applies, committed or not. */
+    struct raft_config snap_config;
+    raft_index snap_config_index;
+    uint32_t n_configs;
+    struct raft_config_entry configs[RAFT_CONFIGS_MAX];
+
+    /* Follower: the last index known to match the current leader. */
+    raft_index leader_match;
+
+    /* Candidate. */
+    uint32_t n_votes;
+    raft_node votes[RAFT_SERVERS_MAX];
+    bool campaign_transfer;
+
+    /* Leader. */
+    uint32_t n_progress;
+    struct raft_progress progress[RAFT_SERVERS_MAX];
+    raft_index term_start; /* index of this leader's barrier */
+    uint64_t heartbeat_deadline_ms;
+    uint64_t quorum_deadline_ms;
+    raft_node transfer_to;
+    uint64_t transfer_deadline_ms;
+    uint64_t read_round;
+    uint32_t n_reads;
+    struct raft_pending_read reads[RAFT_READS_MAX];
+    uint8_t config_buf[RAFT_CONFIG_BYTES_MAX];
+};
+
+/* Initialise an empty group object. Allocates the term-run table; returns 0
+ * or KEEL_ENOMEM. Follow with the raft_load_* calls, then raft_start. */
+int raft_init(struct raft *r, const struct raft_params *p);
+
+/* Free what raft_init allocated. */
+void raft_close(struct raft *r);
+
+/* Restore the durable state read from disk, before raft_start. */
+void raft_load_hard_state(struct raft *r, raft_term term, raft_node vote);
+void raft_load_snapshot(struct raft *r, raft_index index, raft_term term,
+                        const struct raft_config *config);
+
+/* Append one durable log record during load (indexes in order, starting right
+ * after the snapshot). Configuration entries are parsed. Returns 0,
+ * KEEL_EINVAL (out of order) or KEEL_ECORRUPT (bad configuration payload). */
+int raft_load_entry(struct raft *r, raft_index index,
+                    const struct raft_entry *e);
+
+/* Start the group: term := max(hard state, last log term, snapshot term);
+ * every loaded record counts as persisted. */
+void raft_start(struct raft *r, uint64_t now_ms);
+
+/* The one entry point (see the file comment for the output contract).
+ * Returns 0, or KEEL_ENOTLEADER / KEEL_EBUSY / KEEL_EINVAL / KEEL_ELIMIT for a
+ * refused request (propose, transfer, change); out is valid either way. */
+int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out);
+
+/* Membership: the configuration in effect (the latest in the log). */
+const struct raft_config *raft_config_current(const struct raft *r);
+raft_index raft_config_current_index(const struct raft *r);
+raft_term raft_term_at(const struct raft *r, raft_index index);
+
+/* Encode / decode a configuration entry payload (little-endian, versioned).
+ * Decode returns KEEL_ECORRUPT on malformed input. */
+uint32_t raft_config_encode(const struct raft_config *c, uint8_t *buf,
+                            uint32_t cap);
+int raft_config_decode(const void *buf, uint32_t len, struct raft_config *c);
+
+const struct raft_server *raft_config_find(const struct raft_config *c,
+                                           raft_node node);
+
+#endif

@@ -1,0 +1,448 @@
+/* Log replication (Raft §5.3), commitment (§5.4.2), the durability contract
+ * of DESIGN §3, and read-index (thesis §6.4, without leases). */
+#include <string.h>
+
+#include "internal.h"
+#include "keel/assert.h"
+#include "keel/error.h"
+
+_Static_assert(RAFT_OUT_READS_MAX >= RAFT_READS_MAX,
+               "failing every pending read must fit one step's output");
+
+/* What a follower may claim to hold: the last index known to match the
+ * leader, never above the accepted persisted index. Issue 5 caps this at the
+ * first faulty index - 1 as well; keep every response going through here. */
+raft_index follower_match(const struct raft *r)
+{
+    ASSERT(r->persisted <= r->last_index);
+    ASSERT(r->leader_match <= r->last_index);
+    return r->leader_match < r->persisted ? r->leader_match : r->persisted;
+}
+
+static void inflight_push(struct raft_inflight *f, raft_index last)
+{
+    ASSERT(f->n < RAFT_INFLIGHT_MAX);
+    ASSERT(f->head < RAFT_INFLIGHT_MAX);
+    f->last[(f->head + f->n) % RAFT_INFLIGHT_MAX] = last;
+    f->n++;
+}
+
+static void inflight_free_to(struct raft_inflight *f, raft_index last)
+{
+    uint32_t i = 0;
+    ASSERT(f->n <= RAFT_INFLIGHT_MAX);
+    while (f->n > 0 && f->last[f->head] <= last) {
+        ASSERT(i++ < RAFT_INFLIGHT_MAX);
+        f->head = (f->head + 1) % RAFT_INFLIGHT_MAX;
+        f->n--;
+    }
+}
+
+static void progress_probe(struct raft_progress *p, raft_index next)
+{
+    ASSERT(next > 0);
+    p->probe = true;
+    p->probe_sent = false;
+    p->next = next;
+    p->inflight.n = 0;
+    p->inflight.head = 0;
+    ASSERT(p->inflight.n == 0);
+}
+
+/* Send one AppendEntries to p: entries from p->next (a range: the driver fills
+ * payloads), or an empty one at p->match when it is a heartbeat that cannot
+ * carry more. Pipelined while replicating, one at a time while probing. */
+void send_append(struct raft *r, struct raft_progress *p, bool heartbeat,
+                 struct raft_out *out)
+{
+    ASSERT(r->role == RAFT_LEADER);
+    ASSERT(p->next > 0);
+    bool full = p->probe ? p->probe_sent : p->inflight.n == RAFT_INFLIGHT_MAX;
+    if (full && !heartbeat) {
+        return;
+    }
+    raft_index prev = p->next - 1;
+    raft_index n = 0;
+    if (!full || p->probe) {
+        if (prev > r->last_index) {
+            prev = r->last_index;
+        }
+        n = r->last_index - prev;
+        if (n > RAFT_APPEND_ENTRIES_MAX) {
+            n = RAFT_APPEND_ENTRIES_MAX;
+        }
+    } else {
+        prev = p->match; /* a heartbeat while the pipeline is full */
+    }
+    if (n == 0 && !heartbeat && !p->probe) {
+        return; /* nothing new: the next heartbeat carries the commit */
+    }
+    if (prev < r->snap_index) {
+        /* InstallSnapshot is not driven yet: probe from the snapshot so the
+         * follower answers with where it stands. */
+        prev = r->snap_index;
+        n = 0;
+    }
+    struct raft_msg *m =
+        out_msg(out, RAFT_MSG_APPEND, r, p->node, p->incarnation);
+    if (m == NULL) {
+        return;
+    }
+    m->append.prev_index = prev;
+    m->append.prev_term = raft_term_at(r, prev);
+    m->append.commit = r->commit;
+    m->append.leader_last = r->last_index;
+    m->append.ctx = r->read_round;
+    m->append.n_entries = (uint32_t)n;
+    m->append.entries = NULL;
+    if (p->probe) {
+        p->probe_sent = true;
+    } else if (!full && n > 0) {
+        p->next = prev + n + 1;
+        inflight_push(&p->inflight, prev + n);
+    }
+}
+
+void broadcast_append(struct raft *r, bool heartbeat, struct raft_out *out)
+{
+    ASSERT(r->role == RAFT_LEADER);
+    ASSERT(r->n_progress <= RAFT_SERVERS_MAX);
+    for (uint32_t i = 0; i < r->n_progress; i++) {
+        struct raft_progress *p = &r->progress[i];
+        if (heartbeat && !p->probe && p->inflight.n > 0 &&
+            p->match == p->match_at_heartbeat) {
+            /* No progress over a heartbeat interval: messages were lost.
+             * Probe from what the follower last reported. */
+            progress_probe(p, p->match + 1);
+        }
+        if (heartbeat) {
+            p->match_at_heartbeat = p->match;
+        }
+        send_append(r, p, heartbeat, out);
+    }
+}
+
+/* Append entries of the current term to the leader's log and start
+ * replicating them. */
+int leader_append(struct raft *r, const struct raft_entry *e, uint32_t n,
+                  struct raft_out *out)
+{
+    int rv = 0;
+    ASSERT(r->role == RAFT_LEADER);
+    ASSERT(out->n_entries == 0);
+    ASSERT(n <= RAFT_OUT_ENTRIES_MAX);
+    out->entries_first = r->last_index + 1;
+    for (uint32_t i = 0; i < n; i++) {
+        struct raft_entry copy = e[i];
+        copy.term = r->term;
+        rv = log_append(r, r->last_index + 1, &copy);
+        if (rv != 0) {
+            break;
+        }
+        out->entries[out->n_entries++] = copy;
+    }
+    for (uint32_t i = 0; i < r->n_progress; i++) {
+        send_append(r, &r->progress[i], false, out);
+    }
+    maybe_commit(r, out);
+    return rv;
+}
+
+int propose(struct raft *r, const struct raft_in *in, struct raft_out *out)
+{
+    ASSERT(in->type == RAFT_IN_PROPOSE);
+    ASSERT(in->propose.n == 0 || in->propose.entries != NULL);
+    if (r->role != RAFT_LEADER) {
+        return KEEL_ENOTLEADER;
+    }
+    if (r->transfer_to != 0) {
+        return KEEL_EBUSY;
+    }
+    if (in->propose.n == 0 || in->propose.n > RAFT_PROPOSE_ENTRIES_MAX) {
+        return KEEL_EINVAL;
+    }
+    for (uint32_t i = 0; i < in->propose.n; i++) {
+        if (in->propose.entries[i].type != RAFT_ENTRY_NORMAL) {
+            return KEEL_EINVAL; /* configurations go through RAFT_IN_CHANGE */
+        }
+    }
+    return leader_append(r, in->propose.entries, in->propose.n, out);
+}
+
+static void reads_check(struct raft *r, struct raft_out *out)
+{
+    const struct raft_config *c = raft_config_current(r);
+    uint32_t voters = config_n_voters(c);
+    ASSERT(r->role == RAFT_LEADER);
+    while (r->n_reads > 0) {
+        struct raft_pending_read *rd = &r->reads[0];
+        uint32_t acks = 1;
+        for (uint32_t i = 0; i < r->n_progress; i++) {
+            struct raft_progress *p = &r->progress[i];
+            if (p->read_round >= rd->round &&
+                config_is_voter(r, c, p->node, p->incarnation)) {
+                acks++;
+            }
+        }
+        if (acks * 2 <= voters) {
+            return;
+        }
+        ASSERT(out->n_reads < RAFT_OUT_READS_MAX);
+        out->reads[out->n_reads++] =
+            (struct raft_read){.id = rd->id, .status = 0, .index = rd->index};
+        memmove(&r->reads[0], &r->reads[1],
+                (r->n_reads - 1) * sizeof r->reads[0]);
+        r->n_reads--;
+    }
+}
+
+void reads_fail(struct raft *r, int status, struct raft_out *out)
+{
+    ASSERT(status != 0);
+    ASSERT(r->n_reads <= RAFT_READS_MAX);
+    for (uint32_t i = 0; i < r->n_reads && out->n_reads < RAFT_OUT_READS_MAX;
+         i++) {
+        out->reads[out->n_reads++] = (struct raft_read){
+            .id = r->reads[i].id, .status = status, .index = 0};
+    }
+    r->n_reads = 0;
+}
+
+/* Read-index (DESIGN §3): only after an entry of this term committed; record
+ * commit, confirm leadership with a heartbeat round of this term, and let the
+ * driver serve the read once applied >= the recorded index. */
+int read_index(struct raft *r, uint64_t id, struct raft_out *out)
+{
+    ASSERT(r->n_reads <= RAFT_READS_MAX);
+    if (r->role != RAFT_LEADER) {
+        return KEEL_ENOTLEADER;
+    }
+    ASSERT(r->term_start > 0);
+    if (r->commit < r->term_start) {
+        return KEEL_EAGAIN;
+    }
+    if (r->n_reads == RAFT_READS_MAX) {
+        return KEEL_ELIMIT;
+    }
+    r->read_round++;
+    r->reads[r->n_reads++] = (struct raft_pending_read){
+        .id = id, .index = r->commit, .round = r->read_round};
+    broadcast_append(r, true, out);
+    reads_check(r, out);
+    return 0;
+}
+
+/* Leader: the highest index persisted on a majority of voters whose entry has
+ * the current term (Raft §5.4.2, Figure 8). The leader counts itself only up
+ * to its accepted persisted index. */
+void maybe_commit(struct raft *r, struct raft_out *out)
+{
+    const struct raft_config *c = raft_config_current(r);
+    raft_index m[RAFT_SERVERS_MAX];
+    uint32_t n = 0;
+
+    (void)out;
+    ASSERT(r->role == RAFT_LEADER);
+    if (config_is_voter(r, c, r->id, r->incarnation)) {
+        m[n++] = MUTATED(r, RAFT_MUT_LEADER_COUNTS_UNSYNCED) ? r->last_index
+                                                             : r->persisted;
+    }
+    for (uint32_t i = 0; i < r->n_progress; i++) {
+        struct raft_progress *p = &r->progress[i];
+        if (config_is_voter(r, c, p->node, p->incarnation)) {
+            m[n++] = p->match;
+        }
+    }
+    ASSERT(n <= RAFT_SERVERS_MAX);
+    if (n == 0) {
+        return;
+    }
+    /* Insertion sort, descending: n is at most RAFT_SERVERS_MAX. */
+    for (uint32_t i = 1; i < n; i++) {
+        for (uint32_t j = i; j > 0 && m[j] > m[j - 1]; j--) {
+            raft_index t = m[j];
+            m[j] = m[j - 1];
+            m[j - 1] = t;
+        }
+    }
+    raft_index candidate = m[config_n_voters(c) / 2];
+    if (candidate <= r->commit || candidate > r->last_index) {
+        return;
+    }
+    if (raft_term_at(r, candidate) != r->term &&
+        !MUTATED(r, RAFT_MUT_COMMIT_PREV_TERM)) {
+        return;
+    }
+    r->commit = candidate;
+}
+
+static void reply_append(struct raft *r, const struct raft_msg *m, bool success,
+                         raft_index last, raft_index hint, struct raft_out *out)
+{
+    struct raft_msg *resp =
+        out_msg(out, RAFT_MSG_APPEND_RESP, r, m->from, m->from_incarnation);
+    ASSERT(m->type == RAFT_MSG_APPEND);
+    ASSERT(hint <= r->last_index);
+    if (resp == NULL) {
+        return;
+    }
+    resp->append_resp.success = success;
+    resp->append_resp.match = follower_match(r);
+    resp->append_resp.last = last;
+    resp->append_resp.hint = hint;
+    resp->append_resp.hint_term = raft_term_at(r, hint);
+    resp->append_resp.ctx = m->append.ctx;
+}
+
+/* Store the new part of an accepted AppendEntries: skip what matches,
+ * truncate at the first conflict, append the rest. Returns the last index
+ * now known to match the leader. */
+static raft_index append_entries(struct raft *r, raft_index prev,
+                                 const struct raft_entry *e, uint32_t n,
+                                 struct raft_out *out)
+{
+    uint32_t i = 0;
+    ASSERT(prev <= r->last_index);
+    ASSERT(n <= RAFT_APPEND_ENTRIES_MAX);
+    while (i < n && prev + 1 + i <= r->last_index &&
+           raft_term_at(r, prev + 1 + i) == e[i].term) {
+        i++;
+    }
+    if (i == n) {
+        return prev + n;
+    }
+    raft_index at = prev + 1 + i;
+    if (at <= r->last_index) {
+        if (at <= r->commit) {
+            return prev + i; /* a leader never conflicts with our commit */
+        }
+        log_truncate(r, at);
+        out->truncate_from = at;
+    }
+    out->entries_first = at;
+    for (; i < n; i++) {
+        if (e[i].term == 0 || e[i].term > r->term ||
+            log_append(r, prev + 1 + i, &e[i]) != 0) {
+            break; /* malformed or over a bound: keep what fits */
+        }
+        out->entries[out->n_entries++] = e[i];
+    }
+    ASSERT(r->last_index >= prev + i);
+    return prev + i;
+}
+
+void recv_append(struct raft *r, const struct raft_msg *m, struct raft_out *out)
+{
+    const struct raft_msg_append *a = &m->append;
+    raft_index prev = a->prev_index;
+    const struct raft_entry *e = a->entries;
+    uint32_t n = a->n_entries;
+
+    ASSERT(r->role == RAFT_FOLLOWER);
+    ASSERT(m->term == r->term);
+    if (n > RAFT_APPEND_ENTRIES_MAX || (n > 0 && e == NULL)) {
+        return; /* malformed: the codec rejects this before us */
+    }
+    if (prev < r->snap_index) {
+        /* Entries up to our snapshot are committed: skip them. */
+        raft_index skip = r->snap_index - prev;
+        if (skip >= n) {
+            reply_append(r, m, true, 0, r->last_index, out);
+            return;
+        }
+        e += skip;
+        n -= (uint32_t)skip;
+        prev = r->snap_index;
+    } else if (prev > r->last_index) {
+        reply_append(r, m, false, 0, r->last_index, out);
+        return;
+    } else if (raft_term_at(r, prev) != a->prev_term) {
+        /* Fast backtracking: the last index whose term could match. */
+        raft_index hint = log_find_le_term(r, prev - 1, a->prev_term);
+        reply_append(r, m, false, 0, hint, out);
+        return;
+    }
+    raft_index matched = append_entries(r, prev, e, n, out);
+    if (matched > r->leader_match) {
+        r->leader_match = matched;
+    }
+    raft_index c = a->commit < r->leader_match ? a->commit : r->leader_match;
+    if (c > r->commit) {
+        r->commit = c;
+    }
+    reply_append(r, m, true, matched, r->last_index, out);
+}
+
+void recv_append_resp(struct raft *r, const struct raft_msg *m,
+                      struct raft_out *out)
+{
+    const struct raft_msg_append_resp *a = &m->append_resp;
+    struct raft_progress *p = progress_find(r, m->from, m->from_incarnation);
+
+    ASSERT(r->role == RAFT_LEADER);
+    ASSERT(m->term == r->term);
+    if (p == NULL) {
+        return; /* rule 1: an incarnation the configuration does not name */
+    }
+    p->active = true;
+    p->heard_ms = r->now_ms;
+    if (a->ctx > p->read_round && a->ctx <= r->read_round) {
+        p->read_round = a->ctx;
+        reads_check(r, out);
+    }
+    if (!a->success) {
+        raft_index hint = a->hint < r->last_index ? a->hint : r->last_index;
+        progress_probe(p, log_find_le_term(r, hint, a->hint_term) + 1);
+        send_append(r, p, false, out);
+        return;
+    }
+    /* The latest value reported in this term, even if lower (DESIGN §3). */
+    p->match = a->match <= r->last_index ? a->match : r->last_index;
+    if (a->last > 0 && a->last <= r->last_index) {
+        inflight_free_to(&p->inflight, a->last);
+        if (p->probe) {
+            progress_probe(p, a->last + 1);
+            p->probe = false;
+        }
+    }
+    if (p->next <= p->match) {
+        p->next = p->match + 1;
+    }
+    maybe_commit(r, out);
+    transfer_check(r, p, out);
+    send_append(r, p, false, out);
+}
+
+/* A sync completed covering (index, term). Accepted only if the log still
+ * holds that term there (DESIGN §3): a sync that raced a conflict truncation
+ * says nothing about the new entries. */
+void on_persisted(struct raft *r, raft_index index, raft_term term,
+                  struct raft_out *out)
+{
+    ASSERT(r->persisted <= r->last_index);
+    if (MUTATED(r, RAFT_MUT_PERSISTED_BY_INDEX)) {
+        if (index > r->last_index) {
+            index = r->last_index;
+        }
+    } else if (index > r->last_index || raft_term_at(r, index) != term) {
+        return;
+    }
+    if (index <= r->persisted || index < r->snap_index) {
+        return;
+    }
+    r->persisted = index;
+    if (r->role == RAFT_LEADER) {
+        maybe_commit(r, out);
+        return;
+    }
+    if (r->role == RAFT_FOLLOWER && r->leader != 0) {
+        /* Answer as soon as the persisted index advances. */
+        struct raft_msg *resp =
+            out_msg(out, RAFT_MSG_APPEND_RESP, r, r->leader, 0);
+        if (resp != NULL) {
+            resp->append_resp.success = 1;
+            resp->append_resp.match = follower_match(r);
+        }
+    }
+    ASSERT(r->persisted <= r->last_index);
+}

@@ -1,0 +1,445 @@
+/* One seed of the simulation: the fault schedule, the client, the operator
+ * (membership and transfers), then healing and the liveness check. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "invariants.h"
+#include "keel/assert.h"
+#include "sim.h"
+
+#define FAULT_EVERY_MS 100
+#define OPERATOR_EVERY_MS 40
+#define QUIET_TAIL_MS 1500 /* no proposals at the end: let followers catch up  \
+                            */
+
+static int find_leader(struct sim *s)
+{
+    int leader = -1;
+    uint64_t best = 0;
+    for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+        struct sim_node *n = &s->nodes[i];
+        if (n->up && n->raft.role == RAFT_LEADER && n->raft.term >= best) {
+            best = n->raft.term;
+            leader = (int)i;
+        }
+    }
+    return leader;
+}
+
+static int random_up(struct sim *s)
+{
+    uint32_t start = sim_rnd(s, s->p.n_nodes);
+    for (uint32_t k = 0; k < s->p.n_nodes; k++) {
+        uint32_t i = (start + k) % s->p.n_nodes;
+        if (s->nodes[i].up) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+static void links_all(struct sim *s, bool up)
+{
+    for (uint32_t i = 0; i < SIM_NODES_MAX; i++) {
+        for (uint32_t j = 0; j < SIM_NODES_MAX; j++) {
+            s->link[i][j] = up;
+        }
+    }
+}
+
+/* A wiped disk is a lost replica: allow one only when the configuration
+ * names every node as a voter, so the other voters still form a majority. */
+static bool wipe_allowed(struct sim *s, int leader)
+{
+    if (leader < 0) {
+        return false;
+    }
+    const struct raft_config *c = raft_config_current(&s->nodes[leader].raft);
+    if (c->n != s->p.n_nodes ||
+        raft_config_current_index(&s->nodes[leader].raft) >
+            s->nodes[leader].raft.commit) {
+        return false;
+    }
+    for (uint32_t k = 0; k < c->n; k++) {
+        if (c->servers[k].role != RAFT_VOTER) {
+            return false;
+        }
+    }
+    for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+        if (s->wiped_inc[i] != 0 || !s->nodes[i].up) {
+            return false; /* one lost disk at a time, nobody else down */
+        }
+    }
+    return true;
+}
+
+static void fault_partition(struct sim *s)
+{
+    uint32_t mask = sim_rnd(s, 1u << s->p.n_nodes);
+    links_all(s, true);
+    for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+        for (uint32_t j = 0; j < s->p.n_nodes; j++) {
+            s->link[i][j] = ((mask >> i) & 1) == ((mask >> j) & 1);
+        }
+    }
+    sim_trace(s, -1, "PARTITION mask %x", mask);
+}
+
+static void fault_stop(struct sim *s, int i, enum sim_stop_kind k)
+{
+    if (i >= 0 && s->nodes[i].up) {
+        sim_node_stop(s, (uint32_t)i, k);
+    }
+}
+
+static void fault(struct sim *s)
+{
+    int leader = find_leader(s);
+    switch (sim_rnd(s, 12)) {
+    case 0:
+    case 1:
+        fault_partition(s);
+        break;
+    case 2:
+    case 3:
+        links_all(s, true);
+        sim_trace(s, -1, "HEAL network");
+        break;
+    case 4: {
+        uint32_t a = sim_rnd(s, s->p.n_nodes);
+        uint32_t b = sim_rnd(s, s->p.n_nodes);
+        s->link[a][b] = false;
+        sim_trace(s, -1, "CUT %u -> %u", a + 1, b + 1);
+        break;
+    }
+    case 5:
+        fault_stop(s, random_up(s), STOP_CRASH);
+        break;
+    case 6:
+        fault_stop(s, random_up(s), STOP_POWER);
+        break;
+    case 7:
+        fault_stop(s, leader, sim_rnd(s, 2) ? STOP_POWER : STOP_CRASH);
+        break;
+    case 8:
+        if (wipe_allowed(s, leader)) {
+            fault_stop(s, random_up(s), STOP_WIPE);
+        }
+        break;
+    case 9:
+        if (leader >= 0) {
+            struct raft_in in = {.type = RAFT_IN_TRANSFER};
+            in.transfer_to = sim_rnd(s, 2) ? 0 : 1 + sim_rnd(s, s->p.n_nodes);
+            sim_trace(s, leader, "request transfer to %llu",
+                      (unsigned long long)in.transfer_to);
+            sim_node_step(s, (uint32_t)leader, &in);
+        }
+        break;
+    case 10:
+        s->drop_pct = sim_rnd(s, 15);
+        s->dup_pct = sim_rnd(s, 8);
+        s->delay_max = 1 + sim_rnd(s, 40);
+        s->sync_max = 1 + sim_rnd(s, 40);
+        break;
+    default:
+        break; /* a quiet period */
+    }
+}
+
+static void operator_change(struct sim *s, int leader, uint8_t op,
+                            uint64_t node, uint64_t inc)
+{
+    struct raft_in in = {.type = RAFT_IN_CHANGE};
+    in.change.op = op;
+    in.change.node = node;
+    in.change.incarnation = inc;
+    sim_node_step(s, (uint32_t)leader, &in);
+    sim_trace(s, leader, "change op %u node %llu -> %d", op,
+              (unsigned long long)node, s->last_rv);
+}
+
+static void operator_clear_wiped(struct sim *s)
+{
+    for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+        if (s->wiped_inc[i] == 0) {
+            continue;
+        }
+        bool named = false;
+        for (uint32_t j = 0; j < s->p.n_nodes; j++) {
+            struct sim_node *n = &s->nodes[j];
+            const struct raft_server *sv;
+            if (!n->up) {
+                named = true; /* cannot tell: wait */
+                continue;
+            }
+            sv = raft_config_find(raft_config_current(&n->raft), i + 1);
+            if (sv != NULL && sv->incarnation == s->wiped_inc[i]) {
+                named = true;
+            }
+        }
+        if (!named) {
+            s->wiped_inc[i] = 0;
+        }
+    }
+}
+
+/* What an operator does: replace wiped incarnations (remove, add as
+ * learner, promote when caught up), and some churn during traffic. */
+static void operator(struct sim *s)
+{
+    int leader = find_leader(s);
+    operator_clear_wiped(s);
+    if (leader < 0) {
+        return;
+    }
+    const struct raft_config *c = raft_config_current(&s->nodes[leader].raft);
+    for (uint32_t k = 0; k < c->n; k++) {
+        const struct raft_server *sv = &c->servers[k];
+        if (sv->node <= s->p.n_nodes &&
+            s->nodes[sv->node - 1].incarnation != sv->incarnation) {
+            operator_change(s, leader, RAFT_CHANGE_REMOVE, sv->node,
+                            sv->incarnation);
+            return;
+        }
+    }
+    for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+        if (s->nodes[i].up && raft_config_find(c, i + 1) == NULL) {
+            operator_change(s, leader, RAFT_CHANGE_ADD_LEARNER, i + 1,
+                            s->nodes[i].incarnation);
+            return;
+        }
+    }
+    for (uint32_t k = 0; k < c->n; k++) {
+        const struct raft_server *sv = &c->servers[k];
+        if (sv->role == RAFT_LEARNER) {
+            operator_change(s, leader, RAFT_CHANGE_PROMOTE, sv->node,
+                            sv->incarnation);
+            return;
+        }
+    }
+    if (!s->healing && c->n == s->p.n_nodes && sim_rnd(s, 25) == 0) {
+        const struct raft_server *sv = &c->servers[sim_rnd(s, c->n)];
+        if (sv->node != (uint64_t)leader + 1) {
+            operator_change(s, leader, RAFT_CHANGE_REMOVE, sv->node,
+                            sv->incarnation);
+        }
+    }
+}
+
+static void client(struct sim *s)
+{
+    int leader = find_leader(s);
+    if (leader < 0 || s->nodes[leader].vlen + 64 >= SIM_LOG_MAX) {
+        return;
+    }
+    if (sim_rnd(s, 10) == 0) {
+        struct raft_in in = {.type = RAFT_IN_READ_INDEX};
+        in.read_id = ++s->next_read_id;
+        inv_read_request(s, in.read_id);
+        sim_node_step(s, (uint32_t)leader, &in);
+        if (s->last_rv != 0 && s->n_reads > 0 &&
+            s->reads[s->n_reads - 1].id == in.read_id) {
+            s->n_reads--;
+        }
+        return;
+    }
+    struct raft_entry e[4];
+    uint64_t ids[4];
+    uint32_t k = 1 + sim_rnd(s, s->p.bench ? 4 : 3);
+    for (uint32_t j = 0; j < k; j++) {
+        ids[j] = ++s->next_id;
+        e[j] = (struct raft_entry){
+            .term = 0, .type = RAFT_ENTRY_NORMAL, .len = 8, .buf = &ids[j]};
+    }
+    struct raft_in in = {.type = RAFT_IN_PROPOSE};
+    in.propose.n = k;
+    in.propose.entries = e;
+    sim_node_step(s, (uint32_t)leader, &in);
+    if (s->last_rv == 0) {
+        s->proposals += k;
+    }
+}
+
+static void heal(struct sim *s)
+{
+    s->healing = true;
+    s->heal_id = s->next_id + 1;
+    links_all(s, true);
+    s->drop_pct = 0;
+    s->dup_pct = 0;
+    s->delay_max = 5;
+    s->sync_max = 5;
+    sim_trace(s, -1, "HEAL everything; liveness phase");
+    for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+        if (!s->nodes[i].up) {
+            sim_node_boot(s, i);
+        }
+    }
+}
+
+static void dispatch(struct sim *s, const struct sim_event *ev, uint64_t end)
+{
+    struct sim_node *n = &s->nodes[ev->node];
+    switch (ev->type) {
+    case EV_DELIVER:
+        if (n->up && s->link[ev->gen][ev->node]) {
+            struct raft_in in = {.type = RAFT_IN_RECEIVE};
+            in.msg = &ev->msg->m;
+            sim_node_step(s, ev->node, &in);
+        }
+        free(ev->msg);
+        break;
+    case EV_SYNC_DONE:
+        sim_disk_sync_done(s, ev->node, ev->gen);
+        break;
+    case EV_TICK:
+        if (n->up && ev->gen == n->timer_gen) {
+            struct raft_in in = {.type = RAFT_IN_TICK};
+            sim_node_step(s, ev->node, &in);
+        }
+        break;
+    case EV_FAULT:
+        if (!s->healing) {
+            fault(s);
+            sim_ev_push(s, s->now + 1 + sim_rnd(s, 2 * FAULT_EVERY_MS),
+                        EV_FAULT, 0, 0, NULL);
+        }
+        break;
+    case EV_PROPOSE:
+        if (s->now + QUIET_TAIL_MS < end) {
+            client(s);
+        }
+        sim_ev_push(s, s->now + 1 + sim_rnd(s, s->p.bench ? 2 : 10), EV_PROPOSE,
+                    0, 0, NULL);
+        break;
+    case EV_HS_WRITE:
+        if (n->up && n->hs_pending && ev->gen == n->incarnation) {
+            n->hs_term = n->hs_pending_term;
+            n->hs_vote = n->hs_pending_vote;
+            n->hs_pending = false;
+        }
+        break;
+    case EV_RESTART:
+        if (!n->up && ev->gen == n->sync_gen && !s->healing) {
+            sim_node_boot(s, ev->node);
+        }
+        break;
+    case EV_OPERATOR:
+        operator(s);
+        sim_ev_push(s, s->now + OPERATOR_EVERY_MS, EV_OPERATOR, 0, 0, NULL);
+        break;
+    case EV_HEAL:
+        heal(s);
+        break;
+    default:
+        ASSERT(false);
+    }
+}
+
+static void setup(struct sim *s, uint64_t seed, const struct sim_params *p)
+{
+    memset(s, 0, sizeof *s);
+    s->p = *p;
+    s->seed = seed;
+    s->prng = seed * 0x2545F4914F6CDD1Dull + 1;
+    s->heap = calloc(SIM_EVENTS_MAX, sizeof *s->heap);
+    s->committed = calloc(SIM_LOG_MAX + 1, sizeof *s->committed);
+    s->leader_of_term = calloc(SIM_TERMS_MAX, sizeof *s->leader_of_term);
+    s->created = calloc(SIM_CREATED_MAX, sizeof *s->created);
+    s->out = calloc(1, sizeof *s->out);
+    ASSERT(s->heap && s->committed && s->leader_of_term && s->created &&
+           s->out);
+    s->heal_id = UINT64_MAX;
+    links_all(s, true);
+    s->drop_pct = p->bench ? 0 : sim_rnd(s, 10);
+    s->dup_pct = p->bench ? 0 : sim_rnd(s, 5);
+    s->delay_max = 1 + sim_rnd(s, 20);
+    s->sync_max = 1 + sim_rnd(s, 20);
+    struct raft_config cfg = {.n = p->n_nodes};
+    for (uint32_t i = 0; i < p->n_nodes; i++) {
+        struct sim_node *n = &s->nodes[i];
+        n->dlog = calloc(SIM_LOG_MAX + 1, sizeof *n->dlog);
+        n->vlog = calloc(SIM_LOG_MAX + 1, sizeof *n->vlog);
+        n->ops = calloc(SIM_OPS_MAX, sizeof *n->ops);
+        ASSERT(n->dlog && n->vlog && n->ops);
+        n->incarnation = sim_rand(s) | 1;
+        cfg.servers[i] = (struct raft_server){
+            .node = i + 1, .incarnation = n->incarnation, .role = RAFT_VOTER};
+    }
+    /* Bootstrap (rule 5): every node writes the same index-1 configuration. */
+    for (uint32_t i = 0; i < p->n_nodes; i++) {
+        struct sim_node *n = &s->nodes[i];
+        struct sim_entry *e = &n->dlog[1];
+        e->term = 1;
+        e->type = RAFT_ENTRY_CONFIG;
+        e->len = raft_config_encode(&cfg, e->payload, sizeof e->payload);
+        n->dlen = 1;
+        n->hs_term = 1;
+    }
+}
+
+int sim_run(struct sim *s, uint64_t seed, const struct sim_params *p)
+{
+    setup(s, seed, p);
+    uint64_t end = p->duration_ms + p->heal_ms;
+    for (uint32_t i = 0; i < p->n_nodes; i++) {
+        sim_node_boot(s, i);
+    }
+    sim_ev_push(s, 1, EV_PROPOSE, 0, 0, NULL);
+    if (!p->bench) {
+        sim_ev_push(s, 50 + sim_rnd(s, 200), EV_FAULT, 0, 0, NULL);
+        sim_ev_push(s, OPERATOR_EVERY_MS, EV_OPERATOR, 0, 0, NULL);
+        sim_ev_push(s, p->duration_ms, EV_HEAL, 0, 0, NULL);
+    }
+    while (s->n_events > 0 && s->violation[0] == '\0') {
+        struct sim_event ev = sim_ev_pop(s);
+        if (ev.at > end || s->steps > SIM_STEPS_MAX) {
+            free(ev.msg);
+            break;
+        }
+        s->now = ev.at;
+        dispatch(s, &ev, end);
+    }
+    if (s->violation[0] == '\0' && !p->bench) {
+        inv_converged(s);
+    }
+    return s->violation[0] == '\0' ? 0 : 1;
+}
+
+void sim_print_trace(const struct sim *s)
+{
+    uint64_t n = s->trace_n < SIM_TRACE_MAX ? s->trace_n : SIM_TRACE_MAX;
+    printf("--- last %llu events (time ms, node) ---\n", (unsigned long long)n);
+    for (uint64_t k = s->trace_n - n; k < s->trace_n; k++) {
+        const struct sim_trace *t = &s->trace[k % SIM_TRACE_MAX];
+        if (t->node == 0xff) {
+            printf("%8llu  *  %s\n", (unsigned long long)t->at, t->text);
+        } else {
+            printf("%8llu  n%u %s\n", (unsigned long long)t->at, t->node + 1,
+                   t->text);
+        }
+    }
+}
+
+void sim_free(struct sim *s)
+{
+    while (s->n_events > 0) {
+        struct sim_event ev = sim_ev_pop(s);
+        free(ev.msg);
+    }
+    for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+        struct sim_node *n = &s->nodes[i];
+        if (n->up) {
+            raft_close(&n->raft);
+        }
+        free(n->dlog);
+        free(n->vlog);
+        free(n->ops);
+    }
+    free(s->heap);
+    free(s->committed);
+    free(s->leader_of_term);
+    free(s->created);
+    free(s->out);
+}

@@ -1,0 +1,510 @@
+/* The simulated cluster: event loop, network, disk model, and the driver
+ * that feeds the real Raft core (the sim's stand-in for server/replica.c).
+ * Invariants are checked in invariants.c after every step. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "invariants.h"
+#include "keel/assert.h"
+#include "keel/error.h"
+#include "sim.h"
+
+uint64_t sim_rand(struct sim *s)
+{
+    uint64_t z = (s->prng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+uint32_t sim_rnd(struct sim *s, uint32_t n)
+{
+    ASSERT(n > 0);
+    return (uint32_t)(sim_rand(s) % n);
+}
+
+void sim_trace(struct sim *s, int node, const char *fmt, ...)
+{
+    if (s->p.bench) {
+        return;
+    }
+    struct sim_trace *t = &s->trace[s->trace_n++ % SIM_TRACE_MAX];
+    va_list ap;
+    t->at = s->now;
+    t->node = (uint8_t)node;
+    va_start(ap, fmt);
+    vsnprintf(t->text, sizeof t->text, fmt, ap);
+    va_end(ap);
+}
+
+void sim_violation(struct sim *s, const char *fmt, ...)
+{
+    if (s->violation[0] != '\0') {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->violation, sizeof s->violation, fmt, ap);
+    va_end(ap);
+    sim_trace(s, -1, "VIOLATION: %s", s->violation);
+}
+
+/* ---- event heap (min by time, then sequence: deterministic) ---- */
+
+static bool ev_less(const struct sim_event *a, const struct sim_event *b)
+{
+    return a->at < b->at || (a->at == b->at && a->seq < b->seq);
+}
+
+void sim_ev_push(struct sim *s, uint64_t at, uint8_t type, uint32_t node,
+                 uint64_t gen, struct sim_msg *msg)
+{
+    if (s->n_events == SIM_EVENTS_MAX) {
+        sim_violation(s, "simulator event queue full");
+        free(msg);
+        return;
+    }
+    struct sim_event e = {.at = at,
+                          .seq = s->seq++,
+                          .type = type,
+                          .node = (uint8_t)node,
+                          .gen = gen,
+                          .msg = msg};
+    uint32_t i = s->n_events++;
+    while (i > 0 && ev_less(&e, &s->heap[(i - 1) / 2])) {
+        s->heap[i] = s->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    s->heap[i] = e;
+}
+
+struct sim_event sim_ev_pop(struct sim *s)
+{
+    ASSERT(s->n_events > 0);
+    struct sim_event top = s->heap[0];
+    struct sim_event last = s->heap[--s->n_events];
+    uint32_t i = 0;
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= s->n_events) {
+            break;
+        }
+        if (c + 1 < s->n_events && ev_less(&s->heap[c + 1], &s->heap[c])) {
+            c++;
+        }
+        if (!ev_less(&s->heap[c], &last)) {
+            break;
+        }
+        s->heap[i] = s->heap[c];
+        i = c;
+    }
+    s->heap[i] = last;
+    return top;
+}
+
+/* ---- disk model ---- */
+
+static void disk_apply(struct sim *s, struct sim_node *n,
+                       const struct sim_op *op)
+{
+    if (op->type == SIM_OP_TRUNCATE) {
+        if ((s->p.mutations & SIM_MUT_TRUNC_NOT_DURABLE) != 0) {
+            return; /* the mutation: the stale tail stays on disk */
+        }
+        if (n->dlen >= op->index) {
+            n->dlen = op->index - 1;
+        }
+        return;
+    }
+    ASSERT(op->index <= n->dlen + 1);
+    n->dlog[op->index] = op->e;
+    if (op->index > n->dlen) {
+        n->dlen = op->index;
+    }
+}
+
+static void disk_push(struct sim *s, struct sim_node *n, uint8_t type,
+                      uint64_t index, const struct sim_entry *e)
+{
+    if (n->n_ops == SIM_OPS_MAX) {
+        sim_violation(s, "simulator: too many unsynced writes");
+        return;
+    }
+    struct sim_op *op = &n->ops[n->n_ops++];
+    op->type = type;
+    op->index = index;
+    if (e != NULL) {
+        op->e = *e;
+    }
+}
+
+static void disk_maybe_sync(struct sim *s, uint32_t i)
+{
+    struct sim_node *n = &s->nodes[i];
+    if (n->syncing || n->n_ops == 0) {
+        return;
+    }
+    n->syncing = true;
+    n->sync_ops = n->n_ops;
+    n->sync_index = n->vlen;
+    n->sync_term = n->vlen > 0 ? n->vlog[n->vlen].term : 0;
+    n->sync_gen++;
+    uint64_t d = s->p.bench ? 0 : 1 + sim_rnd(s, s->sync_max);
+    if (!s->p.bench && sim_rnd(s, 20) == 0) {
+        d += 40 + sim_rnd(s, 80); /* a slow device now and then */
+    }
+    sim_ev_push(s, s->now + d, EV_SYNC_DONE, i, n->sync_gen, NULL);
+}
+
+void sim_disk_sync_done(struct sim *s, uint32_t i, uint64_t gen)
+{
+    struct sim_node *n = &s->nodes[i];
+    if (!n->up || !n->syncing || gen != n->sync_gen) {
+        return;
+    }
+    for (uint32_t k = 0; k < n->sync_ops; k++) {
+        disk_apply(s, n, &n->ops[k]);
+    }
+    memmove(n->ops, n->ops + n->sync_ops,
+            (n->n_ops - n->sync_ops) * sizeof *n->ops);
+    n->n_ops -= n->sync_ops;
+    n->syncing = false;
+    if (n->sync_index > 0) {
+        struct raft_in in = {.type = RAFT_IN_PERSISTED};
+        in.persisted.index = n->sync_index;
+        in.persisted.term = n->sync_term;
+        sim_trace(s, (int)i, "sync done: persisted(%llu, t%llu)",
+                  (unsigned long long)n->sync_index,
+                  (unsigned long long)n->sync_term);
+        sim_node_step(s, i, &in);
+    }
+    disk_maybe_sync(s, i);
+}
+
+/* ---- network ---- */
+
+static struct sim_msg *msg_clone(struct sim *s, uint32_t from,
+                                 const struct raft_msg *m)
+{
+    struct sim_node *n = &s->nodes[from];
+    uint32_t cnt = m->type == RAFT_MSG_APPEND ? m->append.n_entries : 0;
+    struct sim_msg *sm =
+        calloc(1, sizeof *sm + cnt * (sizeof(struct sim_entry) +
+                                      sizeof(struct raft_entry)));
+    ASSERT(sm != NULL);
+    sm->m = *m;
+    sm->n = cnt;
+    if (cnt == 0) {
+        return sm;
+    }
+    sm->entries = (struct sim_entry *)(sm + 1);
+    sm->re = (struct raft_entry *)(sm->entries + cnt);
+    uint64_t first = m->append.prev_index + 1;
+    if (first + cnt - 1 > n->vlen) {
+        sim_violation(s,
+                      "driver: node %u asked to send %llu..%llu beyond its "
+                      "log (%llu)",
+                      from + 1, (unsigned long long)first,
+                      (unsigned long long)(first + cnt - 1),
+                      (unsigned long long)n->vlen);
+        sm->n = 0;
+        sm->m.append.n_entries = 0;
+        return sm;
+    }
+    for (uint32_t k = 0; k < cnt; k++) {
+        const struct sim_entry *e = &n->vlog[first + k];
+        if (e->term != raft_term_at(&n->raft, first + k)) {
+            sim_violation(s, "driver: node %u store and core disagree at %llu",
+                          from + 1, (unsigned long long)(first + k));
+        }
+        sm->entries[k] = *e;
+        sm->re[k] = (struct raft_entry){.term = e->term,
+                                        .type = e->type,
+                                        .len = e->len,
+                                        .buf = sm->entries[k].payload};
+    }
+    sm->m.append.entries = sm->re;
+    return sm;
+}
+
+static void net_send(struct sim *s, uint32_t from, const struct raft_msg *m)
+{
+    if (m->to == 0 || m->to > s->p.n_nodes) {
+        return;
+    }
+    uint32_t to = (uint32_t)m->to - 1;
+    if (!s->link[from][to] || sim_rnd(s, 100) < s->drop_pct) {
+        return;
+    }
+    uint32_t copies = sim_rnd(s, 100) < s->dup_pct ? 2 : 1;
+    for (uint32_t c = 0; c < copies; c++) {
+        struct sim_msg *sm = msg_clone(s, from, m);
+        uint64_t d = s->p.bench ? 0 : 1 + sim_rnd(s, s->delay_max);
+        sim_ev_push(s, s->now + d, EV_DELIVER, to, from, sm);
+    }
+}
+
+/* ---- the driver ---- */
+
+static void store_entries(struct sim *s, uint32_t i, const struct raft_out *out)
+{
+    struct sim_node *n = &s->nodes[i];
+    if (out->truncate_from != 0) {
+        uint64_t k = out->truncate_from;
+        inv_truncate(s, i, k);
+        sim_trace(s, (int)i, "truncate from %llu", (unsigned long long)k);
+        if (k <= n->vlen) {
+            n->vlen = k - 1;
+        }
+        disk_push(s, n, SIM_OP_TRUNCATE, k, NULL);
+    }
+    for (uint32_t j = 0; j < out->n_entries; j++) {
+        const struct raft_entry *re = &out->entries[j];
+        uint64_t idx = out->entries_first + j;
+        if (idx != n->vlen + 1 || idx >= SIM_LOG_MAX ||
+            re->len > SIM_PAYLOAD_MAX) {
+            sim_violation(s, "driver: node %u entry %llu not contiguous", i + 1,
+                          (unsigned long long)idx);
+            return;
+        }
+        struct sim_entry e = {
+            .term = re->term, .type = re->type, .len = re->len};
+        if (re->len > 0) {
+            memcpy(e.payload, re->buf, re->len);
+        }
+        if (re->type == RAFT_ENTRY_NORMAL && re->len == 8) {
+            memcpy(&e.id, re->buf, 8);
+        }
+        e.hash = inv_entry_hash(idx > 1 ? n->vlog[idx - 1].hash : 0, idx, &e);
+        inv_created(s, i, idx, &e);
+        n->vlog[idx] = e;
+        n->vlen = idx;
+        disk_push(s, n, SIM_OP_APPEND, idx, &e);
+    }
+    if (out->n_entries > 0) {
+        sim_trace(s, (int)i, "append %llu..%llu t%llu",
+                  (unsigned long long)out->entries_first,
+                  (unsigned long long)(out->entries_first + out->n_entries - 1),
+                  (unsigned long long)out->entries[0].term);
+    }
+    disk_maybe_sync(s, i);
+}
+
+static const char *role_name(uint8_t r)
+{
+    switch (r) {
+    case RAFT_FOLLOWER:
+        return "follower";
+    case RAFT_PRE_CANDIDATE:
+        return "pre-candidate";
+    case RAFT_CANDIDATE:
+        return "candidate";
+    case RAFT_LEADER:
+        return "leader";
+    default:
+        return "?";
+    }
+}
+
+static void trace_msg(struct sim *s, uint32_t i, const struct raft_msg *m,
+                      bool in)
+{
+    const char *dir = in ? "<-" : "->";
+    unsigned long long peer = in ? m->from : m->to;
+    switch (m->type) {
+    case RAFT_MSG_APPEND:
+        sim_trace(s, (int)i, "%s %llu append t%llu prev=%llu/t%llu n=%u c=%llu",
+                  dir, peer, (unsigned long long)m->term,
+                  (unsigned long long)m->append.prev_index,
+                  (unsigned long long)m->append.prev_term, m->append.n_entries,
+                  (unsigned long long)m->append.commit);
+        break;
+    case RAFT_MSG_APPEND_RESP:
+        sim_trace(s, (int)i,
+                  "%s %llu append-resp t%llu ok=%u match=%llu "
+                  "last=%llu hint=%llu",
+                  dir, peer, (unsigned long long)m->term,
+                  m->append_resp.success,
+                  (unsigned long long)m->append_resp.match,
+                  (unsigned long long)m->append_resp.last,
+                  (unsigned long long)m->append_resp.hint);
+        break;
+    case RAFT_MSG_VOTE:
+        sim_trace(s, (int)i, "%s %llu %svote t%llu last=%llu/t%llu", dir, peer,
+                  m->vote.pre ? "pre-" : "", (unsigned long long)m->term,
+                  (unsigned long long)m->vote.last_index,
+                  (unsigned long long)m->vote.last_term);
+        break;
+    case RAFT_MSG_VOTE_RESP:
+        sim_trace(s, (int)i, "%s %llu %svote-resp t%llu granted=%u", dir, peer,
+                  m->vote_resp.pre ? "pre-" : "", (unsigned long long)m->term,
+                  m->vote_resp.granted);
+        break;
+    default:
+        sim_trace(s, (int)i, "%s %llu msg type %u t%llu", dir, peer, m->type,
+                  (unsigned long long)m->term);
+        break;
+    }
+}
+
+static void node_schedule_tick(struct sim *s, uint32_t i, uint64_t at)
+{
+    struct sim_node *n = &s->nodes[i];
+    if (at <= s->now) {
+        at = s->now + 1;
+    }
+    n->timer_gen++;
+    sim_ev_push(s, at, EV_TICK, i, n->timer_gen, NULL);
+}
+
+static void node_hard_state(struct sim *s, uint32_t i,
+                            const struct raft_out *out)
+{
+    struct sim_node *n = &s->nodes[i];
+    sim_trace(s, (int)i, "hard state t%llu vote %llu",
+              (unsigned long long)out->term, (unsigned long long)out->vote);
+    if ((s->p.mutations & SIM_MUT_TERM_NOT_SYNCED) != 0) {
+        /* The mutation: the LMDB write lands after the log sync. */
+        n->hs_pending = true;
+        n->hs_pending_term = out->term;
+        n->hs_pending_vote = out->vote;
+        sim_ev_push(s, s->now + 5 + sim_rnd(s, 60), EV_HS_WRITE, i,
+                    n->incarnation, NULL);
+        return;
+    }
+    n->hs_term = out->term;
+    n->hs_vote = out->vote;
+}
+
+void sim_node_step(struct sim *s, uint32_t i, struct raft_in *in)
+{
+    struct sim_node *n = &s->nodes[i];
+    struct raft_out *out = s->out;
+    uint8_t role_before = n->raft.role;
+    ASSERT(n->up);
+    in->now_ms = s->now;
+    s->steps++;
+    int rv = raft_step(&n->raft, in, out);
+    if (in->type == RAFT_IN_PROPOSE || in->type == RAFT_IN_CHANGE ||
+        in->type == RAFT_IN_TRANSFER || in->type == RAFT_IN_READ_INDEX) {
+        s->last_rv = rv;
+    }
+    if (out->hs_changed) {
+        node_hard_state(s, i, out);
+    }
+    store_entries(s, i, out);
+    if (role_before != out->role) {
+        sim_trace(s, (int)i, "role %s term %llu", role_name(out->role),
+                  (unsigned long long)out->term);
+    }
+    if (out->became_leader) {
+        inv_leader(s, i);
+    }
+    for (uint32_t j = 0; j < out->n_msgs; j++) {
+        if (!s->p.bench) {
+            trace_msg(s, i, &out->msgs[j], false);
+        }
+        net_send(s, i, &out->msgs[j]);
+    }
+    if (out->commit > n->commit_seen) {
+        inv_commit(s, i, out->commit);
+    }
+    for (uint32_t j = 0; j < out->n_reads; j++) {
+        inv_read(s, i, &out->reads[j]);
+    }
+    node_schedule_tick(s, i, out->timeout_ms);
+}
+
+/* ---- node lifecycle ---- */
+
+/* Open the data directory: the scanner keeps records up to the first one
+ * whose term exceeds the hard-state term (DESIGN §4 scanner acceptance). */
+void sim_node_boot(struct sim *s, uint32_t i)
+{
+    struct sim_node *n = &s->nodes[i];
+    struct raft_params p = {.id = i + 1,
+                            .incarnation = n->incarnation,
+                            .seed = sim_rand(s),
+                            .election_timeout_ms = SIM_ELECTION_MS,
+                            .heartbeat_ms = SIM_HEARTBEAT_MS};
+    ASSERT(!n->up);
+    /* A restart after a process crash finds the page cache: the store
+     * syncs what it reads before reporting anything as persisted. */
+    for (uint32_t k = 0; k < n->n_ops; k++) {
+        disk_apply(s, n, &n->ops[k]);
+    }
+    n->n_ops = 0;
+    n->syncing = false;
+    n->sync_gen++;
+    uint64_t len = 0;
+    while (len < n->dlen && n->dlog[len + 1].term <= n->hs_term) {
+        len++;
+    }
+    n->dlen = len;
+    int rv = raft_init(&n->raft, &p);
+    ASSERT(rv == 0);
+    n->raft.mutations = s->p.mutations & 0xffffu;
+    raft_load_hard_state(&n->raft, n->hs_term, n->hs_vote);
+    n->vlen = 0;
+    for (uint64_t k = 1; k <= len; k++) {
+        struct sim_entry e = n->dlog[k];
+        e.hash = inv_entry_hash(k > 1 ? n->vlog[k - 1].hash : 0, k, &e);
+        inv_created(s, i, k, &e);
+        n->vlog[k] = e;
+        n->vlen = k;
+        struct raft_entry re = {
+            .term = e.term, .type = e.type, .len = e.len, .buf = e.payload};
+        rv = raft_load_entry(&n->raft, k, &re);
+        if (rv != 0) {
+            sim_violation(s, "node %u: load of entry %llu failed (%d)", i + 1,
+                          (unsigned long long)k, rv);
+            break;
+        }
+    }
+    raft_start(&n->raft, s->now);
+    n->up = true;
+    n->commit_seen = 0;
+    sim_trace(s, (int)i, "boot inc %llx hs t%llu log %llu",
+              (unsigned long long)n->incarnation,
+              (unsigned long long)n->hs_term, (unsigned long long)len);
+    struct raft_in in = {.type = RAFT_IN_TICK};
+    sim_node_step(s, i, &in);
+}
+
+void sim_node_stop(struct sim *s, uint32_t i, enum sim_stop_kind k)
+{
+    struct sim_node *n = &s->nodes[i];
+    ASSERT(n->up);
+    n->up = false;
+    raft_close(&n->raft);
+    n->syncing = false;
+    n->sync_gen++;
+    n->timer_gen++;
+    n->hs_pending = false; /* the process never wrote it */
+    if (k == STOP_POWER) {
+        /* Writeback reached a prefix of the unsynced writes; the rest,
+         * including the page cache, is gone. */
+        uint32_t keep = sim_rnd(s, n->n_ops + 1);
+        for (uint32_t j = 0; j < keep; j++) {
+            disk_apply(s, n, &n->ops[j]);
+        }
+        n->n_ops = 0;
+    }
+    if (k == STOP_WIPE) {
+        s->wiped_inc[i] = n->incarnation;
+        n->incarnation = sim_rand(s) | 1;
+        n->dlen = 0;
+        n->n_ops = 0;
+        n->hs_term = 0;
+        n->hs_vote = 0;
+    }
+    n->vlen = 0;
+    sim_trace(s, (int)i, "%s",
+              k == STOP_CRASH   ? "CRASH (process)"
+              : k == STOP_POWER ? "POWER LOSS"
+                                : "WIPE (new incarnation)");
+    sim_ev_push(s, s->now + 20 + sim_rnd(s, 400), EV_RESTART, i, n->sync_gen,
+                NULL);
+}

@@ -1,0 +1,195 @@
+/* Deterministic Raft simulation: N nodes running the real core against a
+ * simulated network and a model of the store's durability (DESIGN §3, §7).
+ * One seed fixes everything; a failing seed reproduces exactly. */
+#ifndef KEEL_SIM_H
+#define KEEL_SIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "raft.h"
+
+#define SIM_NODES_MAX 5
+#define SIM_LOG_MAX 8192      /* entries per node log */
+#define SIM_EVENTS_MAX 65536  /* pending events */
+#define SIM_OPS_MAX 8192      /* unsynced disk writes per node */
+#define SIM_TRACE_MAX 512     /* events kept for a failure report */
+#define SIM_TERMS_MAX 65536   /* leader-per-term table */
+#define SIM_CREATED_MAX 32768 /* (index, term) -> entry table, power of 2 */
+#define SIM_PAYLOAD_MAX RAFT_CONFIG_BYTES_MAX
+#define SIM_READS_MAX 1024
+#define SIM_STEPS_MAX 4000000 /* events per seed */
+
+enum sim_mutation {
+    SIM_MUT_TERM_NOT_SYNCED = 1u << 16,
+    SIM_MUT_TRUNC_NOT_DURABLE = 1u << 17,
+};
+
+struct sim_entry {
+    uint64_t term;
+    uint64_t hash; /* chain: the entry and everything before it */
+    uint64_t id;   /* unique per proposal; 0 for barriers */
+    uint8_t type;
+    uint32_t len;
+    uint8_t payload[SIM_PAYLOAD_MAX];
+};
+
+enum sim_op_type {
+    SIM_OP_TRUNCATE = 1,
+    SIM_OP_APPEND = 2,
+};
+
+struct sim_op {
+    uint8_t type;
+    uint64_t index;
+    struct sim_entry e;
+};
+
+struct sim_node {
+    bool up;
+    uint64_t incarnation;
+    struct raft raft;
+    uint64_t timer_gen;
+    /* Disk: durable part (survives power loss). */
+    uint64_t hs_term;
+    uint64_t hs_vote;
+    uint64_t dlen;
+    struct sim_entry *dlog; /* [1..dlen] */
+    /* Page cache: what the store reads, durable or not. */
+    uint64_t vlen;
+    struct sim_entry *vlog;
+    /* Writes not yet covered by a completed sync. */
+    uint32_t n_ops;
+    struct sim_op *ops;
+    bool syncing;
+    uint64_t sync_gen;
+    uint32_t sync_ops; /* ops the running sync covers */
+    uint64_t sync_index;
+    uint64_t sync_term;
+    /* Mutation "term not synced": hard state written after the log. */
+    bool hs_pending;
+    uint64_t hs_pending_term;
+    uint64_t hs_pending_vote;
+    uint64_t commit_seen; /* highest commit checked since start */
+};
+
+struct sim_event {
+    uint64_t at;
+    uint64_t seq;
+    uint8_t type;
+    uint8_t node;
+    uint64_t gen;
+    struct sim_msg *msg;
+};
+
+struct sim_msg {
+    struct raft_msg m;
+    uint32_t n;
+    struct sim_entry *entries;
+    struct raft_entry *re;
+};
+
+struct sim_trace {
+    uint64_t at;
+    uint8_t node;
+    char text[120];
+};
+
+struct sim_params {
+    uint32_t n_nodes;
+    uint32_t mutations;
+    uint64_t duration_ms; /* safety phase */
+    uint64_t heal_ms;     /* liveness bound after healing */
+    bool quiet;
+    bool bench; /* instant network and disk, no faults */
+};
+
+struct sim_created {
+    uint64_t index;
+    uint64_t term;
+    uint64_t hash;
+};
+
+struct sim_read {
+    uint64_t id;
+    uint64_t committed_at_request;
+};
+
+struct sim {
+    struct sim_params p;
+    uint64_t seed;
+    uint64_t prng;
+    uint64_t now;
+    uint64_t seq;
+    uint64_t steps;
+    struct sim_node nodes[SIM_NODES_MAX];
+    bool link[SIM_NODES_MAX][SIM_NODES_MAX];
+    uint32_t drop_pct;
+    uint32_t dup_pct;
+    uint32_t delay_max;
+    uint32_t sync_max;
+    uint32_t n_events;
+    struct sim_event *heap;
+    /* Invariant state. */
+    uint64_t committed_len;
+    uint64_t *committed; /* chain hash of every committed index */
+    uint64_t *leader_of_term;
+    struct sim_created *created;
+    uint64_t next_id;
+    uint32_t n_reads;
+    struct sim_read reads[SIM_READS_MAX];
+    uint64_t next_read_id;
+    uint64_t wiped_inc[SIM_NODES_MAX]; /* old incarnation awaiting removal */
+    bool healing;
+    char violation[256];
+    struct raft_out *out;
+    int last_rv;
+    uint64_t heal_id; /* first proposal id after healing */
+    bool heal_committed;
+    uint64_t proposals;
+    uint64_t trace_n;
+    struct sim_trace trace[SIM_TRACE_MAX];
+};
+
+#define SIM_ELECTION_MS 150
+#define SIM_HEARTBEAT_MS 30
+
+enum sim_ev_type {
+    EV_DELIVER = 1,
+    EV_SYNC_DONE,
+    EV_TICK,
+    EV_FAULT,
+    EV_PROPOSE,
+    EV_HS_WRITE,
+    EV_RESTART,
+    EV_OPERATOR,
+    EV_HEAL,
+};
+
+enum sim_stop_kind { STOP_CRASH, STOP_POWER, STOP_WIPE };
+
+/* sim.c: the cluster and its driver. */
+uint64_t sim_rand(struct sim *s);
+uint32_t sim_rnd(struct sim *s, uint32_t n);
+void sim_trace(struct sim *s, int node, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void sim_violation(struct sim *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void sim_ev_push(struct sim *s, uint64_t at, uint8_t type, uint32_t node,
+                 uint64_t gen, struct sim_msg *msg);
+struct sim_event sim_ev_pop(struct sim *s);
+void sim_node_step(struct sim *s, uint32_t i, struct raft_in *in);
+void sim_node_boot(struct sim *s, uint32_t i);
+void sim_node_stop(struct sim *s, uint32_t i, enum sim_stop_kind k);
+void sim_disk_sync_done(struct sim *s, uint32_t i, uint64_t gen);
+
+/* Run one seed. Returns 0 when every invariant held and the cluster was
+ * live after healing; 1 on a violation (sim->violation says which). */
+int sim_run(struct sim *s, uint64_t seed, const struct sim_params *p);
+
+/* Print the last events of the failed run. */
+void sim_print_trace(const struct sim *s);
+
+void sim_free(struct sim *s);
+
+#endif
