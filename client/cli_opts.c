@@ -108,6 +108,7 @@ int cli_parse_value(enum cli_flag_kind kind, const char *name,
                     const char *value, void *dst, char *errmsg)
 {
     char *end;
+    int64_t v = 0;
     int rv;
     struct cli_list *list;
 
@@ -119,10 +120,14 @@ int cli_parse_value(enum cli_flag_kind kind, const char *name,
         *(const char **)dst = value;
         return 0;
     case CLI_FLAG_INT:
-        rv = parse_int(name, value, dst, &end, errmsg);
+        /* Parse into a local: a rejected value must leave dst unchanged. */
+        rv = parse_int(name, value, &v, &end, errmsg);
         if (rv == 0 && *end != '\0') {
             rv = keel_err(KEEL_EUSAGE, errmsg,
                           "--%s wants a whole number, got '%s'", name, value);
+        }
+        if (rv == 0) {
+            *(int64_t *)dst = v;
         }
         return rv;
     case CLI_FLAG_SIZE:
