@@ -1,0 +1,167 @@
+/* Segment header, record and sync-marker encodings (see format.h and
+ * store/FORMAT.md). Every decode validates; nothing from disk is asserted.
+ */
+#include <string.h>
+#include <xxhash.h>
+
+#include <keel/assert.h>
+#include <keel/error.h>
+#include <keel/limits.h>
+
+#include "format.h"
+
+void store_fmt_seg_header_encode(const struct store_seg_header *h,
+                                 uint8_t out[STORE_SEG_HEADER_BYTES])
+{
+    ASSERT(h != NULL);
+    ASSERT(h->base_index >= 1);
+    memset(out, 0, STORE_SEG_HEADER_BYTES);
+    store_fmt_put64(out + 0, STORE_SEG_MAGIC);
+    store_fmt_put32(out + 8, STORE_FMT_VERSION);
+    store_fmt_put32(out + 12, STORE_SEG_HEADER_BYTES);
+    memcpy(out + 16, h->group, STORE_GROUP_ID_BYTES);
+    store_fmt_put64(out + 32, h->base_index);
+    store_fmt_put64(out + 40, h->first_index);
+    store_fmt_put64(out + 48, h->size_bytes);
+    store_fmt_put64(out + 56, h->salt);
+    store_fmt_put64(out + STORE_SEG_HEADER_SUM_OFF,
+                    XXH3_64bits(out, STORE_SEG_HEADER_SUM_OFF));
+}
+
+int store_fmt_seg_header_decode(const uint8_t *buf, size_t len,
+                                struct store_seg_header *out)
+{
+    ASSERT(out != NULL);
+    ASSERT(buf != NULL || len == 0);
+    if (len < STORE_SEG_HEADER_BYTES) {
+        return KEEL_ECORRUPT;
+    }
+    if (store_fmt_get64(buf) != STORE_SEG_MAGIC) {
+        return KEEL_ECORRUPT;
+    }
+    if (XXH3_64bits(buf, STORE_SEG_HEADER_SUM_OFF) !=
+        store_fmt_get64(buf + STORE_SEG_HEADER_SUM_OFF)) {
+        return KEEL_ECORRUPT;
+    }
+    out->version = store_fmt_get32(buf + 8);
+    if (out->version != STORE_FMT_VERSION) {
+        return KEEL_EVERSION;
+    }
+    if (store_fmt_get32(buf + 12) != STORE_SEG_HEADER_BYTES) {
+        return KEEL_ECORRUPT;
+    }
+    memcpy(out->group, buf + 16, STORE_GROUP_ID_BYTES);
+    out->base_index = store_fmt_get64(buf + 32);
+    out->first_index = store_fmt_get64(buf + 40);
+    out->size_bytes = store_fmt_get64(buf + 48);
+    out->salt = store_fmt_get64(buf + 56);
+    if (out->base_index == 0 || out->size_bytes < STORE_SEG_HEADER_BYTES ||
+        out->size_bytes > STORE_SEGMENT_BYTES_MAX) {
+        return KEEL_ECORRUPT;
+    }
+    return 0;
+}
+
+uint64_t store_fmt_rec_encode(uint8_t *out, const struct store_fmt_rec *r,
+                              uint64_t salt)
+{
+    uint64_t total = store_fmt_rec_bytes(r->len);
+    uint64_t sum;
+
+    ASSERT(r->len <= STORE_RECORD_PAYLOAD_BYTES_MAX);
+    ASSERT(r->index >= 1);
+    store_fmt_put32(out + 0, STORE_REC_MAGIC);
+    store_fmt_put32(out + 4, r->len);
+    store_fmt_put64(out + 8, r->index);
+    store_fmt_put64(out + 16, r->term);
+    out[24] = r->type;
+    out[25] = r->flags;
+    memset(out + 26, 0, 6);
+    store_fmt_put64(out + 32, r->prev_checksum);
+    if (r->len > 0) {
+        memcpy(out + STORE_REC_HEADER_BYTES, r->payload, r->len);
+    }
+    /* Zero padding keeps the on-disk image deterministic. */
+    memset(out + STORE_REC_HEADER_BYTES + r->len, 0,
+           (size_t)(total - 8 - STORE_REC_HEADER_BYTES - r->len));
+    sum = XXH3_64bits_withSeed(out, (size_t)(total - 8), salt);
+    store_fmt_put64(out + total - 8, sum);
+    return sum;
+}
+
+int store_fmt_rec_decode(const uint8_t *buf, size_t avail, uint64_t salt,
+                         struct store_fmt_rec *out)
+{
+    uint64_t total;
+    uint32_t len;
+
+    ASSERT(out != NULL);
+    ASSERT(buf != NULL || avail == 0);
+    if (avail < STORE_REC_OVERHEAD) {
+        return KEEL_ECORRUPT;
+    }
+    if (store_fmt_get32(buf) != STORE_REC_MAGIC) {
+        return KEEL_ENOENT;
+    }
+    len = store_fmt_get32(buf + 4);
+    if (len > STORE_RECORD_PAYLOAD_BYTES_MAX) {
+        return KEEL_ECORRUPT;
+    }
+    total = store_fmt_rec_bytes(len);
+    if (total > avail) {
+        return KEEL_ECORRUPT;
+    }
+    out->checksum = store_fmt_get64(buf + total - 8);
+    if (XXH3_64bits_withSeed(buf, (size_t)(total - 8), salt) != out->checksum) {
+        return KEEL_ECORRUPT;
+    }
+    out->len = len;
+    out->index = store_fmt_get64(buf + 8);
+    out->term = store_fmt_get64(buf + 16);
+    out->type = buf[24];
+    out->flags = buf[25];
+    out->prev_checksum = store_fmt_get64(buf + 32);
+    out->payload = buf + STORE_REC_HEADER_BYTES;
+    return 0;
+}
+
+void store_fmt_marker_encode(uint8_t out[STORE_MARKER_BYTES],
+                             const struct store_fmt_marker *m, uint64_t salt)
+{
+    ASSERT(m != NULL);
+    ASSERT(m->index >= 1);
+    store_fmt_put32(out + 0, STORE_MARKER_MAGIC);
+    store_fmt_put32(out + 4, 0);
+    store_fmt_put64(out + 8, m->index);
+    store_fmt_put64(out + 16, m->term);
+    store_fmt_put64(out + 24, m->rec_checksum);
+    memcpy(out + 32, m->boot_id, STORE_BOOT_ID_BYTES);
+    store_fmt_put64(out + 48, XXH3_64bits_withSeed(
+                                  out, 48, salt ^ STORE_MARKER_SEED_TWEAK));
+}
+
+int store_fmt_marker_decode(const uint8_t *buf, size_t avail, uint64_t salt,
+                            struct store_fmt_marker *out)
+{
+    ASSERT(out != NULL);
+    ASSERT(buf != NULL || avail == 0);
+    if (avail < STORE_MARKER_BYTES) {
+        return KEEL_ECORRUPT;
+    }
+    if (store_fmt_get32(buf) != STORE_MARKER_MAGIC) {
+        return KEEL_ENOENT;
+    }
+    if (XXH3_64bits_withSeed(buf, 48, salt ^ STORE_MARKER_SEED_TWEAK) !=
+            store_fmt_get64(buf + 48) ||
+        store_fmt_get32(buf + 4) != 0) {
+        return KEEL_ECORRUPT;
+    }
+    out->index = store_fmt_get64(buf + 8);
+    out->term = store_fmt_get64(buf + 16);
+    out->rec_checksum = store_fmt_get64(buf + 24);
+    memcpy(out->boot_id, buf + 32, STORE_BOOT_ID_BYTES);
+    if (out->index == 0) {
+        return KEEL_ECORRUPT;
+    }
+    return 0;
+}

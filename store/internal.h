@@ -1,0 +1,202 @@
+/* Internal structures shared by the store's source files. Not installed. */
+#ifndef KEEL_STORE_INTERNAL_H
+#define KEEL_STORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <keel/assert.h>
+#include <keel/error.h>
+#include <keel/limits.h>
+
+#include "format.h"
+#include "fs.h"
+#include "meta.h"
+#include "store.h"
+
+#define STORE_PREALLOC_NAME "prealloc.tmp"
+#define STORE_MARKER_CANDIDATES_MAX 8
+
+enum seg_state {
+    SEG_PLANNED = 0, /* decided by the loop thread, file not yet made */
+    SEG_LIVE,        /* file made, fsynced, catalogued */
+};
+
+struct seg {
+    uint64_t base;
+    uint64_t salt;
+    uint64_t size;
+    uint64_t first_index;
+    enum seg_state state; /* written by the sync thread under s->mu */
+    struct fs_file *f;    /* sync thread and readers; set once LIVE */
+    uint64_t hi_water;    /* sync thread: end of the highest bytes written */
+    uint64_t nonzero_end; /* from the scan: bytes after it are zero */
+};
+
+/* One entry of the in-memory index→offset table (derived data). */
+struct ient {
+    uint64_t term;
+    uint64_t checksum;
+    struct seg *seg;
+    uint32_t off; /* 0 for a faulty index whose position is unknown */
+    uint32_t bytes;
+    uint8_t faulty;
+};
+
+enum op_kind {
+    OP_CREATE_SEG = 1,
+    OP_WRITE,
+    OP_ZERO,
+    OP_DELETE_SEG,
+    OP_HARD_STATE,
+    OP_REPAIR,
+    OP_INTERVAL_SYNC,
+    OP_PREALLOC,
+};
+
+struct op {
+    enum op_kind kind;
+    struct op *next;
+    struct seg *seg;
+    uint64_t off;
+    uint8_t *buf;
+    size_t len;
+    size_t cap;
+    uint64_t first_index;
+    uint64_t last_index;
+    uint64_t last_term;
+    uint64_t last_checksum;
+    bool stale; /* a truncation removed its records: do not report */
+    bool taken; /* the sync thread owns it (no more coalescing) */
+    uint8_t vote[STORE_VOTE_BYTES_MAX];
+    size_t vote_len;
+};
+
+struct store_group {
+    struct store *s;
+    struct store_group_id id;
+    char dir[STORE_PATH_BYTES_MAX]; /* .../groups/<hex>/log */
+    struct store_fsync policy;
+
+    /* Loop-thread state (segs also read by the sync thread under s->mu). */
+    struct seg **segs;
+    size_t nsegs;
+    size_t segs_cap;
+    struct ient *ents; /* ents[i] is index first_index + i */
+    size_t nents;
+    size_t ents_cap;
+    uint64_t first_index;
+    uint64_t tail_off; /* append position in the last segment */
+    uint64_t hard_term;
+    struct store_meta_snap snap;
+    bool amnesia;
+    bool has_marker;
+    uint64_t marker_index;
+    uint64_t marker_off; /* offset of M in its segment */
+    struct seg *marker_seg;
+
+    /* Under s->mu. */
+    struct op *ops_head; /* pending, not yet taken */
+    struct op *ops_tail;
+    size_t nops;
+    struct op *inflight; /* taken by a sync thread */
+    bool busy;
+    bool queued;
+    struct store_group *runq_next;
+    bool has_spare; /* a preallocated file is ready */
+    bool spare_pending;
+    bool enospc;
+    uint64_t enospc_retry_ms;
+    bool enospc_reported;
+    bool space_reported;
+    uint64_t persisted_index;
+    uint64_t persisted_term;
+    bool ev_persisted;
+    bool ev_hard_state;
+    uint64_t hs_event_term;
+    bool ev_repaired;
+    uint64_t repaired_from;
+    uint64_t repaired_to;
+    bool ev_queued;
+    struct store_group *evq_next;
+    /* interval policy */
+    bool interval_dirty;
+    uint64_t interval_deadline_ms;
+    struct seg *last_seg; /* last written record's segment/end/identity */
+    uint64_t last_end;
+    uint64_t last_w_index;
+    uint64_t last_w_term;
+    uint64_t last_w_checksum;
+
+    struct store_group *next; /* all groups of the store */
+};
+
+struct store {
+    struct store_config cfg;
+    struct fs *fs;
+    struct store_meta *meta;
+    char data_dir[STORE_PATH_BYTES_MAX];
+    uint8_t boot_id[STORE_BOOT_ID_BYTES];
+    bool os_crash;
+    bool meta_reset;
+    struct store_meta_report meta_rep;
+    uint64_t rng;
+    bool no_zeroing;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t threads[STORE_SYNC_THREADS_MAX];
+    unsigned nthreads;
+    bool stopping;
+    struct store_group *runq_head;
+    struct store_group *runq_tail;
+    struct store_group *evq_head;
+    struct store_group *evq_tail;
+    struct store_group *groups;
+    size_t ngroups;
+    struct store_stats stats;
+};
+
+/* store.c */
+void store__schedule(struct store *s, struct store_group *g);
+void store__queue_event(struct store *s, struct store_group *g);
+void store__op_push(struct store_group *g, struct op *op);
+struct op *store__op_new(enum op_kind kind);
+void store__op_free(struct op *op);
+uint64_t store__now_ms(void);
+__attribute__((noreturn)) void store__fatal(struct store *s, const char *what,
+                                            const char *errmsg);
+static inline struct ient *store__ent(struct store_group *g, uint64_t index)
+{
+    ASSERT(index >= g->first_index);
+    ASSERT(index - g->first_index < g->nents);
+    return &g->ents[index - g->first_index];
+}
+static inline uint64_t store__last_index(const struct store_group *g)
+{
+    return g->first_index + g->nents - 1;
+}
+
+/* segment.c */
+void store__seg_path(const struct store_group *g, uint64_t base, char *out,
+                     size_t cap);
+int store__mkdirs(struct store *s, const char *dir, char *errmsg);
+void store__seg_create(struct store_group *g, struct seg *seg);
+void store__seg_delete(struct store_group *g, struct seg *seg);
+void store__prealloc(struct store_group *g);
+int store__quarantine(struct store *s, const char *path, const char *name,
+                      char *errmsg);
+
+/* scan.c */
+int store__scan(struct store_group *g, struct store_recovery *rep,
+                char *errmsg);
+
+/* sync.c */
+int store__sync_start(struct store *s, char *errmsg);
+void store__sync_stop(struct store *s);
+
+/* repair.c */
+uint64_t store__rand(struct store *s);
+
+#endif

@@ -1,0 +1,681 @@
+/* All LMDB code of the store (DESIGN.md §4 LMDB, rule 3). Keys are binary:
+ *   'I'                      incarnation id (16 bytes)
+ *   'N'                      node record {boot id, clean}
+ *   'H' gid 'T' and 'H' gid 'V' hard state term and vote (one txn)
+ *   'C' gid base(be64)       catalogue entry of one segment
+ *   'S' gid                  snapshot (index, term) newest and older
+ *   'A' gid                  amnesia state
+ * Values: u16 version, u16 kind, u32 body length, body, u64 XXH3-64 of all
+ * preceding bytes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <keel/assert.h>
+#include <keel/error.h>
+
+#include "meta.h"
+
+#define META_VERSION 1u
+#define META_BODY_MAX 128u
+#define META_ENV_HDR 8u
+#define META_KEY_MAX 32u
+
+struct store_meta {
+    MDB_env *env;
+    MDB_dbi dbi;
+};
+
+static size_t key_make(uint8_t *k, char kind, const uint8_t *gid, char sub,
+                       uint64_t base)
+{
+    size_t n = 0;
+
+    ASSERT(k != NULL);
+    ASSERT(kind != 0);
+    k[n++] = (uint8_t)kind;
+    if (gid != NULL) {
+        memcpy(k + n, gid, STORE_GROUP_ID_BYTES);
+        n += STORE_GROUP_ID_BYTES;
+    }
+    if (sub != 0) {
+        k[n++] = (uint8_t)sub;
+    }
+    if (kind == 'C') {
+        for (int i = 7; i >= 0; i--) {
+            k[n++] = (uint8_t)(base >> (8 * i));
+        }
+    }
+    return n;
+}
+
+static size_t env_wrap(uint8_t *out, uint16_t kind, const uint8_t *body,
+                       uint32_t len)
+{
+    ASSERT(len <= META_BODY_MAX);
+    ASSERT(out != NULL);
+    out[0] = (uint8_t)META_VERSION;
+    out[1] = 0;
+    out[2] = (uint8_t)kind;
+    out[3] = (uint8_t)(kind >> 8);
+    store_fmt_put32(out + 4, len);
+    memcpy(out + META_ENV_HDR, body, len);
+    store_fmt_put64(out + META_ENV_HDR + len,
+                    XXH3_64bits(out, META_ENV_HDR + len));
+    return META_ENV_HDR + len + 8;
+}
+
+/* Validate an envelope; on success body and len point into v. */
+static int env_check(const MDB_val *v, const uint8_t **body, uint32_t *len)
+{
+    const uint8_t *p = v->mv_data;
+    uint32_t l;
+
+    ASSERT(v != NULL);
+    ASSERT(body != NULL);
+    if (v->mv_size < META_ENV_HDR + 8) {
+        return KEEL_ECORRUPT;
+    }
+    l = store_fmt_get32(p + 4);
+    if ((size_t)l + META_ENV_HDR + 8 != v->mv_size) {
+        return KEEL_ECORRUPT;
+    }
+    if (XXH3_64bits(p, META_ENV_HDR + l) !=
+        store_fmt_get64(p + META_ENV_HDR + l)) {
+        return KEEL_ECORRUPT;
+    }
+    if (p[0] != META_VERSION || p[1] != 0) {
+        return KEEL_EVERSION;
+    }
+    *body = p + META_ENV_HDR;
+    *len = l;
+    return 0;
+}
+
+static int map_mdb(int rc, char *errmsg, const char *what)
+{
+    if (rc == 0) {
+        return 0;
+    }
+    if (rc == MDB_NOTFOUND) {
+        return KEEL_ENOENT;
+    }
+    if (rc == MDB_CORRUPTED || rc == MDB_INVALID ||
+        rc == MDB_VERSION_MISMATCH || rc == MDB_PAGE_NOTFOUND) {
+        return keel_err(KEEL_ECORRUPT, errmsg, "meta.lmdb %s: %s", what,
+                        mdb_strerror(rc));
+    }
+    if (rc == ENOSPC || rc == MDB_MAP_FULL) {
+        return keel_err(KEEL_ENOSPC, errmsg, "meta.lmdb %s: %s", what,
+                        mdb_strerror(rc));
+    }
+    return keel_err(KEEL_EIO, errmsg, "meta.lmdb %s: %s", what,
+                    mdb_strerror(rc));
+}
+
+/* One synced write transaction putting (or deleting, val NULL) up to two
+ * keys: hard state needs both keys in one commit. */
+static int put2(struct store_meta *m, const uint8_t *k1, size_t k1n,
+                const uint8_t *v1, size_t v1n, const uint8_t *k2, size_t k2n,
+                const uint8_t *v2, size_t v2n, char *errmsg)
+{
+    MDB_txn *txn;
+    MDB_val k;
+    MDB_val v;
+    int rc;
+
+    ASSERT(m != NULL);
+    ASSERT(k1 != NULL);
+    rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    if (rc != 0) {
+        return map_mdb(rc, errmsg, "begin");
+    }
+    k = (MDB_val){k1n, (void *)k1};
+    v = (MDB_val){v1n, (void *)v1};
+    rc = v1 == NULL ? mdb_del(txn, m->dbi, &k, NULL)
+                    : mdb_put(txn, m->dbi, &k, &v, 0);
+    if (rc == MDB_NOTFOUND) {
+        rc = 0;
+    }
+    if (rc == 0 && k2 != NULL) {
+        k = (MDB_val){k2n, (void *)k2};
+        v = (MDB_val){v2n, (void *)v2};
+        rc = mdb_put(txn, m->dbi, &k, &v, 0);
+    }
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return map_mdb(rc, errmsg, "put");
+    }
+    /* mdb_txn_commit syncs (no MDB_NOSYNC): the commit is durable. */
+    return map_mdb(mdb_txn_commit(txn), errmsg, "commit");
+}
+
+static int get1(struct store_meta *m, const uint8_t *key, size_t kn,
+                uint8_t *body, uint32_t *len)
+{
+    MDB_txn *txn;
+    MDB_val k = {kn, (void *)key};
+    MDB_val v;
+    const uint8_t *b;
+    int rc;
+
+    ASSERT(m != NULL);
+    ASSERT(body != NULL);
+    rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0) {
+        return map_mdb(rc, NULL, "begin");
+    }
+    rc = mdb_get(txn, m->dbi, &k, &v);
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return map_mdb(rc, NULL, "get");
+    }
+    rc = env_check(&v, &b, len);
+    if (rc == 0 && *len <= META_BODY_MAX) {
+        memcpy(body, b, *len);
+    } else if (rc == 0) {
+        rc = KEEL_ECORRUPT;
+    }
+    mdb_txn_abort(txn);
+    return rc;
+}
+
+static int put_body(struct store_meta *m, const uint8_t *key, size_t kn,
+                    uint16_t kind, const uint8_t *body, uint32_t len,
+                    char *errmsg)
+{
+    uint8_t val[META_ENV_HDR + META_BODY_MAX + 8];
+    size_t vn = env_wrap(val, kind, body, len);
+
+    ASSERT(vn <= sizeof val);
+    ASSERT(key != NULL);
+    return put2(m, key, kn, val, vn, NULL, 0, NULL, 0, errmsg);
+}
+
+static int env_open(const char *path, struct store_meta *m, char *errmsg)
+{
+    int rc;
+
+    ASSERT(path != NULL);
+    ASSERT(m != NULL);
+    rc = mdb_env_create(&m->env);
+    if (rc != 0) {
+        return map_mdb(rc, errmsg, "create");
+    }
+    mdb_env_set_mapsize(m->env, STORE_META_MAP_BYTES);
+    rc = mdb_env_open(m->env, path, MDB_NOSUBDIR | MDB_NOTLS, 0644);
+    if (rc == 0) {
+        MDB_txn *txn;
+        rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+        if (rc == 0) {
+            rc = mdb_dbi_open(txn, NULL, 0, &m->dbi);
+            rc = rc == 0 ? mdb_txn_commit(txn) : (mdb_txn_abort(txn), rc);
+        }
+    }
+    if (rc != 0) {
+        mdb_env_close(m->env);
+        m->env = NULL;
+        return keel_err(KEEL_ECORRUPT, errmsg, "meta.lmdb open: %s",
+                        mdb_strerror(rc));
+    }
+    return 0;
+}
+
+static void note_bad_group(struct store_meta_report *rep, const uint8_t *key)
+{
+    ASSERT(rep != NULL);
+    ASSERT(key != NULL);
+    if (rep->n_bad_groups < STORE_META_BAD_GROUPS_MAX) {
+        memcpy(rep->bad_groups[rep->n_bad_groups++], key + 1,
+               STORE_GROUP_ID_BYTES);
+    }
+}
+
+/* Check every value. Returns KEEL_ECORRUPT if a node-wide value (hard state,
+ * catalogue, node, incarnation) is bad; bad per-group values are listed. */
+static int validate_all(struct store_meta *m, struct store_meta_report *rep)
+{
+    MDB_txn *txn;
+    MDB_cursor *cur;
+    MDB_val k;
+    MDB_val v;
+    int rc;
+    int bad = 0;
+
+    ASSERT(m != NULL);
+    ASSERT(rep != NULL);
+    rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+    if (rc == 0) {
+        rc = mdb_cursor_open(txn, m->dbi, &cur);
+        if (rc != 0) {
+            mdb_txn_abort(txn);
+        }
+    }
+    if (rc != 0) {
+        store_fmt_str(rep->reset_reason, sizeof rep->reset_reason,
+                      "meta.lmdb unreadable: %s", mdb_strerror(rc));
+        return KEEL_ECORRUPT;
+    }
+    while (bad == 0 && mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
+        const uint8_t *b;
+        uint32_t l;
+        const uint8_t *kp = k.mv_data;
+        if (env_check(&v, &b, &l) == 0) {
+            continue;
+        }
+        if (k.mv_size > STORE_GROUP_ID_BYTES &&
+            (kp[0] == 'S' || kp[0] == 'A')) {
+            note_bad_group(rep, kp);
+            continue;
+        }
+        store_fmt_str(rep->reset_reason, sizeof rep->reset_reason,
+                      "meta.lmdb value of kind '%c' failed its checksum",
+                      k.mv_size > 0 ? kp[0] : '?');
+        bad = KEEL_ECORRUPT;
+    }
+    mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    return bad;
+}
+
+static int quarantine_meta(const char *data_dir, const char *path, char *errmsg)
+{
+    char qdir[STORE_PATH_BYTES_MAX];
+    char dst[STORE_PATH_BYTES_MAX];
+    char lock[STORE_PATH_BYTES_MAX];
+    int rv;
+
+    ASSERT(data_dir != NULL);
+    ASSERT(path != NULL);
+    store_fmt_str(qdir, sizeof qdir, "%s/quarantine", data_dir);
+    store_fmt_str(dst, sizeof dst, "%s/meta.lmdb.%lld", qdir,
+                  (long long)time(NULL));
+    store_fmt_str(lock, sizeof lock, "%s-lock", path);
+    if (mkdir(qdir, 0755) != 0 && errno != EEXIST) {
+        return keel_err(KEEL_EIO, errmsg, "mkdir %s: %s", qdir,
+                        strerror(errno));
+    }
+    if (rename(path, dst) != 0) {
+        return keel_err(KEEL_EIO, errmsg, "quarantine %s: %s", path,
+                        strerror(errno));
+    }
+    (void)unlink(lock); /* the lock file holds no data */
+    rv = 0;
+    for (int i = 0; i < 2 && rv == 0; i++) {
+        int fd = open(i == 0 ? qdir : data_dir, O_RDONLY | O_DIRECTORY);
+        if (fd < 0 || fsync(fd) != 0) {
+            rv = keel_err(KEEL_EIO, errmsg, "fsync dir: %s", strerror(errno));
+        }
+        if (fd >= 0) {
+            close(fd);
+        }
+    }
+    return rv;
+}
+
+static int ensure_incarnation(struct store_meta *m,
+                              struct store_meta_report *rep, char *errmsg)
+{
+    uint8_t key[1] = {'I'};
+    uint8_t body[META_BODY_MAX];
+    uint32_t len;
+    int rv = get1(m, key, 1, body, &len);
+
+    ASSERT(m != NULL);
+    ASSERT(rep != NULL);
+    if (rv == 0 && len == 16) {
+        return 0;
+    }
+    if (rv != KEEL_ENOENT) {
+        return keel_err(KEEL_ECORRUPT, errmsg, "bad incarnation value");
+    }
+    if (getrandom(body, 16, 0) != 16) {
+        return keel_err(KEEL_EIO, errmsg, "getrandom: %s", strerror(errno));
+    }
+    rep->fresh = true;
+    return put_body(m, key, 1, 'I', body, 16, errmsg);
+}
+
+int store_meta_open(const char *data_dir, struct store_meta **out,
+                    struct store_meta_report *rep, char *errmsg)
+{
+    char path[STORE_PATH_BYTES_MAX];
+    struct store_meta *m;
+    int rv;
+
+    ASSERT(data_dir != NULL);
+    ASSERT(out != NULL && rep != NULL);
+    memset(rep, 0, sizeof *rep);
+    m = calloc(1, sizeof *m);
+    if (m == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+    }
+    store_fmt_str(path, sizeof path, "%s/meta.lmdb", data_dir);
+    rv = env_open(path, m, rep->reset_reason);
+    if (rv == 0 && validate_all(m, rep) != 0) {
+        mdb_env_close(m->env);
+        rv = KEEL_ECORRUPT;
+    }
+    if (rv != 0) {
+        /* Rule 3, last part: the node cannot know its term. Keep the
+         * file for the operator and start over as a new incarnation. */
+        rep->reset = true;
+        rep->n_bad_groups = 0;
+        rv = quarantine_meta(data_dir, path, errmsg);
+        rv = rv == 0 ? env_open(path, m, errmsg) : rv;
+    }
+    rv = rv == 0 ? ensure_incarnation(m, rep, errmsg) : rv;
+    if (rv != 0) {
+        if (m->env != NULL) {
+            mdb_env_close(m->env);
+        }
+        free(m);
+        return rv;
+    }
+    *out = m;
+    return 0;
+}
+
+void store_meta_close(struct store_meta *m)
+{
+    if (m == NULL) {
+        return;
+    }
+    ASSERT(m->env != NULL);
+    mdb_env_close(m->env);
+    free(m);
+}
+
+int store_meta_incarnation(struct store_meta *m, uint8_t out[16])
+{
+    uint8_t key[1] = {'I'};
+    uint8_t body[META_BODY_MAX];
+    uint32_t len;
+    int rv = get1(m, key, 1, body, &len);
+
+    ASSERT(m != NULL);
+    ASSERT(out != NULL);
+    if (rv == 0 && len != 16) {
+        rv = KEEL_ECORRUPT;
+    }
+    if (rv == 0) {
+        memcpy(out, body, 16);
+    }
+    return rv;
+}
+
+int store_meta_node_get(struct store_meta *m, struct store_meta_node *out)
+{
+    uint8_t key[1] = {'N'};
+    uint8_t body[META_BODY_MAX];
+    uint32_t len;
+    int rv = get1(m, key, 1, body, &len);
+
+    ASSERT(m != NULL);
+    ASSERT(out != NULL);
+    if (rv == 0 && len != STORE_BOOT_ID_BYTES + 1) {
+        rv = KEEL_ECORRUPT;
+    }
+    if (rv == 0) {
+        memcpy(out->boot_id, body, STORE_BOOT_ID_BYTES);
+        out->clean = body[STORE_BOOT_ID_BYTES] != 0;
+    }
+    return rv;
+}
+
+int store_meta_node_put(struct store_meta *m, const struct store_meta_node *n,
+                        char *errmsg)
+{
+    uint8_t key[1] = {'N'};
+    uint8_t body[STORE_BOOT_ID_BYTES + 1];
+
+    ASSERT(m != NULL);
+    ASSERT(n != NULL);
+    memcpy(body, n->boot_id, STORE_BOOT_ID_BYTES);
+    body[STORE_BOOT_ID_BYTES] = n->clean ? 1 : 0;
+    return put_body(m, key, 1, 'N', body, sizeof body, errmsg);
+}
+
+int store_meta_hs_get(struct store_meta *m, const uint8_t gid[16],
+                      uint64_t *term, uint8_t *vote, size_t *vote_len)
+{
+    uint8_t key[META_KEY_MAX];
+    uint8_t body[META_BODY_MAX];
+    uint32_t len;
+    size_t kn = key_make(key, 'H', gid, 'T', 0);
+    int rv = get1(m, key, kn, body, &len);
+
+    ASSERT(term != NULL);
+    ASSERT(vote_len != NULL);
+    if (rv == 0 && len != 8) {
+        rv = KEEL_ECORRUPT;
+    }
+    if (rv != 0) {
+        return rv;
+    }
+    *term = store_fmt_get64(body);
+    kn = key_make(key, 'H', gid, 'V', 0);
+    rv = get1(m, key, kn, body, &len);
+    if (rv == 0 && len > STORE_VOTE_BYTES_MAX) {
+        rv = KEEL_ECORRUPT;
+    }
+    if (rv == 0) {
+        memcpy(vote, body, len);
+        *vote_len = len;
+    }
+    return rv;
+}
+
+int store_meta_hs_put(struct store_meta *m, const uint8_t gid[16],
+                      uint64_t term, const uint8_t *vote, size_t vote_len,
+                      char *errmsg)
+{
+    uint8_t k1[META_KEY_MAX];
+    uint8_t k2[META_KEY_MAX];
+    uint8_t t[8];
+    uint8_t v1[META_ENV_HDR + META_BODY_MAX + 8];
+    uint8_t v2[META_ENV_HDR + META_BODY_MAX + 8];
+    size_t n1;
+    size_t n2;
+
+    ASSERT(vote_len <= STORE_VOTE_BYTES_MAX);
+    ASSERT(vote != NULL || vote_len == 0);
+    store_fmt_put64(t, term);
+    n1 = env_wrap(v1, 'H', t, 8);
+    n2 = env_wrap(v2, 'H', vote, (uint32_t)vote_len);
+    return put2(m, k1, key_make(k1, 'H', gid, 'T', 0), v1, n1, k2,
+                key_make(k2, 'H', gid, 'V', 0), v2, n2, errmsg);
+}
+
+int store_meta_cat_list(struct store_meta *m, const uint8_t gid[16],
+                        struct store_meta_seg *out, size_t max, size_t *n)
+{
+    uint8_t key[META_KEY_MAX];
+    size_t kn = key_make(key, 'C', gid, 0, 0);
+    MDB_txn *txn;
+    MDB_cursor *cur;
+    MDB_val k = {kn, key};
+    MDB_val v;
+    int rc;
+    int rv = 0;
+
+    ASSERT(out != NULL && n != NULL);
+    ASSERT(max > 0);
+    *n = 0;
+    rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0) {
+        return map_mdb(rc, NULL, "begin");
+    }
+    rc = mdb_cursor_open(txn, m->dbi, &cur);
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return map_mdb(rc, NULL, "cursor");
+    }
+    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    while (rc == 0 && k.mv_size == kn && memcmp(k.mv_data, key, 17) == 0) {
+        const uint8_t *b;
+        uint32_t l;
+        if (env_check(&v, &b, &l) != 0 || l != 32) {
+            rv = KEEL_ECORRUPT;
+            break;
+        }
+        if (*n == max) {
+            rv = KEEL_ELIMIT;
+            break;
+        }
+        out[*n].base_index = store_fmt_get64(b);
+        out[*n].salt = store_fmt_get64(b + 8);
+        out[*n].size_bytes = store_fmt_get64(b + 16);
+        out[*n].first_index = store_fmt_get64(b + 24);
+        (*n)++;
+        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    }
+    mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    return rv;
+}
+
+int store_meta_cat_put(struct store_meta *m, const uint8_t gid[16],
+                       const struct store_meta_seg *seg, char *errmsg)
+{
+    uint8_t key[META_KEY_MAX];
+    uint8_t body[32];
+    size_t kn = key_make(key, 'C', gid, 0, seg->base_index);
+
+    ASSERT(seg->base_index >= 1);
+    ASSERT(kn == 25);
+    store_fmt_put64(body, seg->base_index);
+    store_fmt_put64(body + 8, seg->salt);
+    store_fmt_put64(body + 16, seg->size_bytes);
+    store_fmt_put64(body + 24, seg->first_index);
+    return put_body(m, key, kn, 'C', body, sizeof body, errmsg);
+}
+
+int store_meta_cat_del(struct store_meta *m, const uint8_t gid[16],
+                       uint64_t base_index, char *errmsg)
+{
+    uint8_t key[META_KEY_MAX];
+    size_t kn = key_make(key, 'C', gid, 0, base_index);
+
+    ASSERT(m != NULL);
+    ASSERT(base_index >= 1);
+    return put2(m, key, kn, NULL, 0, NULL, 0, NULL, 0, errmsg);
+}
+
+int store_meta_snap_get(struct store_meta *m, const uint8_t gid[16],
+                        struct store_meta_snap *out)
+{
+    uint8_t key[META_KEY_MAX];
+    uint8_t body[META_BODY_MAX];
+    uint32_t len;
+    int rv = get1(m, key, key_make(key, 'S', gid, 0, 0), body, &len);
+
+    ASSERT(out != NULL);
+    ASSERT(m != NULL);
+    if (rv == 0 && len != 32) {
+        rv = KEEL_ECORRUPT;
+    }
+    if (rv == 0) {
+        out->index = store_fmt_get64(body);
+        out->term = store_fmt_get64(body + 8);
+        out->older_index = store_fmt_get64(body + 16);
+        out->older_term = store_fmt_get64(body + 24);
+    }
+    return rv;
+}
+
+int store_meta_snap_put(struct store_meta *m, const uint8_t gid[16],
+                        const struct store_meta_snap *s, char *errmsg)
+{
+    uint8_t key[META_KEY_MAX];
+    uint8_t body[32];
+
+    ASSERT(s != NULL);
+    ASSERT(s->older_index <= s->index);
+    store_fmt_put64(body, s->index);
+    store_fmt_put64(body + 8, s->term);
+    store_fmt_put64(body + 16, s->older_index);
+    store_fmt_put64(body + 24, s->older_term);
+    return put_body(m, key, key_make(key, 'S', gid, 0, 0), 'S', body, 32,
+                    errmsg);
+}
+
+int store_meta_amnesia_get(struct store_meta *m, const uint8_t gid[16],
+                           struct store_meta_amnesia *out)
+{
+    uint8_t key[META_KEY_MAX];
+    uint8_t body[META_BODY_MAX];
+    uint32_t len;
+    int rv = get1(m, key, key_make(key, 'A', gid, 0, 0), body, &len);
+
+    ASSERT(out != NULL);
+    ASSERT(m != NULL);
+    if (rv == 0 && len != 20) {
+        rv = KEEL_ECORRUPT;
+    }
+    if (rv == 0) {
+        out->reason = store_fmt_get32(body);
+        out->t0 = store_fmt_get64(body + 4);
+        out->target = store_fmt_get64(body + 12);
+    }
+    return rv;
+}
+
+int store_meta_amnesia_put(struct store_meta *m, const uint8_t gid[16],
+                           const struct store_meta_amnesia *a, char *errmsg)
+{
+    uint8_t key[META_KEY_MAX];
+    uint8_t body[20];
+
+    ASSERT(a != NULL);
+    ASSERT(m != NULL);
+    store_fmt_put32(body, a->reason);
+    store_fmt_put64(body + 4, a->t0);
+    store_fmt_put64(body + 12, a->target);
+    return put_body(m, key, key_make(key, 'A', gid, 0, 0), 'A', body, 20,
+                    errmsg);
+}
+
+int store_meta_amnesia_del(struct store_meta *m, const uint8_t gid[16],
+                           char *errmsg)
+{
+    uint8_t key[META_KEY_MAX];
+    size_t kn = key_make(key, 'A', gid, 0, 0);
+
+    ASSERT(m != NULL);
+    ASSERT(kn == 17);
+    return put2(m, key, kn, NULL, 0, NULL, 0, NULL, 0, errmsg);
+}
+
+int store_meta_debug_corrupt(struct store_meta *m, char kind,
+                             const uint8_t gid[16])
+{
+    uint8_t key[META_KEY_MAX];
+    uint8_t bad[16] = {1, 0, 0, 0, 4, 0, 0, 0, 'b', 'a', 'd', '!'};
+    size_t kn;
+
+    ASSERT(m != NULL);
+    ASSERT(kind == 'H' || kind == 'C' || kind == 'S' || kind == 'A');
+    if (kind == 'C') {
+        uint8_t prefix[META_KEY_MAX];
+        struct store_meta_seg seg;
+        size_t n = 0;
+        (void)key_make(prefix, 'C', gid, 0, 0);
+        if (store_meta_cat_list(m, gid, &seg, 1, &n) != 0 || n == 0) {
+            return KEEL_ENOENT;
+        }
+        kn = key_make(key, 'C', gid, 0, seg.base_index);
+    } else {
+        kn = key_make(key, kind, gid, kind == 'H' ? 'T' : 0, 0);
+    }
+    return put2(m, key, kn, bad, sizeof bad, NULL, 0, NULL, 0, NULL);
+}

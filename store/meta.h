@@ -1,0 +1,99 @@
+/* meta.lmdb: the store's small durable facts (DESIGN.md §4 LMDB). All LMDB
+ * code lives in meta.c. Every value is an envelope {version, kind, length,
+ * body, XXH3-64}; a value failing it reads as KEEL_ECORRUPT. Every put is
+ * one synced transaction. Thread-safe (LMDB serialises writers).
+ */
+#ifndef KEEL_STORE_META_H
+#define KEEL_STORE_META_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <keel/limits.h>
+
+#include "format.h"
+
+#define STORE_META_BAD_GROUPS_MAX 64
+
+struct store_meta;
+
+struct store_meta_node {
+    uint8_t boot_id[STORE_BOOT_ID_BYTES];
+    bool clean;
+};
+
+struct store_meta_seg {
+    uint64_t base_index;
+    uint64_t salt;
+    uint64_t size_bytes;
+    uint64_t first_index;
+};
+
+struct store_meta_snap {
+    uint64_t index; /* newest, 0 = none */
+    uint64_t term;
+    uint64_t older_index; /* the older kept snapshot, 0 = none */
+    uint64_t older_term;
+};
+
+struct store_meta_amnesia {
+    uint32_t reason;
+    uint64_t t0;
+    uint64_t target;
+};
+
+struct store_meta_report {
+    bool reset; /* meta.lmdb was unreadable and moved to quarantine */
+    bool fresh; /* no incarnation existed: a new data directory */
+    char reset_reason[256];
+    size_t n_bad_groups; /* groups with a bad snapshot/amnesia value */
+    uint8_t bad_groups[STORE_META_BAD_GROUPS_MAX][STORE_GROUP_ID_BYTES];
+};
+
+/* Open (creating) <data_dir>/meta.lmdb. A hard-state, catalogue, node or
+ * incarnation value failing its checksum, or an environment LMDB cannot
+ * open, moves the file to <data_dir>/quarantine/ and starts a fresh one
+ * with a new incarnation (rep->reset). */
+int store_meta_open(const char *data_dir, struct store_meta **out,
+                    struct store_meta_report *rep, char *errmsg);
+void store_meta_close(struct store_meta *m);
+
+int store_meta_incarnation(struct store_meta *m, uint8_t out[16]);
+int store_meta_node_get(struct store_meta *m, struct store_meta_node *out);
+int store_meta_node_put(struct store_meta *m, const struct store_meta_node *n,
+                        char *errmsg);
+
+/* KEEL_ENOENT when the group has no hard state. */
+int store_meta_hs_get(struct store_meta *m, const uint8_t gid[16],
+                      uint64_t *term, uint8_t *vote, size_t *vote_len);
+int store_meta_hs_put(struct store_meta *m, const uint8_t gid[16],
+                      uint64_t term, const uint8_t *vote, size_t vote_len,
+                      char *errmsg);
+
+/* Catalogue entries of a group sorted by base index. */
+int store_meta_cat_list(struct store_meta *m, const uint8_t gid[16],
+                        struct store_meta_seg *out, size_t max, size_t *n);
+int store_meta_cat_put(struct store_meta *m, const uint8_t gid[16],
+                       const struct store_meta_seg *seg, char *errmsg);
+int store_meta_cat_del(struct store_meta *m, const uint8_t gid[16],
+                       uint64_t base_index, char *errmsg);
+
+int store_meta_snap_get(struct store_meta *m, const uint8_t gid[16],
+                        struct store_meta_snap *out);
+int store_meta_snap_put(struct store_meta *m, const uint8_t gid[16],
+                        const struct store_meta_snap *s, char *errmsg);
+
+int store_meta_amnesia_get(struct store_meta *m, const uint8_t gid[16],
+                           struct store_meta_amnesia *out);
+int store_meta_amnesia_put(struct store_meta *m, const uint8_t gid[16],
+                           const struct store_meta_amnesia *a, char *errmsg);
+int store_meta_amnesia_del(struct store_meta *m, const uint8_t gid[16],
+                           char *errmsg);
+
+/* Tests: overwrite the raw value of a group's key kind ('H','C','S','A')
+ * with bytes that fail the envelope check. */
+int store_meta_debug_corrupt(struct store_meta *m, char kind,
+                             const uint8_t gid[16]);
+
+#endif

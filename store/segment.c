@@ -1,0 +1,303 @@
+/* Segment file discipline (DESIGN.md §4 Segments): create = header, full
+ * size zero-filled, file fsync, directory fsync, then the catalogue entry
+ * (synced); delete = catalogue, unlink, directory fsync. Runs on sync
+ * threads only (store__mkdirs and store__quarantine also at open).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void store__seg_path(const struct store_group *g, uint64_t base, char *out,
+                     size_t cap)
+{
+    ASSERT(g != NULL);
+    ASSERT(base >= 1);
+    store_fmt_str(out, cap, "%s/%020llu.blk", g->dir, (unsigned long long)base);
+}
+
+static void parent_of(const char *path, char *out, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = slash == NULL ? 0 : (size_t)(slash - path);
+
+    ASSERT(cap > 1);
+    ASSERT(out != NULL);
+    if (n >= cap) {
+        n = cap - 1;
+    }
+    memcpy(out, path, n);
+    out[n] = '\0';
+}
+
+/* mkdir -p below the data directory; a new directory's parent is fsynced
+ * so the entry itself is durable. */
+int store__mkdirs(struct store *s, const char *dir, char *errmsg)
+{
+    char buf[STORE_PATH_BYTES_MAX];
+    size_t root = strlen(s->data_dir);
+    int rv;
+
+    ASSERT(strncmp(dir, s->data_dir, root) == 0);
+    ASSERT(strlen(dir) < sizeof buf);
+    for (size_t i = root + 1; i <= strlen(dir); i++) {
+        if (dir[i] != '/' && dir[i] != '\0') {
+            continue;
+        }
+        memcpy(buf, dir, i);
+        buf[i] = '\0';
+        rv = s->fs->mkdir(s->fs, buf, errmsg);
+        if (rv == KEEL_EEXIST) {
+            continue;
+        }
+        if (rv != 0) {
+            return rv;
+        }
+        char parent[STORE_PATH_BYTES_MAX];
+        parent_of(buf, parent, sizeof parent);
+        rv = s->fs->fsync_dir(s->fs, parent, errmsg);
+        if (rv != 0) {
+            store__fatal(s, "fsync directory", errmsg);
+        }
+    }
+    return 0;
+}
+
+static int zero_fill(struct store *s, struct fs_file *f, uint64_t from,
+                     uint64_t to, char *errmsg)
+{
+    static const uint8_t zeros[STORE_ZERO_CHUNK_BYTES];
+    uint64_t chunks = 0;
+
+    ASSERT(from <= to);
+    ASSERT(to <= STORE_SEGMENT_BYTES_MAX);
+    while (from < to) {
+        size_t n =
+            to - from < sizeof zeros ? (size_t)(to - from) : sizeof zeros;
+        struct iovec iov = {(void *)zeros, n};
+        int rv = s->fs->pwritev(s->fs, f, &iov, 1, from, errmsg);
+        ASSERT(++chunks <=
+               STORE_SEGMENT_BYTES_MAX / STORE_ZERO_CHUNK_BYTES + 1);
+        if (rv != 0) {
+            return rv;
+        }
+        from += n;
+    }
+    return 0;
+}
+
+static int write_header(struct store_group *g, struct seg *seg,
+                        struct fs_file *f, char *errmsg)
+{
+    struct store_seg_header h;
+    uint8_t buf[STORE_SEG_HEADER_BYTES];
+    struct iovec iov = {buf, sizeof buf};
+
+    ASSERT(seg->size >= STORE_SEG_HEADER_BYTES);
+    ASSERT(seg->base >= 1);
+    memset(&h, 0, sizeof h);
+    memcpy(h.group, g->id.b, STORE_GROUP_ID_BYTES);
+    h.base_index = seg->base;
+    h.first_index = seg->first_index;
+    h.size_bytes = seg->size;
+    h.salt = seg->salt;
+    store_fmt_seg_header_encode(&h, buf);
+    return g->s->fs->pwritev(g->s->fs, f, &iov, 1, 0, errmsg);
+}
+
+/* A zero-filled, fsynced file of the segment size, or KEEL_ENOSPC. */
+static int make_zeroed(struct store_group *g, const char *path,
+                       struct fs_file **out, char *errmsg)
+{
+    struct store *s = g->s;
+    struct fs_file *f;
+    int rv;
+
+    ASSERT(path != NULL);
+    ASSERT(out != NULL);
+    rv = s->fs->open(s->fs, path, FS_CREATE, &f, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    rv = s->fs->ftruncate(s->fs, f, 0, errmsg);
+    rv = rv == 0 ? zero_fill(s, f, 0, s->cfg.segment_bytes, errmsg) : rv;
+    if (rv == KEEL_ENOSPC) {
+        s->fs->close(s->fs, f);
+        (void)s->fs->unlink(s->fs, path, NULL);
+        return rv;
+    }
+    if (rv != 0) {
+        store__fatal(s, "zero-fill segment", errmsg);
+    }
+    rv = s->fs->fsync(s->fs, f, errmsg);
+    if (rv != 0) {
+        store__fatal(s, "fsync segment", errmsg);
+    }
+    *out = f;
+    return 0;
+}
+
+/* Preallocate the group's spare file off the hot path. */
+void store__prealloc(struct store_group *g)
+{
+    struct store *s = g->s;
+    char path[STORE_PATH_BYTES_MAX];
+    char errmsg[KEEL_ERRMSG_MAX];
+    struct fs_file *f;
+    int rv;
+
+    ASSERT(g != NULL);
+    ASSERT(!g->has_spare);
+    store_fmt_str(path, sizeof path, "%s/%s", g->dir, STORE_PREALLOC_NAME);
+    rv = make_zeroed(g, path, &f, errmsg);
+    if (rv == 0) {
+        s->fs->close(s->fs, f);
+        rv = s->fs->fsync_dir(s->fs, g->dir, errmsg);
+        if (rv != 0) {
+            store__fatal(s, "fsync directory", errmsg);
+        }
+    }
+    pthread_mutex_lock(&s->mu);
+    g->has_spare = rv == 0;
+    g->spare_pending = false;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int take_spare(struct store_group *g, const char *path,
+                      struct fs_file **out, char *errmsg)
+{
+    struct store *s = g->s;
+    char spare[STORE_PATH_BYTES_MAX];
+    bool have;
+    int rv;
+
+    ASSERT(path != NULL);
+    ASSERT(out != NULL);
+    pthread_mutex_lock(&s->mu);
+    have = g->has_spare;
+    g->has_spare = false;
+    pthread_mutex_unlock(&s->mu);
+    if (!have) {
+        return make_zeroed(g, path, out, errmsg);
+    }
+    store_fmt_str(spare, sizeof spare, "%s/%s", g->dir, STORE_PREALLOC_NAME);
+    rv = s->fs->rename(s->fs, spare, path, errmsg);
+    if (rv != 0) {
+        store__fatal(s, "rename spare segment", errmsg);
+    }
+    return s->fs->open(s->fs, path, 0, out, errmsg);
+}
+
+/* Create seg's file on a sync thread. On ENOSPC the group is marked and the
+ * segment stays PLANNED; any other error aborts. */
+void store__seg_create(struct store_group *g, struct seg *seg)
+{
+    struct store *s = g->s;
+    char path[STORE_PATH_BYTES_MAX];
+    char errmsg[KEEL_ERRMSG_MAX];
+    struct store_meta_seg ms;
+    struct fs_file *f;
+    int rv;
+
+    ASSERT(seg->state == SEG_PLANNED);
+    ASSERT(seg->f == NULL);
+    store__seg_path(g, seg->base, path, sizeof path);
+    rv = take_spare(g, path, &f, errmsg);
+    if (rv == KEEL_ENOSPC) {
+        pthread_mutex_lock(&s->mu);
+        g->enospc = true;
+        g->enospc_reported = false;
+        store__queue_event(s, g);
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    if (rv != 0) {
+        store__fatal(s, "create segment", errmsg);
+    }
+    rv = write_header(g, seg, f, errmsg);
+    rv = rv == 0 ? s->fs->fsync(s->fs, f, errmsg) : rv;
+    rv = rv == 0 ? s->fs->fsync_dir(s->fs, g->dir, errmsg) : rv;
+    if (rv != 0) {
+        store__fatal(s, "write segment header", errmsg);
+    }
+    ms = (struct store_meta_seg){seg->base, seg->salt, seg->size,
+                                 seg->first_index};
+    rv = store_meta_cat_put(s->meta, g->id.b, &ms, errmsg);
+    if (rv != 0) {
+        store__fatal(s, "catalogue segment", errmsg);
+    }
+    pthread_mutex_lock(&s->mu);
+    seg->f = f;
+    seg->state = SEG_LIVE;
+    seg->hi_water = STORE_SEG_HEADER_BYTES;
+    if (g->enospc) {
+        g->enospc = false;
+        g->space_reported = false;
+        store__queue_event(s, g);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Delete a live segment: catalogue (synced), unlink, directory fsync. */
+void store__seg_delete(struct store_group *g, struct seg *seg)
+{
+    struct store *s = g->s;
+    char path[STORE_PATH_BYTES_MAX];
+    char errmsg[KEEL_ERRMSG_MAX];
+    int rv;
+
+    ASSERT(seg != NULL);
+    ASSERT(seg->state == SEG_LIVE);
+    store__seg_path(g, seg->base, path, sizeof path);
+    rv = store_meta_cat_del(s->meta, g->id.b, seg->base, errmsg);
+    if (rv != 0) {
+        store__fatal(s, "remove catalogue entry", errmsg);
+    }
+    if (seg->f != NULL) {
+        s->fs->close(s->fs, seg->f);
+        seg->f = NULL;
+    }
+    rv = s->fs->unlink(s->fs, path, errmsg);
+    if (rv != 0 && rv != KEEL_ENOENT) {
+        store__fatal(s, "unlink segment", errmsg);
+    }
+    rv = s->fs->fsync_dir(s->fs, g->dir, errmsg);
+    if (rv != 0) {
+        store__fatal(s, "fsync directory", errmsg);
+    }
+}
+
+/* Move path into <data>/quarantine/<name>, fsyncing both directories. */
+int store__quarantine(struct store *s, const char *path, const char *name,
+                      char *errmsg)
+{
+    char qdir[STORE_PATH_BYTES_MAX];
+    char dst[STORE_PATH_BYTES_MAX];
+    char src_dir[STORE_PATH_BYTES_MAX];
+    int rv;
+
+    ASSERT(path != NULL);
+    ASSERT(name != NULL);
+    store_fmt_str(qdir, sizeof qdir, "%s/quarantine", s->data_dir);
+    rv = store__mkdirs(s, qdir, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    store_fmt_str(dst, sizeof dst, "%s/%s", qdir, name);
+    for (unsigned i = 1; s->fs->stat(s->fs, dst, NULL) == 0; i++) {
+        ASSERT(i < STORE_DIR_ENTRIES_MAX);
+        store_fmt_str(dst, sizeof dst, "%s/%s.%u", qdir, name, i);
+    }
+    rv = s->fs->rename(s->fs, path, dst, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    parent_of(path, src_dir, sizeof src_dir);
+    rv = s->fs->fsync_dir(s->fs, qdir, errmsg);
+    rv = rv == 0 ? s->fs->fsync_dir(s->fs, src_dir, errmsg) : rv;
+    if (rv != 0) {
+        store__fatal(s, "fsync quarantine directories", errmsg);
+    }
+    return 0;
+}

@@ -1,0 +1,273 @@
+/* store/: the checksummed .blk segment log and the node's small durable
+ * facts (DESIGN.md §4, §5). It knows log records and hard state, not the
+ * Raft protocol.
+ *
+ * Threads. Every store_* function is called from one thread (the server's
+ * loop thread) unless its comment says otherwise. A small pool of sync
+ * threads does all segment writes, fdatasync, segment creation, repair
+ * writes and the synced LMDB transactions of hard state. When work
+ * completes, the store queues a completion and calls cfg.wakeup_cb(arg) from
+ * the sync thread; the loop thread then drains completions with
+ * store_poll(), which never blocks.
+ *
+ * Errors. Functions return 0 or a negative KEEL_E* code and fill errmsg
+ * (KEEL_ERRMSG_MAX bytes, may be NULL). A write or fsync error on a segment
+ * or LMDB is never returned: it calls cfg.fatal_cb (to log) and aborts the
+ * process (DESIGN.md §4 I/O errors); recovery then runs from disk.
+ */
+#ifndef KEEL_STORE_H
+#define KEEL_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <keel/error.h>
+#include <keel/limits.h>
+
+#include "fs.h"
+
+struct store;
+struct store_group;
+
+struct store_group_id {
+    uint8_t b[16];
+};
+
+enum store_fsync_policy {
+    STORE_FSYNC_GROUP = 0, /* persisted when the batch's fdatasync returns */
+    STORE_FSYNC_ALWAYS,    /* one batch (and sync) per store_append call */
+    STORE_FSYNC_INTERVAL,  /* persisted when write() returns; timer syncs */
+};
+
+struct store_fsync {
+    enum store_fsync_policy policy;
+    uint32_t interval_ms; /* STORE_FSYNC_INTERVAL only */
+};
+
+/* Parse "group", "always" or "interval:<ms>". KEEL_ECONFIG otherwise. */
+int store_fsync_parse(const char *text, struct store_fsync *out, char *errmsg);
+
+struct store_config {
+    const char *data_dir;         /* must exist; holds meta.lmdb, groups/ ... */
+    struct fs *fs;                /* NULL: the real file system */
+    uint64_t segment_bytes;       /* 0: STORE_SEGMENT_BYTES_DEFAULT */
+    unsigned sync_threads;        /* 0: STORE_SYNC_THREADS_DEFAULT */
+    const char *boot_id_path;     /* NULL: /proc/sys/kernel/random/boot_id */
+    void (*wakeup_cb)(void *arg); /* called from sync threads */
+    void *wakeup_arg;
+    void (*fatal_cb)(void *arg, const char *msg); /* log, then abort */
+    void *fatal_arg;
+    bool no_prealloc; /* tests: create segments only when needed */
+};
+
+/* What store_open found about the node as a whole. */
+struct store_node_report {
+    bool fresh;      /* a new data directory: a new incarnation was made */
+    bool meta_reset; /* meta.lmdb was unreadable (hard state or catalogue):
+                        moved to quarantine/, new incarnation; every group
+                        rejoins as a non-voter (DESIGN.md §4 rule 3) */
+    char meta_reset_reason[KEEL_ERRMSG_MAX];
+    bool os_crash; /* previous run ended without a clean shutdown and the
+                      boot id changed (rule 4) */
+    uint8_t incarnation[16];
+};
+
+/* Open the store of a data directory. Starts the sync threads. */
+int store_open(const struct store_config *cfg, struct store **out,
+               struct store_node_report *rep, char *errmsg);
+
+/* Stop the sync threads after they finish queued work and free everything.
+ * clean=true records a clean shutdown in the node record (synced); a test
+ * simulating a crash passes false. */
+void store_close(struct store *s, bool clean);
+
+/* An inclusive index range. */
+struct store_range {
+    uint64_t from;
+    uint64_t to;
+};
+
+enum store_amnesia_reason {
+    STORE_AMNESIA_NONE = 0,
+    STORE_AMNESIA_RECORDED,       /* entered earlier, still recorded */
+    STORE_AMNESIA_LOST_RANGE,     /* missing/short segment or bad header */
+    STORE_AMNESIA_SNAPSHOT_GAP,   /* log does not reach back to snapshot */
+    STORE_AMNESIA_INTERVAL_CRASH, /* interval group after an OS crash */
+    STORE_AMNESIA_INTERVAL_TAIL,  /* interval group, damage after marker */
+    STORE_AMNESIA_META_RESET,     /* meta.lmdb was reset: new incarnation */
+    STORE_AMNESIA_BAD_VALUE,      /* the group's snapshot/amnesia value */
+};
+
+/* The recovery report of one group (DESIGN.md §4 recovery rules 1–5). */
+struct store_recovery {
+    uint64_t first_index;  /* first index held in the log */
+    uint64_t last_index;   /* last index of the log (intact or faulty) */
+    uint64_t last_term;    /* term at last_index */
+    uint64_t extent_index; /* greatest of last intact, M, snapshot */
+    uint64_t extent_term;
+    bool has_marker; /* M */
+    uint64_t marker_index;
+    uint64_t marker_term;
+    bool torn;           /* a damaged or stale tail after M was dropped */
+    uint64_t torn_from;  /* first index not kept */
+    uint64_t torn_bytes; /* bytes zeroed */
+    unsigned n_faulty;   /* faulty ranges at or below M (rule 1) */
+    struct store_range faulty[STORE_REPORT_RANGES_MAX];
+    unsigned n_lost; /* lost ranges (rule 3); to = UINT64_MAX if unknown */
+    struct store_range lost[STORE_REPORT_RANGES_MAX];
+    bool amnesia;
+    enum store_amnesia_reason amnesia_reason;
+    uint64_t amnesia_t0;
+    uint64_t hard_term;     /* durable hard-state term */
+    uint64_t max_term_seen; /* over log, quarantined records and snapshot */
+    uint64_t snapshot_index;
+    uint64_t snapshot_term;
+    unsigned quarantined_files;
+};
+
+/* Open (or create, empty from index 1) the log of a group and run the
+ * recovery scan. The policy comes from the stream config. The group lives
+ * until store_close. KEEL_EEXIST if already open. */
+int store_group_open(struct store *s, const struct store_group_id *id,
+                     const struct store_fsync *policy, struct store_group **out,
+                     struct store_recovery *rep, char *errmsg);
+
+struct store_record {
+    uint64_t index;
+    uint64_t term;
+    uint8_t type;
+    uint8_t flags;
+    uint32_t len;
+    const void *payload; /* copied by store_append */
+};
+
+/* Append records (Raft decides index and term): recs[0].index must be the
+ * last index + 1 and indexes consecutive (asserted), terms non-decreasing.
+ * Durability is reported later by STORE_EV_PERSISTED. KEEL_ENOSPC when a
+ * new segment could not be created (refuse publishes, keep serving reads;
+ * STORE_EV_SPACE tells when it resumes). KEEL_ETOOBIG for a record larger
+ * than a segment. */
+KEEL_MUST_USE int store_append(struct store_group *g,
+                               const struct store_record *recs, size_t n,
+                               char *errmsg);
+
+/* Conflict truncation (DESIGN.md §4): remove every index >= from. The bytes
+ * are zeroed durably before any later entry is reported persisted. */
+KEEL_MUST_USE int store_truncate(struct store_group *g, uint64_t from,
+                                 char *errmsg);
+
+/* A read record. The payload is malloc'ed; free with store_entry_free. */
+struct store_entry {
+    uint64_t index;
+    uint64_t term;
+    uint8_t type;
+    uint8_t flags;
+    uint32_t len;
+    uint8_t *payload;
+};
+
+/* Read one record with its checksum verified (rule 5). KEEL_ENOENT outside
+ * [first, last]; KEEL_EFAULTY for a known faulty index; KEEL_ECORRUPT when
+ * verification fails now: the index becomes faulty (never truncated). */
+KEEL_MUST_USE int store_read(struct store_group *g, uint64_t index,
+                             struct store_entry *out, char *errmsg);
+void store_entry_free(struct store_entry *e);
+
+/* Call cb for each record in [from, to] in order; stops at the first
+ * error (returned) or non-zero cb result. */
+typedef int (*store_iter_cb)(void *arg, const struct store_entry *e);
+KEEL_MUST_USE int store_iterate(struct store_group *g, uint64_t from,
+                                uint64_t to, store_iter_cb cb, void *arg,
+                                char *errmsg);
+
+/* Term at index from the in-memory table (no I/O). KEEL_EFAULTY,
+ * KEEL_ENOENT. For index == first_index - 1 the snapshot term is used. */
+KEEL_MUST_USE int store_term_at(struct store_group *g, uint64_t index,
+                                uint64_t *term);
+
+struct store_group_info {
+    uint64_t first_index;
+    uint64_t last_index;
+    uint64_t last_term;
+    uint64_t persisted_index; /* last reported persisted */
+    uint64_t first_faulty;    /* 0 when none */
+    bool enospc;
+    bool amnesia;
+};
+void store_group_info(struct store_group *g, struct store_group_info *out);
+
+/* Durably save (term, vote) in one synced LMDB transaction on a sync
+ * thread; STORE_EV_HARD_STATE follows. Raft must not send any message of
+ * the new term before it (DESIGN.md §3). */
+KEEL_MUST_USE int store_hard_state_save(struct store_group *g, uint64_t term,
+                                        const void *vote, size_t vote_len,
+                                        char *errmsg);
+
+/* Repair (rule 1): candidate copies of the faulty run starting at
+ * recs[0].index, in order. Each is re-encoded with the local predecessor's
+ * checksum and the local segment salt; the chain must end equal to the
+ * local successor's prev-checksum (or M's checksum at M.index) and fill the
+ * damaged bytes exactly. KEEL_ECONFLICT if a copy does not verify (nothing
+ * is written); otherwise written in place and fdatasynced (no marker) on a
+ * sync thread, then STORE_EV_REPAIRED. */
+KEEL_MUST_USE int store_repair(struct store_group *g,
+                               const struct store_record *recs, size_t n,
+                               char *errmsg);
+
+/* Record a durable snapshot (index, term) (synced, blocking: call from a
+ * worker thread or while the group is quiet). The previous newest becomes
+ * the older kept snapshot. */
+KEEL_MUST_USE int store_snapshot_record(struct store_group *g, uint64_t index,
+                                        uint64_t term, char *errmsg);
+
+/* Drop whole segments whose records are all <= upto (DESIGN.md §5): only
+ * allowed when upto <= the older of the two kept snapshots (KEEL_EPERM
+ * otherwise). Catalogue first, then unlink, then directory fsync, on a sync
+ * thread. The caller proved the cut committed. */
+KEEL_MUST_USE int store_drop_prefix(struct store_group *g, uint64_t upto,
+                                    char *errmsg);
+
+/* Amnesia state (rule 3), recorded synced. */
+KEEL_MUST_USE int store_amnesia_enter(struct store_group *g, uint64_t t0,
+                                      uint64_t target, char *errmsg);
+KEEL_MUST_USE int store_amnesia_clear(struct store_group *g, char *errmsg);
+
+enum store_event_type {
+    STORE_EV_PERSISTED = 1, /* index, term of the last record synced */
+    STORE_EV_HARD_STATE,    /* term durable */
+    STORE_EV_REPAIRED,      /* index..term=last index repaired */
+    STORE_EV_ENOSPC,        /* appends refused */
+    STORE_EV_SPACE,         /* appends accepted again */
+};
+
+struct store_event {
+    enum store_event_type type;
+    struct store_group *g;
+    uint64_t index;
+    uint64_t term;
+};
+
+/* Drain up to max completions without blocking; returns how many. */
+size_t store_poll(struct store *s, struct store_event *evs, size_t max);
+
+/* Group id of a group, and its id as 32 hex characters + NUL. */
+const struct store_group_id *store_group_get_id(struct store_group *g);
+void store_group_id_hex(const struct store_group_id *id, char out[33]);
+
+/* Test and bench hooks. */
+struct store_stats {
+    uint64_t fdatasyncs; /* segment data syncs issued */
+    uint64_t batches;
+    uint64_t records_written;
+};
+void store_stats(struct store *s, struct store_stats *out);
+/* Disable truncation zeroing (the TRACES.md scanner test builds the
+ * unzeroed file this way). Never in production. */
+void store_debug_no_zeroing(struct store *s, bool on);
+/* Segment file path of the segment holding index (tests). */
+int store_debug_segment_path(struct store_group *g, uint64_t index, char *out,
+                             size_t cap, uint64_t *off);
+struct store_meta *store_debug_meta(struct store *s);
+
+#endif

@@ -1,0 +1,5 @@
+/* keel-store-bench: placeholder, replaced below. */
+int main(void)
+{
+    return 0;
+}

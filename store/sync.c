@@ -1,0 +1,429 @@
+/* The sync thread pool (DESIGN.md §4 Writes): one sync at a time per group,
+ * a small pool for all groups. A thread takes every pending op of a group
+ * (writes arriving meanwhile form the next batch), writes each batch and its
+ * sync marker in one pwritev at the tail, fdatasyncs, and reports
+ * persisted(index, term) of the last record covered. Any write or sync
+ * error aborts the process: an fsync is never retried.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+#define ENOSPC_RETRY_MS 1000u
+
+static void must(struct store *s, int rv, const char *what, const char *errmsg)
+{
+    ASSERT(s != NULL);
+    ASSERT(what != NULL);
+    if (rv != 0) {
+        store__fatal(s, what, errmsg);
+    }
+}
+
+static void datasync(struct store_group *g, struct seg *seg)
+{
+    struct store *s = g->s;
+    char errmsg[KEEL_ERRMSG_MAX];
+
+    ASSERT(seg->state == SEG_LIVE);
+    ASSERT(seg->f != NULL);
+    must(s, s->fs->fdatasync(s->fs, seg->f, errmsg), "fdatasync segment",
+         errmsg);
+    pthread_mutex_lock(&s->mu);
+    s->stats.fdatasyncs++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void report_persisted(struct store_group *g, const struct op *op)
+{
+    struct store *s = g->s;
+
+    ASSERT(op->kind == OP_WRITE);
+    ASSERT(op->last_index >= 1);
+    pthread_mutex_lock(&s->mu);
+    s->stats.batches++;
+    s->stats.records_written += op->last_index - op->first_index + 1;
+    if (!op->stale && op->last_index > g->persisted_index) {
+        g->persisted_index = op->last_index;
+        g->persisted_term = op->last_term;
+        g->ev_persisted = true;
+        store__queue_event(s, g);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void exec_write(struct store_group *g, struct op *op, bool sync_now)
+{
+    struct store *s = g->s;
+    char errmsg[KEEL_ERRMSG_MAX];
+    uint8_t marker[STORE_MARKER_BYTES];
+    struct iovec iov[2] = {{op->buf, op->len}, {marker, sizeof marker}};
+    bool interval = g->policy.policy == STORE_FSYNC_INTERVAL;
+    struct store_fmt_marker m;
+
+    ASSERT(op->seg->state == SEG_LIVE);
+    ASSERT(op->off + op->len + STORE_MARKER_BYTES <= op->seg->size);
+    if (op->len == 0) {
+        return; /* emptied by a truncation */
+    }
+    /* Rule 2: the marker names the last record (the highest index in the
+     * log) and the boot id; the next batch overwrites it. */
+    m.index = op->last_index;
+    m.term = op->last_term;
+    m.rec_checksum = op->last_checksum;
+    memcpy(m.boot_id, s->boot_id, STORE_BOOT_ID_BYTES);
+    store_fmt_marker_encode(marker, &m, op->seg->salt);
+    must(s,
+         s->fs->pwritev(s->fs, op->seg->f, iov, interval ? 1 : 2, op->off,
+                        errmsg),
+         "write batch", errmsg);
+    uint64_t end = op->off + op->len + (interval ? 0 : STORE_MARKER_BYTES);
+    op->seg->hi_water = end > op->seg->hi_water ? end : op->seg->hi_water;
+    g->last_seg = op->seg;
+    g->last_end = op->off + op->len;
+    g->last_w_index = op->last_index;
+    g->last_w_term = op->last_term;
+    g->last_w_checksum = op->last_checksum;
+    if (interval) {
+        pthread_mutex_lock(&s->mu);
+        if (!g->interval_dirty) {
+            g->interval_dirty = true;
+            g->interval_deadline_ms = store__now_ms() + g->policy.interval_ms;
+        }
+        pthread_mutex_unlock(&s->mu);
+    } else if (sync_now) {
+        datasync(g, op->seg);
+    }
+    report_persisted(g, op);
+}
+
+/* Conflict truncation: zero [off, old end of written data). The sync is
+ * shared with the batch that follows in the same segment, if any. */
+static void exec_zero(struct store_group *g, struct op *op, bool sync_now)
+{
+    struct store *s = g->s;
+    static const uint8_t zeros[STORE_ZERO_CHUNK_BYTES];
+    char errmsg[KEEL_ERRMSG_MAX];
+    uint64_t off = op->off;
+
+    ASSERT(op->kind == OP_ZERO);
+    ASSERT(op->seg != NULL);
+    if (op->seg->state != SEG_LIVE || op->seg->hi_water <= off) {
+        return;
+    }
+    while (off < op->seg->hi_water) {
+        uint64_t left = op->seg->hi_water - off;
+        struct iovec iov = {(void *)zeros,
+                            left < sizeof zeros ? (size_t)left : sizeof zeros};
+        must(s, s->fs->pwritev(s->fs, op->seg->f, &iov, 1, off, errmsg),
+             "zero truncated records", errmsg);
+        off += iov.iov_len;
+    }
+    op->seg->hi_water = op->off;
+    g->last_seg = NULL; /* no interval marker may name a removed record */
+    if (sync_now) {
+        datasync(g, op->seg);
+    }
+}
+
+static void exec_interval_sync(struct store_group *g)
+{
+    struct store *s = g->s;
+    char errmsg[KEEL_ERRMSG_MAX];
+    uint8_t marker[STORE_MARKER_BYTES];
+    struct store_fmt_marker m;
+
+    ASSERT(g->policy.policy == STORE_FSYNC_INTERVAL);
+    ASSERT(s != NULL);
+    pthread_mutex_lock(&s->mu);
+    g->interval_dirty = false;
+    pthread_mutex_unlock(&s->mu);
+    if (g->last_seg == NULL || g->last_seg->state != SEG_LIVE) {
+        return;
+    }
+    m.index = g->last_w_index;
+    m.term = g->last_w_term;
+    m.rec_checksum = g->last_w_checksum;
+    memcpy(m.boot_id, s->boot_id, STORE_BOOT_ID_BYTES);
+    store_fmt_marker_encode(marker, &m, g->last_seg->salt);
+    struct iovec iov = {marker, sizeof marker};
+    must(s, s->fs->pwritev(s->fs, g->last_seg->f, &iov, 1, g->last_end, errmsg),
+         "write sync marker", errmsg);
+    uint64_t end = g->last_end + STORE_MARKER_BYTES;
+    g->last_seg->hi_water =
+        end > g->last_seg->hi_water ? end : g->last_seg->hi_water;
+    datasync(g, g->last_seg);
+}
+
+static void exec_repair(struct store_group *g, struct op *op)
+{
+    struct store *s = g->s;
+    char errmsg[KEEL_ERRMSG_MAX];
+    struct iovec iov = {op->buf, op->len};
+
+    ASSERT(op->kind == OP_REPAIR);
+    ASSERT(op->seg->state == SEG_LIVE);
+    /* Rule 1: in place, fdatasync, no marker. */
+    must(s, s->fs->pwritev(s->fs, op->seg->f, &iov, 1, op->off, errmsg),
+         "write repair", errmsg);
+    datasync(g, op->seg);
+    pthread_mutex_lock(&s->mu);
+    g->ev_repaired = true;
+    g->repaired_from = op->first_index;
+    g->repaired_to = op->last_index;
+    store__queue_event(s, g);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void exec_hard_state(struct store_group *g, struct op *op)
+{
+    struct store *s = g->s;
+    char errmsg[KEEL_ERRMSG_MAX];
+
+    ASSERT(op->kind == OP_HARD_STATE);
+    ASSERT(op->vote_len <= STORE_VOTE_BYTES_MAX);
+    must(s,
+         store_meta_hs_put(s->meta, g->id.b, op->last_term, op->vote,
+                           op->vote_len, errmsg),
+         "write hard state", errmsg);
+    pthread_mutex_lock(&s->mu);
+    g->hard_term = op->last_term > g->hard_term ? op->last_term : g->hard_term;
+    g->ev_hard_state = true;
+    g->hs_event_term = op->last_term;
+    store__queue_event(s, g);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Does the op after op write to the same segment (so it can carry the
+ * sync)? Only under group policy: `always` syncs every batch. */
+static bool next_shares_sync(const struct store_group *g, const struct op *op)
+{
+    const struct op *n = op->next;
+
+    ASSERT(op != NULL);
+    ASSERT(g != NULL);
+    return n != NULL && n->kind == OP_WRITE && n->seg == op->seg &&
+           (op->kind == OP_ZERO || g->policy.policy == STORE_FSYNC_GROUP);
+}
+
+/* Returns false when the group ran out of space: the remaining ops wait. */
+static bool exec_op(struct store_group *g, struct op *op)
+{
+    ASSERT(op != NULL);
+    ASSERT(g->busy);
+    switch (op->kind) { /* dispatch: one case per op kind */
+    case OP_CREATE_SEG:
+        if (op->seg->state == SEG_PLANNED) {
+            store__seg_create(g, op->seg);
+        }
+        return op->seg->state == SEG_LIVE;
+    case OP_WRITE:
+        exec_write(g, op, !next_shares_sync(g, op));
+        return true;
+    case OP_ZERO:
+        exec_zero(g, op, !next_shares_sync(g, op));
+        return true;
+    case OP_DELETE_SEG:
+        if (op->seg->state == SEG_LIVE) {
+            store__seg_delete(g, op->seg);
+        }
+        free(op->seg);
+        op->seg = NULL;
+        return true;
+    case OP_HARD_STATE:
+        exec_hard_state(g, op);
+        return true;
+    case OP_REPAIR:
+        exec_repair(g, op);
+        return true;
+    case OP_INTERVAL_SYNC:
+        exec_interval_sync(g);
+        return true;
+    case OP_PREALLOC:
+        if (!g->has_spare) {
+            store__prealloc(g);
+        }
+        return true;
+    }
+    return true;
+}
+
+/* Run the ops a thread took; on ENOSPC put the rest back in front. */
+static void run_group(struct store *s, struct store_group *g)
+{
+    struct op *op = g->inflight;
+    struct op *rest = NULL;
+
+    ASSERT(g->busy);
+    ASSERT(s != NULL);
+    for (; op != NULL; op = op->next) {
+        if (!exec_op(g, op)) {
+            rest = op;
+            break;
+        }
+    }
+    pthread_mutex_lock(&s->mu);
+    struct op *done = g->inflight;
+    g->inflight = NULL;
+    while (done != NULL && done != rest) {
+        struct op *next = done->next;
+        store__op_free(done);
+        done = next;
+    }
+    if (rest != NULL) {
+        struct op *last = rest;
+        size_t n = 1;
+        while (last->next != NULL) {
+            last = last->next;
+            n++;
+        }
+        last->next = g->ops_head;
+        g->ops_head = rest;
+        g->ops_tail = g->ops_tail == NULL ? last : g->ops_tail;
+        g->nops += n;
+    }
+    g->busy = false;
+    if (!g->enospc) {
+        store__schedule(s, g);
+    }
+    /* Idle threads recompute their timers (interval syncs of this group
+     * were skipped while it was busy). */
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Interval timers and ENOSPC retries due now; returns ms to the next one.
+ * Caller holds s->mu. */
+static uint64_t timers(struct store *s)
+{
+    uint64_t now = store__now_ms();
+    uint64_t next = ENOSPC_RETRY_MS;
+    size_t n = 0;
+
+    ASSERT(s != NULL);
+    for (struct store_group *g = s->groups; g != NULL; g = g->next) {
+        ASSERT(++n <= STORE_GROUPS_MAX);
+        if (g->interval_dirty && !g->busy) {
+            if (g->interval_deadline_ms <= now) {
+                g->interval_dirty = false;
+                store__op_push(g, store__op_new(OP_INTERVAL_SYNC));
+                store__schedule(s, g);
+            } else if (g->interval_deadline_ms - now < next) {
+                next = g->interval_deadline_ms - now;
+            }
+        }
+        if (g->enospc && !g->busy && g->ops_head != NULL) {
+            if (g->enospc_retry_ms <= now) {
+                g->enospc_retry_ms = now + ENOSPC_RETRY_MS;
+                store__schedule(s, g);
+            } else if (g->enospc_retry_ms - now < next) {
+                next = g->enospc_retry_ms - now;
+            }
+        }
+    }
+    return next;
+}
+
+static struct store_group *runq_pop(struct store *s)
+{
+    struct store_group *g = s->runq_head;
+
+    ASSERT(s != NULL);
+    if (g == NULL) {
+        return NULL;
+    }
+    ASSERT(g->queued);
+    s->runq_head = g->runq_next;
+    if (s->runq_head == NULL) {
+        s->runq_tail = NULL;
+    }
+    g->queued = false;
+    return g;
+}
+
+static void wait_ms(struct store *s, uint64_t ms)
+{
+    struct timespec ts;
+
+    ASSERT(s != NULL);
+    ASSERT(ms <= ENOSPC_RETRY_MS);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    (void)pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+}
+
+static void *sync_main(void *arg)
+{
+    struct store *s = arg;
+
+    ASSERT(s != NULL);
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        uint64_t next = timers(s);
+        struct store_group *g = runq_pop(s);
+        if (g == NULL) {
+            if (s->stopping) {
+                break;
+            }
+            wait_ms(s, next);
+            continue;
+        }
+        ASSERT(!g->busy);
+        g->busy = true;
+        g->inflight = g->ops_head;
+        g->ops_head = NULL;
+        g->ops_tail = NULL;
+        g->nops = 0;
+        for (struct op *op = g->inflight; op != NULL; op = op->next) {
+            op->taken = true;
+        }
+        pthread_mutex_unlock(&s->mu);
+        run_group(s, g);
+        if (s->cfg.wakeup_cb != NULL) {
+            s->cfg.wakeup_cb(s->cfg.wakeup_arg);
+        }
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int store__sync_start(struct store *s, char *errmsg)
+{
+    ASSERT(s != NULL);
+    ASSERT(s->cfg.sync_threads <= STORE_SYNC_THREADS_MAX);
+    for (unsigned i = 0; i < s->cfg.sync_threads; i++) {
+        int rc = pthread_create(&s->threads[i], NULL, sync_main, s);
+        if (rc != 0) {
+            store__sync_stop(s);
+            return keel_err(KEEL_ENOMEM, errmsg, "start sync thread: %s",
+                            strerror(rc));
+        }
+        s->nthreads++;
+    }
+    return 0;
+}
+
+/* Finish queued work, then join the threads. Groups out of space drop
+ * their waiting ops (nothing more can be written). */
+void store__sync_stop(struct store *s)
+{
+    ASSERT(s != NULL);
+    ASSERT(s->nthreads <= STORE_SYNC_THREADS_MAX);
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    for (unsigned i = 0; i < s->nthreads; i++) {
+        pthread_join(s->threads[i], NULL);
+    }
+    s->nthreads = 0;
+}
