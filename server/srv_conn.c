@@ -39,6 +39,7 @@ static void hard_close(struct srv_conn *c)
         return;
     }
     c->hard_closed = true;
+    srv_conn_check_drained(c);
     uv_close((uv_handle_t *)&c->tcp, close_cb);
     uv_close((uv_handle_t *)&c->timer, close_cb);
 }
@@ -113,6 +114,24 @@ static void write_cb(uv_write_t *req, int status)
         return;
     }
     srv_conn_flush(c);
+    srv_conn_check_drained(c);
+}
+
+void srv_conn_check_drained(struct srv_conn *c)
+{
+    struct srv_server *srv = c->srv;
+
+    /* Hysteresis: resume at half the stall mark, so a publisher runs for
+     * a while before its receivers back up again. */
+    if (!c->backed_up ||
+        (!c->hard_closed && srv_conn_pending_bytes(c) > srv->stall_bytes / 2)) {
+        return;
+    }
+    c->backed_up = false;
+    ASSERT(srv->nbacked > 0);
+    if (--srv->nbacked == 0 && srv->stalled != NULL) {
+        srv_server_resume_stalled(srv);
+    }
 }
 
 static void swap_bufs(struct srv_conn *c)
@@ -200,6 +219,15 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init(c->srv->read_buf, sizeof c->srv->read_buf);
 }
 
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+void srv_conn_resume(struct srv_conn *c)
+{
+    if (!c->closing) {
+        uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+    }
+}
+
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     struct srv_conn *c = s->data;
@@ -216,6 +244,9 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     srv_route_input(c, buf->base, (size_t)nread);
+    if (c->stall_wanted && !c->closing && !c->stalled) {
+        srv_server_stall(c->srv, c);
+    }
 }
 
 static int send_info(struct srv_conn *c)

@@ -41,6 +41,10 @@ struct srv_conn {
     bool headers;
     bool no_responders;
     unsigned pings_out;
+    bool stall_wanted; /* a receiver of ours is backed up */
+    bool stalled;      /* reading paused, on srv->stalled */
+    bool backed_up;    /* pending above srv->stall_bytes; in srv->nbacked */
+    struct srv_conn *stall_next;
     char peer[64];
     struct srv_conn *prev;
     struct srv_conn *next;
@@ -58,6 +62,13 @@ void srv_conn_flush(struct srv_conn *c);
  * flush queued output (bounded by SRV_CLOSE_FLUSH_MS_MAX) before closing.
  * Removes every sub of the conn at once. Idempotent. */
 void srv_conn_close(struct srv_conn *c, const char *err_text, bool graceful);
+
+/* Start reading again after a stall (no-op if closing). */
+void srv_conn_resume(struct srv_conn *c);
+
+/* Note that c drained: once no conn is backed up, stalled publishers
+ * resume. Called after every flush and write completion. */
+void srv_conn_check_drained(struct srv_conn *c);
 
 /* Bytes queued and not yet written. */
 size_t srv_conn_pending_bytes(const struct srv_conn *c);

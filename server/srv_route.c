@@ -116,7 +116,8 @@ static void slow_consumer(struct srv_conn *d)
 
 /* Queue one MSG/HMSG for sub. Headers go only to conns that announced
  * header support; others get MSG with the header block stripped. */
-static bool deliver(struct srv_sub *sub, const struct srv_cmd *cmd)
+static bool deliver(struct srv_conn *pub, struct srv_sub *sub,
+                    const struct srv_cmd *cmd)
 {
     struct srv_conn *d = sub->conn;
     bool hpub = cmd->op == SRV_OP_HPUB;
@@ -162,6 +163,13 @@ static bool deliver(struct srv_sub *sub, const struct srv_cmd *cmd)
     d->srv->stats.out_msgs++;
     d->srv->stats.out_bytes += total;
     mark_dirty(d);
+    if (!d->backed_up && srv_conn_pending_bytes(d) > d->srv->stall_bytes) {
+        d->backed_up = true;
+        d->srv->nbacked++;
+    }
+    if (d->backed_up && d != pub) {
+        pub->stall_wanted = true;
+    }
     if (++sub->delivered >= sub->max && sub->max > 0) {
         unsub_now(d, sub);
     }
@@ -193,7 +201,7 @@ static void no_responders(struct srv_conn *c, const struct srv_cmd *cmd)
         st.hdr_bytes = sizeof status - 1;
         st.total_bytes = sizeof status - 1;
         st.payload = status;
-        (void)deliver(mine, &st);
+        (void)deliver(c, mine, &st);
     }
     srv_sublist_result_release(r);
 }
@@ -217,14 +225,14 @@ static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
     if (rv == 0) {
         for (size_t i = 0; i < r->npsubs; i++) {
             struct srv_sub *sub = r->psubs[i];
-            if (!sub->removed && !skip_for(sub, c) && deliver(sub, cmd)) {
+            if (!sub->removed && !skip_for(sub, c) && deliver(c, sub, cmd)) {
                 delivered++;
             }
         }
         for (size_t i = 0; i < r->nqgroups; i++) {
             struct srv_sub *sub =
                 srv_sublist_qgroup_pick(&r->qgroups[i], skip_for, c);
-            if (sub != NULL && deliver(sub, cmd)) {
+            if (sub != NULL && deliver(c, sub, cmd)) {
                 delivered++;
             }
         }

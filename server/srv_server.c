@@ -53,6 +53,14 @@ void srv_server_conn_gone(struct srv_server *srv, struct srv_conn *c)
     if (c->next != NULL) {
         c->next->prev = c->prev;
     }
+    if (c->stalled) {
+        struct srv_conn **pp = &srv->stalled;
+        while (*pp != NULL && *pp != c) {
+            pp = &(*pp)->stall_next;
+        }
+        ASSERT(*pp == c);
+        *pp = c->stall_next;
+    }
     ASSERT(srv->nconns > 0);
     srv->nconns--;
 }
@@ -85,6 +93,7 @@ static void flush_check_cb(uv_check_t *h)
         struct srv_conn *c = srv->dirty[i];
         c->dirty = false;
         srv_conn_flush(c);
+        srv_conn_check_drained(c);
     }
     srv->ndirty = 0;
     free_graveyard(srv);
@@ -232,6 +241,11 @@ int srv_server_init(struct srv_server *srv, uv_loop_t *loop,
     if (rv != 0) {
         return keel_err(rv, errmsg, "out of memory building INFO");
     }
+    srv->stall_bytes = cfg->max_pending / 2 < SRV_CONN_STALL_BYTES
+                           ? (size_t)(cfg->max_pending / 2)
+                           : SRV_CONN_STALL_BYTES;
+    uv_timer_init(loop, &srv->stall_timer);
+    srv->stall_timer.data = srv;
     uv_check_init(loop, &srv->flush_check);
     srv->flush_check.data = srv;
     uv_check_start(&srv->flush_check, flush_check_cb);
@@ -261,6 +275,8 @@ void srv_server_stop(struct srv_server *srv)
     uv_close((uv_handle_t *)&srv->listener, NULL);
     uv_close((uv_handle_t *)&srv->sigterm, NULL);
     uv_close((uv_handle_t *)&srv->sigint, NULL);
+    srv_server_resume_stalled(srv);
+    uv_close((uv_handle_t *)&srv->stall_timer, NULL);
     /* Each conn flushes what it has queued, bounded by its own
      * SRV_CLOSE_FLUSH_MS_MAX deadline, then closes. */
     for (c = srv->conns; c != NULL && n < SRV_CONNS_MAX; c = c->next, n++) {
@@ -278,4 +294,37 @@ void srv_server_close(struct srv_server *srv)
     free(srv->info_json);
     free(srv->dirty);
     pthread_mutex_destroy(&srv->stats_mu);
+}
+
+void srv_server_resume_stalled(struct srv_server *srv)
+{
+    size_t n = 0;
+
+    while (srv->stalled != NULL) {
+        struct srv_conn *c = srv->stalled;
+        ASSERT(n++ < SRV_CONNS_MAX);
+        srv->stalled = c->stall_next;
+        c->stall_next = NULL;
+        c->stalled = false;
+        c->stall_wanted = false;
+        srv_conn_resume(c);
+    }
+    uv_timer_stop(&srv->stall_timer);
+}
+
+static void stall_timer_cb(uv_timer_t *t)
+{
+    srv_server_resume_stalled(t->data);
+}
+
+void srv_server_stall(struct srv_server *srv, struct srv_conn *c)
+{
+    ASSERT(!c->stalled);
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->stalled = true;
+    c->stall_next = srv->stalled;
+    srv->stalled = c;
+    if (!uv_is_active((uv_handle_t *)&srv->stall_timer)) {
+        uv_timer_start(&srv->stall_timer, stall_timer_cb, SRV_STALL_MS, 0);
+    }
 }

@@ -51,6 +51,10 @@ struct srv_server {
     size_t ndirty;
     size_t dirty_cap;
     struct srv_sub *graveyard; /* removed subs, freed after the iteration */
+    struct srv_conn *stalled;  /* publishers paused for their receivers */
+    uv_timer_t stall_timer;
+    size_t stall_bytes;
+    size_t nbacked; /* conns with backed_up set */
     struct srv_stats stats;
     pthread_mutex_t stats_mu;
     struct srv_stats snapshot; /* copy for the monitoring thread */
@@ -83,5 +87,11 @@ void srv_server_mark_dirty(struct srv_server *srv, struct srv_conn *c);
 void srv_server_conn_gone(struct srv_server *srv, struct srv_conn *c);
 void srv_server_bury_sub(struct srv_server *srv, struct srv_sub *sub);
 uint64_t srv_now_ms(void);
+
+/* Pause reading c until a receiver drains or SRV_STALL_MS passes. */
+void srv_server_stall(struct srv_server *srv, struct srv_conn *c);
+
+/* Resume every stalled conn. */
+void srv_server_resume_stalled(struct srv_server *srv);
 
 #endif
