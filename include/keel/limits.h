@@ -35,11 +35,6 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
  * their consumers instead of cutting them off as slow consumers. */
 #define SRV_CONN_STALL_BYTES (4 * 1024 * 1024)
 #define SRV_STALL_MS 10
-/* A publisher whose fan-out leaves a receiver with more than this queued
- * stops being read for up to SRV_STALL_MS, so fast producers slow down to
- * their consumers instead of cutting them off as slow consumers. */
-#define SRV_CONN_STALL_BYTES (4 * 1024 * 1024)
-#define SRV_STALL_MS 10
 
 /* ---- store ---- */
 #define STORE_SEGMENT_BYTES_DEFAULT (64u * 1024 * 1024)
