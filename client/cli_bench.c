@@ -455,13 +455,12 @@ static int bench_run(struct bench *b, char *errmsg)
     if (rv == 0) {
         rv = start_subs(b, errmsg);
     }
-    if (rv == 0 && b->cfg.mode == BENCH_SUB && !b->cfg.json) {
+    if (rv == 0 && b->cfg.mode == BENCH_SUB) {
+        /* On stderr even with --json: scripts wait for it before pub. */
         fprintf(stderr,
                 "%lld subscriber(s) ready on \"%s\", waiting for "
                 "%lld messages each\n",
                 (long long)b->nsubs, b->cfg.subject, (long long)b->cfg.msgs);
-    }
-    if (rv == 0 && b->cfg.mode == BENCH_SUB) {
         fflush(stderr);
     }
     int64_t total = b->cfg.msgs * ((b->cfg.mode == BENCH_REQ ? 0 : b->nsubs) +
