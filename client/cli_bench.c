@@ -102,9 +102,6 @@ static void sub_msg_cb(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
     }
     natsMsg_Destroy(msg);
     atomic_store_explicit(&s->received, n, memory_order_release);
-    if ((n & 1023) == 0) {
-        atomic_fetch_add_explicit(&b->progress, 1024, memory_order_relaxed);
-    }
     if (n == b->cfg.msgs) {
         atomic_store(&s->last_ns, now_ns());
         mark_done(b, &b->subs_done);
@@ -285,6 +282,18 @@ static bool any_conn_closed(const struct bench *b)
     return false;
 }
 
+/* Messages moved so far: sent by publishers plus received by subscribers
+ * (each subscriber counts on its own cache line; summing is cheap).
+ */
+static int64_t moved(const struct bench *b)
+{
+    int64_t n = atomic_load_explicit(&b->progress, memory_order_relaxed);
+    for (int64_t i = 0; b->cfg.mode != BENCH_REQ && i < b->nsubs; i++) {
+        n += atomic_load_explicit(&b->subs[i].received, memory_order_relaxed);
+    }
+    return n;
+}
+
 /* Wait until every publisher finished and every subscriber has all
  * messages; fail when nothing moves for --stall (sub mode waits for the
  * first message without a stall limit, up to CLI_BENCH_WAIT_MS_MAX).
@@ -309,7 +318,7 @@ static int wait_done(struct bench *b, int64_t total, char *errmsg)
         ts.tv_sec += ts.tv_nsec / 1000000000L;
         ts.tv_nsec %= 1000000000L;
         pthread_cond_timedwait(&b->cond, &b->mu, &ts);
-        int64_t done = atomic_load(&b->progress);
+        int64_t done = moved(b);
         cli_bench_progress(b, done, total);
         if (done != last) {
             last = done;
@@ -416,7 +425,11 @@ static int bench_init(struct bench *b, char *errmsg)
     pthread_mutex_init(&b->mu, NULL);
     b->payload = malloc((size_t)b->cfg.size + 1);
     b->pubs = calloc((size_t)b->npubs + 1, sizeof *b->pubs);
-    b->subs = calloc((size_t)b->nsubs + 1, sizeof *b->subs);
+    size_t subs_bytes = ((size_t)b->nsubs + 1) * sizeof *b->subs;
+    b->subs = aligned_alloc(BENCH_CACHE_LINE, subs_bytes);
+    if (b->subs != NULL) {
+        memset(b->subs, 0, subs_bytes);
+    }
     if (b->payload == NULL || b->pubs == NULL || b->subs == NULL) {
         return keel_err(KEEL_ENOMEM, errmsg, "no memory for the bench");
     }

@@ -11,6 +11,8 @@
 
 #include "cli.h"
 
+#define BENCH_CACHE_LINE 64
+
 enum bench_mode { BENCH_PUB, BENCH_SUB, BENCH_PUBSUB, BENCH_REQ };
 
 struct bench_cfg {
@@ -30,7 +32,10 @@ struct bench_cfg {
  * written by the subscription's delivery thread and read by the waiter.
  */
 struct bench_sub {
-    struct bench *b;
+    /* Own cache line: delivery threads of different subscribers must not
+     * share one (the array is allocated with BENCH_CACHE_LINE alignment).
+     */
+    _Alignas(BENCH_CACHE_LINE) struct bench *b;
     natsConnection *nc;
     natsSubscription *sub;
     _Atomic int64_t received;
@@ -63,11 +68,11 @@ struct bench {
     int64_t npubs;
     pthread_mutex_t mu;
     pthread_cond_t cond;
-    bool go;           /* under mu: publishers may start */
-    bool aborted;      /* under mu: with go, publishers must not start */
-    int64_t subs_done; /* under mu */
-    int64_t pubs_done; /* under mu */
-    _Atomic int64_t progress;
+    bool go;                  /* under mu: publishers may start */
+    bool aborted;             /* under mu: with go, publishers must not start */
+    int64_t subs_done;        /* under mu */
+    int64_t pubs_done;        /* under mu */
+    _Atomic int64_t progress; /* messages sent (pub) or round trips (req) */
     bool tty;
 };
 

@@ -146,6 +146,42 @@ t_bench_req_reports_percentiles() {
   grep -q 'latency *p50 .* p90 .* p99 .* max' "$TMP/breq.out"
 }
 
+t_queue_group_shares_messages() {
+  bg_keel q1 sub cli.q --queue workers --raw
+  local p1=$LAST_PID
+  bg_keel q2 sub cli.q --queue workers --raw
+  local p2=$LAST_PID
+  poll_for grep -q Subscribed "$TMP/q1.err" || return 1
+  poll_for grep -q Subscribed "$TMP/q2.err" || return 1
+  "$KEEL" pub cli.q m --count 20 2>/dev/null || return 1
+  # Both members run until killed: wait until 20 lines arrived in total.
+  poll_for eval '[[ $(cat "$TMP/q1.out" "$TMP/q2.out" | wc -l) -ge 20 ]]'
+  local rc=$?
+  kill "$p1" "$p2"
+  wait "$p1" "$p2" 2>/dev/null
+  [[ $rc == 0 && $(cat "$TMP/q1.out" "$TMP/q2.out" | wc -l) == 20 ]]
+}
+
+t_bench_sub_counts_a_separate_bench_pub() {
+  bg_keel bsub bench sub cli.bs --msgs 5000 --size 32 --sub 2 --json
+  local pid=$LAST_PID
+  poll_for grep -q ready "$TMP/bsub.err" || return 1
+  "$KEEL" bench pub cli.bs --msgs 5000 --size 32 >/dev/null || return 1
+  wait "$pid" || return 1
+  grep -q '"sub_msgs_per_s"' "$TMP/bsub.out" &&
+    grep -q '"lost":0,' "$TMP/bsub.out"
+}
+
+t_bench_sub_fails_when_messages_are_missing() {
+  bg_keel bmiss bench sub cli.bm --msgs 1000 --size 8 --stall 300ms
+  local pid=$LAST_PID
+  poll_for grep -q ready "$TMP/bmiss.err" || return 1
+  "$KEEL" bench pub cli.bm --msgs 500 --size 8 >/dev/null || return 1
+  local rc=0
+  wait "$pid" || rc=$?
+  [[ $rc == 1 ]] && grep -q 'no progress' "$TMP/bmiss.err"
+}
+
 t_server_exits_0_on_sigterm() {
   [[ $SERVER_NAME == keeld ]] || return 0 # nats-server exits 1 by design
   kill -TERM "$SERVER_PID"
@@ -168,6 +204,12 @@ check "keel pub with no server exits 1 and says what to do" \
 check "keel bench pubsub delivers every message" t_bench_pubsub_loses_nothing
 check "keel bench req prints latency percentiles" \
   t_bench_req_reports_percentiles
+check "queue group members share messages, each delivered once" \
+  t_queue_group_shares_messages
+check "keel bench sub counts what a separate keel bench pub sends" \
+  t_bench_sub_counts_a_separate_bench_pub
+check "keel bench sub exits 1 when messages never arrive" \
+  t_bench_sub_fails_when_messages_are_missing
 check "the server exits 0 on SIGTERM" t_server_exits_0_on_sigterm
 echo "cli: $PASS ok, $FAIL not ok"
 [[ $FAIL == 0 ]]
