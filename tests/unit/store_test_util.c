@@ -279,3 +279,13 @@ void ts_expect(struct ts *t, uint64_t index, uint64_t term, uint64_t version)
     assert_int_equal(ts_payload_version(index, e.payload, e.len), version);
     store_entry_free(&e);
 }
+
+bool ts_wait_enospc(struct ts *t)
+{
+    WAIT_UNTIL(t, t->enospc_event);
+}
+
+bool ts_wait_space(struct ts *t)
+{
+    WAIT_UNTIL(t, t->space_event);
+}

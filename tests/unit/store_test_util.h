@@ -54,6 +54,8 @@ void ts_drain(struct ts *t);
 bool ts_wait_persisted(struct ts *t, uint64_t index);
 bool ts_wait_hard_state(struct ts *t, uint64_t term);
 bool ts_wait_repaired(struct ts *t, uint64_t to);
+bool ts_wait_enospc(struct ts *t);
+bool ts_wait_space(struct ts *t);
 /* Wait until the fault fs has a sync held (a batch written, unsynced). */
 bool ts_wait_held(struct ts *t);
 /* Deterministic payload of (index, version): len bytes. */

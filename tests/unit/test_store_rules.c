@@ -1,0 +1,447 @@
+/* One test per store rule of DESIGN.md §4/§5 named in TRACES.md. Each fails
+ * when its rule is removed.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "format.h"
+#include "meta.h"
+#include "store_test_util.h"
+
+struct fixture {
+    struct ts t;
+};
+
+static void hard_state(struct ts *t, uint64_t term)
+{
+    assert_int_equal(store_hard_state_save(t->g, term, "v", 1, NULL), 0);
+    assert_true(ts_wait_hard_state(t, term));
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = test_calloc(1, sizeof *f);
+    ts_init(&f->t, 7, false);
+    ts_open(&f->t);
+    hard_state(&f->t, 5);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    ts_fini(&f->t);
+    test_free(f);
+    return 0;
+}
+
+/* TRACES §4 Conflict truncation: truncate at 6, append shorter 6'-7',
+ * sync: every byte after 7' (and its marker) to the old end is zero. */
+static void conflict_truncation_zeroes_to_the_old_end(void **state)
+{
+    struct fixture *f = *state;
+    char path[512];
+    uint64_t off7;
+    uint64_t off10;
+    uint8_t buf[16384];
+    size_t got;
+
+    ts_append(&f->t, 1, 10, 2, 200, 1);
+    assert_true(ts_wait_persisted(&f->t, 10));
+    ts_where(&f->t, 10, path, &off10);
+    assert_int_equal(store_truncate(f->t.g, 6, NULL), 0);
+    f->t.persisted_index = 5;
+    ts_append(&f->t, 6, 7, 3, 20, 2);
+    assert_true(ts_wait_persisted(&f->t, 7));
+    assert_int_equal(f->t.persisted_term, 3);
+    ts_where(&f->t, 7, path, &off7);
+    uint64_t end7 = off7 + store_fmt_rec_bytes(20);
+    uint64_t old_end = off10 + store_fmt_rec_bytes(200) + STORE_MARKER_BYTES;
+    assert_int_equal(fs_fault_peek(f->t.ff, path, 0, buf, sizeof buf, &got), 0);
+    struct store_fmt_marker m;
+    assert_int_equal(store_fmt_marker_decode(buf + end7, got - end7,
+                                             f->t.g == NULL ? 0 : 0,
+                                             &m) == KEEL_ENOENT,
+                     0);
+    for (uint64_t i = end7 + STORE_MARKER_BYTES; i < old_end; i++) {
+        if (buf[i] != 0) {
+            fail_msg("byte %llu after 7' is not zero", (unsigned long long)i);
+        }
+    }
+}
+
+/* The conflict-truncation trace end to end: after a crash the stale
+ * 8..10(t2) never come back. */
+static void stale_records_are_never_readopted_after_a_crash(void **state)
+{
+    struct fixture *f = *state;
+    ts_append(&f->t, 1, 10, 2, 200, 1);
+    assert_true(ts_wait_persisted(&f->t, 10));
+    assert_int_equal(store_truncate(f->t.g, 6, NULL), 0);
+    f->t.persisted_index = 5;
+    ts_append(&f->t, 6, 7, 3, 20, 2);
+    assert_true(ts_wait_persisted(&f->t, 7));
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(f->t.rep.last_index, 7);
+    assert_int_equal(f->t.rep.last_term, 3);
+    assert_int_equal(f->t.rep.extent_index, 7);
+    ts_expect(&f->t, 7, 3, 2);
+    ts_expect(&f->t, 5, 2, 1);
+}
+
+/* TRACES §4 Scanner acceptance: step 3's file with zeroing off (old tail
+ * left in place), in both term orders: the log ends at 7'. */
+static void scan_ends_at_the_shorter_tail_in_both_term_orders(void **state)
+{
+    struct fixture *f = *state;
+    uint64_t orders[2][2] = {{2, 3}, {3, 3}};
+    /* order 0: old 6..10(t2), new 6'..7'(t3); order 1: old 6..10(t3),
+     * resent 6'..7' in the older term t2 is not allowed after t3 in one
+     * log, so the stale successor has the same or higher term: 6'(t3)
+     * written over 6..10(t3) of an uncommitted leader, a stale 8(t3). */
+    store_debug_no_zeroing(f->t.s, true);
+    for (int o = 0; o < 2; o++) {
+        uint64_t base = o == 0 ? 0 : 20;
+        if (o == 1) {
+            ts_append(&f->t, 11, 20, 3, 50, 1);
+            assert_true(ts_wait_persisted(&f->t, 20));
+        }
+        ts_append(&f->t, base + 1, base + 10, orders[o][0], 200, 1);
+        assert_true(ts_wait_persisted(&f->t, base + 10));
+        assert_int_equal(store_truncate(f->t.g, base + 6, NULL), 0);
+        f->t.persisted_index = base + 5;
+        ts_append(&f->t, base + 6, base + 7, orders[o][1], 20, 2);
+        assert_true(ts_wait_persisted(&f->t, base + 7));
+        ts_crash_reopen(&f->t, FS_CUT_DROP);
+        store_debug_no_zeroing(f->t.s, true);
+        assert_int_equal(f->t.rep.last_index, base + 7);
+        assert_int_equal(f->t.rep.n_faulty, 0);
+        assert_int_equal(f->t.rep.extent_index, base + 7);
+        ts_expect(&f->t, base + 7, orders[o][1], 2);
+        if (o == 0) {
+            /* Continue the log for order 1 from 8. */
+            ts_append(&f->t, 8, 10, 3, 50, 1);
+            assert_true(ts_wait_persisted(&f->t, 10));
+        }
+    }
+}
+
+/* TRACES §4 I/O errors: one failed fdatasync aborts the process and
+ * nothing is reported persisted. */
+static void failed_fdatasync_aborts_with_nothing_persisted(void **state)
+{
+    struct fixture *f = *state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    /* The child runs its own store: threads do not survive fork. */
+    ts_close(&f->t, true);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        ts_open(&f->t);
+        fs_fault_fail_next_fdatasync(f->t.ff);
+        ts_append(&f->t, 1, 5, 5, 100, 1);
+        if (ts_wait_persisted(&f->t, 1)) {
+            (void)!write(fds[1], "P", 1);
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    char c;
+    assert_int_equal(read(fds[0], &c, 1), 0);
+    close(fds[0]);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGABRT);
+    ts_open(&f->t);
+}
+
+/* TRACES §4 rule 2 (a): the marker is written before the fdatasync, so a
+ * flip in the last synced record is faulty, not torn: extent (t5, 100). */
+static void marker_keeps_a_flipped_last_record_faulty(void **state)
+{
+    struct fixture *f = *state;
+    char path[512];
+    uint64_t off;
+
+    ts_append(&f->t, 1, 90, 5, 40, 1);
+    assert_true(ts_wait_persisted(&f->t, 90));
+    ts_append(&f->t, 91, 100, 5, 40, 1);
+    assert_true(ts_wait_persisted(&f->t, 100));
+    ts_where(&f->t, 100, path, &off);
+    ts_close(&f->t, false);
+    assert_int_equal(fs_fault_flip_bit(f->t.ff, path, off + 44, 1), 0);
+    ts_open(&f->t);
+    assert_true(f->t.rep.has_marker);
+    assert_int_equal(f->t.rep.marker_index, 100);
+    assert_int_equal(f->t.rep.extent_index, 100);
+    assert_int_equal(f->t.rep.extent_term, 5);
+    assert_int_equal(f->t.rep.n_faulty, 1);
+    assert_int_equal(f->t.rep.faulty[0].from, 100);
+    assert_int_equal(f->t.rep.faulty[0].to, 100);
+    assert_false(f->t.rep.torn);
+}
+
+static struct store_record rec_of(uint64_t index, uint64_t term,
+                                  uint64_t version, uint32_t len, uint8_t *buf)
+{
+    uint32_t l = ts_payload(index, version, len, buf);
+    return (struct store_record){index, term, 1, 0, l, buf};
+}
+
+/* TRACES §4 rule 2 (b) and Repair: the marker names the highest index,
+ * repair appends none; a stale candidate fails the chain, the true copy is
+ * written; a later flip at 900 is still faulty: extent (t5, 1000). */
+static void repair_verifies_by_chain_and_marker_names_the_highest(void **state)
+{
+    struct fixture *f = *state;
+    char path[512];
+    uint64_t off;
+    uint8_t buf[64];
+
+    f->t.segment_bytes = 64 * 1024;
+    ts_close(&f->t, true);
+    ts_open(&f->t);
+    ts_append(&f->t, 1, 1000, 5, 16, 1);
+    assert_true(ts_wait_persisted(&f->t, 1000));
+    ts_where(&f->t, 300, path, &off);
+    ts_close(&f->t, false);
+    assert_int_equal(fs_fault_flip_bit(f->t.ff, path, off + 20, 0), 0);
+    ts_open(&f->t);
+    assert_int_equal(f->t.rep.faulty[0].from, 300);
+    /* A stale 300'(t4) with the same shape does not verify. */
+    struct store_record stale = rec_of(300, 4, 9, 16, buf);
+    assert_int_equal(store_repair(f->t.g, &stale, 1, NULL), KEEL_ECONFLICT);
+    struct store_entry e;
+    assert_int_equal(store_read(f->t.g, 300, &e, NULL), KEEL_EFAULTY);
+    struct store_record good = rec_of(300, 5, 1, 16, buf);
+    assert_int_equal(store_repair(f->t.g, &good, 1, NULL), 0);
+    assert_true(ts_wait_repaired(&f->t, 300));
+    ts_expect(&f->t, 300, 5, 1);
+    ts_where(&f->t, 900, path, &off);
+    ts_close(&f->t, false);
+    assert_int_equal(fs_fault_flip_bit(f->t.ff, path, off + 20, 0), 0);
+    ts_open(&f->t);
+    assert_int_equal(f->t.rep.marker_index, 1000);
+    assert_int_equal(f->t.rep.extent_index, 1000);
+    assert_int_equal(f->t.rep.extent_term, 5);
+    assert_int_equal(f->t.rep.n_faulty, 1);
+    assert_int_equal(f->t.rep.faulty[0].from, 900);
+    ts_expect(&f->t, 300, 5, 1);
+    ts_expect(&f->t, 1000, 5, 1);
+}
+
+/* TRACES §4 rule 5: a flipped payload byte fails the read, the index
+ * becomes faulty, nothing is truncated. */
+static void reads_verify_and_never_truncate(void **state)
+{
+    struct fixture *f = *state;
+    char path[512];
+    uint64_t off;
+    struct store_entry e;
+    struct store_group_info info;
+
+    ts_append(&f->t, 1, 1000 / 20, 5, 64, 1);
+    assert_true(ts_wait_persisted(&f->t, 50));
+    ts_where(&f->t, 25, path, &off);
+    assert_int_equal(fs_fault_flip_bit(f->t.ff, path, off + 50, 2), 0);
+    assert_int_equal(store_read(f->t.g, 25, &e, NULL), KEEL_ECORRUPT);
+    assert_int_equal(store_read(f->t.g, 25, &e, NULL), KEEL_EFAULTY);
+    store_group_info(f->t.g, &info);
+    assert_int_equal(info.first_faulty, 25);
+    assert_int_equal(info.last_index, 50);
+    ts_expect(&f->t, 26, 5, 1);
+    ts_expect(&f->t, 50, 5, 1);
+}
+
+/* TRACES §4 Segments: a power cut dropping every unsynced directory entry
+ * keeps every acked record (new segments are fsynced into their dir). */
+static void directory_entry_cut_keeps_every_acked_record(void **state)
+{
+    struct fixture *f = *state;
+    ts_append(&f->t, 1, 400, 5, 100, 1); /* spans several segments */
+    assert_true(ts_wait_persisted(&f->t, 400));
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(f->t.rep.last_index, 400);
+    assert_false(f->t.rep.amnesia);
+    for (uint64_t i = 1; i <= 400; i++) {
+        ts_expect(&f->t, i, 5, 1);
+    }
+}
+
+/* §5: a snapshot at X only after entries <= X are persisted. */
+static void snapshot_refused_before_its_entries_are_persisted(void **state)
+{
+    struct fixture *f = *state;
+    ts_append(&f->t, 1, 10, 5, 100, 1);
+    assert_true(ts_wait_persisted(&f->t, 10));
+    fs_fault_hold_syncs(f->t.ff, true);
+    ts_append(&f->t, 11, 20, 5, 100, 1);
+    assert_true(ts_wait_held(&f->t));
+    assert_int_equal(store_snapshot_record(f->t.g, 15, 5, NULL), KEEL_EAGAIN);
+    assert_int_equal(store_snapshot_record(f->t.g, 10, 5, NULL), 0);
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(f->t.rep.snapshot_index, 10);
+    for (uint64_t i = 1; i <= 10; i++) {
+        ts_expect(&f->t, i, 5, 1);
+    }
+}
+
+/* §5: prefix drop only up to the older kept snapshot; then the log starts
+ * after it and, with the snapshot record gone, the node is amnesiac. */
+static void prefix_drop_respects_older_snapshot_and_gap_is_amnesia(void **state)
+{
+    struct fixture *f = *state;
+    ts_append(&f->t, 1, 900, 5, 100, 1);
+    assert_true(ts_wait_persisted(&f->t, 900));
+    assert_int_equal(store_snapshot_record(f->t.g, 600, 5, NULL), 0);
+    assert_int_equal(store_drop_prefix(f->t.g, 600, NULL), KEEL_EPERM);
+    assert_int_equal(store_snapshot_record(f->t.g, 900, 5, NULL), 0);
+    assert_int_equal(store_drop_prefix(f->t.g, 900, NULL), KEEL_EPERM);
+    assert_int_equal(store_drop_prefix(f->t.g, 600, NULL), 0);
+    struct store_group_info info;
+    store_group_info(f->t.g, &info);
+    assert_true(info.first_index > 1);
+    assert_true(info.first_index <= 601);
+    ts_close(&f->t, false);
+    ts_open(&f->t);
+    assert_false(f->t.rep.amnesia);
+    assert_int_equal(f->t.rep.first_index, info.first_index);
+    assert_int_equal(f->t.rep.extent_index, 900);
+    ts_expect(&f->t, 900, 5, 1);
+    /* Remove the snapshot records: rebuilding is not allowed. */
+    struct store_meta_snap none = {0, 0, 0, 0};
+    assert_int_equal(
+        store_meta_snap_put(store_debug_meta(f->t.s), f->t.gid.b, &none, NULL),
+        0);
+    ts_close(&f->t, false);
+    ts_open(&f->t);
+    assert_true(f->t.rep.amnesia);
+    assert_int_equal(f->t.rep.amnesia_reason, STORE_AMNESIA_SNAPSHOT_GAP);
+}
+
+/* Rule 4: interval groups become amnesiac after an OS crash (boot id
+ * changed, unclean), not after a plain process restart. */
+static void interval_group_amnesiac_only_after_os_crash(void **state)
+{
+    struct fixture *f = *state;
+    f->t.policy.policy = STORE_FSYNC_INTERVAL;
+    f->t.policy.interval_ms = 5;
+    ts_close(&f->t, true);
+    ts_open(&f->t);
+    ts_append(&f->t, 1, 10, 5, 100, 1);
+    assert_true(ts_wait_persisted(&f->t, 10));
+    ts_close(&f->t, false); /* kill -9: same boot id */
+    ts_open(&f->t);
+    assert_false(f->t.node.os_crash);
+    assert_false(f->t.rep.amnesia);
+    ts_close(&f->t, false);
+    ts_write_boot(&f->t, "99999999-2222-3333-4444-555555555555");
+    ts_open(&f->t);
+    assert_true(f->t.node.os_crash);
+    assert_true(f->t.rep.amnesia);
+    assert_int_equal(f->t.rep.amnesia_reason, STORE_AMNESIA_INTERVAL_CRASH);
+    /* A group-policy group on the same node is not amnesiac. */
+    ts_close(&f->t, false);
+    ts_write_boot(&f->t, "aaaaaaaa-2222-3333-4444-555555555555");
+    f->t.policy.policy = STORE_FSYNC_GROUP;
+    f->t.gid.b[0] ^= 1;
+    ts_open(&f->t);
+    assert_true(f->t.node.os_crash);
+    assert_false(f->t.rep.amnesia);
+}
+
+/* Discard: truncation from the faulty index removes it for good. */
+static void discard_truncates_from_the_faulty_index(void **state)
+{
+    struct fixture *f = *state;
+    char path[512];
+    uint64_t off;
+
+    ts_append(&f->t, 1, 20, 5, 100, 1);
+    assert_true(ts_wait_persisted(&f->t, 20));
+    ts_where(&f->t, 15, path, &off);
+    ts_close(&f->t, false);
+    assert_int_equal(fs_fault_flip_bit(f->t.ff, path, off + 70, 0), 0);
+    ts_open(&f->t);
+    assert_int_equal(f->t.rep.faulty[0].from, 15);
+    assert_int_equal(store_truncate(f->t.g, 15, NULL), 0);
+    f->t.persisted_index = 14;
+    hard_state(&f->t, 6); /* records above the hard-state term are stale */
+    ts_append(&f->t, 15, 16, 6, 30, 2);
+    assert_true(ts_wait_persisted(&f->t, 16));
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(f->t.rep.n_faulty, 0);
+    assert_int_equal(f->t.rep.last_index, 16);
+    ts_expect(&f->t, 15, 6, 2);
+}
+
+/* ENOSPC when a new segment cannot be made: appends refused with a
+ * distinct code, reads continue, and it resumes when space returns. */
+static void enospc_refuses_appends_keeps_reads_and_resumes(void **state)
+{
+    struct fixture *f = *state;
+    struct store_record r;
+    uint8_t buf[256];
+
+    ts_append(&f->t, 1, 10, 5, 200, 1);
+    assert_true(ts_wait_persisted(&f->t, 10));
+    fs_fault_enospc(f->t.ff, true);
+    ts_append(&f->t, 11, 74, 5, 200, 1); /* one call of 64; it rolls */
+    assert_true(ts_wait_enospc(&f->t));
+    r = rec_of(75, 5, 1, 200, buf);
+    assert_int_equal(store_append(f->t.g, &r, 1, NULL), KEEL_ENOSPC);
+    ts_expect(&f->t, 5, 5, 1);
+    ts_expect(&f->t, 11, 5, 1);
+    fs_fault_enospc(f->t.ff, false);
+    assert_true(ts_wait_space(&f->t));
+    assert_true(ts_wait_persisted(&f->t, 74));
+    assert_int_equal(store_append(f->t.g, &r, 1, NULL), 0);
+    assert_true(ts_wait_persisted(&f->t, 75));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            conflict_truncation_zeroes_to_the_old_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            stale_records_are_never_readopted_after_a_crash, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            scan_ends_at_the_shorter_tail_in_both_term_orders, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            failed_fdatasync_aborts_with_nothing_persisted, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            marker_keeps_a_flipped_last_record_faulty, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            repair_verifies_by_chain_and_marker_names_the_highest, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(reads_verify_and_never_truncate, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            directory_entry_cut_keeps_every_acked_record, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            snapshot_refused_before_its_entries_are_persisted, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            prefix_drop_respects_older_snapshot_and_gap_is_amnesia, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            interval_group_amnesiac_only_after_os_crash, setup, teardown),
+        cmocka_unit_test_setup_teardown(discard_truncates_from_the_faulty_index,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            enospc_refuses_appends_keeps_reads_and_resumes, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
