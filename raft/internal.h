@@ -23,6 +23,8 @@ void log_compact(struct raft *r, raft_index index, raft_term term);
 /* membership.c */
 bool config_is_voter(const struct raft *r, const struct raft_config *c,
                      raft_node node, raft_incarnation inc);
+bool config_is_member(const struct raft *r, const struct raft_config *c,
+                      raft_node node, raft_incarnation inc);
 uint32_t config_n_voters(const struct raft_config *c);
 void progress_rebuild(struct raft *r);
 struct raft_progress *progress_find(struct raft *r, raft_node node,

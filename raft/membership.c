@@ -24,6 +24,16 @@ bool config_is_voter(const struct raft *r, const struct raft_config *c,
            same_incarnation(r, s->incarnation, inc);
 }
 
+/* Named with this incarnation, as a voter or as a learner. */
+bool config_is_member(const struct raft *r, const struct raft_config *c,
+                      raft_node node, raft_incarnation inc)
+{
+    const struct raft_server *s = raft_config_find(c, node);
+    ASSERT(c->n <= RAFT_SERVERS_MAX);
+    ASSERT(node != 0);
+    return s != NULL && same_incarnation(r, s->incarnation, inc);
+}
+
 uint32_t config_n_voters(const struct raft_config *c)
 {
     uint32_t n = 0;

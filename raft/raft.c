@@ -34,6 +34,11 @@ int raft_init(struct raft *r, const struct raft_params *p)
     r->prng = p->seed;
     r->election_timeout_ms = p->election_timeout_ms;
     r->heartbeat_ms = p->heartbeat_ms;
+    r->append_entries_max = p->append_entries_max;
+    if (r->append_entries_max == 0 ||
+        r->append_entries_max > RAFT_APPEND_ENTRIES_MAX) {
+        r->append_entries_max = RAFT_APPEND_ENTRIES_MAX;
+    }
     r->role = RAFT_FOLLOWER;
     return 0;
 }
@@ -223,6 +228,8 @@ static void become_leader(struct raft *r, struct raft_out *out)
         struct raft_progress *p = &r->progress[i];
         p->next = r->last_index + 1;
         p->match = 0;
+        p->acked = 0;
+        p->acked_at_heartbeat = 0;
         p->probe = true;
         p->probe_sent = false;
         p->active = false;
@@ -269,8 +276,12 @@ static bool candidate_known(const struct raft *r, const struct raft_msg *m)
 }
 
 /* Grant or deny a vote or pre-vote (Raft §5.2, §5.4.1). Membership rule 1:
- * only a voter of the latest configuration votes, and only for a candidate
- * named there with the same incarnation. */
+ * only a node its latest configuration names with its own incarnation votes
+ * (a wiped disk has none), and never for a candidate named there with another
+ * incarnation. A learner votes too: its promotion may be an entry it has not
+ * received yet, and the candidate counts the vote only if its own
+ * configuration names this node as a voter (see docs/raft.md: refusing
+ * deadlocks a group that lost one disk). */
 static void recv_vote(struct raft *r, const struct raft_msg *m,
                       struct raft_out *out)
 {
@@ -292,7 +303,9 @@ static void recv_vote(struct raft *r, const struct raft_msg *m,
         grant = r->vote == 0 || r->vote == m->from;
     }
     if (grant) {
-        grant = is_self_voter(r) && candidate_known(r, m) &&
+        grant = config_is_member(r, raft_config_current(r), r->id,
+                                 r->incarnation) &&
+                candidate_known(r, m) &&
                 log_up_to_date(r, m->vote.last_term, m->vote.last_index);
     }
     if (grant && !m->vote.pre) {
@@ -364,7 +377,8 @@ static void recv_msg(struct raft *r, const struct raft_msg *m,
                      struct raft_out *out)
 {
     if (m->to != r->id ||
-        (m->to_incarnation != 0 && m->to_incarnation != r->incarnation)) {
+        (m->to_incarnation != 0 && m->to_incarnation != r->incarnation &&
+         !MUTATED(r, RAFT_MUT_NO_INCARNATION))) {
         return;
     }
     if (m->type == RAFT_MSG_VOTE) {

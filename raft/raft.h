@@ -234,6 +234,7 @@ struct raft_params {
     uint64_t seed;
     uint32_t election_timeout_ms; /* randomized in [t, 2t) */
     uint32_t heartbeat_ms;
+    uint32_t append_entries_max; /* per AppendEntries; 0: the maximum */
 };
 
 struct raft_log_run {
@@ -263,7 +264,8 @@ struct raft_progress {
     bool active;     /* heard from in this check-quorum period */
     uint64_t heard_ms;
     uint64_t read_round;
-    raft_index match_at_heartbeat;
+    raft_index acked; /* highest index the follower said it received */
+    raft_index acked_at_heartbeat;
     struct raft_inflight inflight;
 };
 
@@ -289,6 +291,7 @@ struct raft {
     uint64_t prng;
     uint32_t election_timeout_ms;
     uint32_t heartbeat_ms;
+    uint32_t append_entries_max;
     uint32_t mutations;
 
     /* Hard state: (term, vote) only. */

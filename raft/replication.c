@@ -68,8 +68,8 @@ void send_append(struct raft *r, struct raft_progress *p, bool heartbeat,
             prev = r->last_index;
         }
         n = r->last_index - prev;
-        if (n > RAFT_APPEND_ENTRIES_MAX) {
-            n = RAFT_APPEND_ENTRIES_MAX;
+        if (n > r->append_entries_max) {
+            n = r->append_entries_max;
         }
     } else {
         prev = p->match; /* a heartbeat while the pipeline is full */
@@ -110,13 +110,15 @@ void broadcast_append(struct raft *r, bool heartbeat, struct raft_out *out)
     for (uint32_t i = 0; i < r->n_progress; i++) {
         struct raft_progress *p = &r->progress[i];
         if (heartbeat && !p->probe && p->inflight.n > 0 &&
-            p->match == p->match_at_heartbeat) {
-            /* No progress over a heartbeat interval: messages were lost.
-             * Probe from what the follower last reported. */
-            progress_probe(p, p->match + 1);
+            p->acked == p->acked_at_heartbeat) {
+            /* Nothing received over a heartbeat interval: messages were
+             * lost. Resume after what the follower last acknowledged
+             * receiving (a slow disk delays match, not this). */
+            raft_index from = p->acked > p->match ? p->acked : p->match;
+            progress_probe(p, from + 1);
         }
         if (heartbeat) {
-            p->match_at_heartbeat = p->match;
+            p->acked_at_heartbeat = p->acked;
         }
         send_append(r, p, heartbeat, out);
     }
@@ -399,6 +401,9 @@ void recv_append_resp(struct raft *r, const struct raft_msg *m,
     /* The latest value reported in this term, even if lower (DESIGN §3). */
     p->match = a->match <= r->last_index ? a->match : r->last_index;
     if (a->last > 0 && a->last <= r->last_index) {
+        if (a->last > p->acked) {
+            p->acked = a->last;
+        }
         inflight_free_to(&p->inflight, a->last);
         if (p->probe) {
             progress_probe(p, a->last + 1);

@@ -136,10 +136,112 @@ static void durable_majority(struct sim *s, uint32_t node, uint64_t c)
     }
 }
 
+struct last {
+    uint64_t term;
+    uint64_t index;
+};
+
+static bool last_ge(struct last a, struct last b)
+{
+    return a.term != b.term ? a.term > b.term : a.index >= b.index;
+}
+
+static struct last durable_last(const struct sim_node *n)
+{
+    struct last l = {0, 0};
+    if (n->dlen > 0) {
+        l.term = n->dlog[n->dlen].term;
+        l.index = n->dlen;
+    }
+    return l;
+}
+
+/* The most up-to-date log the node could campaign with: its current log, or
+ * its disk after a crash. */
+static struct last best_last(const struct sim_node *n)
+{
+    struct last l = durable_last(n);
+    struct last v = {0, 0};
+    if (n->up && n->vlen > 0) {
+        v.term = n->vlog[n->vlen].term;
+        v.index = n->vlen;
+    }
+    return last_ge(v, l) ? v : l;
+}
+
+/* Could a voter lacking committed index c win an election in cfg? It would
+ * need a majority whose (durable) logs are no more up to date than its own.
+ * Raft's safety argument says no, for the configuration in effect and the
+ * last committed one (single-server changes keep their majorities
+ * overlapping). */
+static void winner_in(struct sim *s, uint32_t leader, uint64_t c,
+                      const struct raft_config *cfg)
+{
+    uint64_t h = s->nodes[leader].vlog[c].hash;
+    uint32_t voters = 0;
+    for (uint32_t k = 0; k < cfg->n; k++) {
+        voters += cfg->servers[k].role == RAFT_VOTER;
+    }
+    for (uint32_t k = 0; k < cfg->n; k++) {
+        const struct raft_server *x = &cfg->servers[k];
+        if (x->role != RAFT_VOTER || x->node == 0 || x->node > s->p.n_nodes) {
+            continue;
+        }
+        struct sim_node *xn = &s->nodes[x->node - 1];
+        if (xn->incarnation != x->incarnation ||
+            (xn->up && xn->vlen >= c && xn->vlog[c].hash == h) ||
+            durable_holds(xn, c, h)) {
+            continue;
+        }
+        struct last xl = best_last(xn);
+        uint32_t grant = 0;
+        for (uint32_t j = 0; j < cfg->n; j++) {
+            const struct raft_server *y = &cfg->servers[j];
+            if (y->role != RAFT_VOTER || y->node == 0 ||
+                y->node > s->p.n_nodes) {
+                continue;
+            }
+            struct sim_node *yn = &s->nodes[y->node - 1];
+            if (yn->incarnation == y->incarnation &&
+                last_ge(xl, durable_last(yn))) {
+                grant++;
+            }
+        }
+        if (grant * 2 > voters) {
+            sim_violation(s,
+                          "leader %u committed %llu, yet node %llu lacking "
+                          "it could win an election",
+                          leader + 1, (unsigned long long)c,
+                          (unsigned long long)x->node);
+            return;
+        }
+    }
+}
+
+static void winner_check(struct sim *s, uint32_t leader, uint64_t c,
+                         uint64_t committed_before)
+{
+    struct sim_node *l = &s->nodes[leader];
+    uint32_t from = 0;
+    for (uint32_t k = 0; k < l->n_cfg; k++) {
+        if (l->cfg_idx[k] <= committed_before) {
+            from = k;
+        }
+    }
+    for (uint32_t k = from; k < l->n_cfg; k++) {
+        const struct sim_entry *e = &l->vlog[l->cfg_idx[k]];
+        struct raft_config cfg;
+        if (raft_config_decode(e->payload, e->len, &cfg) == 0) {
+            winner_in(s, leader, c, &cfg);
+        }
+    }
+}
+
 /* State Machine Safety and "no committed entry ever changed". */
 void inv_commit(struct sim *s, uint32_t node, uint64_t commit)
 {
     struct sim_node *n = &s->nodes[node];
+    uint64_t committed_before = s->committed_len;
     ASSERT(commit > n->commit_seen);
     if (commit > n->vlen) {
         sim_violation(s, "node %u commits %llu beyond its log %llu", node + 1,
@@ -167,6 +269,7 @@ void inv_commit(struct sim *s, uint32_t node, uint64_t commit)
     n->commit_seen = commit;
     if (n->raft.role == RAFT_LEADER) {
         durable_majority(s, node, commit);
+        winner_check(s, node, commit, committed_before);
     }
 }
 
@@ -242,5 +345,25 @@ void inv_converged(struct sim *s)
                           (unsigned long long)sv->node, (unsigned long long)c);
             return;
         }
+    }
+}
+
+/* Log Matching of the state a power loss would recover: after a sync whose
+ * last append was at top, a durable record after top must chain from it
+ * (otherwise a truncation was not made durable with the new entries). */
+void inv_durable_chain(struct sim *s, uint32_t node, uint64_t top)
+{
+    struct sim_node *n = &s->nodes[node];
+    if (top == 0 || n->dlen <= top) {
+        return;
+    }
+    const struct sim_entry *next = &n->dlog[top + 1];
+    if (inv_entry_hash(n->dlog[top].hash, top + 1, next) != next->hash) {
+        sim_violation(s,
+                      "node %u: after a sync up to %llu the disk still "
+                      "holds a stale record at %llu (t%llu)",
+                      node + 1, (unsigned long long)top,
+                      (unsigned long long)(top + 1),
+                      (unsigned long long)next->term);
     }
 }

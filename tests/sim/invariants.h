@@ -14,5 +14,6 @@ void inv_commit(struct sim *s, uint32_t node, uint64_t commit);
 void inv_read_request(struct sim *s, uint64_t id);
 void inv_read(struct sim *s, uint32_t node, const struct raft_read *rd);
 void inv_converged(struct sim *s);
+void inv_durable_chain(struct sim *s, uint32_t node, uint64_t top);
 
 #endif

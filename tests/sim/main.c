@@ -120,6 +120,7 @@ int main(int argc, char **argv)
                     sim_print_trace(&s);
                 }
                 sim_free(&s);
+                sim_destroy(&s);
                 return 0;
             }
             sim_print_trace(&s);
@@ -130,6 +131,7 @@ int main(int argc, char **argv)
                    (unsigned long long)seed, p.n_nodes, mut ? " --mutate " : "",
                    mut ? mut->name : "");
             sim_free(&s);
+            sim_destroy(&s);
             return 1;
         }
         if (one && !p.quiet) {
@@ -137,6 +139,7 @@ int main(int argc, char **argv)
         }
         sim_free(&s);
     }
+    sim_destroy(&s);
     if (expect) {
         printf("mutation %s NOT caught in %llu seeds (rule: %s)\n", mut->name,
                (unsigned long long)seeds, mut->rule);

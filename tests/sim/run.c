@@ -10,8 +10,9 @@
 
 #define FAULT_EVERY_MS 100
 #define OPERATOR_EVERY_MS 40
-#define QUIET_TAIL_MS 1500 /* no proposals at the end: let followers catch up  \
-                            */
+#define QUIET_TAIL_MS                                                          \
+    1500 /* no proposals at the end: let followers catch up                    \
+          */
 
 static int find_leader(struct sim *s)
 {
@@ -139,6 +140,7 @@ static void fault(struct sim *s)
     case 10:
         s->drop_pct = sim_rnd(s, 15);
         s->dup_pct = sim_rnd(s, 8);
+        s->reorder_pct = sim_rnd(s, 20);
         s->delay_max = 1 + sim_rnd(s, 40);
         s->sync_max = 1 + sim_rnd(s, 40);
         break;
@@ -218,7 +220,11 @@ static void operator(struct sim *s)
             return;
         }
     }
-    if (!s->healing && c->n == s->p.n_nodes && sim_rnd(s, 25) == 0) {
+    bool wiped = false;
+    for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+        wiped = wiped || s->wiped_inc[i] != 0;
+    }
+    if (!s->healing && !wiped && c->n >= 3 && sim_rnd(s, 10) == 0) {
         const struct raft_server *sv = &c->servers[sim_rnd(s, c->n)];
         if (sv->node != (uint64_t)leader + 1) {
             operator_change(s, leader, RAFT_CHANGE_REMOVE, sv->node,
@@ -227,9 +233,23 @@ static void operator(struct sim *s)
     }
 }
 
+static int random_leader(struct sim *s)
+{
+    uint32_t start = sim_rnd(s, s->p.n_nodes);
+    for (uint32_t k = 0; k < s->p.n_nodes; k++) {
+        uint32_t i = (start + k) % s->p.n_nodes;
+        if (s->nodes[i].up && s->nodes[i].raft.role == RAFT_LEADER) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
 static void client(struct sim *s)
 {
-    int leader = find_leader(s);
+    /* Clients also reach stale leaders cut off in a minority: their
+     * uncommitted tails are what conflict truncation later removes. */
+    int leader = sim_rnd(s, 3) == 0 ? random_leader(s) : find_leader(s);
     if (leader < 0 || s->nodes[leader].vlen + 64 >= SIM_LOG_MAX) {
         return;
     }
@@ -268,6 +288,7 @@ static void heal(struct sim *s)
     links_all(s, true);
     s->drop_pct = 0;
     s->dup_pct = 0;
+    s->reorder_pct = 0;
     s->delay_max = 5;
     s->sync_max = 5;
     sim_trace(s, -1, "HEAL everything; liveness phase");
@@ -322,7 +343,13 @@ static void dispatch(struct sim *s, const struct sim_event *ev, uint64_t end)
         break;
     case EV_RESTART:
         if (!n->up && ev->gen == n->sync_gen && !s->healing) {
+            bool wiped = n->dlen == 0;
             sim_node_boot(s, ev->node);
+            if (wiped && sim_rnd(s, 2) == 0) {
+                /* A replaced disk rejoining while the leader fails. */
+                sim_ev_push(s, s->now + 5 + sim_rnd(s, 100), EV_CRASH_LEADER, 0,
+                            0, NULL);
+            }
         }
         break;
     case EV_OPERATOR:
@@ -332,37 +359,68 @@ static void dispatch(struct sim *s, const struct sim_event *ev, uint64_t end)
     case EV_HEAL:
         heal(s);
         break;
+    case EV_CRASH_LEADER:
+        if (!s->healing) {
+            fault_stop(s, find_leader(s), STOP_CRASH);
+        }
+        break;
     default:
         ASSERT(false);
     }
 }
 
+/* Buffers live across seeds: a seed only resets what it reads. */
+static void buffers(struct sim *s)
+{
+    if (s->heap == NULL) {
+        s->heap = calloc(SIM_EVENTS_MAX, sizeof *s->heap);
+        s->committed = calloc(SIM_LOG_MAX + 1, sizeof *s->committed);
+        s->leader_of_term = calloc(SIM_TERMS_MAX, sizeof *s->leader_of_term);
+        s->created = calloc(SIM_CREATED_MAX, sizeof *s->created);
+        s->out = calloc(1, sizeof *s->out);
+        for (uint32_t i = 0; i < SIM_NODES_MAX; i++) {
+            struct sim_node *n = &s->nodes[i];
+            n->dlog = calloc(SIM_LOG_MAX + 1, sizeof *n->dlog);
+            n->vlog = calloc(SIM_LOG_MAX + 1, sizeof *n->vlog);
+            n->ops = calloc(SIM_OPS_MAX, sizeof *n->ops);
+            ASSERT(n->dlog && n->vlog && n->ops);
+        }
+    }
+    ASSERT(s->heap && s->committed && s->leader_of_term && s->created &&
+           s->out);
+    memset(s->leader_of_term, 0, SIM_TERMS_MAX * sizeof *s->leader_of_term);
+    memset(s->created, 0, SIM_CREATED_MAX * sizeof *s->created);
+}
+
 static void setup(struct sim *s, uint64_t seed, const struct sim_params *p)
 {
+    struct sim keep = *s;
     memset(s, 0, sizeof *s);
+    s->heap = keep.heap;
+    s->committed = keep.committed;
+    s->leader_of_term = keep.leader_of_term;
+    s->created = keep.created;
+    s->out = keep.out;
+    for (uint32_t i = 0; i < SIM_NODES_MAX; i++) {
+        s->nodes[i].dlog = keep.nodes[i].dlog;
+        s->nodes[i].vlog = keep.nodes[i].vlog;
+        s->nodes[i].ops = keep.nodes[i].ops;
+    }
+    buffers(s);
     s->p = *p;
     s->seed = seed;
     s->prng = seed * 0x2545F4914F6CDD1Dull + 1;
-    s->heap = calloc(SIM_EVENTS_MAX, sizeof *s->heap);
-    s->committed = calloc(SIM_LOG_MAX + 1, sizeof *s->committed);
-    s->leader_of_term = calloc(SIM_TERMS_MAX, sizeof *s->leader_of_term);
-    s->created = calloc(SIM_CREATED_MAX, sizeof *s->created);
-    s->out = calloc(1, sizeof *s->out);
-    ASSERT(s->heap && s->committed && s->leader_of_term && s->created &&
-           s->out);
     s->heal_id = UINT64_MAX;
     links_all(s, true);
     s->drop_pct = p->bench ? 0 : sim_rnd(s, 10);
     s->dup_pct = p->bench ? 0 : sim_rnd(s, 5);
+    s->reorder_pct = p->bench ? 0 : sim_rnd(s, 10);
     s->delay_max = 1 + sim_rnd(s, 20);
     s->sync_max = 1 + sim_rnd(s, 20);
+    s->batch_max = sim_rnd(s, 2) ? 1 + sim_rnd(s, 8) : 64;
     struct raft_config cfg = {.n = p->n_nodes};
     for (uint32_t i = 0; i < p->n_nodes; i++) {
         struct sim_node *n = &s->nodes[i];
-        n->dlog = calloc(SIM_LOG_MAX + 1, sizeof *n->dlog);
-        n->vlog = calloc(SIM_LOG_MAX + 1, sizeof *n->vlog);
-        n->ops = calloc(SIM_OPS_MAX, sizeof *n->ops);
-        ASSERT(n->dlog && n->vlog && n->ops);
         n->incarnation = sim_rand(s) | 1;
         cfg.servers[i] = (struct raft_server){
             .node = i + 1, .incarnation = n->incarnation, .role = RAFT_VOTER};
@@ -407,8 +465,29 @@ int sim_run(struct sim *s, uint64_t seed, const struct sim_params *p)
     return s->violation[0] == '\0' ? 0 : 1;
 }
 
+static void print_nodes(const struct sim *s)
+{
+    printf("--- nodes at %llu ms ---\n", (unsigned long long)s->now);
+    for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+        const struct sim_node *n = &s->nodes[i];
+        if (!n->up) {
+            printf("n%u down, disk %llu records, hs t%llu\n", i + 1,
+                   (unsigned long long)n->dlen, (unsigned long long)n->hs_term);
+            continue;
+        }
+        const struct raft *r = &n->raft;
+        printf("n%u role %u term %llu leader %llu log %llu persisted %llu "
+               "commit %llu disk %llu unsynced %u syncing %d\n",
+               i + 1, r->role, (unsigned long long)r->term,
+               (unsigned long long)r->leader, (unsigned long long)r->last_index,
+               (unsigned long long)r->persisted, (unsigned long long)r->commit,
+               (unsigned long long)n->dlen, n->n_ops, n->syncing);
+    }
+}
+
 void sim_print_trace(const struct sim *s)
 {
+    print_nodes(s);
     uint64_t n = s->trace_n < SIM_TRACE_MAX ? s->trace_n : SIM_TRACE_MAX;
     printf("--- last %llu events (time ms, node) ---\n", (unsigned long long)n);
     for (uint64_t k = s->trace_n - n; k < s->trace_n; k++) {
@@ -432,14 +511,22 @@ void sim_free(struct sim *s)
         struct sim_node *n = &s->nodes[i];
         if (n->up) {
             raft_close(&n->raft);
+            n->up = false;
         }
-        free(n->dlog);
-        free(n->vlog);
-        free(n->ops);
+    }
+}
+
+void sim_destroy(struct sim *s)
+{
+    for (uint32_t i = 0; i < SIM_NODES_MAX; i++) {
+        free(s->nodes[i].dlog);
+        free(s->nodes[i].vlog);
+        free(s->nodes[i].ops);
     }
     free(s->heap);
     free(s->committed);
     free(s->leader_of_term);
     free(s->created);
     free(s->out);
+    memset(s, 0, sizeof *s);
 }

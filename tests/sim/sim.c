@@ -152,8 +152,8 @@ static void disk_maybe_sync(struct sim *s, uint32_t i)
     n->sync_term = n->vlen > 0 ? n->vlog[n->vlen].term : 0;
     n->sync_gen++;
     uint64_t d = s->p.bench ? 0 : 1 + sim_rnd(s, s->sync_max);
-    if (!s->p.bench && sim_rnd(s, 20) == 0) {
-        d += 40 + sim_rnd(s, 80); /* a slow device now and then */
+    if (!s->p.bench && sim_rnd(s, 15) == 0) {
+        d += 150 + sim_rnd(s, 350); /* a stalled device now and then */
     }
     sim_ev_push(s, s->now + d, EV_SYNC_DONE, i, n->sync_gen, NULL);
 }
@@ -164,9 +164,14 @@ void sim_disk_sync_done(struct sim *s, uint32_t i, uint64_t gen)
     if (!n->up || !n->syncing || gen != n->sync_gen) {
         return;
     }
+    uint64_t top = 0;
     for (uint32_t k = 0; k < n->sync_ops; k++) {
         disk_apply(s, n, &n->ops[k]);
+        if (n->ops[k].type == SIM_OP_APPEND && n->ops[k].index > top) {
+            top = n->ops[k].index;
+        }
     }
+    inv_durable_chain(s, i, top);
     memmove(n->ops, n->ops + n->sync_ops,
             (n->n_ops - n->sync_ops) * sizeof *n->ops);
     n->n_ops -= n->sync_ops;
@@ -241,12 +246,32 @@ static void net_send(struct sim *s, uint32_t from, const struct raft_msg *m)
     uint32_t copies = sim_rnd(s, 100) < s->dup_pct ? 2 : 1;
     for (uint32_t c = 0; c < copies; c++) {
         struct sim_msg *sm = msg_clone(s, from, m);
-        uint64_t d = s->p.bench ? 0 : 1 + sim_rnd(s, s->delay_max);
-        sim_ev_push(s, s->now + d, EV_DELIVER, to, from, sm);
+        uint64_t at = s->now + (s->p.bench ? 0 : 1 + sim_rnd(s, s->delay_max));
+        /* Cluster links are TCP: in order per link, except when a
+         * reconnect reorders (reorder_pct) or duplicates (dup_pct). */
+        if (sim_rnd(s, 100) >= s->reorder_pct) {
+            if (at < s->link_last[from][to]) {
+                at = s->link_last[from][to];
+            }
+            s->link_last[from][to] = at;
+        }
+        sim_ev_push(s, at, EV_DELIVER, to, from, sm);
     }
 }
 
 /* ---- the driver ---- */
+
+static void cfg_track(struct sim *s, struct sim_node *n, uint64_t idx)
+{
+    if (n->vlog[idx].type != RAFT_ENTRY_CONFIG) {
+        return;
+    }
+    if (n->n_cfg == SIM_CFG_MAX) {
+        sim_violation(s, "simulator: too many configuration entries");
+        return;
+    }
+    n->cfg_idx[n->n_cfg++] = idx;
+}
 
 static void store_entries(struct sim *s, uint32_t i, const struct raft_out *out)
 {
@@ -257,6 +282,9 @@ static void store_entries(struct sim *s, uint32_t i, const struct raft_out *out)
         sim_trace(s, (int)i, "truncate from %llu", (unsigned long long)k);
         if (k <= n->vlen) {
             n->vlen = k - 1;
+        }
+        while (n->n_cfg > 0 && n->cfg_idx[n->n_cfg - 1] >= k) {
+            n->n_cfg--;
         }
         disk_push(s, n, SIM_OP_TRUNCATE, k, NULL);
     }
@@ -281,6 +309,7 @@ static void store_entries(struct sim *s, uint32_t i, const struct raft_out *out)
         inv_created(s, i, idx, &e);
         n->vlog[idx] = e;
         n->vlen = idx;
+        cfg_track(s, n, idx);
         disk_push(s, n, SIM_OP_APPEND, idx, &e);
     }
     if (out->n_entries > 0) {
@@ -428,7 +457,8 @@ void sim_node_boot(struct sim *s, uint32_t i)
                             .incarnation = n->incarnation,
                             .seed = sim_rand(s),
                             .election_timeout_ms = SIM_ELECTION_MS,
-                            .heartbeat_ms = SIM_HEARTBEAT_MS};
+                            .heartbeat_ms = SIM_HEARTBEAT_MS,
+                            .append_entries_max = s->batch_max};
     ASSERT(!n->up);
     /* A restart after a process crash finds the page cache: the store
      * syncs what it reads before reporting anything as persisted. */
@@ -448,12 +478,15 @@ void sim_node_boot(struct sim *s, uint32_t i)
     n->raft.mutations = s->p.mutations & 0xffffu;
     raft_load_hard_state(&n->raft, n->hs_term, n->hs_vote);
     n->vlen = 0;
+    n->n_cfg = 0;
     for (uint64_t k = 1; k <= len; k++) {
         struct sim_entry e = n->dlog[k];
         e.hash = inv_entry_hash(k > 1 ? n->vlog[k - 1].hash : 0, k, &e);
         inv_created(s, i, k, &e);
+        n->dlog[k].hash = e.hash;
         n->vlog[k] = e;
         n->vlen = k;
+        cfg_track(s, n, k);
         struct raft_entry re = {
             .term = e.term, .type = e.type, .len = e.len, .buf = e.payload};
         rv = raft_load_entry(&n->raft, k, &re);

@@ -10,13 +10,14 @@
 #include "raft.h"
 
 #define SIM_NODES_MAX 5
-#define SIM_LOG_MAX 8192      /* entries per node log */
+#define SIM_LOG_MAX 6144      /* entries per node log */
 #define SIM_EVENTS_MAX 65536  /* pending events */
-#define SIM_OPS_MAX 8192      /* unsynced disk writes per node */
+#define SIM_OPS_MAX 4096      /* unsynced disk writes per node */
+#define SIM_CFG_MAX 64        /* configuration entries per node log */
 #define SIM_TRACE_MAX 512     /* events kept for a failure report */
 #define SIM_TERMS_MAX 65536   /* leader-per-term table */
 #define SIM_CREATED_MAX 32768 /* (index, term) -> entry table, power of 2 */
-#define SIM_PAYLOAD_MAX RAFT_CONFIG_BYTES_MAX
+#define SIM_PAYLOAD_MAX 96    /* a 5-node configuration plus learners */
 #define SIM_READS_MAX 1024
 #define SIM_STEPS_MAX 4000000 /* events per seed */
 
@@ -71,6 +72,8 @@ struct sim_node {
     uint64_t hs_pending_term;
     uint64_t hs_pending_vote;
     uint64_t commit_seen; /* highest commit checked since start */
+    uint32_t n_cfg;
+    uint64_t cfg_idx[SIM_CFG_MAX]; /* indexes of configuration entries */
 };
 
 struct sim_event {
@@ -124,10 +127,13 @@ struct sim {
     uint64_t steps;
     struct sim_node nodes[SIM_NODES_MAX];
     bool link[SIM_NODES_MAX][SIM_NODES_MAX];
+    uint64_t link_last[SIM_NODES_MAX][SIM_NODES_MAX]; /* FIFO per link */
+    uint32_t reorder_pct;
     uint32_t drop_pct;
     uint32_t dup_pct;
     uint32_t delay_max;
     uint32_t sync_max;
+    uint32_t batch_max; /* entries per AppendEntries this seed */
     uint32_t n_events;
     struct sim_event *heap;
     /* Invariant state. */
@@ -164,6 +170,7 @@ enum sim_ev_type {
     EV_RESTART,
     EV_OPERATOR,
     EV_HEAL,
+    EV_CRASH_LEADER,
 };
 
 enum sim_stop_kind { STOP_CRASH, STOP_POWER, STOP_WIPE };
@@ -190,6 +197,10 @@ int sim_run(struct sim *s, uint64_t seed, const struct sim_params *p);
 /* Print the last events of the failed run. */
 void sim_print_trace(const struct sim *s);
 
+/* End a run (pending events, open cores); buffers stay for the next seed. */
 void sim_free(struct sim *s);
+
+/* Release the buffers. */
+void sim_destroy(struct sim *s);
 
 #endif
