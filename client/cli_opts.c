@@ -277,7 +277,7 @@ int cli_parse(const struct cli_cmd *cmd, const struct cli_flag *flags,
 int cli_options_create(const struct cli_conn_opts *conn, natsOptions **out,
                        char *errmsg)
 {
-    static char buf[CLI_SERVERS_BYTES_MAX];
+    char buf[CLI_SERVERS_BYTES_MAX]; /* SetServers copies the strings */
     const char *urls[CLI_SERVERS_MAX];
     int n = 0;
     natsOptions *opts = NULL;
@@ -315,6 +315,10 @@ int cli_options_create(const struct cli_conn_opts *conn, natsOptions **out,
     }
     if (s == NATS_OK) {
         s = natsOptions_SetTimeout(opts, conn->timeout_ms);
+    }
+    if (s == NATS_OK) {
+        /* Shows in the server's connection list (monitoring). */
+        s = natsOptions_SetName(opts, "keel");
     }
     if (s == NATS_OK) {
         /* Try the servers in the order given: predictable for scripts. */
