@@ -97,6 +97,48 @@ describe('nats.js on keeld', () => {
       ['js.wild.a', 'js.wild.a.b', 'js.wild.end']);
   });
 
+  it('stops delivering after a subscription max is reached', async () => {
+    const sub = nc.subscribe('js.max', { max: 3 });
+    await nc.flush();
+    for (let i = 0; i < 5; i++) {
+      nc.publish('js.max', sc.encode(`${i}`));
+    }
+    const got = await collect(sub, 5, 2000);
+    assert.deepEqual(got.map((m) => sc.decode(m.data)), ['0', '1', '2']);
+    assert.equal(sub.isClosed(), true);
+  });
+
+  it('round-trips a 512 KiB payload byte for byte', async () => {
+    const body = new Uint8Array(512 * 1024);
+    for (let i = 0; i < body.length; i++) {
+      body[i] = (i * 31 + 7) & 0xff;
+    }
+    const sub = nc.subscribe('js.big');
+    await nc.flush();
+    nc.publish('js.big', body);
+    const [m] = await collect(sub, 1);
+    assert.ok(m, 'message received');
+    assert.equal(m.data.length, body.length);
+    assert.deepEqual(m.data, body);
+  });
+
+  it('does not echo to a connection that asked for no echo', async () => {
+    const quiet = await connect({ servers: server.url, noEcho: true });
+    const own = [];
+    quiet.subscribe('js.echo', { callback: (_, m) => own.push(m) });
+    const sub = nc.subscribe('js.echo');
+    await quiet.flush();
+    await nc.flush();
+    quiet.publish('js.echo', sc.encode('from-quiet'));
+    const [m] = await collect(sub, 1);
+    assert.equal(sc.decode(m.data), 'from-quiet');
+    // The other connection got it, so the server has routed it; one more
+    // round trip on the quiet connection flushes anything sent to it.
+    await quiet.flush();
+    assert.equal(own.length, 0);
+    await quiet.close();
+  });
+
   it('gives each queue-group message to exactly one member', async () => {
     const n = 200;
     const members = [[], []];
