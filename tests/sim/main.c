@@ -39,9 +39,11 @@ static const struct mutation MUTATIONS[] = {
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: keel-sim [--seeds N] [--start S] [--seed S] "
-                    "[--nodes 3|5] [--duration MS] [--mutate NAME "
-                    "[--expect-violation]] [--quiet]\nmutations:");
+    fprintf(
+        stderr,
+        "usage: keel-sim [--seeds N] [--start S] [--seed S] "
+        "[--nodes 3|5] [--duration MS] [--mutate NAME "
+        "[--expect-violation]] [--scenario wipe-vote] [--quiet]\nmutations:");
     for (size_t i = 0; i < sizeof MUTATIONS / sizeof MUTATIONS[0]; i++) {
         fprintf(stderr, " %s", MUTATIONS[i].name);
     }
@@ -88,6 +90,13 @@ int main(int argc, char **argv)
                 usage();
             }
             i++;
+        } else if (strcmp(a, "--scenario") == 0 && v) {
+            if (strcmp(v, "wipe-vote") != 0) {
+                usage();
+            }
+            p.scenario = SIM_SCENARIO_WIPE_VOTE;
+            nodes = 3;
+            i++;
         } else if (strcmp(a, "--expect-violation") == 0) {
             expect = true;
         } else if (strcmp(a, "--quiet") == 0) {
@@ -103,6 +112,8 @@ int main(int argc, char **argv)
 
     static struct sim s;
     uint64_t sim_ms = 0, steps = 0, committed = 0;
+    uint64_t crashes = 0, powers = 0, wipes = 0, parts = 0, truncs = 0;
+    uint64_t leaders = 0, changes = 0, transfers = 0;
     for (uint64_t k = 0; k < seeds; k++) {
         uint64_t seed = start + k;
         p.n_nodes = nodes != 0 ? nodes : (seed % 2 == 0 ? 3 : 5);
@@ -110,6 +121,14 @@ int main(int argc, char **argv)
         sim_ms += s.now;
         steps += s.steps;
         committed += s.committed_len;
+        crashes += s.stats.crashes;
+        powers += s.stats.power_losses;
+        wipes += s.stats.wipes;
+        parts += s.stats.partitions;
+        truncs += s.stats.truncations;
+        leaders += s.stats.leaders;
+        changes += s.stats.changes;
+        transfers += s.stats.transfers;
         if (rv != 0) {
             if (expect) {
                 printf("mutation %s caught after %llu seeds (seed %llu, %u "
@@ -150,5 +169,12 @@ int main(int argc, char **argv)
            (unsigned long long)seeds, (unsigned long long)start,
            (unsigned long long)(start + seeds - 1), (double)sim_ms / 3.6e6,
            (unsigned long long)steps, (unsigned long long)committed);
+    printf("faults: %llu crashes, %llu power losses, %llu wiped disks, %llu "
+           "partitions; %llu elections won, %llu conflict truncations, %llu "
+           "membership changes, %llu transfers\n",
+           (unsigned long long)crashes, (unsigned long long)powers,
+           (unsigned long long)wipes, (unsigned long long)parts,
+           (unsigned long long)leaders, (unsigned long long)truncs,
+           (unsigned long long)changes, (unsigned long long)transfers);
     return 0;
 }

@@ -85,6 +85,7 @@ static void fault_partition(struct sim *s)
         }
     }
     sim_trace(s, -1, "PARTITION mask %x", mask);
+    s->stats.partitions++;
 }
 
 static void fault_stop(struct sim *s, int i, enum sim_stop_kind k)
@@ -92,6 +93,40 @@ static void fault_stop(struct sim *s, int i, enum sim_stop_kind k)
     if (i >= 0 && s->nodes[i].up) {
         sim_node_stop(s, (uint32_t)i, k);
     }
+}
+
+/* Replace a disk, often while another node lags behind a partition: the
+ * wiped node rejoins with nothing while the lagging one may campaign. */
+static void fault_wipe(struct sim *s, int leader)
+{
+    uint32_t victim = sim_rnd(s, s->p.n_nodes);
+    bool lagging = false;
+    for (uint32_t j = 0; j < s->p.n_nodes; j++) {
+        lagging = lagging || !s->link[leader][j];
+    }
+    if (lagging) {
+        /* Wipe a node that holds what the cut-off one lacks. */
+        for (uint32_t k = 0; k < s->p.n_nodes; k++) {
+            uint32_t j = (victim + k) % s->p.n_nodes;
+            if ((int)j != leader && s->link[leader][j]) {
+                victim = j;
+                break;
+            }
+        }
+    }
+    fault_stop(s, (int)victim, STOP_WIPE);
+    if (sim_rnd(s, 2) == 0) {
+        return;
+    }
+    uint32_t lag = sim_rnd(s, s->p.n_nodes);
+    if (lag == victim || (int)lag == leader) {
+        return;
+    }
+    for (uint32_t j = 0; j < s->p.n_nodes; j++) {
+        s->link[lag][j] = false;
+        s->link[j][lag] = false;
+    }
+    sim_trace(s, -1, "ISOLATE %u", lag + 1);
 }
 
 static void fault(struct sim *s)
@@ -125,7 +160,7 @@ static void fault(struct sim *s)
         break;
     case 8:
         if (wipe_allowed(s, leader)) {
-            fault_stop(s, random_up(s), STOP_WIPE);
+            fault_wipe(s, leader);
         }
         break;
     case 9:
@@ -135,6 +170,7 @@ static void fault(struct sim *s)
             sim_trace(s, leader, "request transfer to %llu",
                       (unsigned long long)in.transfer_to);
             sim_node_step(s, (uint32_t)leader, &in);
+            s->stats.transfers += s->last_rv == 0;
         }
         break;
     case 10:
@@ -157,6 +193,7 @@ static void operator_change(struct sim *s, int leader, uint8_t op,
     in.change.node = node;
     in.change.incarnation = inc;
     sim_node_step(s, (uint32_t)leader, &in);
+    s->stats.changes += s->last_rv == 0;
     sim_trace(s, leader, "change op %u node %llu -> %d", op,
               (unsigned long long)node, s->last_rv);
 }
@@ -192,7 +229,7 @@ static void operator(struct sim *s)
 {
     int leader = find_leader(s);
     operator_clear_wiped(s);
-    if (leader < 0) {
+    if (leader < 0 || s->script_active) {
         return;
     }
     const struct raft_config *c = raft_config_current(&s->nodes[leader].raft);
@@ -224,7 +261,8 @@ static void operator(struct sim *s)
     for (uint32_t i = 0; i < s->p.n_nodes; i++) {
         wiped = wiped || s->wiped_inc[i] != 0;
     }
-    if (!s->healing && !wiped && c->n >= 3 && sim_rnd(s, 10) == 0) {
+    if (!s->healing && !wiped && c->n >= 3 && s->p.scenario == 0 &&
+        sim_rnd(s, 10) == 0) {
         const struct raft_server *sv = &c->servers[sim_rnd(s, c->n)];
         if (sv->node != (uint64_t)leader + 1) {
             operator_change(s, leader, RAFT_CHANGE_REMOVE, sv->node,
@@ -299,6 +337,49 @@ static void heal(struct sim *s)
     }
 }
 
+/* TRACES, membership rule 1: e commits on {A, C} while B is cut off; C's
+ * disk is replaced (same node id, new incarnation) and it rejoins; A fails
+ * while C is catching up. C must not vote (it would elect B, lacking e). */
+static void script_wipe_vote(struct sim *s)
+{
+    int *nd = s->script_nodes;
+    switch (s->script_step) {
+    case 0:
+        nd[0] = find_leader(s);
+        if (nd[0] < 0) {
+            sim_ev_push(s, s->now + 50, EV_SCRIPT, 0, 0, NULL);
+            return;
+        }
+        s->script_active = true;
+        nd[1] = (nd[0] + 1) % 3;
+        nd[2] = (nd[0] + 2) % 3;
+        for (uint32_t j = 0; j < 3; j++) {
+            s->link[nd[1]][j] = false;
+            s->link[j][nd[1]] = false;
+        }
+        sim_trace(s, -1, "SCRIPT isolate %d, traffic on %d and %d", nd[1] + 1,
+                  nd[0] + 1, nd[2] + 1);
+        sim_ev_push(s, s->now + 200 + sim_rnd(s, 400), EV_SCRIPT, 0, 0, NULL);
+        break;
+    case 1:
+        if (s->nodes[nd[2]].up) {
+            sim_node_stop(s, (uint32_t)nd[2], STOP_WIPE);
+            sim_node_boot(s, (uint32_t)nd[2]);
+        }
+        sim_ev_push(s, s->now + 5 + sim_rnd(s, 150), EV_SCRIPT, 0, 0, NULL);
+        break;
+    case 2:
+        fault_stop(s, nd[0], STOP_CRASH);
+        links_all(s, true);
+        sim_ev_push(s, s->now + 1000, EV_SCRIPT, 0, 0, NULL);
+        break;
+    default:
+        s->script_active = false; /* the operator may act again */
+        return;
+    }
+    s->script_step++;
+}
+
 static void dispatch(struct sim *s, const struct sim_event *ev, uint64_t end)
 {
     struct sim_node *n = &s->nodes[ev->node];
@@ -346,7 +427,9 @@ static void dispatch(struct sim *s, const struct sim_event *ev, uint64_t end)
             bool wiped = n->dlen == 0;
             sim_node_boot(s, ev->node);
             if (wiped && sim_rnd(s, 2) == 0) {
-                /* A replaced disk rejoining while the leader fails. */
+                /* A replaced disk rejoining while the leader fails and the
+                 * network heals. */
+                links_all(s, true);
                 sim_ev_push(s, s->now + 5 + sim_rnd(s, 100), EV_CRASH_LEADER, 0,
                             0, NULL);
             }
@@ -358,6 +441,11 @@ static void dispatch(struct sim *s, const struct sim_event *ev, uint64_t end)
         break;
     case EV_HEAL:
         heal(s);
+        break;
+    case EV_SCRIPT:
+        if (!s->healing) {
+            script_wipe_vote(s);
+        }
         break;
     case EV_CRASH_LEADER:
         if (!s->healing) {
@@ -446,7 +534,11 @@ int sim_run(struct sim *s, uint64_t seed, const struct sim_params *p)
     }
     sim_ev_push(s, 1, EV_PROPOSE, 0, 0, NULL);
     if (!p->bench) {
-        sim_ev_push(s, 50 + sim_rnd(s, 200), EV_FAULT, 0, 0, NULL);
+        if (p->scenario == SIM_SCENARIO_WIPE_VOTE) {
+            sim_ev_push(s, 400, EV_SCRIPT, 0, 0, NULL);
+        } else {
+            sim_ev_push(s, 50 + sim_rnd(s, 200), EV_FAULT, 0, 0, NULL);
+        }
         sim_ev_push(s, OPERATOR_EVERY_MS, EV_OPERATOR, 0, 0, NULL);
         sim_ev_push(s, p->duration_ms, EV_HEAL, 0, 0, NULL);
     }

@@ -279,6 +279,7 @@ static void store_entries(struct sim *s, uint32_t i, const struct raft_out *out)
     if (out->truncate_from != 0) {
         uint64_t k = out->truncate_from;
         inv_truncate(s, i, k);
+        s->stats.truncations++;
         sim_trace(s, (int)i, "truncate from %llu", (unsigned long long)k);
         if (k <= n->vlen) {
             n->vlen = k - 1;
@@ -429,6 +430,7 @@ void sim_node_step(struct sim *s, uint32_t i, struct raft_in *in)
                   (unsigned long long)out->term);
     }
     if (out->became_leader) {
+        s->stats.leaders++;
         inv_leader(s, i);
     }
     for (uint32_t j = 0; j < out->n_msgs; j++) {
@@ -534,6 +536,13 @@ void sim_node_stop(struct sim *s, uint32_t i, enum sim_stop_kind k)
         n->hs_vote = 0;
     }
     n->vlen = 0;
+    if (k == STOP_CRASH) {
+        s->stats.crashes++;
+    } else if (k == STOP_POWER) {
+        s->stats.power_losses++;
+    } else {
+        s->stats.wipes++;
+    }
     sim_trace(s, (int)i, "%s",
               k == STOP_CRASH   ? "CRASH (process)"
               : k == STOP_POWER ? "POWER LOSS"

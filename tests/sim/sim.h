@@ -14,7 +14,7 @@
 #define SIM_EVENTS_MAX 65536  /* pending events */
 #define SIM_OPS_MAX 4096      /* unsynced disk writes per node */
 #define SIM_CFG_MAX 64        /* configuration entries per node log */
-#define SIM_TRACE_MAX 512     /* events kept for a failure report */
+#define SIM_TRACE_MAX 8192    /* events kept for a failure report */
 #define SIM_TERMS_MAX 65536   /* leader-per-term table */
 #define SIM_CREATED_MAX 32768 /* (index, term) -> entry table, power of 2 */
 #define SIM_PAYLOAD_MAX 96    /* a 5-node configuration plus learners */
@@ -104,7 +104,8 @@ struct sim_params {
     uint64_t duration_ms; /* safety phase */
     uint64_t heal_ms;     /* liveness bound after healing */
     bool quiet;
-    bool bench; /* instant network and disk, no faults */
+    bool bench;        /* instant network and disk, no faults */
+    uint32_t scenario; /* 0: random faults; else a scripted trace */
 };
 
 struct sim_created {
@@ -151,8 +152,15 @@ struct sim {
     struct raft_out *out;
     int last_rv;
     uint64_t heal_id; /* first proposal id after healing */
+    uint32_t script_step;
+    int script_nodes[3]; /* leader, lagging, wiped */
+    bool script_active;
     bool heal_committed;
     uint64_t proposals;
+    struct {
+        uint64_t crashes, power_losses, wipes, partitions, truncations, leaders,
+            changes, transfers, reads;
+    } stats;
     uint64_t trace_n;
     struct sim_trace trace[SIM_TRACE_MAX];
 };
@@ -171,6 +179,12 @@ enum sim_ev_type {
     EV_OPERATOR,
     EV_HEAL,
     EV_CRASH_LEADER,
+    EV_SCRIPT,
+};
+
+enum sim_scenario {
+    SIM_SCENARIO_NONE = 0,
+    SIM_SCENARIO_WIPE_VOTE = 1, /* TRACES §3 membership rule 1 */
 };
 
 enum sim_stop_kind { STOP_CRASH, STOP_POWER, STOP_WIPE };
