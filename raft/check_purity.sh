@@ -24,7 +24,9 @@ while read -r line; do
   if [[ $sym =~ $allow ]]; then
     continue
   fi
-  if [[ $obj == *codec* && $sym == msgpack_* ]]; then
+  # The codec: msgpack-c, and what msgpack-c's inline functions and the
+  # shared keel_err() (error.h) use.
+  if [[ $obj == *codec* && $sym =~ ^(msgpack_.*|vsnprintf|ntohs|ntohl|__assert_fail)$ ]]; then
     continue
   fi
   echo "impure symbol in $obj: $sym"

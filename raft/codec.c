@@ -1,0 +1,444 @@
+/* msgpack codec of Raft messages (format in codec.h). */
+#include <msgpack.h>
+#include <string.h>
+
+#include "codec.h"
+#include "keel/assert.h"
+#include "keel/error.h"
+
+#define HEADER_FIELDS 7
+
+/* Fields after the header, per message type; 0: not a wire type (yet). */
+static uint32_t body_fields(uint8_t type)
+{
+    switch (type) {
+    case RAFT_MSG_APPEND:
+        return 6;
+    case RAFT_MSG_APPEND_RESP:
+        return 6;
+    case RAFT_MSG_VOTE:
+        return 4;
+    case RAFT_MSG_VOTE_RESP:
+        return 2;
+    case RAFT_MSG_SNAPSHOT:
+        return 8;
+    case RAFT_MSG_SNAPSHOT_RESP:
+        return 3;
+    case RAFT_MSG_TIMEOUT_NOW:
+        return 0;
+    default:
+        return UINT32_MAX;
+    }
+}
+
+static void pack_entries(msgpack_packer *pk, const struct raft_msg_append *a)
+{
+    ASSERT(a->n_entries <= RAFT_APPEND_ENTRIES_MAX);
+    ASSERT(a->n_entries == 0 || a->entries != NULL);
+    msgpack_pack_array(pk, a->n_entries);
+    for (uint32_t i = 0; i < a->n_entries; i++) {
+        const struct raft_entry *e = &a->entries[i];
+        msgpack_pack_array(pk, 3);
+        msgpack_pack_uint64(pk, e->term);
+        msgpack_pack_uint8(pk, e->type);
+        msgpack_pack_bin(pk, e->len);
+        msgpack_pack_bin_body(pk, e->buf, e->len);
+    }
+}
+
+static void pack_body(msgpack_packer *pk, const struct raft_msg *m)
+{
+    uint8_t cfg[RAFT_CONFIG_BYTES_MAX];
+    switch (m->type) {
+    case RAFT_MSG_APPEND:
+        msgpack_pack_uint64(pk, m->append.prev_index);
+        msgpack_pack_uint64(pk, m->append.prev_term);
+        msgpack_pack_uint64(pk, m->append.commit);
+        msgpack_pack_uint64(pk, m->append.leader_last);
+        msgpack_pack_uint64(pk, m->append.ctx);
+        pack_entries(pk, &m->append);
+        break;
+    case RAFT_MSG_APPEND_RESP:
+        msgpack_pack_uint8(pk, m->append_resp.success);
+        msgpack_pack_uint64(pk, m->append_resp.match);
+        msgpack_pack_uint64(pk, m->append_resp.last);
+        msgpack_pack_uint64(pk, m->append_resp.hint);
+        msgpack_pack_uint64(pk, m->append_resp.hint_term);
+        msgpack_pack_uint64(pk, m->append_resp.ctx);
+        break;
+    case RAFT_MSG_VOTE:
+        msgpack_pack_uint8(pk, m->vote.pre);
+        msgpack_pack_uint8(pk, m->vote.transfer);
+        msgpack_pack_uint64(pk, m->vote.last_index);
+        msgpack_pack_uint64(pk, m->vote.last_term);
+        break;
+    case RAFT_MSG_VOTE_RESP:
+        msgpack_pack_uint8(pk, m->vote_resp.pre);
+        msgpack_pack_uint8(pk, m->vote_resp.granted);
+        break;
+    case RAFT_MSG_SNAPSHOT: {
+        uint32_t n = raft_config_encode(&m->snapshot.config, cfg, sizeof cfg);
+        msgpack_pack_uint64(pk, m->snapshot.index);
+        msgpack_pack_uint64(pk, m->snapshot.term);
+        msgpack_pack_uint64(pk, m->snapshot.leader_last);
+        msgpack_pack_uint64(pk, m->snapshot.log_first);
+        msgpack_pack_uint64(pk, m->snapshot.offset);
+        msgpack_pack_uint8(pk, m->snapshot.done);
+        msgpack_pack_bin(pk, m->snapshot.len);
+        msgpack_pack_bin_body(pk, m->snapshot.chunk, m->snapshot.len);
+        msgpack_pack_bin(pk, n);
+        msgpack_pack_bin_body(pk, cfg, n);
+        break;
+    }
+    case RAFT_MSG_SNAPSHOT_RESP:
+        msgpack_pack_uint8(pk, m->snapshot_resp.success);
+        msgpack_pack_uint64(pk, m->snapshot_resp.match);
+        msgpack_pack_uint64(pk, m->snapshot_resp.offset);
+        break;
+    default:
+        break;
+    }
+}
+
+int raft_msg_encode(const struct raft_msg *m, void **buf, size_t *len,
+                    char *errmsg)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    uint32_t fields = body_fields(m->type);
+
+    ASSERT(buf != NULL);
+    ASSERT(len != NULL);
+    if (fields == UINT32_MAX || m->from == 0 || m->to == 0) {
+        return keel_err(KEEL_EINVAL, errmsg,
+                        "raft message type %u from %llu to %llu cannot be "
+                        "sent: fix the caller",
+                        m->type, (unsigned long long)m->from,
+                        (unsigned long long)m->to);
+    }
+    if (m->type == RAFT_MSG_APPEND &&
+        (m->append.n_entries > RAFT_APPEND_ENTRIES_MAX ||
+         (m->append.n_entries > 0 && m->append.entries == NULL))) {
+        return keel_err(KEEL_EINVAL, errmsg,
+                        "AppendEntries without its %u payloads: fill them "
+                        "from the store before encoding",
+                        m->append.n_entries);
+    }
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, HEADER_FIELDS + fields);
+    msgpack_pack_uint8(&pk, RAFT_CODEC_VERSION);
+    msgpack_pack_uint8(&pk, m->type);
+    msgpack_pack_uint64(&pk, m->from);
+    msgpack_pack_uint64(&pk, m->from_incarnation);
+    msgpack_pack_uint64(&pk, m->to);
+    msgpack_pack_uint64(&pk, m->to_incarnation);
+    msgpack_pack_uint64(&pk, m->term);
+    pack_body(&pk, m);
+    if (sb.data == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "encoding a raft message");
+    }
+    if (sb.size > RAFT_MSG_BYTES_MAX) {
+        msgpack_sbuffer_destroy(&sb);
+        return keel_err(KEEL_ETOOBIG, errmsg,
+                        "raft message of %zu bytes exceeds the frame maximum; "
+                        "send fewer entries per AppendEntries",
+                        sb.size);
+    }
+    *buf = sb.data;
+    *len = sb.size;
+    return 0;
+}
+
+/* ---- decoding ---- */
+
+/* Walk the msgpack bytes before unpacking: every declared array, map, str,
+ * bin and ext size must fit in what is left, so a hostile count never makes
+ * msgpack-c allocate for elements that are not there. Exactly one object,
+ * no trailing bytes. Each iteration consumes at least one byte. */
+static int prescan(const uint8_t *p, size_t len)
+{
+    static const uint8_t fixed[] = {
+        [0xc0] = 1, [0xc2] = 1,  [0xc3] = 1, [0xca] = 5, [0xcb] = 9,
+        [0xcc] = 2, [0xcd] = 3,  [0xce] = 5, [0xcf] = 9, [0xd0] = 2,
+        [0xd1] = 3, [0xd2] = 5,  [0xd3] = 9, [0xd4] = 3, [0xd5] = 4,
+        [0xd6] = 6, [0xd7] = 10, [0xd8] = 18};
+    size_t pos = 0;
+    uint64_t need = 1;
+    while (need > 0) {
+        if (pos >= len) {
+            return KEEL_ETRUNCATED;
+        }
+        uint8_t b = p[pos];
+        uint64_t count = 0; /* elements this object announces */
+        uint64_t size = 1;  /* bytes of this object itself */
+        uint32_t lenbytes = 0;
+        bool payload = false;
+        if (b <= 0x7f || b >= 0xe0) {
+            size = 1;
+        } else if (b <= 0x8f) {
+            count = 2u * (b & 0x0f);
+        } else if (b <= 0x9f) {
+            count = b & 0x0f;
+        } else if (b <= 0xbf) {
+            size = 1u + (b & 0x1f);
+        } else if (b == 0xc4 || b == 0xd9) {
+            lenbytes = 1;
+            payload = true;
+        } else if (b == 0xc5 || b == 0xda) {
+            lenbytes = 2;
+            payload = true;
+        } else if (b == 0xc6 || b == 0xdb) {
+            lenbytes = 4;
+            payload = true;
+        } else if (b >= 0xc7 && b <= 0xc9) {
+            lenbytes = b == 0xc7 ? 1 : b == 0xc8 ? 2 : 4;
+            payload = true;
+            size = 2; /* the marker and the ext type byte */
+        } else if (b == 0xdc || b == 0xde) {
+            lenbytes = 2;
+        } else if (b == 0xdd || b == 0xdf) {
+            lenbytes = 4;
+        } else if (fixed[b] != 0) {
+            size = fixed[b];
+        } else {
+            return KEEL_EPROTO; /* 0xc1: never used */
+        }
+        if (lenbytes > 0) {
+            if (len - pos < 1u + lenbytes) {
+                return KEEL_ETRUNCATED;
+            }
+            uint64_t n = 0;
+            for (uint32_t i = 0; i < lenbytes; i++) {
+                n = (n << 8) | p[pos + 1 + i];
+            }
+            if (payload) {
+                size += lenbytes + n;
+            } else {
+                size = 1u + lenbytes;
+                count = (b == 0xde || b == 0xdf) ? 2 * n : n;
+            }
+        }
+        if (size > len - pos) {
+            return KEEL_ETRUNCATED;
+        }
+        pos += size;
+        need = need - 1 + count;
+        if (need > len - pos) {
+            return KEEL_ETRUNCATED; /* more elements than bytes left */
+        }
+    }
+    return pos == len ? 0 : KEEL_EPROTO;
+}
+
+static bool get_u64(const msgpack_object *o, uint64_t *v)
+{
+    if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        return false;
+    }
+    *v = o->via.u64;
+    return true;
+}
+
+static bool get_flag(const msgpack_object *o, uint8_t *v)
+{
+    uint64_t x;
+    if (!get_u64(o, &x) || x > 1) {
+        return false;
+    }
+    *v = (uint8_t)x;
+    return true;
+}
+
+static bool get_bin(const msgpack_object *o, const void **p, uint32_t *n)
+{
+    if (o->type != MSGPACK_OBJECT_BIN ||
+        o->via.bin.size > RAFT_ENTRY_BYTES_MAX) {
+        return false;
+    }
+    *p = o->via.bin.size > 0 ? o->via.bin.ptr : NULL;
+    *n = o->via.bin.size;
+    return true;
+}
+
+static int decode_entries(const msgpack_object *o, struct raft_msg *m,
+                          struct raft_entry *entries, char *errmsg)
+{
+    if (o->type != MSGPACK_OBJECT_ARRAY ||
+        o->via.array.size > RAFT_APPEND_ENTRIES_MAX) {
+        return keel_err(KEEL_EPROTO, errmsg,
+                        "AppendEntries: entries must be an array of at most "
+                        "%d",
+                        RAFT_APPEND_ENTRIES_MAX);
+    }
+    for (uint32_t i = 0; i < o->via.array.size; i++) {
+        const msgpack_object *e = &o->via.array.ptr[i];
+        struct raft_entry *out = &entries[i];
+        uint64_t type;
+        if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size != 3 ||
+            !get_u64(&e->via.array.ptr[0], &out->term) || out->term == 0 ||
+            !get_u64(&e->via.array.ptr[1], &type) || type < RAFT_ENTRY_NORMAL ||
+            type > RAFT_ENTRY_CONFIG ||
+            !get_bin(&e->via.array.ptr[2], &out->buf, &out->len)) {
+            return keel_err(KEEL_EPROTO, errmsg,
+                            "AppendEntries: entry %u is not [term > 0, type, "
+                            "payload]",
+                            i);
+        }
+        out->type = (uint8_t)type;
+        if (type == RAFT_ENTRY_CONFIG) {
+            struct raft_config c;
+            if (raft_config_decode(out->buf, out->len, &c) != 0) {
+                return keel_err(KEEL_EPROTO, errmsg,
+                                "AppendEntries: entry %u is a malformed "
+                                "configuration",
+                                i);
+            }
+        }
+    }
+    m->append.n_entries = o->via.array.size;
+    m->append.entries = o->via.array.size > 0 ? entries : NULL;
+    return 0;
+}
+
+/* The type's fields, f[0..] after the header. A switch over wire types. */
+static int decode_body(const msgpack_object *f, struct raft_msg *m,
+                       struct raft_entry *entries, char *errmsg)
+{
+    bool ok = true;
+    switch (m->type) {
+    case RAFT_MSG_APPEND:
+        ok = get_u64(&f[0], &m->append.prev_index) &&
+             get_u64(&f[1], &m->append.prev_term) &&
+             get_u64(&f[2], &m->append.commit) &&
+             get_u64(&f[3], &m->append.leader_last) &&
+             get_u64(&f[4], &m->append.ctx);
+        if (ok) {
+            return decode_entries(&f[5], m, entries, errmsg);
+        }
+        break;
+    case RAFT_MSG_APPEND_RESP:
+        ok = get_flag(&f[0], &m->append_resp.success) &&
+             get_u64(&f[1], &m->append_resp.match) &&
+             get_u64(&f[2], &m->append_resp.last) &&
+             get_u64(&f[3], &m->append_resp.hint) &&
+             get_u64(&f[4], &m->append_resp.hint_term) &&
+             get_u64(&f[5], &m->append_resp.ctx);
+        break;
+    case RAFT_MSG_VOTE:
+        ok = get_flag(&f[0], &m->vote.pre) &&
+             get_flag(&f[1], &m->vote.transfer) &&
+             get_u64(&f[2], &m->vote.last_index) &&
+             get_u64(&f[3], &m->vote.last_term);
+        break;
+    case RAFT_MSG_VOTE_RESP:
+        ok = get_flag(&f[0], &m->vote_resp.pre) &&
+             get_flag(&f[1], &m->vote_resp.granted);
+        break;
+    case RAFT_MSG_SNAPSHOT: {
+        const void *cfg;
+        uint32_t n;
+        ok = get_u64(&f[0], &m->snapshot.index) &&
+             get_u64(&f[1], &m->snapshot.term) &&
+             get_u64(&f[2], &m->snapshot.leader_last) &&
+             get_u64(&f[3], &m->snapshot.log_first) &&
+             get_u64(&f[4], &m->snapshot.offset) &&
+             get_flag(&f[5], &m->snapshot.done) &&
+             get_bin(&f[6], &m->snapshot.chunk, &m->snapshot.len) &&
+             get_bin(&f[7], &cfg, &n) &&
+             raft_config_decode(cfg, n, &m->snapshot.config) == 0;
+        break;
+    }
+    case RAFT_MSG_SNAPSHOT_RESP:
+        ok = get_flag(&f[0], &m->snapshot_resp.success) &&
+             get_u64(&f[1], &m->snapshot_resp.match) &&
+             get_u64(&f[2], &m->snapshot_resp.offset);
+        break;
+    default:
+        break;
+    }
+    if (!ok) {
+        return keel_err(KEEL_EPROTO, errmsg,
+                        "raft message type %u: a field has the wrong type or "
+                        "range",
+                        m->type);
+    }
+    return 0;
+}
+
+static int decode_header(const msgpack_object *o, struct raft_msg *m,
+                         char *errmsg)
+{
+    uint64_t version;
+    uint64_t type;
+    const msgpack_object *f = o->via.array.ptr;
+
+    ASSERT(o->type == MSGPACK_OBJECT_ARRAY);
+    ASSERT(o->via.array.size >= HEADER_FIELDS);
+    if (!get_u64(&f[0], &version) || !get_u64(&f[1], &type)) {
+        return keel_err(KEEL_EPROTO, errmsg, "raft frame header malformed");
+    }
+    if (version != RAFT_CODEC_VERSION) {
+        return keel_err(KEEL_EVERSION, errmsg,
+                        "raft frame version %llu, this node speaks %d: "
+                        "upgrade the older node",
+                        (unsigned long long)version, RAFT_CODEC_VERSION);
+    }
+    if (type > RAFT_MSG_TYPE_MAX || body_fields((uint8_t)type) == UINT32_MAX ||
+        o->via.array.size != HEADER_FIELDS + body_fields((uint8_t)type)) {
+        return keel_err(KEEL_EPROTO, errmsg,
+                        "raft message type %llu unknown or with %u fields",
+                        (unsigned long long)type, o->via.array.size);
+    }
+    m->type = (uint8_t)type;
+    if (!get_u64(&f[2], &m->from) || !get_u64(&f[3], &m->from_incarnation) ||
+        !get_u64(&f[4], &m->to) || !get_u64(&f[5], &m->to_incarnation) ||
+        !get_u64(&f[6], &m->term) || m->from == 0 || m->to == 0) {
+        return keel_err(KEEL_EPROTO, errmsg,
+                        "raft frame: sender, receiver or term malformed");
+    }
+    return 0;
+}
+
+int raft_msg_decode(const void *buf, size_t len, struct raft_msg *m,
+                    struct raft_entry *entries, char *errmsg)
+{
+    msgpack_unpacked u;
+    size_t off = 0;
+    int rv;
+
+    ASSERT(m != NULL);
+    ASSERT(entries != NULL);
+    memset(m, 0, sizeof *m);
+    if (len > RAFT_MSG_BYTES_MAX) {
+        return keel_err(KEEL_ETOOBIG, errmsg, "raft frame of %zu bytes", len);
+    }
+    rv = buf == NULL ? KEEL_ETRUNCATED : prescan(buf, len);
+    if (rv != 0) {
+        return keel_err(rv, errmsg, "raft frame of %zu bytes is %s", len,
+                        rv == KEEL_ETRUNCATED ? "truncated" : "malformed");
+    }
+    msgpack_unpacked_init(&u);
+    if (msgpack_unpack_next(&u, buf, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+        off != len) {
+        rv = keel_err(KEEL_EPROTO, errmsg,
+                      "raft frame is not one msgpack "
+                      "object");
+        goto out;
+    }
+    if (u.data.type != MSGPACK_OBJECT_ARRAY ||
+        u.data.via.array.size < HEADER_FIELDS) {
+        rv = keel_err(KEEL_EPROTO, errmsg, "raft frame is not an array");
+        goto out;
+    }
+    rv = decode_header(&u.data, m, errmsg);
+    if (rv == 0) {
+        rv = decode_body(u.data.via.array.ptr + HEADER_FIELDS, m, entries,
+                         errmsg);
+    }
+out:
+    /* Payload pointers reference buf (msgpack-c unpacks bin zero-copy), so
+     * the unpacked objects can go now. */
+    msgpack_unpacked_destroy(&u);
+    return rv;
+}
