@@ -163,6 +163,9 @@ static bool deliver(struct srv_conn *pub, struct srv_sub *sub,
     d->srv->stats.out_msgs++;
     d->srv->stats.out_bytes += total;
     mark_dirty(d);
+    if (d->out.len >= SRV_CONN_FLUSH_BYTES && !d->writing) {
+        srv_conn_flush(d);
+    }
     if (!d->backed_up && srv_conn_pending_bytes(d) > d->srv->stall_bytes) {
         d->backed_up = true;
         d->srv->nbacked++;

@@ -320,6 +320,8 @@ static void stall_timer_cb(uv_timer_t *t)
 void srv_server_stall(struct srv_server *srv, struct srv_conn *c)
 {
     ASSERT(!c->stalled);
+    SRV_TRACE("conn", "cid %llu stalled: %zu receivers backed up",
+              (unsigned long long)c->cid, srv->nbacked);
     uv_read_stop((uv_stream_t *)&c->tcp);
     c->stalled = true;
     c->stall_next = srv->stalled;

@@ -28,12 +28,17 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 #define SRV_CONFIG_KEYS_MAX 4096
 #define SRV_SHUTDOWN_MS_MAX 2000
 #define SRV_CLOSE_FLUSH_MS_MAX 1000
-#define SRV_CONN_OUT_KEEP_BYTES (256 * 1024)
+#define SRV_CONN_OUT_KEEP_BYTES (1024 * 1024)
+/* Output is written as soon as a conn has this much queued, not only at
+ * the end of the loop iteration: receivers start reading sooner and the
+ * buffers stay small enough to be reused instead of reallocated. */
+#define SRV_CONN_FLUSH_BYTES (64 * 1024)
 #define SRV_HMAP_SLOTS_MAX (1u << 30)
-/* A publisher whose fan-out leaves a receiver with more than this queued
- * stops being read for up to SRV_STALL_MS, so fast producers slow down to
- * their consumers instead of cutting them off as slow consumers. */
-#define SRV_CONN_STALL_BYTES (4 * 1024 * 1024)
+/* A publisher whose fan-out leaves a receiver with more than half its
+ * max_pending (capped at this) queued stops being read until the receiver
+ * drains or SRV_STALL_MS passes, so fast producers slow down to their
+ * consumers instead of cutting them off as slow consumers. */
+#define SRV_CONN_STALL_BYTES (64 * 1024 * 1024)
 #define SRV_STALL_MS 10
 
 /* ---- store ---- */
