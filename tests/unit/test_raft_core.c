@@ -1,0 +1,451 @@
+/* Unit tests of the Raft core driven by hand: elections, the durability
+ * contract, commitment, membership rules and read-index (DESIGN §3). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "keel/error.h"
+#include "raft.h"
+
+#define N 3
+#define ET 100
+
+struct fixture {
+    struct raft r[N + 1];
+    struct raft_out out;
+    uint64_t now;
+    struct raft_config cfg;
+    uint8_t cfgbuf[RAFT_CONFIG_BYTES_MAX];
+    uint32_t cfglen;
+    struct raft_msg msg; /* copy of the last message picked from out */
+};
+
+static void boot(struct fixture *f, uint32_t i, raft_term hs_term,
+                 const raft_term *terms, uint32_t n)
+{
+    struct raft_params p = {.id = i + 1,
+                            .incarnation = 100 + i,
+                            .seed = i + 1,
+                            .election_timeout_ms = ET,
+                            .heartbeat_ms = 20};
+    assert_int_equal(raft_init(&f->r[i], &p), 0);
+    raft_load_hard_state(&f->r[i], hs_term, 0);
+    struct raft_entry c = {1, RAFT_ENTRY_CONFIG, f->cfglen, f->cfgbuf};
+    assert_int_equal(raft_load_entry(&f->r[i], 1, &c), 0);
+    for (uint32_t k = 0; k < n; k++) {
+        struct raft_entry e = {terms[k], RAFT_ENTRY_NORMAL, 1, "x"};
+        assert_int_equal(raft_load_entry(&f->r[i], 2 + k, &e), 0);
+    }
+    raft_start(&f->r[i], f->now);
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    f->cfg.n = N;
+    for (uint32_t i = 0; i < N; i++) {
+        f->cfg.servers[i] = (struct raft_server){i + 1, 100 + i, RAFT_VOTER};
+    }
+    f->cfglen = raft_config_encode(&f->cfg, f->cfgbuf, sizeof f->cfgbuf);
+    for (uint32_t i = 0; i < N; i++) {
+        boot(f, i, 1, NULL, 0);
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    for (uint32_t i = 0; i <= N; i++) {
+        if (f->r[i].runs != NULL) {
+            raft_close(&f->r[i]);
+        }
+    }
+    free(f);
+    return 0;
+}
+
+static int step(struct fixture *f, uint32_t i, struct raft_in *in)
+{
+    in->now_ms = f->now;
+    return raft_step(&f->r[i], in, &f->out);
+}
+
+static void tick(struct fixture *f, uint32_t i, uint64_t now)
+{
+    struct raft_in in = {.type = RAFT_IN_TICK};
+    f->now = now;
+    assert_int_equal(step(f, i, &in), 0);
+}
+
+/* Copy the first output message of a type to a node, or fail. */
+static const struct raft_msg *pick(struct fixture *f, uint8_t type,
+                                   raft_node to)
+{
+    for (uint32_t k = 0; k < f->out.n_msgs; k++) {
+        if (f->out.msgs[k].type == type && f->out.msgs[k].to == to) {
+            f->msg = f->out.msgs[k];
+            return &f->msg;
+        }
+    }
+    fail_msg("no message of type %u to %llu", type, (unsigned long long)to);
+    return NULL;
+}
+
+static void deliver(struct fixture *f, uint32_t i, const struct raft_msg *m)
+{
+    struct raft_in in = {.type = RAFT_IN_RECEIVE, .msg = m};
+    assert_int_equal(step(f, i, &in), 0);
+}
+
+static void persisted(struct fixture *f, uint32_t i, raft_index index,
+                      raft_term term)
+{
+    struct raft_in in = {.type = RAFT_IN_PERSISTED};
+    in.persisted.index = index;
+    in.persisted.term = term;
+    assert_int_equal(step(f, i, &in), 0);
+}
+
+static struct raft_msg vote_resp(raft_node from, raft_node to, raft_term term,
+                                 bool pre)
+{
+    struct raft_msg m = {.type = RAFT_MSG_VOTE_RESP,
+                         .from = from,
+                         .from_incarnation = 100 + from - 1,
+                         .to = to,
+                         .term = term};
+    m.vote_resp.pre = pre;
+    m.vote_resp.granted = 1;
+    return m;
+}
+
+/* Node 1 wins an election with node 2's votes. */
+static void elect(struct fixture *f)
+{
+    tick(f, 0, 10 * ET);
+    raft_term t = f->r[0].term;
+    struct raft_msg m = vote_resp(2, 1, t + 1, true);
+    deliver(f, 0, &m);
+    m = vote_resp(2, 1, t + 1, false);
+    deliver(f, 0, &m);
+    assert_int_equal(f->r[0].role, RAFT_LEADER);
+}
+
+static struct raft_msg append_resp(raft_node from, raft_term term,
+                                   raft_index match, raft_index last,
+                                   uint64_t ctx)
+{
+    struct raft_msg m = {.type = RAFT_MSG_APPEND_RESP,
+                         .from = from,
+                         .from_incarnation = 100 + from - 1,
+                         .to = 1,
+                         .term = term};
+    m.append_resp.success = 1;
+    m.append_resp.match = match;
+    m.append_resp.last = last;
+    m.append_resp.ctx = ctx;
+    return m;
+}
+
+static void
+an_election_timeout_starts_a_pre_vote_that_persists_nothing(void **state)
+{
+    struct fixture *f = *state;
+    tick(f, 0, 10 * ET);
+    assert_int_equal(f->r[0].role, RAFT_PRE_CANDIDATE);
+    assert_false(f->out.hs_changed);
+    assert_int_equal(f->r[0].term, 1);
+    const struct raft_msg *m = pick(f, RAFT_MSG_VOTE, 2);
+    assert_true(m->vote.pre);
+    assert_int_equal(m->term, 2);
+}
+
+static void a_won_pre_vote_persists_term_and_vote_before_asking(void **state)
+{
+    struct fixture *f = *state;
+    tick(f, 0, 10 * ET);
+    struct raft_msg m = vote_resp(2, 1, 2, true);
+    deliver(f, 0, &m);
+    assert_int_equal(f->r[0].role, RAFT_CANDIDATE);
+    assert_true(f->out.hs_changed);
+    assert_int_equal(f->out.term, 2);
+    assert_int_equal(f->out.vote, 1);
+    assert_false(pick(f, RAFT_MSG_VOTE, 3)->vote.pre);
+}
+
+static void a_new_leader_appends_a_barrier_of_its_term(void **state)
+{
+    struct fixture *f = *state;
+    elect(f);
+    assert_int_equal(f->out.n_entries, 1);
+    assert_int_equal(f->out.entries_first, 2);
+    assert_int_equal(f->out.entries[0].type, RAFT_ENTRY_BARRIER);
+    assert_int_equal(f->out.entries[0].term, f->r[0].term);
+}
+
+static void
+the_leader_counts_itself_only_up_to_its_persisted_index(void **state)
+{
+    struct fixture *f = *state;
+    elect(f);
+    raft_term t = f->r[0].term;
+    struct raft_msg m = append_resp(2, t, 2, 2, 0);
+    deliver(f, 0, &m);
+    assert_int_equal(f->out.commit, 0); /* own copy of 2 not synced */
+    persisted(f, 0, 2, t);
+    assert_int_equal(f->out.commit, 2);
+}
+
+static void
+a_follower_reports_match_bounded_by_its_persisted_index(void **state)
+{
+    struct fixture *f = *state;
+    elect(f);
+    const struct raft_msg *a = pick(f, RAFT_MSG_APPEND, 2);
+    struct raft_msg app = *a;
+    struct raft_entry e = {f->r[0].term, RAFT_ENTRY_BARRIER, 0, NULL};
+    app.append.prev_index = 1;
+    app.append.prev_term = 1;
+    app.append.n_entries = 1;
+    app.append.entries = &e;
+    deliver(f, 1, &app);
+    assert_int_equal(f->out.n_entries, 1);
+    const struct raft_msg *r = pick(f, RAFT_MSG_APPEND_RESP, 1);
+    assert_int_equal(r->append_resp.match, 1); /* 2 is not synced yet */
+    assert_int_equal(r->append_resp.last, 2);
+    /* The follower answers as soon as its persisted index advances. */
+    persisted(f, 1, 2, f->r[0].term);
+    assert_int_equal(pick(f, RAFT_MSG_APPEND_RESP, 1)->append_resp.match, 2);
+}
+
+static void
+a_sync_of_replaced_entries_is_not_accepted_as_persisted(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_entry old[2] = {{2, RAFT_ENTRY_NORMAL, 1, "a"},
+                                {2, RAFT_ENTRY_NORMAL, 1, "b"}};
+    struct raft_entry new_ = {3, RAFT_ENTRY_NORMAL, 1, "c"};
+    struct raft_msg app = {.type = RAFT_MSG_APPEND,
+                           .from = 1,
+                           .from_incarnation = 100,
+                           .to = 2,
+                           .term = 2};
+    app.append.prev_index = 1;
+    app.append.prev_term = 1;
+    app.append.n_entries = 2;
+    app.append.entries = old;
+    deliver(f, 1, &app);
+    assert_int_equal(f->r[1].last_index, 3);
+    /* A leader of term 3 replaces them while their sync runs. */
+    app.from = 3;
+    app.from_incarnation = 102;
+    app.term = 3;
+    app.append.n_entries = 1;
+    app.append.entries = &new_;
+    deliver(f, 1, &app);
+    assert_int_equal(f->out.truncate_from, 2);
+    persisted(f, 1, 3, 2); /* the sync that covered the old 2..3 */
+    assert_int_equal(f->r[1].persisted, 1);
+    assert_int_equal(f->out.n_msgs, 0);
+    persisted(f, 1, 2, 3);
+    assert_int_equal(f->r[1].persisted, 2);
+}
+
+static void
+an_entry_of_a_previous_term_commits_only_with_one_of_this_term(void **state)
+{
+    struct fixture *f = *state;
+    raft_close(&f->r[0]);
+    raft_term terms[2] = {2, 2};
+    boot(f, 0, 2, terms, 2); /* 1(t1) 2(t2) 3(t2) */
+    elect(f);
+    raft_term t = f->r[0].term;
+    assert_int_equal(f->out.entries_first, 4);
+    persisted(f, 0, 4, t);
+    struct raft_msg m = append_resp(2, t, 3, 3, 0);
+    deliver(f, 0, &m);
+    assert_int_equal(f->out.commit, 0); /* 3 is on a majority, but t2 */
+    m = append_resp(2, t, 4, 4, 0);
+    deliver(f, 0, &m);
+    assert_int_equal(f->out.commit, 4);
+}
+
+static void term_on_start_is_at_least_the_last_log_term(void **state)
+{
+    struct fixture *f = *state;
+    raft_close(&f->r[2]);
+    raft_term terms[1] = {4};
+    boot(f, 2, 1, terms, 1);
+    assert_int_equal(f->r[2].term, 4);
+    tick(f, 2, 1);
+    assert_true(f->out.hs_changed);
+    assert_int_equal(f->out.term, 4);
+}
+
+static void a_candidate_of_another_incarnation_gets_no_vote(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_msg v = {.type = RAFT_MSG_VOTE,
+                         .from = 3,
+                         .from_incarnation = 999, /* a wiped disk */
+                         .to = 2,
+                         .term = 2};
+    v.vote.last_index = 10;
+    v.vote.last_term = 1;
+    deliver(f, 1, &v);
+    assert_false(pick(f, RAFT_MSG_VOTE_RESP, 3)->vote_resp.granted);
+    v.from_incarnation = 102;
+    deliver(f, 1, &v);
+    assert_true(pick(f, RAFT_MSG_VOTE_RESP, 3)->vote_resp.granted);
+    assert_true(f->out.hs_changed); /* the vote is synced before the reply */
+}
+
+static void a_node_with_an_empty_log_never_votes_nor_campaigns(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_params p = {.id = 2,
+                            .incarnation = 555,
+                            .seed = 9,
+                            .election_timeout_ms = ET,
+                            .heartbeat_ms = 20};
+    assert_int_equal(raft_init(&f->r[N], &p), 0);
+    raft_start(&f->r[N], f->now);
+    struct raft_msg v = {.type = RAFT_MSG_VOTE,
+                         .from = 3,
+                         .from_incarnation = 102,
+                         .to = 2,
+                         .term = 2};
+    struct raft_in in = {.type = RAFT_IN_RECEIVE, .msg = &v};
+    assert_int_equal(raft_step(&f->r[N], &in, &f->out), 0);
+    assert_false(pick(f, RAFT_MSG_VOTE_RESP, 3)->vote_resp.granted);
+    in = (struct raft_in){.type = RAFT_IN_TICK, .now_ms = 10 * ET};
+    assert_int_equal(raft_step(&f->r[N], &in, &f->out), 0);
+    assert_int_equal(f->out.n_msgs, 0);
+}
+
+static int change(struct fixture *f, uint8_t op, raft_node node,
+                  raft_incarnation inc)
+{
+    struct raft_in in = {.type = RAFT_IN_CHANGE};
+    in.change.op = op;
+    in.change.node = node;
+    in.change.incarnation = inc;
+    return step(f, 0, &in);
+}
+
+static void commit_barrier(struct fixture *f)
+{
+    raft_term t = f->r[0].term;
+    persisted(f, 0, 2, t);
+    struct raft_msg m = append_resp(2, t, 2, 2, 0);
+    deliver(f, 0, &m);
+    assert_int_equal(f->r[0].commit, 2);
+}
+
+static void a_configuration_change_waits_for_a_current_term_commit(void **state)
+{
+    struct fixture *f = *state;
+    elect(f);
+    assert_int_equal(change(f, RAFT_CHANGE_ADD_LEARNER, 4, 400), KEEL_EBUSY);
+    commit_barrier(f);
+    assert_int_equal(change(f, RAFT_CHANGE_ADD_LEARNER, 4, 400), 0);
+    assert_int_equal(f->out.entries[0].type, RAFT_ENTRY_CONFIG);
+    /* One at a time: the first is not committed yet. */
+    assert_int_equal(change(f, RAFT_CHANGE_ADD_LEARNER, 5, 500), KEEL_EBUSY);
+}
+
+static void unsafe_changes_are_refused(void **state)
+{
+    struct fixture *f = *state;
+    elect(f);
+    commit_barrier(f);
+    assert_int_equal(change(f, RAFT_CHANGE_REMOVE, 1, 100), KEEL_EINVAL);
+    assert_int_equal(change(f, RAFT_CHANGE_ADD_LEARNER, 4, 400), 0);
+    raft_term t = f->r[0].term;
+    persisted(f, 0, 3, t);
+    struct raft_msg m = append_resp(2, t, 3, 3, 0);
+    deliver(f, 0, &m);
+    assert_int_equal(f->r[0].commit, 3);
+    /* The learner has nothing yet: promoting it is refused. */
+    assert_int_equal(change(f, RAFT_CHANGE_PROMOTE, 4, 400), KEEL_EBUSY);
+    m = append_resp(4, t, 3, 3, 0);
+    m.from_incarnation = 400;
+    deliver(f, 0, &m);
+    assert_int_equal(change(f, RAFT_CHANGE_PROMOTE, 4, 400), 0);
+}
+
+static void a_truncated_configuration_entry_stops_applying(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_config c = f->cfg;
+    uint8_t buf[RAFT_CONFIG_BYTES_MAX];
+    c.servers[c.n++] = (struct raft_server){4, 400, RAFT_LEARNER};
+    uint32_t n = raft_config_encode(&c, buf, sizeof buf);
+    struct raft_entry e = {2, RAFT_ENTRY_CONFIG, n, buf};
+    struct raft_msg app = {.type = RAFT_MSG_APPEND,
+                           .from = 1,
+                           .from_incarnation = 100,
+                           .to = 2,
+                           .term = 2};
+    app.append.prev_index = 1;
+    app.append.prev_term = 1;
+    app.append.n_entries = 1;
+    app.append.entries = &e;
+    deliver(f, 1, &app);
+    assert_int_equal(raft_config_current(&f->r[1])->n, 4);
+    struct raft_entry other = {3, RAFT_ENTRY_NORMAL, 1, "z"};
+    app.from = 3;
+    app.from_incarnation = 102;
+    app.term = 3;
+    app.append.entries = &other;
+    deliver(f, 1, &app);
+    assert_int_equal(raft_config_current(&f->r[1])->n, 3);
+}
+
+static void read_index_waits_for_a_heartbeat_round_of_this_term(void **state)
+{
+    struct fixture *f = *state;
+    elect(f);
+    struct raft_in in = {.type = RAFT_IN_READ_INDEX, .read_id = 7};
+    assert_int_equal(step(f, 0, &in), KEEL_EAGAIN); /* no commit yet */
+    commit_barrier(f);
+    assert_int_equal(step(f, 0, &in), 0);
+    assert_int_equal(f->out.n_reads, 0);
+    uint64_t ctx = pick(f, RAFT_MSG_APPEND, 2)->append.ctx;
+    struct raft_msg m = append_resp(2, f->r[0].term, 2, 0, ctx);
+    deliver(f, 0, &m);
+    assert_int_equal(f->out.n_reads, 1);
+    assert_int_equal(f->out.reads[0].id, 7);
+    assert_int_equal(f->out.reads[0].status, 0);
+    assert_int_equal(f->out.reads[0].index, 2);
+}
+
+int main(void)
+{
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(an_election_timeout_starts_a_pre_vote_that_persists_nothing),
+        T(a_won_pre_vote_persists_term_and_vote_before_asking),
+        T(a_new_leader_appends_a_barrier_of_its_term),
+        T(the_leader_counts_itself_only_up_to_its_persisted_index),
+        T(a_follower_reports_match_bounded_by_its_persisted_index),
+        T(a_sync_of_replaced_entries_is_not_accepted_as_persisted),
+        T(an_entry_of_a_previous_term_commits_only_with_one_of_this_term),
+        T(term_on_start_is_at_least_the_last_log_term),
+        T(a_candidate_of_another_incarnation_gets_no_vote),
+        T(a_node_with_an_empty_log_never_votes_nor_campaigns),
+        T(a_configuration_change_waits_for_a_current_term_commit),
+        T(unsafe_changes_are_refused),
+        T(a_truncated_configuration_entry_stops_applying),
+        T(read_index_waits_for_a_heartbeat_round_of_this_term),
+    };
+#undef T
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
