@@ -331,6 +331,9 @@ int srv_conn_accept(struct srv_server *srv, uv_stream_t *listener)
         return KEEL_ENOMEM;
     }
     srv_conn_flush(c);
+    if (c->closing) {
+        return 0; /* the INFO write failed; the conn is going away */
+    }
     uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
     uv_timer_start(&c->timer, ping_cb, srv->cfg->ping_interval_ms,
                    srv->cfg->ping_interval_ms);
