@@ -10,6 +10,10 @@ lib=$1
 allow='^(memcpy|memmove|memset|memcmp|malloc|calloc|realloc|free|__asan_.*|__ubsan_.*|__sanitizer_.*|__sancov_.*|__stack_chk_fail|__tsan_.*|_GLOBAL_OFFSET_TABLE_|abort|fprintf|fflush|stderr)$'
 bad=0
 obj=
+declare -A defined
+while read -r _ _ name; do
+  [[ -n ${name:-} ]] && defined[$name]=1
+done < <(nm --defined-only "$lib" 2>/dev/null | awk 'NF == 3')
 while read -r line; do
   case $line in
     '') continue ;;
@@ -18,7 +22,7 @@ while read -r line; do
   sym=${line##* }
   sym=${sym%%@*}
   # The core's own cross-object references are defined in the archive.
-  if nm --defined-only "$lib" 2>/dev/null | awk '{print $3}' | grep -qx "$sym"; then
+  if [[ -n ${defined[$sym]:-} ]]; then
     continue
   fi
   if [[ $sym =~ $allow ]]; then
