@@ -26,7 +26,7 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 #define SRV_CONFIG_BYTES_MAX (1024 * 1024)
 #define SRV_CONFIG_DEPTH_MAX 16
 #define SRV_CONFIG_KEYS_MAX 4096
-#define SRV_CLOSE_FLUSH_MS_MAX 1000
+#define SRV_CLOSE_FLUSH_MS_MAX 2000
 #define SRV_CONN_OUT_KEEP_BYTES (4 * 1024 * 1024)
 /* Output is written as soon as a conn has this much queued, not only at
  * the end of the loop iteration: receivers start reading sooner and the
