@@ -8,6 +8,18 @@
 #define MUTATED(r, m) (((r)->mutations & (m)) != 0)
 #else
 #define MUTATED(r, m) ((void)(r), 0)
+/* snapshot.c */
+void send_snapshot(struct raft *r, struct raft_progress *p, bool heartbeat,
+                   struct raft_out *out);
+void recv_snapshot(struct raft *r, const struct raft_msg *m,
+                   struct raft_out *out);
+void recv_snapshot_resp(struct raft *r, const struct raft_msg *m,
+                        struct raft_out *out);
+void snapshot_installed(struct raft *r, raft_index index, raft_term term,
+                        const struct raft_config *config, struct raft_out *out);
+void snapshot_done(struct raft *r, struct raft_progress *p,
+                   struct raft_out *out);
+
 #endif
 
 /* log.c: term runs and configuration tracking. */
@@ -61,5 +73,17 @@ int read_index(struct raft *r, uint64_t id, struct raft_out *out);
 void reads_fail(struct raft *r, int status, struct raft_out *out);
 int leader_append(struct raft *r, const struct raft_entry *e, uint32_t n,
                   struct raft_out *out);
+
+/* snapshot.c */
+void send_snapshot(struct raft *r, struct raft_progress *p, bool heartbeat,
+                   struct raft_out *out);
+void recv_snapshot(struct raft *r, const struct raft_msg *m,
+                   struct raft_out *out);
+void recv_snapshot_resp(struct raft *r, const struct raft_msg *m,
+                        struct raft_out *out);
+void snapshot_installed(struct raft *r, raft_index index, raft_term term,
+                        const struct raft_config *config, struct raft_out *out);
+void snapshot_done(struct raft *r, struct raft_progress *p,
+                   struct raft_out *out);
 
 #endif

@@ -408,6 +408,9 @@ static void recv_msg(struct raft *r, const struct raft_msg *m,
     if (!from_leader) {
         if (m->type == RAFT_MSG_APPEND_RESP && r->role == RAFT_LEADER) {
             recv_append_resp(r, m, out);
+        } else if (m->type == RAFT_MSG_SNAPSHOT_RESP &&
+                   r->role == RAFT_LEADER) {
+            recv_snapshot_resp(r, m, out);
         }
         return;
     }
@@ -419,6 +422,8 @@ static void recv_msg(struct raft *r, const struct raft_msg *m,
     reset_election_timer(r);
     if (m->type == RAFT_MSG_APPEND) {
         recv_append(r, m, out);
+    } else if (m->type == RAFT_MSG_SNAPSHOT) {
+        recv_snapshot(r, m, out);
     } else if (m->type == RAFT_MSG_TIMEOUT_NOW) {
         recv_timeout_now(r, m, out);
     }
@@ -505,6 +510,7 @@ int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out)
     out->n_msgs = 0;
     out->n_reads = 0;
     out->became_leader = false;
+    out->has_snapshot = false;
     r->now_ms = in->now_ms;
 
     switch (in->type) {
@@ -534,6 +540,10 @@ int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out)
         ASSERT(in->snapshot.index <= r->applied);
         ASSERT(in->snapshot.index <= r->persisted);
         log_compact(r, in->snapshot.index, in->snapshot.term);
+        break;
+    case RAFT_IN_SNAPSHOT_INSTALLED:
+        snapshot_installed(r, in->snapshot.index, in->snapshot.term,
+                           in->snapshot.config, out);
         break;
     case RAFT_IN_TRANSFER:
         rv = transfer_start(r, in->transfer_to, out);

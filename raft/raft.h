@@ -172,6 +172,7 @@ enum raft_in_type {
     RAFT_IN_TRANSFER,
     RAFT_IN_READ_INDEX,
     RAFT_IN_CHANGE,
+    RAFT_IN_SNAPSHOT_INSTALLED,
 };
 
 struct raft_in {
@@ -191,6 +192,7 @@ struct raft_in {
         struct {
             raft_index index;
             raft_term term;
+            const struct raft_config *config; /* INSTALLED only */
         } snapshot;
         raft_node transfer_to; /* 0: the most caught-up voter */
         uint64_t read_id;
@@ -222,6 +224,12 @@ struct raft_out {
     uint32_t n_reads;
     struct raft_read reads[RAFT_OUT_READS_MAX];
     uint64_t timeout_ms; /* call with a tick at or after this time */
+    /* InstallSnapshot chunk to write (DESIGN §5): write [offset, offset +
+     * len) of the transfer; when done, install (segments, snapshot, then
+     * LMDB, all synced) and report RAFT_IN_SNAPSHOT_INSTALLED. Pointers are
+     * valid during this step only. */
+    bool has_snapshot;
+    struct raft_msg_snapshot snapshot;
     /* Trace: what changed in this step, for the driver's event log. */
     uint8_t role;
     raft_node leader;
@@ -264,7 +272,10 @@ struct raft_progress {
     bool active;     /* heard from in this check-quorum period */
     uint64_t heard_ms;
     uint64_t read_round;
-    raft_index acked; /* highest index the follower said it received */
+    raft_index acked;      /* highest index the follower said it received */
+    raft_index snap_index; /* != 0: sending this snapshot */
+    uint64_t snap_offset;
+    bool snap_sent;
     raft_index acked_at_heartbeat;
     struct raft_inflight inflight;
 };
@@ -325,6 +336,11 @@ struct raft {
 
     /* Follower: the last index known to match the current leader. */
     raft_index leader_match;
+    /* Follower: the snapshot being received. */
+    raft_index recv_snap_index;
+    raft_term recv_snap_term;
+    uint64_t recv_offset;
+    bool recv_done; /* all chunks written: waiting for the install */
 
     /* Candidate. */
     uint32_t n_votes;

@@ -78,10 +78,9 @@ void send_append(struct raft *r, struct raft_progress *p, bool heartbeat,
         return; /* nothing new: the next heartbeat carries the commit */
     }
     if (prev < r->snap_index) {
-        /* InstallSnapshot is not driven yet: probe from the snapshot so the
-         * follower answers with where it stands. */
-        prev = r->snap_index;
-        n = 0;
+        /* The entries it needs are compacted: InstallSnapshot. */
+        send_snapshot(r, p, heartbeat, out);
+        return;
     }
     struct raft_msg *m =
         out_msg(out, RAFT_MSG_APPEND, r, p->node, p->incarnation);
@@ -400,6 +399,12 @@ void recv_append_resp(struct raft *r, const struct raft_msg *m,
     }
     /* The latest value reported in this term, even if lower (DESIGN §3). */
     p->match = a->match <= r->last_index ? a->match : r->last_index;
+    if (p->snap_index != 0) {
+        if (p->match >= p->snap_index) {
+            snapshot_done(r, p, out);
+        }
+        return;
+    }
     if (a->last > 0 && a->last <= r->last_index) {
         if (a->last > p->acked) {
             p->acked = a->last;

@@ -113,7 +113,7 @@ int main(int argc, char **argv)
     static struct sim s;
     uint64_t sim_ms = 0, steps = 0, committed = 0;
     uint64_t crashes = 0, powers = 0, wipes = 0, parts = 0, truncs = 0;
-    uint64_t leaders = 0, changes = 0, transfers = 0;
+    uint64_t leaders = 0, changes = 0, transfers = 0, snaps = 0, installs = 0;
     for (uint64_t k = 0; k < seeds; k++) {
         uint64_t seed = start + k;
         p.n_nodes = nodes != 0 ? nodes : (seed % 2 == 0 ? 3 : 5);
@@ -129,6 +129,8 @@ int main(int argc, char **argv)
         leaders += s.stats.leaders;
         changes += s.stats.changes;
         transfers += s.stats.transfers;
+        snaps += s.stats.snapshots;
+        installs += s.stats.installs;
         if (rv != 0) {
             if (expect) {
                 printf("mutation %s caught after %llu seeds (seed %llu, %u "
@@ -171,10 +173,12 @@ int main(int argc, char **argv)
            (unsigned long long)steps, (unsigned long long)committed);
     printf("faults: %llu crashes, %llu power losses, %llu wiped disks, %llu "
            "partitions; %llu elections won, %llu conflict truncations, %llu "
-           "membership changes, %llu transfers\n",
+           "membership changes, %llu transfers, %llu snapshots taken, %llu "
+           "installed\n",
            (unsigned long long)crashes, (unsigned long long)powers,
            (unsigned long long)wipes, (unsigned long long)parts,
            (unsigned long long)leaders, (unsigned long long)truncs,
-           (unsigned long long)changes, (unsigned long long)transfers);
+           (unsigned long long)changes, (unsigned long long)transfers,
+           (unsigned long long)snaps, (unsigned long long)installs);
     return 0;
 }

@@ -229,6 +229,12 @@ static void operator(struct sim *s)
 {
     int leader = find_leader(s);
     operator_clear_wiped(s);
+    if (s->snapshots) {
+        uint32_t i = sim_rnd(s, s->p.n_nodes);
+        if (s->nodes[i].up && sim_rnd(s, 3) == 0) {
+            sim_take_snapshot(s, i);
+        }
+    }
     if (leader < 0 || s->script_active) {
         return;
     }
@@ -442,6 +448,9 @@ static void dispatch(struct sim *s, const struct sim_event *ev, uint64_t end)
     case EV_HEAL:
         heal(s);
         break;
+    case EV_INSTALL:
+        sim_install(s, ev->node, ev->gen);
+        break;
     case EV_SCRIPT:
         if (!s->healing) {
             script_wipe_vote(s);
@@ -471,7 +480,8 @@ static void buffers(struct sim *s)
             n->dlog = calloc(SIM_LOG_MAX + 1, sizeof *n->dlog);
             n->vlog = calloc(SIM_LOG_MAX + 1, sizeof *n->vlog);
             n->ops = calloc(SIM_OPS_MAX, sizeof *n->ops);
-            ASSERT(n->dlog && n->vlog && n->ops);
+            n->stage = calloc(SIM_LOG_MAX + 1, sizeof *n->stage);
+            ASSERT(n->dlog && n->vlog && n->ops && n->stage);
         }
     }
     ASSERT(s->heap && s->committed && s->leader_of_term && s->created &&
@@ -493,6 +503,7 @@ static void setup(struct sim *s, uint64_t seed, const struct sim_params *p)
         s->nodes[i].dlog = keep.nodes[i].dlog;
         s->nodes[i].vlog = keep.nodes[i].vlog;
         s->nodes[i].ops = keep.nodes[i].ops;
+        s->nodes[i].stage = keep.nodes[i].stage;
     }
     buffers(s);
     s->p = *p;
@@ -506,6 +517,7 @@ static void setup(struct sim *s, uint64_t seed, const struct sim_params *p)
     s->delay_max = 1 + sim_rnd(s, 20);
     s->sync_max = 1 + sim_rnd(s, 20);
     s->batch_max = sim_rnd(s, 2) ? 1 + sim_rnd(s, 8) : 64;
+    s->snapshots = sim_rnd(s, 2) == 0;
     struct raft_config cfg = {.n = p->n_nodes};
     for (uint32_t i = 0; i < p->n_nodes; i++) {
         struct sim_node *n = &s->nodes[i];
@@ -614,6 +626,7 @@ void sim_destroy(struct sim *s)
         free(s->nodes[i].dlog);
         free(s->nodes[i].vlog);
         free(s->nodes[i].ops);
+        free(s->nodes[i].stage);
     }
     free(s->heap);
     free(s->committed);

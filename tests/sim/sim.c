@@ -190,9 +190,48 @@ void sim_disk_sync_done(struct sim *s, uint32_t i, uint64_t gen)
 
 /* ---- network ---- */
 
+#define SNAPSHOT_CHUNK_ENTRIES 32
+
+/* InstallSnapshot: the driver fills the chunk at the core's offset with the
+ * leader's retained log (here, entries 1..X as records). */
+static struct sim_msg *snapshot_clone(struct sim *s, uint32_t from,
+                                      const struct raft_msg *m)
+{
+    struct sim_node *n = &s->nodes[from];
+    const uint64_t es = sizeof(struct sim_entry);
+    uint64_t x = m->snapshot.index;
+    uint64_t first = m->snapshot.offset / es + 1;
+    uint64_t cnt = 0;
+    if (first <= x && x <= n->vlen) {
+        cnt = x - first + 1;
+        if (cnt > SNAPSHOT_CHUNK_ENTRIES) {
+            cnt = SNAPSHOT_CHUNK_ENTRIES;
+        }
+    } else {
+        sim_violation(s, "driver: node %u cannot fill snapshot %llu at %llu",
+                      from + 1, (unsigned long long)x,
+                      (unsigned long long)first);
+    }
+    struct sim_msg *sm = calloc(1, sizeof *sm + cnt * es);
+    ASSERT(sm != NULL);
+    sm->m = *m;
+    struct sim_entry *chunk = (struct sim_entry *)(sm + 1);
+    for (uint64_t k = 0; k < cnt; k++) {
+        chunk[k] = n->vlog[first + k];
+    }
+    sm->m.snapshot.chunk = chunk;
+    sm->m.snapshot.len = (uint32_t)(cnt * es);
+    sm->m.snapshot.done = cnt > 0 && first + cnt - 1 == x;
+    sm->m.snapshot.log_first = 1;
+    return sm;
+}
+
 static struct sim_msg *msg_clone(struct sim *s, uint32_t from,
                                  const struct raft_msg *m)
 {
+    if (m->type == RAFT_MSG_SNAPSHOT) {
+        return snapshot_clone(s, from, m);
+    }
     struct sim_node *n = &s->nodes[from];
     uint32_t cnt = m->type == RAFT_MSG_APPEND ? m->append.n_entries : 0;
     struct sim_msg *sm =
@@ -379,6 +418,39 @@ static void trace_msg(struct sim *s, uint32_t i, const struct raft_msg *m,
     }
 }
 
+/* Write one InstallSnapshot chunk to the staging area; the last one starts
+ * the install (segments, snapshot file, LMDB: a few syncs). */
+static void stage_chunk(struct sim *s, uint32_t i,
+                        const struct raft_msg_snapshot *sn)
+{
+    struct sim_node *n = &s->nodes[i];
+    const uint64_t es = sizeof(struct sim_entry);
+    uint64_t first = sn->offset / es + 1;
+    uint64_t cnt = sn->len / es;
+    if (sn->offset == 0) {
+        n->stage_n = 0;
+    }
+    if (first != n->stage_n + 1 || first + cnt - 1 > sn->index ||
+        sn->index >= SIM_LOG_MAX) {
+        sim_violation(s,
+                      "driver: node %u got snapshot chunk %llu out of "
+                      "order",
+                      i + 1, (unsigned long long)first);
+        return;
+    }
+    memcpy(&n->stage[first], sn->chunk, cnt * es);
+    n->stage_n = first + cnt - 1;
+    n->stage_index = sn->index;
+    n->stage_term = sn->term;
+    n->stage_config = sn->config;
+    if (sn->done) {
+        sim_trace(s, (int)i, "snapshot %llu received, installing",
+                  (unsigned long long)sn->index);
+        sim_ev_push(s, s->now + 5 + sim_rnd(s, 40), EV_INSTALL, i,
+                    ++n->install_gen, NULL);
+    }
+}
+
 static void node_schedule_tick(struct sim *s, uint32_t i, uint64_t at)
 {
     struct sim_node *n = &s->nodes[i];
@@ -444,6 +516,9 @@ void sim_node_step(struct sim *s, uint32_t i, struct raft_in *in)
     }
     for (uint32_t j = 0; j < out->n_reads; j++) {
         inv_read(s, i, &out->reads[j]);
+    }
+    if (out->has_snapshot) {
+        stage_chunk(s, i, &out->snapshot);
     }
     node_schedule_tick(s, i, out->timeout_ms);
 }
@@ -549,4 +624,71 @@ void sim_node_stop(struct sim *s, uint32_t i, enum sim_stop_kind k)
                                 : "WIPE (new incarnation)");
     sim_ev_push(s, s->now + 20 + sim_rnd(s, 400), EV_RESTART, i, n->sync_gen,
                 NULL);
+}
+
+/* The install is durable: the retained log through X and the snapshot are on
+ * disk. A local entry at X with the leader's term keeps the log after it. */
+void sim_install(struct sim *s, uint32_t i, uint64_t gen)
+{
+    struct sim_node *n = &s->nodes[i];
+    if (!n->up || gen != n->install_gen) {
+        return;
+    }
+    uint64_t x = n->stage_index;
+    if (n->stage_n != x || x == 0) {
+        sim_violation(s, "driver: node %u installs an incomplete snapshot",
+                      i + 1);
+        return;
+    }
+    for (uint64_t k = 1; k <= x; k++) {
+        struct sim_entry *e = &n->stage[k];
+        e->hash = inv_entry_hash(k > 1 ? n->stage[k - 1].hash : 0, k, e);
+        inv_created(s, i, k, e);
+    }
+    bool keep = n->vlen >= x && n->vlog[x].hash == n->stage[x].hash;
+    memcpy(&n->dlog[1], &n->stage[1], x * sizeof *n->dlog);
+    if (keep) {
+        if (n->dlen < x) {
+            n->dlen = x;
+        }
+    } else {
+        memcpy(&n->vlog[1], &n->stage[1], x * sizeof *n->vlog);
+        n->vlen = x;
+        n->dlen = x;
+        n->n_ops = 0;
+        n->syncing = false;
+        n->sync_gen++;
+        n->n_cfg = 0;
+        for (uint64_t k = 1; k <= x; k++) {
+            cfg_track(s, n, k);
+        }
+    }
+    s->stats.installs++;
+    sim_trace(s, (int)i, "snapshot %llu installed (%s)", (unsigned long long)x,
+              keep ? "log kept" : "log replaced");
+    struct raft_in in = {.type = RAFT_IN_SNAPSHOT_INSTALLED};
+    in.snapshot.index = x;
+    in.snapshot.term = n->stage_term;
+    in.snapshot.config = &n->stage_config;
+    sim_node_step(s, i, &in);
+}
+
+/* Compact the core's log at what is applied and persisted (DESIGN §5: a
+ * snapshot at X only after entries <= X are persisted locally). */
+void sim_take_snapshot(struct sim *s, uint32_t i)
+{
+    struct sim_node *n = &s->nodes[i];
+    struct raft *r = &n->raft;
+    uint64_t x = n->commit_seen < r->persisted ? n->commit_seen : r->persisted;
+    if (!n->up || x <= r->snap_index + 50 || x > r->commit) {
+        return;
+    }
+    struct raft_in in = {.type = RAFT_IN_APPLIED, .applied = r->commit};
+    sim_node_step(s, i, &in);
+    in = (struct raft_in){.type = RAFT_IN_SNAPSHOT_TAKEN};
+    in.snapshot.index = x;
+    in.snapshot.term = raft_term_at(r, x);
+    sim_node_step(s, i, &in);
+    s->stats.snapshots++;
+    sim_trace(s, (int)i, "snapshot taken at %llu", (unsigned long long)x);
 }

@@ -72,6 +72,13 @@ struct sim_node {
     uint64_t hs_pending_term;
     uint64_t hs_pending_vote;
     uint64_t commit_seen; /* highest commit checked since start */
+    /* InstallSnapshot being received: the leader's log through X. */
+    struct sim_entry *stage;
+    uint64_t stage_index;
+    uint64_t stage_term;
+    uint64_t stage_n;
+    struct raft_config stage_config;
+    uint64_t install_gen;
     uint32_t n_cfg;
     uint64_t cfg_idx[SIM_CFG_MAX]; /* indexes of configuration entries */
 };
@@ -135,6 +142,7 @@ struct sim {
     uint32_t delay_max;
     uint32_t sync_max;
     uint32_t batch_max; /* entries per AppendEntries this seed */
+    bool snapshots;     /* nodes compact their logs this seed */
     uint32_t n_events;
     struct sim_event *heap;
     /* Invariant state. */
@@ -159,7 +167,7 @@ struct sim {
     uint64_t proposals;
     struct {
         uint64_t crashes, power_losses, wipes, partitions, truncations, leaders,
-            changes, transfers, reads;
+            changes, transfers, reads, snapshots, installs;
     } stats;
     uint64_t trace_n;
     struct sim_trace trace[SIM_TRACE_MAX];
@@ -180,6 +188,7 @@ enum sim_ev_type {
     EV_HEAL,
     EV_CRASH_LEADER,
     EV_SCRIPT,
+    EV_INSTALL,
 };
 
 enum sim_scenario {
@@ -203,6 +212,8 @@ void sim_node_step(struct sim *s, uint32_t i, struct raft_in *in);
 void sim_node_boot(struct sim *s, uint32_t i);
 void sim_node_stop(struct sim *s, uint32_t i, enum sim_stop_kind k);
 void sim_disk_sync_done(struct sim *s, uint32_t i, uint64_t gen);
+void sim_install(struct sim *s, uint32_t i, uint64_t gen);
+void sim_take_snapshot(struct sim *s, uint32_t i);
 
 /* Run one seed. Returns 0 when every invariant held and the cluster was
  * live after healing; 1 on a violation (sim->violation says which). */

@@ -1,0 +1,189 @@
+/* InstallSnapshot (DESIGN §5, Raft §7): the leader streams the snapshot at
+ * its snapshot index X, with its retained log through X, in chunks the
+ * driver fills; the follower reports persisted(X) only once the install is
+ * durable, and never discards a local entry that matches the leader's. */
+#include <string.h>
+
+#include "internal.h"
+#include "keel/assert.h"
+#include "keel/error.h"
+
+/* Leader: send p the next chunk of the snapshot at r->snap_index (the driver
+ * fills chunk, len, done and log_first). One chunk in flight per follower;
+ * a heartbeat resends it. */
+void send_snapshot(struct raft *r, struct raft_progress *p, bool heartbeat,
+                   struct raft_out *out)
+{
+    ASSERT(r->role == RAFT_LEADER);
+    ASSERT(r->snap_index > 0);
+    if (p->snap_index != r->snap_index) {
+        p->snap_index = r->snap_index;
+        p->snap_offset = 0;
+        p->snap_sent = false;
+    }
+    if (p->snap_sent && !heartbeat) {
+        return;
+    }
+    struct raft_msg *m =
+        out_msg(out, RAFT_MSG_SNAPSHOT, r, p->node, p->incarnation);
+    if (m == NULL) {
+        return;
+    }
+    m->snapshot.index = r->snap_index;
+    m->snapshot.term = r->snap_term;
+    m->snapshot.leader_last = r->last_index;
+    m->snapshot.offset = p->snap_offset;
+    m->snapshot.config = r->snap_config;
+    p->snap_sent = true;
+    ASSERT(m->snapshot.term > 0);
+}
+
+static void reply(struct raft *r, const struct raft_msg *m, uint8_t success,
+                  struct raft_out *out)
+{
+    struct raft_msg *resp =
+        out_msg(out, RAFT_MSG_SNAPSHOT_RESP, r, m->from, m->from_incarnation);
+    ASSERT(r->role == RAFT_FOLLOWER);
+    if (resp == NULL) {
+        return;
+    }
+    resp->snapshot_resp.success = success;
+    resp->snapshot_resp.offset = r->recv_offset;
+    resp->snapshot_resp.match = follower_match(r);
+}
+
+/* Follower: one chunk. Chunks must arrive in order; anything else is
+ * answered with the offset we expect. */
+void recv_snapshot(struct raft *r, const struct raft_msg *m,
+                   struct raft_out *out)
+{
+    const struct raft_msg_snapshot *s = &m->snapshot;
+    ASSERT(r->role == RAFT_FOLLOWER);
+    ASSERT(m->term == r->term);
+    if (s->index <= r->commit || s->index <= r->snap_index) {
+        /* Committed entries match every later leader's log. */
+        raft_index c = r->commit < r->last_index ? r->commit : r->last_index;
+        if (c > r->leader_match) {
+            r->leader_match = c;
+        }
+        reply(r, m, 1, out);
+        return;
+    }
+    if (s->index != r->recv_snap_index || s->term != r->recv_snap_term) {
+        if (s->offset != 0) {
+            r->recv_offset = 0;
+            reply(r, m, 0, out);
+            return;
+        }
+        r->recv_snap_index = s->index;
+        r->recv_snap_term = s->term;
+        r->recv_offset = 0;
+        r->recv_done = false;
+    }
+    if (r->recv_done) {
+        return; /* the install is under way; it answers */
+    }
+    if (s->offset != r->recv_offset) {
+        reply(r, m, 1, out);
+        return;
+    }
+    out->has_snapshot = true;
+    out->snapshot = *s;
+    r->recv_offset += s->len;
+    if (s->done) {
+        r->recv_done = true;
+        return;
+    }
+    reply(r, m, 1, out);
+}
+
+/* Follower: the driver made the snapshot, the retained log and their LMDB
+ * records durable. Keep our entries after X if ours at X matches. */
+void snapshot_installed(struct raft *r, raft_index index, raft_term term,
+                        const struct raft_config *config, struct raft_out *out)
+{
+    ASSERT(term > 0);
+    ASSERT(config != NULL);
+    r->recv_snap_index = 0;
+    r->recv_snap_term = 0;
+    r->recv_offset = 0;
+    r->recv_done = false;
+    if (index <= r->snap_index) {
+        return;
+    }
+    if (index <= r->last_index && raft_term_at(r, index) == term) {
+        log_compact(r, index, term);
+    } else {
+        r->n_runs = 0;
+        r->n_configs = 0;
+        r->last_index = index;
+        r->snap_index = index;
+        r->snap_term = term;
+    }
+    r->snap_config = *config;
+    r->snap_config_index = index;
+    progress_rebuild(r);
+    if (r->commit < index) {
+        r->commit = index;
+    }
+    if (r->applied < index) {
+        r->applied = index;
+    }
+    if (r->persisted < index) {
+        r->persisted = index;
+    }
+    if (r->leader_match < index) {
+        r->leader_match = index;
+    }
+    if (r->role == RAFT_FOLLOWER && r->leader != 0) {
+        struct raft_msg *resp =
+            out_msg(out, RAFT_MSG_SNAPSHOT_RESP, r, r->leader, 0);
+        if (resp != NULL) {
+            resp->snapshot_resp.success = 1;
+            resp->snapshot_resp.match = follower_match(r);
+        }
+    }
+    ASSERT(r->last_index >= r->snap_index);
+}
+
+/* Leader: a follower's answer to a chunk or to the install. */
+void recv_snapshot_resp(struct raft *r, const struct raft_msg *m,
+                        struct raft_out *out)
+{
+    const struct raft_msg_snapshot_resp *a = &m->snapshot_resp;
+    struct raft_progress *p = progress_find(r, m->from, m->from_incarnation);
+    ASSERT(r->role == RAFT_LEADER);
+    ASSERT(m->term == r->term);
+    if (p == NULL) {
+        return;
+    }
+    p->active = true;
+    p->heard_ms = r->now_ms;
+    p->match = a->match <= r->last_index ? a->match : r->last_index;
+    if (p->snap_index == 0) {
+        return;
+    }
+    if (p->match >= p->snap_index) {
+        snapshot_done(r, p, out);
+        return;
+    }
+    p->snap_offset = a->success ? a->offset : 0;
+    p->snap_sent = false;
+    send_snapshot(r, p, false, out);
+}
+
+/* The follower holds everything through the snapshot: replicate again. */
+void snapshot_done(struct raft *r, struct raft_progress *p,
+                   struct raft_out *out)
+{
+    ASSERT(p->snap_index != 0);
+    ASSERT(p->match >= p->snap_index);
+    p->snap_index = 0;
+    p->snap_sent = false;
+    p->probe = true;
+    p->probe_sent = false;
+    p->next = p->match + 1;
+    p->inflight.n = 0;
+    maybe_commit(r, out);
+    send_append(r, p, false, out);
+}
