@@ -252,18 +252,16 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 static int send_info(struct srv_conn *c)
 {
     struct srv_server *srv = c->srv;
-    char tail[64];
-    int n = snprintf(tail, sizeof tail, ",\"client_id\":%llu}\r\n",
-                     (unsigned long long)c->cid);
-    int rv = srv_route_append(c, "INFO ", 5);
+    char line[SRV_INFO_LINE_BYTES_MAX];
 
-    if (rv == 0) {
-        rv = srv_route_append(c, srv->info_json, srv->info_json_len);
-    }
-    if (rv == 0) {
-        rv = srv_route_append(c, tail, (size_t)n);
-    }
-    return rv;
+    /* srv_server_init refused an INFO too long for this line. */
+    ASSERT(srv->info_json_len + 64 < sizeof line);
+    memcpy(line, "INFO ", 5);
+    memcpy(line + 5, srv->info_json, srv->info_json_len);
+    size_t n = 5 + srv->info_json_len;
+    n += (size_t)snprintf(line + n, sizeof line - n, ",\"client_id\":%llu}\r\n",
+                          (unsigned long long)c->cid);
+    return srv_route_append(c, line, n);
 }
 
 static void peer_name(struct srv_conn *c)

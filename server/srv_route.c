@@ -41,6 +41,13 @@ static void mark_dirty(struct srv_conn *c)
 int srv_route_append(struct srv_conn *c, const char *data, size_t len)
 {
     int rv = reserve(&c->out, len);
+
+    if (srv_log_enabled(SRV_LOG_TRACE)) {
+        /* Protocol replies only; MSG/HMSG are written by deliver(). */
+        int n = len >= 2 ? (int)len - 2 : (int)len;
+        srv_log(SRV_LOG_TRACE, "proto", "cid %llu ->> [%.*s]",
+                (unsigned long long)c->cid, n, data);
+    }
     if (rv != 0) {
         return rv;
     }

@@ -241,6 +241,12 @@ int srv_server_init(struct srv_server *srv, uv_loop_t *loop,
     if (rv != 0) {
         return keel_err(rv, errmsg, "out of memory building INFO");
     }
+    if (srv->info_json_len + 64 >= SRV_INFO_LINE_BYTES_MAX) {
+        return keel_err(KEEL_ECONFIG, errmsg,
+                        "server name and address make INFO longer than %d "
+                        "bytes: use a shorter --name",
+                        SRV_INFO_LINE_BYTES_MAX);
+    }
     srv->stall_bytes = cfg->max_pending / 2 < SRV_CONN_STALL_BYTES
                            ? (size_t)(cfg->max_pending / 2)
                            : SRV_CONN_STALL_BYTES;
