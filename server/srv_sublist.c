@@ -214,6 +214,7 @@ int srv_sublist_init(struct srv_sublist *sl)
 {
     memset(sl, 0, sizeof *sl);
     srv_hmap_init(&sl->cache);
+    sl->rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)sl;
     sl->root = node_new();
     return sl->root == NULL ? KEEL_ENOMEM : 0;
 }
@@ -230,8 +231,23 @@ static void cache_invalidate(struct srv_sublist *sl, const char *pat,
                              size_t len)
 {
     struct srv_sublist_result *hit[64];
+    struct token t[SRV_SUBJECT_TOKENS_MAX + 1];
+    size_t nt = tokenize(pat, len, t);
+    bool wild = nt > SRV_SUBJECT_TOKENS_MAX;
     size_t n;
 
+    for (size_t i = 0; i < nt && !wild; i++) {
+        wild = is_tok(&t[i], '*') || is_tok(&t[i], '>');
+    }
+    if (!wild) {
+        /* A literal subscription affects exactly one cached subject: skip
+         * the scan (inbox SUB/UNSUB churn stays O(1)). */
+        struct srv_sublist_result *r = srv_hmap_del(&sl->cache, pat, len);
+        if (r != NULL) {
+            srv_sublist_result_release(r);
+        }
+        return;
+    }
     do {
         size_t pos = 0;
         struct srv_hmap_slot *s;
@@ -523,6 +539,14 @@ static int result_build(struct srv_sublist *sl, const char *subj, size_t len,
         free(c.q);
         free(r);
         return KEEL_ENOMEM;
+    }
+    /* Start each group at a random member: results are rebuilt whenever
+     * the cache drops them, and a fixed start would favour member 0. */
+    for (size_t i = 0; i < c.nq; i++) {
+        sl->rng ^= sl->rng << 13;
+        sl->rng ^= sl->rng >> 7;
+        sl->rng ^= sl->rng << 17;
+        c.q[i].cursor = (size_t)(sl->rng % c.q[i].n);
     }
     r->key_len = len;
     r->refs = 1;

@@ -38,7 +38,7 @@ struct srv_sublist_qgroup {
     size_t name_len;
     struct srv_sub **subs;
     size_t n;
-    size_t cursor; /* round-robin position */
+    size_t cursor; /* round-robin position, random at build time */
 };
 
 /* Result of a match: shared with the cache and reference counted, so a
@@ -59,6 +59,7 @@ struct srv_sublist {
     struct srv_sublist_node *root;
     struct srv_hmap cache; /* subject -> struct srv_sublist_result */
     size_t count;
+    uint64_t rng; /* xorshift state for queue-group start positions */
     uint64_t matches;
     uint64_t cache_hits;
 };
