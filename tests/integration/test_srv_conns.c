@@ -196,6 +196,51 @@ static void a_consumer_that_stops_reading_is_cut_off_as_slow(void **state)
     natsConnection_Destroy(pub);
 }
 
+#define BURST_MSGS 20000
+#define BURST_SUBS 2
+
+static void
+a_fast_publisher_is_slowed_down_not_its_consumers_cut_off(void **state)
+{
+    struct fixture *f = *state;
+    const char *args[] = {"--max_pending", "512KB", NULL};
+    natsConnection *pub = NULL;
+    natsConnection *nc[BURST_SUBS];
+    natsSubscription *s[BURST_SUBS];
+    static char payload[1024];
+
+    assert_int_equal(h_keeld_start(&f->k, 0, true, args), 0);
+    for (int i = 0; i < BURST_SUBS; i++) {
+        assert_int_equal(natsConnection_ConnectTo(&nc[i], f->k.url), NATS_OK);
+        assert_int_equal(natsConnection_SubscribeSync(&s[i], nc[i], "burst"),
+                         NATS_OK);
+        assert_int_equal(natsSubscription_SetPendingLimits(s[i], -1, -1),
+                         NATS_OK);
+        assert_int_equal(natsConnection_Flush(nc[i]), NATS_OK);
+    }
+    assert_int_equal(natsConnection_ConnectTo(&pub, f->k.url), NATS_OK);
+    /* 20 MB at once: 40 times what keeld may queue for one receiver. */
+    for (int i = 0; i < BURST_MSGS; i++) {
+        assert_int_equal(
+            natsConnection_Publish(pub, "burst", payload, sizeof payload),
+            NATS_OK);
+    }
+    assert_int_equal(natsConnection_FlushTimeout(pub, 30000), NATS_OK);
+    for (int i = 0; i < BURST_SUBS; i++) {
+        for (int m = 0; m < BURST_MSGS; m++) {
+            natsMsg *msg = NULL;
+            assert_int_equal(natsSubscription_NextMsg(&msg, s[i], RECV_MS),
+                             NATS_OK);
+            natsMsg_Destroy(msg);
+        }
+        natsSubscription_Destroy(s[i]);
+        natsConnection_Destroy(nc[i]);
+    }
+    struct varz_wait w = {f->k.http_port, "\"slow_consumers\": 0", ""};
+    assert_true(varz_has(&w));
+    natsConnection_Destroy(pub);
+}
+
 static void a_conn_that_ignores_pings_is_closed_as_stale(void **state)
 {
     struct fixture *f = *state;
@@ -232,6 +277,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(a_thousand_conns_handshake_and_messages_still_flow),
         T(a_consumer_that_stops_reading_is_cut_off_as_slow),
+        T(a_fast_publisher_is_slowed_down_not_its_consumers_cut_off),
         T(a_conn_that_ignores_pings_is_closed_as_stale),
     };
     int rv = cmocka_run_group_tests(tests, NULL, NULL);
