@@ -69,6 +69,9 @@ void recv_snapshot(struct raft *r, const struct raft_msg *m,
         reply(r, m, 1, out);
         return;
     }
+    if (r->recv_done) {
+        return; /* an install is under way; it answers when durable */
+    }
     if (s->index != r->recv_snap_index || s->term != r->recv_snap_term) {
         if (s->offset != 0) {
             r->recv_offset = 0;
@@ -79,9 +82,6 @@ void recv_snapshot(struct raft *r, const struct raft_msg *m,
         r->recv_snap_term = s->term;
         r->recv_offset = 0;
         r->recv_done = false;
-    }
-    if (r->recv_done) {
-        return; /* the install is under way; it answers */
     }
     if (s->offset != r->recv_offset) {
         reply(r, m, 1, out);
@@ -114,9 +114,12 @@ void snapshot_installed(struct raft *r, raft_index index, raft_term term,
     if (index <= r->last_index && raft_term_at(r, index) == term) {
         log_compact(r, index, term);
     } else {
+        ASSERT(r->commit < index);
         r->n_runs = 0;
         r->n_configs = 0;
         r->last_index = index;
+        r->persisted = index; /* the install is durable */
+        r->leader_match = r->leader_match < index ? r->leader_match : index;
         r->snap_index = index;
         r->snap_term = term;
     }

@@ -7,9 +7,11 @@
  *                                       rule within N seeds
  *   --nodes 3|5 (default: alternate), --duration MS (safety phase)
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sim.h"
 
@@ -36,6 +38,28 @@ static const struct mutation MUTATIONS[] = {
     {"no-incarnation", RAFT_MUT_NO_INCARNATION,
      "voters are named by (node, incarnation)"},
 };
+
+/* A core ASSERT aborts mid-seed: still say which seed, and show its trace.
+ * (Not async-signal-safe; the process is dying anyway.) */
+static struct sim *g_sim;
+static uint64_t g_seed;
+static const struct mutation *g_mut;
+
+static void on_abort(int sig)
+{
+    (void)sig;
+    if (g_sim != NULL) {
+        sim_print_trace(g_sim);
+    }
+    printf("FAIL seed %llu (%u nodes%s%s): assertion failed in the core\n"
+           "reproduce: tools/dev sim --seed %llu --nodes %u%s%s\n",
+           (unsigned long long)g_seed, g_sim ? g_sim->p.n_nodes : 0,
+           g_mut ? ", mutation " : "", g_mut ? g_mut->name : "",
+           (unsigned long long)g_seed, g_sim ? g_sim->p.n_nodes : 0,
+           g_mut ? " --mutate " : "", g_mut ? g_mut->name : "");
+    fflush(stdout);
+    _exit(1);
+}
 
 static void usage(void)
 {
@@ -111,12 +135,16 @@ int main(int argc, char **argv)
     p.mutations = mut != NULL ? mut->bits : 0;
 
     static struct sim s;
+    g_sim = &s;
+    g_mut = mut;
+    signal(SIGABRT, on_abort);
     uint64_t sim_ms = 0, steps = 0, committed = 0;
     uint64_t crashes = 0, powers = 0, wipes = 0, parts = 0, truncs = 0;
     uint64_t leaders = 0, changes = 0, transfers = 0, snaps = 0, installs = 0;
     for (uint64_t k = 0; k < seeds; k++) {
         uint64_t seed = start + k;
         p.n_nodes = nodes != 0 ? nodes : (seed % 2 == 0 ? 3 : 5);
+        g_seed = seed;
         int rv = sim_run(&s, seed, &p);
         sim_ms += s.now;
         steps += s.steps;

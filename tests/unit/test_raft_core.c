@@ -427,6 +427,77 @@ static void read_index_waits_for_a_heartbeat_round_of_this_term(void **state)
     assert_int_equal(f->out.reads[0].index, 2);
 }
 
+static struct raft_msg snapshot_chunk(uint64_t offset, uint32_t len, bool done,
+                                      const struct raft_config *c)
+{
+    struct raft_msg m = {.type = RAFT_MSG_SNAPSHOT,
+                         .from = 1,
+                         .from_incarnation = 100,
+                         .to = 2,
+                         .term = 2};
+    m.snapshot.index = 5;
+    m.snapshot.term = 2;
+    m.snapshot.leader_last = 9;
+    m.snapshot.offset = offset;
+    m.snapshot.len = len;
+    m.snapshot.chunk = "0123456789";
+    m.snapshot.done = done;
+    m.snapshot.config = *c;
+    return m;
+}
+
+static void an_installed_snapshot_counts_only_once_durable(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_msg m = snapshot_chunk(0, 10, false, &f->cfg);
+    deliver(f, 1, &m);
+    assert_true(f->out.has_snapshot);
+    assert_int_equal(f->out.snapshot.offset, 0);
+    assert_int_equal(pick(f, RAFT_MSG_SNAPSHOT_RESP, 1)->snapshot_resp.offset,
+                     10);
+    /* A chunk out of order is answered with the offset expected. */
+    m = snapshot_chunk(20, 5, false, &f->cfg);
+    deliver(f, 1, &m);
+    assert_false(f->out.has_snapshot);
+    assert_int_equal(pick(f, RAFT_MSG_SNAPSHOT_RESP, 1)->snapshot_resp.offset,
+                     10);
+    m = snapshot_chunk(10, 5, true, &f->cfg);
+    deliver(f, 1, &m);
+    assert_true(f->out.has_snapshot);
+    assert_int_equal(f->out.n_msgs, 0); /* no answer before the install */
+    assert_int_equal(f->r[1].persisted, 1);
+    struct raft_in in = {.type = RAFT_IN_SNAPSHOT_INSTALLED};
+    in.snapshot.index = 5;
+    in.snapshot.term = 2;
+    in.snapshot.config = &f->cfg;
+    assert_int_equal(step(f, 1, &in), 0);
+    assert_int_equal(f->r[1].persisted, 5);
+    assert_int_equal(f->r[1].commit, 5);
+    assert_int_equal(f->r[1].last_index, 5);
+    assert_int_equal(pick(f, RAFT_MSG_SNAPSHOT_RESP, 1)->snapshot_resp.match,
+                     5);
+}
+
+static void a_snapshot_keeps_the_local_log_that_matches_it(void **state)
+{
+    struct fixture *f = *state;
+    raft_close(&f->r[1]);
+    raft_term terms[8] = {2, 2, 2, 2, 2, 2, 2, 2}; /* 2..9 in term 2 */
+    boot(f, 1, 2, terms, 8);
+    struct raft_in in = {.type = RAFT_IN_SNAPSHOT_INSTALLED};
+    in.snapshot.index = 5;
+    in.snapshot.term = 2;
+    in.snapshot.config = &f->cfg;
+    assert_int_equal(step(f, 1, &in), 0);
+    assert_int_equal(f->r[1].last_index, 9); /* 6..9 kept */
+    assert_int_equal(raft_term_at(&f->r[1], 9), 2);
+    in.snapshot.index = 7;
+    in.snapshot.term = 3; /* ours at 7 is term 2: replaced */
+    assert_int_equal(step(f, 1, &in), 0);
+    assert_int_equal(f->r[1].last_index, 7);
+    assert_int_equal(raft_term_at(&f->r[1], 7), 3);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -445,6 +516,8 @@ int main(void)
         T(unsafe_changes_are_refused),
         T(a_truncated_configuration_entry_stops_applying),
         T(read_index_waits_for_a_heartbeat_round_of_this_term),
+        T(an_installed_snapshot_counts_only_once_durable),
+        T(a_snapshot_keeps_the_local_log_that_matches_it),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
