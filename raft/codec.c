@@ -175,7 +175,7 @@ static int prescan(const uint8_t *p, size_t len)
         uint32_t lenbytes = 0;
         bool payload = false;
         if (b <= 0x7f || b >= 0xe0) {
-            size = 1;
+            /* fixint: one byte */
         } else if (b <= 0x8f) {
             count = 2u * (b & 0x0f);
         } else if (b <= 0x9f) {

@@ -75,60 +75,78 @@ static void usage(void)
     exit(2);
 }
 
-int main(int argc, char **argv)
-{
-    uint64_t start = 1, seeds = 100;
-    uint32_t nodes = 0;
-    bool one = false, expect = false;
-    const struct mutation *mut = NULL;
-    struct sim_params p = {.duration_ms = 3000, .heal_ms = 5000};
+struct options {
+    uint64_t start;
+    uint64_t seeds;
+    uint32_t nodes;
+    bool one;
+    bool expect;
+    const struct mutation *mut;
+    struct sim_params p;
+};
 
+static const struct mutation *find_mutation(const char *name)
+{
+    for (size_t k = 0; k < sizeof MUTATIONS / sizeof MUTATIONS[0]; k++) {
+        if (strcmp(MUTATIONS[k].name, name) == 0) {
+            return &MUTATIONS[k];
+        }
+    }
+    usage();
+    return NULL;
+}
+
+static void parse(int argc, char **argv, struct options *o)
+{
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--seeds") == 0 && v) {
-            seeds = strtoull(v, NULL, 10);
-            i++;
-        } else if (strcmp(a, "--start") == 0 && v) {
-            start = strtoull(v, NULL, 10);
-            i++;
-        } else if (strcmp(a, "--seed") == 0 && v) {
-            start = strtoull(v, NULL, 10);
-            seeds = 1;
-            one = true;
-            i++;
-        } else if (strcmp(a, "--nodes") == 0 && v) {
-            nodes = (uint32_t)atoi(v);
-            i++;
-        } else if (strcmp(a, "--duration") == 0 && v) {
-            p.duration_ms = strtoull(v, NULL, 10);
-            i++;
-        } else if (strcmp(a, "--mutate") == 0 && v) {
-            for (size_t k = 0; k < sizeof MUTATIONS / sizeof MUTATIONS[0];
-                 k++) {
-                if (strcmp(MUTATIONS[k].name, v) == 0) {
-                    mut = &MUTATIONS[k];
-                }
-            }
-            if (mut == NULL) {
-                usage();
-            }
-            i++;
-        } else if (strcmp(a, "--scenario") == 0 && v) {
-            if (strcmp(v, "wipe-vote") != 0) {
-                usage();
-            }
-            p.scenario = SIM_SCENARIO_WIPE_VOTE;
-            nodes = 3;
-            i++;
-        } else if (strcmp(a, "--expect-violation") == 0) {
-            expect = true;
-        } else if (strcmp(a, "--quiet") == 0) {
-            p.quiet = true;
+        if (strcmp(a, "--expect-violation") == 0) {
+            o->expect = true;
+            continue;
+        }
+        if (strcmp(a, "--quiet") == 0) {
+            o->p.quiet = true;
+            continue;
+        }
+        if (v == NULL) {
+            usage();
+        }
+        i++;
+        if (strcmp(a, "--seeds") == 0) {
+            o->seeds = strtoull(v, NULL, 10);
+        } else if (strcmp(a, "--start") == 0) {
+            o->start = strtoull(v, NULL, 10);
+        } else if (strcmp(a, "--seed") == 0) {
+            o->start = strtoull(v, NULL, 10);
+            o->seeds = 1;
+            o->one = true;
+        } else if (strcmp(a, "--nodes") == 0) {
+            o->nodes = (uint32_t)atoi(v);
+        } else if (strcmp(a, "--duration") == 0) {
+            o->p.duration_ms = strtoull(v, NULL, 10);
+        } else if (strcmp(a, "--mutate") == 0) {
+            o->mut = find_mutation(v);
+        } else if (strcmp(a, "--scenario") == 0 &&
+                   strcmp(v, "wipe-vote") == 0) {
+            o->p.scenario = SIM_SCENARIO_WIPE_VOTE;
+            o->nodes = 3;
         } else {
             usage();
         }
     }
+}
+
+int main(int argc, char **argv)
+{
+    struct options o = {
+        .start = 1, .seeds = 100, .p = {.duration_ms = 3000, .heal_ms = 5000}};
+    parse(argc, argv, &o);
+    uint64_t start = o.start, seeds = o.seeds;
+    uint32_t nodes = o.nodes;
+    bool one = o.one, expect = o.expect;
+    const struct mutation *mut = o.mut;
+    struct sim_params p = o.p;
     if ((nodes != 0 && nodes != 3 && nodes != 5) || (expect && mut == NULL)) {
         usage();
     }

@@ -386,6 +386,7 @@ static void script_wipe_vote(struct sim *s)
     s->script_step++;
 }
 
+/* One event. A dispatch switch over event types: each case is one call. */
 static void dispatch(struct sim *s, const struct sim_event *ev, uint64_t end)
 {
     struct sim_node *n = &s->nodes[ev->node];
