@@ -113,9 +113,6 @@ static int parse_pub(struct srv_parser *p, const struct srv_slice *a, size_t n,
     bool hpub = cmd->op == SRV_OP_HPUB;
     size_t sizes = hpub ? 2 : 1;
 
-    if (n != sizes + 1 && n != sizes + 2) {
-        return KEEL_EPROTO;
-    }
     cmd->subject = a[0];
     if (n == sizes + 2) {
         cmd->reply = a[1];
@@ -135,23 +132,22 @@ static int parse_pub(struct srv_parser *p, const struct srv_slice *a, size_t n,
     return 0;
 }
 
-static int parse_sub_unsub(const struct srv_slice *a, size_t n,
-                           struct srv_cmd *cmd)
+static int parse_sub(struct srv_parser *p, const struct srv_slice *a, size_t n,
+                     struct srv_cmd *cmd)
 {
-    if (cmd->op == SRV_OP_SUB) {
-        if (n != 2 && n != 3) {
-            return KEEL_EPROTO;
-        }
-        cmd->subject = a[0];
-        cmd->sid = a[n - 1];
-        if (n == 3) {
-            cmd->queue = a[1];
-        }
-        return 0;
+    (void)p;
+    cmd->subject = a[0];
+    cmd->sid = a[n - 1];
+    if (n == 3) {
+        cmd->queue = a[1];
     }
-    if (n != 1 && n != 2) {
-        return KEEL_EPROTO;
-    }
+    return 0;
+}
+
+static int parse_unsub(struct srv_parser *p, const struct srv_slice *a,
+                       size_t n, struct srv_cmd *cmd)
+{
+    (void)p;
     cmd->sid = a[0];
     if (n == 2 && !srv_parse_u64(a[1].ptr, a[1].len, &cmd->max)) {
         return KEEL_EPROTO;
@@ -159,13 +155,34 @@ static int parse_sub_unsub(const struct srv_slice *a, size_t n,
     return 0;
 }
 
-/* Dispatch on the verb. Kept as one switch-like chain so every verb's
- * arity rule sits in one place. */
+/* The rest of the line is one argument (JSON), not split on blanks. */
+#define ARGS_RAW SIZE_MAX
+
+/* One row per verb: the dispatcher checks the arity, the handler only
+ * parses. PUB comes first because it is nearly all of the traffic. */
+static const struct verb {
+    const char *name;
+    enum srv_op op;
+    size_t args_min;
+    size_t args_max;
+    int (*parse)(struct srv_parser *p, const struct srv_slice *a, size_t n,
+                 struct srv_cmd *cmd);
+} verbs[] = {
+    {"PUB", SRV_OP_PUB, 2, 3, parse_pub},
+    {"HPUB", SRV_OP_HPUB, 3, 4, parse_pub},
+    {"SUB", SRV_OP_SUB, 2, 3, parse_sub},
+    {"UNSUB", SRV_OP_UNSUB, 1, 2, parse_unsub},
+    {"PING", SRV_OP_PING, 0, 0, NULL},
+    {"PONG", SRV_OP_PONG, 0, 0, NULL},
+    {"CONNECT", SRV_OP_CONNECT, ARGS_RAW, ARGS_RAW, NULL},
+    {"INFO", SRV_OP_INFO, ARGS_RAW, ARGS_RAW, NULL},
+};
+
 static int parse_line(struct srv_parser *p, const char *s, size_t len,
                       struct srv_cmd *cmd)
 {
     struct srv_slice a[SRV_PROTO_ARGS_MAX + 1];
-    size_t n;
+    const struct verb *v = NULL;
     size_t i = 0;
 
     memset(cmd, 0, sizeof *cmd);
@@ -177,14 +194,16 @@ static int parse_line(struct srv_parser *p, const char *s, size_t len,
         i++;
     }
     struct srv_slice verb = {s + vstart, i - vstart};
-    /* PUB first: it is nearly all of the traffic. */
-    if (verb_is(verb, "PUB")) {
-        cmd->op = SRV_OP_PUB;
-        n = split_args(s + i, len - i, a);
-        return n > SRV_PROTO_ARGS_MAX ? KEEL_EPROTO : parse_pub(p, a, n, cmd);
+    for (size_t k = 0; k < sizeof verbs / sizeof verbs[0] && v == NULL; k++) {
+        if (verb_is(verb, verbs[k].name)) {
+            v = &verbs[k];
+        }
     }
-    if (verb_is(verb, "CONNECT") || verb_is(verb, "INFO")) {
-        cmd->op = verb_is(verb, "INFO") ? SRV_OP_INFO : SRV_OP_CONNECT;
+    if (v == NULL) {
+        return KEEL_EPROTO;
+    }
+    cmd->op = v->op;
+    if (v->args_min == ARGS_RAW) {
         while (i < len && is_blank(s[i])) {
             i++;
         }
@@ -192,23 +211,11 @@ static int parse_line(struct srv_parser *p, const char *s, size_t len,
         cmd->json.len = len - i;
         return 0;
     }
-    n = split_args(s + i, len - i, a);
-    if (n > SRV_PROTO_ARGS_MAX) {
+    size_t n = split_args(s + i, len - i, a);
+    if (n < v->args_min || n > v->args_max) {
         return KEEL_EPROTO;
     }
-    if (verb_is(verb, "PUB") || verb_is(verb, "HPUB")) {
-        cmd->op = verb_is(verb, "PUB") ? SRV_OP_PUB : SRV_OP_HPUB;
-        return parse_pub(p, a, n, cmd);
-    }
-    if (verb_is(verb, "SUB") || verb_is(verb, "UNSUB")) {
-        cmd->op = verb_is(verb, "SUB") ? SRV_OP_SUB : SRV_OP_UNSUB;
-        return parse_sub_unsub(a, n, cmd);
-    }
-    if (verb_is(verb, "PING") || verb_is(verb, "PONG")) {
-        cmd->op = verb_is(verb, "PING") ? SRV_OP_PING : SRV_OP_PONG;
-        return n == 0 ? 0 : KEEL_EPROTO;
-    }
-    return KEEL_EPROTO;
+    return v->parse != NULL ? v->parse(p, a, n, cmd) : 0;
 }
 
 static void rebase(struct srv_slice *s, const char *from, size_t from_len,
