@@ -63,11 +63,10 @@ static void on_abort(int sig)
 
 static void usage(void)
 {
-    fprintf(
-        stderr,
-        "usage: keel-sim [--seeds N] [--start S] [--seed S] "
-        "[--nodes 3|5] [--duration MS] [--mutate NAME "
-        "[--expect-violation]] [--scenario wipe-vote] [--quiet]\nmutations:");
+    fprintf(stderr, "usage: keel-sim [--seeds N] [--start S] [--seed S] "
+                    "[--nodes 3|5] [--duration MS] [--mutate NAME "
+                    "[--expect-violation]] [--scenario wipe-vote|figure8] "
+                    "[--quiet]\nmutations:");
     for (size_t i = 0; i < sizeof MUTATIONS / sizeof MUTATIONS[0]; i++) {
         fprintf(stderr, " %s", MUTATIONS[i].name);
     }
@@ -131,6 +130,9 @@ static void parse(int argc, char **argv, struct options *o)
                    strcmp(v, "wipe-vote") == 0) {
             o->p.scenario = SIM_SCENARIO_WIPE_VOTE;
             o->nodes = 3;
+        } else if (strcmp(a, "--scenario") == 0 && strcmp(v, "figure8") == 0) {
+            o->p.scenario = SIM_SCENARIO_FIGURE8;
+            o->nodes = 5;
         } else {
             usage();
         }

@@ -386,6 +386,60 @@ static void script_wipe_vote(struct sim *s)
     s->script_step++;
 }
 
+static void isolate(struct sim *s, int i, bool cut)
+{
+    for (uint32_t j = 0; j < s->p.n_nodes; j++) {
+        s->link[i][j] = !cut;
+        s->link[j][i] = !cut;
+    }
+}
+
+/* Raft Figure 8 with five nodes: L (term t) writes a tail reaching only F;
+ * L fails and F is cut off; M wins t+1 among the rest, appends its barrier
+ * and is cut off before it reaches anyone; L returns and wins t+2, and copies
+ * its old tail one entry per message. Counting that tail on a majority before
+ * L's own barrier is there would commit what M could still overwrite. */
+static void script_figure8(struct sim *s)
+{
+    int *nd = s->script_nodes; /* L, F, M */
+    uint32_t step = s->script_step;
+    int l = find_leader(s);
+    if (step == 0 || step == 2) {
+        if (l < 0 || (step == 2 && (l == nd[0] || l == nd[1]))) {
+            sim_ev_push(s, s->now + 1, EV_SCRIPT, 0, 0, NULL);
+            return; /* poll each ms for the leader we wait for */
+        }
+    }
+    s->script_active = true;
+    if (step == 0) {
+        nd[0] = l;
+        nd[1] = (l + 1) % 5;
+        links_all(s, true);
+        isolate(s, nd[0], true);
+        s->link[nd[0]][nd[1]] = true;
+        s->link[nd[1]][nd[0]] = true;
+        sim_ev_push(s, s->now + 20 + sim_rnd(s, 60), EV_SCRIPT, 0, 0, NULL);
+    } else if (step == 1) {
+        fault_stop(s, nd[0], STOP_CRASH);
+        isolate(s, nd[1], true);
+        sim_ev_push(s, s->now + 1, EV_SCRIPT, 0, 0, NULL);
+    } else if (step == 2) {
+        nd[2] = l;
+        isolate(s, nd[2], true);
+        if (!s->nodes[nd[0]].up) {
+            sim_node_boot(s, (uint32_t)nd[0]);
+        }
+        isolate(s, nd[0], false);
+        isolate(s, nd[1], false);
+        isolate(s, nd[2], true);
+        sim_ev_push(s, s->now + 1500, EV_SCRIPT, 0, 0, NULL);
+    } else {
+        s->script_active = false;
+        return;
+    }
+    s->script_step++;
+}
+
 /* One event. A dispatch switch over event types: each case is one call. */
 static void dispatch(struct sim *s, const struct sim_event *ev, uint64_t end)
 {
@@ -453,8 +507,10 @@ static void dispatch(struct sim *s, const struct sim_event *ev, uint64_t end)
         sim_install(s, ev->node, ev->gen);
         break;
     case EV_SCRIPT:
-        if (!s->healing) {
+        if (!s->healing && s->p.scenario == SIM_SCENARIO_WIPE_VOTE) {
             script_wipe_vote(s);
+        } else if (!s->healing) {
+            script_figure8(s);
         }
         break;
     case EV_CRASH_LEADER:
@@ -519,6 +575,10 @@ static void setup(struct sim *s, uint64_t seed, const struct sim_params *p)
     s->sync_max = 1 + sim_rnd(s, 20);
     s->batch_max = sim_rnd(s, 2) ? 1 + sim_rnd(s, 8) : 64;
     s->snapshots = sim_rnd(s, 2) == 0;
+    if (p->scenario == SIM_SCENARIO_FIGURE8) {
+        s->batch_max = 1; /* the old tail travels one entry at a time */
+        s->snapshots = false;
+    }
     struct raft_config cfg = {.n = p->n_nodes};
     for (uint32_t i = 0; i < p->n_nodes; i++) {
         struct sim_node *n = &s->nodes[i];
@@ -547,7 +607,7 @@ int sim_run(struct sim *s, uint64_t seed, const struct sim_params *p)
     }
     sim_ev_push(s, 1, EV_PROPOSE, 0, 0, NULL);
     if (!p->bench) {
-        if (p->scenario == SIM_SCENARIO_WIPE_VOTE) {
+        if (p->scenario != SIM_SCENARIO_NONE) {
             sim_ev_push(s, 400, EV_SCRIPT, 0, 0, NULL);
         } else {
             sim_ev_push(s, 50 + sim_rnd(s, 200), EV_FAULT, 0, 0, NULL);

@@ -161,7 +161,7 @@ struct sim {
     int last_rv;
     uint64_t heal_id; /* first proposal id after healing */
     uint32_t script_step;
-    int script_nodes[3]; /* leader, lagging, wiped */
+    int script_nodes[SIM_NODES_MAX]; /* roles in the scripted trace */
     bool script_active;
     bool heal_committed;
     uint64_t proposals;
@@ -194,6 +194,7 @@ enum sim_ev_type {
 enum sim_scenario {
     SIM_SCENARIO_NONE = 0,
     SIM_SCENARIO_WIPE_VOTE = 1, /* TRACES §3 membership rule 1 */
+    SIM_SCENARIO_FIGURE8 = 2,   /* Raft Figure 8, DESIGN §2 commit rule */
 };
 
 enum sim_stop_kind { STOP_CRASH, STOP_POWER, STOP_WIPE };
