@@ -63,6 +63,7 @@ struct runtime {
     struct srv_server srv;
     struct srv_monitor *mon;
     int lock_fd;
+    bool srv_inited;
     char ports_path[PATH_MAX];
 };
 
@@ -75,6 +76,7 @@ static int start(struct runtime *rt, const struct srv_config *cfg)
     rv = srv_datadir_lock(cfg->store_dir, &rt->lock_fd, errmsg);
     if (rv == 0) {
         rv = srv_server_init(&rt->srv, uv_default_loop(), cfg, errmsg);
+        rt->srv_inited = true; /* init leaves srv closable on failure too */
     }
     if (rv == 0 && cfg->http_port >= 0) {
         rv = srv_monitor_start(&rt->srv, cfg->addr, cfg->http_port, &rt->mon,
@@ -138,8 +140,10 @@ int main(int argc, char **argv)
         unlink(rt.ports_path);
     }
     srv_monitor_stop(rt.mon);
-    if (code == 0) {
+    if (rt.srv_inited) {
         srv_server_close(&rt.srv);
+    }
+    if (code == 0) {
         uv_loop_close(uv_default_loop());
         SRV_INFO("server", "keeld stopped");
     }
