@@ -39,7 +39,7 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
  * drains or SRV_STALL_MS passes, so fast producers slow down to their
  * consumers instead of cutting them off as slow consumers. */
 #define SRV_CONN_STALL_BYTES (64 * 1024 * 1024)
-#define SRV_STALL_MS 10
+#define SRV_STALL_MS 100
 
 /* ---- store ---- */
 #define STORE_SEGMENT_BYTES_DEFAULT (64u * 1024 * 1024)

@@ -209,7 +209,7 @@ static void
 a_fast_publisher_is_slowed_down_not_its_consumers_cut_off(void **state)
 {
     struct fixture *f = *state;
-    const char *args[] = {"--max_pending", "512KB", NULL};
+    const char *args[] = {"--max_pending", "1MB", NULL};
     natsConnection *pub = NULL;
     natsConnection *nc[BURST_SUBS];
     natsSubscription *s[BURST_SUBS];
@@ -225,7 +225,7 @@ a_fast_publisher_is_slowed_down_not_its_consumers_cut_off(void **state)
         assert_int_equal(natsConnection_Flush(nc[i]), NATS_OK);
     }
     assert_int_equal(natsConnection_ConnectTo(&pub, f->k.url), NATS_OK);
-    /* 20 MB at once: 40 times what keeld may queue for one receiver. */
+    /* 20 MB at once: 20 times what keeld may queue for one receiver. */
     for (int i = 0; i < BURST_MSGS; i++) {
         assert_int_equal(
             natsConnection_Publish(pub, "burst", payload, sizeof payload),
