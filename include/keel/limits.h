@@ -31,7 +31,7 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 /* Output is written as soon as a conn has this much queued, not only at
  * the end of the loop iteration: receivers start reading sooner and the
  * buffers stay small enough to be reused instead of reallocated. */
-#define SRV_CONN_FLUSH_BYTES (64 * 1024)
+#define SRV_CONN_FLUSH_BYTES (256 * 1024)
 #define SRV_HMAP_SLOTS_MAX (1u << 30)
 #define SRV_INFO_LINE_BYTES_MAX 2048
 /* A publisher whose fan-out leaves a receiver with more than half its
