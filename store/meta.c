@@ -399,7 +399,7 @@ int store_meta_incarnation(struct store_meta *m, uint8_t out[16])
 {
     uint8_t key[1] = {'I'};
     uint8_t body[META_BODY_MAX];
-    uint32_t len;
+    uint32_t len = 0;
     int rv = get1(m, key, 1, body, &len);
 
     ASSERT(m != NULL);
@@ -417,7 +417,7 @@ int store_meta_node_get(struct store_meta *m, struct store_meta_node *out)
 {
     uint8_t key[1] = {'N'};
     uint8_t body[META_BODY_MAX];
-    uint32_t len;
+    uint32_t len = 0;
     int rv = get1(m, key, 1, body, &len);
 
     ASSERT(m != NULL);
