@@ -56,6 +56,16 @@ void become_follower(struct raft *r, raft_term term, raft_node leader,
 void reset_election_timer(struct raft *r);
 void campaign(struct raft *r, bool pre, bool transfer, struct raft_out *out);
 
+/* discard.c */
+void discard_start(struct raft *r, struct raft_out *out);
+void fetch_start(struct raft *r, struct raft_out *out);
+void recv_fetch_resp(struct raft *r, const struct raft_msg *m,
+                     struct raft_out *out);
+void recv_discard(struct raft *r, const struct raft_msg *m,
+                  struct raft_out *out);
+void recv_discard_resp(struct raft *r, const struct raft_msg *m,
+                       struct raft_out *out);
+
 /* replication.c */
 void send_append(struct raft *r, struct raft_progress *p, bool heartbeat,
                  struct raft_out *out);

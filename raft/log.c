@@ -151,6 +151,11 @@ void log_truncate(struct raft *r, raft_index from)
     if (r->leader_match > from - 1) {
         r->leader_match = from - 1;
     }
+    if (r->faulty >= from) {
+        /* Discard rule (a): the leader's different entry replaces the
+         * damaged record and everything after it. */
+        r->faulty = 0;
+    }
     bool reverted = false;
     while (r->n_configs > 0 && r->configs[r->n_configs - 1].index >= from) {
         r->n_configs--;
@@ -187,6 +192,11 @@ void log_compact(struct raft *r, raft_index index, raft_term term)
     ASSERT(raft_term_at(r, index) == term);
     if (index <= r->snap_index) {
         return;
+    }
+    if (r->faulty != 0 && r->faulty <= index) {
+        /* Discard rule (b): a committed retention cut covers the damage
+         * (the record was applied before it was damaged). */
+        r->faulty = 0;
     }
     uint32_t drop = 0;
     while (drop + 1 < r->n_runs && r->runs[drop + 1].first <= index + 1) {

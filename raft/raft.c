@@ -85,6 +85,16 @@ int raft_load_entry(struct raft *r, raft_index index,
     return log_append(r, index, e);
 }
 
+void raft_load_faulty(struct raft *r, raft_index index, raft_index extent_index,
+                      raft_term extent_term)
+{
+    ASSERT(r->role == RAFT_FOLLOWER);
+    ASSERT(index == 0 || (index > r->snap_index && index <= r->last_index));
+    r->faulty = index;
+    r->extent_index = extent_index;
+    r->extent_term = extent_term;
+}
+
 void raft_start(struct raft *r, uint64_t now_ms)
 {
     ASSERT(r->role == RAFT_FOLLOWER);
@@ -258,6 +268,25 @@ static bool log_up_to_date(const struct raft *r, raft_term last_term,
     return last_index >= r->last_index;
 }
 
+/* Election restriction. Storage rule 1: a faulty node compares the
+ * candidate with its extent, and refuses every candidate (vote and pre-vote
+ * alike) when the tail term is unknown. */
+static bool vote_log_ok(const struct raft *r, const struct raft_msg *m)
+{
+    ASSERT(m->type == RAFT_MSG_VOTE);
+    ASSERT(r->faulty == 0 || r->faulty > r->snap_index);
+    if (r->faulty == 0) {
+        return log_up_to_date(r, m->vote.last_term, m->vote.last_index);
+    }
+    if (r->extent_term == 0) {
+        return false;
+    }
+    if (m->vote.last_term != r->extent_term) {
+        return m->vote.last_term > r->extent_term;
+    }
+    return m->vote.last_index >= r->extent_index;
+}
+
 /* Rule 1: refuse a candidate whose node our configuration names with
  * another incarnation (a wiped disk). A candidate our configuration does not
  * name as a voter may still be one in a later configuration we lack (thesis
@@ -305,8 +334,7 @@ static void recv_vote(struct raft *r, const struct raft_msg *m,
     if (grant) {
         grant = config_is_member(r, raft_config_current(r), r->id,
                                  r->incarnation) &&
-                candidate_known(r, m) &&
-                log_up_to_date(r, m->vote.last_term, m->vote.last_index);
+                candidate_known(r, m) && vote_log_ok(r, m);
     }
     if (grant && !m->vote.pre) {
         r->vote = m->from;
@@ -365,8 +393,8 @@ static void recv_timeout_now(struct raft *r, const struct raft_msg *m,
 {
     ASSERT(m->term == r->term);
     ASSERT(r->role != RAFT_LEADER);
-    if (m->from != r->leader || !is_self_voter(r)) {
-        return;
+    if (m->from != r->leader || !is_self_voter(r) || r->faulty != 0) {
+        return; /* rule 1: a faulty node is never a transfer target */
     }
     campaign(r, false, true, out);
 }
@@ -387,6 +415,14 @@ static void recv_msg(struct raft *r, const struct raft_msg *m,
     }
     if (m->type == RAFT_MSG_VOTE_RESP) {
         recv_vote_resp(r, m, out);
+        return;
+    }
+    if (m->type == RAFT_MSG_FETCH) {
+        recv_discard(r, m, out); /* repair asks in any term */
+        return;
+    }
+    if (m->type == RAFT_MSG_FETCH_RESP) {
+        recv_fetch_resp(r, m, out);
         return;
     }
     bool from_leader = m->type == RAFT_MSG_APPEND ||
@@ -411,6 +447,10 @@ static void recv_msg(struct raft *r, const struct raft_msg *m,
         } else if (m->type == RAFT_MSG_SNAPSHOT_RESP &&
                    r->role == RAFT_LEADER) {
             recv_snapshot_resp(r, m, out);
+        } else if (m->type == RAFT_MSG_DISCARD) {
+            recv_discard(r, m, out); /* term T adopted above, no vote */
+        } else if (m->type == RAFT_MSG_DISCARD_RESP) {
+            recv_discard_resp(r, m, out);
         }
         return;
     }
@@ -461,6 +501,13 @@ static void tick(struct raft *r, struct raft_out *out)
         }
         if (r->transfer_to != 0 && r->now_ms >= r->transfer_deadline_ms) {
             r->transfer_to = 0; /* give up; proposals resume */
+            if (r->faulty != 0) {
+                /* Rule 1: a faulty leader whose transfer stalled steps
+                 * down rather than lead with a damaged log. */
+                become_follower(r, r->term, 0, out);
+                reset_election_timer(r);
+                return;
+            }
         }
         if (r->now_ms >= r->heartbeat_deadline_ms) {
             r->heartbeat_deadline_ms = r->now_ms + r->heartbeat_ms;
@@ -471,11 +518,53 @@ static void tick(struct raft *r, struct raft_out *out)
     if (r->now_ms < r->election_deadline_ms) {
         return;
     }
+    if (is_self_voter(r) && r->faulty != 0) {
+        /* Rule 1: a faulty node never campaigns; having heard no leader
+         * for an election timeout it runs a discard round instead. */
+        reset_election_timer(r);
+        if (r->fetch_sent && !r->fetch_held) {
+            discard_start(r, out); /* nobody showed an intact copy */
+        }
+        r->fetch_held = false;
+        r->fetch_sent = true;
+        fetch_start(r, out);
+        return;
+    }
     if (!is_self_voter(r)) {
         reset_election_timer(r);
         return;
     }
     campaign(r, true, false, out);
+}
+
+/* The store found a damaged record (reads verify) or repaired one. A leader
+ * that finds damage in its own log stops proposing (propose refuses while
+ * faulty) and hands leadership to the most caught-up healthy voter; with no
+ * voter to take it, it steps down at once. */
+static int faulty_report(struct raft *r, const struct raft_in *in,
+                         struct raft_out *out)
+{
+    raft_index f = in->faulty.index;
+    ASSERT(in->type == RAFT_IN_FAULTY);
+    ASSERT(r->persisted <= r->last_index);
+    if (f != 0 && (f <= r->snap_index || f > r->last_index)) {
+        return KEEL_EINVAL;
+    }
+    if (f != r->faulty) {
+        r->fetch_sent = false;
+        r->fetch_held = false;
+    }
+    r->faulty = f;
+    r->extent_index = in->faulty.extent_index;
+    r->extent_term = in->faulty.extent_term;
+    if (f == 0 || r->role != RAFT_LEADER || r->transfer_to != 0) {
+        return 0;
+    }
+    if (transfer_start(r, 0, out) != 0) {
+        become_follower(r, r->term, 0, out);
+        reset_election_timer(r);
+    }
+    return 0;
 }
 
 static uint64_t next_timeout(const struct raft *r)
@@ -511,6 +600,7 @@ int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out)
     out->n_reads = 0;
     out->became_leader = false;
     out->has_snapshot = false;
+    out->n_repairs = 0;
     r->now_ms = in->now_ms;
 
     switch (in->type) {
@@ -554,6 +644,9 @@ int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out)
     case RAFT_IN_CHANGE:
         rv = change_membership(r, in, out);
         break;
+    case RAFT_IN_FAULTY:
+        rv = faulty_report(r, in, out);
+        break;
     default:
         rv = KEEL_EINVAL;
         break;
@@ -568,6 +661,9 @@ int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out)
     out->term = r->term;
     out->vote = r->vote;
     out->commit = r->commit;
+    if (r->faulty != 0 && out->commit >= r->faulty) {
+        out->commit = r->faulty - 1; /* rule 1: apply stops at the fault */
+    }
     out->role = r->role;
     out->leader = r->leader;
     out->timeout_ms = next_timeout(r);

@@ -138,6 +138,30 @@ struct raft_msg_snapshot_resp {
     uint64_t offset;
 };
 
+/* Repair and discard (DESIGN §4 rule 1). FETCH asks for one index (any
+ * term, with or without a leader; the answer is a copy to verify). DISCARD
+ * asks the same in a fresh term the faulty node made durable and every
+ * receiver adopts durably (rule 1c); both answer with discard_resp. */
+struct raft_msg_discard {
+    raft_index index;
+};
+
+enum raft_discard_status {
+    RAFT_DISCARD_NONE = 1,   /* no record at index */
+    RAFT_DISCARD_FAULTY = 2, /* a damaged record at index */
+    RAFT_DISCARD_HAS = 3,    /* an intact record of `term` at index */
+};
+
+struct raft_msg_discard_resp {
+    raft_index index;
+    uint8_t status; /* enum raft_discard_status */
+    raft_term term; /* HAS: the record's term */
+    /* FETCH_RESP with HAS: the intact record. NULL when the core emits it:
+     * the driver fills it from its store (reads verify; never a damaged
+     * record). */
+    const struct raft_entry *entry;
+};
+
 struct raft_msg {
     uint8_t type; /* enum raft_msg_type */
     raft_node from;
@@ -152,6 +176,8 @@ struct raft_msg {
         struct raft_msg_vote_resp vote_resp;
         struct raft_msg_snapshot snapshot;
         struct raft_msg_snapshot_resp snapshot_resp;
+        struct raft_msg_discard discard;
+        struct raft_msg_discard_resp discard_resp;
     };
 };
 
@@ -173,6 +199,10 @@ enum raft_in_type {
     RAFT_IN_READ_INDEX,
     RAFT_IN_CHANGE,
     RAFT_IN_SNAPSHOT_INSTALLED,
+    /* Storage faults (DESIGN §4 rule 1): the store found a damaged record
+     * (reads verify), or repaired one. Carries the first faulty index now
+     * (0: the log is intact again) and the extent. */
+    RAFT_IN_FAULTY,
 };
 
 struct raft_in {
@@ -197,6 +227,11 @@ struct raft_in {
         raft_node transfer_to; /* 0: the most caught-up voter */
         uint64_t read_id;
         struct {
+            raft_index index;        /* first faulty index; 0: none */
+            raft_index extent_index; /* rule 1 extent (vote with it) */
+            raft_term extent_term;   /* 0: the tail term is unknown */
+        } faulty;
+        struct {
             uint8_t op; /* enum raft_change_op */
             raft_node node;
             raft_incarnation incarnation;
@@ -208,6 +243,16 @@ struct raft_read {
     uint64_t id;
     int status;       /* 0, or KEEL_ENOTLEADER / KEEL_EAGAIN */
     raft_index index; /* serve the read once applied >= index */
+};
+
+/* A copy of a record the log holds as faulty, received from the leader: the
+ * driver verifies it (re-encoded with the local predecessor checksum and
+ * salt, it must match the local successor's prev-checksum, or M), writes it
+ * in place, syncs, and reports RAFT_IN_FAULTY with the next faulty index. A
+ * copy that does not verify is dropped (the store keeps the record faulty). */
+struct raft_repair {
+    raft_index index;
+    struct raft_entry entry; /* buf points into the input message */
 };
 
 struct raft_out {
@@ -230,6 +275,9 @@ struct raft_out {
      * valid during this step only. */
     bool has_snapshot;
     struct raft_msg_snapshot snapshot;
+    /* Storage faults: verified copies to write in place (see raft_repair). */
+    uint32_t n_repairs;
+    struct raft_repair repairs[RAFT_OUT_REPAIRS_MAX];
     /* Trace: what changed in this step, for the driver's event log. */
     uint8_t role;
     raft_node leader;
@@ -294,6 +342,10 @@ enum raft_mutation {
     RAFT_MUT_COMMIT_PREV_TERM = 1u << 2,
     RAFT_MUT_CONFIG_EARLY = 1u << 3,
     RAFT_MUT_NO_INCARNATION = 1u << 4,
+    RAFT_MUT_FAULTY_MATCH_ABOVE = 1u << 5,   /* match not capped at fault */
+    RAFT_MUT_FAULTY_LEADER_COUNTS = 1u << 6, /* leader counts its damage */
+    RAFT_MUT_FAULTY_ANSWERS_NONE = 1u << 7,  /* "none" about its fault */
+    RAFT_MUT_DISCARD_UNFENCED = 1u << 8,     /* no fresh term, any answer */
 };
 
 struct raft {
@@ -359,6 +411,23 @@ struct raft {
     uint32_t n_reads;
     struct raft_pending_read reads[RAFT_READS_MAX];
     uint8_t config_buf[RAFT_CONFIG_BYTES_MAX];
+
+    /* Storage faults (DESIGN §4 rule 1). faulty: the first damaged index at
+     * or below the sync marker (0: none). While faulty the node reports
+     * match below it, votes with its extent (not at all if extent_term is
+     * 0), never campaigns, is never a transfer target, applies nothing from
+     * it on; a faulty leader transfers leadership or steps down. */
+    raft_index faulty;
+    raft_index extent_index;
+    raft_term extent_term;
+    /* The discard round under way (index 0: none): who answered what. */
+    raft_index discard_index;
+    raft_term discard_term;
+    uint32_t n_discard;
+    raft_node discard_from[RAFT_SERVERS_MAX];
+    uint8_t discard_status[RAFT_SERVERS_MAX];
+    bool fetch_sent; /* a FETCH round went out for this fault */
+    bool fetch_held; /* a FETCH answer showed an intact copy exists */
 };
 
 /* Initialise an empty group object. Allocates the term-run table; returns 0
@@ -378,6 +447,13 @@ void raft_load_snapshot(struct raft *r, raft_index index, raft_term term,
  * KEEL_EINVAL (out of order) or KEEL_ECORRUPT (bad configuration payload). */
 int raft_load_entry(struct raft *r, raft_index index,
                     const struct raft_entry *e);
+
+/* Rule 1: the store's recovery report found the first damaged record at
+ * index (within the loaded log) and the extent (the greatest of the last
+ * intact record, the sync marker and the snapshot; extent_term 0 when the
+ * tail term is unknown). Call after the raft_load_entry calls. */
+void raft_load_faulty(struct raft *r, raft_index index, raft_index extent_index,
+                      raft_term extent_term);
 
 /* Start the group: term := max(hard state, last log term, snapshot term);
  * every loaded record counts as persisted. */

@@ -16,7 +16,13 @@ raft_index follower_match(const struct raft *r)
 {
     ASSERT(r->persisted <= r->last_index);
     ASSERT(r->leader_match <= r->last_index);
-    return r->leader_match < r->persisted ? r->leader_match : r->persisted;
+    raft_index m =
+        r->leader_match < r->persisted ? r->leader_match : r->persisted;
+    if (r->faulty != 0 && m >= r->faulty &&
+        !MUTATED(r, RAFT_MUT_FAULTY_MATCH_ABOVE)) {
+        m = r->faulty - 1; /* rule 1: never counted as holding it */
+    }
+    return m;
 }
 
 static void inflight_push(struct raft_inflight *f, raft_index last)
@@ -70,6 +76,10 @@ void send_append(struct raft *r, struct raft_progress *p, bool heartbeat,
         n = r->last_index - prev;
         if (n > r->append_entries_max) {
             n = r->append_entries_max;
+        }
+        if (r->faulty != 0 && prev + n >= r->faulty) {
+            /* Never serve a damaged record (DESIGN §4 rule 5). */
+            n = prev < r->faulty ? r->faulty - 1 - prev : 0;
         }
     } else {
         prev = p->match; /* a heartbeat while the pipeline is full */
@@ -156,8 +166,8 @@ int propose(struct raft *r, const struct raft_in *in, struct raft_out *out)
     if (r->role != RAFT_LEADER) {
         return KEEL_ENOTLEADER;
     }
-    if (r->transfer_to != 0) {
-        return KEEL_EBUSY;
+    if (r->transfer_to != 0 || r->faulty != 0) {
+        return KEEL_EBUSY; /* rule 1: a faulty leader stops proposing */
     }
     if (in->propose.n == 0 || in->propose.n > RAFT_PROPOSE_ENTRIES_MAX) {
         return KEEL_EINVAL;
@@ -245,8 +255,14 @@ void maybe_commit(struct raft *r, struct raft_out *out)
     (void)out;
     ASSERT(r->role == RAFT_LEADER);
     if (config_is_voter(r, c, r->id, r->incarnation)) {
-        m[n++] = MUTATED(r, RAFT_MUT_LEADER_COUNTS_UNSYNCED) ? r->last_index
-                                                             : r->persisted;
+        raft_index self = MUTATED(r, RAFT_MUT_LEADER_COUNTS_UNSYNCED)
+                              ? r->last_index
+                              : r->persisted;
+        if (r->faulty != 0 && self >= r->faulty &&
+            !MUTATED(r, RAFT_MUT_FAULTY_LEADER_COUNTS)) {
+            self = r->faulty - 1; /* rule 1: only below its own fault */
+        }
+        m[n++] = self;
     }
     for (uint32_t i = 0; i < r->n_progress; i++) {
         struct raft_progress *p = &r->progress[i];
@@ -307,6 +323,13 @@ static raft_index append_entries(struct raft *r, raft_index prev,
     ASSERT(n <= RAFT_APPEND_ENTRIES_MAX);
     while (i < n && prev + 1 + i <= r->last_index &&
            raft_term_at(r, prev + 1 + i) == e[i].term) {
+        if (prev + 1 + i == r->faulty &&
+            out->n_repairs < RAFT_OUT_REPAIRS_MAX) {
+            /* Repair: the leader's copy of our damaged record, for the
+             * store to verify and write in place. */
+            out->repairs[out->n_repairs++] =
+                (struct raft_repair){.index = r->faulty, .entry = e[i]};
+        }
         i++;
     }
     if (i == n) {
@@ -370,6 +393,12 @@ void recv_append(struct raft *r, const struct raft_msg *m, struct raft_out *out)
     raft_index c = a->commit < r->leader_match ? a->commit : r->leader_match;
     if (c > r->commit) {
         r->commit = c;
+    }
+    if (r->faulty != 0 && out->n_repairs == 0 && prev >= r->faulty) {
+        /* Faulty and this append did not carry the damaged index: reject
+         * with a hint below it so the leader resends it (repair). */
+        reply_append(r, m, false, 0, r->faulty - 1, out);
+        return;
     }
     reply_append(r, m, true, matched, r->last_index, out);
 }

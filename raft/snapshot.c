@@ -60,7 +60,8 @@ void recv_snapshot(struct raft *r, const struct raft_msg *m,
     const struct raft_msg_snapshot *s = &m->snapshot;
     ASSERT(r->role == RAFT_FOLLOWER);
     ASSERT(m->term == r->term);
-    if (s->index <= r->commit || s->index <= r->snap_index) {
+    bool covers_fault = r->faulty != 0 && r->faulty <= s->index;
+    if ((s->index <= r->commit || s->index <= r->snap_index) && !covers_fault) {
         /* Committed entries match every later leader's log. */
         raft_index c = r->commit < r->last_index ? r->commit : r->last_index;
         if (c > r->leader_match) {
@@ -110,6 +111,11 @@ void snapshot_installed(struct raft *r, raft_index index, raft_term term,
     r->recv_done = false;
     if (index <= r->snap_index) {
         return;
+    }
+    if (r->faulty != 0 && r->faulty <= index) {
+        /* Discard rule (b): the installed snapshot covers the damage; the
+         * driver reports any fault it still finds after index. */
+        r->faulty = 0;
     }
     if (index <= r->last_index && raft_term_at(r, index) == term) {
         log_compact(r, index, term);

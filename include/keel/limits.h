@@ -82,6 +82,7 @@ _Static_assert(STORE_RECORD_PAYLOAD_BYTES_MAX <= STORE_BATCH_BYTES_MAX,
 #define RAFT_INFLIGHT_MAX 8          /* AppendEntries in flight per follower */
 #define RAFT_READS_MAX 64            /* pending read-index requests */
 #define RAFT_OUT_READS_MAX 64        /* read-index results out of one step */
+#define RAFT_OUT_REPAIRS_MAX 1       /* faulty records repaired per step */
 #define RAFT_CONFIG_BYTES_MAX (8 + RAFT_SERVERS_MAX * 17)
 #define RAFT_MSG_BYTES_MAX (64 * 1024 * 1024) /* one encoded frame */
 #define RAFT_ENTRY_BYTES_MAX (16 * 1024 * 1024)

@@ -104,7 +104,8 @@ static bool durable_holds(const struct sim_node *n, uint64_t index,
 
 /* A leader's commit means the entry survives a power loss of every node:
  * it is on the disk of a majority of the voters it counted. */
-static void durable_majority(struct sim *s, uint32_t node, uint64_t c)
+static void durable_majority(struct sim *s, uint32_t node, uint64_t c,
+                             uint64_t from)
 {
     struct sim_node *l = &s->nodes[node];
     const struct raft_config *cfg = raft_config_current(&l->raft);
@@ -124,7 +125,12 @@ static void durable_majority(struct sim *s, uint32_t node, uint64_t c)
             holding++; /* a wiped disk: a fault the model allows once */
             continue;
         }
-        if (durable_holds(f, c, l->vlog[c].hash)) {
+        /* A damaged record this commit covers for the first time counts
+         * only if the node was counted for it before the damage (rule 1:
+         * never after). */
+        uint64_t bad = sim_first_bad(f, true);
+        bool newly = bad > from && bad <= c && c > f->flip_counted;
+        if (durable_holds(f, c, l->vlog[c].hash) && !newly) {
             holding++;
         }
     }
@@ -249,6 +255,11 @@ void inv_commit(struct sim *s, uint32_t node, uint64_t commit)
         return;
     }
     for (uint64_t k = n->commit_seen + 1; k <= commit; k++) {
+        if (n->vlog[k].bad && k > n->raft.snap_index) {
+            sim_violation(s, "node %u applies damaged record %llu", node + 1,
+                          (unsigned long long)k);
+            return;
+        }
         if (k <= s->committed_len) {
             if (n->vlog[k].hash != s->committed[k]) {
                 sim_violation(s,
@@ -268,7 +279,7 @@ void inv_commit(struct sim *s, uint32_t node, uint64_t commit)
     }
     n->commit_seen = commit;
     if (n->raft.role == RAFT_LEADER) {
-        durable_majority(s, node, commit);
+        durable_majority(s, node, commit, committed_before);
         winner_check(s, node, commit, committed_before);
     }
 }
@@ -337,8 +348,9 @@ void inv_converged(struct sim *s)
         if (f->incarnation != sv->incarnation) {
             continue;
         }
+        uint64_t bad = sim_first_bad(f, false);
         if (!f->up || f->vlen < c || f->vlog[c].hash != l->vlog[c].hash ||
-            f->raft.commit != c) {
+            f->raft.commit != c || (bad != 0 && bad <= c)) {
             sim_violation(s,
                           "divergence: node %llu has not converged on "
                           "commit %llu after healing",

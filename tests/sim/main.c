@@ -37,6 +37,14 @@ static const struct mutation MUTATIONS[] = {
      "time"},
     {"no-incarnation", RAFT_MUT_NO_INCARNATION,
      "voters are named by (node, incarnation)"},
+    {"faulty-match-above", RAFT_MUT_FAULTY_MATCH_ABOVE,
+     "a faulty node reports match below its first faulty index"},
+    {"faulty-leader-counts", RAFT_MUT_FAULTY_LEADER_COUNTS,
+     "a faulty leader counts itself only below its fault"},
+    {"faulty-answers-none", RAFT_MUT_FAULTY_ANSWERS_NONE,
+     "a faulty node answers \"faulty at i\", never \"none\""},
+    {"discard-unfenced", RAFT_MUT_DISCARD_UNFENCED,
+     "a discard counts only answers in a fresh term adopted durably"},
 };
 
 /* A core ASSERT aborts mid-seed: still say which seed, and show its trace.
@@ -66,7 +74,7 @@ static void usage(void)
     fprintf(stderr, "usage: keel-sim [--seeds N] [--start S] [--seed S] "
                     "[--nodes 3|5] [--duration MS] [--mutate NAME "
                     "[--expect-violation]] [--scenario wipe-vote|figure8] "
-                    "[--quiet]\nmutations:");
+                    "[--storage-faults] [--quiet]\nmutations:");
     for (size_t i = 0; i < sizeof MUTATIONS / sizeof MUTATIONS[0]; i++) {
         fprintf(stderr, " %s", MUTATIONS[i].name);
     }
@@ -106,6 +114,10 @@ static void parse(int argc, char **argv, struct options *o)
         }
         if (strcmp(a, "--quiet") == 0) {
             o->p.quiet = true;
+            continue;
+        }
+        if (strcmp(a, "--storage-faults") == 0) {
+            o->p.storage_faults = true;
             continue;
         }
         if (v == NULL) {
@@ -161,6 +173,7 @@ int main(int argc, char **argv)
     uint64_t sim_ms = 0, steps = 0, committed = 0;
     uint64_t crashes = 0, powers = 0, wipes = 0, parts = 0, truncs = 0;
     uint64_t leaders = 0, changes = 0, transfers = 0, snaps = 0, installs = 0;
+    uint64_t flips = 0, repairs = 0;
     for (uint64_t k = 0; k < seeds; k++) {
         uint64_t seed = start + k;
         p.n_nodes = nodes != 0 ? nodes : (seed % 2 == 0 ? 3 : 5);
@@ -179,6 +192,8 @@ int main(int argc, char **argv)
         transfers += s.stats.transfers;
         snaps += s.stats.snapshots;
         installs += s.stats.installs;
+        flips += s.stats.flips;
+        repairs += s.stats.repairs;
         if (rv != 0) {
             if (expect) {
                 printf("mutation %s caught after %llu seeds (seed %llu, %u "
@@ -196,9 +211,10 @@ int main(int argc, char **argv)
             printf("FAIL seed %llu (%u nodes%s%s): %s\n",
                    (unsigned long long)seed, p.n_nodes,
                    mut ? ", mutation " : "", mut ? mut->name : "", s.violation);
-            printf("reproduce: tools/dev sim --seed %llu --nodes %u%s%s\n",
+            printf("reproduce: tools/dev sim --seed %llu --nodes %u%s%s%s\n",
                    (unsigned long long)seed, p.n_nodes, mut ? " --mutate " : "",
-                   mut ? mut->name : "");
+                   mut ? mut->name : "",
+                   p.storage_faults ? " --storage-faults" : "");
             sim_free(&s);
             sim_destroy(&s);
             return 1;
@@ -209,6 +225,10 @@ int main(int argc, char **argv)
         sim_free(&s);
     }
     sim_destroy(&s);
+    if (p.storage_faults) {
+        printf("storage faults: %llu bit flips, %llu records repaired\n",
+               (unsigned long long)flips, (unsigned long long)repairs);
+    }
     if (expect) {
         printf("mutation %s NOT caught in %llu seeds (rule: %s)\n", mut->name,
                (unsigned long long)seeds, mut->rule);

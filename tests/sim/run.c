@@ -68,7 +68,8 @@ static bool wipe_allowed(struct sim *s, int leader)
         }
     }
     for (uint32_t i = 0; i < s->p.n_nodes; i++) {
-        if (s->wiped_inc[i] != 0 || !s->nodes[i].up) {
+        if (s->wiped_inc[i] != 0 || !s->nodes[i].up ||
+            sim_first_bad(&s->nodes[i], true) != 0) {
             return false; /* one lost disk at a time, nobody else down */
         }
     }
@@ -129,9 +130,35 @@ static void fault_wipe(struct sim *s, int leader)
     sim_trace(s, -1, "ISOLATE %u", lag + 1);
 }
 
+/* One media fault at a time (the model allows at most n - q voters with a
+ * storage fault at an index): no other damage, no wiped disk pending. */
+static void fault_flip(struct sim *s, int leader)
+{
+    for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+        struct sim_node *n = &s->nodes[i];
+        if (s->wiped_inc[i] != 0) {
+            return;
+        }
+        for (uint64_t k = 1; n->damaged && k <= n->dlen; k++) {
+            if (n->dlog[k].bad || (k <= n->vlen && n->vlog[k].bad)) {
+                return;
+            }
+        }
+        n->damaged = false;
+    }
+    int victim = leader >= 0 && sim_rnd(s, 2) ? leader : random_up(s);
+    if (victim >= 0) {
+        sim_flip(s, (uint32_t)victim);
+    }
+}
+
 static void fault(struct sim *s)
 {
     int leader = find_leader(s);
+    if (s->p.storage_faults && sim_rnd(s, 4) == 0) {
+        fault_flip(s, leader);
+        return;
+    }
     switch (sim_rnd(s, 12)) {
     case 0:
     case 1:
@@ -642,11 +669,14 @@ static void print_nodes(const struct sim *s)
         }
         const struct raft *r = &n->raft;
         printf("n%u role %u term %llu leader %llu log %llu persisted %llu "
-               "commit %llu disk %llu unsynced %u syncing %d\n",
+               "commit %llu disk %llu unsynced %u syncing %d snap %llu "
+               "faulty %llu bad %llu\n",
                i + 1, r->role, (unsigned long long)r->term,
                (unsigned long long)r->leader, (unsigned long long)r->last_index,
                (unsigned long long)r->persisted, (unsigned long long)r->commit,
-               (unsigned long long)n->dlen, n->n_ops, n->syncing);
+               (unsigned long long)n->dlen, n->n_ops, n->syncing,
+               (unsigned long long)r->snap_index, (unsigned long long)r->faulty,
+               (unsigned long long)sim_first_bad(n, false));
     }
 }
 

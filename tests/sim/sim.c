@@ -234,6 +234,11 @@ static struct sim_msg *msg_clone(struct sim *s, uint32_t from,
     }
     struct sim_node *n = &s->nodes[from];
     uint32_t cnt = m->type == RAFT_MSG_APPEND ? m->append.n_entries : 0;
+    if (m->type == RAFT_MSG_FETCH_RESP &&
+        m->discard_resp.status == RAFT_DISCARD_HAS &&
+        m->discard_resp.index <= n->vlen) {
+        cnt = 1; /* the copy, from the store's retained log */
+    }
     struct sim_msg *sm =
         calloc(1, sizeof *sm + cnt * (sizeof(struct sim_entry) +
                                       sizeof(struct raft_entry)));
@@ -245,7 +250,8 @@ static struct sim_msg *msg_clone(struct sim *s, uint32_t from,
     }
     sm->entries = (struct sim_entry *)(sm + 1);
     sm->re = (struct raft_entry *)(sm->entries + cnt);
-    uint64_t first = m->append.prev_index + 1;
+    uint64_t first = m->type == RAFT_MSG_APPEND ? m->append.prev_index + 1
+                                                : m->discard_resp.index;
     if (first + cnt - 1 > n->vlen) {
         sim_violation(s,
                       "driver: node %u asked to send %llu..%llu beyond its "
@@ -259,7 +265,12 @@ static struct sim_msg *msg_clone(struct sim *s, uint32_t from,
     }
     for (uint32_t k = 0; k < cnt; k++) {
         const struct sim_entry *e = &n->vlog[first + k];
-        if (e->term != raft_term_at(&n->raft, first + k)) {
+        if (e->bad) {
+            sim_violation(s, "node %u serves damaged record %llu", from + 1,
+                          (unsigned long long)(first + k));
+        }
+        if (m->type == RAFT_MSG_APPEND &&
+            e->term != raft_term_at(&n->raft, first + k)) {
             sim_violation(s, "driver: node %u store and core disagree at %llu",
                           from + 1, (unsigned long long)(first + k));
         }
@@ -269,7 +280,11 @@ static struct sim_msg *msg_clone(struct sim *s, uint32_t from,
                                         .len = e->len,
                                         .buf = sm->entries[k].payload};
     }
-    sm->m.append.entries = sm->re;
+    if (m->type == RAFT_MSG_APPEND) {
+        sm->m.append.entries = sm->re;
+    } else {
+        sm->m.discard_resp.entry = sm->re;
+    }
     return sm;
 }
 
@@ -480,6 +495,99 @@ static void node_hard_state(struct sim *s, uint32_t i,
     n->hs_vote = out->vote;
 }
 
+uint64_t sim_first_bad(const struct sim_node *n, bool disk)
+{
+    if (!n->damaged) {
+        return 0;
+    }
+    uint64_t len = disk ? n->dlen : n->vlen;
+    const struct sim_entry *log = disk ? n->dlog : n->vlog;
+    /* Below the core's snapshot a committed retention cut covers it. */
+    uint64_t from = n->up ? n->raft.snap_index + 1 : 1;
+    for (uint64_t k = from; k <= len; k++) {
+        if (log[k].bad) {
+            return k;
+        }
+    }
+    return 0;
+}
+
+static void report_faulty(struct sim *s, uint32_t i)
+{
+    struct sim_node *n = &s->nodes[i];
+    struct raft_in in = {.type = RAFT_IN_FAULTY};
+    in.faulty.index = sim_first_bad(n, false);
+    in.faulty.extent_index = n->vlen;
+    in.faulty.extent_term = n->vlen > 0 ? n->vlog[n->vlen].term : 0;
+    if (in.faulty.index <= n->raft.snap_index) {
+        in.faulty.index = 0; /* covered by the snapshot (discard rule b) */
+    }
+    sim_node_step(s, i, &in);
+}
+
+/* The store's repair: the copy verifies when, re-chained from the local
+ * predecessor, it gives the hash the local record had (the successor's
+ * prev-checksum in the real store). Written in place and synced. */
+static void repair(struct sim *s, uint32_t i, const struct raft_repair *rp)
+{
+    struct sim_node *n = &s->nodes[i];
+    uint64_t k = rp->index;
+    if (k == 0 || k > n->vlen || !n->vlog[k].bad) {
+        sim_violation(s, "driver: node %u asked to repair intact %llu", i + 1,
+                      (unsigned long long)k);
+        return;
+    }
+    struct sim_entry e = {
+        .term = rp->entry.term, .type = rp->entry.type, .len = rp->entry.len};
+    if (e.len > SIM_PAYLOAD_MAX) {
+        return;
+    }
+    if (e.len > 0) {
+        memcpy(e.payload, rp->entry.buf, e.len);
+    }
+    if (e.type == RAFT_ENTRY_NORMAL && e.len == 8) {
+        memcpy(&e.id, rp->entry.buf, 8);
+    }
+    e.hash = inv_entry_hash(k > 1 ? n->vlog[k - 1].hash : 0, k, &e);
+    if (e.hash != n->vlog[k].hash) {
+        sim_trace(s, (int)i, "repair of %llu does not verify",
+                  (unsigned long long)k);
+        return;
+    }
+    n->vlog[k].bad = 0;
+    if (k <= n->dlen && n->dlog[k].hash == e.hash) {
+        n->dlog[k].bad = 0;
+    }
+    s->stats.repairs++;
+    sim_trace(s, (int)i, "repaired %llu", (unsigned long long)k);
+    report_faulty(s, i);
+}
+
+void sim_flip(struct sim *s, uint32_t i)
+{
+    struct sim_node *n = &s->nodes[i];
+    uint64_t top = n->dlen < n->vlen ? n->dlen : n->vlen;
+    uint64_t low = n->raft.snap_index + 1;
+    if (!n->up || top < low) {
+        return;
+    }
+    /* Often the newest synced record: the one most likely not committed
+     * yet, where counting it would matter. */
+    uint64_t k =
+        sim_rnd(s, 2) ? top : low + sim_rnd(s, (uint32_t)(top - low + 1));
+    if (n->dlog[k].hash != n->vlog[k].hash) {
+        return;
+    }
+    n->dlog[k].bad = 1;
+    n->vlog[k].bad = 1;
+    n->damaged = true;
+    n->flip_counted =
+        n->raft.role == RAFT_LEADER ? n->raft.commit : n->raft.persisted;
+    s->stats.flips++;
+    sim_trace(s, (int)i, "BIT FLIP at %llu", (unsigned long long)k);
+    report_faulty(s, i);
+}
+
 void sim_node_step(struct sim *s, uint32_t i, struct raft_in *in)
 {
     struct sim_node *n = &s->nodes[i];
@@ -521,6 +629,10 @@ void sim_node_step(struct sim *s, uint32_t i, struct raft_in *in)
         stage_chunk(s, i, &out->snapshot);
     }
     node_schedule_tick(s, i, out->timeout_ms);
+    if (out->n_repairs > 0) {
+        struct raft_repair rp = out->repairs[0]; /* out is reused below */
+        repair(s, i, &rp);
+    }
 }
 
 /* ---- node lifecycle ---- */
@@ -572,6 +684,12 @@ void sim_node_boot(struct sim *s, uint32_t i)
                           (unsigned long long)k, rv);
             break;
         }
+    }
+    uint64_t bad = sim_first_bad(n, false);
+    if (bad != 0) {
+        /* Rule 1: the extent is the last record (the sim keeps terms of
+         * damaged records, so the tail term is known). */
+        raft_load_faulty(&n->raft, bad, n->vlen, n->vlog[n->vlen].term);
     }
     raft_start(&n->raft, s->now);
     n->up = true;
@@ -642,12 +760,16 @@ void sim_install(struct sim *s, uint32_t i, uint64_t gen)
     }
     for (uint64_t k = 1; k <= x; k++) {
         struct sim_entry *e = &n->stage[k];
+        e->bad = 0; /* a snapshot is state, not the damaged bytes */
         e->hash = inv_entry_hash(k > 1 ? n->stage[k - 1].hash : 0, k, e);
         inv_created(s, i, k, e);
     }
     bool keep = n->vlen >= x && n->vlog[x].hash == n->stage[x].hash;
     memcpy(&n->dlog[1], &n->stage[1], x * sizeof *n->dlog);
     if (keep) {
+        for (uint64_t k = 1; k <= x; k++) {
+            n->vlog[k].bad = 0; /* discard rule (b): the snapshot covers it */
+        }
         if (n->dlen < x) {
             n->dlen = x;
         }
@@ -671,6 +793,9 @@ void sim_install(struct sim *s, uint32_t i, uint64_t gen)
     in.snapshot.term = n->stage_term;
     in.snapshot.config = &n->stage_config;
     sim_node_step(s, i, &in);
+    if (n->up && sim_first_bad(n, false) > x) {
+        report_faulty(s, i); /* damage after X survives the install */
+    }
 }
 
 /* Compact the core's log at what is applied and persisted (DESIGN §5: a

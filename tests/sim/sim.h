@@ -31,6 +31,7 @@ struct sim_entry {
     uint64_t hash; /* chain: the entry and everything before it */
     uint64_t id;   /* unique per proposal; 0 for barriers */
     uint8_t type;
+    uint8_t bad; /* media fault: the stored bytes no longer verify */
     uint32_t len;
     uint8_t payload[SIM_PAYLOAD_MAX];
 };
@@ -81,6 +82,10 @@ struct sim_node {
     uint64_t install_gen;
     uint32_t n_cfg;
     uint64_t cfg_idx[SIM_CFG_MAX]; /* indexes of configuration entries */
+    bool damaged; /* a bit flip may still be on disk or in the cache */
+    /* What the node may have been counted for before the flip: acks in
+     * flight (a follower's persisted) or its commit (a leader). */
+    uint64_t flip_counted;
 };
 
 struct sim_event {
@@ -111,8 +116,9 @@ struct sim_params {
     uint64_t duration_ms; /* safety phase */
     uint64_t heal_ms;     /* liveness bound after healing */
     bool quiet;
-    bool bench;        /* instant network and disk, no faults */
-    uint32_t scenario; /* 0: random faults; else a scripted trace */
+    bool bench;          /* instant network and disk, no faults */
+    uint32_t scenario;   /* 0: random faults; else a scripted trace */
+    bool storage_faults; /* bit flips in records (DESIGN §4 rule 1) */
 };
 
 struct sim_created {
@@ -167,7 +173,7 @@ struct sim {
     uint64_t proposals;
     struct {
         uint64_t crashes, power_losses, wipes, partitions, truncations, leaders,
-            changes, transfers, reads, snapshots, installs;
+            changes, transfers, reads, snapshots, installs, flips, repairs;
     } stats;
     uint64_t trace_n;
     struct sim_trace trace[SIM_TRACE_MAX];
@@ -215,6 +221,12 @@ void sim_node_stop(struct sim *s, uint32_t i, enum sim_stop_kind k);
 void sim_disk_sync_done(struct sim *s, uint32_t i, uint64_t gen);
 void sim_install(struct sim *s, uint32_t i, uint64_t gen);
 void sim_take_snapshot(struct sim *s, uint32_t i);
+/* Storage faults: the first damaged index in the page cache (what the store
+ * reads) or on disk; 0 when none. */
+uint64_t sim_first_bad(const struct sim_node *n, bool disk);
+/* Flip bits in one synced record of node i (reads verify: the store reports
+ * it to the core at once). */
+void sim_flip(struct sim *s, uint32_t i);
 
 /* Run one seed. Returns 0 when every invariant held and the cluster was
  * live after healing; 1 on a violation (sim->violation says which). */
