@@ -557,6 +557,11 @@ static int faulty_report(struct raft *r, const struct raft_in *in,
     r->faulty = f;
     r->extent_index = in->faulty.extent_index;
     r->extent_term = in->faulty.extent_term;
+    if (f != 0 &&
+        (r->role == RAFT_CANDIDATE || r->role == RAFT_PRE_CANDIDATE)) {
+        become_follower(r, r->term, 0, out); /* never campaigns while faulty */
+        return 0;
+    }
     if (f == 0 || r->role != RAFT_LEADER || r->transfer_to != 0) {
         return 0;
     }

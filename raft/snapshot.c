@@ -121,6 +121,7 @@ void snapshot_installed(struct raft *r, raft_index index, raft_term term,
         log_compact(r, index, term);
     } else {
         ASSERT(r->commit < index);
+        r->faulty = 0; /* the whole log is replaced */
         r->n_runs = 0;
         r->n_configs = 0;
         r->last_index = index;

@@ -51,6 +51,18 @@ static void links_all(struct sim *s, bool up)
 
 /* A wiped disk is a lost replica: allow one only when the configuration
  * names every node as a voter, so the other voters still form a majority. */
+/* A bit flip anywhere in the node's log, even below a snapshot (a restart
+ * reloads the retained log). */
+static bool damaged_anywhere(const struct sim_node *n)
+{
+    for (uint64_t k = 1; n->damaged && k <= n->dlen; k++) {
+        if (n->dlog[k].bad || (k <= n->vlen && n->vlog[k].bad)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static bool wipe_allowed(struct sim *s, int leader)
 {
     if (leader < 0) {
@@ -69,7 +81,7 @@ static bool wipe_allowed(struct sim *s, int leader)
     }
     for (uint32_t i = 0; i < s->p.n_nodes; i++) {
         if (s->wiped_inc[i] != 0 || !s->nodes[i].up ||
-            sim_first_bad(&s->nodes[i], true) != 0) {
+            damaged_anywhere(&s->nodes[i])) {
             return false; /* one lost disk at a time, nobody else down */
         }
     }
@@ -135,16 +147,10 @@ static void fault_wipe(struct sim *s, int leader)
 static void fault_flip(struct sim *s, int leader)
 {
     for (uint32_t i = 0; i < s->p.n_nodes; i++) {
-        struct sim_node *n = &s->nodes[i];
-        if (s->wiped_inc[i] != 0) {
+        if (s->wiped_inc[i] != 0 || damaged_anywhere(&s->nodes[i])) {
             return;
         }
-        for (uint64_t k = 1; n->damaged && k <= n->dlen; k++) {
-            if (n->dlog[k].bad || (k <= n->vlen && n->vlog[k].bad)) {
-                return;
-            }
-        }
-        n->damaged = false;
+        s->nodes[i].damaged = false;
     }
     int victim = leader >= 0 && sim_rnd(s, 2) ? leader : random_up(s);
     if (victim >= 0) {
