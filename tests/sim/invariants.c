@@ -284,6 +284,16 @@ void inv_commit(struct sim *s, uint32_t node, uint64_t commit)
     }
 }
 
+void inv_faulty_leader_commit(struct sim *s, uint32_t node, uint64_t commit)
+{
+    struct sim_node *n = &s->nodes[node];
+    ASSERT(n->raft.role == RAFT_LEADER);
+    ASSERT(commit <= n->vlen);
+    if (commit > s->committed_len) {
+        durable_majority(s, node, commit, s->committed_len);
+    }
+}
+
 void inv_read_request(struct sim *s, uint64_t id)
 {
     if (s->n_reads == SIM_READS_MAX) {

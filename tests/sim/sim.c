@@ -584,7 +584,9 @@ void sim_flip(struct sim *s, uint32_t i)
     n->flip_counted =
         n->raft.role == RAFT_LEADER ? n->raft.commit : n->raft.persisted;
     s->stats.flips++;
-    sim_trace(s, (int)i, "BIT FLIP at %llu", (unsigned long long)k);
+    sim_trace(s, (int)i, "BIT FLIP at %llu (%s, commit %llu)",
+              (unsigned long long)k, role_name(n->raft.role),
+              (unsigned long long)n->raft.commit);
     report_faulty(s, i);
 }
 
@@ -621,6 +623,9 @@ void sim_node_step(struct sim *s, uint32_t i, struct raft_in *in)
     }
     if (out->commit > n->commit_seen) {
         inv_commit(s, i, out->commit);
+    }
+    if (out->role == RAFT_LEADER && n->raft.commit > out->commit) {
+        inv_faulty_leader_commit(s, i, n->raft.commit);
     }
     for (uint32_t j = 0; j < out->n_reads; j++) {
         inv_read(s, i, &out->reads[j]);
