@@ -1,0 +1,301 @@
+/* Unit tests of the Raft core under storage faults (DESIGN §4 recovery
+ * rule 1): the match cap, votes with the extent, no campaign, apply stops at
+ * the fault, a faulty leader, repair from the leader, and the discard round. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "keel/error.h"
+#include "raft.h"
+
+#define N 3
+#define ET 100
+
+struct fixture {
+    struct raft r[N];
+    struct raft_out out;
+    uint64_t now;
+    struct raft_config cfg;
+    uint8_t cfgbuf[RAFT_CONFIG_BYTES_MAX];
+    uint32_t cfglen;
+    struct raft_msg msg;
+};
+
+/* Node i with entries 2..4 of term 1 after the configuration at 1. */
+static void boot(struct fixture *f, uint32_t i, raft_index faulty,
+                 raft_term extent_term)
+{
+    struct raft_params p = {.id = i + 1,
+                            .incarnation = 100 + i,
+                            .seed = i + 1,
+                            .election_timeout_ms = ET,
+                            .heartbeat_ms = 20};
+    assert_int_equal(raft_init(&f->r[i], &p), 0);
+    raft_load_hard_state(&f->r[i], 1, 0);
+    struct raft_entry c = {1, RAFT_ENTRY_CONFIG, f->cfglen, f->cfgbuf};
+    assert_int_equal(raft_load_entry(&f->r[i], 1, &c), 0);
+    for (raft_index k = 2; k <= 4; k++) {
+        struct raft_entry e = {1, RAFT_ENTRY_NORMAL, 1, "x"};
+        assert_int_equal(raft_load_entry(&f->r[i], k, &e), 0);
+    }
+    if (faulty != 0) {
+        raft_load_faulty(&f->r[i], faulty, 4, extent_term);
+    }
+    raft_start(&f->r[i], f->now);
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    f->cfg.n = N;
+    for (uint32_t i = 0; i < N; i++) {
+        f->cfg.servers[i] = (struct raft_server){i + 1, 100 + i, RAFT_VOTER};
+    }
+    f->cfglen = raft_config_encode(&f->cfg, f->cfgbuf, sizeof f->cfgbuf);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    for (uint32_t i = 0; i < N; i++) {
+        if (f->r[i].runs != NULL) {
+            raft_close(&f->r[i]);
+        }
+    }
+    free(f);
+    return 0;
+}
+
+static int step(struct fixture *f, uint32_t i, struct raft_in *in)
+{
+    in->now_ms = f->now;
+    return raft_step(&f->r[i], in, &f->out);
+}
+
+static void tick(struct fixture *f, uint32_t i, uint64_t now)
+{
+    struct raft_in in = {.type = RAFT_IN_TICK};
+    f->now = now;
+    assert_int_equal(step(f, i, &in), 0);
+}
+
+static void deliver(struct fixture *f, uint32_t i, const struct raft_msg *m)
+{
+    struct raft_in in = {.type = RAFT_IN_RECEIVE, .msg = m};
+    assert_int_equal(step(f, i, &in), 0);
+}
+
+static const struct raft_msg *find(struct fixture *f, uint8_t type,
+                                   raft_node to)
+{
+    for (uint32_t k = 0; k < f->out.n_msgs; k++) {
+        if (f->out.msgs[k].type == type && f->out.msgs[k].to == to) {
+            f->msg = f->out.msgs[k];
+            return &f->msg;
+        }
+    }
+    return NULL;
+}
+
+static struct raft_msg vote_req(raft_node from, raft_term term, raft_index last,
+                                raft_term last_term, bool pre)
+{
+    struct raft_msg m = {.type = RAFT_MSG_VOTE,
+                         .from = from,
+                         .from_incarnation = 100 + from - 1,
+                         .to = 2,
+                         .term = term};
+    m.vote.pre = pre;
+    m.vote.last_index = last;
+    m.vote.last_term = last_term;
+    return m;
+}
+
+static struct raft_msg append(raft_term term, raft_index prev, uint32_t n,
+                              const struct raft_entry *e, raft_index commit)
+{
+    struct raft_msg m = {.type = RAFT_MSG_APPEND,
+                         .from = 1,
+                         .from_incarnation = 100,
+                         .to = 2,
+                         .term = term};
+    m.append.prev_index = prev;
+    m.append.prev_term = 1;
+    m.append.n_entries = n;
+    m.append.entries = e;
+    m.append.commit = commit;
+    m.append.leader_last = prev + n;
+    return m;
+}
+
+static void a_faulty_node_reports_match_below_its_fault(void **state)
+{
+    struct fixture *f = *state;
+    boot(f, 1, 3, 1);
+    struct raft_msg m = append(2, 4, 0, NULL, 0);
+    m.append.prev_term = 1;
+    deliver(f, 1, &m);
+    const struct raft_msg *r = find(f, RAFT_MSG_APPEND_RESP, 1);
+    assert_non_null(r);
+    assert_true(r->append_resp.match <= 2);
+    /* It asks for the damaged index again (a rejection hinting below it). */
+    assert_false(r->append_resp.success);
+    assert_int_equal(r->append_resp.hint, 2);
+}
+
+static void a_faulty_node_votes_with_its_extent(void **state)
+{
+    struct fixture *f = *state;
+    boot(f, 1, 3, 1);
+    struct raft_msg m = vote_req(3, 2, 3, 1, false); /* behind the extent */
+    deliver(f, 1, &m);
+    assert_false(find(f, RAFT_MSG_VOTE_RESP, 3)->vote_resp.granted);
+    m = vote_req(3, 2, 4, 1, false); /* as far as the extent */
+    deliver(f, 1, &m);
+    assert_true(find(f, RAFT_MSG_VOTE_RESP, 3)->vote_resp.granted);
+}
+
+static void an_unknown_tail_term_refuses_every_vote_and_pre_vote(void **state)
+{
+    struct fixture *f = *state;
+    boot(f, 1, 3, 0);
+    struct raft_msg m = vote_req(3, 2, 100, 9, true);
+    deliver(f, 1, &m);
+    assert_false(find(f, RAFT_MSG_VOTE_RESP, 3)->vote_resp.granted);
+    m = vote_req(3, 2, 100, 9, false);
+    deliver(f, 1, &m);
+    assert_false(find(f, RAFT_MSG_VOTE_RESP, 3)->vote_resp.granted);
+}
+
+static void a_faulty_node_never_campaigns_and_asks_for_a_copy(void **state)
+{
+    struct fixture *f = *state;
+    boot(f, 1, 3, 1);
+    tick(f, 1, 10 * ET);
+    assert_int_equal(f->r[1].role, RAFT_FOLLOWER);
+    assert_null(find(f, RAFT_MSG_VOTE, 1));
+    const struct raft_msg *m = find(f, RAFT_MSG_FETCH, 1);
+    assert_non_null(m);
+    assert_int_equal(m->discard.index, 3);
+    assert_false(f->out.hs_changed); /* a fetch fences nothing */
+}
+
+static void apply_stops_before_the_fault(void **state)
+{
+    struct fixture *f = *state;
+    boot(f, 1, 3, 1);
+    struct raft_entry e[3] = {{1, RAFT_ENTRY_NORMAL, 1, "x"},
+                              {1, RAFT_ENTRY_NORMAL, 1, "x"},
+                              {1, RAFT_ENTRY_NORMAL, 1, "x"}};
+    struct raft_msg m = append(2, 1, 3, e, 4);
+    deliver(f, 1, &m);
+    assert_int_equal(f->r[1].commit, 4);
+    assert_int_equal(f->out.commit, 2);
+}
+
+static void the_leaders_copy_of_a_faulty_index_is_a_repair(void **state)
+{
+    struct fixture *f = *state;
+    boot(f, 1, 3, 1);
+    struct raft_entry e[2] = {{1, RAFT_ENTRY_NORMAL, 1, "x"},
+                              {1, RAFT_ENTRY_NORMAL, 1, "x"}};
+    struct raft_msg m = append(2, 2, 2, e, 0);
+    deliver(f, 1, &m);
+    assert_int_equal(f->out.n_repairs, 1);
+    assert_int_equal(f->out.repairs[0].index, 3);
+    assert_int_equal(f->out.truncate_from, 0); /* repaired, not truncated */
+    struct raft_in in = {.type = RAFT_IN_FAULTY};
+    in.faulty.index = 0;
+    assert_int_equal(step(f, 1, &in), 0);
+    assert_int_equal(f->r[1].faulty, 0);
+}
+
+static void a_faulty_leader_stops_proposing_and_transfers(void **state)
+{
+    struct fixture *f = *state;
+    for (uint32_t i = 0; i < N; i++) {
+        boot(f, i, 0, 0);
+    }
+    tick(f, 0, 10 * ET);
+    struct raft_msg v = {.type = RAFT_MSG_VOTE_RESP,
+                         .from = 2,
+                         .from_incarnation = 101,
+                         .to = 1,
+                         .term = f->r[0].term + 1};
+    v.vote_resp.pre = 1;
+    v.vote_resp.granted = 1;
+    deliver(f, 0, &v);
+    v.vote_resp.pre = 0;
+    deliver(f, 0, &v);
+    assert_int_equal(f->r[0].role, RAFT_LEADER);
+    struct raft_in in = {.type = RAFT_IN_FAULTY};
+    in.faulty.index = 4;
+    in.faulty.extent_index = 5;
+    in.faulty.extent_term = f->r[0].term;
+    assert_int_equal(step(f, 0, &in), 0);
+    assert_int_not_equal(f->r[0].transfer_to, 0);
+    struct raft_entry e = {f->r[0].term, RAFT_ENTRY_NORMAL, 1, "y"};
+    in = (struct raft_in){.type = RAFT_IN_PROPOSE};
+    in.propose.n = 1;
+    in.propose.entries = &e;
+    assert_int_equal(step(f, 0, &in), KEEL_EBUSY);
+    /* The transfer stalls: it steps down after an election timeout. */
+    tick(f, 0, f->now + 3 * ET);
+    assert_int_not_equal(f->r[0].role, RAFT_LEADER);
+}
+
+static void a_discard_round_fences_a_fresh_term_first(void **state)
+{
+    struct fixture *f = *state;
+    boot(f, 1, 3, 1);
+    tick(f, 1, 10 * ET); /* FETCH */
+    tick(f, 1, 30 * ET); /* nobody showed a copy: discard round */
+    const struct raft_msg *m = find(f, RAFT_MSG_DISCARD, 3);
+    assert_non_null(m);
+    assert_true(f->out.hs_changed);
+    assert_int_equal(m->term, 2);
+    raft_term t = m->term;
+    struct raft_msg a = {.type = RAFT_MSG_DISCARD_RESP,
+                         .from = 3,
+                         .from_incarnation = 102,
+                         .to = 2,
+                         .term = t - 1}; /* an answer outside term T */
+    a.discard_resp.index = 3;
+    a.discard_resp.status = RAFT_DISCARD_NONE;
+    deliver(f, 1, &a);
+    a.from = 1;
+    a.from_incarnation = 100;
+    deliver(f, 1, &a);
+    assert_int_equal(f->r[1].faulty, 3); /* stale answers count for nothing */
+    a.term = t;
+    deliver(f, 1, &a);
+    a.from = 3;
+    a.from_incarnation = 102;
+    deliver(f, 1, &a);
+    assert_int_equal(f->out.truncate_from, 3);
+    assert_int_equal(f->r[1].faulty, 0);
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(a_faulty_node_reports_match_below_its_fault),
+        T(a_faulty_node_votes_with_its_extent),
+        T(an_unknown_tail_term_refuses_every_vote_and_pre_vote),
+        T(a_faulty_node_never_campaigns_and_asks_for_a_copy),
+        T(apply_stops_before_the_fault),
+        T(the_leaders_copy_of_a_faulty_index_is_a_repair),
+        T(a_faulty_leader_stops_proposing_and_transfers),
+        T(a_discard_round_fences_a_fresh_term_first),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
