@@ -26,6 +26,12 @@ static uint32_t body_fields(uint8_t type)
         return 3;
     case RAFT_MSG_TIMEOUT_NOW:
         return 0;
+    case RAFT_MSG_FETCH:
+    case RAFT_MSG_DISCARD:
+        return 1;
+    case RAFT_MSG_FETCH_RESP:
+    case RAFT_MSG_DISCARD_RESP:
+        return 4;
     default:
         return UINT32_MAX;
     }
@@ -95,6 +101,22 @@ static void pack_body(msgpack_packer *pk, const struct raft_msg *m)
         msgpack_pack_uint64(pk, m->snapshot_resp.match);
         msgpack_pack_uint64(pk, m->snapshot_resp.offset);
         break;
+    case RAFT_MSG_FETCH:
+    case RAFT_MSG_DISCARD:
+        msgpack_pack_uint64(pk, m->discard.index);
+        break;
+    case RAFT_MSG_FETCH_RESP:
+    case RAFT_MSG_DISCARD_RESP: {
+        /* The copy travels as an entry list of 0 or 1 (HAS only). */
+        struct raft_msg_append one = {.n_entries =
+                                          m->discard_resp.entry != NULL ? 1 : 0,
+                                      .entries = m->discard_resp.entry};
+        msgpack_pack_uint64(pk, m->discard_resp.index);
+        msgpack_pack_uint8(pk, m->discard_resp.status);
+        msgpack_pack_uint64(pk, m->discard_resp.term);
+        pack_entries(pk, &one);
+        break;
+    }
     default:
         break;
     }
@@ -115,6 +137,17 @@ int raft_msg_encode(const struct raft_msg *m, void **buf, size_t *len,
                         "sent: fix the caller",
                         m->type, (unsigned long long)m->from,
                         (unsigned long long)m->to);
+    }
+    if ((m->type == RAFT_MSG_FETCH_RESP || m->type == RAFT_MSG_DISCARD_RESP) &&
+        (m->discard_resp.status < RAFT_DISCARD_NONE ||
+         m->discard_resp.status > RAFT_DISCARD_HAS ||
+         (m->discard_resp.entry != NULL &&
+          (m->discard_resp.status != RAFT_DISCARD_HAS ||
+           m->discard_resp.entry->term == 0)))) {
+        return keel_err(KEEL_EINVAL, errmsg,
+                        "fetch/discard answer with status %u: a copy goes "
+                        "only with HAS, and needs a term",
+                        m->discard_resp.status);
     }
     if (m->type == RAFT_MSG_APPEND &&
         (m->append.n_entries > RAFT_APPEND_ENTRIES_MAX ||
@@ -301,6 +334,37 @@ static int decode_entries(const msgpack_object *o, struct raft_msg *m,
     return 0;
 }
 
+/* FETCH_RESP / DISCARD_RESP: [index, status, term, [entry]?]; a copy only
+ * with HAS. */
+static int decode_answer(const msgpack_object *f, struct raft_msg *m,
+                         struct raft_entry *entries, char *errmsg)
+{
+    struct raft_msg one = {.type = RAFT_MSG_APPEND};
+    uint64_t st = 0;
+    ASSERT(m->type == RAFT_MSG_FETCH_RESP || m->type == RAFT_MSG_DISCARD_RESP);
+    ASSERT(entries != NULL);
+    if (!get_u64(&f[0], &m->discard_resp.index) || !get_u64(&f[1], &st) ||
+        st < RAFT_DISCARD_NONE || st > RAFT_DISCARD_HAS ||
+        !get_u64(&f[2], &m->discard_resp.term)) {
+        return keel_err(KEEL_EPROTO, errmsg,
+                        "fetch/discard answer: index, status 1..3 and term "
+                        "expected");
+    }
+    m->discard_resp.status = (uint8_t)st;
+    int rv = decode_entries(&f[3], &one, entries, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    if (one.append.n_entries > 1 ||
+        (one.append.n_entries == 1 && st != RAFT_DISCARD_HAS)) {
+        return keel_err(KEEL_EPROTO, errmsg,
+                        "fetch/discard answer: at most one copy, only with "
+                        "HAS");
+    }
+    m->discard_resp.entry = one.append.entries;
+    return 0;
+}
+
 /* The type's fields, f[0..] after the header. A switch over wire types. */
 static int decode_body(const msgpack_object *f, struct raft_msg *m,
                        struct raft_entry *entries, char *errmsg)
@@ -354,6 +418,13 @@ static int decode_body(const msgpack_object *f, struct raft_msg *m,
              get_u64(&f[1], &m->snapshot_resp.match) &&
              get_u64(&f[2], &m->snapshot_resp.offset);
         break;
+    case RAFT_MSG_FETCH:
+    case RAFT_MSG_DISCARD:
+        ok = get_u64(&f[0], &m->discard.index);
+        break;
+    case RAFT_MSG_FETCH_RESP:
+    case RAFT_MSG_DISCARD_RESP:
+        return decode_answer(f, m, entries, errmsg);
     default:
         break;
     }

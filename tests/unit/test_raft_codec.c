@@ -119,6 +119,37 @@ static void every_message_type_round_trips(void **state)
     }
 }
 
+static void fetch_and_discard_answers_round_trip_with_their_copy(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_msg m = f->m;
+    memset(&m.append, 0, sizeof m.snapshot);
+    m.type = RAFT_MSG_FETCH_RESP;
+    m.discard_resp.index = 41;
+    m.discard_resp.status = RAFT_DISCARD_HAS;
+    m.discard_resp.term = 7;
+    m.discard_resp.entry = &f->entries[0];
+    assert_int_equal(raft_msg_encode(&m, &f->buf, &f->len, f->errmsg), 0);
+    assert_int_equal(decode(f, f->buf, f->len), 0);
+    assert_int_equal(f->out.discard_resp.index, 41);
+    assert_int_equal(f->out.discard_resp.status, RAFT_DISCARD_HAS);
+    assert_non_null(f->out.discard_resp.entry);
+    assert_int_equal(f->out.discard_resp.entry->len, 5);
+    assert_memory_equal(f->out.discard_resp.entry->buf, "hello", 5);
+    /* A copy with any other status is never sent. */
+    m.discard_resp.status = RAFT_DISCARD_NONE;
+    free(f->buf);
+    f->buf = NULL;
+    assert_int_equal(raft_msg_encode(&m, &f->buf, &f->len, f->errmsg),
+                     KEEL_EINVAL);
+    m.type = RAFT_MSG_DISCARD;
+    m.discard.index = 41;
+    assert_int_equal(raft_msg_encode(&m, &f->buf, &f->len, f->errmsg), 0);
+    assert_int_equal(decode(f, f->buf, f->len), 0);
+    assert_int_equal(f->out.type, RAFT_MSG_DISCARD);
+    assert_int_equal(f->out.discard.index, 41);
+}
+
 static void every_truncation_of_a_frame_is_rejected(void **state)
 {
     struct fixture *f = *state;
@@ -199,6 +230,9 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(every_message_type_round_trips, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            fetch_and_discard_answers_round_trip_with_their_copy, setup,
+            teardown),
         cmocka_unit_test_setup_teardown(every_truncation_of_a_frame_is_rejected,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(trailing_bytes_are_rejected, setup,
