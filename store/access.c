@@ -361,6 +361,13 @@ void store_stats(struct store *s, struct store_stats *out)
     pthread_mutex_unlock(&s->mu);
 }
 
+void store_debug_kill(struct store *s)
+{
+    ASSERT(s != NULL);
+    __atomic_store_n(&s->dead, 1, __ATOMIC_RELEASE);
+    ASSERT(store__dead(s));
+}
+
 void store_debug_no_zeroing(struct store *s, bool on)
 {
     ASSERT(s != NULL);

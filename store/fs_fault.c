@@ -613,6 +613,13 @@ static void cut_file(struct fs_fault *ff, struct node *nd,
     nd->data = img;
     nd->len = ilen;
     nd->nwr = 0;
+    /* What reached the medium is durable now. */
+    uint8_t *d = realloc(nd->ddata, ilen == 0 ? 1 : ilen);
+    if (d != NULL) {
+        memcpy(d, img, ilen);
+        nd->ddata = d;
+        nd->dlen = ilen;
+    }
 }
 
 static bool dir_survives(struct fs_fault *ff, const char *path)

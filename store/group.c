@@ -146,6 +146,20 @@ int store_group_open(struct store *s, const struct store_group_id *id,
     pthread_mutex_lock(&s->mu);
     g->persisted_index = rep->last_index;
     g->persisted_term = rep->last_term;
+    bool marking = false;
+    for (struct op *op = g->ops_head; op != NULL; op = op->next) {
+        marking = marking || op->kind == OP_MARK;
+    }
+    if (marking) {
+        /* Only up to M until the recovery marker is synced. */
+        g->persisted_index =
+            rep->has_marker && rep->marker_index < rep->last_index
+                ? rep->marker_index
+                : g->first_index - 1;
+        g->persisted_term = g->persisted_index >= g->first_index
+                                ? store__ent(g, g->persisted_index)->term
+                                : g->snap.term;
+    }
     g->next = s->groups;
     s->groups = g;
     s->ngroups++;
@@ -190,6 +204,7 @@ static struct seg *plan_segment(struct store_group *g, uint64_t index)
         g->spare_pending = true;
     }
     g->tail_off = STORE_SEG_HEADER_BYTES;
+    g->tail_marker = false;
     return seg;
 }
 
@@ -207,7 +222,12 @@ static struct op *write_op_for(struct store_group *g, struct seg *seg,
         op->len + bytes > STORE_BATCH_BYTES_MAX) {
         op = store__op_new(OP_WRITE);
         op->seg = seg;
-        op->off = g->tail_off;
+        /* Never write over the previous batch's marker: a torn write of
+         * this batch would destroy M, and a bit flip in the previous batch
+         * would then be read as a torn tail (found by the property test). */
+        op->off = g->tail_off + (g->tail_marker ? STORE_MARKER_BYTES : 0);
+        g->tail_off = op->off;
+        g->tail_marker = g->policy.policy != STORE_FSYNC_INTERVAL;
         store__op_push(g, op);
     }
     if (op->len + bytes > op->cap) {
@@ -294,7 +314,7 @@ int store_append(struct store_group *g, const struct store_record *recs,
         uint64_t bytes = store_fmt_rec_bytes(recs[i].len);
         struct seg *seg = g->nsegs > 0 ? g->segs[g->nsegs - 1] : NULL;
         if (seg == NULL ||
-            g->tail_off + bytes + STORE_MARKER_BYTES > seg->size) {
+            g->tail_off + bytes + 2 * STORE_MARKER_BYTES > seg->size) {
             seg = plan_segment(g, recs[i].index);
         }
         bool fresh = i == 0 && g->policy.policy == STORE_FSYNC_ALWAYS;
@@ -356,7 +376,8 @@ static void drop_pending(struct store_group *g, uint64_t from)
     ASSERT(g != NULL);
     ASSERT(from >= g->first_index);
     for (struct op *op = g->inflight; op != NULL; op = op->next) {
-        if (op->kind == OP_WRITE && op->last_index >= from) {
+        if ((op->kind == OP_WRITE || op->kind == OP_MARK) &&
+            op->last_index >= from) {
             op->stale = true;
         }
     }
@@ -371,7 +392,10 @@ static void drop_pending(struct store_group *g, uint64_t from)
             op->last_index = from - 1;
             op->last_term = store__ent(g, from - 1)->term;
             op->last_checksum = store__ent(g, from - 1)->checksum;
-        } else if (op->kind == OP_CREATE_SEG && op->seg->base > from) {
+        } else if (op->kind == OP_MARK && op->last_index >= from) {
+            drop = true;
+        } else if ((op->kind == OP_CREATE_SEG || op->kind == OP_ZERO) &&
+                   op->seg->base > from) {
             drop = true; /* never created: the seg is freed below */
         }
         if (drop) {
@@ -431,14 +455,25 @@ int store_truncate(struct store_group *g, uint64_t from, char *errmsg)
         }
     }
     g->nsegs = keep + 1;
+    bool mark = false;
     if (!s->no_zeroing) {
         struct op *op = store__op_new(OP_ZERO);
         op->seg = seg;
         op->off = off;
+        if (from > g->first_index && store__ent(g, from - 1)->term != 0) {
+            /* A synced marker naming from-1 before the zeroing: the old M
+             * is zeroed, and a crash meanwhile must not leave no M. */
+            op->last_index = from - 1;
+            op->last_term = store__ent(g, from - 1)->term;
+            op->last_checksum = store__ent(g, from - 1)->checksum;
+            mark = off + 2 * STORE_MARKER_BYTES <= seg->size;
+        }
+        op->stale = !mark; /* reused: no marker to write */
         store__op_push(g, op);
     }
     g->nents = from - g->first_index;
     g->tail_off = off;
+    g->tail_marker = mark;
     if (g->has_marker && g->marker_index >= from) {
         g->has_marker = false;
     }

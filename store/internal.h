@@ -53,6 +53,7 @@ enum op_kind {
     OP_REPAIR,
     OP_INTERVAL_SYNC,
     OP_PREALLOC,
+    OP_MARK, /* marker naming the last record after recovery, then sync */
 };
 
 struct op {
@@ -88,6 +89,8 @@ struct store_group {
     size_t ents_cap;
     uint64_t first_index;
     uint64_t tail_off; /* append position in the last segment */
+    bool tail_marker;  /* a batch's sync marker sits at tail_off: the next
+                          batch starts after it, never over it */
     uint64_t hard_term;
     struct store_meta_snap snap;
     bool amnesia;
@@ -143,6 +146,7 @@ struct store {
     struct store_meta_report meta_rep;
     uint64_t rng;
     bool no_zeroing;
+    int dead; /* tests: the process "died"; no more writes (atomic) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -157,6 +161,11 @@ struct store {
     size_t ngroups;
     struct store_stats stats;
 };
+
+static inline bool store__dead(struct store *s)
+{
+    return __atomic_load_n(&s->dead, __ATOMIC_ACQUIRE) != 0;
+}
 
 /* store.c */
 void store__schedule(struct store *s, struct store_group *g);

@@ -78,9 +78,11 @@ static int find_target(struct store_group *g, uint64_t a, uint64_t b,
                         "cannot verify the first index "
                         "after a prefix drop");
     }
-    if (b < store__last_index(g) && !store__ent(g, b + 1)->faulty &&
-        store__ent(g, b + 1)->seg == t->seg) {
-        t->end = store__ent(g, b + 1)->off;
+    if (b < store__last_index(g) && !store__ent(g, b + 1)->faulty) {
+        /* In the next segment the successor does not bound the bytes; the
+         * chain does: a verified copy is byte-identical to the original. */
+        t->end = store__ent(g, b + 1)->seg == t->seg ? store__ent(g, b + 1)->off
+                                                     : UINT64_MAX;
         rv = successor_prev(g, b + 1, &t->want, errmsg);
         return rv;
     }
@@ -106,7 +108,12 @@ static int encode_chain(const struct store_record *recs, size_t n,
     for (size_t i = 0; i < n; i++) {
         len += (size_t)store_fmt_rec_bytes(recs[i].len);
     }
-    if (len != t->end - t->start) {
+    if (t->end == UINT64_MAX &&
+        t->start + len + STORE_MARKER_BYTES <= t->seg->size) {
+        /* bounded by the segment; the chain check below decides */
+    } else if (len != t->end - t->start &&
+               len + STORE_MARKER_BYTES != t->end - t->start) {
+        /* (a batch's marker may sit between the run and its successor) */
         return keel_err(KEEL_ECONFLICT, errmsg,
                         "candidate run does not fill the damaged bytes");
     }

@@ -52,6 +52,7 @@ struct walk {
     bool in_damage;
     bool pred_before_damage; /* pred was intact when damage began */
     uint64_t damage_from;
+    size_t damage_seg; /* segment where the damaged run begins */
     uint64_t tail_off;
     size_t tail_seg;
 };
@@ -153,9 +154,10 @@ static void add_faulty(struct store_recovery *rep, uint64_t from, uint64_t to)
 }
 
 /* Indexes [from, to] become faulty entries (position unknown). */
-static int push_faulty(struct scan *sc, struct walk *w, uint64_t to,
-                       struct seg *seg)
+static int push_faulty(struct scan *sc, struct walk *w, uint64_t to)
 {
+    struct seg *seg = sc->ss[w->damage_seg].seg;
+
     for (uint64_t i = w->damage_from; i <= to; i++) {
         struct ient e = {0, 0, seg, 0, 0, 1};
         int rv = ents_push(sc->g, &e);
@@ -187,7 +189,8 @@ static void end_walk(struct walk *w, size_t si, uint64_t off, bool torn)
 }
 
 /* Damage (unparsed bytes or missing indexes) found at expected. */
-static void on_damage(struct walk *w, size_t si, uint64_t off)
+static void on_damage(struct walk *w, size_t si, uint64_t off,
+                      size_t damage_seg)
 {
     ASSERT(w != NULL);
     ASSERT(!w->ended);
@@ -198,6 +201,7 @@ static void on_damage(struct walk *w, size_t si, uint64_t off)
         w->in_damage = true;
         w->pred_before_damage = w->have_pred;
         w->damage_from = w->expected;
+        w->damage_seg = damage_seg;
         return;
     }
     end_walk(w, si, off, true);
@@ -216,7 +220,7 @@ static int on_marker(struct scan *sc, struct walk *w, size_t si,
             w->rejected = true;
             return 0;
         }
-        int rv = push_faulty(sc, w, it->index, sc->ss[si].seg);
+        int rv = push_faulty(sc, w, it->index);
         if (rv != 0) {
             return rv;
         }
@@ -267,7 +271,7 @@ static int on_record(struct scan *sc, struct walk *w, size_t si,
             w->rejected = true; /* records above M before M itself */
             return 0;
         }
-        rv = push_faulty(sc, w, it->index - 1, sc->ss[si].seg);
+        rv = push_faulty(sc, w, it->index - 1);
         if (rv != 0) {
             return rv;
         }
@@ -306,7 +310,8 @@ static int walk_segment(struct scan *sc, struct walk *w, size_t si)
             end_walk(w, si, cur, false);
             return 0;
         }
-        on_damage(w, si, cur);
+        /* Missing indexes at the end of the previous segment. */
+        on_damage(w, si, cur, si > 0 ? si - 1 : si);
     }
     for (size_t i = 0; i < x->nitems && rv == 0; i++) {
         const struct item *it = &x->items[i];
@@ -314,7 +319,7 @@ static int walk_segment(struct scan *sc, struct walk *w, size_t si)
             return 0;
         }
         if (it->off > cur && !(w->m_reached && it->kind == ITEM_MARKER)) {
-            on_damage(w, si, cur);
+            on_damage(w, si, cur, si);
             if (w->ended) {
                 return 0;
             }
@@ -325,7 +330,7 @@ static int walk_segment(struct scan *sc, struct walk *w, size_t si)
     }
     if (rv == 0 && !w->ended && !w->rejected && cur < x->seg->nonzero_end &&
         si + 1 == sc->n) {
-        on_damage(w, si, cur);
+        on_damage(w, si, cur, si);
     }
     return rv;
 }
@@ -586,12 +591,31 @@ static void queue_cleanup(struct scan *sc, const struct walk *w, size_t tail,
     }
     if (ts->nonzero_end > keep_end) {
         struct op *op = store__op_new(OP_ZERO);
+        op->stale = true; /* no marker: just zero */
         op->seg = ts;
         op->off = keep_end;
         sc->rep->torn = true;
         sc->rep->torn_bytes += ts->nonzero_end - keep_end;
         store__op_push(g, op);
     }
+}
+
+/* The log ends past M: name its last record in a new marker (synced). */
+static void queue_mark(struct store_group *g, struct seg *seg)
+{
+    struct op *op = store__op_new(OP_MARK);
+    struct ient *last = &g->ents[g->nents - 1];
+
+    ASSERT(g->nents > 0);
+    ASSERT(last->seg == seg);
+    op->seg = seg;
+    op->off = g->tail_off;
+    op->first_index = g->first_index + g->nents - 1;
+    op->last_index = op->first_index;
+    op->last_term = last->term;
+    op->last_checksum = last->checksum;
+    store__op_push(g, op);
+    g->tail_marker = true;
 }
 
 static uint64_t keep_end_of(const struct scan *sc, const struct walk *w,
@@ -675,6 +699,12 @@ static int adopt(struct scan *sc, const struct walk *w)
     g->first_index = sc->ss[0].seg->base;
     g->tail_off = w->tail_seg == tail && g->nents > 0 ? w->tail_off
                                                       : STORE_SEG_HEADER_BYTES;
+    if (w->m != NULL && w->m_seg == tail && g->tail_off == w->m->off) {
+        g->tail_off = w->m->end; /* the next batch goes after M */
+    } else if (g->nents > 0 && !g->ents[g->nents - 1].faulty &&
+               w->tail_seg == tail) {
+        queue_mark(g, sc->ss[tail].seg);
+    }
     if (w->ended) {
         sc->rep->torn_from = w->expected;
         sc->rep->torn = sc->rep->torn || w->end_torn;

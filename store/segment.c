@@ -221,6 +221,10 @@ void store__seg_create(struct store_group *g, struct seg *seg)
     if (rv != 0) {
         store__fatal(s, "write segment header", errmsg);
     }
+    if (store__dead(s)) {
+        s->fs->close(s->fs, f);
+        return; /* tests: died before the catalogue entry */
+    }
     ms = (struct store_meta_seg){seg->base, seg->salt, seg->size,
                                  seg->first_index};
     rv = store_meta_cat_put(s->meta, g->id.b, &ms, errmsg);
@@ -250,6 +254,9 @@ void store__seg_delete(struct store_group *g, struct seg *seg)
     ASSERT(seg != NULL);
     ASSERT(seg->state == SEG_LIVE);
     store__seg_path(g, seg->base, path, sizeof path);
+    if (store__dead(s)) {
+        return;
+    }
     rv = store_meta_cat_del(s->meta, g->id.b, seg->base, errmsg);
     if (rv != 0) {
         store__fatal(s, "remove catalogue entry", errmsg);

@@ -54,7 +54,7 @@ struct op *store__op_new(enum op_kind kind)
 {
     struct op *op = calloc(1, sizeof *op);
 
-    ASSERT(kind >= OP_CREATE_SEG && kind <= OP_PREALLOC);
+    ASSERT(kind >= OP_CREATE_SEG && kind <= OP_MARK);
     if (op == NULL) {
         store__fatal(NULL, "allocate store operation", "out of memory");
     }

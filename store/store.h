@@ -59,6 +59,8 @@ struct store_config {
     void (*fatal_cb)(void *arg, const char *msg); /* log, then abort */
     void *fatal_arg;
     bool no_prealloc; /* tests: create segments only when needed */
+    bool manual_sync; /* tests: no sync threads; store_debug_step runs the
+                         queued work on the caller (deterministic) */
 };
 
 /* What store_open found about the node as a whole. */
@@ -262,6 +264,11 @@ struct store_stats {
     uint64_t records_written;
 };
 void store_stats(struct store *s, struct store_stats *out);
+/* Tests with manual_sync: run all queued sync work on this thread. */
+void store_debug_step(struct store *s);
+/* Tests: the process dies now: sync threads write nothing more (files or
+ * LMDB); close with store_close(s, false). */
+void store_debug_kill(struct store *s);
 /* Disable truncation zeroing (the TRACES.md scanner test builds the
  * unzeroed file this way). Never in production. */
 void store_debug_no_zeroing(struct store *s, bool on);

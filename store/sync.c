@@ -111,8 +111,20 @@ static void exec_zero(struct store_group *g, struct op *op, bool sync_now)
 
     ASSERT(op->kind == OP_ZERO);
     ASSERT(op->seg != NULL);
-    if (op->seg->state != SEG_LIVE || op->seg->hi_water <= off) {
+    if (op->seg->state != SEG_LIVE) {
         return;
+    }
+    if (!op->stale) {
+        uint8_t marker[STORE_MARKER_BYTES];
+        struct store_fmt_marker m = {
+            op->last_index, op->last_term, op->last_checksum, {0}};
+        struct iovec miov = {marker, sizeof marker};
+        memcpy(m.boot_id, s->boot_id, STORE_BOOT_ID_BYTES);
+        store_fmt_marker_encode(marker, &m, op->seg->salt);
+        must(s, s->fs->pwritev(s->fs, op->seg->f, &miov, 1, off, errmsg),
+             "write truncation marker", errmsg);
+        datasync(g, op->seg);
+        off += STORE_MARKER_BYTES;
     }
     while (off < op->seg->hi_water) {
         uint64_t left = op->seg->hi_water - off;
@@ -122,7 +134,7 @@ static void exec_zero(struct store_group *g, struct op *op, bool sync_now)
              "zero truncated records", errmsg);
         off += iov.iov_len;
     }
-    op->seg->hi_water = op->off;
+    op->seg->hi_water = op->stale ? op->off : op->off + STORE_MARKER_BYTES;
     g->last_seg = NULL; /* no interval marker may name a removed record */
     if (sync_now) {
         datasync(g, op->seg);
@@ -185,6 +197,9 @@ static void exec_hard_state(struct store_group *g, struct op *op)
 
     ASSERT(op->kind == OP_HARD_STATE);
     ASSERT(op->vote_len <= STORE_VOTE_BYTES_MAX);
+    if (store__dead(s)) {
+        return;
+    }
     must(s,
          store_meta_hs_put(s->meta, g->id.b, op->last_term, op->vote,
                            op->vote_len, errmsg),
@@ -194,6 +209,39 @@ static void exec_hard_state(struct store_group *g, struct op *op)
     g->ev_hard_state = true;
     g->hs_event_term = op->last_term;
     store__queue_event(s, g);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* After recovery the log may end past M (an intact run after it): write a
+ * marker naming the last record and sync before reporting it persisted, so
+ * M again names the highest index (rule 2). */
+static void exec_mark(struct store_group *g, struct op *op)
+{
+    struct store *s = g->s;
+    char errmsg[KEEL_ERRMSG_MAX];
+    uint8_t marker[STORE_MARKER_BYTES];
+    struct store_fmt_marker m;
+    struct iovec iov = {marker, sizeof marker};
+
+    ASSERT(op->kind == OP_MARK);
+    ASSERT(op->seg->state == SEG_LIVE);
+    m.index = op->last_index;
+    m.term = op->last_term;
+    m.rec_checksum = op->last_checksum;
+    memcpy(m.boot_id, s->boot_id, STORE_BOOT_ID_BYTES);
+    store_fmt_marker_encode(marker, &m, op->seg->salt);
+    must(s, s->fs->pwritev(s->fs, op->seg->f, &iov, 1, op->off, errmsg),
+         "write recovery marker", errmsg);
+    uint64_t end = op->off + STORE_MARKER_BYTES;
+    op->seg->hi_water = end > op->seg->hi_water ? end : op->seg->hi_water;
+    datasync(g, op->seg);
+    pthread_mutex_lock(&s->mu);
+    if (!op->stale && op->last_index > g->persisted_index) {
+        g->persisted_index = op->last_index;
+        g->persisted_term = op->last_term;
+        g->ev_persisted = true;
+        store__queue_event(s, g);
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -214,6 +262,16 @@ static bool exec_op(struct store_group *g, struct op *op)
 {
     ASSERT(op != NULL);
     ASSERT(g->busy);
+    if (store__dead(g->s)) {
+        if (op->kind == OP_DELETE_SEG) {
+            if (op->seg->f != NULL) {
+                g->s->fs->close(g->s->fs, op->seg->f);
+            }
+            free(op->seg);
+            op->seg = NULL;
+        }
+        return true;
+    }
     switch (op->kind) { /* dispatch: one case per op kind */
     case OP_CREATE_SEG:
         if (op->seg->state == SEG_PLANNED) {
@@ -241,6 +299,9 @@ static bool exec_op(struct store_group *g, struct op *op)
         return true;
     case OP_INTERVAL_SYNC:
         exec_interval_sync(g);
+        return true;
+    case OP_MARK:
+        exec_mark(g, op);
         return true;
     case OP_PREALLOC:
         if (!g->has_spare) {
@@ -360,6 +421,43 @@ static void wait_ms(struct store *s, uint64_t ms)
     (void)pthread_cond_timedwait(&s->cv, &s->mu, &ts);
 }
 
+/* Take every pending op of g. Caller holds s->mu. */
+static void take_ops(struct store_group *g)
+{
+    ASSERT(!g->busy);
+    ASSERT(g->inflight == NULL);
+    g->busy = true;
+    g->inflight = g->ops_head;
+    g->ops_head = NULL;
+    g->ops_tail = NULL;
+    g->nops = 0;
+    for (struct op *op = g->inflight; op != NULL; op = op->next) {
+        op->taken = true;
+    }
+}
+
+void store_debug_step(struct store *s)
+{
+    ASSERT(s != NULL);
+    ASSERT(s->cfg.manual_sync);
+    pthread_mutex_lock(&s->mu);
+    for (unsigned n = 0; n < STORE_GROUPS_MAX; n++) {
+        (void)timers(s);
+        struct store_group *g = runq_pop(s);
+        if (g == NULL) {
+            break;
+        }
+        take_ops(g);
+        pthread_mutex_unlock(&s->mu);
+        run_group(s, g);
+        if (s->cfg.wakeup_cb != NULL) {
+            s->cfg.wakeup_cb(s->cfg.wakeup_arg);
+        }
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void *sync_main(void *arg)
 {
     struct store *s = arg;
@@ -376,15 +474,7 @@ static void *sync_main(void *arg)
             wait_ms(s, next);
             continue;
         }
-        ASSERT(!g->busy);
-        g->busy = true;
-        g->inflight = g->ops_head;
-        g->ops_head = NULL;
-        g->ops_tail = NULL;
-        g->nops = 0;
-        for (struct op *op = g->inflight; op != NULL; op = op->next) {
-            op->taken = true;
-        }
+        take_ops(g);
         pthread_mutex_unlock(&s->mu);
         run_group(s, g);
         if (s->cfg.wakeup_cb != NULL) {
@@ -400,7 +490,7 @@ int store__sync_start(struct store *s, char *errmsg)
 {
     ASSERT(s != NULL);
     ASSERT(s->cfg.sync_threads <= STORE_SYNC_THREADS_MAX);
-    for (unsigned i = 0; i < s->cfg.sync_threads; i++) {
+    for (unsigned i = 0; !s->cfg.manual_sync && i < s->cfg.sync_threads; i++) {
         int rc = pthread_create(&s->threads[i], NULL, sync_main, s);
         if (rc != 0) {
             store__sync_stop(s);
@@ -426,4 +516,7 @@ void store__sync_stop(struct store *s)
         pthread_join(s->threads[i], NULL);
     }
     s->nthreads = 0;
+    if (s->cfg.manual_sync) {
+        store_debug_step(s);
+    }
 }

@@ -85,6 +85,7 @@ void ts_open(struct ts *t)
     cfg.wakeup_cb = wakeup_cb;
     cfg.wakeup_arg = t;
     cfg.no_prealloc = t->ff != NULL; /* keeps fault tests' syncs focused */
+    cfg.manual_sync = t->manual;
     rv = store_open(&cfg, &t->s, &t->node, errmsg);
     if (rv != 0) {
         fail_msg("store_open: %s (seed %llu)", errmsg,
@@ -108,6 +109,7 @@ void ts_close(struct ts *t, bool clean)
 void ts_crash_reopen(struct ts *t, enum fs_fault_cut cut)
 {
     assert_non_null(t->ff);
+    store_debug_kill(t->s);
     fs_fault_power_loss(t->ff, cut);
     ts_close(t, false);
     fs_fault_thaw(t->ff);
@@ -167,6 +169,9 @@ static void wait_wakeup(struct ts *t)
     do {                                                                       \
         uint64_t deadline_ = now_ms() + TS_WAIT_MS_MAX;                        \
         for (;;) {                                                             \
+            if ((t)->manual) {                                                 \
+                store_debug_step((t)->s);                                      \
+            }                                                                  \
             ts_drain(t);                                                       \
             if (cond) {                                                        \
                 return true;                                                   \
@@ -195,7 +200,14 @@ bool ts_wait_repaired(struct ts *t, uint64_t to)
 
 bool ts_wait_held(struct ts *t)
 {
-    WAIT_UNTIL(t, fs_fault_held(t->ff) > 0);
+    uint64_t deadline = now_ms() + TS_WAIT_MS_MAX;
+    while (fs_fault_held(t->ff) == 0) {
+        if (now_ms() > deadline) {
+            return false;
+        }
+        wait_wakeup(t);
+    }
+    return true;
 }
 
 static uint64_t mix(uint64_t x)

@@ -26,6 +26,7 @@ struct ts {
     struct store_fsync policy;
     uint64_t segment_bytes;
     uint64_t seed;
+    bool manual; /* deterministic: no sync threads */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint64_t wakeups;
