@@ -95,6 +95,15 @@ void raft_load_faulty(struct raft *r, raft_index index, raft_index extent_index,
     r->extent_term = extent_term;
 }
 
+void raft_load_amnesia(struct raft *r, raft_term t0, raft_index target)
+{
+    ASSERT(r->role == RAFT_FOLLOWER);
+    ASSERT(t0 > 0);
+    r->amnesiac = true;
+    r->amnesia_t0 = t0;
+    r->amnesia_target = target;
+}
+
 void raft_start(struct raft *r, uint64_t now_ms)
 {
     ASSERT(r->role == RAFT_FOLLOWER);
@@ -331,6 +340,9 @@ static void recv_vote(struct raft *r, const struct raft_msg *m,
     } else if (grant) {
         grant = r->vote == 0 || r->vote == m->from;
     }
+    if (r->amnesiac && !MUTATED(r, RAFT_MUT_AMNESIAC_VOTES)) {
+        grant = false; /* rule 3: no vote, no pre-vote */
+    }
     if (grant) {
         grant = config_is_member(r, raft_config_current(r), r->id,
                                  r->incarnation) &&
@@ -393,7 +405,8 @@ static void recv_timeout_now(struct raft *r, const struct raft_msg *m,
 {
     ASSERT(m->term == r->term);
     ASSERT(r->role != RAFT_LEADER);
-    if (m->from != r->leader || !is_self_voter(r) || r->faulty != 0) {
+    if (m->from != r->leader || !is_self_voter(r) || r->faulty != 0 ||
+        r->amnesiac) {
         return; /* rule 1: a faulty node is never a transfer target */
     }
     campaign(r, false, true, out);
@@ -460,6 +473,22 @@ static void recv_msg(struct raft *r, const struct raft_msg *m,
     become_follower(r, m->term, m->from, out);
     r->leader_contact_ms = r->now_ms;
     reset_election_timer(r);
+    if (r->amnesiac && r->amnesia_target == 0 && m->term >= r->amnesia_t0 &&
+        m->type != RAFT_MSG_TIMEOUT_NOW) {
+        /* Rule 3: the first message of a leader of term >= T0 sets the
+         * catch-up target to its last index. */
+        r->amnesia_target = m->type == RAFT_MSG_APPEND
+                                ? m->append.leader_last
+                                : m->snapshot.leader_last;
+        if (MUTATED(r, RAFT_MUT_AMNESIA_AT_COMMIT) &&
+            m->type == RAFT_MSG_APPEND) {
+            r->amnesia_target = m->append.commit;
+        }
+        if (r->amnesia_target == 0) {
+            r->amnesia_target = 1;
+        }
+        r->amnesia_dirty = true;
+    }
     if (m->type == RAFT_MSG_APPEND) {
         recv_append(r, m, out);
     } else if (m->type == RAFT_MSG_SNAPSHOT) {
@@ -530,8 +559,8 @@ static void tick(struct raft *r, struct raft_out *out)
         fetch_start(r, out);
         return;
     }
-    if (!is_self_voter(r)) {
-        reset_election_timer(r);
+    if (!is_self_voter(r) || r->amnesiac) {
+        reset_election_timer(r); /* rule 3: an amnesiac never campaigns */
         return;
     }
     campaign(r, true, false, out);
@@ -660,6 +689,16 @@ int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out)
         r->hs_dirty = false;
         out->hs_changed = true;
     }
+    if (r->amnesiac && r->amnesia_target != 0 && r->role == RAFT_FOLLOWER &&
+        follower_match(r) >= r->amnesia_target) {
+        r->amnesiac = false; /* every index through the target is durable */
+        r->amnesia_dirty = true;
+    }
+    out->amnesia_changed = r->amnesia_dirty;
+    r->amnesia_dirty = false;
+    out->amnesiac = r->amnesiac;
+    out->amnesia_t0 = r->amnesia_t0;
+    out->amnesia_target = r->amnesia_target;
     if (r->commit > commit_before) {
         log_configs_committed(r);
     }

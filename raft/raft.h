@@ -275,6 +275,12 @@ struct raft_out {
      * valid during this step only. */
     bool has_snapshot;
     struct raft_msg_snapshot snapshot;
+    /* Amnesia state changed (target learned, or cleared): record
+     * (amnesiac, t0, target) in LMDB, synced, before sending. */
+    bool amnesia_changed;
+    bool amnesiac;
+    raft_term amnesia_t0;
+    raft_index amnesia_target;
     /* Storage faults: verified copies to write in place (see raft_repair). */
     uint32_t n_repairs;
     struct raft_repair repairs[RAFT_OUT_REPAIRS_MAX];
@@ -346,6 +352,8 @@ enum raft_mutation {
     RAFT_MUT_FAULTY_LEADER_COUNTS = 1u << 6, /* leader counts its damage */
     RAFT_MUT_FAULTY_ANSWERS_NONE = 1u << 7,  /* "none" about its fault */
     RAFT_MUT_DISCARD_UNFENCED = 1u << 8,     /* no fresh term, any answer */
+    RAFT_MUT_AMNESIAC_VOTES = 1u << 9,       /* amnesia does not stop votes */
+    RAFT_MUT_AMNESIA_AT_COMMIT = 1u << 10,   /* exit at the leader's commit */
 };
 
 struct raft {
@@ -426,6 +434,15 @@ struct raft {
     uint32_t n_discard;
     raft_node discard_from[RAFT_SERVERS_MAX];
     uint8_t discard_status[RAFT_SERVERS_MAX];
+    /* Amnesia (DESIGN §4 rules 3-4): lost a range that may have been
+     * acknowledged. No vote, no pre-vote, no campaign, not a transfer
+     * target; acks count. Exit once persisted >= target, the leader's last
+     * index carried by the first AppendEntries/InstallSnapshot of a leader
+     * of term >= t0. */
+    bool amnesiac;
+    raft_term amnesia_t0;
+    raft_index amnesia_target; /* 0: not learned yet */
+    bool amnesia_dirty;
     bool fetch_sent; /* a FETCH round went out for this fault */
     bool fetch_held; /* a FETCH answer showed an intact copy exists */
 };
@@ -454,6 +471,11 @@ int raft_load_entry(struct raft *r, raft_index index,
  * tail term is unknown). Call after the raft_load_entry calls. */
 void raft_load_faulty(struct raft *r, raft_index index, raft_index extent_index,
                       raft_term extent_term);
+
+/* Rules 3-4: the group lost a range (or an OS crash under `interval`): it
+ * is amnesiac with threshold t0 (its durable term at start) and the exit
+ * target recorded in LMDB (0 if not learned yet). Before raft_start. */
+void raft_load_amnesia(struct raft *r, raft_term t0, raft_index target);
 
 /* Start the group: term := max(hard state, last log term, snapshot term);
  * every loaded record counts as persisted. */

@@ -130,7 +130,10 @@ static void durable_majority(struct sim *s, uint32_t node, uint64_t c,
          * never after). */
         uint64_t bad = sim_first_bad(f, true);
         bool newly = bad > from && bad <= c && c > f->flip_counted;
-        if (durable_holds(f, c, l->vlog[c].hash) && !newly) {
+        /* An amnesiac node lost records it may have acknowledged before
+         * the loss (rule 3: a fault the model allows, one at a time). */
+        bool lost = f->amnesiac && c <= f->flip_counted;
+        if ((durable_holds(f, c, l->vlog[c].hash) && !newly) || lost) {
             holding++;
         }
     }
@@ -194,7 +197,7 @@ static void winner_in(struct sim *s, uint32_t leader, uint64_t c,
             continue;
         }
         struct sim_node *xn = &s->nodes[x->node - 1];
-        if (xn->incarnation != x->incarnation ||
+        if (xn->incarnation != x->incarnation || xn->amnesiac ||
             (xn->up && xn->vlen >= c && xn->vlog[c].hash == h) ||
             durable_holds(xn, c, h)) {
             continue;
@@ -208,7 +211,7 @@ static void winner_in(struct sim *s, uint32_t leader, uint64_t c,
                 continue;
             }
             struct sim_node *yn = &s->nodes[y->node - 1];
-            if (yn->incarnation == y->incarnation &&
+            if (yn->incarnation == y->incarnation && !yn->amnesiac &&
                 last_ge(xl, durable_last(yn))) {
                 grant++;
             }

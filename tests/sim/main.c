@@ -45,6 +45,10 @@ static const struct mutation MUTATIONS[] = {
      "a faulty node answers \"faulty at i\", never \"none\""},
     {"discard-unfenced", RAFT_MUT_DISCARD_UNFENCED,
      "a discard counts only answers in a fresh term adopted durably"},
+    {"amnesiac-votes", RAFT_MUT_AMNESIAC_VOTES,
+     "an amnesiac node grants no vote and no pre-vote"},
+    {"amnesia-at-commit", RAFT_MUT_AMNESIA_AT_COMMIT,
+     "amnesia ends at the leader's last index, not its commit"},
 };
 
 /* A core ASSERT aborts mid-seed: still say which seed, and show its trace.
@@ -173,7 +177,7 @@ int main(int argc, char **argv)
     uint64_t sim_ms = 0, steps = 0, committed = 0;
     uint64_t crashes = 0, powers = 0, wipes = 0, parts = 0, truncs = 0;
     uint64_t leaders = 0, changes = 0, transfers = 0, snaps = 0, installs = 0;
-    uint64_t flips = 0, repairs = 0;
+    uint64_t flips = 0, repairs = 0, amnesias = 0;
     for (uint64_t k = 0; k < seeds; k++) {
         uint64_t seed = start + k;
         p.n_nodes = nodes != 0 ? nodes : (seed % 2 == 0 ? 3 : 5);
@@ -194,6 +198,7 @@ int main(int argc, char **argv)
         installs += s.stats.installs;
         flips += s.stats.flips;
         repairs += s.stats.repairs;
+        amnesias += s.stats.amnesias;
         if (rv != 0) {
             if (expect) {
                 printf("mutation %s caught after %llu seeds (seed %llu, %u "
@@ -226,8 +231,10 @@ int main(int argc, char **argv)
     }
     sim_destroy(&s);
     if (p.storage_faults) {
-        printf("storage faults: %llu bit flips, %llu records repaired\n",
-               (unsigned long long)flips, (unsigned long long)repairs);
+        printf("storage faults: %llu bit flips, %llu records repaired, %llu "
+               "lost log tails (amnesia)\n",
+               (unsigned long long)flips, (unsigned long long)repairs,
+               (unsigned long long)amnesias);
     }
     if (expect) {
         printf("mutation %s NOT caught in %llu seeds (rule: %s)\n", mut->name,

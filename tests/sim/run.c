@@ -81,7 +81,7 @@ static bool wipe_allowed(struct sim *s, int leader)
     }
     for (uint32_t i = 0; i < s->p.n_nodes; i++) {
         if (s->wiped_inc[i] != 0 || !s->nodes[i].up ||
-            damaged_anywhere(&s->nodes[i])) {
+            damaged_anywhere(&s->nodes[i]) || s->nodes[i].amnesiac) {
             return false; /* one lost disk at a time, nobody else down */
         }
     }
@@ -147,10 +147,20 @@ static void fault_wipe(struct sim *s, int leader)
 static void fault_flip(struct sim *s, int leader)
 {
     for (uint32_t i = 0; i < s->p.n_nodes; i++) {
-        if (s->wiped_inc[i] != 0 || damaged_anywhere(&s->nodes[i])) {
+        if (s->wiped_inc[i] != 0 || damaged_anywhere(&s->nodes[i]) ||
+            s->nodes[i].amnesiac) {
             return;
         }
         s->nodes[i].damaged = false;
+    }
+    if (sim_rnd(s, 3) == 0) {
+        /* Rule 3: a power loss that also loses a synced log tail (a
+         * partial wipe: the same budget as a wiped disk). */
+        int v = leader >= 0 && sim_rnd(s, 2) ? leader : random_up(s);
+        if (v >= 0 && wipe_allowed(s, leader)) {
+            sim_node_stop(s, (uint32_t)v, STOP_LOSE_TAIL);
+        }
+        return;
     }
     int victim = leader >= 0 && sim_rnd(s, 2) ? leader : random_up(s);
     if (victim >= 0) {
@@ -270,6 +280,14 @@ static void operator(struct sim *s)
     }
     if (leader < 0 || s->script_active) {
         return;
+    }
+    for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+        if (s->nodes[i].amnesiac) {
+            /* The leader does not learn that a follower is amnesiac (no
+             * wire field yet), so membership rule 4 cannot count it as
+             * unhealthy: the operator waits (docs/raft.md). */
+            return;
+        }
     }
     const struct raft_config *c = raft_config_current(&s->nodes[leader].raft);
     for (uint32_t k = 0; k < c->n; k++) {

@@ -606,6 +606,15 @@ void sim_node_step(struct sim *s, uint32_t i, struct raft_in *in)
     if (out->hs_changed) {
         node_hard_state(s, i, out);
     }
+    if (out->amnesia_changed) {
+        n->amnesiac = out->amnesiac;
+        n->amnesia_t0 = out->amnesia_t0;
+        n->amnesia_target = out->amnesia_target;
+        sim_trace(s, (int)i, "amnesia %s (t0 %llu target %llu)",
+                  out->amnesiac ? "target learned" : "cleared",
+                  (unsigned long long)out->amnesia_t0,
+                  (unsigned long long)out->amnesia_target);
+    }
     store_entries(s, i, out);
     if (role_before != out->role) {
         sim_trace(s, (int)i, "role %s term %llu", role_name(out->role),
@@ -696,6 +705,9 @@ void sim_node_boot(struct sim *s, uint32_t i)
          * damaged records, so the tail term is known). */
         raft_load_faulty(&n->raft, bad, n->vlen, n->vlog[n->vlen].term);
     }
+    if (n->amnesiac) {
+        raft_load_amnesia(&n->raft, n->amnesia_t0, n->amnesia_target);
+    }
     raft_start(&n->raft, s->now);
     n->up = true;
     n->commit_seen = 0;
@@ -725,6 +737,24 @@ void sim_node_stop(struct sim *s, uint32_t i, enum sim_stop_kind k)
         }
         n->n_ops = 0;
     }
+    if (k == STOP_LOSE_TAIL) {
+        /* Rule 3: a truncated segment or a missing catalogued file: synced
+         * (maybe acknowledged) records are gone; the node is amnesiac with
+         * T0 = its durable term. */
+        n->n_ops = 0;
+        uint64_t cut =
+            n->dlen > 1 ? 1 + sim_rnd(s, (uint32_t)(n->dlen - 1)) : 1;
+        if (n->dlen > cut) {
+            n->dlen = cut;
+        }
+        n->amnesiac = true;
+        /* What its acks may already have been counted for. */
+        n->flip_counted =
+            n->raft.role == RAFT_LEADER ? n->raft.commit : n->raft.persisted;
+        n->amnesia_t0 = n->hs_term > 0 ? n->hs_term : 1;
+        n->amnesia_target = 0;
+        s->stats.amnesias++;
+    }
     if (k == STOP_WIPE) {
         s->wiped_inc[i] = n->incarnation;
         n->incarnation = sim_rand(s) | 1;
@@ -732,19 +762,21 @@ void sim_node_stop(struct sim *s, uint32_t i, enum sim_stop_kind k)
         n->n_ops = 0;
         n->hs_term = 0;
         n->hs_vote = 0;
+        n->amnesiac = false; /* a new incarnation: nothing to remember */
     }
     n->vlen = 0;
     if (k == STOP_CRASH) {
         s->stats.crashes++;
-    } else if (k == STOP_POWER) {
+    } else if (k == STOP_POWER || k == STOP_LOSE_TAIL) {
         s->stats.power_losses++;
     } else {
         s->stats.wipes++;
     }
     sim_trace(s, (int)i, "%s",
-              k == STOP_CRASH   ? "CRASH (process)"
-              : k == STOP_POWER ? "POWER LOSS"
-                                : "WIPE (new incarnation)");
+              k == STOP_CRASH       ? "CRASH (process)"
+              : k == STOP_POWER     ? "POWER LOSS"
+              : k == STOP_LOSE_TAIL ? "POWER LOSS, LOG TAIL LOST (amnesia)"
+                                    : "WIPE (new incarnation)");
     sim_ev_push(s, s->now + 20 + sim_rnd(s, 400), EV_RESTART, i, n->sync_gen,
                 NULL);
 }

@@ -86,6 +86,10 @@ struct sim_node {
     /* What the node may have been counted for before the flip: acks in
      * flight (a follower's persisted) or its commit (a leader). */
     uint64_t flip_counted;
+    /* Amnesia state in LMDB (rule 3), synced when the core changes it. */
+    bool amnesiac;
+    uint64_t amnesia_t0;
+    uint64_t amnesia_target;
 };
 
 struct sim_event {
@@ -173,7 +177,8 @@ struct sim {
     uint64_t proposals;
     struct {
         uint64_t crashes, power_losses, wipes, partitions, truncations, leaders,
-            changes, transfers, reads, snapshots, installs, flips, repairs;
+            changes, transfers, reads, snapshots, installs, flips, repairs,
+            amnesias;
     } stats;
     uint64_t trace_n;
     struct sim_trace trace[SIM_TRACE_MAX];
@@ -203,7 +208,7 @@ enum sim_scenario {
     SIM_SCENARIO_FIGURE8 = 2,   /* Raft Figure 8, DESIGN §2 commit rule */
 };
 
-enum sim_stop_kind { STOP_CRASH, STOP_POWER, STOP_WIPE };
+enum sim_stop_kind { STOP_CRASH, STOP_POWER, STOP_WIPE, STOP_LOSE_TAIL };
 
 /* sim.c: the cluster and its driver. */
 uint64_t sim_rand(struct sim *s);

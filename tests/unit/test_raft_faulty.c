@@ -283,6 +283,67 @@ static void a_discard_round_fences_a_fresh_term_first(void **state)
     assert_int_equal(f->r[1].faulty, 0);
 }
 
+static void an_amnesiac_node_grants_no_vote_and_never_campaigns(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_params p = {.id = 2,
+                            .incarnation = 101,
+                            .seed = 2,
+                            .election_timeout_ms = ET,
+                            .heartbeat_ms = 20};
+    assert_int_equal(raft_init(&f->r[1], &p), 0);
+    raft_load_hard_state(&f->r[1], 1, 0);
+    struct raft_entry c = {1, RAFT_ENTRY_CONFIG, f->cfglen, f->cfgbuf};
+    assert_int_equal(raft_load_entry(&f->r[1], 1, &c), 0);
+    raft_load_amnesia(&f->r[1], 1, 0);
+    raft_start(&f->r[1], f->now);
+    struct raft_msg m = vote_req(3, 2, 100, 9, true);
+    deliver(f, 1, &m);
+    assert_false(find(f, RAFT_MSG_VOTE_RESP, 3)->vote_resp.granted);
+    m = vote_req(3, 2, 100, 9, false);
+    deliver(f, 1, &m);
+    assert_false(find(f, RAFT_MSG_VOTE_RESP, 3)->vote_resp.granted);
+    tick(f, 1, 10 * ET);
+    assert_int_equal(f->r[1].role, RAFT_FOLLOWER);
+    assert_null(find(f, RAFT_MSG_VOTE, 1));
+}
+
+static void amnesia_ends_at_the_leaders_last_index_not_its_commit(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_params p = {.id = 2,
+                            .incarnation = 101,
+                            .seed = 2,
+                            .election_timeout_ms = ET,
+                            .heartbeat_ms = 20};
+    assert_int_equal(raft_init(&f->r[1], &p), 0);
+    raft_load_hard_state(&f->r[1], 1, 0);
+    struct raft_entry c = {1, RAFT_ENTRY_CONFIG, f->cfglen, f->cfgbuf};
+    assert_int_equal(raft_load_entry(&f->r[1], 1, &c), 0);
+    raft_load_amnesia(&f->r[1], 1, 0);
+    raft_start(&f->r[1], f->now);
+    struct raft_entry e[2] = {{1, RAFT_ENTRY_NORMAL, 1, "x"},
+                              {1, RAFT_ENTRY_NORMAL, 1, "x"}};
+    struct raft_msg m = append(2, 1, 2, e, 2);
+    m.append.leader_last = 5; /* the leader holds more than it committed */
+    deliver(f, 1, &m);
+    assert_true(f->out.amnesia_changed);
+    assert_int_equal(f->out.amnesia_target, 5);
+    struct raft_in in = {.type = RAFT_IN_PERSISTED};
+    in.persisted.index = 3;
+    in.persisted.term = 1;
+    assert_int_equal(step(f, 1, &in), 0);
+    assert_true(f->r[1].amnesiac); /* commit (2) reached, target not */
+    struct raft_entry more[2] = {{1, RAFT_ENTRY_NORMAL, 1, "x"},
+                                 {1, RAFT_ENTRY_NORMAL, 1, "x"}};
+    m = append(2, 3, 2, more, 2);
+    deliver(f, 1, &m);
+    in.persisted.index = 5;
+    assert_int_equal(step(f, 1, &in), 0);
+    assert_false(f->r[1].amnesiac);
+    assert_true(f->out.amnesia_changed);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -296,6 +357,8 @@ int main(void)
         T(the_leaders_copy_of_a_faulty_index_is_a_repair),
         T(a_faulty_leader_stops_proposing_and_transfers),
         T(a_discard_round_fences_a_fresh_term_first),
+        T(an_amnesiac_node_grants_no_vote_and_never_campaigns),
+        T(amnesia_ends_at_the_leaders_last_index_not_its_commit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
