@@ -1,0 +1,707 @@
+/* The Raft driver: see replica.h for the contract it implements. */
+#include "replica.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <keel/assert.h>
+#include <keel/error.h>
+
+#include "meta.h"
+
+struct replica_prop {
+    uint8_t type;
+    uint32_t len;
+    uint8_t *buf;
+    uint64_t ctx;
+};
+
+struct replica_ctx {
+    raft_index index;
+    uint64_t ctx;
+};
+
+struct replica {
+    struct replica_host *host;
+    struct store_group *g;
+    struct store_group_id gid;
+    struct raft raft;
+    struct replica_callbacks cbs;
+    uv_timer_t timer;
+    uv_idle_t idle;
+    bool started;
+    bool closing;
+    raft_index boot_wait; /* bootstrap: start once this index persisted */
+    /* Hard state saved but not yet durable: persisted events wait. */
+    unsigned hs_pending;
+    raft_index held_persisted;
+    raft_term held_term;
+    uint32_t n_held;
+    struct raft_msg held[REPLICA_HELD_MSGS_MAX];
+    raft_index persisted;
+    raft_index applied;
+    uint8_t role;
+    raft_node leader;
+    /* Proposals queued this iteration, then (index, ctx) awaiting apply. */
+    uint32_t n_queue;
+    struct replica_prop *queue;
+    uint32_t ctx_head, ctx_n;
+    struct replica_ctx *ctxs;
+    struct raft_out out;
+    int handles_open;
+};
+
+struct replica_host {
+    uv_loop_t *loop;
+    uv_async_t async;
+    struct store *store;
+    uint32_t n;
+    struct replica *groups[REPLICA_GROUPS_MAX];
+};
+
+static int handle_out(struct replica *r);
+static void on_timer(uv_timer_t *t);
+
+static void fail(struct replica *r, int rv, const char *msg)
+{
+    if (r->cbs.failed != NULL) {
+        r->cbs.failed(r, rv, msg, r->cbs.arg);
+    }
+}
+
+static uint64_t now_ms(struct replica *r)
+{
+    return uv_now(r->host->loop);
+}
+
+/* One input into raft, then its output handled. */
+static int step(struct replica *r, struct raft_in *in)
+{
+    in->now_ms = now_ms(r);
+    int rv = raft_step(&r->raft, in, &r->out);
+    int hv = handle_out(r);
+    return rv != 0 ? rv : hv;
+}
+
+static void send_msg(struct replica *r, const struct raft_msg *m)
+{
+    if (r->cbs.send == NULL) {
+        return;
+    }
+    if (m->type != RAFT_MSG_APPEND || m->append.n_entries == 0) {
+        r->cbs.send(r, m, r->cbs.arg);
+        return;
+    }
+    /* Fill the range from the store (reads verify checksums). */
+    uint32_t n = m->append.n_entries;
+    ASSERT(n <= RAFT_APPEND_ENTRIES_MAX);
+    struct raft_entry *es = calloc(n, sizeof(*es));
+    struct store_entry *se = calloc(n, sizeof(*se));
+    uint32_t got = 0;
+    char err[KEEL_ERRMSG_MAX];
+    if (es == NULL || se == NULL) {
+        goto cleanup;
+    }
+    for (; got < n; got++) {
+        if (store_read(r->g, m->append.prev_index + 1 + got, &se[got], err)) {
+            goto cleanup; /* a fault: raft learns it from the store later */
+        }
+        es[got] = (struct raft_entry){.term = se[got].term,
+                                      .type = se[got].type,
+                                      .len = se[got].len,
+                                      .buf = se[got].payload};
+    }
+    struct raft_msg copy = *m;
+    copy.append.entries = es;
+    r->cbs.send(r, &copy, r->cbs.arg);
+cleanup:
+    for (uint32_t i = 0; i < got; i++) {
+        store_entry_free(&se[i]);
+    }
+    free(es);
+    free(se);
+}
+
+static uint64_t ctx_take(struct replica *r, raft_index index)
+{
+    while (r->ctx_n > 0) {
+        struct replica_ctx *c = &r->ctxs[r->ctx_head];
+        if (c->index > index) {
+            return 0;
+        }
+        r->ctx_head = (r->ctx_head + 1) % REPLICA_QUEUE_MAX;
+        r->ctx_n--;
+        if (c->index == index) {
+            return c->ctx;
+        }
+    }
+    return 0;
+}
+
+/* Apply (applied, commit] from the store, then report applied. */
+static int apply_to(struct replica *r, raft_index commit)
+{
+    char err[KEEL_ERRMSG_MAX];
+    raft_index from = r->applied;
+    while (r->applied < commit) {
+        struct store_entry e;
+        raft_index i = r->applied + 1;
+        int rv = store_read(r->g, i, &e, err);
+        if (rv != 0) {
+            fail(r, rv, err);
+            return rv;
+        }
+        uint64_t ctx = ctx_take(r, i);
+        if (r->cbs.apply != NULL) {
+            r->cbs.apply(r, i, e.term, e.type, e.payload, e.len, ctx,
+                         r->cbs.arg);
+        }
+        store_entry_free(&e);
+        r->applied = i;
+    }
+    if (r->applied == from) {
+        return 0;
+    }
+    struct raft_in in = {.type = RAFT_IN_APPLIED, .applied = r->applied};
+    return step(r, &in);
+}
+
+static int persist_out(struct replica *r, const struct raft_out *o)
+{
+    char err[KEEL_ERRMSG_MAX];
+    int rv = 0;
+    if (o->hs_changed) {
+        uint8_t vote[8];
+        for (int i = 0; i < 8; i++) {
+            vote[i] = (uint8_t)(o->vote >> (8 * i));
+        }
+        rv = store_hard_state_save(r->g, o->term, vote, sizeof(vote), err);
+        if (rv != 0) {
+            goto cleanup;
+        }
+        r->hs_pending++;
+    }
+    if (o->truncate_from != 0) {
+        rv = store_truncate(r->g, o->truncate_from, err);
+        if (rv != 0) {
+            goto cleanup;
+        }
+    }
+    if (o->n_entries > 0) {
+        struct store_record recs[RAFT_OUT_ENTRIES_MAX];
+        ASSERT(o->n_entries <= RAFT_OUT_ENTRIES_MAX);
+        for (uint32_t i = 0; i < o->n_entries; i++) {
+            recs[i] = (struct store_record){.index = o->entries_first + i,
+                                            .term = o->entries[i].term,
+                                            .type = o->entries[i].type,
+                                            .len = o->entries[i].len,
+                                            .payload = o->entries[i].buf};
+        }
+        rv = store_append(r->g, recs, o->n_entries, err);
+    }
+cleanup:
+    if (rv != 0) {
+        fail(r, rv, err);
+    }
+    return rv;
+}
+
+/* The driver's contract, steps 1-6, for r->out. */
+static int handle_out(struct replica *r)
+{
+    struct raft_out *o = &r->out;
+    int rv = persist_out(r, o);
+    if (rv != 0) {
+        return rv;
+    }
+    for (uint32_t i = 0; i < o->n_msgs; i++) {
+        if (r->hs_pending == 0) {
+            send_msg(r, &o->msgs[i]);
+        } else if (r->n_held < REPLICA_HELD_MSGS_MAX) {
+            r->held[r->n_held++] = o->msgs[i]; /* raft resends on loss */
+        }
+    }
+    if (o->role != r->role || o->leader != r->leader) {
+        r->role = o->role;
+        r->leader = o->leader;
+        if (r->cbs.role_changed != NULL) {
+            r->cbs.role_changed(r, r->role, r->leader, r->cbs.arg);
+        }
+    }
+    if (!r->closing) {
+        uint64_t now = now_ms(r);
+        uint64_t t = o->timeout_ms > now ? o->timeout_ms - now : 0;
+        uv_timer_start(&r->timer, on_timer, t, 0);
+    }
+    return apply_to(r, o->commit);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct replica *r = t->data;
+    struct raft_in in = {.type = RAFT_IN_TICK};
+    (void)step(r, &in);
+}
+
+/* Flush the queued proposals as one raft step each RAFT_PROPOSE_ENTRIES_MAX
+ * (one store append batch per step: group commit). */
+static void flush_queue(struct replica *r)
+{
+    struct raft_entry es[RAFT_PROPOSE_ENTRIES_MAX];
+    uint32_t done = 0;
+    while (done < r->n_queue) {
+        uint32_t n = r->n_queue - done;
+        n = n > RAFT_PROPOSE_ENTRIES_MAX ? RAFT_PROPOSE_ENTRIES_MAX : n;
+        for (uint32_t i = 0; i < n; i++) {
+            struct replica_prop *p = &r->queue[done + i];
+            es[i] = (struct raft_entry){
+                .term = 0, .type = p->type, .len = p->len, .buf = p->buf};
+        }
+        raft_index first = r->raft.last_index + 1;
+        struct raft_in in = {.type = RAFT_IN_PROPOSE,
+                             .propose = {.n = n, .entries = es}};
+        in.now_ms = now_ms(r);
+        int rv = raft_step(&r->raft, &in, &r->out);
+        if (rv == 0) {
+            ASSERT(r->out.entries_first == first);
+            for (uint32_t i = 0; i < n; i++) {
+                uint32_t k = (r->ctx_head + r->ctx_n) % REPLICA_QUEUE_MAX;
+                r->ctxs[k] = (struct replica_ctx){
+                    .index = first + i, .ctx = r->queue[done + i].ctx};
+                r->ctx_n++;
+            }
+        }
+        (void)handle_out(r);
+        done += n;
+    }
+    for (uint32_t i = 0; i < r->n_queue; i++) {
+        free(r->queue[i].buf);
+    }
+    r->n_queue = 0;
+}
+
+static void on_idle(uv_idle_t *h)
+{
+    struct replica *r = h->data;
+    uv_idle_stop(h);
+    flush_queue(r);
+}
+
+int replica_propose(struct replica *r, uint8_t type, const void *payload,
+                    uint32_t len, uint64_t ctx, char *errmsg)
+{
+    ASSERT(r != NULL);
+    ASSERT(payload != NULL || len == 0);
+    if (!r->started || r->role != RAFT_LEADER) {
+        return keel_err(KEEL_ENOTLEADER, errmsg,
+                        "this node does not lead the group: retry at the "
+                        "leader");
+    }
+    if (r->n_queue + r->ctx_n >= REPLICA_QUEUE_MAX) {
+        return keel_err(KEEL_EBUSY, errmsg,
+                        "%u proposals await commit: retry after acks",
+                        REPLICA_QUEUE_MAX);
+    }
+    uint8_t *buf = malloc(len > 0 ? len : 1);
+    if (buf == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "proposal of %u bytes", len);
+    }
+    if (len > 0) {
+        memcpy(buf, payload, len);
+    }
+    r->queue[r->n_queue++] =
+        (struct replica_prop){.type = type, .len = len, .buf = buf, .ctx = ctx};
+    if (r->n_queue == 1) {
+        uv_idle_start(&r->idle, on_idle);
+    }
+    return 0;
+}
+
+int replica_receive(struct replica *r, const struct raft_msg *m, char *errmsg)
+{
+    ASSERT(r != NULL && m != NULL);
+    if (!r->started) {
+        return keel_err(KEEL_EAGAIN, errmsg, "group is still opening");
+    }
+    struct raft_in in = {.type = RAFT_IN_RECEIVE, .msg = m};
+    return step(r, &in);
+}
+
+/* ---- store events ---- */
+
+static void start_group(struct replica *r)
+{
+    r->started = true;
+    raft_start(&r->raft, now_ms(r));
+    r->persisted = r->raft.last_index;
+    struct raft_in in = {.type = RAFT_IN_TICK};
+    (void)step(r, &in);
+}
+
+static void on_event(struct replica *r, const struct store_event *ev)
+{
+    if (ev->type == STORE_EV_HARD_STATE) {
+        ASSERT(r->hs_pending > 0);
+        r->hs_pending--;
+        if (r->hs_pending > 0) {
+            return;
+        }
+        for (uint32_t i = 0; i < r->n_held; i++) {
+            send_msg(r, &r->held[i]);
+        }
+        r->n_held = 0;
+        if (r->held_persisted == 0) {
+            return;
+        }
+        /* A persisted report that waited for the hard state. */
+        struct store_event pe = {.type = STORE_EV_PERSISTED,
+                                 .index = r->held_persisted,
+                                 .term = r->held_term};
+        r->held_persisted = 0;
+        on_event(r, &pe);
+        return;
+    }
+    if (ev->type != STORE_EV_PERSISTED) {
+        return; /* repair/space events: issue 5/8 */
+    }
+    if (!r->started) {
+        if (r->boot_wait != 0 && ev->index >= r->boot_wait) {
+            start_group(r);
+        }
+        return;
+    }
+    if (r->hs_pending > 0) {
+        r->held_persisted = ev->index;
+        r->held_term = ev->term;
+        return;
+    }
+    r->persisted = ev->index;
+    struct raft_in in = {.type = RAFT_IN_PERSISTED,
+                         .persisted = {.index = ev->index, .term = ev->term}};
+    (void)step(r, &in);
+}
+
+static struct replica *host_find(struct replica_host *h, struct store_group *g)
+{
+    for (uint32_t i = 0; i < h->n; i++) {
+        if (h->groups[i]->g == g) {
+            return h->groups[i];
+        }
+    }
+    return NULL;
+}
+
+static void on_async(uv_async_t *a)
+{
+    struct replica_host *h = a->data;
+    struct store_event evs[REPLICA_EVENTS_MAX];
+    size_t n = 0;
+    if (h->store == NULL) {
+        return;
+    }
+    do {
+        n = store_poll(h->store, evs, REPLICA_EVENTS_MAX);
+        for (size_t i = 0; i < n; i++) {
+            struct replica *r = host_find(h, evs[i].g);
+            if (r != NULL && !r->closing) {
+                on_event(r, &evs[i]);
+            }
+        }
+    } while (n == REPLICA_EVENTS_MAX);
+}
+
+/* ---- host ---- */
+
+int replica_host_create(uv_loop_t *loop, struct replica_host **out,
+                        char *errmsg)
+{
+    ASSERT(loop != NULL && out != NULL);
+    struct replica_host *h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "replica host");
+    }
+    h->loop = loop;
+    h->async.data = h;
+    if (uv_async_init(loop, &h->async, on_async) != 0) {
+        free(h);
+        return keel_err(KEEL_EIO, errmsg, "uv_async_init failed");
+    }
+    *out = h;
+    return 0;
+}
+
+void replica_host_attach(struct replica_host *h, struct store *s)
+{
+    ASSERT(h != NULL && s != NULL);
+    h->store = s;
+    uv_async_send(&h->async); /* events queued before attach */
+}
+
+void replica_host_wakeup(void *host)
+{
+    struct replica_host *h = host;
+    uv_async_send(&h->async);
+}
+
+static void host_closed(uv_handle_t *hd)
+{
+    free(hd->data);
+}
+
+void replica_host_destroy(struct replica_host *h)
+{
+    ASSERT(h != NULL);
+    ASSERT(h->n == 0);
+    uv_close((uv_handle_t *)&h->async, host_closed);
+}
+
+raft_incarnation replica_incarnation_of(const uint8_t inc[16])
+{
+    raft_incarnation v = 0;
+    for (int i = 0; i < 8; i++) {
+        v |= (raft_incarnation)inc[i] << (8 * i);
+    }
+    return v != 0 ? v : 1; /* 0 means "any" on the wire */
+}
+
+/* ---- open ---- */
+
+static int check_report(const struct store_group_id *gid,
+                        const struct store_recovery *rep, char *errmsg)
+{
+    char hex[33];
+    store_group_id_hex(gid, hex);
+    if (rep->n_faulty > 0) {
+        return keel_err(KEEL_EFAULTY, errmsg,
+                        "group %s has %u faulty ranges (first at %llu): "
+                        "refusing to open until repair is supported",
+                        hex, rep->n_faulty,
+                        (unsigned long long)rep->faulty[0].from);
+    }
+    if (rep->n_lost > 0) {
+        return keel_err(KEEL_ELOST, errmsg,
+                        "group %s lost %u ranges: refusing to open until "
+                        "amnesia catch-up is supported",
+                        hex, rep->n_lost);
+    }
+    if (rep->amnesia) {
+        return keel_err(KEEL_EAMNESIA, errmsg,
+                        "group %s is amnesiac (reason %d): refusing to open "
+                        "until amnesia catch-up is supported",
+                        hex, (int)rep->amnesia_reason);
+    }
+    return 0;
+}
+
+static int load_cb(void *arg, const struct store_entry *e)
+{
+    struct replica *r = arg;
+    struct raft_entry re = {
+        .term = e->term, .type = e->type, .len = e->len, .buf = e->payload};
+    return raft_load_entry(&r->raft, e->index, &re);
+}
+
+static int load_hard_state(struct replica *r, char *errmsg)
+{
+    /* store.h has no hard-state read: go through its meta handle. */
+    uint64_t term = 0;
+    uint8_t vote[STORE_VOTE_BYTES_MAX];
+    size_t vlen = sizeof(vote);
+    int rv = store_meta_hs_get(store_debug_meta(r->host->store), r->gid.b,
+                               &term, vote, &vlen);
+    if (rv == KEEL_ENOENT) {
+        return 0;
+    }
+    if (rv != 0 || vlen != 8) {
+        return keel_err(rv != 0 ? rv : KEEL_ECORRUPT, errmsg,
+                        "hard state of the group is unreadable");
+    }
+    raft_node v = 0;
+    for (int i = 0; i < 8; i++) {
+        v |= (raft_node)vote[i] << (8 * i);
+    }
+    raft_load_hard_state(&r->raft, term, v);
+    return 0;
+}
+
+static int bootstrap(struct replica *r, const struct raft_config *c,
+                     char *errmsg)
+{
+    uint8_t buf[RAFT_CONFIG_BYTES_MAX];
+    uint32_t len = raft_config_encode(c, buf, sizeof(buf));
+    ASSERT(len > 0);
+    struct store_record rec = {.index = 1,
+                               .term = 1,
+                               .type = RAFT_ENTRY_CONFIG,
+                               .len = len,
+                               .payload = buf};
+    int rv = store_append(r->g, &rec, 1, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    struct raft_entry e = {
+        .term = 1, .type = RAFT_ENTRY_CONFIG, .len = len, .buf = buf};
+    rv = raft_load_entry(&r->raft, 1, &e);
+    if (rv != 0) {
+        return keel_err(rv, errmsg, "bootstrap configuration refused");
+    }
+    r->boot_wait = 1; /* raft_start counts it persisted: wait until it is */
+    return 0;
+}
+
+static int load_group(struct replica *r, const struct replica_options *opt,
+                      const struct store_recovery *rep, char *errmsg)
+{
+    int rv = load_hard_state(r, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    if (rep->snapshot_index != 0) {
+        if (opt->bootstrap == NULL) {
+            return keel_err(KEEL_EINVAL, errmsg,
+                            "snapshot without a configuration: the store "
+                            "keeps none");
+        }
+        raft_load_snapshot(&r->raft, rep->snapshot_index, rep->snapshot_term,
+                           opt->bootstrap);
+        r->applied = rep->snapshot_index;
+    }
+    if (rep->last_index >= rep->first_index && rep->last_index > 0) {
+        rv = store_iterate(r->g, rep->first_index, rep->last_index, load_cb, r,
+                           errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+        return 0;
+    }
+    if (opt->bootstrap != NULL && rep->snapshot_index == 0) {
+        return bootstrap(r, opt->bootstrap, errmsg);
+    }
+    return 0;
+}
+
+static int replica_alloc(struct replica_host *h,
+                         const struct replica_options *opt,
+                         const struct replica_callbacks *cbs,
+                         struct replica **out, char *errmsg)
+{
+    struct replica *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "replica");
+    }
+    r->queue = calloc(REPLICA_QUEUE_MAX, sizeof(*r->queue));
+    r->ctxs = calloc(REPLICA_QUEUE_MAX, sizeof(*r->ctxs));
+    struct raft_params p = {
+        .id = opt->self,
+        .incarnation = opt->incarnation,
+        .seed = opt->seed,
+        .election_timeout_ms =
+            opt->election_timeout_ms ? opt->election_timeout_ms : 1000,
+        .heartbeat_ms = opt->heartbeat_ms ? opt->heartbeat_ms : 100,
+    };
+    if (r->queue == NULL || r->ctxs == NULL || raft_init(&r->raft, &p) != 0) {
+        free(r->queue);
+        free(r->ctxs);
+        free(r);
+        return keel_err(KEEL_ENOMEM, errmsg, "replica queues");
+    }
+    r->host = h;
+    r->cbs = *cbs;
+    r->role = RAFT_FOLLOWER;
+    *out = r;
+    return 0;
+}
+
+static void replica_free(struct replica *r)
+{
+    for (uint32_t i = 0; i < r->n_queue; i++) {
+        free(r->queue[i].buf);
+    }
+    raft_close(&r->raft);
+    free(r->queue);
+    free(r->ctxs);
+    free(r);
+}
+
+int replica_open(struct replica_host *h, const struct store_group_id *gid,
+                 const struct replica_options *opt,
+                 const struct replica_callbacks *cbs, struct replica **out,
+                 char *errmsg)
+{
+    ASSERT(h != NULL && h->store != NULL);
+    ASSERT(gid != NULL && opt != NULL && cbs != NULL && out != NULL);
+    if (h->n >= REPLICA_GROUPS_MAX) {
+        return keel_err(KEEL_ELIMIT, errmsg, "%u groups on this node",
+                        REPLICA_GROUPS_MAX);
+    }
+    struct replica *r = NULL;
+    int rv = replica_alloc(h, opt, cbs, &r, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    r->gid = *gid;
+    struct store_recovery rep;
+    memset(&rep, 0, sizeof(rep));
+    rv = store_group_open(h->store, gid, &opt->fsync, &r->g, &rep, errmsg);
+    if (rv == 0) {
+        rv = check_report(gid, &rep, errmsg);
+    }
+    if (rv == 0) {
+        rv = load_group(r, opt, &rep, errmsg);
+    }
+    if (rv != 0) {
+        replica_free(r);
+        return rv;
+    }
+    uv_timer_init(h->loop, &r->timer);
+    uv_idle_init(h->loop, &r->idle);
+    r->timer.data = r;
+    r->idle.data = r;
+    r->handles_open = 2;
+    h->groups[h->n++] = r;
+    if (r->boot_wait == 0) {
+        start_group(r);
+    }
+    *out = r;
+    return 0;
+}
+
+static void handle_closed(uv_handle_t *hd)
+{
+    struct replica *r = hd->data;
+    if (--r->handles_open == 0) {
+        replica_free(r);
+    }
+}
+
+void replica_close(struct replica *r)
+{
+    ASSERT(r != NULL && !r->closing);
+    struct replica_host *h = r->host;
+    r->closing = true;
+    for (uint32_t i = 0; i < h->n; i++) {
+        if (h->groups[i] == r) {
+            h->groups[i] = h->groups[--h->n];
+            break;
+        }
+    }
+    uv_close((uv_handle_t *)&r->timer, handle_closed);
+    uv_close((uv_handle_t *)&r->idle, handle_closed);
+}
+
+void replica_info(const struct replica *r, struct replica_info *out)
+{
+    ASSERT(r != NULL && out != NULL);
+    *out = (struct replica_info){.role = r->role,
+                                 .term = r->raft.term,
+                                 .last_index = r->raft.last_index,
+                                 .commit = r->raft.commit,
+                                 .applied = r->applied,
+                                 .persisted = r->persisted,
+                                 .started = r->started};
+}
+
+struct store_group *replica_store_group(struct replica *r)
+{
+    return r->g;
+}

@@ -1,0 +1,113 @@
+/* server/replica: the Raft driver (docs/raft.md "The driver's contract").
+ *
+ * One struct replica per Raft group binds a struct raft (raft/) to a
+ * store_group (store/) on a libuv loop. Store completions arrive on sync
+ * threads; a struct replica_host owns the uv_async that drains them with
+ * store_poll() on the loop thread and routes each event to its group.
+ *
+ * Order of one step's output (docs/raft.md): hard state saved (synced)
+ * before any message is sent and before any persisted(index) is reported to
+ * raft; truncation + entries appended to the store; messages; apply from the
+ * store (checksum-verified reads) up to out.commit; persisted(index, term)
+ * from store completions; a timer tick at out.timeout_ms.
+ *
+ * All functions run on the loop thread except replica_host_wakeup.
+ */
+#ifndef KEEL_SRV_REPLICA_H
+#define KEEL_SRV_REPLICA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "raft.h"
+#include "store.h"
+
+struct replica;
+struct replica_host;
+
+struct replica_callbacks {
+    /* Called once per committed entry, in index order, with the payload
+     * read back from the store. ctx is the replica_propose ctx of that
+     * entry on this leader (0 for barrier/config entries and entries
+     * replayed on open): the caller acks a publish here, after commit. */
+    void (*apply)(struct replica *r, uint64_t index, uint64_t term,
+                  uint8_t type, const void *payload, uint32_t len, uint64_t ctx,
+                  void *arg);
+    /* An outgoing message (AppendEntries carry payloads). May be NULL for a
+     * group of one, which sends none. */
+    void (*send)(struct replica *r, const struct raft_msg *m, void *arg);
+    /* Role or leader changed. May be NULL. */
+    void (*role_changed)(struct replica *r, uint8_t role, raft_node leader,
+                         void *arg);
+    /* The replica hit an unrecoverable store error (already logged by
+     * nobody: the caller logs). May be NULL. */
+    void (*failed)(struct replica *r, int rv, const char *msg, void *arg);
+    void *arg;
+};
+
+struct replica_options {
+    raft_node self;
+    raft_incarnation incarnation;        /* see replica_incarnation_of */
+    const struct raft_config *bootstrap; /* index-1 config for an empty log;
+                                            NULL: wait to be added */
+    struct store_fsync fsync;
+    uint32_t election_timeout_ms; /* 0: 1000 */
+    uint32_t heartbeat_ms;        /* 0: 100 */
+    uint64_t seed;
+};
+
+/* The host: create it BEFORE store_open and pass replica_host_wakeup /
+ * host as the store's wakeup_cb / wakeup_arg, then attach the store. */
+int replica_host_create(uv_loop_t *loop, struct replica_host **out,
+                        char *errmsg);
+void replica_host_attach(struct replica_host *h, struct store *s);
+/* Thread-safe: called by store sync threads. */
+void replica_host_wakeup(void *host);
+/* Close the host's handle; every replica must be closed first. Run the
+ * loop afterwards until it returns so the handle close completes; the host
+ * is freed in the close callback. */
+void replica_host_destroy(struct replica_host *h);
+
+/* The 64-bit Raft incarnation of a store's 16-byte incarnation. */
+raft_incarnation replica_incarnation_of(const uint8_t inc[16]);
+
+/* Open a group: store_group_open + recovery report (a report with faulty,
+ * lost or amnesia state is refused: KEEL_EFAULTY/KEEL_ELOST/KEEL_EAMNESIA
+ * with errmsg naming the group), load hard state and log into raft, then
+ * start. An empty log with opt->bootstrap first makes the index-1
+ * configuration entry durable; the group starts when it is. */
+int replica_open(struct replica_host *h, const struct store_group_id *gid,
+                 const struct replica_options *opt,
+                 const struct replica_callbacks *cbs, struct replica **out,
+                 char *errmsg);
+
+/* Queue a proposal (payload copied). All proposals of one loop iteration
+ * go to the store as one append batch. KEEL_ENOTLEADER when not leader,
+ * KEEL_EBUSY when REPLICA_QUEUE_MAX proposals await commit. */
+int replica_propose(struct replica *r, uint8_t type, const void *payload,
+                    uint32_t len, uint64_t ctx, char *errmsg);
+
+/* A message from a peer (cluster; unused by a group of one). */
+int replica_receive(struct replica *r, const struct raft_msg *m, char *errmsg);
+
+/* Stop the group: pending proposals are dropped (never acked). The store
+ * group stays open until store_close (store has no per-group close). Run
+ * the loop until it returns for the handle closes to complete. */
+void replica_close(struct replica *r);
+
+/* Introspection (tests, bench, monitoring). */
+struct replica_info {
+    uint8_t role;
+    raft_term term;
+    raft_index last_index;
+    raft_index commit;
+    raft_index applied;
+    raft_index persisted; /* last persisted index reported to raft */
+    bool started;
+};
+void replica_info(const struct replica *r, struct replica_info *out);
+struct store_group *replica_store_group(struct replica *r);
+
+#endif

@@ -1,0 +1,192 @@
+/* The replica on one node: the durability path end to end (propose ->
+ * store append -> persisted -> commit -> apply from the store), reopen
+ * replay, and hard state durable before the leader's entries count. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "test_srv_replica_common.h"
+
+static int setup(void **state)
+{
+    struct tr *t = calloc(1, sizeof(*t));
+    assert_non_null(t);
+    snprintf(t->dir, sizeof(t->dir), "/tmp/keel-replica-XXXXXX");
+    assert_non_null(mkdtemp(t->dir));
+    memset(t->gid.b, 0x42, sizeof(t->gid.b));
+    assert_int_equal(tr_start(t), 0);
+    *state = t;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct tr *t = *state;
+    tr_stop(t, true);
+    nftw(t->dir, tr_rm, 16, FTW_DEPTH | FTW_PHYS);
+    free(t);
+    return 0;
+}
+
+static void propose_n(struct tr *t, uint32_t from, uint32_t n)
+{
+    char err[KEEL_ERRMSG_MAX];
+    for (uint32_t i = from; i < from + n; i++) {
+        char p[32];
+        int len = snprintf(p, sizeof(p), "msg-%u", i);
+        assert_int_equal(replica_propose(t->r, RAFT_ENTRY_NORMAL, p,
+                                         (uint32_t)len, 1000 + i, err),
+                         0);
+    }
+}
+
+/* Check the NORMAL entries applied from position k on are msg-from.. in
+ * order, each once, with its ctx, applied after the store persisted it. */
+static uint32_t check_normals(struct tr *t, uint32_t k, uint32_t from,
+                              bool with_ctx)
+{
+    uint32_t next = from;
+    uint64_t prev = k > 0 ? t->applied[k - 1].index : 0;
+    for (uint32_t i = k; i < t->n_applied; i++) {
+        struct tr_applied *a = &t->applied[i];
+        assert_int_equal(a->index, prev + 1);
+        prev = a->index;
+        assert_true(a->store_persisted >= a->index);
+        assert_true(a->hs_term >= a->term);
+        if (a->type != RAFT_ENTRY_NORMAL) {
+            continue;
+        }
+        char want[32];
+        snprintf(want, sizeof(want), "msg-%u", next);
+        assert_string_equal(a->payload, want);
+        if (with_ctx) {
+            assert_int_equal(a->ctx, 1000 + next);
+        }
+        next++;
+    }
+    return next - from;
+}
+
+static void a_group_of_one_bootstraps_and_becomes_leader(void **state)
+{
+    struct tr *t = *state;
+    assert_true(tr_wait(t, tr_is_leader, 0));
+    /* index 1: the bootstrap configuration; 2: the leader's barrier. */
+    assert_true(t->n_applied >= 2);
+    assert_int_equal(t->applied[0].index, 1);
+    assert_int_equal(t->applied[0].type, RAFT_ENTRY_CONFIG);
+    assert_int_equal(t->applied[1].type, RAFT_ENTRY_BARRIER);
+}
+
+static void proposals_apply_once_in_order_only_after_persisted(void **state)
+{
+    struct tr *t = *state;
+    char err[KEEL_ERRMSG_MAX];
+    assert_true(tr_wait(t, tr_is_leader, 0));
+    uint32_t k = t->n_applied;
+    struct replica_info ri;
+    replica_info(t->r, &ri);
+    for (uint32_t round = 0; round < 5; round++) {
+        propose_n(t, round * 200, 200);
+        assert_true(
+            tr_wait(t, tr_applied_ge, ri.last_index + 200 * (round + 1)));
+    }
+    assert_int_equal(check_normals(t, k, 0, true), 1000);
+    /* A follower (not started / not leader) refuses: here the leader
+     * accepts a zero-length payload too. */
+    assert_int_equal(replica_propose(t->r, RAFT_ENTRY_NORMAL, NULL, 0, 0, err),
+                     0);
+}
+
+static void
+hard_state_is_durable_before_the_leaders_entries_commit(void **state)
+{
+    struct tr *t = *state;
+    assert_true(tr_wait(t, tr_is_leader, 0));
+    struct replica_info ri;
+    replica_info(t->r, &ri);
+    assert_true(ri.term >= 2);
+    /* The barrier of the new term applied only once its term was durable. */
+    assert_int_equal(t->applied[1].term, ri.term);
+    assert_true(t->applied[1].hs_term >= ri.term);
+}
+
+static void reopen_replays_the_log_and_continues_after_it(void **state)
+{
+    struct tr *t = *state;
+    assert_true(tr_wait(t, tr_is_leader, 0));
+    propose_n(t, 0, 300);
+    struct replica_info before;
+    replica_info(t->r, &before);
+    assert_true(tr_wait(t, tr_applied_ge, before.last_index + 300));
+    replica_info(t->r, &before);
+    tr_stop(t, true);
+    t->n_applied = 0;
+    assert_int_equal(tr_start(t), 0);
+    assert_true(tr_wait(t, tr_is_leader, 0));
+    /* A fresh state machine sees every entry again from index 1. */
+    assert_int_equal(t->applied[0].index, 1);
+    assert_int_equal(check_normals(t, 0, 0, false), 300);
+    uint32_t k = t->n_applied;
+    struct replica_info after;
+    replica_info(t->r, &after);
+    assert_true(after.term >= before.term);
+    assert_true(after.last_index > before.last_index);
+    propose_n(t, 300, 10);
+    assert_true(tr_wait(t, tr_applied_ge, after.last_index + 10));
+    assert_true(t->applied[k].index > before.last_index);
+    assert_true(t->applied[k].term >= before.term);
+    assert_int_equal(check_normals(t, k, 300, true), 10);
+}
+
+static void a_faulty_group_is_refused_with_its_name(void **state)
+{
+    struct tr *t = *state;
+    assert_true(tr_wait(t, tr_is_leader, 0));
+    propose_n(t, 0, 50);
+    struct replica_info ri;
+    replica_info(t->r, &ri);
+    assert_true(tr_wait(t, tr_applied_ge, ri.last_index + 50));
+    char path[512];
+    uint64_t off = 0;
+    assert_int_equal(store_debug_segment_path(replica_store_group(t->r), 10,
+                                              path, sizeof(path), &off),
+                     0);
+    tr_stop(t, true);
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    fseek(f, (long)off + 40, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, (long)off + 40, SEEK_SET);
+    fputc(c ^ 0xff, f);
+    fclose(f);
+    char err[KEEL_ERRMSG_MAX];
+    uv_loop_init(&t->loop);
+    assert_int_equal(replica_host_create(&t->loop, &t->host, err), 0);
+    assert_int_equal(tr_store_open(t), 0);
+    replica_host_attach(t->host, t->s);
+    int rv = tr_replica_open(t);
+    assert_true(rv == KEEL_EFAULTY || rv == KEEL_ELOST || rv == KEEL_EAMNESIA);
+    t->r = NULL;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            a_group_of_one_bootstraps_and_becomes_leader, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            proposals_apply_once_in_order_only_after_persisted, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            hard_state_is_durable_before_the_leaders_entries_commit, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            reopen_replays_the_log_and_continues_after_it, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_faulty_group_is_refused_with_its_name,
+                                        setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
