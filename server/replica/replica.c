@@ -585,19 +585,27 @@ static int replica_alloc(struct replica_host *h,
                          const struct replica_callbacks *cbs,
                          struct replica **out, char *errmsg)
 {
+    if (opt->heartbeat_ms != 0 && opt->election_timeout_ms != 0 &&
+        opt->heartbeat_ms >= opt->election_timeout_ms) {
+        return keel_err(KEEL_ECONFIG, errmsg,
+                        "heartbeat %u ms must be below the election timeout "
+                        "%u ms",
+                        opt->heartbeat_ms, opt->election_timeout_ms);
+    }
     struct replica *r = calloc(1, sizeof(*r));
     if (r == NULL) {
         return keel_err(KEEL_ENOMEM, errmsg, "replica");
     }
     r->queue = calloc(REPLICA_QUEUE_MAX, sizeof(*r->queue));
     r->ctxs = calloc(REPLICA_QUEUE_MAX, sizeof(*r->ctxs));
+    uint32_t et = opt->election_timeout_ms ? opt->election_timeout_ms : 1000;
     struct raft_params p = {
         .id = opt->self,
         .incarnation = opt->incarnation,
         .seed = opt->seed,
-        .election_timeout_ms =
-            opt->election_timeout_ms ? opt->election_timeout_ms : 1000,
-        .heartbeat_ms = opt->heartbeat_ms ? opt->heartbeat_ms : 100,
+        .election_timeout_ms = et,
+        .heartbeat_ms =
+            opt->heartbeat_ms ? opt->heartbeat_ms : (et / 10 > 0 ? et / 10 : 1),
     };
     if (r->queue == NULL || r->ctxs == NULL || raft_init(&r->raft, &p) != 0) {
         free(r->queue);
