@@ -172,9 +172,24 @@ static void a_faulty_group_is_refused_with_its_name(void **state)
     t->r = NULL;
 }
 
+static void a_proposal_before_leadership_is_refused_not_leader(void **state)
+{
+    struct tr *t = *state;
+    char err[KEEL_ERRMSG_MAX];
+    struct replica_info ri;
+    replica_info(t->r, &ri);
+    assert_int_not_equal(ri.role, RAFT_LEADER);
+    assert_int_equal(replica_propose(t->r, RAFT_ENTRY_NORMAL, "x", 1, 1, err),
+                     KEEL_ENOTLEADER);
+    assert_int_equal(t->n_applied, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            a_proposal_before_leadership_is_refused_not_leader, setup,
+            teardown),
         cmocka_unit_test_setup_teardown(
             a_group_of_one_bootstraps_and_becomes_leader, setup, teardown),
         cmocka_unit_test_setup_teardown(
