@@ -219,7 +219,8 @@ KEEL_MUST_USE int store_repair(struct store_group *g,
 
 /* Record a durable snapshot (index, term) (synced, blocking: call from a
  * worker thread or while the group is quiet). The previous newest becomes
- * the older kept snapshot. */
+ * the older kept snapshot. KEEL_EAGAIN if index is above the persisted
+ * index (DESIGN.md §5: a snapshot at X only after entries <= X persist). */
 KEEL_MUST_USE int store_snapshot_record(struct store_group *g, uint64_t index,
                                         uint64_t term, char *errmsg);
 
