@@ -412,6 +412,27 @@ static void recv_timeout_now(struct raft *r, const struct raft_msg *m,
     campaign(r, false, true, out);
 }
 
+/* Rule 3: the first message of a leader of term >= T0 sets the amnesia
+ * catch-up target to the leader's last index. */
+static void amnesia_learn(struct raft *r, const struct raft_msg *m)
+{
+    ASSERT(m->term == r->term);
+    ASSERT(r->role == RAFT_FOLLOWER);
+    if (!r->amnesiac || r->amnesia_target != 0 || m->term < r->amnesia_t0 ||
+        m->type == RAFT_MSG_TIMEOUT_NOW) {
+        return;
+    }
+    r->amnesia_target = m->type == RAFT_MSG_APPEND ? m->append.leader_last
+                                                   : m->snapshot.leader_last;
+    if (MUTATED(r, RAFT_MUT_AMNESIA_AT_COMMIT) && m->type == RAFT_MSG_APPEND) {
+        r->amnesia_target = m->append.commit;
+    }
+    if (r->amnesia_target == 0) {
+        r->amnesia_target = 1;
+    }
+    r->amnesia_dirty = true;
+}
+
 /* Terms first (Raft §5.1): a higher term from a leader makes us its
  * follower; a lower one is answered so the stale leader learns it. */
 static void recv_msg(struct raft *r, const struct raft_msg *m,
@@ -473,22 +494,7 @@ static void recv_msg(struct raft *r, const struct raft_msg *m,
     become_follower(r, m->term, m->from, out);
     r->leader_contact_ms = r->now_ms;
     reset_election_timer(r);
-    if (r->amnesiac && r->amnesia_target == 0 && m->term >= r->amnesia_t0 &&
-        m->type != RAFT_MSG_TIMEOUT_NOW) {
-        /* Rule 3: the first message of a leader of term >= T0 sets the
-         * catch-up target to its last index. */
-        r->amnesia_target = m->type == RAFT_MSG_APPEND
-                                ? m->append.leader_last
-                                : m->snapshot.leader_last;
-        if (MUTATED(r, RAFT_MUT_AMNESIA_AT_COMMIT) &&
-            m->type == RAFT_MSG_APPEND) {
-            r->amnesia_target = m->append.commit;
-        }
-        if (r->amnesia_target == 0) {
-            r->amnesia_target = 1;
-        }
-        r->amnesia_dirty = true;
-    }
+    amnesia_learn(r, m);
     if (m->type == RAFT_MSG_APPEND) {
         recv_append(r, m, out);
     } else if (m->type == RAFT_MSG_SNAPSHOT) {
@@ -617,6 +623,24 @@ static uint64_t next_timeout(const struct raft *r)
     return t;
 }
 
+/* Rule 3 exit: every index from the snapshot through the target is
+ * persisted and matches the leader. Reports any change for LMDB. */
+static void amnesia_output(struct raft *r, struct raft_out *out)
+{
+    ASSERT(r->persisted <= r->last_index);
+    if (r->amnesiac && r->amnesia_target != 0 && r->role == RAFT_FOLLOWER &&
+        follower_match(r) >= r->amnesia_target) {
+        r->amnesiac = false;
+        r->amnesia_dirty = true;
+    }
+    out->amnesia_changed = r->amnesia_dirty;
+    r->amnesia_dirty = false;
+    out->amnesiac = r->amnesiac;
+    out->amnesia_t0 = r->amnesia_t0;
+    out->amnesia_target = r->amnesia_target;
+    ASSERT(!out->amnesiac || out->amnesia_t0 > 0);
+}
+
 /* Dispatch one input. A switch over input types: longer than 70 lines would
  * be only because of the cases, each of which calls one handler. */
 int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out)
@@ -689,16 +713,7 @@ int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out)
         r->hs_dirty = false;
         out->hs_changed = true;
     }
-    if (r->amnesiac && r->amnesia_target != 0 && r->role == RAFT_FOLLOWER &&
-        follower_match(r) >= r->amnesia_target) {
-        r->amnesiac = false; /* every index through the target is durable */
-        r->amnesia_dirty = true;
-    }
-    out->amnesia_changed = r->amnesia_dirty;
-    r->amnesia_dirty = false;
-    out->amnesiac = r->amnesiac;
-    out->amnesia_t0 = r->amnesia_t0;
-    out->amnesia_target = r->amnesia_target;
+    amnesia_output(r, out);
     if (r->commit > commit_before) {
         log_configs_committed(r);
     }
