@@ -1,0 +1,605 @@
+/* srv_js_config: stream config parse/validate/encode and subject helpers. */
+#include "srv_js_config.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "keel/error.h"
+
+#define CFG_ERR(jerr, e, errmsg, ...)                                          \
+    (*(jerr) = (e), keel_err(KEEL_EINVAL, (errmsg), __VA_ARGS__))
+
+bool srv_js_name_valid(const char *name)
+{
+    size_t n = strnlen(name, SRV_JS_NAME_BYTES_MAX + 1);
+    if (n == 0 || n > SRV_JS_NAME_BYTES_MAX) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c == '.' || c == '*' || c == '>' || c == '/' || c == '\\' ||
+            isspace(c) || c < 0x20) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool srv_js_subject_valid(const char *subject, bool wild)
+{
+    size_t n = strnlen(subject, SRV_JS_SUBJECT_BYTES_MAX + 1);
+    if (n == 0 || n > SRV_JS_SUBJECT_BYTES_MAX) {
+        return false;
+    }
+    size_t tok_start = 0;
+    uint32_t ntok = 0;
+    for (size_t i = 0; i <= n; i++) {
+        unsigned char c = i < n ? (unsigned char)subject[i] : '.';
+        if (c != '.') {
+            if (isspace(c) || c < 0x20) {
+                return false;
+            }
+            continue;
+        }
+        size_t len = i - tok_start;
+        if (len == 0 || ++ntok > SRV_SUBJECT_TOKENS_MAX) {
+            return false;
+        }
+        const char *t = subject + tok_start;
+        bool has_wild = memchr(t, '*', len) != NULL || memchr(t, '>', len);
+        if (has_wild) {
+            bool star = len == 1 && t[0] == '*';
+            bool fwc = len == 1 && t[0] == '>' && i == n;
+            if (!wild || !(star || fwc)) {
+                return false;
+            }
+        }
+        tok_start = i + 1;
+    }
+    return true;
+}
+
+/* Next token of *s (advances past it and its dot); returns its length. */
+static size_t next_token(const char **s, const char **tok)
+{
+    const char *p = *s;
+    const char *dot = strchr(p, '.');
+    size_t len = dot != NULL ? (size_t)(dot - p) : strlen(p);
+    *tok = p;
+    *s = dot != NULL ? dot + 1 : p + len;
+    return len;
+}
+
+static bool tok_is(const char *t, size_t len, char c)
+{
+    return len == 1 && t[0] == c;
+}
+
+bool srv_js_subjects_overlap(const char *a, const char *b)
+{
+    /* Bounded by the token count of a valid subject. */
+    for (uint32_t i = 0; i <= SRV_SUBJECT_TOKENS_MAX; i++) {
+        bool a_end = *a == '\0', b_end = *b == '\0';
+        if (a_end || b_end) {
+            return a_end && b_end;
+        }
+        const char *ta = NULL, *tb = NULL;
+        size_t la = next_token(&a, &ta), lb = next_token(&b, &tb);
+        if (tok_is(ta, la, '>') || tok_is(tb, lb, '>')) {
+            return true; /* the other has >= 1 token here */
+        }
+        if (tok_is(ta, la, '*') || tok_is(tb, lb, '*')) {
+            continue;
+        }
+        if (la != lb || memcmp(ta, tb, la) != 0) {
+            return false;
+        }
+    }
+    return false;
+}
+
+bool srv_js_subject_subset(const char *sub, const char *sup)
+{
+    for (uint32_t i = 0; i <= SRV_SUBJECT_TOKENS_MAX; i++) {
+        bool sub_end = *sub == '\0', sup_end = *sup == '\0';
+        if (sub_end || sup_end) {
+            return sub_end && sup_end;
+        }
+        const char *ta = NULL, *tb = NULL;
+        size_t la = next_token(&sub, &ta), lb = next_token(&sup, &tb);
+        if (tok_is(tb, lb, '>')) {
+            return true;
+        }
+        if (tok_is(ta, la, '>')) {
+            return false; /* sub matches more tokens than sup's literal */
+        }
+        if (tok_is(tb, lb, '*')) {
+            continue;
+        }
+        if (tok_is(ta, la, '*') || la != lb || memcmp(ta, tb, la) != 0) {
+            return false;
+        }
+    }
+    return false;
+}
+
+bool srv_js_subject_matches(const char *p, const char *s)
+{
+    return srv_js_subject_subset(s, p);
+}
+
+bool srv_js_subject_lists_overlap(char *const *a, uint32_t na, char *const *b,
+                                  uint32_t nb)
+{
+    ASSERT(na <= SRV_JS_SUBJECTS_MAX && nb <= SRV_JS_SUBJECTS_MAX);
+    for (uint32_t i = 0; i < na; i++) {
+        for (uint32_t k = 0; k < nb; k++) {
+            if (srv_js_subjects_overlap(a[i], b[k])) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+void srv_js_time_format(int64_t unix_ns, char buf[SRV_JS_TIME_BYTES])
+{
+    if (unix_ns == 0) {
+        snprintf(buf, SRV_JS_TIME_BYTES, "0001-01-01T00:00:00Z");
+        return;
+    }
+    int64_t sec = unix_ns / 1000000000LL;
+    int64_t nsec = unix_ns % 1000000000LL;
+    if (nsec < 0) {
+        nsec += 1000000000LL;
+        sec -= 1;
+    }
+    time_t t = (time_t)sec;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char date[24];
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, SRV_JS_TIME_BYTES, "%s.%09" PRId64 "Z", date, nsec);
+}
+
+void srv_stream_config_free(struct srv_stream_config *cfg)
+{
+    if (cfg == NULL) {
+        return;
+    }
+    free(cfg->description);
+    for (uint32_t i = 0; i < cfg->nsubjects; i++) {
+        free(cfg->subjects[i]);
+    }
+    free(cfg->subjects);
+    json_decref(cfg->placement);
+    json_decref(cfg->metadata);
+    json_decref(cfg->consumer_limits);
+    memset(cfg, 0, sizeof *cfg);
+}
+
+/* An optional integer field: absent/null leaves *v; a non-integer or a
+ * value below min is an error. */
+static int get_int(const json_t *j, const char *key, int64_t min, int64_t *v,
+                   enum srv_js_err *jerr, char *errmsg)
+{
+    json_t *f = json_object_get(j, key);
+    if (f == NULL || json_is_null(f)) {
+        return 0;
+    }
+    if (!json_is_integer(f) || json_integer_value(f) < min) {
+        return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
+                       "%s must be an integer >= %" PRId64, key, min);
+    }
+    *v = (int64_t)json_integer_value(f);
+    return 0;
+}
+
+static int get_bool(const json_t *j, const char *key, bool *v,
+                    enum srv_js_err *jerr, char *errmsg)
+{
+    json_t *f = json_object_get(j, key);
+    if (f == NULL || json_is_null(f)) {
+        return 0;
+    }
+    if (!json_is_boolean(f)) {
+        return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
+                       "%s must be true or false", key);
+    }
+    *v = json_is_true(f);
+    return 0;
+}
+
+/* An optional enum string: absent leaves *v; otherwise one of names[]. */
+static int get_enum(const json_t *j, const char *key, const char *const *names,
+                    int n, int *v, enum srv_js_err *jerr, char *errmsg)
+{
+    json_t *f = json_object_get(j, key);
+    if (f == NULL || json_is_null(f)) {
+        return 0;
+    }
+    const char *s = json_string_value(f);
+    for (int i = 0; s != NULL && i < n; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *v = i;
+            return 0;
+        }
+    }
+    return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
+                   "invalid %s: use one of %s%s%s%s%s", key, names[0],
+                   n > 1 ? ", " : "", n > 1 ? names[1] : "", n > 2 ? ", " : "",
+                   n > 2 ? names[2] : "");
+}
+
+static const char *const retention_names[] = {"limits", "interest",
+                                              "workqueue"};
+static const char *const discard_names[] = {"old", "new"};
+static const char *const storage_names[] = {"file", "memory"};
+
+static int parse_fsync(const json_t *j, struct srv_stream_config *c,
+                       enum srv_js_err *jerr, char *errmsg)
+{
+    json_t *f = json_object_get(j, "keel_fsync");
+    if (f == NULL || json_is_null(f)) {
+        return 0;
+    }
+    const char *s = json_string_value(f);
+    if (s != NULL && strcmp(s, "group") == 0) {
+        c->fsync = SRV_JS_FSYNC_GROUP;
+        return 0;
+    }
+    if (s != NULL && strcmp(s, "always") == 0) {
+        c->fsync = SRV_JS_FSYNC_ALWAYS;
+        return 0;
+    }
+    if (s != NULL && strncmp(s, "interval:", 9) == 0) {
+        char *end = NULL;
+        unsigned long ms = strtoul(s + 9, &end, 10);
+        if (isdigit((unsigned char)s[9]) && *end == '\0' && ms >= 1 &&
+            ms <= SRV_JS_FSYNC_INTERVAL_MS_MAX) {
+            c->fsync = SRV_JS_FSYNC_INTERVAL;
+            c->fsync_interval_ms = (uint32_t)ms;
+            return 0;
+        }
+    }
+    return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
+                   "invalid keel_fsync: use \"group\", \"always\" or "
+                   "\"interval:<ms>\" with 1..%d ms",
+                   SRV_JS_FSYNC_INTERVAL_MS_MAX);
+}
+
+static int parse_subjects(const json_t *j, struct srv_stream_config *c,
+                          enum srv_js_err *jerr, char *errmsg)
+{
+    json_t *f = json_object_get(j, "subjects");
+    size_t n = json_is_array(f) ? json_array_size(f) : 0;
+    if (f != NULL && !json_is_null(f) && !json_is_array(f)) {
+        return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
+                       "subjects must be an array of strings");
+    }
+    if (n > SRV_JS_SUBJECTS_MAX) {
+        return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
+                       "too many subjects (%zu, at most %d)", n,
+                       SRV_JS_SUBJECTS_MAX);
+    }
+    size_t count = n == 0 ? 1 : n;
+    c->subjects = calloc(count, sizeof *c->subjects);
+    if (c->subjects == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+    }
+    for (size_t i = 0; i < count; i++) {
+        const char *s =
+            n == 0 ? c->name : json_string_value(json_array_get(f, i));
+        if (s == NULL || !srv_js_subject_valid(s, true)) {
+            return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
+                           "invalid subject %s: use dot-separated tokens, "
+                           "'*' and '>' only as whole tokens",
+                           s != NULL ? s : "(not a string)");
+        }
+        for (size_t k = 0; k < i; k++) {
+            if (strcmp(c->subjects[k], s) == 0) {
+                return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
+                               "duplicate subjects detected");
+            }
+        }
+        c->subjects[i] = strdup(s);
+        if (c->subjects[i] == NULL) {
+            return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+        }
+        c->nsubjects = (uint32_t)(i + 1);
+    }
+    return 0;
+}
+
+static int parse_name(const json_t *j, struct srv_stream_config *c,
+                      enum srv_js_err *jerr, char *errmsg)
+{
+    const char *name = json_string_value(json_object_get(j, "name"));
+    if (name == NULL || name[0] == '\0') {
+        return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
+                       "stream name is required");
+    }
+    if (!srv_js_name_valid(name)) {
+        return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
+                       "invalid stream name: no '.', '*', '>', '/', '\\' or "
+                       "whitespace, at most %d bytes",
+                       SRV_JS_NAME_BYTES_MAX);
+    }
+    snprintf(c->name, sizeof c->name, "%s", name);
+    const char *desc = json_string_value(json_object_get(j, "description"));
+    if (desc != NULL && desc[0] != '\0') {
+        c->description = strdup(desc);
+        if (c->description == NULL) {
+            return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+        }
+    }
+    return 0;
+}
+
+static void set_defaults(struct srv_stream_config *c)
+{
+    c->max_consumers = c->max_msgs = c->max_bytes = -1;
+    c->max_msgs_per_subject = c->max_msg_size = -1;
+    c->num_replicas = 1;
+}
+
+/* Limits: 0 means unlimited as well (what clients send for "unset"). */
+static int parse_limits(const json_t *j, struct srv_stream_config *c,
+                        enum srv_js_err *jerr, char *errmsg)
+{
+    struct {
+        const char *key;
+        int64_t *v;
+    } lim[] = {{"max_consumers", &c->max_consumers},
+               {"max_msgs", &c->max_msgs},
+               {"max_bytes", &c->max_bytes},
+               {"max_msgs_per_subject", &c->max_msgs_per_subject},
+               {"max_msg_size", &c->max_msg_size}};
+    for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++) {
+        int rv = get_int(j, lim[i].key, -1, lim[i].v, jerr, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+        if (*lim[i].v == 0) {
+            *lim[i].v = -1;
+        }
+    }
+    int rv = get_int(j, "max_age", 0, &c->max_age_ns, jerr, errmsg);
+    if (rv == 0) {
+        rv = get_int(j, "num_replicas", 0, &c->num_replicas, jerr, errmsg);
+    }
+    if (rv != 0) {
+        return rv;
+    }
+    if (c->num_replicas == 0) {
+        c->num_replicas = 1;
+    }
+    if (c->num_replicas > SRV_JS_REPLICAS_MAX) {
+        return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
+                       "replicas > %d not supported", SRV_JS_REPLICAS_MAX);
+    }
+    return 0;
+}
+
+static int parse_window(const json_t *j, struct srv_stream_config *c,
+                        enum srv_js_err *jerr, char *errmsg)
+{
+    int64_t w = 0;
+    int rv = get_int(j, "duplicate_window", 0, &w, jerr, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    if (w == 0) {
+        w = SRV_JS_DUPLICATE_WINDOW_NS_DEFAULT;
+        if (c->max_age_ns > 0 && c->max_age_ns < w) {
+            w = c->max_age_ns;
+        }
+    } else if (c->max_age_ns > 0 && w > c->max_age_ns) {
+        return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
+                       "duplicates window can not be larger then max age");
+    }
+    c->duplicate_window_ns = w;
+    return 0;
+}
+
+static int parse_flags(const json_t *j, struct srv_stream_config *c,
+                       enum srv_js_err *jerr, char *errmsg)
+{
+    struct {
+        const char *key;
+        bool *v;
+    } fl[] = {{"allow_direct", &c->allow_direct},
+              {"mirror_direct", &c->mirror_direct},
+              {"sealed", &c->sealed},
+              {"deny_delete", &c->deny_delete},
+              {"deny_purge", &c->deny_purge},
+              {"allow_rollup_hdrs", &c->allow_rollup_hdrs},
+              {"no_ack", &c->no_ack}};
+    for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++) {
+        int rv = get_bool(j, fl[i].key, fl[i].v, jerr, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    int r = 0, d = 0, s = 0;
+    int rv = get_enum(j, "retention", retention_names, 3, &r, jerr, errmsg);
+    if (rv == 0) {
+        rv = get_enum(j, "discard", discard_names, 2, &d, jerr, errmsg);
+    }
+    if (rv == 0) {
+        rv = get_enum(j, "storage", storage_names, 2, &s, jerr, errmsg);
+    }
+    c->retention = (enum srv_js_retention)r;
+    c->discard = (enum srv_js_discard)d;
+    c->storage = (enum srv_js_storage)s;
+    return rv;
+}
+
+/* Objects echoed as given: placement, metadata, consumer_limits. */
+static int parse_objects(const json_t *j, struct srv_stream_config *c,
+                         enum srv_js_err *jerr, char *errmsg)
+{
+    const char *keys[] = {"placement", "metadata", "consumer_limits"};
+    json_t **dst[] = {&c->placement, &c->metadata, &c->consumer_limits};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *f = json_object_get(j, keys[i]);
+        if (f == NULL || json_is_null(f)) {
+            continue;
+        }
+        if (!json_is_object(f)) {
+            return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
+                           "%s must be an object", keys[i]);
+        }
+        if (json_object_size(f) == 0 && dst[i] != &c->consumer_limits) {
+            continue;
+        }
+        *dst[i] = json_deep_copy(f);
+        if (*dst[i] == NULL) {
+            return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+        }
+    }
+    if (c->consumer_limits == NULL) {
+        c->consumer_limits = json_object();
+        if (c->consumer_limits == NULL) {
+            return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+        }
+    }
+    return 0;
+}
+
+int srv_stream_config_parse(const json_t *j, struct srv_stream_config *out,
+                            enum srv_js_err *jerr, char *errmsg)
+{
+    memset(out, 0, sizeof *out);
+    *jerr = SRV_JS_OK;
+    if (!json_is_object(j)) {
+        return CFG_ERR(jerr, SRV_JS_EBAD_REQUEST, errmsg,
+                       "stream config must be a JSON object");
+    }
+    set_defaults(out);
+    int64_t first_seq = 0;
+    int rv = parse_name(j, out, jerr, errmsg);
+    if (rv == 0) {
+        rv = parse_subjects(j, out, jerr, errmsg);
+    }
+    if (rv == 0) {
+        rv = parse_limits(j, out, jerr, errmsg);
+    }
+    if (rv == 0) {
+        rv = parse_window(j, out, jerr, errmsg);
+    }
+    if (rv == 0) {
+        rv = parse_flags(j, out, jerr, errmsg);
+    }
+    if (rv == 0) {
+        rv = parse_objects(j, out, jerr, errmsg);
+    }
+    if (rv == 0) {
+        rv = parse_fsync(j, out, jerr, errmsg);
+    }
+    if (rv == 0) {
+        rv = get_int(j, "first_seq", 0, &first_seq, jerr, errmsg);
+    }
+    out->first_seq = (uint64_t)first_seq;
+    if (rv == 0 && out->max_msgs_per_subject > 0 && out->max_msgs > 0 &&
+        out->max_msgs_per_subject > out->max_msgs) {
+        rv = CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
+                     "max_msgs_per_subject can not exceed max_msgs");
+    }
+    if (rv != 0) {
+        if (*jerr == SRV_JS_OK) {
+            *jerr = SRV_JS_EUNAVAILABLE; /* out of memory: retry later */
+        }
+        srv_stream_config_free(out);
+    }
+    return rv;
+}
+
+static const char *fsync_string(const struct srv_stream_config *c, char *buf,
+                                size_t len)
+{
+    switch (c->fsync) {
+    case SRV_JS_FSYNC_ALWAYS:
+        return "always";
+    case SRV_JS_FSYNC_INTERVAL:
+        snprintf(buf, len, "interval:%u", c->fsync_interval_ms);
+        return buf;
+    case SRV_JS_FSYNC_GROUP:
+    default:
+        return "group";
+    }
+}
+
+static int encode_optional(const struct srv_stream_config *c, json_t *o)
+{
+    int bad = 0;
+    if (c->description != NULL) {
+        bad |=
+            json_object_set_new(o, "description", json_string(c->description));
+    }
+    if (c->first_seq > 0) {
+        bad |= json_object_set_new(o, "first_seq",
+                                   json_integer((json_int_t)c->first_seq));
+    }
+    if (c->placement != NULL) {
+        bad |= json_object_set(o, "placement", c->placement);
+    }
+    if (c->metadata != NULL) {
+        bad |= json_object_set(o, "metadata", c->metadata);
+    }
+    bad |= json_object_set(o, "consumer_limits", c->consumer_limits);
+    return bad;
+}
+
+int srv_stream_config_encode(const struct srv_stream_config *c, json_t **out,
+                             char *errmsg)
+{
+    ASSERT(c->nsubjects >= 1 && c->consumer_limits != NULL);
+    *out = NULL;
+    json_t *subj = json_array();
+    for (uint32_t i = 0; subj != NULL && i < c->nsubjects; i++) {
+        if (json_array_append_new(subj, json_string(c->subjects[i])) != 0) {
+            json_decref(subj);
+            subj = NULL;
+        }
+    }
+    char fs[32];
+    json_t *o = json_pack(
+        "{s:s, s:o, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:I,"
+        " s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:s, s:s}",
+        "name", c->name, "subjects", subj, "retention",
+        retention_names[c->retention], "max_consumers",
+        (json_int_t)c->max_consumers, "max_msgs", (json_int_t)c->max_msgs,
+        "max_bytes", (json_int_t)c->max_bytes, "max_age",
+        (json_int_t)c->max_age_ns, "max_msgs_per_subject",
+        (json_int_t)c->max_msgs_per_subject, "max_msg_size",
+        (json_int_t)c->max_msg_size, "discard", discard_names[c->discard],
+        "storage", storage_names[c->storage], "num_replicas",
+        (json_int_t)c->num_replicas, "duplicate_window",
+        (json_int_t)c->duplicate_window_ns, "allow_direct", c->allow_direct,
+        "mirror_direct", c->mirror_direct, "sealed", c->sealed, "deny_delete",
+        c->deny_delete, "deny_purge", c->deny_purge, "allow_rollup_hdrs",
+        c->allow_rollup_hdrs, "no_ack", c->no_ack, "compression", "none",
+        "keel_fsync", fsync_string(c, fs, sizeof fs));
+    if (o == NULL || encode_optional(c, o) != 0) {
+        json_decref(o);
+        return keel_err(KEEL_ENOMEM, errmsg, "out of memory encoding config");
+    }
+    *out = o;
+    return 0;
+}
+
+bool srv_stream_config_equal(const struct srv_stream_config *a,
+                             const struct srv_stream_config *b)
+{
+    json_t *ja = NULL, *jb = NULL;
+    bool eq = srv_stream_config_encode(a, &ja, NULL) == 0 &&
+              srv_stream_config_encode(b, &jb, NULL) == 0 && json_equal(ja, jb);
+    json_decref(ja);
+    json_decref(jb);
+    return eq;
+}

@@ -1,0 +1,118 @@
+/* srv_js_config: JetStream stream config (PROTOCOL.md §2.4) parsed from
+ * JSON with every default filled, validated, and encoded back with every
+ * field echoed and optional fields absent when empty (Go omitempty). Also
+ * the subject helpers (syntax with wildcards, overlap of two subjects) and
+ * RFC3339-with-nanoseconds time formatting. Pure: no I/O, no clock. */
+#ifndef KEEL_SRV_JS_CONFIG_H
+#define KEEL_SRV_JS_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "keel/assert.h"
+#include "keel/limits.h"
+#include "srv_js_err.h"
+
+enum srv_js_retention {
+    SRV_JS_RETENTION_LIMITS = 0,
+    SRV_JS_RETENTION_INTEREST,
+    SRV_JS_RETENTION_WORKQUEUE,
+};
+
+enum srv_js_discard { SRV_JS_DISCARD_OLD = 0, SRV_JS_DISCARD_NEW };
+
+enum srv_js_storage { SRV_JS_STORAGE_FILE = 0, SRV_JS_STORAGE_MEMORY };
+
+/* Keel's extension "keel_fsync": when a replica fdatasyncs (DESIGN §3). */
+enum srv_js_fsync {
+    SRV_JS_FSYNC_GROUP = 0, /* group commit: sync before ack, batched */
+    SRV_JS_FSYNC_ALWAYS,    /* one sync per entry */
+    SRV_JS_FSYNC_INTERVAL,  /* every fsync_interval_ms */
+};
+
+struct srv_stream_config {
+    char name[SRV_JS_NAME_BYTES_MAX + 1];
+    char *description; /* NULL when absent */
+    char **subjects;   /* never empty after parse: default [name] */
+    uint32_t nsubjects;
+    enum srv_js_retention retention;
+    int64_t max_consumers;
+    int64_t max_msgs;
+    int64_t max_bytes;
+    int64_t max_msgs_per_subject;
+    int64_t max_msg_size;
+    int64_t max_age_ns; /* 0 = forever */
+    enum srv_js_discard discard;
+    enum srv_js_storage storage;
+    int64_t num_replicas;
+    int64_t duplicate_window_ns;
+    bool allow_direct, mirror_direct, sealed, deny_delete, deny_purge,
+        allow_rollup_hdrs, no_ack;
+    uint64_t first_seq;      /* 0 = absent */
+    json_t *placement;       /* owned; NULL when absent */
+    json_t *metadata;        /* owned; NULL when absent or empty */
+    json_t *consumer_limits; /* owned; always an object ({} default) */
+    enum srv_js_fsync fsync;
+    uint32_t fsync_interval_ms; /* only for SRV_JS_FSYNC_INTERVAL */
+};
+
+/* Parse a stream config object (the CREATE/UPDATE body or an info's
+ * "config"). Unknown fields are ignored; defaults are filled. On an invalid
+ * value returns KEEL_EINVAL, sets *jerr (SRV_JS_ESTREAM_CONFIG or
+ * SRV_JS_EBAD_REQUEST) and writes the description for the client into
+ * errmsg. On success *out owns its memory: free with
+ * srv_stream_config_free. *out is zeroed first, so free is always safe. */
+KEEL_MUST_USE int srv_stream_config_parse(const json_t *j,
+                                          struct srv_stream_config *out,
+                                          enum srv_js_err *jerr, char *errmsg);
+
+/* Encode cfg to a new JSON object (caller json_decref's it); every field is
+ * present except the optional ones that are empty. Returns 0 or
+ * KEEL_ENOMEM. */
+KEEL_MUST_USE int srv_stream_config_encode(const struct srv_stream_config *cfg,
+                                           json_t **out, char *errmsg);
+
+/* True when a and b are the same configuration (compared by their
+ * encodings, so defaults filled either way compare equal): CREATE of an
+ * existing stream with an equal config succeeds (PROTOCOL §2.4). */
+bool srv_stream_config_equal(const struct srv_stream_config *a,
+                             const struct srv_stream_config *b);
+
+void srv_stream_config_free(struct srv_stream_config *cfg);
+
+/* A stream or consumer name: 1..SRV_JS_NAME_BYTES_MAX bytes, none of
+ * `. * >`, whitespace, `/` or `\`. */
+bool srv_js_name_valid(const char *name);
+
+/* A subject (wildcards allowed when wild): non-empty tokens separated by
+ * '.', no whitespace, '*' only as a whole token, '>' only as the whole last
+ * token, at most SRV_JS_SUBJECT_BYTES_MAX bytes and SRV_SUBJECT_TOKENS_MAX
+ * tokens. */
+bool srv_js_subject_valid(const char *subject, bool wild);
+
+/* True when some literal subject matches both a and b (both valid,
+ * wildcards allowed). */
+bool srv_js_subjects_overlap(const char *a, const char *b);
+
+/* True when literal subject s matches pattern p. */
+bool srv_js_subject_matches(const char *p, const char *s);
+
+/* True when every subject matched by sub is also matched by sup. */
+bool srv_js_subject_subset(const char *sub, const char *sup);
+
+/* True when any subject of list a overlaps any of list b (two streams may
+ * not share a subject, error 10065). */
+bool srv_js_subject_lists_overlap(char *const *a, uint32_t na, char *const *b,
+                                  uint32_t nb);
+
+/* Format Unix ns as RFC3339 UTC with nanoseconds,
+ * "2026-12-01T01:02:03.000000004Z"; 0 formats as
+ * "0001-01-01T00:00:00Z" (Go's zero time, what clients expect for "never").
+ * buf needs SRV_JS_TIME_BYTES. */
+#define SRV_JS_TIME_BYTES 40
+void srv_js_time_format(int64_t unix_ns, char buf[SRV_JS_TIME_BYTES]);
+
+#endif
