@@ -603,3 +603,104 @@ bool srv_stream_config_equal(const struct srv_stream_config *a,
     json_decref(jb);
     return eq;
 }
+
+/* Copy the token at *p (up to the next '.' or end) into dst as a name. */
+static bool take_name(const char **p, const char *end, char *dst)
+{
+    const char *dot = memchr(*p, '.', (size_t)(end - *p));
+    size_t len = (size_t)((dot != NULL ? dot : end) - *p);
+    if (len == 0 || len > SRV_JS_NAME_BYTES_MAX) {
+        return false;
+    }
+    memcpy(dst, *p, len);
+    dst[len] = '\0';
+    *p = dot != NULL ? dot + 1 : end;
+    return srv_js_name_valid(dst) && (dot == NULL || *p < end);
+}
+
+int srv_consumer_create_subject_parse(const char *subj, size_t len,
+                                      struct srv_consumer_create_subj *out,
+                                      char *errmsg)
+{
+    static const char create[] = "$JS.API.CONSUMER.CREATE.";
+    static const char durable[] = "$JS.API.CONSUMER.DURABLE.CREATE.";
+    memset(out, 0, sizeof *out);
+    const char *end = subj + len;
+    const char *p = NULL;
+    if (len > sizeof durable - 1 &&
+        memcmp(subj, durable, sizeof durable - 1) == 0) {
+        out->durable_form = true;
+        p = subj + sizeof durable - 1;
+    } else if (len > sizeof create - 1 &&
+               memcmp(subj, create, sizeof create - 1) == 0) {
+        p = subj + sizeof create - 1;
+    } else {
+        return keel_err(KEEL_EINVAL, errmsg, "not a consumer create subject");
+    }
+    bool ok = take_name(&p, end, out->stream);
+    if (ok && p < end) {
+        ok = take_name(&p, end, out->consumer);
+    }
+    if (ok && p < end) {
+        size_t flen = (size_t)(end - p);
+        ok = !out->durable_form && flen <= SRV_JS_SUBJECT_BYTES_MAX;
+        if (ok) {
+            memcpy(out->filter, p, flen);
+            out->filter[flen] = '\0';
+            ok = srv_js_subject_valid(out->filter, true) &&
+                 strcmp(out->filter, ">") != 0;
+        }
+    }
+    if (!ok || (out->durable_form && out->consumer[0] == '\0')) {
+        memset(out, 0, sizeof *out);
+        return keel_err(KEEL_EINVAL, errmsg,
+                        "bad consumer create subject: use "
+                        "$JS.API.CONSUMER.CREATE.<stream>[.<consumer>"
+                        "[.<filter>]] or "
+                        "$JS.API.CONSUMER.DURABLE.CREATE.<stream>.<durable>");
+    }
+    return 0;
+}
+
+static bool present(const char *s)
+{
+    return s != NULL && s[0] != '\0';
+}
+
+int srv_consumer_create_check(const struct srv_consumer_create_subj *s,
+                              const char *stream_name, const char *durable_name,
+                              const char *name, const char *filter_subject,
+                              enum srv_js_err *jerr, char *errmsg)
+{
+    ASSERT(s->stream[0] != '\0');
+    ASSERT(!s->durable_form || s->consumer[0] != '\0');
+    *jerr = SRV_JS_OK;
+    if (present(stream_name) && strcmp(stream_name, s->stream) != 0) {
+        return CFG_ERR(jerr, SRV_JS_ESTREAM_NAME_MISMATCH, errmsg,
+                       "stream name in subject does not match request");
+    }
+    if (s->consumer[0] == '\0') {
+        if (present(durable_name)) {
+            return CFG_ERR(jerr, SRV_JS_EEPHEMERAL_DURABLE, errmsg,
+                           "consumer expected to be ephemeral but a durable "
+                           "name was set in request");
+        }
+        return 0;
+    }
+    bool bad =
+        (present(durable_name) && strcmp(durable_name, s->consumer) != 0) ||
+        (present(name) && strcmp(name, s->consumer) != 0) ||
+        (s->durable_form && !present(durable_name));
+    if (bad) {
+        return CFG_ERR(jerr, SRV_JS_EDURABLE_NAME_MISMATCH, errmsg,
+                       "consumer name in subject does not match durable name "
+                       "in request");
+    }
+    if (s->filter[0] != '\0' &&
+        (filter_subject == NULL || strcmp(filter_subject, s->filter) != 0)) {
+        return CFG_ERR(jerr, SRV_JS_EFILTER_MISMATCH, errmsg,
+                       "Consumer create request did not match filtered "
+                       "subject from create subject");
+    }
+    return 0;
+}

@@ -108,6 +108,35 @@ bool srv_js_subject_subset(const char *sub, const char *sup);
 bool srv_js_subject_lists_overlap(char *const *a, uint32_t na, char *const *b,
                                   uint32_t nb);
 
+/* What a consumer create subject says (PROTOCOL §2.6). */
+struct srv_consumer_create_subj {
+    char stream[SRV_JS_NAME_BYTES_MAX + 1];
+    char consumer[SRV_JS_NAME_BYTES_MAX + 1];  /* "" for the legacy form */
+    char filter[SRV_JS_SUBJECT_BYTES_MAX + 1]; /* "" when absent */
+    bool durable_form; /* $JS.API.CONSUMER.DURABLE.CREATE.<s>.<d> */
+};
+
+/* Parse $JS.API.CONSUMER.CREATE.<stream>[.<consumer>[.<filter tokens>]] or
+ * $JS.API.CONSUMER.DURABLE.CREATE.<stream>.<durable>. Returns 0 or
+ * KEEL_EINVAL (another subject, an invalid name, a filter of ">" or with
+ * invalid tokens). */
+KEEL_MUST_USE int
+srv_consumer_create_subject_parse(const char *subj, size_t len,
+                                  struct srv_consumer_create_subj *out,
+                                  char *errmsg);
+
+/* The create request's fields against its subject: the body's stream_name
+ * (NULL/"" = absent) must equal the subject's (10056); the legacy form
+ * refuses a durable (10020); the named forms need durable_name/name, when
+ * present (and durable_name always for DURABLE.CREATE), equal to the subject's
+ * consumer (10017); the filter form needs filter_subject equal to the filter
+ * (10131). Returns 0 or KEEL_EINVAL with *jerr and errmsg set. */
+KEEL_MUST_USE int
+srv_consumer_create_check(const struct srv_consumer_create_subj *s,
+                          const char *stream_name, const char *durable_name,
+                          const char *name, const char *filter_subject,
+                          enum srv_js_err *jerr, char *errmsg);
+
 /* Format Unix ns as RFC3339 UTC with nanoseconds,
  * "2026-12-01T01:02:03.000000004Z"; 0 formats as
  * "0001-01-01T00:00:00Z" (Go's zero time, what clients expect for "never").

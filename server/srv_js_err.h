@@ -58,6 +58,9 @@
     X(SRV_JS_EWORKQUEUE_ACK, 400, 10084,                                       \
       "consumer in pull mode requires explicit ack policy on workqueue "       \
       "stream")                                                                \
+    X(SRV_JS_EEPHEMERAL_DURABLE, 400, 10020,                                   \
+      "consumer expected to be ephemeral but a durable name was set in "       \
+      "request")                                                               \
     X(SRV_JS_ECONSUMER_CONFIG, 400, 10012, "")
 
 /* 0 means "no JetStream error"; the table starts at 1. */
