@@ -1,0 +1,144 @@
+/* srv_stream_sm: header lookup and publish expectations. */
+#include "srv_stream_sm.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "keel/error.h"
+#include "keel/limits.h"
+
+static size_t trim(const char **s, size_t len)
+{
+    while (len > 0 && (**s == ' ' || **s == '\t')) {
+        (*s)++;
+        len--;
+    }
+    while (len > 0 && ((*s)[len - 1] == ' ' || (*s)[len - 1] == '\t')) {
+        len--;
+    }
+    return len;
+}
+
+int srv_nats_hdr_get(const char *hdr, size_t len, const char *name,
+                     const char **val, size_t *vlen)
+{
+    *val = NULL;
+    *vlen = 0;
+    if (len < 10 || memcmp(hdr, "NATS/1.0", 8) != 0) {
+        return KEEL_EINVAL;
+    }
+    const char *end = hdr + len;
+    const char *p = memmem(hdr, len, "\r\n", 2);
+    size_t nlen = strlen(name);
+    /* Each pass consumes at least one line (>= 2 bytes), so it ends. */
+    while (p != NULL && (size_t)(end - p) >= 2) {
+        p += 2;
+        const char *eol = memmem(p, (size_t)(end - p), "\r\n", 2);
+        if (eol == NULL) {
+            return KEEL_EINVAL;
+        }
+        if (eol == p) {
+            return KEEL_ENOENT; /* blank line: end of the block */
+        }
+        const char *colon = memchr(p, ':', (size_t)(eol - p));
+        if (colon == NULL) {
+            return KEEL_EINVAL;
+        }
+        const char *k = p;
+        size_t klen = trim(&k, (size_t)(colon - p));
+        if (klen == nlen && strncasecmp(k, name, nlen) == 0) {
+            const char *v = colon + 1;
+            *vlen = trim(&v, (size_t)(eol - v));
+            *val = v;
+            return 0;
+        }
+        p = eol;
+    }
+    return p == NULL ? KEEL_EINVAL : KEEL_ENOENT;
+}
+
+static bool parse_seq(const char *s, size_t len, uint64_t *v)
+{
+    uint64_t x = 0;
+    if (len == 0 || len > 20) {
+        return false;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9' || x > (UINT64_MAX - 9) / 10) {
+            return false;
+        }
+        x = x * 10 + (uint64_t)(s[i] - '0');
+    }
+    *v = x;
+    return true;
+}
+
+static bool same(const char *v, size_t vlen, const char *s)
+{
+    return s != NULL && strlen(s) == vlen && memcmp(v, s, vlen) == 0;
+}
+
+/* One numeric expectation; returns 0, 1 on mismatch, -1 when malformed. */
+static int check_seq(const char *hdr, size_t len, const char *name,
+                     uint64_t actual)
+{
+    const char *v = NULL;
+    size_t vl = 0;
+    int rv = srv_nats_hdr_get(hdr, len, name, &v, &vl);
+    if (rv == KEEL_ENOENT) {
+        return 0;
+    }
+    uint64_t want = 0;
+    if (rv != 0 || !parse_seq(v, vl, &want)) {
+        return -1;
+    }
+    return want == actual ? 0 : 1;
+}
+
+int srv_stream_check_expect(const struct srv_stream_expect_state *st,
+                            const char *hdr, size_t len, enum srv_js_err *jerr,
+                            char *detail)
+{
+    ASSERT(st->stream != NULL);
+    *jerr = SRV_JS_OK;
+    detail[0] = '\0';
+    if (hdr == NULL || len == 0) {
+        return 0;
+    }
+    const char *v = NULL;
+    size_t vl = 0;
+    int rv = srv_nats_hdr_get(hdr, len, "Nats-Expected-Stream", &v, &vl);
+    if (rv == 0 && !same(v, vl, st->stream)) {
+        *jerr = SRV_JS_EEXPECTED_STREAM;
+        return KEEL_EINVAL;
+    }
+    int r1 =
+        rv == KEEL_EINVAL
+            ? -1
+            : check_seq(hdr, len, "Nats-Expected-Last-Sequence", st->last_seq);
+    int r2 = r1 != 0
+                 ? r1
+                 : check_seq(hdr, len, "Nats-Expected-Last-Subject-Sequence",
+                             st->subject_last_seq);
+    if (r1 < 0 || r2 < 0) {
+        *jerr = SRV_JS_EBAD_REQUEST;
+        return KEEL_EINVAL;
+    }
+    if (r1 > 0 || r2 > 0) {
+        *jerr = SRV_JS_EWRONG_LAST_SEQ;
+        snprintf(detail, SRV_JS_ERR_DESC_BYTES_MAX, "%" PRIu64,
+                 r1 > 0 ? st->last_seq : st->subject_last_seq);
+        return KEEL_EINVAL;
+    }
+    rv = srv_nats_hdr_get(hdr, len, "Nats-Expected-Last-Msg-Id", &v, &vl);
+    if (rv == 0 && !same(v, vl, st->last_msg_id)) {
+        *jerr = SRV_JS_EWRONG_LAST_MSG_ID;
+        snprintf(detail, SRV_JS_ERR_DESC_BYTES_MAX, "%s",
+                 st->last_msg_id != NULL ? st->last_msg_id : "");
+        return KEEL_EINVAL;
+    }
+    return 0;
+}
