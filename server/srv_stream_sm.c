@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <strings.h>
 
 #include "keel/error.h"
@@ -140,5 +141,99 @@ int srv_stream_check_expect(const struct srv_stream_expect_state *st,
                  st->last_msg_id != NULL ? st->last_msg_id : "");
         return KEEL_EINVAL;
     }
+    return 0;
+}
+
+void srv_dedupe_init(struct srv_dedupe *d)
+{
+    memset(d, 0, sizeof *d);
+    srv_hmap_init(&d->map);
+}
+
+void srv_dedupe_close(struct srv_dedupe *d)
+{
+    for (size_t i = 0; i < d->count; i++) {
+        struct srv_dedupe_ent *e = d->ring[(d->head + i) % d->cap];
+        free(e->id);
+        free(e);
+    }
+    free(d->ring);
+    srv_hmap_close(&d->map);
+    memset(d, 0, sizeof *d);
+}
+
+static void dedupe_pop(struct srv_dedupe *d)
+{
+    ASSERT(d->count > 0);
+    struct srv_dedupe_ent *e = d->ring[d->head];
+    ASSERT(srv_hmap_get(&d->map, e->id, e->id_len) == e);
+    (void)srv_hmap_del(&d->map, e->id, e->id_len);
+    free(e->id);
+    free(e);
+    d->head = (d->head + 1) % d->cap;
+    d->count--;
+}
+
+void srv_dedupe_expire(struct srv_dedupe *d, int64_t now_ns, int64_t window_ns)
+{
+    ASSERT(window_ns >= 0);
+    /* Bounded by count <= SRV_JS_DEDUPE_IDS_MAX. */
+    while (d->count > 0 && d->ring[d->head]->ts_ns <= now_ns - window_ns) {
+        dedupe_pop(d);
+    }
+}
+
+uint64_t srv_dedupe_find(const struct srv_dedupe *d, const char *id,
+                         size_t id_len)
+{
+    const struct srv_dedupe_ent *e = srv_hmap_get(&d->map, id, id_len);
+    return e != NULL ? e->seq : 0;
+}
+
+static int dedupe_grow(struct srv_dedupe *d)
+{
+    size_t ncap = d->cap == 0 ? 64 : d->cap * 2;
+    if (ncap > SRV_JS_DEDUPE_IDS_MAX) {
+        ncap = SRV_JS_DEDUPE_IDS_MAX;
+    }
+    struct srv_dedupe_ent **r = calloc(ncap, sizeof *r);
+    if (r == NULL) {
+        return KEEL_ENOMEM;
+    }
+    for (size_t i = 0; i < d->count; i++) {
+        r[i] = d->ring[(d->head + i) % d->cap];
+    }
+    free(d->ring);
+    d->ring = r;
+    d->cap = ncap;
+    d->head = 0;
+    return 0;
+}
+
+int srv_dedupe_add(struct srv_dedupe *d, const char *id, size_t id_len,
+                   int64_t ts_ns, uint64_t seq)
+{
+    if (id_len == 0 || srv_hmap_get(&d->map, id, id_len) != NULL) {
+        return KEEL_EINVAL;
+    }
+    if (d->count == SRV_JS_DEDUPE_IDS_MAX) {
+        dedupe_pop(d);
+    }
+    if (d->count == d->cap && dedupe_grow(d) != 0) {
+        return KEEL_ENOMEM;
+    }
+    struct srv_dedupe_ent *e = calloc(1, sizeof *e);
+    char *copy = malloc(id_len);
+    if (e == NULL || copy == NULL ||
+        srv_hmap_put(&d->map, id, id_len, e) != 0) {
+        free(e);
+        free(copy);
+        return KEEL_ENOMEM;
+    }
+    memcpy(copy, id, id_len);
+    *e = (struct srv_dedupe_ent){copy, id_len, ts_ns, seq};
+    d->ring[(d->head + d->count) % d->cap] = e;
+    d->count++;
+    ASSERT(d->count <= d->cap);
     return 0;
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "keel/assert.h"
+#include "srv_hmap.h"
 #include "srv_js_err.h"
 
 /* Find header name (case-insensitive) in a header block
@@ -38,5 +39,38 @@ KEEL_MUST_USE int
 srv_stream_check_expect(const struct srv_stream_expect_state *st,
                         const char *hdr, size_t len, enum srv_js_err *jerr,
                         char *detail);
+
+/* Dedupe table: Nats-Msg-Id → stream seq for ids seen within
+ * duplicate_window, measured with the ENTRIES' leader timestamps, never a
+ * local clock, so every replica keeps the same table. Ids are kept in apply
+ * order (a FIFO) so expiry and snapshots are deterministic. */
+struct srv_dedupe_ent {
+    char *id;
+    size_t id_len;
+    int64_t ts_ns;
+    uint64_t seq;
+};
+
+struct srv_dedupe {
+    struct srv_hmap map;          /* id → struct srv_dedupe_ent * */
+    struct srv_dedupe_ent **ring; /* FIFO in apply order */
+    size_t cap, head, count;
+};
+
+void srv_dedupe_init(struct srv_dedupe *d);
+void srv_dedupe_close(struct srv_dedupe *d);
+
+/* Forget ids stored at or before now_ns - window_ns (entry time now_ns). */
+void srv_dedupe_expire(struct srv_dedupe *d, int64_t now_ns, int64_t window_ns);
+
+/* Seq of id if remembered, else 0. Call srv_dedupe_expire first. */
+uint64_t srv_dedupe_find(const struct srv_dedupe *d, const char *id,
+                         size_t id_len);
+
+/* Remember id (not already present) stored as seq at ts_ns. Past
+ * SRV_JS_DEDUPE_IDS_MAX the oldest id is forgotten. Returns 0, KEEL_EINVAL
+ * (empty id or already present) or KEEL_ENOMEM. */
+KEEL_MUST_USE int srv_dedupe_add(struct srv_dedupe *d, const char *id,
+                                 size_t id_len, int64_t ts_ns, uint64_t seq);
 
 #endif

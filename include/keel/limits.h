@@ -54,6 +54,9 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 #define SRV_JS_INACTIVE_NS_DEFAULT (5LL * 1000 * 1000 * 1000)
 #define SRV_JS_HEARTBEAT_NS_MIN (100LL * 1000 * 1000)
 #define SRV_JS_FSYNC_INTERVAL_MS_MAX (60 * 1000)
+/* Nats-Msg-Ids remembered per stream inside duplicate_window; past it the
+ * oldest is forgotten early (a late duplicate is then stored). */
+#define SRV_JS_DEDUPE_IDS_MAX (1024 * 1024)
 
 /* ---- store ---- */
 #define STORE_SEGMENT_BYTES_DEFAULT (64u * 1024 * 1024)
