@@ -112,11 +112,11 @@ _Static_assert(2 * RAFT_SERVERS_MAX <= RAFT_OUT_MSGS_MAX,
                "a broadcast (plus replies) must fit one step's output");
 
 /* ---- server/replica (the Raft driver) ---- */
-#define REPLICA_GROUPS_MAX 4096      /* groups one host drives */
-#define REPLICA_QUEUE_MAX 8192       /* proposals queued + awaiting apply */
-#define REPLICA_EVENTS_MAX 256       /* store events drained per pass */
-#define REPLICA_HELD_MSGS_MAX 64     /* messages held until hard state syncs */
-#define REPLICA_STEP_LOOPS_MAX 1024  /* apply/step rounds per drive */
+#define REPLICA_GROUPS_MAX 4096     /* groups one host drives */
+#define REPLICA_QUEUE_MAX 8192      /* proposals queued + awaiting apply */
+#define REPLICA_EVENTS_MAX 256      /* store events drained per pass */
+#define REPLICA_HELD_MSGS_MAX 64    /* messages held until hard state syncs */
+#define REPLICA_STEP_LOOPS_MAX 1024 /* apply/step rounds per drive */
 
 /* ---- snapshot ---- */
 
