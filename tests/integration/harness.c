@@ -35,6 +35,7 @@ bool h_poll(bool (*cond)(void *), void *arg, int timeout_ms)
         if (h_now_ms() >= end) {
             return false;
         }
+        /* The poll tick of a bounded wait for a condition, not a delay. */
         nanosleep(&tick, NULL);
     }
 }
@@ -196,6 +197,7 @@ int h_wait_pid(pid_t pid, int timeout_ms, int *status)
         if (r < 0 || h_now_ms() >= end) {
             return -1;
         }
+        /* Poll tick of the bounded wait for the child's exit. */
         nanosleep(&tick, NULL);
     }
 }
