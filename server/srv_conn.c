@@ -10,11 +10,7 @@
 
 size_t srv_conn_pending_bytes(const struct srv_conn *c)
 {
-    size_t n = c->out.len;
-    if (c->writing) {
-        n += c->wbuf.len - c->wbuf_off;
-    }
-    return n;
+    return c->out.bytes;
 }
 
 static void close_cb(uv_handle_t *h)
@@ -28,8 +24,7 @@ static void close_cb(uv_handle_t *h)
     srv_server_conn_gone(c->srv, c);
     srv_parser_close(&c->parser);
     srv_hmap_close(&c->subs);
-    free(c->out.data);
-    free(c->wbuf.data);
+    srv_outq_close(&c->out, &c->srv->outpool);
     free(c);
 }
 
@@ -101,8 +96,7 @@ static void write_cb(uv_write_t *req, int status)
     struct srv_conn *c = req->data;
 
     c->writing = false;
-    c->wbuf.len = 0;
-    c->wbuf_off = 0;
+    srv_outq_end_flight(&c->out, &c->srv->outpool);
     if (c->hard_closed) {
         return;
     }
@@ -134,29 +128,24 @@ void srv_conn_check_drained(struct srv_conn *c)
     }
 }
 
-static void swap_bufs(struct srv_conn *c)
-{
-    struct srv_outbuf t = c->wbuf;
-    c->wbuf = c->out;
-    c->out = t;
-    c->out.len = 0;
-}
-
 void srv_conn_flush(struct srv_conn *c)
 {
+    uv_buf_t iov[SRV_OUT_IOV_MAX];
+    size_t total = 0;
+    unsigned cnt;
     int n;
 
     if (c->hard_closed || c->writing) {
         return;
     }
-    if (c->out.len == 0) {
+    if (c->out.bytes == 0) {
         if (c->closing) {
             hard_close(c);
         }
         return;
     }
-    uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
-    n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    cnt = srv_outq_iov(&c->out, iov, SRV_OUT_IOV_MAX, &total);
+    n = uv_try_write((uv_stream_t *)&c->tcp, iov, cnt);
     if (n == UV_EAGAIN) {
         n = 0;
     } else if (n < 0) {
@@ -164,26 +153,22 @@ void srv_conn_flush(struct srv_conn *c)
         hard_close(c);
         return;
     }
-    if ((size_t)n == c->out.len) {
-        c->out.len = 0;
-        if (c->out.cap > SRV_CONN_OUT_KEEP_BYTES) {
-            /* A burst grew the buffer; give the memory back. */
-            free(c->out.data);
-            c->out.data = NULL;
-            c->out.cap = 0;
-        }
+    srv_outq_consume(&c->out, &c->srv->outpool, (size_t)n);
+    if (c->out.bytes == 0) {
         if (c->closing) {
             hard_close(c);
         }
         return;
     }
-    /* The kernel took part: uv_write owns the rest until write_cb, while
-     * new output keeps going to the other buffer. */
-    swap_bufs(c);
-    c->wbuf_off = (size_t)n;
-    b = uv_buf_init(c->wbuf.data + n, (unsigned)(c->wbuf.len - (size_t)n));
+    /* The kernel is full: uv_write owns the next blocks until write_cb
+     * (it copies the iovec array, not the bytes), while new output keeps
+     * going to the tail. */
+    cnt = srv_outq_iov(&c->out, iov, SRV_OUT_IOV_MAX, &total);
+    ASSERT(cnt > 0 && total > 0);
+    srv_outq_start_flight(&c->out, total);
     c->wreq.data = c;
-    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_cb) != 0) {
+    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, iov, cnt, write_cb) != 0) {
+        srv_outq_end_flight(&c->out, &c->srv->outpool);
         srv_conn_close(c, NULL, false);
         hard_close(c);
         return;

@@ -9,14 +9,9 @@
 #include <uv.h>
 
 #include "srv_hmap.h"
+#include "srv_outq.h"
 #include "srv_parser.h"
 #include "srv_server.h"
-
-struct srv_outbuf {
-    char *data;
-    size_t len;
-    size_t cap;
-};
 
 struct srv_conn {
     uv_tcp_t tcp;
@@ -25,10 +20,8 @@ struct srv_conn {
     struct srv_server *srv;
     uint64_t cid;
     struct srv_parser parser;
-    struct srv_hmap subs;   /* sid -> struct srv_sub */
-    struct srv_outbuf out;  /* appended to during the iteration */
-    struct srv_outbuf wbuf; /* owned by an in-flight uv_write */
-    size_t wbuf_off;
+    struct srv_hmap subs; /* sid -> struct srv_sub */
+    struct srv_outq out;  /* its in-flight prefix belongs to wreq */
     bool writing;
     bool dirty;
     bool closing;     /* no more input; flushing what is queued */

@@ -8,28 +8,6 @@
 #include "srv_conn.h"
 #include "srv_log.h"
 
-static int reserve(struct srv_outbuf *b, size_t extra)
-{
-    size_t need = b->len + extra;
-    size_t cap;
-    char *d;
-
-    if (need <= b->cap) {
-        return 0;
-    }
-    cap = b->cap == 0 ? 4096 : b->cap;
-    while (cap < need) {
-        cap *= 2;
-    }
-    d = realloc(b->data, cap);
-    if (d == NULL) {
-        return KEEL_ENOMEM;
-    }
-    b->data = d;
-    b->cap = cap;
-    return 0;
-}
-
 static void mark_dirty(struct srv_conn *c)
 {
     if (!c->dirty) {
@@ -40,7 +18,7 @@ static void mark_dirty(struct srv_conn *c)
 
 int srv_route_append(struct srv_conn *c, const char *data, size_t len)
 {
-    int rv = reserve(&c->out, len);
+    int rv = srv_outq_append(&c->out, &c->srv->outpool, data, len);
 
     if (srv_log_enabled(SRV_LOG_TRACE)) {
         /* Protocol replies only; MSG/HMSG are written by deliver(). */
@@ -51,8 +29,6 @@ int srv_route_append(struct srv_conn *c, const char *data, size_t len)
     if (rv != 0) {
         return rv;
     }
-    memcpy(c->out.data + c->out.len, data, len);
-    c->out.len += len;
     mark_dirty(c);
     return 0;
 }
@@ -115,39 +91,17 @@ static void slow_consumer(struct srv_conn *d)
     d->srv->stats.slow_consumers++;
     SRV_WARN("conn", "cid %llu %s: slow consumer (%zu bytes pending), closing",
              (unsigned long long)d->cid, d->peer, srv_conn_pending_bytes(d));
-    /* out holds whole messages only (a partial write moved to wbuf), so
-     * dropping it keeps the stream well-formed before the -ERR. */
-    d->out.len = 0;
+    /* Only whole messages lie past the in-flight prefix, so dropping them
+     * keeps the stream well-formed before the -ERR. */
+    srv_outq_drop_unsent(&d->out, &d->srv->outpool);
     srv_conn_close(d, "Slow Consumer", true);
 }
 
-/* Queue one MSG/HMSG for sub. Headers go only to conns that announced
- * header support; others get MSG with the header block stripped. */
-static bool deliver(struct srv_conn *pub, struct srv_sub *sub,
-                    const struct srv_cmd *cmd)
+/* Write the MSG/HMSG control line (with its CRLF) at p; returns the end.
+ * The caller sized p for it (msg_line_max). */
+static char *msg_line(char *p, bool hmsg, const struct srv_cmd *cmd,
+                      const struct srv_sub *sub, size_t total)
 {
-    struct srv_conn *d = sub->conn;
-    bool hpub = cmd->op == SRV_OP_HPUB;
-    bool hmsg = hpub && d->headers;
-    const char *payload = cmd->payload;
-    size_t total = cmd->total_bytes;
-    char *p;
-
-    if (hpub && !d->headers) {
-        payload += cmd->hdr_bytes;
-        total -= cmd->hdr_bytes;
-    }
-    size_t need = 5 + cmd->subject.len + 1 + sub->sid_len + 1 + cmd->reply.len +
-                  1 + 2 * 21 + 4 + total + 2;
-    if (srv_conn_pending_bytes(d) + need > d->srv->cfg->max_pending) {
-        slow_consumer(d);
-        return false;
-    }
-    if (reserve(&d->out, need) != 0) {
-        srv_conn_close(d, NULL, false);
-        return false;
-    }
-    p = d->out.data + d->out.len;
     p = hmsg ? put(p, "HMSG ", 5) : put(p, "MSG ", 4);
     p = put(p, cmd->subject.ptr, cmd->subject.len);
     *p++ = ' ';
@@ -162,15 +116,80 @@ static bool deliver(struct srv_conn *pub, struct srv_sub *sub,
         *p++ = ' ';
     }
     p = put_u64(p, total);
-    p = put(p, "\r\n", 2);
-    p = put(p, payload, total);
-    p = put(p, "\r\n", 2);
-    d->out.len = (size_t)(p - d->out.data);
-    ASSERT(d->out.len <= d->out.cap);
+    return put(p, "\r\n", 2);
+}
+
+static size_t msg_line_max(const struct srv_cmd *cmd, const struct srv_sub *sub)
+{
+    return 5 + cmd->subject.len + 1 + sub->sid_len + 1 + cmd->reply.len + 1 +
+           2 * 21 + 2;
+}
+
+/* Queue one message: in place when it fits one output block (the common
+ * case), else as line, payload and CRLF spanning blocks. */
+static int queue_msg(struct srv_conn *d, bool hmsg, const struct srv_cmd *cmd,
+                     const struct srv_sub *sub, const char *payload,
+                     size_t total)
+{
+    size_t line_max = msg_line_max(cmd, sub);
+    struct srv_outpool *pool = &d->srv->outpool;
+    char line[2 * SRV_CONTROL_LINE_BYTES_MAX + 64];
+    char *p, *end;
+    int rv;
+
+    if (line_max + total + 2 <= SRV_OUT_BLOCK_BYTES) {
+        p = srv_outq_reserve(&d->out, pool, line_max + total + 2);
+        if (p == NULL) {
+            return KEEL_ENOMEM;
+        }
+        end = msg_line(p, hmsg, cmd, sub, total);
+        end = put(end, payload, total);
+        end = put(end, "\r\n", 2);
+        srv_outq_commit(&d->out, (size_t)(end - p));
+        return 0;
+    }
+    /* The parser bounds subject and reply by the control line, and the
+     * sid came in on a SUB control line. */
+    ASSERT(line_max <= sizeof line);
+    end = msg_line(line, hmsg, cmd, sub, total);
+    rv = srv_outq_append(&d->out, pool, line, (size_t)(end - line));
+    if (rv == 0) {
+        rv = srv_outq_append(&d->out, pool, payload, total);
+    }
+    if (rv == 0) {
+        rv = srv_outq_append(&d->out, pool, "\r\n", 2);
+    }
+    return rv;
+}
+
+/* Queue one MSG/HMSG for sub. Headers go only to conns that announced
+ * header support; others get MSG with the header block stripped. */
+static bool deliver(struct srv_conn *pub, struct srv_sub *sub,
+                    const struct srv_cmd *cmd)
+{
+    struct srv_conn *d = sub->conn;
+    bool hpub = cmd->op == SRV_OP_HPUB;
+    bool hmsg = hpub && d->headers;
+    const char *payload = cmd->payload;
+    size_t total = cmd->total_bytes;
+
+    if (hpub && !d->headers) {
+        payload += cmd->hdr_bytes;
+        total -= cmd->hdr_bytes;
+    }
+    size_t need = msg_line_max(cmd, sub) + total + 2;
+    if (srv_conn_pending_bytes(d) + need > d->srv->cfg->max_pending) {
+        slow_consumer(d);
+        return false;
+    }
+    if (queue_msg(d, hmsg, cmd, sub, payload, total) != 0) {
+        srv_conn_close(d, NULL, false);
+        return false;
+    }
     d->srv->stats.out_msgs++;
     d->srv->stats.out_bytes += total;
     mark_dirty(d);
-    if (d->out.len >= SRV_CONN_FLUSH_BYTES && !d->writing) {
+    if (d->out.bytes >= SRV_CONN_FLUSH_BYTES && !d->writing) {
         srv_conn_flush(d);
     }
     if (!d->backed_up && srv_conn_pending_bytes(d) > d->srv->stall_bytes) {

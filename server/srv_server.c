@@ -229,6 +229,7 @@ int srv_server_init(struct srv_server *srv, uv_loop_t *loop,
     srv->start_ms = srv_now_ms();
     pthread_mutex_init(&srv->stats_mu, NULL);
     make_server_id(srv->server_id, sizeof srv->server_id);
+    srv_outpool_init(&srv->outpool);
     rv = srv_sublist_init(&srv->sublist);
     if (rv != 0) {
         return keel_err(rv, errmsg, "out of memory creating the sublist");
@@ -297,6 +298,7 @@ void srv_server_close(struct srv_server *srv)
 {
     free_graveyard(srv);
     srv_sublist_close(&srv->sublist);
+    srv_outpool_close(&srv->outpool);
     free(srv->info_json);
     free(srv->dirty);
     pthread_mutex_destroy(&srv->stats_mu);

@@ -13,6 +13,7 @@
 #include "keel/assert.h"
 #include "keel/limits.h"
 #include "srv_config.h"
+#include "srv_outq.h"
 #include "srv_sublist.h"
 
 struct srv_conn;
@@ -54,7 +55,8 @@ struct srv_server {
     struct srv_conn *stalled;  /* publishers paused for their receivers */
     uv_timer_t stall_timer;
     size_t stall_bytes;
-    size_t nbacked; /* conns with backed_up set */
+    size_t nbacked;             /* conns with backed_up set */
+    struct srv_outpool outpool; /* output blocks of every conn */
     struct srv_stats stats;
     pthread_mutex_t stats_mu;
     struct srv_stats snapshot; /* copy for the monitoring thread */

@@ -27,10 +27,15 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 #define SRV_CONFIG_DEPTH_MAX 16
 #define SRV_CONFIG_KEYS_MAX 4096
 #define SRV_CLOSE_FLUSH_MS_MAX 2000
-#define SRV_CONN_OUT_KEEP_BYTES (4 * 1024 * 1024)
+/* Output blocks (srv_outq): a conn's queue is a chain of these, written
+ * with one writev of up to SRV_OUT_IOV_MAX blocks; freed blocks are kept
+ * for reuse up to SRV_OUT_POOL_BLOCKS_MAX per server (16 MiB). */
+#define SRV_OUT_BLOCK_BYTES (64 * 1024 - 32)
+#define SRV_OUT_IOV_MAX 64
+#define SRV_OUT_POOL_BLOCKS_MAX 256
 /* Output is written as soon as a conn has this much queued, not only at
  * the end of the loop iteration: receivers start reading sooner and the
- * buffers stay small enough to be reused instead of reallocated. */
+ * queue stays a few blocks long. */
 #define SRV_CONN_FLUSH_BYTES (256 * 1024)
 #define SRV_HMAP_SLOTS_MAX (1u << 30)
 #define SRV_INFO_LINE_BYTES_MAX 2048
