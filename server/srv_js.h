@@ -1,0 +1,100 @@
+/* srv_js: the JetStream engine of one keeld node (DESIGN §5, §6).
+ *
+ * Enabled when keeld has a store dir. One store and one replica_host per
+ * node; a meta group of one holds stream configs (create/update/delete are
+ * meta entries applied on commit); each stream has its own Raft group
+ * (struct srv_stream). The $JS.API.> subjects are answered here, on the
+ * loop thread, from the publish path (srv_js_intercept); replies are
+ * published as ordinary NATS messages to the request's reply subject.
+ *
+ * Consumers (js-consumers) plug in through struct srv_consumer_ops,
+ * registered with srv_js_set_consumer_ops after srv_js_open. Until they
+ * are registered every hook is a no-op and $JS.API.CONSUMER.* answers
+ * "consumer not found"-style errors.
+ */
+#ifndef KEEL_SRV_JS_H
+#define KEEL_SRV_JS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "keel/assert.h"
+#include "srv_stream.h"
+
+struct srv_js;
+struct srv_server;
+struct srv_conn;
+struct srv_cmd;
+
+/* Hooks the consumer layer registers. Every member may be NULL. All run
+ * on the loop thread. */
+struct srv_consumer_ops {
+    /* A committed entry of kind 0x40..0x7F of stream st, in log order
+     * (also when replayed at start: ctx 0). payload excludes the kind
+     * byte. */
+    void (*apply)(struct srv_stream *st, uint64_t index, uint8_t kind,
+                  const void *payload, uint32_t len, uint64_t ctx);
+    /* After each applied publish that stored seq (wake waiting pulls,
+     * push deliveries). Also during replay at start. */
+    void (*on_stored)(struct srv_stream *st, uint64_t seq);
+    /* A $JS.API.CONSUMER.* request (subject is the full subject; reply
+     * may be NULL/"" when the request had none). */
+    void (*api)(struct srv_js *js, const char *subject, const char *reply,
+                const char *body, size_t len);
+    /* A publish to $JS.ACK.> or another subject the consumer layer
+     * claims; return true when it consumed the message. hdr may be NULL. */
+    bool (*intercept)(struct srv_js *js, const char *subject,
+                      size_t subject_len, const char *reply, size_t reply_len,
+                      const char *hdr, size_t hdr_len, const char *data,
+                      size_t data_len);
+    /* Stream st is being deleted or closed (shutdown): free what
+     * *srv_stream_consumers_slot(st) holds. deleted is true for a
+     * committed stream delete (remove consumer files too). */
+    void (*stream_closed)(struct srv_stream *st, bool deleted);
+    /* Stream st opened (created or reopened at start), before replay. */
+    void (*stream_opened)(struct srv_stream *st);
+    /* Number of consumers of st (STREAM.INFO state.consumer_count). */
+    uint64_t (*consumer_count)(const struct srv_stream *st);
+};
+
+/* Open the engine: store at store_dir (created if missing), the meta
+ * group, every stream found in the meta state (replaying their logs).
+ * Returns 0 or a KEEL_E* with errmsg saying what to fix. */
+KEEL_MUST_USE int srv_js_open(struct srv_server *srv, const char *store_dir,
+                              struct srv_js **out, char *errmsg);
+
+/* Stop: close every stream's group, the meta group, the host and the
+ * store. Runs the loop until the handle closes complete. */
+void srv_js_close(struct srv_js *js);
+
+/* Register the consumer hooks (ops must outlive js). */
+void srv_js_set_consumer_ops(struct srv_js *js,
+                             const struct srv_consumer_ops *ops);
+const struct srv_consumer_ops *srv_js_consumer_ops(const struct srv_js *js);
+
+/* The server the engine belongs to. */
+struct srv_server *srv_js_server(const struct srv_js *js);
+
+/* Called by the publish path for every PUB/HPUB before core delivery.
+ * Handles $JS.API.* requests, hands $JS.ACK.* (etc.) to the consumer
+ * intercept, and proposes publishes whose subject a stream captures (the
+ * message is then ALSO delivered to core subscribers: the return value
+ * says only whether JetStream answered the request, so no 503 no-responders
+ * status is sent for it). */
+bool srv_js_intercept(struct srv_js *js, struct srv_conn *c,
+                      const struct srv_cmd *cmd);
+
+/* The stream named name. Returns 0 or KEEL_ENOENT. */
+KEEL_MUST_USE int srv_js_find_stream(struct srv_js *js, const char *name,
+                                     struct srv_stream **out);
+
+/* Publish a server-originated message to local subscribers of subject
+ * (deliveries, API replies, 404/408 status messages): hdr (a NATS/1.0
+ * block) may be NULL; reply may be NULL. Returns 0 or KEEL_ENOMEM /
+ * KEEL_EINVAL (subject empty or too long). */
+KEEL_MUST_USE int srv_js_send(struct srv_js *js, const char *subject,
+                              const char *reply, const void *hdr, size_t hlen,
+                              const void *data, size_t dlen);
+
+#endif
