@@ -62,6 +62,18 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 /* Nats-Msg-Ids remembered per stream inside duplicate_window; past it the
  * oldest is forgotten early (a late duplicate is then stored). */
 #define SRV_JS_DEDUPE_IDS_MAX (1024 * 1024)
+/* Consumers (srv_consumer_*). */
+#define SRV_JS_BACKOFF_MAX 64                  /* backoff durations */
+#define SRV_CONSUMERS_PER_STREAM_MAX 4096      /* consumers of one stream */
+#define SRV_CONSUMER_ACKED_MAX (1024 * 1024)   /* sparse acks above floor */
+#define SRV_CONSUMER_ENTRY_ACKS_MAX 4096       /* acks in one entry */
+#define SRV_CONSUMER_PENDING_MAX (1024 * 1024) /* delivered, unacked */
+#define SRV_CONSUMER_BATCH_MAX 10000           /* messages per pull request */
+#define SRV_CONSUMER_DELIVER_PER_RUN_MAX 256   /* deliveries per loop turn */
+#define SRV_CONSUMER_SNAP_BYTES_MAX (64u * 1024 * 1024)
+
+_Static_assert(SRV_CONSUMER_ENTRY_ACKS_MAX <= SRV_CONSUMER_ACKED_MAX,
+               "one ack entry must fit the acked set");
 
 /* ---- store ---- */
 #define STORE_SEGMENT_BYTES_DEFAULT (64u * 1024 * 1024)
