@@ -1,0 +1,247 @@
+/* srv_consumer_cfg: consumer config parse, defaults, encode, update rules
+ * and RFC3339 parse. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "keel/error.h"
+#include "keel/limits.h"
+#include "srv_consumer_cfg.h"
+#include "srv_js_config.h"
+
+struct fixture {
+    struct srv_consumer_config a, b;
+    json_t *j;
+    enum srv_js_err jerr;
+    char errmsg[KEEL_ERRMSG_MAX];
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    *state = f;
+    return f == NULL ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    srv_consumer_config_free(&f->a);
+    srv_consumer_config_free(&f->b);
+    json_decref(f->j);
+    free(f);
+    return 0;
+}
+
+static int parse(struct fixture *f, struct srv_consumer_config *c,
+                 const char *text)
+{
+    json_error_t e;
+    json_t *j = json_loads(text, 0, &e);
+    assert_non_null(j);
+    srv_consumer_config_free(c);
+    int rv = srv_consumer_config_parse(j, c, &f->jerr, f->errmsg);
+    json_decref(j);
+    return rv;
+}
+
+static void
+pull_durable_gets_defaults_and_encodes_without_deliver_subject(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(parse(f, &f->a, "{\"durable_name\":\"D\"}"), 0);
+    assert_string_equal(f->a.name, "D");
+    assert_int_equal(f->a.ack_policy, SRV_ACKP_EXPLICIT);
+    assert_int_equal(f->a.ack_wait_ns, SRV_JS_ACK_WAIT_NS_DEFAULT);
+    assert_int_equal(f->a.max_deliver, -1);
+    assert_int_equal(f->a.max_waiting, SRV_JS_MAX_WAITING_DEFAULT);
+    assert_int_equal(f->a.max_ack_pending, SRV_JS_MAX_ACK_PENDING_DEFAULT);
+    assert_int_equal(f->a.inactive_threshold_ns, 0);
+    assert_int_equal(srv_consumer_config_encode(&f->a, &f->j, f->errmsg), 0);
+    assert_null(json_object_get(f->j, "deliver_subject"));
+    assert_null(json_object_get(f->j, "filter_subject"));
+    assert_null(json_object_get(f->j, "description"));
+    assert_string_equal(
+        json_string_value(json_object_get(f->j, "deliver_policy")), "all");
+    assert_string_equal(json_string_value(json_object_get(f->j, "ack_policy")),
+                        "explicit");
+    assert_int_equal(json_integer_value(json_object_get(f->j, "max_waiting")),
+                     512);
+    assert_int_equal(json_integer_value(json_object_get(f->j, "ack_wait")),
+                     30000000000LL);
+    assert_non_null(json_object_get(f->j, "num_replicas"));
+}
+
+static void
+push_ephemeral_gets_inactive_threshold_and_no_max_waiting(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(parse(f, &f->a,
+                           "{\"deliver_subject\":\"in.1\",\"ack_policy\":"
+                           "\"none\",\"deliver_group\":\"q\"}"),
+                     0);
+    assert_int_equal(f->a.max_waiting, 0);
+    assert_int_equal(f->a.max_ack_pending, 0);
+    assert_int_equal(f->a.inactive_threshold_ns, SRV_JS_INACTIVE_NS_DEFAULT);
+    assert_int_equal(srv_consumer_config_encode(&f->a, &f->j, f->errmsg), 0);
+    assert_string_equal(
+        json_string_value(json_object_get(f->j, "deliver_subject")), "in.1");
+    assert_null(json_object_get(f->j, "max_waiting"));
+    assert_null(json_object_get(f->j, "max_ack_pending"));
+}
+
+static void every_field_survives_an_encode_parse_round_trip(void **state)
+{
+    struct fixture *f = *state;
+    const char *full =
+        "{\"durable_name\":\"D\",\"name\":\"D\",\"description\":\"x\","
+        "\"deliver_policy\":\"by_start_time\",\"opt_start_time\":"
+        "\"2026-12-01T01:02:03.000000004Z\",\"ack_policy\":\"all\","
+        "\"ack_wait\":5000000000,\"max_deliver\":5,\"backoff\":[1000,2000],"
+        "\"filter_subjects\":[\"a.*\",\"b.>\"],\"replay_policy\":"
+        "\"original\",\"max_ack_pending\":-1,\"deliver_subject\":\"d.x\","
+        "\"flow_control\":true,\"idle_heartbeat\":5000000000,"
+        "\"headers_only\":true,\"mem_storage\":true,\"num_replicas\":1,"
+        "\"metadata\":{\"k\":\"v\"},\"unknown_field\":7}";
+    assert_int_equal(parse(f, &f->a, full), 0);
+    assert_int_equal(f->a.opt_start_time_ns, 1796086923000000004LL);
+    assert_int_equal(f->a.nfilter_subjects, 2);
+    assert_int_equal(srv_consumer_config_copy(&f->b, &f->a, f->errmsg), 0);
+    assert_true(srv_consumer_config_equal(&f->a, &f->b));
+    assert_int_equal(f->b.max_ack_pending, 0);
+    assert_int_equal(f->b.nbackoff, 2);
+    assert_int_equal(f->b.backoff_ns[1], 2000);
+}
+
+static void
+invalid_configs_are_refused_with_a_consumer_config_error(void **state)
+{
+    struct fixture *f = *state;
+    const char *bad[] = {
+        "{\"filter_subject\":\"a\",\"filter_subjects\":[\"b\"]}",
+        "{\"filter_subjects\":[\"a.*\",\"a.b\"]}",
+        "{\"deliver_policy\":\"by_start_sequence\"}",
+        "{\"opt_start_seq\":5}",
+        "{\"deliver_policy\":\"soon\"}",
+        "{\"ack_policy\":\"maybe\"}",
+        "{\"durable_name\":\"a.b\"}",
+        "{\"durable_name\":\"A\",\"name\":\"B\"}",
+        "{\"deliver_subject\":\"x\",\"max_waiting\":10}",
+        "{\"idle_heartbeat\":1000000000}",
+        "{\"deliver_subject\":\"x\",\"max_batch\":10}",
+        "{\"deliver_subject\":\"x\",\"flow_control\":true}",
+        "{\"max_deliver\":-5}",
+        "{\"ack_wait\":\"long\"}",
+        "{\"filter_subject\":\"a..b\"}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(parse(f, &f->a, bad[i]), KEEL_EINVAL);
+        assert_int_equal(f->jerr, SRV_JS_ECONSUMER_CONFIG);
+        assert_true(strlen(f->errmsg) > 0);
+    }
+}
+
+static void heartbeat_below_100ms_is_error_10083(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(
+        parse(f, &f->a, "{\"deliver_subject\":\"x\",\"idle_heartbeat\":5}"),
+        KEEL_EINVAL);
+    assert_int_equal(f->jerr, SRV_JS_EHEARTBEAT_MIN);
+    assert_int_equal(parse(f, &f->a, "[]"), KEEL_EINVAL);
+    assert_int_equal(f->jerr, SRV_JS_EBAD_REQUEST);
+}
+
+static void update_may_change_limits_but_not_the_delivery_position(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(parse(f, &f->a, "{\"durable_name\":\"D\"}"), 0);
+    assert_int_equal(parse(f, &f->b,
+                           "{\"durable_name\":\"D\",\"max_ack_pending\":5,"
+                           "\"ack_wait\":1000000000,\"filter_subject\":\"x\"}"),
+                     0);
+    assert_int_equal(
+        srv_consumer_config_update_check(&f->a, &f->b, &f->jerr, f->errmsg), 0);
+    const char *fixed[] = {
+        "{\"durable_name\":\"D\",\"deliver_policy\":\"new\"}",
+        "{\"durable_name\":\"D\",\"ack_policy\":\"all\"}",
+        "{\"durable_name\":\"D\",\"deliver_subject\":\"p\"}",
+        "{\"durable_name\":\"E\"}",
+        "{\"durable_name\":\"D\",\"replay_policy\":\"original\"}",
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        assert_int_equal(parse(f, &f->b, fixed[i]), 0);
+        assert_int_equal(
+            srv_consumer_config_update_check(&f->a, &f->b, &f->jerr, f->errmsg),
+            KEEL_EINVAL);
+        assert_int_equal(f->jerr, SRV_JS_ECONSUMER_CONFIG);
+    }
+}
+
+static void filters_match_by_either_form(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(parse(f, &f->a, "{\"filter_subject\":\"a.*\"}"), 0);
+    assert_true(srv_consumer_config_matches(&f->a, "a.b"));
+    assert_false(srv_consumer_config_matches(&f->a, "a.b.c"));
+    assert_int_equal(parse(f, &f->b, "{\"filter_subjects\":[\"x\",\"y.>\"]}"),
+                     0);
+    assert_true(srv_consumer_config_matches(&f->b, "y.z.w"));
+    assert_true(srv_consumer_config_matches(&f->b, "x"));
+    assert_false(srv_consumer_config_matches(&f->b, "z"));
+    assert_int_equal(parse(f, &f->a, "{}"), 0);
+    assert_true(srv_consumer_config_matches(&f->a, "anything"));
+}
+
+static void rfc3339_times_parse_with_offsets_and_fractions(void **state)
+{
+    (void)state;
+    int64_t t = -1;
+    assert_int_equal(srv_js_time_parse("1970-01-01T00:00:01Z", &t), 0);
+    assert_int_equal(t, 1000000000LL);
+    assert_int_equal(srv_js_time_parse("1970-01-01T01:00:01.5+01:00", &t), 0);
+    assert_int_equal(t, 1500000000LL);
+    assert_int_equal(srv_js_time_parse("0001-01-01T00:00:00Z", &t), 0);
+    assert_int_equal(t, 0);
+    char buf[SRV_JS_TIME_BYTES];
+    srv_js_time_format(1796086923000000004LL, buf);
+    assert_int_equal(srv_js_time_parse(buf, &t), 0);
+    assert_int_equal(t, 1796086923000000004LL);
+    assert_int_equal(srv_js_time_parse("2026-13-01T00:00:00Z", &t),
+                     KEEL_EINVAL);
+    assert_int_equal(srv_js_time_parse("2026-01-01 00:00:00Z", &t),
+                     KEEL_EINVAL);
+    assert_int_equal(srv_js_time_parse("2026-01-01T00:00:00", &t), KEEL_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            pull_durable_gets_defaults_and_encodes_without_deliver_subject,
+            setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            push_ephemeral_gets_inactive_threshold_and_no_max_waiting, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            every_field_survives_an_encode_parse_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            invalid_configs_are_refused_with_a_consumer_config_error, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(heartbeat_below_100ms_is_error_10083,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            update_may_change_limits_but_not_the_delivery_position, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(filters_match_by_either_form, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            rfc3339_times_parse_with_offsets_and_fractions, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
