@@ -136,6 +136,22 @@ _Static_assert(2 * RAFT_SERVERS_MAX <= RAFT_OUT_MSGS_MAX,
 #define REPLICA_STEP_LOOPS_MAX 1024 /* apply/step rounds per drive */
 
 /* ---- snapshot ---- */
+/* One state-machine body; one read/write/hash step of a file. */
+#define SNAP_BODY_BYTES_MAX (256ull * 1024 * 1024)
+#define SNAP_IO_BYTES (1024u * 1024)
+/* Names scanned in a group's snap/ directory; orphan names listed. */
+#define SNAP_DIR_ENTRIES_MAX 4096
+#define SNAP_ORPHANS_MAX 4096
+/* InstallSnapshot: data bytes per chunk, bytes per transfer, records per
+ * store append while installing the retained log. */
+#define SNAP_CHUNK_DATA_BYTES (256u * 1024)
+#define SNAP_INSTALL_BYTES_MAX (64ull * 1024 * 1024 * 1024)
+#define SNAP_INSTALL_BATCH_RECORDS 256
+
+_Static_assert(SNAP_INSTALL_BATCH_RECORDS <= STORE_APPEND_RECORDS_MAX,
+               "an install batch must fit one store append");
+_Static_assert(SNAP_CHUNK_DATA_BYTES + 64 <= RAFT_MSG_BYTES_MAX,
+               "one chunk must fit one Raft frame");
 
 /* ---- client (keel CLI) ---- */
 #define CLI_ARGS_MAX 8

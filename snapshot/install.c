@@ -1,0 +1,836 @@
+/* InstallSnapshot transfers (DESIGN.md §5, FORMAT.md "Transfer"): the
+ * leader spools the snapshot and its retained log into one stream and cuts
+ * it into checksummed frames; the follower spools frames to a file (bounded
+ * memory), validates the whole, writes the retained log through the store,
+ * then the snapshot, then the LMDB record, and only then may report
+ * persisted(X).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "internal.h"
+
+#define XF_MAGIC "KEELSXF"
+#define XF_VERSION 1u
+#define XF_MANIFEST_BYTES 96u
+#define XF_REC_HEADER_BYTES 24u
+#define FRAME_MAGIC 0x5246534bu /* "KSFR" */
+
+_Static_assert(sizeof(XF_MAGIC) == 8, "transfer magic is 8 bytes");
+
+struct xf_manifest {
+    uint8_t group[16];
+    uint64_t index;
+    uint64_t term;
+    uint64_t log_first;
+    uint64_t file_bytes; /* the snapshot file: header + body */
+    uint64_t log_bytes;
+    uint64_t records;
+    uint64_t log_hash; /* XXH3-64 of the log section */
+};
+
+struct snap_send {
+    struct snap *sn;
+    char path[SNAP_PATH_BYTES];
+    struct fs_file *f;
+    struct xf_manifest m;
+    uint64_t data_bytes; /* manifest + file + log */
+    uint64_t off;        /* spool write position */
+    XXH3_state_t *hs;
+};
+
+struct snap_recv {
+    struct snap *sn;
+    char path[SNAP_PATH_BYTES];
+    struct fs_file *f;
+    uint64_t index;
+    uint64_t term;
+    uint64_t log_first;
+    uint64_t next_wire;
+    uint64_t next_data;
+    uint64_t total; /* data bytes; 0 until the first frame */
+    bool done;
+    bool validated;
+    bool log_applied;
+    struct xf_manifest m;
+    struct snap_header h; /* of the received snapshot file */
+    XXH3_state_t *hs;
+};
+
+static uint64_t pad8(uint64_t n)
+{
+    ASSERT(n <= UINT64_MAX - 7);
+    uint64_t r = (n + 7) & ~(uint64_t)7;
+    ASSERT(r >= n);
+    return r;
+}
+
+static uint64_t rec_bytes(uint32_t len)
+{
+    ASSERT(len <= STORE_RECORD_PAYLOAD_BYTES_MAX);
+    uint64_t r = XF_REC_HEADER_BYTES + pad8(len);
+    ASSERT(r % 8 == 0);
+    return r;
+}
+
+static void manifest_encode(const struct xf_manifest *m,
+                            uint8_t out[XF_MANIFEST_BYTES])
+{
+    ASSERT(m != NULL);
+    ASSERT(m->index >= m->log_first || m->records == 0);
+    memset(out, 0, XF_MANIFEST_BYTES);
+    memcpy(out, XF_MAGIC, 8);
+    snap_put32(out + 8, XF_VERSION);
+    snap_put32(out + 12, XF_MANIFEST_BYTES);
+    memcpy(out + 16, m->group, 16);
+    snap_put64(out + 32, m->index);
+    snap_put64(out + 40, m->term);
+    snap_put64(out + 48, m->log_first);
+    snap_put64(out + 56, m->file_bytes);
+    snap_put64(out + 64, m->log_bytes);
+    snap_put64(out + 72, m->records);
+    snap_put64(out + 80, m->log_hash);
+    snap_put64(out + 88, XXH3_64bits(out, 88));
+}
+
+static int manifest_decode(const uint8_t *b, struct xf_manifest *m,
+                           char *errmsg)
+{
+    ASSERT(b != NULL);
+    ASSERT(m != NULL);
+    if (memcmp(b, XF_MAGIC, 8) != 0 ||
+        snap_get64(b + 88) != XXH3_64bits(b, 88)) {
+        return keel_err(KEEL_ECORRUPT, errmsg, "transfer manifest damaged");
+    }
+    if (snap_get32(b + 8) != XF_VERSION ||
+        snap_get32(b + 12) != XF_MANIFEST_BYTES) {
+        return keel_err(KEEL_EVERSION, errmsg,
+                        "transfer version %u unsupported", snap_get32(b + 8));
+    }
+    memcpy(m->group, b + 16, 16);
+    m->index = snap_get64(b + 32);
+    m->term = snap_get64(b + 40);
+    m->log_first = snap_get64(b + 48);
+    m->file_bytes = snap_get64(b + 56);
+    m->log_bytes = snap_get64(b + 64);
+    m->records = snap_get64(b + 72);
+    m->log_hash = snap_get64(b + 80);
+    return 0;
+}
+
+static void rec_header_encode(const struct store_entry *e, uint8_t *out)
+{
+    ASSERT(e != NULL);
+    ASSERT(out != NULL);
+    memset(out, 0, XF_REC_HEADER_BYTES);
+    snap_put64(out, e->index);
+    snap_put64(out + 8, e->term);
+    out[16] = e->type;
+    out[17] = e->flags;
+    snap_put32(out + 20, e->len);
+}
+
+/* ---- leader side ---- */
+
+static int spool_write(struct snap_send *ss, const void *p, size_t n, bool hash,
+                       char *errmsg)
+{
+    struct iovec iov = {(void *)p, n};
+
+    ASSERT(ss != NULL);
+    ASSERT(p != NULL || n == 0);
+    if (n == 0) {
+        return 0;
+    }
+    int rv = ss->sn->fs->pwritev(ss->sn->fs, ss->f, &iov, 1, ss->off, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    if (hash) {
+        (void)XXH3_64bits_update(ss->hs, p, n);
+    }
+    ss->off += n;
+    return 0;
+}
+
+static int send_rec_cb(void *arg, const struct store_entry *e)
+{
+    static const uint8_t zeros[8];
+    struct snap_send *ss = arg;
+    uint8_t h[XF_REC_HEADER_BYTES];
+    int rv;
+
+    ASSERT(ss != NULL);
+    ASSERT(e->index == ss->m.log_first + ss->m.records);
+    rec_header_encode(e, h);
+    rv = spool_write(ss, h, sizeof h, true, NULL);
+    rv = rv == 0 ? spool_write(ss, e->payload, e->len, true, NULL) : rv;
+    rv = rv == 0 ? spool_write(ss, zeros, (size_t)(pad8(e->len) - e->len), true,
+                               NULL)
+                 : rv;
+    ss->m.records++;
+    ss->m.log_bytes += rec_bytes(e->len);
+    return rv;
+}
+
+/* Spool the validated snapshot file and the retained log. */
+static int send_fill(struct snap_send *ss, const uint8_t *body, size_t len,
+                     char *errmsg)
+{
+    uint8_t hb[SNAP_HEADER_BYTES];
+    struct snap_header h;
+    int rv;
+
+    ASSERT(ss != NULL);
+    ASSERT(ss->off == XF_MANIFEST_BYTES);
+    memset(&h, 0, sizeof h);
+    memcpy(h.group, ss->sn->gid, 16);
+    h.index = ss->m.index;
+    h.term = ss->m.term;
+    h.body_bytes = len;
+    XXH128_hash_t hh = XXH3_128bits(body, len);
+    h.body_hash_low = hh.low64;
+    h.body_hash_high = hh.high64;
+    snap_header_encode(&h, hb);
+    rv = spool_write(ss, hb, sizeof hb, false, errmsg);
+    rv = rv == 0 ? spool_write(ss, body, len, false, errmsg) : rv;
+    if (rv != 0) {
+        return rv;
+    }
+    ss->m.file_bytes = SNAP_HEADER_BYTES + len;
+    (void)XXH3_64bits_reset(ss->hs);
+    if (ss->m.log_first <= ss->m.index) {
+        rv = store_iterate(ss->sn->g, ss->m.log_first, ss->m.index, send_rec_cb,
+                           ss, errmsg);
+    }
+    if (rv != 0) {
+        return rv;
+    }
+    ss->m.log_hash = XXH3_64bits_digest(ss->hs);
+    ss->data_bytes = ss->off;
+    uint8_t mb[XF_MANIFEST_BYTES];
+    manifest_encode(&ss->m, mb);
+    struct iovec iov = {mb, sizeof mb};
+    return ss->sn->fs->pwritev(ss->sn->fs, ss->f, &iov, 1, 0, errmsg);
+}
+
+static uint64_t frames_total(uint64_t data_bytes)
+{
+    uint64_t n =
+        (data_bytes + SNAP_CHUNK_DATA_BYTES - 1) / SNAP_CHUNK_DATA_BYTES;
+
+    ASSERT(data_bytes > 0);
+    ASSERT(n >= 1);
+    return (n - 1) * SNAP_FRAME_BYTES + SNAP_FRAME_HEADER_BYTES +
+           (data_bytes - (n - 1) * SNAP_CHUNK_DATA_BYTES);
+}
+
+int snap_send_open(struct snap *sn, uint64_t log_first, struct snap_send **out,
+                   uint64_t *total, char *errmsg)
+{
+    static unsigned seq;
+    struct snap_send *ss;
+    uint8_t *body = NULL;
+    size_t len = 0;
+    int rv;
+
+    ASSERT(sn != NULL);
+    ASSERT(out != NULL && total != NULL);
+    if (log_first == 0 || log_first > sn->newest.index + 1) {
+        return keel_err(KEEL_EINVAL, errmsg, "retained log start %llu invalid",
+                        (unsigned long long)log_first);
+    }
+    rv = snap_read_newest(sn, &body, &len, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    ss = calloc(1, sizeof *ss);
+    XXH3_state_t *hs = XXH3_createState();
+    if (ss == NULL || hs == NULL) {
+        free(ss);
+        XXH3_freeState(hs);
+        free(body);
+        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+    }
+    ss->sn = sn;
+    ss->hs = hs;
+    memcpy(ss->m.group, sn->gid, 16);
+    ss->m.index = sn->newest.index;
+    ss->m.term = sn->newest.term;
+    ss->m.log_first = log_first;
+    ss->off = XF_MANIFEST_BYTES;
+    snap__fmt(ss->path, sizeof ss->path, "%s/send-%020llu-%u.tmp", sn->dir,
+              (unsigned long long)ss->m.index,
+              __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+    rv = sn->fs->open(sn->fs, ss->path, FS_CREATE, &ss->f, errmsg);
+    if (rv == 0) {
+        rv = send_fill(ss, body, len, errmsg);
+    } else {
+        ss->f = NULL;
+    }
+    free(body);
+    if (rv != 0) {
+        snap_send_close(ss);
+        return rv;
+    }
+    *total = frames_total(ss->data_bytes);
+    *out = ss;
+    return 0;
+}
+
+int snap_send_chunk(struct snap_send *ss, uint64_t off, uint8_t *buf,
+                    size_t cap, size_t *len, bool *done, char *errmsg)
+{
+    ASSERT(ss != NULL && buf != NULL);
+    ASSERT(cap >= SNAP_FRAME_BYTES);
+    uint64_t k = off / SNAP_FRAME_BYTES;
+    uint64_t doff = k * SNAP_CHUNK_DATA_BYTES;
+    if (off % SNAP_FRAME_BYTES != 0 || doff >= ss->data_bytes) {
+        return keel_err(KEEL_EINVAL, errmsg, "offset %llu is not a frame",
+                        (unsigned long long)off);
+    }
+    uint64_t left = ss->data_bytes - doff;
+    size_t n =
+        left < SNAP_CHUNK_DATA_BYTES ? (size_t)left : SNAP_CHUNK_DATA_BYTES;
+    size_t got = 0;
+    int rv = ss->sn->fs->pread(ss->sn->fs, ss->f, buf + SNAP_FRAME_HEADER_BYTES,
+                               n, doff, &got, errmsg);
+    if (rv == 0 && got != n) {
+        rv = keel_err(KEEL_EIO, errmsg, "transfer spool short");
+    }
+    if (rv != 0) {
+        return rv;
+    }
+    snap_put32(buf, FRAME_MAGIC);
+    snap_put32(buf + 4, (uint32_t)n);
+    snap_put64(buf + 8, doff);
+    snap_put64(buf + 16, ss->data_bytes);
+    XXH3_state_t *hs = ss->hs;
+    (void)XXH3_64bits_reset(hs);
+    (void)XXH3_64bits_update(hs, buf, 24);
+    (void)XXH3_64bits_update(hs, buf + SNAP_FRAME_HEADER_BYTES, n);
+    snap_put64(buf + 24, XXH3_64bits_digest(hs));
+    *len = SNAP_FRAME_HEADER_BYTES + n;
+    *done = doff + n == ss->data_bytes;
+    return 0;
+}
+
+void snap_send_info(const struct snap_send *ss, uint64_t *index, uint64_t *term,
+                    uint64_t *log_first)
+{
+    ASSERT(ss != NULL);
+    ASSERT(index != NULL && term != NULL && log_first != NULL);
+    *index = ss->m.index;
+    *term = ss->m.term;
+    *log_first = ss->m.log_first;
+}
+
+void snap_send_close(struct snap_send *ss)
+{
+    if (ss == NULL) {
+        return;
+    }
+    ASSERT(ss->sn != NULL);
+    ASSERT(ss->path[0] != '\0');
+    if (ss->f != NULL) {
+        ss->sn->fs->close(ss->sn->fs, ss->f);
+        (void)ss->sn->fs->unlink(ss->sn->fs, ss->path, NULL);
+    }
+    XXH3_freeState(ss->hs);
+    free(ss);
+}
+
+/* ---- follower side ---- */
+
+int snap_recv_open(struct snap *sn, uint64_t index, uint64_t term,
+                   uint64_t log_first, struct snap_recv **out, char *errmsg)
+{
+    struct snap_recv *sr;
+    int rv;
+
+    ASSERT(sn != NULL);
+    ASSERT(out != NULL);
+    if (index == 0 || log_first == 0 || log_first > index + 1) {
+        return keel_err(
+            KEEL_EINVAL, errmsg, "install of %llu with log from %llu invalid",
+            (unsigned long long)index, (unsigned long long)log_first);
+    }
+    struct snap_named nm;
+    snap__named(sn, &nm);
+    if (index <= sn->newest.index || index < nm.index ||
+        (index == nm.index && term != nm.term)) {
+        return keel_err(KEEL_ESTALE, errmsg,
+                        "install of %llu refused: snapshot %llu is held",
+                        (unsigned long long)index,
+                        (unsigned long long)(nm.index > sn->newest.index
+                                                 ? nm.index
+                                                 : sn->newest.index));
+    }
+    sr = calloc(1, sizeof *sr);
+    if (sr == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+    }
+    sr->hs = XXH3_createState();
+    if (sr->hs == NULL) {
+        free(sr);
+        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+    }
+    sr->sn = sn;
+    sr->index = index;
+    sr->term = term;
+    sr->log_first = log_first;
+    snap__fmt(sr->path, sizeof sr->path, "%s/install.tmp", sn->dir);
+    rv = sn->fs->open(sn->fs, sr->path, FS_CREATE, &sr->f, errmsg);
+    rv = rv == 0 ? sn->fs->ftruncate(sn->fs, sr->f, 0, errmsg) : rv;
+    if (rv != 0) {
+        if (sr->f != NULL) {
+            sn->fs->close(sn->fs, sr->f);
+        }
+        XXH3_freeState(sr->hs);
+        free(sr);
+        return rv;
+    }
+    *out = sr;
+    return 0;
+}
+
+/* Check a frame's header and checksum against what is expected next. */
+static int frame_check(const struct snap_recv *sr, const uint8_t *fr,
+                       size_t len, uint64_t *total, char *errmsg)
+{
+    ASSERT(sr != NULL);
+    ASSERT(total != NULL);
+    if (fr == NULL || len < SNAP_FRAME_HEADER_BYTES || len > SNAP_FRAME_BYTES ||
+        snap_get32(fr) != FRAME_MAGIC) {
+        return keel_err(KEEL_ECORRUPT, errmsg, "transfer frame malformed");
+    }
+    uint32_t n = snap_get32(fr + 4);
+    uint64_t doff = snap_get64(fr + 8);
+    *total = snap_get64(fr + 16);
+    (void)XXH3_64bits_reset(sr->hs);
+    (void)XXH3_64bits_update(sr->hs, fr, 24);
+    (void)XXH3_64bits_update(sr->hs, fr + SNAP_FRAME_HEADER_BYTES,
+                             len - SNAP_FRAME_HEADER_BYTES);
+    if (snap_get64(fr + 24) != XXH3_64bits_digest(sr->hs) ||
+        n != len - SNAP_FRAME_HEADER_BYTES) {
+        return keel_err(KEEL_ECORRUPT, errmsg,
+                        "transfer frame at %llu failed its checksum",
+                        (unsigned long long)sr->next_wire);
+    }
+    if (doff != sr->next_data || (sr->total != 0 && *total != sr->total) ||
+        *total > SNAP_INSTALL_BYTES_MAX || *total < XF_MANIFEST_BYTES ||
+        doff + n > *total ||
+        (n < SNAP_CHUNK_DATA_BYTES && doff + n != *total) || n == 0) {
+        return keel_err(KEEL_ECORRUPT, errmsg,
+                        "transfer frame names data %llu+%u of %llu, expected "
+                        "data at %llu",
+                        (unsigned long long)doff, n, (unsigned long long)*total,
+                        (unsigned long long)sr->next_data);
+    }
+    return 0;
+}
+
+int snap_recv_chunk(struct snap_recv *sr, uint64_t off, const uint8_t *frame,
+                    size_t len, uint64_t *next, bool *done, char *errmsg)
+{
+    uint64_t total = 0;
+    int rv;
+
+    ASSERT(sr != NULL);
+    ASSERT(next != NULL && done != NULL);
+    *next = sr->next_wire;
+    *done = sr->done;
+    if (sr->done || off != sr->next_wire) {
+        return keel_err(
+            KEEL_ESTALE, errmsg, "frame at %llu out of order: expecting %llu",
+            (unsigned long long)off, (unsigned long long)sr->next_wire);
+    }
+    rv = frame_check(sr, frame, len, &total, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    struct iovec iov = {(void *)(frame + SNAP_FRAME_HEADER_BYTES),
+                        len - SNAP_FRAME_HEADER_BYTES};
+    rv = sr->sn->fs->pwritev(sr->sn->fs, sr->f, &iov, 1, sr->next_data, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    sr->total = total;
+    sr->next_wire += len;
+    sr->next_data += len - SNAP_FRAME_HEADER_BYTES;
+    sr->done = sr->next_data == total;
+    *next = sr->next_wire;
+    *done = sr->done;
+    return 0;
+}
+
+static int spool_read(struct snap_recv *sr, uint64_t off, void *buf, size_t n,
+                      char *errmsg)
+{
+    size_t got = 0;
+
+    ASSERT(sr != NULL);
+    ASSERT(buf != NULL || n == 0);
+    if (off > sr->total || n > sr->total - off) {
+        return keel_err(KEEL_ECORRUPT, errmsg, "transfer section overruns");
+    }
+    int rv = sr->sn->fs->pread(sr->sn->fs, sr->f, buf, n, off, &got, errmsg);
+    if (rv == 0 && got != n) {
+        rv = keel_err(KEEL_ECORRUPT, errmsg, "transfer spool short");
+    }
+    return rv;
+}
+
+/* Read one log record header at off: index, term, type, flags, len. */
+static int rec_read(struct snap_recv *sr, uint64_t off, struct store_entry *e,
+                    char *errmsg)
+{
+    uint8_t h[XF_REC_HEADER_BYTES];
+    int rv = spool_read(sr, off, h, sizeof h, errmsg);
+
+    ASSERT(e != NULL);
+    ASSERT(off % 8 == 0);
+    if (rv != 0) {
+        return rv;
+    }
+    e->index = snap_get64(h);
+    e->term = snap_get64(h + 8);
+    e->type = h[16];
+    e->flags = h[17];
+    e->len = snap_get32(h + 20);
+    if (h[18] != 0 || h[19] != 0 || e->len > STORE_RECORD_PAYLOAD_BYTES_MAX) {
+        return keel_err(KEEL_ECORRUPT, errmsg, "transfer record malformed");
+    }
+    return 0;
+}
+
+/* Hash n bytes of the spool at off into the state, SNAP_IO_BYTES at a time
+ * (bounded memory). */
+static int spool_hash(struct snap_recv *sr, uint64_t off, uint64_t n,
+                      uint8_t *buf, bool wide, XXH3_state_t *st, char *errmsg)
+{
+    uint64_t done = 0;
+    uint64_t steps = 0;
+
+    ASSERT(sr != NULL && buf != NULL);
+    ASSERT(st != NULL);
+    while (done < n) {
+        ASSERT(++steps <= SNAP_INSTALL_BYTES_MAX / SNAP_IO_BYTES + 1);
+        uint64_t left = n - done;
+        size_t k = left < SNAP_IO_BYTES ? (size_t)left : SNAP_IO_BYTES;
+        int rv = spool_read(sr, off + done, buf, k, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+        if (wide) {
+            (void)XXH3_128bits_update(st, buf, k);
+        } else {
+            (void)XXH3_64bits_update(st, buf, k);
+        }
+        done += k;
+    }
+    return 0;
+}
+
+/* The manifest names this install and the sections add up. */
+static int check_manifest(struct snap_recv *sr, char *errmsg)
+{
+    uint8_t mb[XF_MANIFEST_BYTES];
+    struct xf_manifest *m = &sr->m;
+    int rv = spool_read(sr, 0, mb, sizeof mb, errmsg);
+
+    ASSERT(sr->done);
+    ASSERT(sr->total >= XF_MANIFEST_BYTES);
+    rv = rv == 0 ? manifest_decode(mb, m, errmsg) : rv;
+    if (rv != 0) {
+        return rv;
+    }
+    uint64_t want_recs = sr->index - sr->log_first + 1;
+    if (memcmp(m->group, sr->sn->gid, 16) != 0 || m->index != sr->index ||
+        m->term != sr->term || m->log_first != sr->log_first ||
+        m->records != want_recs) {
+        return keel_err(KEEL_ECORRUPT, errmsg,
+                        "transfer names another snapshot or log range");
+    }
+    if (m->file_bytes < SNAP_HEADER_BYTES ||
+        m->file_bytes > SNAP_HEADER_BYTES + SNAP_BODY_BYTES_MAX ||
+        m->log_bytes > SNAP_INSTALL_BYTES_MAX ||
+        XF_MANIFEST_BYTES + m->file_bytes + m->log_bytes != sr->total) {
+        return keel_err(KEEL_ECORRUPT, errmsg,
+                        "transfer sections do not add up");
+    }
+    return 0;
+}
+
+/* The snapshot file: header against (group, index, term), XXH3-128. */
+static int check_file(struct snap_recv *sr, uint8_t *buf, char *errmsg)
+{
+    uint8_t hb[SNAP_HEADER_BYTES];
+    struct snap_expect exp;
+    int rv = spool_read(sr, XF_MANIFEST_BYTES, hb, sizeof hb, errmsg);
+
+    ASSERT(sr != NULL);
+    ASSERT(buf != NULL);
+    rv = rv == 0 ? snap_header_decode(hb, sizeof hb, &sr->h, errmsg) : rv;
+    memcpy(exp.group, sr->sn->gid, 16);
+    exp.index = sr->index;
+    exp.term = sr->term;
+    rv = rv == 0 ? snap_check_expect(&sr->h, &exp, errmsg) : rv;
+    if (rv == 0 && SNAP_HEADER_BYTES + sr->h.body_bytes != sr->m.file_bytes) {
+        rv = keel_err(KEEL_ECORRUPT, errmsg, "transfer snapshot length wrong");
+    }
+    if (rv != 0) {
+        return rv;
+    }
+    XXH3_state_t *st = XXH3_createState();
+    if (st == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+    }
+    (void)XXH3_128bits_reset(st);
+    rv = spool_hash(sr, XF_MANIFEST_BYTES + SNAP_HEADER_BYTES, sr->h.body_bytes,
+                    buf, true, st, errmsg);
+    XXH128_hash_t hh = XXH3_128bits_digest(st);
+    XXH3_freeState(st);
+    if (rv == 0 && (hh.low64 != sr->h.body_hash_low ||
+                    hh.high64 != sr->h.body_hash_high)) {
+        rv = keel_err(KEEL_ECORRUPT, errmsg,
+                      "transfer snapshot body checksum mismatch");
+    }
+    return rv;
+}
+
+/* The retained log: consecutive indexes log_first..index, terms
+ * non-decreasing and ending with the snapshot's term, hash. */
+static int check_log(struct snap_recv *sr, uint8_t *buf, char *errmsg)
+{
+    uint64_t off = XF_MANIFEST_BYTES + sr->m.file_bytes;
+    uint64_t prev_term = 0;
+    struct store_entry e;
+    int rv = 0;
+
+    ASSERT(sr != NULL && buf != NULL);
+    ASSERT(sr->m.records == sr->index - sr->log_first + 1);
+    (void)XXH3_64bits_reset(sr->hs);
+    for (uint64_t i = 0; rv == 0 && i < sr->m.records; i++) {
+        ASSERT(i < SNAP_INSTALL_BYTES_MAX / XF_REC_HEADER_BYTES);
+        rv = rec_read(sr, off, &e, errmsg);
+        if (rv == 0 && (e.index != sr->log_first + i || e.term < prev_term ||
+                        e.term > sr->term)) {
+            rv = keel_err(KEEL_ECORRUPT, errmsg,
+                          "transfer record %llu out of order",
+                          (unsigned long long)(sr->log_first + i));
+        }
+        rv = rv == 0 ? spool_hash(sr, off, rec_bytes(e.len), buf, false, sr->hs,
+                                  errmsg)
+                     : rv;
+        prev_term = e.term;
+        off += rv == 0 ? rec_bytes(e.len) : 0;
+    }
+    if (rv == 0 &&
+        (prev_term != sr->term ||
+         off != XF_MANIFEST_BYTES + sr->m.file_bytes + sr->m.log_bytes ||
+         XXH3_64bits_digest(sr->hs) != sr->m.log_hash)) {
+        rv = keel_err(KEEL_ECORRUPT, errmsg,
+                      "transfer log section failed its checksum");
+    }
+    return rv;
+}
+
+static int recv_validate(struct snap_recv *sr, char *errmsg)
+{
+    uint8_t *buf;
+    int rv;
+
+    ASSERT(sr != NULL);
+    ASSERT(!sr->validated);
+    if (!sr->done) {
+        return keel_err(KEEL_EAGAIN, errmsg, "transfer not complete");
+    }
+    buf = malloc(SNAP_IO_BYTES);
+    if (buf == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+    }
+    rv = check_manifest(sr, errmsg);
+    rv = rv == 0 ? check_file(sr, buf, errmsg) : rv;
+    rv = rv == 0 ? check_log(sr, buf, errmsg) : rv;
+    free(buf);
+    sr->validated = rv == 0;
+    return rv;
+}
+
+struct batch {
+    struct store_record recs[SNAP_INSTALL_BATCH_RECORDS];
+    void *bufs[SNAP_INSTALL_BATCH_RECORDS];
+    size_t n;
+    uint64_t bytes;
+};
+
+static int batch_flush(struct snap_recv *sr, struct batch *b, char *errmsg)
+{
+    int rv = 0;
+
+    ASSERT(sr != NULL && b != NULL);
+    ASSERT(b->n <= SNAP_INSTALL_BATCH_RECORDS);
+    if (b->n > 0) {
+        rv = store_append(sr->sn->g, b->recs, b->n, errmsg);
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        free(b->bufs[i]);
+    }
+    b->n = 0;
+    b->bytes = 0;
+    return rv;
+}
+
+static int batch_add(struct snap_recv *sr, struct batch *b,
+                     const struct store_entry *e, uint64_t off, char *errmsg)
+{
+    ASSERT(b->n < SNAP_INSTALL_BATCH_RECORDS);
+    ASSERT(e->len <= STORE_RECORD_PAYLOAD_BYTES_MAX);
+    void *p = malloc(e->len > 0 ? e->len : 1);
+    if (p == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+    }
+    int rv = spool_read(sr, off + XF_REC_HEADER_BYTES, p, e->len, errmsg);
+    if (rv != 0) {
+        free(p);
+        return rv;
+    }
+    b->bufs[b->n] = p;
+    b->recs[b->n] =
+        (struct store_record){e->index, e->term, e->type, e->flags, e->len, p};
+    b->n++;
+    b->bytes += e->len;
+    if (b->n == SNAP_INSTALL_BATCH_RECORDS || b->bytes >= 4 * SNAP_IO_BYTES) {
+        return batch_flush(sr, b, errmsg);
+    }
+    return 0;
+}
+
+/* May the local log be made to continue the leader's retained log with the
+ * store's append and truncate? Only when the local log is empty and starts
+ * at log_first, or holds log_first (then Log Matching decides per entry):
+ * any other shape needs its own entries below log_first dropped, which the
+ * store cannot do yet. */
+static int check_shape(const struct snap_recv *sr,
+                       const struct store_group_info *gi, char *errmsg)
+{
+    bool empty = gi->last_index < gi->first_index;
+
+    ASSERT(sr != NULL);
+    ASSERT(gi != NULL);
+    if ((empty && gi->first_index == sr->log_first) ||
+        (!empty && gi->first_index <= sr->log_first &&
+         sr->log_first <= gi->last_index)) {
+        return 0;
+    }
+    return keel_err(KEEL_EPERM, errmsg,
+                    "install needs the local log (%llu..%llu) replaced by "
+                    "one starting at %llu: the store has no log-replace API",
+                    (unsigned long long)gi->first_index,
+                    (unsigned long long)gi->last_index,
+                    (unsigned long long)sr->log_first);
+}
+
+static int apply_records(struct snap_recv *sr, struct batch *b, char *errmsg)
+{
+    struct store_group_info gi;
+    uint64_t off = XF_MANIFEST_BYTES + sr->m.file_bytes;
+    struct store_entry e;
+    int rv;
+
+    ASSERT(sr->validated);
+    ASSERT(b->n == 0);
+    store_group_info(sr->sn->g, &gi);
+    rv = check_shape(sr, &gi, errmsg);
+    uint64_t last = gi.last_index;
+    for (uint64_t i = 0; rv == 0 && i < sr->m.records; i++) {
+        ASSERT(i < SNAP_INSTALL_BYTES_MAX / XF_REC_HEADER_BYTES);
+        rv = rec_read(sr, off, &e, errmsg);
+        if (rv == 0 && e.index <= last) {
+            uint64_t t = 0;
+            if (store_term_at(sr->sn->g, e.index, &t) == 0 && t == e.term) {
+                off += rec_bytes(e.len); /* never discard a matching entry */
+                continue;
+            }
+            if (e.index == sr->log_first && gi.first_index < sr->log_first) {
+                return check_shape(sr, &(struct store_group_info){0}, errmsg);
+            }
+            rv = store_truncate(sr->sn->g, e.index, errmsg);
+            last = e.index - 1;
+        }
+        rv = rv == 0 ? batch_add(sr, b, &e, off, errmsg) : rv;
+        last = rv == 0 ? e.index : last;
+        off += rec_bytes(e.len);
+    }
+    return rv;
+}
+
+int snap_recv_apply_log(struct snap_recv *sr, char *errmsg)
+{
+    struct batch *b;
+    int rv;
+
+    ASSERT(sr != NULL);
+    ASSERT(!sr->log_applied);
+    rv = recv_validate(sr, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    b = calloc(1, sizeof *b);
+    if (b == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+    }
+    rv = apply_records(sr, b, errmsg);
+    int frv = batch_flush(sr, b, rv == 0 ? errmsg : NULL);
+    rv = rv == 0 ? frv : rv;
+    free(b);
+    sr->log_applied = rv == 0;
+    return rv;
+}
+
+static int spool_body_read(void *arg, uint64_t off, uint8_t *buf, size_t n,
+                           char *errmsg)
+{
+    struct snap_recv *sr = arg;
+
+    ASSERT(sr != NULL);
+    ASSERT(off + n <= sr->h.body_bytes);
+    return spool_read(sr, XF_MANIFEST_BYTES + SNAP_HEADER_BYTES + off, buf, n,
+                      errmsg);
+}
+
+int snap_recv_commit(struct snap_recv *sr, char *errmsg)
+{
+    struct store_group_info gi;
+    int rv;
+
+    ASSERT(sr != NULL);
+    ASSERT(sr->log_applied && sr->validated);
+    store_group_info(sr->sn->g, &gi);
+    if (gi.persisted_index < sr->index) {
+        /* §5: the retained log is durable before the snapshot counts. */
+        return keel_err(KEEL_EAGAIN, errmsg,
+                        "install at %llu waits for the retained log to "
+                        "persist (persisted %llu)",
+                        (unsigned long long)sr->index,
+                        (unsigned long long)gi.persisted_index);
+    }
+    rv = snap__write_file(sr->sn, &sr->h, spool_body_read, sr, errmsg);
+    return rv == 0 ? snap__record(sr->sn, sr->index, sr->term, errmsg) : rv;
+}
+
+void snap_recv_close(struct snap_recv *sr)
+{
+    if (sr == NULL) {
+        return;
+    }
+    ASSERT(sr->sn != NULL);
+    ASSERT(sr->f != NULL);
+    sr->sn->fs->close(sr->sn->fs, sr->f);
+    (void)sr->sn->fs->unlink(sr->sn->fs, sr->path, NULL);
+    XXH3_freeState(sr->hs);
+    free(sr);
+}

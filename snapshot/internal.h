@@ -1,0 +1,80 @@
+/* Internals shared by the snapshot/ sources. */
+#ifndef KEEL_SNAP_INTERNAL_H
+#define KEEL_SNAP_INTERNAL_H
+
+#include <keel/assert.h>
+
+#include "snap.h"
+
+#define SNAP_PATH_BYTES STORE_PATH_BYTES_MAX
+
+/* A snapshot this node holds a valid file of (index 0: none). */
+struct snap_held {
+    uint64_t index;
+    uint64_t term;
+};
+
+struct snap {
+    struct fs *fs;
+    void (*fatal_cb)(void *arg, const char *msg);
+    void *fatal_arg;
+    struct store *s;
+    struct store_group *g;
+    uint8_t gid[16];
+    char data_dir[SNAP_PATH_BYTES];
+    char dir[SNAP_PATH_BYTES]; /* <data>/groups/<hex>/snap */
+    char hex[33];
+    struct snap_held newest; /* valid files, newest first */
+    struct snap_held older;
+    bool must_not_lead;
+    enum snap_crash_point crash;
+};
+
+/* The (index, term) pairs LMDB names (zero when none or unreadable). */
+struct snap_named {
+    uint64_t index;
+    uint64_t term;
+    uint64_t older_index;
+    uint64_t older_term;
+};
+void snap__named(struct snap *sn, struct snap_named *out);
+
+/* Little-endian field access. */
+void snap_put64(uint8_t *p, uint64_t v);
+uint64_t snap_get64(const uint8_t *p);
+void snap_put32(uint8_t *p, uint32_t v);
+uint32_t snap_get32(const uint8_t *p);
+
+int snap_check_expect(const struct snap_header *h, const struct snap_expect *e,
+                      char *errmsg);
+
+/* Report an I/O error that must not be survived (DESIGN.md §4), abort. */
+__attribute__((noreturn)) void snap__fatal(struct snap *sn, const char *what,
+                                           const char *errmsg);
+
+/* fs helpers (snap.c). */
+int snap__mkdir(struct fs *fs, const char *dir, char *errmsg);
+void snap__parent(const char *path, char *out, size_t cap);
+void snap__fmt(char *out, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Move path to <data_dir>/<sub>/<name>[.n], fsync both directories. */
+int snap__move_to(struct fs *fs, const char *data_dir, const char *sub,
+                  const char *path, const char *name, char *errmsg);
+
+/* Write a snapshot file for (index, term) from a body reader: temp, write,
+ * fsync, rename, directory fsync, stopping at sn->crash (KEEL_ECANCELED).
+ * read_cb fills buf with the next n body bytes. */
+typedef int (*snap_body_read_cb)(void *arg, uint64_t off, uint8_t *buf,
+                                 size_t n, char *errmsg);
+int snap__write_file(struct snap *sn, const struct snap_header *h,
+                     snap_body_read_cb read_cb, void *arg, char *errmsg);
+/* Record (index, term) in LMDB, update the held pair, delete the file the
+ * record pushed out (the §5 keep-two rule). */
+int snap__record(struct snap *sn, uint64_t index, uint64_t term, char *errmsg);
+/* Open a snapshot file and validate it against exp; on success *body is
+ * malloc'ed (may be NULL when body_len is 0 and want_body is false). */
+int snap__load_file(struct snap *sn, const char *path,
+                    const struct snap_expect *exp, bool want_body,
+                    uint8_t **body, size_t *body_len, char *errmsg);
+
+#endif

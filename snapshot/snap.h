@@ -1,0 +1,267 @@
+/* snapshot/: write, validate, load, install and quarantine state-machine
+ * snapshots (DESIGN.md §5). The body is opaque msgpack made by the stream
+ * and meta state machines; this module stores it as a checksummed file,
+ * decides which snapshot a group restarts from, and keeps the §5 rules
+ * around it (file format: snapshot/FORMAT.md).
+ *
+ * Files live in <data>/groups/<group-hex>/snap/ as <index, 20 digits>.snap.
+ * A file counts only when LMDB names its (index, term) (store_snapshot_
+ * record); LMDB keeps the two newest. Bad files move to <data>/quarantine/,
+ * data that metadata says should not exist to <data>/quarantine/orphans/:
+ * nothing here ever deletes a file LMDB names or stream data.
+ *
+ * Errors: functions return 0 or a negative KEEL_E* code and fill errmsg
+ * (KEEL_ERRMSG_MAX bytes, may be NULL). A write or fsync error on a
+ * snapshot file is never returned (DESIGN.md §4 I/O errors): cfg.fatal_cb
+ * is called (to log) and the process aborts. Running out of space is
+ * returned (KEEL_ENOSPC) and leaves the previous snapshots in place.
+ *
+ * Threads: one struct snap per group; its functions are not concurrent with
+ * each other (the caller serialises them: snap_write runs on a worker).
+ */
+#ifndef KEEL_SNAP_H
+#define KEEL_SNAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <keel/error.h>
+#include <keel/limits.h>
+
+#include "fs.h"
+#include "store.h"
+
+#define SNAP_MAGIC "KEELSNP" /* 8 bytes with the NUL */
+#define SNAP_VERSION 1u
+#define SNAP_HEADER_BYTES 96u
+
+/* A decoded snapshot file header (FORMAT.md). */
+struct snap_header {
+    uint8_t group[16];
+    uint64_t index;
+    uint64_t term;
+    uint64_t body_bytes;
+    uint64_t body_hash_low; /* XXH3-128 of the body */
+    uint64_t body_hash_high;
+};
+
+/* Encode a header (computes the header checksum). Cannot fail. */
+void snap_header_encode(const struct snap_header *h,
+                        uint8_t out[SNAP_HEADER_BYTES]);
+
+/* Decode and check a header: magic, version, header size, reserved bytes,
+ * header checksum, body length <= SNAP_BODY_BYTES_MAX. KEEL_ETRUNCATED if
+ * len < SNAP_HEADER_BYTES, KEEL_EVERSION, KEEL_ECORRUPT. Never asserts on
+ * the bytes. */
+KEEL_MUST_USE int snap_header_decode(const uint8_t *buf, size_t len,
+                                     struct snap_header *out, char *errmsg);
+
+/* What a file must be: the group and the (index, term) LMDB names. */
+struct snap_expect {
+    uint8_t group[16];
+    uint64_t index;
+    uint64_t term;
+};
+
+/* Validate a whole snapshot file image (header + body) in memory against
+ * exp (NULL: header and body checks only): the header, the body length
+ * (no trailing bytes), the body's XXH3-128, then group, index and term.
+ * On success *body and *body_len point into buf. For the fuzz target and for
+ * transfers; files are validated by streaming (snap_open). */
+KEEL_MUST_USE int snap_validate(const uint8_t *buf, size_t len,
+                                const struct snap_expect *exp,
+                                struct snap_header *hdr, const uint8_t **body,
+                                size_t *body_len, char *errmsg);
+
+struct snap_config {
+    struct fs *fs;        /* NULL: the real file system (fs_posix) */
+    const char *data_dir; /* the store's data directory */
+    void (*fatal_cb)(void *arg, const char *msg); /* log, then abort */
+    void *fatal_arg;
+};
+
+/* What snap_open decided (for /healthz and the driver). */
+enum snap_source {
+    SNAP_SOURCE_LOG = 0, /* no snapshot named: rebuild from log index 1 */
+    SNAP_SOURCE_NEWEST,  /* the newest LMDB-named snapshot is valid */
+    SNAP_SOURCE_OLDER,   /* newest bad (quarantined): older + log */
+    SNAP_SOURCE_AMNESIA, /* no valid snapshot the log continues: restore
+                            by InstallSnapshot (recorded as amnesia) */
+};
+
+struct snap_load_report {
+    enum snap_source source;
+    uint64_t index; /* the snapshot restored from (0: none) */
+    uint64_t term;
+    /* The LMDB-named newest: part of the vote extent even when its file is
+     * bad (a bad file never shrinks the extent, §5 Extent). */
+    uint64_t named_index;
+    uint64_t named_term;
+    uint64_t named_older_index;
+    uint64_t named_older_term;
+    bool newest_bad; /* quarantined; the reason says why */
+    char newest_reason[KEEL_ERRMSG_MAX];
+    bool older_bad;
+    char older_reason[KEEL_ERRMSG_MAX];
+    /* A bad newest: the node votes with the LMDB extent and must not lead
+     * until a newer snapshot is durable (snap_write or an install). */
+    bool must_not_lead;
+    bool amnesia; /* SNAP_SOURCE_AMNESIA, or the store already amnesiac */
+    unsigned quarantined; /* files moved to quarantine/ by this open */
+    unsigned unnamed;     /* of those, files LMDB does not name */
+    unsigned superseded;  /* files older than both named (deleted) */
+    uint8_t *body;        /* the restored body (malloc'ed), or NULL */
+    size_t body_len;
+};
+
+struct snap;
+
+/* Open the snapshots of an open store group, validate the LMDB-named ones
+ * and choose the source to restore from (DESIGN.md §5): the newest valid
+ * one; if it is bad, quarantine it and use the older one when the log
+ * continues it; with neither, the log from index 1; otherwise amnesia,
+ * recorded with store_amnesia_enter (T0 = rep->hard_term). Leftover temp
+ * files are removed, files LMDB does not name are quarantined, files older
+ * than both named ones (an interrupted deletion) are deleted. rep is the
+ * group's recovery report from store_group_open. The store and group
+ * outlive the snap. lrep->body is the caller's (snap_body_free).
+ * KEEL_ENOMEM, KEEL_EIO (directory unreadable). */
+KEEL_MUST_USE int snap_open(const struct snap_config *cfg, struct store *s,
+                            struct store_group *g,
+                            const struct store_recovery *rep, struct snap **out,
+                            struct snap_load_report *lrep, char *errmsg);
+void snap_close(struct snap *sn);
+void snap_body_free(struct snap_load_report *lrep);
+
+/* Write a snapshot of the state at (index, term) (DESIGN.md §5): temp
+ * file, write, fsync, rename, directory fsync, then store_snapshot_record
+ * (synced LMDB); only then delete the snapshot the record pushed out of
+ * the two kept. index must be above the newest recorded (asserted).
+ * KEEL_EAGAIN when entries <= index are not yet persisted locally (nothing
+ * is written: retry after the store reports them), KEEL_ETOOBIG,
+ * KEEL_ENOSPC. Blocking: call from a worker thread. */
+KEEL_MUST_USE int snap_write(struct snap *sn, uint64_t index, uint64_t term,
+                             const void *body, size_t len, char *errmsg);
+
+/* Drop the log prefix <= upto through store_drop_prefix, after checking
+ * upto against the older kept snapshot whose file this node holds valid
+ * (after a quarantine LMDB may still name a bad one: KEEL_EPERM). The
+ * caller proved a committed retention entry covers upto. */
+KEEL_MUST_USE int snap_drop_prefix(struct snap *sn, uint64_t upto,
+                                   char *errmsg);
+
+/* The newest and older snapshots this node holds valid files of (0: none),
+ * and whether the node must not lead (a quarantined newest). */
+struct snap_info {
+    uint64_t newest_index;
+    uint64_t newest_term;
+    uint64_t older_index;
+    uint64_t older_term;
+    bool must_not_lead;
+};
+void snap_info(const struct snap *sn, struct snap_info *out);
+
+/* Read the body of the newest valid snapshot (malloc'ed into *body; free()
+ * it), validated again. KEEL_ENOENT when there is none. */
+KEEL_MUST_USE int snap_read_newest(struct snap *sn, uint8_t **body, size_t *len,
+                                   char *errmsg);
+
+/* Path of the snapshot file of index (tests, the sender). */
+void snap_path(const struct snap *sn, uint64_t index, char *out, size_t cap);
+
+/* ---- InstallSnapshot (DESIGN.md §5, docs/raft.md) ----
+ *
+ * The transfer is a byte stream: a manifest, the snapshot file, then the
+ * leader's retained log from log_first through the snapshot index. It
+ * travels in frames (one per raft_msg_snapshot chunk) of at most
+ * SNAP_FRAME_BYTES, each with its own checksum; the Raft offset is the
+ * frame's offset in the sequence of frames (FORMAT.md). */
+#define SNAP_FRAME_HEADER_BYTES 32u
+#define SNAP_FRAME_BYTES (SNAP_FRAME_HEADER_BYTES + SNAP_CHUNK_DATA_BYTES)
+
+struct snap_send;
+
+/* Leader: spool the newest valid snapshot and the retained log
+ * [log_first, snapshot index] of the group into a transfer file (a
+ * consistent copy: a later prefix drop does not disturb the transfer).
+ * log_first must be the group's first index or later. *total is the
+ * transfer's size in frame bytes. KEEL_ENOENT (no snapshot), store read
+ * errors (KEEL_EFAULTY, KEEL_ECORRUPT: a damaged record is never sent). */
+KEEL_MUST_USE int snap_send_open(struct snap *sn, uint64_t log_first,
+                                 struct snap_send **out, uint64_t *total,
+                                 char *errmsg);
+/* Fill the frame at Raft offset off (a multiple of SNAP_FRAME_BYTES below
+ * the total) into buf (cap >= SNAP_FRAME_BYTES): *len bytes, *done for the
+ * last frame. KEEL_EINVAL for an offset that is not a frame start. */
+KEEL_MUST_USE int snap_send_chunk(struct snap_send *ss, uint64_t off,
+                                  uint8_t *buf, size_t cap, size_t *len,
+                                  bool *done, char *errmsg);
+/* The (index, term) and log_first of the transfer. */
+void snap_send_info(const struct snap_send *ss, uint64_t *index, uint64_t *term,
+                    uint64_t *log_first);
+/* Remove the spool file and free. */
+void snap_send_close(struct snap_send *ss);
+
+struct snap_recv;
+
+/* Follower: start receiving the transfer of snapshot (index, term) with
+ * log_first into a spool file in the group's snap/ directory (bounded
+ * memory). A previous unfinished spool is replaced. */
+KEEL_MUST_USE int snap_recv_open(struct snap *sn, uint64_t index, uint64_t term,
+                                 uint64_t log_first, struct snap_recv **out,
+                                 char *errmsg);
+/* Accept the frame at Raft offset off. Frames must arrive in order:
+ * KEEL_ESTALE when off is not the next expected one (*next says which;
+ * answer the leader with it). KEEL_ECORRUPT for a frame failing its
+ * checksum or naming another offset (nothing is written; the leader
+ * resends it). *done once the last frame is in. */
+KEEL_MUST_USE int snap_recv_chunk(struct snap_recv *sr, uint64_t off,
+                                  const uint8_t *frame, size_t len,
+                                  uint64_t *next, bool *done, char *errmsg);
+/* After the last frame: validate the whole transfer (manifest, the
+ * snapshot file's header and XXH3-128 against (index, term, group), the
+ * retained log's hash and record order), then write the retained log
+ * through the store: records already held with the same term are kept
+ * (never discard a matching entry); from the first mismatch the local log
+ * is truncated and the leader's records appended. KEEL_ECORRUPT (nothing
+ * written), KEEL_EPERM when the local log cannot be made to continue the
+ * leader's without a store log-replace API (see FORMAT.md). Then wait for
+ * the store to report persisted >= index and call snap_recv_commit. */
+KEEL_MUST_USE int snap_recv_apply_log(struct snap_recv *sr, char *errmsg);
+/* Write the snapshot file (temp, fsync, rename, directory fsync) and
+ * record it in LMDB (synced); only then may the caller report
+ * persisted(index) (RAFT_IN_SNAPSHOT_INSTALLED). KEEL_EAGAIN while the
+ * retained log is not yet persisted. */
+KEEL_MUST_USE int snap_recv_commit(struct snap_recv *sr, char *errmsg);
+/* Remove the spool file and free (after commit, or to abandon). */
+void snap_recv_close(struct snap_recv *sr);
+
+/* ---- orphans (DESIGN.md §5 last bullet) ---- */
+
+/* Move path (a file or directory under the data directory that metadata
+ * says should not exist) to <data>/quarantine/orphans/<name> (a numeric
+ * suffix if taken), fsyncing both directories. Never deletes. */
+KEEL_MUST_USE int snap_quarantine_orphan(const struct snap_config *cfg,
+                                         const char *path, const char *name,
+                                         char *errmsg);
+/* Call cb with each name in quarantine/orphans/ (at most SNAP_ORPHANS_MAX;
+ * *n counts them). No directory: 0 names. */
+KEEL_MUST_USE int snap_orphans_list(const struct snap_config *cfg,
+                                    int (*cb)(void *arg, const char *name),
+                                    void *arg, size_t *n, char *errmsg);
+
+/* ---- tests ---- */
+enum snap_crash_point {
+    SNAP_CRASH_NONE = 0,
+    SNAP_CRASH_AFTER_TEMP_WRITE, /* temp written, not synced */
+    SNAP_CRASH_AFTER_TEMP_SYNC,  /* temp synced, not renamed */
+    SNAP_CRASH_AFTER_RENAME,     /* renamed, directory not synced */
+    SNAP_CRASH_BEFORE_RECORD,    /* durable file, LMDB not written */
+    SNAP_CRASH_BEFORE_DELETE,    /* recorded, the pushed-out file kept */
+};
+/* The next snap_write (or install commit) stops at point as if the process
+ * died there: it returns KEEL_ECANCELED with the steps before done. */
+void snap_debug_crash_at(struct snap *sn, enum snap_crash_point point);
+
+#endif

@@ -1,0 +1,232 @@
+/* Writing snapshots (DESIGN.md §5): the write order and its crash points,
+ * the persisted-entries rule, keeping the two newest, the prefix-drop rule.
+ * Each test fails when its rule is removed.
+ */
+#include "test_snap_common.h"
+
+struct fixture {
+    struct tsn x;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = test_calloc(1, sizeof *f);
+    tsn_init(&f->x, 11);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    tsn_fini(&f->x);
+    test_free(f);
+    return 0;
+}
+
+static void a_written_snapshot_survives_power_loss_and_loads(void **state)
+{
+    struct fixture *f = *state;
+
+    tsn_log_and_snap(&f->x, 1, 10, 2, 2);
+    tsn_crash_reopen(&f->x, FS_CUT_DROP);
+    assert_int_equal(f->x.lr.source, SNAP_SOURCE_NEWEST);
+    assert_int_equal(f->x.lr.index, 10);
+    assert_int_equal(f->x.lr.term, 2);
+    assert_false(f->x.lr.newest_bad);
+    assert_false(f->x.lr.must_not_lead);
+    tsn_expect_body(&f->x.lr, 10, 1000);
+}
+
+/* TRACES §5: a snapshot at X only after entries <= X persist locally. */
+static void a_snapshot_before_its_entries_persist_is_refused(void **state)
+{
+    struct fixture *f = *state;
+    uint8_t body[TSN_BODY_MAX];
+    size_t len = tsn_body(10, body, 100);
+
+    fs_fault_hold_syncs(f->x.t.ff, true);
+    ts_append(&f->x.t, 1, 10, 2, 200, 1);
+    assert_true(ts_wait_held(&f->x.t));
+    assert_int_equal(snap_write(f->x.sn, 10, 2, body, len, f->x.errmsg),
+                     KEEL_EAGAIN);
+    assert_false(tsn_snap_exists(&f->x, 10));
+    fs_fault_hold_syncs(f->x.t.ff, false);
+    assert_true(ts_wait_persisted(&f->x.t, 10));
+    assert_int_equal(snap_write(f->x.sn, 10, 2, body, len, f->x.errmsg), 0);
+    tsn_crash_reopen(&f->x, FS_CUT_DROP);
+    assert_int_equal(f->x.lr.index, 10);
+    for (uint64_t i = 1; i <= 10; i++) {
+        ts_expect(&f->x.t, i, 2, 1);
+    }
+}
+
+/* A crash at any step before the LMDB record leaves the previous snapshot
+ * the one that loads, and the new file never counts. */
+static void crash_at(struct fixture *f, enum snap_crash_point point,
+                     enum fs_fault_cut cut)
+{
+    uint8_t body[TSN_BODY_MAX];
+    size_t len = tsn_body(20, body, 1000);
+
+    tsn_log_and_snap(&f->x, 1, 10, 2, 2);
+    ts_append(&f->x.t, 11, 20, 2, 200, 1);
+    assert_true(ts_wait_persisted(&f->x.t, 20));
+    snap_debug_crash_at(f->x.sn, point);
+    assert_int_equal(snap_write(f->x.sn, 20, 2, body, len, f->x.errmsg),
+                     KEEL_ECANCELED);
+    tsn_crash_reopen(&f->x, cut);
+    assert_int_equal(f->x.lr.source, SNAP_SOURCE_NEWEST);
+    assert_int_equal(f->x.lr.index, 10);
+    assert_int_equal(f->x.lr.named_index, 10);
+    tsn_expect_body(&f->x.lr, 10, 1000);
+    assert_false(tsn_snap_exists(&f->x, 20));
+}
+
+static void a_crash_after_the_temp_write_keeps_the_old_snapshot(void **state)
+{
+    crash_at(*state, SNAP_CRASH_AFTER_TEMP_WRITE, FS_CUT_REORDER);
+}
+
+static void a_crash_after_the_temp_sync_keeps_the_old_snapshot(void **state)
+{
+    crash_at(*state, SNAP_CRASH_AFTER_TEMP_SYNC, FS_CUT_DROP);
+}
+
+static void a_crash_after_rename_before_dir_fsync_keeps_the_old(void **state)
+{
+    crash_at(*state, SNAP_CRASH_AFTER_RENAME, FS_CUT_DROP);
+}
+
+/* The file is durable but LMDB does not name it: it does not count and is
+ * quarantined, never loaded. */
+static void a_crash_before_the_lmdb_record_keeps_the_old(void **state)
+{
+    struct fixture *f = *state;
+    char q[1024];
+
+    crash_at(f, SNAP_CRASH_BEFORE_RECORD, FS_CUT_DROP);
+    assert_int_equal(f->x.lr.unnamed, 1);
+    tsn_quarantined(&f->x, 20, q, sizeof q);
+    assert_true(tsn_exists(&f->x, q));
+}
+
+static void the_two_newest_are_kept_and_older_ones_deleted(void **state)
+{
+    struct fixture *f = *state;
+    struct snap_info si;
+
+    tsn_log_and_snap(&f->x, 1, 5, 2, 2);
+    tsn_log_and_snap(&f->x, 6, 10, 2, 2);
+    assert_true(tsn_snap_exists(&f->x, 5));
+    tsn_log_and_snap(&f->x, 11, 15, 3, 3);
+    assert_false(tsn_snap_exists(&f->x, 5));
+    assert_true(tsn_snap_exists(&f->x, 10));
+    assert_true(tsn_snap_exists(&f->x, 15));
+    snap_info(f->x.sn, &si);
+    assert_int_equal(si.newest_index, 15);
+    assert_int_equal(si.older_index, 10);
+}
+
+/* Deleting the pushed-out file comes after the record: a crash between
+ * leaves it, and the next open finishes the deletion (it is older than both
+ * named snapshots). */
+static void a_crash_before_the_delete_keeps_both_named(void **state)
+{
+    struct fixture *f = *state;
+    uint8_t body[TSN_BODY_MAX];
+    size_t len = tsn_body(15, body, 1000);
+
+    tsn_log_and_snap(&f->x, 1, 5, 2, 2);
+    tsn_log_and_snap(&f->x, 6, 10, 2, 2);
+    ts_append(&f->x.t, 11, 15, 2, 200, 1);
+    assert_true(ts_wait_persisted(&f->x.t, 15));
+    snap_debug_crash_at(f->x.sn, SNAP_CRASH_BEFORE_DELETE);
+    assert_int_equal(snap_write(f->x.sn, 15, 2, body, len, f->x.errmsg),
+                     KEEL_ECANCELED);
+    assert_true(tsn_snap_exists(&f->x, 5));
+    tsn_crash_reopen(&f->x, FS_CUT_DROP);
+    assert_int_equal(f->x.lr.index, 15);
+    assert_int_equal(f->x.lr.named_older_index, 10);
+    assert_int_equal(f->x.lr.superseded, 1);
+    assert_false(tsn_snap_exists(&f->x, 5));
+    assert_true(tsn_snap_exists(&f->x, 10));
+}
+
+/* TRACES §5 prefix drop: only at or below the older kept snapshot, so a
+ * bad newest restores locally. */
+static void the_prefix_drops_only_up_to_the_older_snapshot(void **state)
+{
+    struct fixture *f = *state;
+    struct store_group_info gi;
+
+    tsn_log_and_snap(&f->x, 1, 200, 2, 2);
+    tsn_log_and_snap(&f->x, 201, 400, 2, 2);
+    assert_int_equal(snap_drop_prefix(f->x.sn, 400, f->x.errmsg), KEEL_EPERM);
+    assert_int_equal(store_drop_prefix(f->x.t.g, 400, NULL), KEEL_EPERM);
+    assert_int_equal(snap_drop_prefix(f->x.sn, 200, f->x.errmsg), 0);
+    tsn_clean_reopen(&f->x);
+    store_group_info(f->x.t.g, &gi);
+    assert_true(gi.first_index > 1);
+    assert_true(gi.first_index <= 201);
+    /* The newest goes bad: the node restores from the older one plus the
+     * log, and its extent keeps the LMDB-named newest. */
+    tsn_flip(&f->x, 400, SNAP_HEADER_BYTES + 10);
+    tsn_crash_reopen(&f->x, FS_CUT_DROP);
+    assert_int_equal(f->x.lr.source, SNAP_SOURCE_OLDER);
+    assert_int_equal(f->x.lr.index, 200);
+    tsn_expect_body(&f->x.lr, 200, 1000);
+    assert_true(f->x.lr.newest_bad);
+    assert_false(f->x.lr.amnesia);
+    assert_int_equal(f->x.t.rep.extent_index, 400);
+    assert_int_equal(f->x.t.rep.extent_term, 2);
+}
+
+static void out_of_space_keeps_the_previous_snapshot(void **state)
+{
+    struct fixture *f = *state;
+    uint8_t body[TSN_BODY_MAX];
+    size_t len = tsn_body(20, body, 4000);
+
+    tsn_log_and_snap(&f->x, 1, 10, 2, 2);
+    ts_append(&f->x.t, 11, 20, 2, 200, 1);
+    assert_true(ts_wait_persisted(&f->x.t, 20));
+    fs_fault_enospc(f->x.t.ff, true);
+    assert_int_equal(snap_write(f->x.sn, 20, 2, body, len, f->x.errmsg),
+                     KEEL_ENOSPC);
+    fs_fault_enospc(f->x.t.ff, false);
+    assert_false(tsn_snap_exists(&f->x, 20));
+    tsn_crash_reopen(&f->x, FS_CUT_DROP);
+    assert_int_equal(f->x.lr.index, 10);
+    assert_int_equal(f->x.lr.quarantined, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            a_written_snapshot_survives_power_loss_and_loads, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_snapshot_before_its_entries_persist_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_crash_after_the_temp_write_keeps_the_old_snapshot, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            a_crash_after_the_temp_sync_keeps_the_old_snapshot, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            a_crash_after_rename_before_dir_fsync_keeps_the_old, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            a_crash_before_the_lmdb_record_keeps_the_old, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            the_two_newest_are_kept_and_older_ones_deleted, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_crash_before_the_delete_keeps_both_named, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            the_prefix_drops_only_up_to_the_older_snapshot, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            out_of_space_keeps_the_previous_snapshot, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
