@@ -592,6 +592,14 @@ static int faulty_report(struct raft *r, const struct raft_in *in,
     r->faulty = f;
     r->extent_index = in->faulty.extent_index;
     r->extent_term = in->faulty.extent_term;
+    if (MUTATED(r, RAFT_MUT_TRUNCATE_FAULTY) && f > r->commit &&
+        r->role == RAFT_FOLLOWER) {
+        /* The mutation: drop the log from the damage (what a store without
+         * rule 1 does) instead of keeping it faulty and repairing it. */
+        log_truncate(r, f);
+        out->truncate_from = f;
+        return 0;
+    }
     if (f != 0 &&
         (r->role == RAFT_CANDIDATE || r->role == RAFT_PRE_CANDIDATE)) {
         become_follower(r, r->term, 0, out); /* never campaigns while faulty */

@@ -354,6 +354,7 @@ enum raft_mutation {
     RAFT_MUT_DISCARD_UNFENCED = 1u << 8,     /* no fresh term, any answer */
     RAFT_MUT_AMNESIAC_VOTES = 1u << 9,       /* amnesia does not stop votes */
     RAFT_MUT_AMNESIA_AT_COMMIT = 1u << 10,   /* exit at the leader's commit */
+    RAFT_MUT_TRUNCATE_FAULTY = 1u << 11,     /* truncate instead of repair */
 };
 
 struct raft {

@@ -392,3 +392,30 @@ void inv_durable_chain(struct sim *s, uint32_t node, uint64_t top)
                       (unsigned long long)next->term);
     }
 }
+
+/* Rule 3: the acks an amnesiac node sent before the loss may be counted
+ * (they were in flight, or the leader of that term counts them later), so
+ * leaving amnesia claims it holds again every committed entry its lost tail
+ * held. A committed entry at that index that is another entry than the lost
+ * one was never acknowledged by this node, and is not its concern. */
+void inv_amnesia_exit(struct sim *s, uint32_t node)
+{
+    struct sim_node *n = &s->nodes[node];
+    uint64_t to = n->lost_to < s->committed_len ? n->lost_to : s->committed_len;
+    ASSERT(n->lost != NULL);
+    ASSERT(to < SIM_LOG_MAX);
+    for (uint64_t k = n->lost_from + 1; k <= to; k++) {
+        if (n->lost[k] != s->committed[k]) {
+            continue;
+        }
+        if (n->dlen < k || n->dlog[k].hash != s->committed[k]) {
+            sim_violation(s,
+                          "node %u left amnesia without committed entry %llu "
+                          "its lost tail held (its ack may have counted)",
+                          node + 1, (unsigned long long)k);
+            return;
+        }
+    }
+    n->lost_from = 0;
+    n->lost_to = 0;
+}

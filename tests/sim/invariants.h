@@ -19,5 +19,8 @@ void inv_read_request(struct sim *s, uint64_t id);
 void inv_read(struct sim *s, uint32_t node, const struct raft_read *rd);
 void inv_converged(struct sim *s);
 void inv_durable_chain(struct sim *s, uint32_t node, uint64_t top);
+/* Rule 3 exit: a node leaving amnesia durably holds every committed entry
+ * its lost tail held (acks it sent for them may have been counted). */
+void inv_amnesia_exit(struct sim *s, uint32_t node);
 
 #endif

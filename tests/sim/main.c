@@ -49,6 +49,23 @@ static const struct mutation MUTATIONS[] = {
      "an amnesiac node grants no vote and no pre-vote"},
     {"amnesia-at-commit", RAFT_MUT_AMNESIA_AT_COMMIT,
      "amnesia ends at the leader's last index, not its commit"},
+    {"truncate-faulty", RAFT_MUT_TRUNCATE_FAULTY,
+     "a faulty record is repaired or discarded by rule 1, never truncated "
+     "on sight"},
+};
+
+struct scenario {
+    const char *name;
+    uint32_t id;
+    uint32_t nodes;
+};
+
+static const struct scenario SCENARIOS[] = {
+    {"wipe-vote", SIM_SCENARIO_WIPE_VOTE, 3},
+    {"figure8", SIM_SCENARIO_FIGURE8, 5},
+    {"faulty-none", SIM_SCENARIO_FAULTY_NONE, 5},
+    {"discard-race", SIM_SCENARIO_DISCARD_RACE, 5},
+    {"amnesia-commit", SIM_SCENARIO_AMNESIA_COMMIT, 3},
 };
 
 /* A core ASSERT aborts mid-seed: still say which seed, and show its trace.
@@ -77,10 +94,14 @@ static void usage(void)
 {
     fprintf(stderr, "usage: keel-sim [--seeds N] [--start S] [--seed S] "
                     "[--nodes 3|5] [--duration MS] [--mutate NAME "
-                    "[--expect-violation]] [--scenario wipe-vote|figure8] "
+                    "[--expect-violation]] [--scenario NAME] "
                     "[--storage-faults] [--quiet]\nmutations:");
     for (size_t i = 0; i < sizeof MUTATIONS / sizeof MUTATIONS[0]; i++) {
         fprintf(stderr, " %s", MUTATIONS[i].name);
+    }
+    fprintf(stderr, "\nscenarios:");
+    for (size_t i = 0; i < sizeof SCENARIOS / sizeof SCENARIOS[0]; i++) {
+        fprintf(stderr, " %s", SCENARIOS[i].name);
     }
     fprintf(stderr, "\n");
     exit(2);
@@ -105,6 +126,18 @@ static const struct mutation *find_mutation(const char *name)
     }
     usage();
     return NULL;
+}
+
+static void find_scenario(const char *name, struct options *o)
+{
+    for (size_t k = 0; k < sizeof SCENARIOS / sizeof SCENARIOS[0]; k++) {
+        if (strcmp(SCENARIOS[k].name, name) == 0) {
+            o->p.scenario = SCENARIOS[k].id;
+            o->nodes = SCENARIOS[k].nodes;
+            return;
+        }
+    }
+    usage();
 }
 
 static void parse(int argc, char **argv, struct options *o)
@@ -142,13 +175,8 @@ static void parse(int argc, char **argv, struct options *o)
             o->p.duration_ms = strtoull(v, NULL, 10);
         } else if (strcmp(a, "--mutate") == 0) {
             o->mut = find_mutation(v);
-        } else if (strcmp(a, "--scenario") == 0 &&
-                   strcmp(v, "wipe-vote") == 0) {
-            o->p.scenario = SIM_SCENARIO_WIPE_VOTE;
-            o->nodes = 3;
-        } else if (strcmp(a, "--scenario") == 0 && strcmp(v, "figure8") == 0) {
-            o->p.scenario = SIM_SCENARIO_FIGURE8;
-            o->nodes = 5;
+        } else if (strcmp(a, "--scenario") == 0) {
+            find_scenario(v, o);
         } else {
             usage();
         }

@@ -380,6 +380,7 @@ static void heal(struct sim *s)
 {
     s->healing = true;
     s->heal_id = s->next_id + 1;
+    s->strip_from = 0;
     links_all(s, true);
     s->drop_pct = 0;
     s->dup_pct = 0;
@@ -558,10 +559,15 @@ static void dispatch(struct sim *s, const struct sim_event *ev, uint64_t end)
         sim_install(s, ev->node, ev->gen);
         break;
     case EV_SCRIPT:
-        if (!s->healing && s->p.scenario == SIM_SCENARIO_WIPE_VOTE) {
+        if (s->healing) {
+            break;
+        }
+        if (s->p.scenario == SIM_SCENARIO_WIPE_VOTE) {
             script_wipe_vote(s);
-        } else if (!s->healing) {
+        } else if (s->p.scenario == SIM_SCENARIO_FIGURE8) {
             script_figure8(s);
+        } else {
+            sim_script_storage(s);
         }
         break;
     case EV_CRASH_LEADER:
@@ -589,7 +595,8 @@ static void buffers(struct sim *s)
             n->vlog = calloc(SIM_LOG_MAX + 1, sizeof *n->vlog);
             n->ops = calloc(SIM_OPS_MAX, sizeof *n->ops);
             n->stage = calloc(SIM_LOG_MAX + 1, sizeof *n->stage);
-            ASSERT(n->dlog && n->vlog && n->ops && n->stage);
+            n->lost = calloc(SIM_LOG_MAX + 1, sizeof *n->lost);
+            ASSERT(n->dlog && n->vlog && n->ops && n->stage && n->lost);
         }
     }
     ASSERT(s->heap && s->committed && s->leader_of_term && s->created &&
@@ -612,6 +619,7 @@ static void setup(struct sim *s, uint64_t seed, const struct sim_params *p)
         s->nodes[i].vlog = keep.nodes[i].vlog;
         s->nodes[i].ops = keep.nodes[i].ops;
         s->nodes[i].stage = keep.nodes[i].stage;
+        s->nodes[i].lost = keep.nodes[i].lost;
     }
     buffers(s);
     s->p = *p;
@@ -626,9 +634,15 @@ static void setup(struct sim *s, uint64_t seed, const struct sim_params *p)
     s->sync_max = 1 + sim_rnd(s, 20);
     s->batch_max = sim_rnd(s, 2) ? 1 + sim_rnd(s, 8) : 64;
     s->snapshots = sim_rnd(s, 2) == 0;
-    if (p->scenario == SIM_SCENARIO_FIGURE8) {
-        s->batch_max = 1; /* the old tail travels one entry at a time */
+    if (p->scenario == SIM_SCENARIO_FIGURE8 ||
+        p->scenario == SIM_SCENARIO_AMNESIA_COMMIT) {
+        /* The old tail travels one entry at a time (figure 8); an amnesiac
+         * catches up one entry at a time, so a too-early exit shows. */
+        s->batch_max = 1;
         s->snapshots = false;
+    }
+    if (p->scenario >= SIM_SCENARIO_FAULTY_NONE) {
+        s->snapshots = false; /* the traces name log indexes */
     }
     struct raft_config cfg = {.n = p->n_nodes};
     for (uint32_t i = 0; i < p->n_nodes; i++) {
@@ -742,6 +756,7 @@ void sim_destroy(struct sim *s)
         free(s->nodes[i].vlog);
         free(s->nodes[i].ops);
         free(s->nodes[i].stage);
+        free(s->nodes[i].lost);
     }
     free(s->heap);
     free(s->committed);

@@ -288,12 +288,35 @@ static struct sim_msg *msg_clone(struct sim *s, uint32_t from,
     return sm;
 }
 
+/* A scripted trace's selective loss: an AppendEntries carrying entries at
+ * or after strip_index is lost, and a heartbeat (the same message without
+ * those entries) gets through in its place. */
+static const struct raft_msg *net_strip(struct sim *s, uint32_t from,
+                                        uint32_t to, const struct raft_msg *m,
+                                        struct raft_msg *copy)
+{
+    if (s->strip_from != from + 1 || ((s->strip_mask >> to) & 1u) == 0 ||
+        m->type != RAFT_MSG_APPEND) {
+        return m;
+    }
+    uint64_t prev = m->append.prev_index;
+    if (prev + m->append.n_entries < s->strip_index) {
+        return m;
+    }
+    *copy = *m;
+    copy->append.n_entries =
+        prev + 1 >= s->strip_index ? 0 : (uint32_t)(s->strip_index - 1 - prev);
+    return copy;
+}
+
 static void net_send(struct sim *s, uint32_t from, const struct raft_msg *m)
 {
+    struct raft_msg copy;
     if (m->to == 0 || m->to > s->p.n_nodes) {
         return;
     }
     uint32_t to = (uint32_t)m->to - 1;
+    m = net_strip(s, from, to, m, &copy);
     if (!s->link[from][to] || sim_rnd(s, 100) < s->drop_pct) {
         return;
     }
@@ -575,6 +598,14 @@ void sim_flip(struct sim *s, uint32_t i)
      * yet, where counting it would matter. */
     uint64_t k =
         sim_rnd(s, 2) ? top : low + sim_rnd(s, (uint32_t)(top - low + 1));
+    sim_flip_at(s, i, k);
+}
+
+void sim_flip_at(struct sim *s, uint32_t i, uint64_t k)
+{
+    struct sim_node *n = &s->nodes[i];
+    ASSERT(n->up);
+    ASSERT(k > n->raft.snap_index && k <= n->dlen && k <= n->vlen);
     if (n->dlog[k].hash != n->vlog[k].hash) {
         return;
     }
@@ -610,6 +641,9 @@ void sim_node_step(struct sim *s, uint32_t i, struct raft_in *in)
         n->amnesiac = out->amnesiac;
         n->amnesia_t0 = out->amnesia_t0;
         n->amnesia_target = out->amnesia_target;
+        if (!out->amnesiac) {
+            inv_amnesia_exit(s, i);
+        }
         sim_trace(s, (int)i, "amnesia %s (t0 %llu target %llu)",
                   out->amnesiac ? "target learned" : "cleared",
                   (unsigned long long)out->amnesia_t0,
@@ -744,6 +778,15 @@ void sim_node_stop(struct sim *s, uint32_t i, enum sim_stop_kind k)
         n->n_ops = 0;
         uint64_t cut =
             n->dlen > 1 ? 1 + sim_rnd(s, (uint32_t)(n->dlen - 1)) : 1;
+        if (s->lose_tail_at != 0) {
+            cut = s->lose_tail_at; /* a scripted trace chose it */
+            s->lose_tail_at = 0;
+        }
+        n->lost_from = cut;
+        n->lost_to = n->raft.persisted < n->dlen ? n->raft.persisted : n->dlen;
+        for (uint64_t x = cut + 1; x <= n->lost_to; x++) {
+            n->lost[x] = n->dlog[x].hash;
+        }
         if (n->dlen > cut) {
             n->dlen = cut;
         }

@@ -90,6 +90,11 @@ struct sim_node {
     bool amnesiac;
     uint64_t amnesia_t0;
     uint64_t amnesia_target;
+    /* The synced records a lost tail took (hashes of (lost_from,
+     * lost_to]): acks the node may have sent for them can still count. */
+    uint64_t *lost;
+    uint64_t lost_from;
+    uint64_t lost_to;
 };
 
 struct sim_event {
@@ -174,6 +179,16 @@ struct sim {
     int script_nodes[SIM_NODES_MAX]; /* roles in the scripted trace */
     bool script_active;
     bool heal_committed;
+    /* Scripted storage traces (scenario.c): appends from strip_from (node
+     * + 1, 0: off) to the nodes in strip_mask lose their entries at and
+     * after strip_index (as if those messages were lost and heartbeats got
+     * through); lose_tail_at fixes where the next lost tail ends. */
+    uint32_t strip_from;
+    uint32_t strip_mask;
+    uint64_t strip_index;
+    uint64_t lose_tail_at;
+    uint64_t script_deadline;
+    uint64_t script_index;
     uint64_t proposals;
     struct {
         uint64_t crashes, power_losses, wipes, partitions, truncations, leaders,
@@ -206,6 +221,10 @@ enum sim_scenario {
     SIM_SCENARIO_NONE = 0,
     SIM_SCENARIO_WIPE_VOTE = 1, /* TRACES §3 membership rule 1 */
     SIM_SCENARIO_FIGURE8 = 2,   /* Raft Figure 8, DESIGN §2 commit rule */
+    /* DESIGN §4 rule 1 and 3 traces (scenario.c). */
+    SIM_SCENARIO_FAULTY_NONE = 3,    /* two faulty at a committed index */
+    SIM_SCENARIO_DISCARD_RACE = 4,   /* a discard round vs a live leader */
+    SIM_SCENARIO_AMNESIA_COMMIT = 5, /* amnesia with acks in flight */
 };
 
 enum sim_stop_kind { STOP_CRASH, STOP_POWER, STOP_WIPE, STOP_LOSE_TAIL };
@@ -232,6 +251,11 @@ uint64_t sim_first_bad(const struct sim_node *n, bool disk);
 /* Flip bits in one synced record of node i (reads verify: the store reports
  * it to the core at once). */
 void sim_flip(struct sim *s, uint32_t i);
+/* Flip bits in record k of node i (synced, on disk and in the cache). */
+void sim_flip_at(struct sim *s, uint32_t i, uint64_t k);
+
+/* scenario.c: one step of a scripted storage-fault trace (EV_SCRIPT). */
+void sim_script_storage(struct sim *s);
 
 /* Run one seed. Returns 0 when every invariant held and the cluster was
  * live after healing; 1 on a violation (sim->violation says which). */
