@@ -76,7 +76,7 @@ static int record_amnesia(struct store_group *g, struct store_recovery *rep,
     return 0;
 }
 
-static struct store_group *find_group(struct store *s,
+struct store_group *store__find_group(struct store *s,
                                       const struct store_group_id *id)
 {
     ASSERT(s != NULL);
@@ -100,7 +100,7 @@ int store_group_open(struct store *s, const struct store_group_id *id,
     ASSERT(s != NULL && id != NULL && policy != NULL);
     ASSERT(out != NULL && rep != NULL);
     memset(rep, 0, sizeof *rep);
-    if (find_group(s, id) != NULL) {
+    if (store__find_group(s, id) != NULL) {
         return keel_err(KEEL_EEXIST, errmsg, "group already open");
     }
     if (s->ngroups >= STORE_GROUPS_MAX) {

@@ -147,9 +147,12 @@ struct store {
     uint64_t rng;
     bool no_zeroing;
     int dead; /* tests: the process "died"; no more writes (atomic) */
+    bool die_after_armed; /* tests: store_debug_die_after */
+    unsigned die_after;
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    pthread_cond_t idle_cv; /* broadcast when a group's run ends */
     pthread_t threads[STORE_SYNC_THREADS_MAX];
     unsigned nthreads;
     bool stopping;
@@ -186,6 +189,10 @@ static inline uint64_t store__last_index(const struct store_group *g)
 {
     return g->first_index + g->nents - 1;
 }
+
+void store__group_free(struct store *s, struct store_group *g);
+struct store_group *store__find_group(struct store *s,
+                                      const struct store_group_id *id);
 
 /* segment.c */
 void store__seg_path(const struct store_group *g, uint64_t base, char *out,

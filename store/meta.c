@@ -679,3 +679,67 @@ int store_meta_debug_corrupt(struct store_meta *m, char kind,
     }
     return put2(m, key, kn, bad, sizeof bad, NULL, 0, NULL, 0, NULL);
 }
+
+/* Delete every key of a group in an open write txn: 'H' T/V, 'S', 'A' and
+ * all 'C' entries (bounded by the catalogue size). */
+static int group_del_txn(struct store_meta *m, MDB_txn *txn,
+                         const uint8_t gid[16])
+{
+    static const char singles[][2] = {
+        {'H', 'T'}, {'H', 'V'}, {'S', 0}, {'A', 0}};
+    uint8_t key[META_KEY_MAX];
+    MDB_cursor *cur;
+    MDB_val k;
+    MDB_val v;
+    size_t kn;
+    int rc;
+
+    ASSERT(m != NULL);
+    ASSERT(txn != NULL);
+    for (size_t i = 0; i < sizeof singles / sizeof singles[0]; i++) {
+        kn = key_make(key, singles[i][0], gid, singles[i][1], 0);
+        k = (MDB_val){kn, key};
+        rc = mdb_del(txn, m->dbi, &k, NULL);
+        if (rc != 0 && rc != MDB_NOTFOUND) {
+            return rc;
+        }
+    }
+    kn = key_make(key, 'C', gid, 0, 0);
+    rc = mdb_cursor_open(txn, m->dbi, &cur);
+    if (rc != 0) {
+        return rc;
+    }
+    k = (MDB_val){kn, key};
+    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    for (size_t n = 0; rc == 0 && k.mv_size == kn &&
+                       memcmp(k.mv_data, key, 1 + STORE_GROUP_ID_BYTES) == 0;
+         n++) {
+        ASSERT(n <= STORE_SEGMENTS_PER_GROUP_MAX);
+        rc = mdb_cursor_del(cur, 0);
+        k = (MDB_val){kn, key}; /* seek again: the prefix's next entry */
+        rc = rc == 0 ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE) : rc;
+    }
+    mdb_cursor_close(cur);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int store_meta_group_del(struct store_meta *m, const uint8_t gid[16],
+                         char *errmsg)
+{
+    MDB_txn *txn;
+    int rc;
+
+    ASSERT(m != NULL);
+    ASSERT(gid != NULL);
+    rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    if (rc != 0) {
+        return map_mdb(rc, errmsg, "begin");
+    }
+    rc = group_del_txn(m, txn, gid);
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return map_mdb(rc, errmsg, "delete group");
+    }
+    /* mdb_txn_commit syncs: every key of the group goes in one commit. */
+    return map_mdb(mdb_txn_commit(txn), errmsg, "commit");
+}

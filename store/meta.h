@@ -91,6 +91,12 @@ int store_meta_amnesia_put(struct store_meta *m, const uint8_t gid[16],
 int store_meta_amnesia_del(struct store_meta *m, const uint8_t gid[16],
                            char *errmsg);
 
+/* Remove every key of a group (hard state, catalogue, snapshot, amnesia)
+ * in one synced transaction (DESIGN.md §5: an explicit, committed stream
+ * deletion). */
+int store_meta_group_del(struct store_meta *m, const uint8_t gid[16],
+                         char *errmsg);
+
 /* Tests: overwrite the raw value of a group's key kind ('H','C','S','A')
  * with bytes that fail the envelope check. */
 int store_meta_debug_corrupt(struct store_meta *m, char kind,

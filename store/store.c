@@ -250,7 +250,21 @@ static int node_record(struct store *s, struct store_node_report *rep,
     if (rv != 0) {
         store__fatal(s, "write node record", errmsg);
     }
-    return store_meta_incarnation(s->meta, rep->incarnation);
+    rv = store_meta_incarnation(s->meta, rep->incarnation);
+    rep->incarnation64 = store_incarnation64(rep->incarnation);
+    return rv;
+}
+
+uint64_t store_incarnation64(const uint8_t inc[16])
+{
+    uint64_t v = 0;
+
+    ASSERT(inc != NULL);
+    for (unsigned i = 0; i < 8; i++) {
+        v |= (uint64_t)inc[i] << (8 * i);
+    }
+    ASSERT(sizeof v == 8);
+    return v != 0 ? v : 1;
 }
 
 int store_open(const struct store_config *cfg, struct store **out,
@@ -268,6 +282,7 @@ int store_open(const struct store_config *cfg, struct store **out,
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->idle_cv, NULL);
     rv = config_check(s, cfg, errmsg);
     rv = rv == 0 ? read_boot_id(s->cfg.boot_id_path, s->boot_id, errmsg) : rv;
     rv = rv == 0 ? store_meta_open(s->data_dir, &s->meta, &s->meta_rep, errmsg)
@@ -293,12 +308,13 @@ int store_open(const struct store_config *cfg, struct store **out,
 err:
     store_meta_close(s->meta);
     pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->idle_cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
     return rv;
 }
 
-static void group_free(struct store *s, struct store_group *g)
+void store__group_free(struct store *s, struct store_group *g)
 {
     ASSERT(g != NULL);
     ASSERT(g->inflight == NULL);
@@ -339,7 +355,7 @@ void store_close(struct store *s, bool clean)
     while (s->groups != NULL) {
         struct store_group *g = s->groups;
         s->groups = g->next;
-        group_free(s, g);
+        store__group_free(s, g);
     }
     if (clean) {
         struct store_meta_node n;
@@ -352,6 +368,7 @@ void store_close(struct store *s, bool clean)
     }
     store_meta_close(s->meta);
     pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->idle_cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }

@@ -72,8 +72,16 @@ struct store_node_report {
     char meta_reset_reason[KEEL_ERRMSG_MAX];
     bool os_crash; /* previous run ended without a clean shutdown and the
                       boot id changed (rule 4) */
-    uint8_t incarnation[16];
+    uint8_t incarnation[16]; /* stored id of this data directory */
+    uint64_t incarnation64;  /* store_incarnation64(incarnation) */
 };
+
+/* The 64-bit form of a 16-byte incarnation used by Raft (FORMAT.md
+ * "Incarnation"): bytes 0..7 as a little-endian u64, and 1 if that is 0
+ * (0 means "any" on the Raft wire). Two incarnations that differ only in
+ * bytes 8..15 fold alike; the 16 bytes are random, so a collision has
+ * probability 2^-64 per pair. */
+uint64_t store_incarnation64(const uint8_t inc[16]);
 
 /* Open the store of a data directory. Starts the sync threads. */
 int store_open(const struct store_config *cfg, struct store **out,
@@ -130,7 +138,9 @@ struct store_recovery {
 
 /* Open (or create, empty from index 1) the log of a group and run the
  * recovery scan. The policy comes from the stream config. The group lives
- * until store_close. KEEL_EEXIST if already open. */
+ * until store_group_close, store_group_delete or store_close. KEEL_EEXIST
+ * if already open. Cost: one catalogue read and one scan of the group's
+ * segments; no file is created until the first append. */
 int store_group_open(struct store *s, const struct store_group_id *id,
                      const struct store_fsync *policy, struct store_group **out,
                      struct store_recovery *rep, char *errmsg);
@@ -188,6 +198,26 @@ KEEL_MUST_USE int store_iterate(struct store_group *g, uint64_t from,
 KEEL_MUST_USE int store_term_at(struct store_group *g, uint64_t index,
                                 uint64_t *term);
 
+/* Close one group; the store stays open. Blocks until the group's queued
+ * work has run on the sync threads (writes already accepted are written and
+ * synced; an interval group is synced; a group out of space drops what it
+ * could not write), then releases its files and memory. No event of the
+ * group is delivered afterwards; g is invalid on return. */
+void store_group_close(struct store_group *g);
+
+/* Delete a group's log after an explicit, committed stream deletion
+ * (DESIGN.md §5 last bullet). Closes it first if open. Blocking (call it
+ * when a stall of one LMDB commit, unlinks and a directory fsync is
+ * acceptable): every meta.lmdb key of the group (hard state, catalogue,
+ * snapshot, amnesia) is removed in one synced transaction, then the segment
+ * files are unlinked, then the directory is fsynced. A crash before the
+ * transaction leaves the whole group; after it, only files LMDB does not
+ * name, which a later open of the same id quarantines. Empty directories
+ * are left in place. Never called because metadata says a stream should
+ * not exist (those files go to quarantine/orphans/). */
+int store_group_delete(struct store *s, const struct store_group_id *id,
+                       char *errmsg);
+
 struct store_group_info {
     uint64_t first_index;
     uint64_t last_index;
@@ -204,6 +234,16 @@ void store_group_info(struct store_group *g, struct store_group_info *out);
  * the new term before it (DESIGN.md §3). */
 KEEL_MUST_USE int store_hard_state_save(struct store_group *g, uint64_t term,
                                         const void *vote, size_t vote_len,
+                                        char *errmsg);
+
+/* The durable hard state (the last synced store_hard_state_save; a save
+ * still in flight is not visible). *vote_len: the vote buffer's size in,
+ * the vote's length out (STORE_VOTE_BYTES_MAX always fits). A group that
+ * never saved one reads term 0 and an empty vote. KEEL_ECORRUPT if the
+ * value fails its checksum now (restart: the store then resets meta.lmdb
+ * under rule 3). */
+KEEL_MUST_USE int store_hard_state_load(struct store_group *g, uint64_t *term,
+                                        void *vote, size_t *vote_len,
                                         char *errmsg);
 
 /* Repair (rule 1): candidate copies of the faulty run starting at
@@ -277,5 +317,9 @@ void store_debug_no_zeroing(struct store *s, bool on);
 int store_debug_segment_path(struct store_group *g, uint64_t index, char *out,
                              size_t cap, uint64_t *off);
 struct store_meta *store_debug_meta(struct store *s);
+/* Tests: the next store_group_delete runs this many of its steps (LMDB
+ * transaction, each unlink, directory fsync) and then the process "dies"
+ * as with store_debug_kill. */
+void store_debug_die_after(struct store *s, unsigned steps);
 
 #endif

@@ -353,6 +353,7 @@ static void run_group(struct store *s, struct store_group *g)
     /* Idle threads recompute their timers (interval syncs of this group
      * were skipped while it was busy). */
     pthread_cond_broadcast(&s->cv);
+    pthread_cond_broadcast(&s->idle_cv); /* store_group_close waits */
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -1,0 +1,244 @@
+/* Group lifecycle beyond open: the hard-state read, closing one group while
+ * the store stays open, explicit deletion in the safe order (with a crash
+ * at every step), the 64-bit incarnation, and many groups in one store.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "store_test_util.h"
+
+struct fixture {
+    struct ts t;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = test_calloc(1, sizeof *f);
+    ts_init(&f->t, 11, false);
+    ts_open(&f->t);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    ts_fini(&f->t);
+    test_free(f);
+    return 0;
+}
+
+static void hard_state(struct ts *t, uint64_t term, const char *vote)
+{
+    assert_int_equal(
+        store_hard_state_save(t->g, term, vote, strlen(vote), NULL), 0);
+    assert_true(ts_wait_hard_state(t, term));
+}
+
+static struct store_group_id other_id(uint8_t v)
+{
+    struct store_group_id id;
+    memset(id.b, v, sizeof id.b);
+    return id;
+}
+
+static bool path_exists(struct ts *t, const char *path)
+{
+    struct fs *fs = fs_fault_fs(t->ff);
+    return fs->stat(fs, path, NULL) == 0;
+}
+
+static void hard_state_load_returns_the_synced_term_and_vote(void **state)
+{
+    struct fixture *f = *state;
+    uint8_t vote[STORE_VOTE_BYTES_MAX];
+    size_t len = sizeof vote;
+    uint64_t term = 99;
+
+    assert_int_equal(store_hard_state_load(f->t.g, &term, vote, &len, NULL), 0);
+    assert_int_equal(term, 0);
+    assert_int_equal(len, 0);
+    hard_state(&f->t, 7, "node-3");
+    len = sizeof vote;
+    assert_int_equal(store_hard_state_load(f->t.g, &term, vote, &len, NULL), 0);
+    assert_int_equal(term, 7);
+    assert_int_equal(len, 6);
+    assert_memory_equal(vote, "node-3", 6);
+    len = 2;
+    assert_int_equal(store_hard_state_load(f->t.g, &term, vote, &len, NULL),
+                     KEEL_ETOOBIG);
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    len = sizeof vote;
+    assert_int_equal(store_hard_state_load(f->t.g, &term, vote, &len, NULL), 0);
+    assert_int_equal(term, 7);
+    assert_memory_equal(vote, "node-3", 6);
+}
+
+/* Close right after appending: the accepted records are written and synced
+ * before close returns, other groups keep working, and no event of the
+ * closed group is delivered afterwards. */
+static void group_close_syncs_accepted_records_and_keeps_the_store(void **state)
+{
+    struct fixture *f = *state;
+    struct store_group_id id2 = other_id(0x42);
+    struct store_group *g2;
+    struct store_recovery rep2;
+    struct store_event evs[64];
+    struct store_group *closed = f->t.g;
+
+    hard_state(&f->t, 2, "v");
+    assert_int_equal(
+        store_group_open(f->t.s, &id2, &f->t.policy, &g2, &rep2, NULL), 0);
+    ts_append(&f->t, 1, 40, 2, 300, 1);
+    store_group_close(f->t.g);
+    f->t.g = g2;
+    size_t n = store_poll(f->t.s, evs, 64);
+    for (size_t i = 0; i < n; i++) {
+        assert_ptr_not_equal(evs[i].g, closed);
+    }
+    assert_int_equal(store_group_open(f->t.s, &f->t.gid, &f->t.policy, &f->t.g,
+                                      &f->t.rep, NULL),
+                     0);
+    assert_int_equal(f->t.rep.last_index, 40);
+    ts_expect(&f->t, 40, 2, 1);
+    /* Synced, not only written: a power loss now keeps all 40. */
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(f->t.rep.last_index, 40);
+    assert_false(f->t.rep.torn);
+    ts_expect(&f->t, 1, 2, 1);
+}
+
+static void group_close_syncs_an_interval_group(void **state)
+{
+    struct fixture *f = *state;
+
+    ts_close(&f->t, true);
+    f->t.policy = (struct store_fsync){STORE_FSYNC_INTERVAL, 600000};
+    ts_open(&f->t);
+    hard_state(&f->t, 3, "v");
+    ts_append(&f->t, 1, 20, 3, 100, 1);
+    assert_true(ts_wait_persisted(&f->t, 20)); /* written, timer far off */
+    store_group_close(f->t.g);
+    f->t.g = NULL;
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(f->t.rep.last_index, 20);
+    assert_false(f->t.rep.amnesia);
+    ts_expect(&f->t, 20, 3, 1);
+}
+
+static void group_delete_removes_catalogue_hard_state_and_files(void **state)
+{
+    struct fixture *f = *state;
+    char path[512];
+    uint64_t off;
+
+    hard_state(&f->t, 4, "v");
+    ts_append(&f->t, 1, 120, 4, 300, 1); /* several 16 KiB segments */
+    assert_true(ts_wait_persisted(&f->t, 120));
+    ts_where(&f->t, 1, path, &off);
+    assert_true(path_exists(&f->t, path));
+    assert_int_equal(store_group_delete(f->t.s, &f->t.gid, NULL), 0);
+    f->t.g = NULL;
+    assert_false(path_exists(&f->t, path));
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(f->t.rep.last_index, 0);
+    assert_int_equal(f->t.rep.hard_term, 0);
+    assert_int_equal(f->t.rep.quarantined_files, 0);
+    assert_false(f->t.rep.amnesia);
+    /* The id is usable again, from index 1. */
+    hard_state(&f->t, 1, "v");
+    ts_append(&f->t, 1, 3, 1, 50, 2);
+    assert_true(ts_wait_persisted(&f->t, 3));
+    ts_expect(&f->t, 3, 1, 2);
+}
+
+/* DESIGN §5: LMDB first (one synced txn), then unlink, then directory
+ * fsync. A crash after any step opens as the whole group or as an empty
+ * group whose leftover files are quarantined — never as a group with a
+ * lost range (which an unlink before the LMDB transaction would give). */
+static void group_delete_crash_at_every_step_never_leaves_half(void **state)
+{
+    struct fixture *f = *state;
+    unsigned quarantined_max = 0;
+    bool completed = false;
+
+    for (unsigned step = 0; step < 16 && !completed; step++) {
+        ts_fini(&f->t);
+        ts_init(&f->t, 11 + step, false);
+        ts_open(&f->t);
+        hard_state(&f->t, 4, "v");
+        ts_append(&f->t, 1, 120, 4, 300, 1);
+        assert_true(ts_wait_persisted(&f->t, 120));
+        store_debug_die_after(f->t.s, step);
+        assert_int_equal(store_group_delete(f->t.s, &f->t.gid, NULL), 0);
+        f->t.g = NULL;
+        ts_crash_reopen(&f->t, FS_CUT_DROP);
+        struct store_recovery *r = &f->t.rep;
+        assert_int_equal(r->n_lost, 0);
+        assert_int_equal(r->n_faulty, 0);
+        assert_false(r->amnesia);
+        if (step == 0) {
+            assert_int_equal(r->last_index, 120);
+            assert_int_equal(r->hard_term, 4);
+            ts_expect(&f->t, 120, 4, 1);
+            continue;
+        }
+        assert_int_equal(r->last_index, 0);
+        assert_int_equal(r->hard_term, 0);
+        if (r->quarantined_files > quarantined_max) {
+            quarantined_max = r->quarantined_files;
+        }
+        completed = r->quarantined_files == 0; /* every step ran */
+    }
+    assert_true(completed);
+    assert_true(quarantined_max >= 3); /* the crash after LMDB was tested */
+}
+
+static void incarnation64_folds_the_first_eight_bytes(void **state)
+{
+    struct fixture *f = *state;
+    uint8_t inc[16] = {0};
+    uint64_t want = 0;
+
+    for (unsigned i = 0; i < 8; i++) {
+        want |= (uint64_t)f->t.node.incarnation[i] << (8 * i);
+    }
+    assert_int_equal(f->t.node.incarnation64, want == 0 ? 1 : want);
+    assert_int_equal(store_incarnation64(inc), 1);
+    inc[8] = 5;
+    assert_int_equal(store_incarnation64(inc), 1);
+    inc[0] = 2;
+    inc[7] = 1;
+    assert_int_equal(store_incarnation64(inc), 0x0100000000000002ull);
+    uint64_t before = f->t.node.incarnation64;
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(f->t.node.incarnation64, before);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            hard_state_load_returns_the_synced_term_and_vote, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            group_close_syncs_accepted_records_and_keeps_the_store, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(group_close_syncs_an_interval_group,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            group_delete_removes_catalogue_hard_state_and_files, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            group_delete_crash_at_every_step_never_leaves_half, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            incarnation64_folds_the_first_eight_bytes, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
