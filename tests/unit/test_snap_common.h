@@ -47,14 +47,24 @@ static inline void tsn_open_snap(struct tsn *x)
     }
 }
 
-static inline void tsn_init(struct tsn *x, uint64_t seed)
+/* seg_bytes 0: the store tests' small default (many segments). */
+static inline void tsn_init_seg(struct tsn *x, uint64_t seed,
+                                uint64_t seg_bytes)
 {
     memset(x, 0, sizeof *x);
     ts_init(&x->t, seed, false);
+    if (seg_bytes != 0) {
+        x->t.segment_bytes = seg_bytes;
+    }
     ts_open(&x->t);
     assert_int_equal(store_hard_state_save(x->t.g, 5, "v", 1, NULL), 0);
     assert_true(ts_wait_hard_state(&x->t, 5));
     tsn_open_snap(x);
+}
+
+static inline void tsn_init(struct tsn *x, uint64_t seed)
+{
+    tsn_init_seg(x, seed, 0);
 }
 
 static inline void tsn_close_snap(struct tsn *x)

@@ -1,0 +1,280 @@
+/* InstallSnapshot (DESIGN.md §5, TRACES §5 "InstallSnapshot"): the leader's
+ * snapshot and retained log travel in checksummed frames; the follower
+ * refuses a damaged frame or transfer, writes the retained log, then the
+ * snapshot, then the LMDB record, and keeps matching entries.
+ */
+#include <xxhash.h>
+
+#include "test_snap_common.h"
+
+struct fixture {
+    struct tsn l; /* leader */
+    struct tsn f; /* follower */
+    uint8_t *frame;
+};
+
+static int setup(void **state)
+{
+    struct fixture *fx = test_calloc(1, sizeof *fx);
+    tsn_init_seg(&fx->l, 41, 1024 * 1024);
+    tsn_init_seg(&fx->f, 43, 1024 * 1024);
+    fx->frame = test_malloc(SNAP_FRAME_BYTES);
+    /* Leader: 1..100 in term 1, 101..300 in term 2 (2000-byte payloads:
+     * several frames), snapshot at 250. */
+    ts_append(&fx->l.t, 1, 100, 1, 2000, 1);
+    ts_append(&fx->l.t, 101, 300, 2, 2000, 1);
+    assert_true(ts_wait_persisted(&fx->l.t, 300));
+    uint8_t body[TSN_BODY_MAX];
+    size_t len = tsn_body(250, body, 3000);
+    assert_int_equal(snap_write(fx->l.sn, 250, 2, body, len, NULL), 0);
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *fx = *state;
+    tsn_fini(&fx->l);
+    tsn_fini(&fx->f);
+    test_free(fx->frame);
+    test_free(fx);
+    return 0;
+}
+
+/* Move every frame from the leader's transfer to the follower's. */
+static void transfer(struct fixture *fx, uint64_t log_first,
+                     struct snap_recv **out)
+{
+    struct snap_send *ss = NULL;
+    struct snap_recv *sr = NULL;
+    uint64_t total = 0;
+    uint64_t off = 0;
+    bool rdone = false;
+    unsigned frames = 0;
+
+    assert_int_equal(snap_send_open(fx->l.sn, log_first, &ss, &total, NULL), 0);
+    assert_int_equal(snap_recv_open(fx->f.sn, 250, 2, log_first, &sr, NULL), 0);
+    while (!rdone) {
+        size_t len = 0;
+        bool done = false;
+        uint64_t next = 0;
+        assert_true(++frames < 100);
+        assert_int_equal(snap_send_chunk(ss, off, fx->frame, SNAP_FRAME_BYTES,
+                                         &len, &done, NULL),
+                         0);
+        assert_int_equal(
+            snap_recv_chunk(sr, off, fx->frame, len, &next, &rdone, NULL), 0);
+        assert_int_equal(done, rdone);
+        off = next;
+    }
+    assert_int_equal(off, total);
+    assert_true(log_first > 1 || frames >= 2);
+    snap_send_close(ss);
+    *out = sr;
+}
+
+static void install(struct fixture *fx, struct snap_recv *sr)
+{
+    char errmsg[KEEL_ERRMSG_MAX] = "";
+    int rv = snap_recv_apply_log(sr, errmsg);
+    if (rv != 0) {
+        fail_msg("apply_log: %s: %s", keel_errname(rv), errmsg);
+    }
+    assert_true(ts_wait_persisted(&fx->f.t, 250));
+    assert_int_equal(snap_recv_commit(sr, errmsg), 0);
+}
+
+static void an_install_writes_the_retained_log_and_the_snapshot(void **state)
+{
+    struct fixture *fx = *state;
+    struct snap_recv *sr = NULL;
+
+    transfer(fx, 1, &sr);
+    install(fx, sr);
+    snap_recv_close(sr);
+    tsn_crash_reopen(&fx->f, FS_CUT_DROP);
+    assert_int_equal(fx->f.lr.source, SNAP_SOURCE_NEWEST);
+    assert_int_equal(fx->f.lr.index, 250);
+    assert_int_equal(fx->f.lr.term, 2);
+    tsn_expect_body(&fx->f.lr, 250, 3000);
+    for (uint64_t i = 1; i <= 250; i++) {
+        ts_expect(&fx->f.t, i, i <= 100 ? 1 : 2, 1);
+    }
+}
+
+/* The retained log must be durable before the snapshot counts. */
+static void the_commit_waits_for_the_retained_log_to_persist(void **state)
+{
+    struct fixture *fx = *state;
+    struct snap_recv *sr = NULL;
+
+    transfer(fx, 1, &sr);
+    fs_fault_hold_syncs(fx->f.t.ff, true);
+    assert_int_equal(snap_recv_apply_log(sr, NULL), 0);
+    assert_true(ts_wait_held(&fx->f.t));
+    assert_int_equal(snap_recv_commit(sr, NULL), KEEL_EAGAIN);
+    fs_fault_hold_syncs(fx->f.t.ff, false);
+    assert_true(ts_wait_persisted(&fx->f.t, 250));
+    assert_int_equal(snap_recv_commit(sr, NULL), 0);
+    snap_recv_close(sr);
+}
+
+static void a_corrupted_chunk_is_refused_and_its_resend_accepted(void **state)
+{
+    struct fixture *fx = *state;
+    struct snap_send *ss = NULL;
+    struct snap_recv *sr = NULL;
+    uint64_t total = 0;
+    uint64_t next = 99;
+    size_t len = 0;
+    bool done = false;
+
+    assert_int_equal(snap_send_open(fx->l.sn, 1, &ss, &total, NULL), 0);
+    assert_int_equal(snap_recv_open(fx->f.sn, 250, 2, 1, &sr, NULL), 0);
+    assert_int_equal(
+        snap_send_chunk(ss, 0, fx->frame, SNAP_FRAME_BYTES, &len, &done, NULL),
+        0);
+    fx->frame[SNAP_FRAME_HEADER_BYTES + 1000] ^= 0x10;
+    assert_int_equal(snap_recv_chunk(sr, 0, fx->frame, len, &next, &done, NULL),
+                     KEEL_ECORRUPT);
+    assert_int_equal(next, 0);
+    /* Out of order: the follower names the offset it expects. */
+    assert_int_equal(snap_recv_chunk(sr, SNAP_FRAME_BYTES, fx->frame, len,
+                                     &next, &done, NULL),
+                     KEEL_ESTALE);
+    assert_int_equal(next, 0);
+    fx->frame[SNAP_FRAME_HEADER_BYTES + 1000] ^= 0x10;
+    assert_int_equal(snap_recv_chunk(sr, 0, fx->frame, len, &next, &done, NULL),
+                     0);
+    assert_int_equal(next, SNAP_FRAME_BYTES);
+    snap_send_close(ss);
+    snap_recv_close(sr);
+}
+
+/* Frames that each check out but carry damaged content (re-checksummed):
+ * the whole-transfer validation refuses it before anything is written. */
+static void a_transfer_with_damaged_content_writes_nothing(void **state)
+{
+    struct fixture *fx = *state;
+    struct snap_send *ss = NULL;
+    struct snap_recv *sr = NULL;
+    struct store_group_info gi;
+    uint64_t total = 0;
+    uint64_t off = 0;
+    bool rdone = false;
+
+    assert_int_equal(snap_send_open(fx->l.sn, 1, &ss, &total, NULL), 0);
+    assert_int_equal(snap_recv_open(fx->f.sn, 250, 2, 1, &sr, NULL), 0);
+    for (unsigned k = 0; !rdone; k++) {
+        size_t len = 0;
+        bool done = false;
+        assert_true(k < 100);
+        assert_int_equal(snap_send_chunk(ss, off, fx->frame, SNAP_FRAME_BYTES,
+                                         &len, &done, NULL),
+                         0);
+        if (k == 1) {
+            /* Damage a record payload and forge the frame checksum. */
+            fx->frame[SNAP_FRAME_HEADER_BYTES + 5000] ^= 0x01;
+            XXH3_state_t *st = XXH3_createState();
+            (void)XXH3_64bits_reset(st);
+            (void)XXH3_64bits_update(st, fx->frame, 24);
+            (void)XXH3_64bits_update(st, fx->frame + SNAP_FRAME_HEADER_BYTES,
+                                     len - SNAP_FRAME_HEADER_BYTES);
+            uint64_t h = XXH3_64bits_digest(st);
+            XXH3_freeState(st);
+            for (unsigned i = 0; i < 8; i++) {
+                fx->frame[24 + i] = (uint8_t)(h >> (8 * i));
+            }
+        }
+        assert_int_equal(
+            snap_recv_chunk(sr, off, fx->frame, len, &off, &rdone, NULL), 0);
+    }
+    assert_int_equal(snap_recv_apply_log(sr, fx->f.errmsg), KEEL_ECORRUPT);
+    store_group_info(fx->f.t.g, &gi);
+    assert_int_equal(gi.last_index, 0);
+    snap_send_close(ss);
+    snap_recv_close(sr);
+    tsn_crash_reopen(&fx->f, FS_CUT_DROP);
+    assert_int_equal(fx->f.lr.named_index, 0);
+}
+
+/* Never discard a local entry that matches the leader's; replace from the
+ * first one that does not. */
+static void matching_entries_are_kept_and_divergent_ones_replaced(void **state)
+{
+    struct fixture *fx = *state;
+    struct snap_recv *sr = NULL;
+
+    /* Same (index, term) as the leader for 1..100; version 7 marks that
+     * the bytes were never rewritten. 101..120 are a stale term 1. */
+    ts_append(&fx->f.t, 1, 120, 1, 300, 7);
+    assert_true(ts_wait_persisted(&fx->f.t, 120));
+    transfer(fx, 1, &sr);
+    install(fx, sr);
+    snap_recv_close(sr);
+    tsn_crash_reopen(&fx->f, FS_CUT_DROP);
+    ts_expect(&fx->f.t, 1, 1, 7);
+    ts_expect(&fx->f.t, 100, 1, 7);
+    ts_expect(&fx->f.t, 101, 2, 1);
+    ts_expect(&fx->f.t, 250, 2, 1);
+    assert_int_equal(fx->f.lr.index, 250);
+}
+
+/* A local log that ends before the leader's retained log starts cannot be
+ * continued with append and truncate: refused, nothing written. */
+static void a_log_needing_replacement_is_refused(void **state)
+{
+    struct fixture *fx = *state;
+    struct snap_recv *sr = NULL;
+    struct store_group_info gi;
+
+    ts_append(&fx->f.t, 1, 10, 1, 100, 1);
+    assert_true(ts_wait_persisted(&fx->f.t, 10));
+    transfer(fx, 200, &sr);
+    assert_int_equal(snap_recv_apply_log(sr, fx->f.errmsg), KEEL_EPERM);
+    store_group_info(fx->f.t.g, &gi);
+    assert_int_equal(gi.last_index, 10);
+    snap_recv_close(sr);
+}
+
+static void a_crash_before_the_record_leaves_the_install_uncounted(void **state)
+{
+    struct fixture *fx = *state;
+    struct snap_recv *sr = NULL;
+
+    transfer(fx, 1, &sr);
+    assert_int_equal(snap_recv_apply_log(sr, NULL), 0);
+    assert_true(ts_wait_persisted(&fx->f.t, 250));
+    snap_debug_crash_at(fx->f.sn, SNAP_CRASH_BEFORE_RECORD);
+    assert_int_equal(snap_recv_commit(sr, NULL), KEEL_ECANCELED);
+    snap_recv_close(sr);
+    tsn_crash_reopen(&fx->f, FS_CUT_DROP);
+    assert_int_equal(fx->f.lr.named_index, 0);
+    assert_int_equal(fx->f.lr.source, SNAP_SOURCE_LOG);
+    assert_int_equal(fx->f.lr.unnamed, 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            an_install_writes_the_retained_log_and_the_snapshot, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            the_commit_waits_for_the_retained_log_to_persist, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_corrupted_chunk_is_refused_and_its_resend_accepted, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            a_transfer_with_damaged_content_writes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            matching_entries_are_kept_and_divergent_ones_replaced, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(a_log_needing_replacement_is_refused,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_crash_before_the_record_leaves_the_install_uncounted, setup,
+            teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
