@@ -5,11 +5,13 @@
 #ifndef KEEL_SRV_STREAM_SM_H
 #define KEEL_SRV_STREAM_SM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "keel/assert.h"
 #include "srv_hmap.h"
+#include "srv_js_config.h"
 #include "srv_js_err.h"
 
 /* Find header name (case-insensitive) in a header block
@@ -72,5 +74,98 @@ uint64_t srv_dedupe_find(const struct srv_dedupe *d, const char *id,
  * (empty id or already present) or KEEL_ENOMEM. */
 KEEL_MUST_USE int srv_dedupe_add(struct srv_dedupe *d, const char *id,
                                  size_t id_len, int64_t ts_ns, uint64_t seq);
+
+/* ---- the stream state machine (DESIGN §6) ----
+ * State derived only from applied entries (srv_stream_entry), never from a
+ * clock: counters, per-subject counts, interior deletes, the seq -> Raft
+ * index map (bodies stay in the log), the dedupe table. */
+
+struct srv_stream_entry;
+
+/* The config values the state machine enforces. */
+struct srv_stream_limits {
+    enum srv_js_retention retention;
+    enum srv_js_discard discard;
+    int64_t max_msgs, max_bytes, max_msgs_per_subject, max_msg_size;
+    int64_t max_age_ns, duplicate_window_ns;
+    bool deny_delete, deny_purge, sealed;
+};
+
+void srv_stream_limits_from_config(const struct srv_stream_config *cfg,
+                                   struct srv_stream_limits *out);
+
+struct srv_stream_subj {
+    uint64_t msgs;
+    uint64_t first_seq; /* a lower bound: the first live may be later */
+    uint64_t last_seq;
+    size_t len;
+    char s[]; /* NUL-terminated */
+};
+
+/* One seq in [first_seq, last_seq]; subj NULL = deleted. */
+struct srv_stream_slot {
+    uint64_t index; /* Raft index of the publish entry */
+    int64_t ts_ns;
+    struct srv_stream_subj *subj;
+    uint64_t size;
+};
+
+struct srv_stream_sm {
+    char name[SRV_JS_NAME_BYTES_MAX + 1];
+    struct srv_stream_limits lim;
+    bool configured;              /* a CONFIG entry was applied */
+    struct srv_stream_slot *ring; /* seqs base_seq .. base_seq+count-1 */
+    size_t cap, head, count;
+    uint64_t base_seq; /* == first_seq when count > 0 */
+    uint64_t last_seq;
+    int64_t last_ts_ns;
+    uint64_t msgs, bytes, deleted;
+    struct srv_hmap subjects; /* subject -> struct srv_stream_subj */
+    struct srv_dedupe dedupe;
+    char *last_msg_id; /* Nats-Msg-Id of the last stored message */
+    size_t last_msg_id_len;
+};
+
+/* The outcome of one applied entry. */
+struct srv_stream_result {
+    uint64_t seq;         /* PUBLISH: the stored (or duplicate) seq */
+    bool duplicate;       /* PUBLISH: Nats-Msg-Id seen within the window */
+    uint64_t purged;      /* PURGE: messages removed */
+    enum srv_js_err jerr; /* non-zero: the entry was refused */
+    char detail[SRV_JS_ERR_DESC_BYTES_MAX];
+};
+
+/* Empty stream (first seq 1) with no limits until a CONFIG entry. */
+KEEL_MUST_USE int srv_stream_sm_init(struct srv_stream_sm *sm,
+                                     const char *name);
+void srv_stream_sm_close(struct srv_stream_sm *sm);
+
+/* Apply a decoded stream entry stored at Raft index. Client-level refusals
+ * (limits, expectations, deny_*) fill res->jerr and return 0: the same on
+ * every replica. Returns KEEL_ENOMEM/KEEL_ELIMIT only when the node cannot
+ * hold the state (the caller stops the group). */
+KEEL_MUST_USE int srv_stream_sm_apply(struct srv_stream_sm *sm, uint64_t index,
+                                      const struct srv_stream_entry *e,
+                                      struct srv_stream_result *res);
+
+/* Remove one message (consumer ack under interest/workqueue retention, or
+ * a delete). Returns 0 or KEEL_ENOENT. */
+KEEL_MUST_USE int srv_stream_sm_remove(struct srv_stream_sm *sm, uint64_t seq);
+
+/* The slot of a live seq, or NULL. */
+const struct srv_stream_slot *srv_stream_sm_get(const struct srv_stream_sm *sm,
+                                                uint64_t seq);
+
+/* First seq (last_seq + 1 when empty). */
+uint64_t srv_stream_sm_first_seq(const struct srv_stream_sm *sm);
+
+/* Deterministic encoding of the whole state (not the bodies): the same
+ * applied entries give the same bytes on every replica. decode fills an
+ * initialised empty sm. Return 0, KEEL_ENOMEM, KEEL_ECORRUPT (decode). */
+KEEL_MUST_USE int srv_stream_sm_snapshot(const struct srv_stream_sm *sm,
+                                         uint8_t **out, size_t *len);
+KEEL_MUST_USE int srv_stream_sm_restore(struct srv_stream_sm *sm,
+                                        const uint8_t *buf, size_t len,
+                                        char *errmsg);
 
 #endif

@@ -62,6 +62,13 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 /* Nats-Msg-Ids remembered per stream inside duplicate_window; past it the
  * oldest is forgotten early (a late duplicate is then stored). */
 #define SRV_JS_DEDUPE_IDS_MAX (1024 * 1024)
+/* ---- server: JetStream streams (srv_js, srv_stream) ---- */
+#define SRV_STREAM_MSGS_MAX (64u * 1024 * 1024) /* seqs one stream tracks */
+#define SRV_STREAM_SCAN_MAX 4096 /* seqs one srv_stream_next_seq visits */
+#define SRV_JS_STREAMS_MAX 1024  /* streams per node */
+#define SRV_JS_PENDING_MAX 65536 /* requests awaiting commit per node */
+#define SRV_JS_LIST_PAGE 256     /* STREAM.NAMES / LIST page size */
+#define SRV_JS_MSG_BYTES_MAX (8u * 1024 * 1024) /* one stored message */
 /* Consumers (srv_consumer_*). */
 #define SRV_JS_BACKOFF_MAX 64                  /* backoff durations */
 #define SRV_CONSUMERS_PER_STREAM_MAX 4096      /* consumers of one stream */

@@ -1,0 +1,776 @@
+/* srv_stream_sm_state: the stream state machine proper (apply of publish,
+ * purge, delete, config and tick entries; limits; removal). Everything is
+ * computed from entry contents; no clock is read here. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keel/error.h"
+#include "keel/limits.h"
+#include "srv_stream_entry.h"
+#include "srv_stream_sm.h"
+
+void srv_stream_limits_from_config(const struct srv_stream_config *cfg,
+                                   struct srv_stream_limits *out)
+{
+    *out = (struct srv_stream_limits){
+        .retention = cfg->retention,
+        .discard = cfg->discard,
+        .max_msgs = cfg->max_msgs,
+        .max_bytes = cfg->max_bytes,
+        .max_msgs_per_subject = cfg->max_msgs_per_subject,
+        .max_msg_size = cfg->max_msg_size,
+        .max_age_ns = cfg->max_age_ns,
+        .duplicate_window_ns = cfg->duplicate_window_ns,
+        .deny_delete = cfg->deny_delete,
+        .deny_purge = cfg->deny_purge,
+        .sealed = cfg->sealed,
+    };
+}
+
+int srv_stream_sm_init(struct srv_stream_sm *sm, const char *name)
+{
+    memset(sm, 0, sizeof *sm);
+    if (strlen(name) > SRV_JS_NAME_BYTES_MAX) {
+        return KEEL_EINVAL;
+    }
+    strcpy(sm->name, name);
+    sm->lim = (struct srv_stream_limits){
+        .max_msgs = -1,
+        .max_bytes = -1,
+        .max_msgs_per_subject = -1,
+        .max_msg_size = -1,
+        .duplicate_window_ns = SRV_JS_DUPLICATE_WINDOW_NS_DEFAULT,
+    };
+    sm->base_seq = 1;
+    srv_hmap_init(&sm->subjects);
+    srv_dedupe_init(&sm->dedupe);
+    return 0;
+}
+
+void srv_stream_sm_close(struct srv_stream_sm *sm)
+{
+    size_t pos = 0;
+    struct srv_hmap_slot *s;
+    /* Bounded by the map's size. */
+    while ((s = srv_hmap_next(&sm->subjects, &pos)) != NULL) {
+        free(s->value);
+    }
+    srv_hmap_close(&sm->subjects);
+    srv_dedupe_close(&sm->dedupe);
+    free(sm->ring);
+    free(sm->last_msg_id);
+    memset(sm, 0, sizeof *sm);
+}
+
+static struct srv_stream_slot *slot_at(const struct srv_stream_sm *sm,
+                                       uint64_t seq)
+{
+    if (seq < sm->base_seq || seq - sm->base_seq >= sm->count) {
+        return NULL;
+    }
+    return &sm->ring[(sm->head + (size_t)(seq - sm->base_seq)) & (sm->cap - 1)];
+}
+
+const struct srv_stream_slot *srv_stream_sm_get(const struct srv_stream_sm *sm,
+                                                uint64_t seq)
+{
+    const struct srv_stream_slot *s = slot_at(sm, seq);
+    return s != NULL && s->subj != NULL ? s : NULL;
+}
+
+uint64_t srv_stream_sm_first_seq(const struct srv_stream_sm *sm)
+{
+    return sm->count > 0 ? sm->base_seq : sm->last_seq + 1;
+}
+
+/* Drop deleted slots at the front so base_seq is the first live seq. */
+static void trim_front(struct srv_stream_sm *sm)
+{
+    /* Bounded by count <= SRV_STREAM_MSGS_MAX. */
+    while (sm->count > 0 && sm->ring[sm->head].subj == NULL) {
+        sm->head = (sm->head + 1) & (sm->cap - 1);
+        sm->count--;
+        sm->base_seq++;
+        ASSERT(sm->deleted > 0);
+        sm->deleted--;
+    }
+    if (sm->count == 0) {
+        sm->base_seq = sm->last_seq + 1;
+        sm->head = 0;
+    }
+}
+
+int srv_stream_sm_remove(struct srv_stream_sm *sm, uint64_t seq)
+{
+    struct srv_stream_slot *s = slot_at(sm, seq);
+    if (s == NULL || s->subj == NULL) {
+        return KEEL_ENOENT;
+    }
+    struct srv_stream_subj *sj = s->subj;
+    ASSERT(sj->msgs > 0 && sm->msgs > 0 && sm->bytes >= s->size);
+    if (--sj->msgs == 0) {
+        (void)srv_hmap_del(&sm->subjects, sj->s, sj->len);
+        free(sj);
+    } else if (sj->first_seq == seq) {
+        sj->first_seq = seq + 1;
+    }
+    sm->msgs--;
+    sm->bytes -= s->size;
+    s->subj = NULL;
+    sm->deleted++;
+    trim_front(sm);
+    return 0;
+}
+
+/* Remove a seq known to be live. */
+static void remove_live(struct srv_stream_sm *sm, uint64_t seq)
+{
+    int rv = srv_stream_sm_remove(sm, seq);
+    ASSERT(rv == 0);
+}
+
+static int ring_push(struct srv_stream_sm *sm, const struct srv_stream_slot *v)
+{
+    if (sm->count == sm->cap) {
+        size_t ncap = sm->cap == 0 ? 64 : sm->cap * 2;
+        if (ncap > SRV_STREAM_MSGS_MAX) {
+            return KEEL_ELIMIT;
+        }
+        struct srv_stream_slot *r = malloc(ncap * sizeof *r);
+        if (r == NULL) {
+            return KEEL_ENOMEM;
+        }
+        for (size_t i = 0; i < sm->count; i++) {
+            r[i] = sm->ring[(sm->head + i) & (sm->cap - 1)];
+        }
+        free(sm->ring);
+        sm->ring = r;
+        sm->cap = ncap;
+        sm->head = 0;
+    }
+    sm->ring[(sm->head + sm->count) & (sm->cap - 1)] = *v;
+    sm->count++;
+    return 0;
+}
+
+static struct srv_stream_subj *subj_get(struct srv_stream_sm *sm, const char *s,
+                                        size_t len)
+{
+    struct srv_stream_subj *sj = srv_hmap_get(&sm->subjects, s, len);
+    if (sj != NULL) {
+        return sj;
+    }
+    sj = calloc(1, sizeof *sj + len + 1);
+    if (sj == NULL) {
+        return NULL;
+    }
+    memcpy(sj->s, s, len);
+    sj->len = len;
+    if (srv_hmap_put(&sm->subjects, sj->s, len, sj) != 0) {
+        free(sj);
+        return NULL;
+    }
+    return sj;
+}
+
+/* Store a message as seq last_seq + 1 (no checks). */
+static int store_msg(struct srv_stream_sm *sm, uint64_t index, int64_t ts,
+                     const char *subj, size_t slen, uint64_t size)
+{
+    struct srv_stream_subj *sj = subj_get(sm, subj, slen);
+    if (sj == NULL) {
+        return KEEL_ENOMEM;
+    }
+    uint64_t seq = sm->last_seq + 1;
+    struct srv_stream_slot v = {index, ts, sj, size};
+    if (sm->count == 0) {
+        sm->base_seq = seq;
+    }
+    int rv = ring_push(sm, &v);
+    if (rv != 0) {
+        if (sj->msgs == 0) {
+            (void)srv_hmap_del(&sm->subjects, sj->s, sj->len);
+            free(sj);
+        }
+        return rv;
+    }
+    if (sj->msgs++ == 0) {
+        sj->first_seq = seq;
+    }
+    sj->last_seq = seq;
+    sm->last_seq = seq;
+    sm->last_ts_ns = ts;
+    sm->msgs++;
+    sm->bytes += size;
+    return 0;
+}
+
+/* First live seq of subject sj at or after its first_seq hint. */
+static uint64_t subj_first(struct srv_stream_sm *sm, struct srv_stream_subj *sj)
+{
+    uint64_t seq = sj->first_seq < sm->base_seq ? sm->base_seq : sj->first_seq;
+    /* Bounded by count <= SRV_STREAM_MSGS_MAX. */
+    for (; seq <= sj->last_seq; seq++) {
+        struct srv_stream_slot *s = slot_at(sm, seq);
+        if (s != NULL && s->subj == sj) {
+            sj->first_seq = seq;
+            return seq;
+        }
+    }
+    return 0;
+}
+
+/* Discard old: age, then count, bytes and the subject's count. */
+static void enforce_limits(struct srv_stream_sm *sm, int64_t now_ns,
+                           struct srv_stream_subj *sj)
+{
+    const struct srv_stream_limits *l = &sm->lim;
+    /* Each loop removes one message per pass: bounded by msgs. */
+    while (l->max_age_ns > 0 && sm->count > 0 &&
+           sm->ring[sm->head].ts_ns <= now_ns - l->max_age_ns) {
+        remove_live(sm, sm->base_seq);
+    }
+    while (l->max_msgs > 0 && sm->msgs > (uint64_t)l->max_msgs) {
+        remove_live(sm, sm->base_seq);
+    }
+    while (l->max_bytes > 0 && sm->bytes > (uint64_t)l->max_bytes &&
+           sm->count > 0) {
+        remove_live(sm, sm->base_seq);
+    }
+    while (sj != NULL && l->max_msgs_per_subject > 0 &&
+           sj->msgs > (uint64_t)l->max_msgs_per_subject) {
+        uint64_t first = subj_first(sm, sj);
+        ASSERT(first != 0);
+        remove_live(sm, first);
+    }
+}
+
+static int set_detail(struct srv_stream_result *res, enum srv_js_err jerr,
+                      const char *detail)
+{
+    res->jerr = jerr;
+    if (detail != NULL) {
+        snprintf(res->detail, sizeof res->detail, "%s", detail);
+    }
+    return 0;
+}
+
+/* Refusals before storing: size, expectations, dedupe, discard new.
+ * Returns true when the publish is answered without storing. */
+static bool publish_refused(struct srv_stream_sm *sm,
+                            const struct srv_stream_entry *e, uint64_t size,
+                            const char *id, size_t id_len,
+                            struct srv_stream_result *res)
+{
+    const struct srv_stream_limits *l = &sm->lim;
+    if (l->sealed) {
+        set_detail(res, SRV_JS_EBAD_REQUEST, "stream is sealed");
+        return true;
+    }
+    if (l->max_msg_size >= 0 &&
+        e->hdr_len + e->data_len > (uint64_t)l->max_msg_size) {
+        set_detail(res, SRV_JS_EMSG_SIZE, NULL);
+        return true;
+    }
+    struct srv_stream_subj *sj =
+        srv_hmap_get(&sm->subjects, e->subject, e->subject_len);
+    struct srv_stream_expect_state st = {
+        .stream = sm->name,
+        .last_seq = sm->last_seq,
+        .subject_last_seq = sj != NULL ? sj->last_seq : 0,
+        .last_msg_id = sm->last_msg_id,
+    };
+    if (srv_stream_check_expect(&st, (const char *)e->hdr, e->hdr_len,
+                                &res->jerr, res->detail) != 0) {
+        return true;
+    }
+    srv_dedupe_expire(&sm->dedupe, e->ts_ns, l->duplicate_window_ns);
+    uint64_t dup = id_len > 0 ? srv_dedupe_find(&sm->dedupe, id, id_len) : 0;
+    if (dup != 0) {
+        res->seq = dup;
+        res->duplicate = true;
+        return true;
+    }
+    if (l->discard == SRV_JS_DISCARD_NEW && l->max_msgs > 0 &&
+        sm->msgs + 1 > (uint64_t)l->max_msgs) {
+        set_detail(res, SRV_JS_EMAX_MSGS, NULL);
+        return true;
+    }
+    if (l->discard == SRV_JS_DISCARD_NEW && l->max_bytes > 0 &&
+        sm->bytes + size > (uint64_t)l->max_bytes) {
+        set_detail(res, SRV_JS_EMAX_BYTES, NULL);
+        return true;
+    }
+    return false;
+}
+
+static int apply_publish(struct srv_stream_sm *sm, uint64_t index,
+                         const struct srv_stream_entry *e,
+                         struct srv_stream_result *res)
+{
+    const char *id = NULL;
+    size_t id_len = 0;
+    uint64_t size = e->subject_len + e->hdr_len + e->data_len;
+    if (e->hdr_len > 0 && srv_nats_hdr_get((const char *)e->hdr, e->hdr_len,
+                                           "Nats-Msg-Id", &id, &id_len) != 0) {
+        id_len = 0;
+    }
+    if (publish_refused(sm, e, size, id, id_len, res)) {
+        return 0;
+    }
+    int64_t ts = e->ts_ns > sm->last_ts_ns ? e->ts_ns : sm->last_ts_ns;
+    int rv = store_msg(sm, index, ts, e->subject, e->subject_len, size);
+    if (rv != 0) {
+        return rv;
+    }
+    res->seq = sm->last_seq;
+    free(sm->last_msg_id);
+    sm->last_msg_id = NULL;
+    sm->last_msg_id_len = 0;
+    if (id_len > 0) {
+        sm->last_msg_id = strndup(id, id_len);
+        if (sm->last_msg_id == NULL) {
+            return KEEL_ENOMEM;
+        }
+        sm->last_msg_id_len = id_len;
+        rv = srv_dedupe_add(&sm->dedupe, id, id_len, ts, res->seq);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    enforce_limits(sm, ts,
+                   srv_hmap_get(&sm->subjects, e->subject, e->subject_len));
+    return 0;
+}
+
+/* Is live slot s (at seq) chosen by the purge's filter? */
+static bool purge_match(const struct srv_stream_entry *e,
+                        const struct srv_stream_slot *s)
+{
+    if (e->subject_len == 0) {
+        return true;
+    }
+    char f[SRV_JS_SUBJECT_BYTES_MAX + 1];
+    if (e->subject_len > SRV_JS_SUBJECT_BYTES_MAX) {
+        return false;
+    }
+    memcpy(f, e->subject, e->subject_len);
+    f[e->subject_len] = '\0';
+    return srv_js_subject_matches(f, s->subj->s);
+}
+
+static int apply_purge(struct srv_stream_sm *sm,
+                       const struct srv_stream_entry *e,
+                       struct srv_stream_result *res)
+{
+    if (sm->lim.deny_purge) {
+        return set_detail(res, SRV_JS_EBAD_REQUEST,
+                          "stream purge not "
+                          "permitted");
+    }
+    uint64_t matching = 0, first = sm->base_seq, last = sm->last_seq;
+    if (e->keep > 0) {
+        for (uint64_t seq = first; seq <= last; seq++) {
+            const struct srv_stream_slot *s = srv_stream_sm_get(sm, seq);
+            matching += s != NULL && purge_match(e, s);
+        }
+    }
+    uint64_t to_remove = e->keep > 0
+                             ? (matching > e->keep ? matching - e->keep : 0)
+                             : UINT64_MAX;
+    /* Bounded by the ring's size (<= SRV_STREAM_MSGS_MAX). */
+    for (uint64_t seq = first; seq <= last && res->purged < to_remove; seq++) {
+        const struct srv_stream_slot *s = srv_stream_sm_get(sm, seq);
+        if (s == NULL || (e->seq > 0 && seq >= e->seq) || !purge_match(e, s)) {
+            continue;
+        }
+        remove_live(sm, seq);
+        res->purged++;
+    }
+    if (e->subject_len == 0 && e->keep == 0 && e->seq > sm->last_seq + 1) {
+        /* Purge up to a future seq: the next message gets that seq. */
+        sm->last_seq = e->seq - 1;
+        trim_front(sm);
+    }
+    return 0;
+}
+
+static int apply_config(struct srv_stream_sm *sm,
+                        const struct srv_stream_entry *e,
+                        struct srv_stream_result *res)
+{
+    json_error_t jerr;
+    json_t *j = json_loadb(e->subject, e->subject_len, 0, &jerr);
+    struct srv_stream_config cfg;
+    char err[SRV_JS_ERR_DESC_BYTES_MAX];
+    memset(&cfg, 0, sizeof cfg);
+    if (j == NULL || srv_stream_config_parse(j, &cfg, &res->jerr, err) != 0) {
+        json_decref(j);
+        srv_stream_config_free(&cfg);
+        return set_detail(res, SRV_JS_ESTREAM_CONFIG, "bad config entry");
+    }
+    json_decref(j);
+    srv_stream_limits_from_config(&cfg, &sm->lim);
+    srv_stream_config_free(&cfg);
+    sm->configured = true;
+    enforce_limits(sm, sm->last_ts_ns, NULL);
+    return 0;
+}
+
+int srv_stream_sm_apply(struct srv_stream_sm *sm, uint64_t index,
+                        const struct srv_stream_entry *e,
+                        struct srv_stream_result *res)
+{
+    ASSERT(sm != NULL && e != NULL && res != NULL);
+    memset(res, 0, sizeof *res);
+    switch (e->kind) {
+    case SRV_STREAM_E_PUBLISH:
+        return apply_publish(sm, index, e, res);
+    case SRV_STREAM_E_PURGE:
+        return apply_purge(sm, e, res);
+    case SRV_STREAM_E_DELETE:
+        if (sm->lim.deny_delete) {
+            return set_detail(res, SRV_JS_EBAD_REQUEST,
+                              "message delete not permitted");
+        }
+        if (srv_stream_sm_remove(sm, e->seq) != 0) {
+            return set_detail(res, SRV_JS_ENO_MESSAGE, NULL);
+        }
+        return 0;
+    case SRV_STREAM_E_CONFIG:
+        return apply_config(sm, e, res);
+    case SRV_STREAM_E_TICK:
+        srv_dedupe_expire(&sm->dedupe, e->ts_ns, sm->lim.duplicate_window_ns);
+        enforce_limits(sm, e->ts_ns, NULL);
+        return 0;
+    default:
+        return set_detail(res, SRV_JS_EBAD_REQUEST, "unknown entry kind");
+    }
+}
+
+/* ---- snapshot: little-endian fixed-width fields, subjects as a
+ * dictionary in order of first appearance (so hash layout never leaks into
+ * the bytes), live slots in seq order, dedupe ids in FIFO order. ---- */
+
+#define SNAP_MAGIC 0x3153534bu /* "KSS1" */
+
+struct sbuf {
+    uint8_t *p;
+    size_t len, cap;
+    bool oom;
+};
+
+static void sb_put(struct sbuf *b, const void *v, size_t n)
+{
+    if (b->oom || n == 0) {
+        return;
+    }
+    if (b->len + n > b->cap) {
+        size_t ncap = b->cap == 0 ? 256 : b->cap;
+        while (ncap < b->len + n) {
+            ncap *= 2;
+        }
+        uint8_t *q = realloc(b->p, ncap);
+        if (q == NULL) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = ncap;
+    }
+    memcpy(b->p + b->len, v, n);
+    b->len += n;
+}
+
+static void sb_u64(struct sbuf *b, uint64_t v)
+{
+    uint8_t x[8];
+    for (int i = 0; i < 8; i++) {
+        x[i] = (uint8_t)(v >> (8 * i));
+    }
+    sb_put(b, x, 8);
+}
+
+static void sb_str(struct sbuf *b, const void *s, size_t n)
+{
+    sb_u64(b, n);
+    sb_put(b, s, n);
+}
+
+static void snap_header(struct sbuf *b, const struct srv_stream_sm *sm)
+{
+    const struct srv_stream_limits *l = &sm->lim;
+    sb_u64(b, SNAP_MAGIC);
+    sb_u64(b, (uint64_t)l->retention | (uint64_t)l->discard << 8 |
+                  (uint64_t)l->deny_delete << 16 |
+                  (uint64_t)l->deny_purge << 17 | (uint64_t)l->sealed << 18 |
+                  (uint64_t)sm->configured << 19);
+    int64_t v[6] = {l->max_msgs,     l->max_bytes,  l->max_msgs_per_subject,
+                    l->max_msg_size, l->max_age_ns, l->duplicate_window_ns};
+    for (int i = 0; i < 6; i++) {
+        sb_u64(b, (uint64_t)v[i]);
+    }
+    sb_u64(b, sm->last_seq);
+    sb_u64(b, (uint64_t)sm->last_ts_ns);
+    sb_str(b, sm->last_msg_id, sm->last_msg_id_len);
+}
+
+/* Dictionary index of each subject, numbered by first appearance. */
+static int snap_subjects(struct sbuf *b, const struct srv_stream_sm *sm,
+                         struct srv_hmap *idx)
+{
+    uintptr_t n = 0;
+    for (uint64_t seq = sm->base_seq; seq <= sm->last_seq; seq++) {
+        const struct srv_stream_slot *s = srv_stream_sm_get(sm, seq);
+        if (s == NULL || srv_hmap_get(idx, s->subj->s, s->subj->len)) {
+            continue;
+        }
+        if (srv_hmap_put(idx, s->subj->s, s->subj->len, (void *)++n) != 0) {
+            return KEEL_ENOMEM;
+        }
+    }
+    sb_u64(b, n);
+    uintptr_t emitted = 0;
+    for (uint64_t seq = sm->base_seq; seq <= sm->last_seq; seq++) {
+        const struct srv_stream_slot *s = srv_stream_sm_get(sm, seq);
+        if (s != NULL && (uintptr_t)srv_hmap_get(idx, s->subj->s,
+                                                 s->subj->len) == emitted + 1) {
+            sb_str(b, s->subj->s, s->subj->len);
+            emitted++;
+        }
+    }
+    return 0;
+}
+
+int srv_stream_sm_snapshot(const struct srv_stream_sm *sm, uint8_t **out,
+                           size_t *len)
+{
+    struct sbuf b = {0};
+    struct srv_hmap idx;
+    srv_hmap_init(&idx);
+    *out = NULL;
+    *len = 0;
+    snap_header(&b, sm);
+    int rv = snap_subjects(&b, sm, &idx);
+    sb_u64(&b, sm->msgs);
+    for (uint64_t seq = sm->base_seq; rv == 0 && seq <= sm->last_seq; seq++) {
+        const struct srv_stream_slot *s = srv_stream_sm_get(sm, seq);
+        if (s != NULL) {
+            sb_u64(&b, seq);
+            sb_u64(&b, s->index);
+            sb_u64(&b, (uint64_t)s->ts_ns);
+            sb_u64(&b, s->size);
+            sb_u64(&b, (uintptr_t)srv_hmap_get(&idx, s->subj->s, s->subj->len));
+        }
+    }
+    const struct srv_dedupe *d = &sm->dedupe;
+    sb_u64(&b, d->count);
+    for (size_t i = 0; i < d->count; i++) {
+        const struct srv_dedupe_ent *e = d->ring[(d->head + i) % d->cap];
+        sb_str(&b, e->id, e->id_len);
+        sb_u64(&b, (uint64_t)e->ts_ns);
+        sb_u64(&b, e->seq);
+    }
+    srv_hmap_close(&idx);
+    if (rv != 0 || b.oom) {
+        free(b.p);
+        return KEEL_ENOMEM;
+    }
+    *out = b.p;
+    *len = b.len;
+    return 0;
+}
+
+struct rd {
+    const uint8_t *p;
+    size_t len, off;
+    bool bad;
+};
+
+static uint64_t rd_u64(struct rd *r)
+{
+    uint64_t v = 0;
+    if (r->bad || r->len - r->off < 8) {
+        r->bad = true;
+        return 0;
+    }
+    for (int i = 0; i < 8; i++) {
+        v |= (uint64_t)r->p[r->off + (size_t)i] << (8 * i);
+    }
+    r->off += 8;
+    return v;
+}
+
+static const char *rd_str(struct rd *r, size_t *n)
+{
+    uint64_t len = rd_u64(r);
+    *n = 0;
+    if (r->bad || r->len - r->off < len) {
+        r->bad = true;
+        return NULL;
+    }
+    const char *s = (const char *)r->p + r->off;
+    r->off += len;
+    *n = (size_t)len;
+    return s;
+}
+
+static int restore_header(struct srv_stream_sm *sm, struct rd *r)
+{
+    struct srv_stream_limits *l = &sm->lim;
+    if (rd_u64(r) != SNAP_MAGIC) {
+        return KEEL_ECORRUPT;
+    }
+    uint64_t f = rd_u64(r);
+    if ((f & 0xff) > SRV_JS_RETENTION_WORKQUEUE ||
+        (f >> 8 & 0xff) > SRV_JS_DISCARD_NEW || f >> 20 != 0) {
+        return KEEL_ECORRUPT;
+    }
+    l->retention = (enum srv_js_retention)(f & 0xff);
+    l->discard = (enum srv_js_discard)(f >> 8 & 0xff);
+    l->deny_delete = f >> 16 & 1;
+    l->deny_purge = f >> 17 & 1;
+    l->sealed = f >> 18 & 1;
+    sm->configured = f >> 19 & 1;
+    int64_t *v[6] = {&l->max_msgs,     &l->max_bytes,  &l->max_msgs_per_subject,
+                     &l->max_msg_size, &l->max_age_ns, &l->duplicate_window_ns};
+    for (int i = 0; i < 6; i++) {
+        *v[i] = (int64_t)rd_u64(r);
+    }
+    sm->last_seq = rd_u64(r);
+    sm->last_ts_ns = (int64_t)rd_u64(r);
+    size_t n = 0;
+    const char *id = rd_str(r, &n);
+    if (r->bad || l->duplicate_window_ns < 0) {
+        return KEEL_ECORRUPT;
+    }
+    if (n > 0 && (sm->last_msg_id = strndup(id, n)) == NULL) {
+        return KEEL_ENOMEM;
+    }
+    sm->last_msg_id_len = n;
+    return 0;
+}
+
+/* Live slots in increasing seq order; gaps become deleted slots. */
+static int restore_slots(struct srv_stream_sm *sm, struct rd *r,
+                         struct srv_stream_subj **dict, uint64_t nsubj)
+{
+    uint64_t n = rd_u64(r), prev = 0;
+    uint64_t last = sm->last_seq;
+    if (r->bad || n > SRV_STREAM_MSGS_MAX || n > (r->len - r->off) / 40) {
+        return KEEL_ECORRUPT;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t seq = rd_u64(r), index = rd_u64(r), ts = rd_u64(r);
+        uint64_t size = rd_u64(r), si = rd_u64(r);
+        if (r->bad || seq <= prev || seq > last || si == 0 || si > nsubj ||
+            (prev > 0 && seq - prev > SRV_STREAM_MSGS_MAX)) {
+            return KEEL_ECORRUPT;
+        }
+        if (prev == 0) {
+            sm->base_seq = seq;
+        }
+        for (uint64_t gap = prev + 1; prev > 0 && gap < seq; gap++) {
+            struct srv_stream_slot d = {0};
+            int rv = ring_push(sm, &d);
+            if (rv != 0) {
+                return rv;
+            }
+            sm->deleted++;
+        }
+        struct srv_stream_subj *sj = dict[si - 1];
+        struct srv_stream_slot v = {index, (int64_t)ts, sj, size};
+        int rv = ring_push(sm, &v);
+        if (rv != 0) {
+            return rv;
+        }
+        if (sj->msgs++ == 0) {
+            sj->first_seq = seq;
+        }
+        sj->last_seq = seq;
+        sm->msgs++;
+        sm->bytes += size;
+        prev = seq;
+    }
+    if (n == 0) {
+        sm->base_seq = last + 1;
+    }
+    return 0;
+}
+
+static int restore_dedupe(struct srv_stream_sm *sm, struct rd *r)
+{
+    uint64_t n = rd_u64(r);
+    if (r->bad || n > SRV_JS_DEDUPE_IDS_MAX) {
+        return KEEL_ECORRUPT;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        size_t len = 0;
+        const char *id = rd_str(r, &len);
+        int64_t ts = (int64_t)rd_u64(r);
+        uint64_t seq = rd_u64(r);
+        if (r->bad || srv_dedupe_add(&sm->dedupe, id, len, ts, seq) != 0) {
+            return KEEL_ECORRUPT;
+        }
+    }
+    return 0;
+}
+
+static int restore_dict(struct srv_stream_sm *sm, struct rd *r,
+                        struct srv_stream_subj ***dict, uint64_t *n)
+{
+    *n = rd_u64(r);
+    if (r->bad || *n > SRV_STREAM_MSGS_MAX || *n > (r->len - r->off) / 8) {
+        return KEEL_ECORRUPT;
+    }
+    *dict = calloc(*n + 1, sizeof **dict);
+    if (*dict == NULL) {
+        return KEEL_ENOMEM;
+    }
+    for (uint64_t i = 0; i < *n; i++) {
+        size_t len = 0;
+        const char *s = rd_str(r, &len);
+        if (r->bad || len == 0 || srv_hmap_get(&sm->subjects, s, len)) {
+            return KEEL_ECORRUPT;
+        }
+        if (((*dict)[i] = subj_get(sm, s, len)) == NULL) {
+            return KEEL_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+int srv_stream_sm_restore(struct srv_stream_sm *sm, const uint8_t *buf,
+                          size_t len, char *errmsg)
+{
+    ASSERT(sm->count == 0 && sm->msgs == 0);
+    struct rd r = {buf, len, 0, false};
+    struct srv_stream_subj **dict = NULL;
+    uint64_t nsubj = 0;
+    int rv = restore_header(sm, &r);
+    if (rv == 0) {
+        rv = restore_dict(sm, &r, &dict, &nsubj);
+    }
+    if (rv == 0) {
+        rv = restore_slots(sm, &r, dict, nsubj);
+    }
+    for (uint64_t i = 0; rv == 0 && i < nsubj; i++) {
+        if (dict[i]->msgs == 0) {
+            rv = KEEL_ECORRUPT; /* a subject no live message uses */
+        }
+    }
+    if (rv == 0) {
+        rv = restore_dedupe(sm, &r);
+    }
+    if (rv == 0 && r.off != len) {
+        rv = KEEL_ECORRUPT;
+    }
+    free(dict);
+    if (rv != 0) {
+        return keel_err(rv, errmsg, "stream %s snapshot: %s at byte %zu",
+                        sm->name, keel_strerror(rv), r.off);
+    }
+    return 0;
+}

@@ -1,0 +1,506 @@
+/* srv_stream_sm: the stream state machine (limits, discard policies,
+ * dedupe, expectations, purge forms, delete, age expiry by tick entries,
+ * snapshot determinism) and the entry codec's strictness. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keel/error.h"
+#include "keel/limits.h"
+#include "srv_stream_entry.h"
+#include "srv_stream_sm.h"
+
+#define SEC 1000000000LL
+
+struct fixture {
+    struct srv_stream_sm sm;
+    uint64_t index; /* next Raft index */
+    struct srv_stream_result res;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    if (f == NULL || srv_stream_sm_init(&f->sm, "S") != 0) {
+        free(f);
+        return -1;
+    }
+    f->index = 1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    srv_stream_sm_close(&f->sm);
+    free(f);
+    return 0;
+}
+
+/* Encode, decode and apply one entry (the path a committed entry takes). */
+static void apply(struct fixture *f, const struct srv_stream_entry *e)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    struct srv_stream_entry d;
+    char err[256];
+    assert_int_equal(srv_stream_entry_encode(e, &buf, &len), 0);
+    assert_int_equal(srv_stream_entry_decode(buf, len, &d, err), 0);
+    assert_int_equal(srv_stream_sm_apply(&f->sm, f->index++, &d, &f->res), 0);
+    free(buf);
+}
+
+static void pub_h(struct fixture *f, int64_t ts, const char *subj,
+                  const char *hdr, const char *data)
+{
+    struct srv_stream_entry e = {
+        .kind = SRV_STREAM_E_PUBLISH,
+        .ts_ns = ts,
+        .subject = subj,
+        .subject_len = strlen(subj),
+        .hdr = (const uint8_t *)hdr,
+        .hdr_len = hdr != NULL ? strlen(hdr) : 0,
+        .data = (const uint8_t *)data,
+        .data_len = strlen(data),
+    };
+    apply(f, &e);
+}
+
+static void pub(struct fixture *f, int64_t ts, const char *subj,
+                const char *data)
+{
+    pub_h(f, ts, subj, NULL, data);
+}
+
+static void config(struct fixture *f, const char *json)
+{
+    struct srv_stream_entry e = {.kind = SRV_STREAM_E_CONFIG,
+                                 .subject = json,
+                                 .subject_len = strlen(json)};
+    apply(f, &e);
+    assert_int_equal(f->res.jerr, SRV_JS_OK);
+}
+
+static void purge(struct fixture *f, const char *filter, uint64_t seq,
+                  uint64_t keep)
+{
+    struct srv_stream_entry e = {.kind = SRV_STREAM_E_PURGE,
+                                 .subject = filter,
+                                 .subject_len = strlen(filter),
+                                 .seq = seq,
+                                 .keep = keep};
+    apply(f, &e);
+}
+
+static void del(struct fixture *f, uint64_t seq)
+{
+    struct srv_stream_entry e = {.kind = SRV_STREAM_E_DELETE, .seq = seq};
+    apply(f, &e);
+}
+
+static void tick(struct fixture *f, int64_t ts)
+{
+    struct srv_stream_entry e = {.kind = SRV_STREAM_E_TICK, .ts_ns = ts};
+    apply(f, &e);
+}
+
+static void publishes_get_consecutive_seqs_and_counters(void **state)
+{
+    struct fixture *f = *state;
+    pub(f, 10, "a", "xy");
+    assert_int_equal(f->res.seq, 1);
+    pub(f, 11, "b", "xyz");
+    assert_int_equal(f->res.seq, 2);
+    pub(f, 12, "a", "");
+    assert_int_equal(f->res.seq, 3);
+    assert_int_equal(f->sm.msgs, 3);
+    assert_int_equal(f->sm.bytes, (1 + 2) + (1 + 3) + 1);
+    assert_int_equal(srv_stream_sm_first_seq(&f->sm), 1);
+    assert_int_equal(f->sm.last_seq, 3);
+    assert_int_equal(f->sm.last_ts_ns, 12);
+    const struct srv_stream_slot *s = srv_stream_sm_get(&f->sm, 2);
+    assert_non_null(s);
+    assert_int_equal(s->index, 2);
+    assert_string_equal(s->subj->s, "b");
+    struct srv_stream_subj *a = srv_hmap_get(&f->sm.subjects, "a", 1);
+    assert_non_null(a);
+    assert_int_equal(a->msgs, 2);
+    assert_int_equal(a->last_seq, 3);
+}
+
+static void timestamps_never_go_backwards(void **state)
+{
+    struct fixture *f = *state;
+    pub(f, 100, "a", "1");
+    pub(f, 50, "a", "2");
+    assert_int_equal(srv_stream_sm_get(&f->sm, 2)->ts_ns, 100);
+}
+
+static void max_msgs_with_discard_old_drops_the_oldest(void **state)
+{
+    struct fixture *f = *state;
+    config(f, "{\"name\":\"S\",\"max_msgs\":2}");
+    pub(f, 1, "a", "1");
+    pub(f, 2, "a", "2");
+    pub(f, 3, "a", "3");
+    assert_int_equal(f->res.jerr, SRV_JS_OK);
+    assert_int_equal(f->res.seq, 3);
+    assert_int_equal(f->sm.msgs, 2);
+    assert_int_equal(srv_stream_sm_first_seq(&f->sm), 2);
+    assert_null(srv_stream_sm_get(&f->sm, 1));
+}
+
+static void max_msgs_with_discard_new_refuses_with_10077(void **state)
+{
+    struct fixture *f = *state;
+    config(f, "{\"name\":\"S\",\"max_msgs\":2,\"discard\":\"new\"}");
+    pub(f, 1, "a", "1");
+    pub(f, 2, "a", "2");
+    pub(f, 3, "a", "3");
+    assert_int_equal(f->res.jerr, SRV_JS_EMAX_MSGS);
+    assert_int_equal(srv_js_err_info(f->res.jerr)->err_code, 10077);
+    assert_int_equal(f->sm.msgs, 2);
+    assert_int_equal(f->sm.last_seq, 2);
+}
+
+static void max_bytes_discard_old_and_new(void **state)
+{
+    struct fixture *f = *state;
+    config(f, "{\"name\":\"S\",\"max_bytes\":10}");
+    pub(f, 1, "a", "1234"); /* 5 bytes */
+    pub(f, 2, "a", "1234");
+    pub(f, 3, "a", "1234");
+    assert_int_equal(f->sm.msgs, 2);
+    assert_int_equal(f->sm.bytes, 10);
+    config(f, "{\"name\":\"S\",\"max_bytes\":10,\"discard\":\"new\"}");
+    pub(f, 4, "a", "1");
+    assert_int_equal(f->res.jerr, SRV_JS_EMAX_BYTES);
+    assert_int_equal(f->sm.last_seq, 3);
+}
+
+static void max_msgs_per_subject_keeps_the_newest_of_each(void **state)
+{
+    struct fixture *f = *state;
+    config(f, "{\"name\":\"S\",\"max_msgs_per_subject\":1}");
+    pub(f, 1, "a", "1");
+    pub(f, 2, "b", "2");
+    pub(f, 3, "a", "3");
+    pub(f, 4, "b", "4");
+    assert_int_equal(f->sm.msgs, 2);
+    assert_null(srv_stream_sm_get(&f->sm, 1));
+    assert_null(srv_stream_sm_get(&f->sm, 2));
+    assert_non_null(srv_stream_sm_get(&f->sm, 3));
+    assert_non_null(srv_stream_sm_get(&f->sm, 4));
+}
+
+static void max_msg_size_refuses_with_10054(void **state)
+{
+    struct fixture *f = *state;
+    config(f, "{\"name\":\"S\",\"max_msg_size\":3}");
+    pub(f, 1, "a", "123");
+    assert_int_equal(f->res.jerr, SRV_JS_OK);
+    pub(f, 2, "a", "1234");
+    assert_int_equal(f->res.jerr, SRV_JS_EMSG_SIZE);
+    assert_int_equal(srv_js_err_info(f->res.jerr)->err_code, 10054);
+    assert_int_equal(f->sm.msgs, 1);
+}
+
+static void tick_entries_expire_messages_past_max_age(void **state)
+{
+    struct fixture *f = *state;
+    config(f, "{\"name\":\"S\",\"max_age\":10000000000}");
+    pub(f, 1 * SEC, "a", "1");
+    pub(f, 5 * SEC, "a", "2");
+    tick(f, 10 * SEC);
+    assert_int_equal(f->sm.msgs, 2);
+    tick(f, 11 * SEC);
+    assert_int_equal(f->sm.msgs, 1);
+    assert_int_equal(srv_stream_sm_first_seq(&f->sm), 2);
+    tick(f, 16 * SEC);
+    assert_int_equal(f->sm.msgs, 0);
+    assert_int_equal(srv_stream_sm_first_seq(&f->sm), 3);
+}
+
+static void same_msg_id_within_window_is_a_duplicate(void **state)
+{
+    struct fixture *f = *state;
+    config(f, "{\"name\":\"S\",\"duplicate_window\":2000000000}");
+    const char *h = "NATS/1.0\r\nNats-Msg-Id: m1\r\n\r\n";
+    pub_h(f, 1 * SEC, "a", h, "x");
+    assert_int_equal(f->res.seq, 1);
+    pub_h(f, 2 * SEC, "a", h, "x");
+    assert_true(f->res.duplicate);
+    assert_int_equal(f->res.seq, 1);
+    assert_int_equal(f->sm.msgs, 1);
+    pub_h(f, 4 * SEC, "a", h, "x"); /* past the window */
+    assert_false(f->res.duplicate);
+    assert_int_equal(f->res.seq, 2);
+}
+
+static void expected_last_sequence_mismatch_is_10071(void **state)
+{
+    struct fixture *f = *state;
+    pub(f, 1, "a", "1");
+    pub_h(f, 2, "a", "NATS/1.0\r\nNats-Expected-Last-Sequence: 5\r\n\r\n", "2");
+    assert_int_equal(f->res.jerr, SRV_JS_EWRONG_LAST_SEQ);
+    assert_string_equal(f->res.detail, "1");
+    pub_h(f, 3, "a", "NATS/1.0\r\nNats-Expected-Last-Sequence: 1\r\n\r\n", "2");
+    assert_int_equal(f->res.jerr, SRV_JS_OK);
+    assert_int_equal(f->res.seq, 2);
+    pub_h(f, 4, "a", "NATS/1.0\r\nNats-Expected-Stream: T\r\n\r\n", "3");
+    assert_int_equal(f->res.jerr, SRV_JS_EEXPECTED_STREAM);
+}
+
+static void purge_all_moves_first_seq_past_last(void **state)
+{
+    struct fixture *f = *state;
+    pub(f, 1, "a", "1");
+    pub(f, 2, "b", "2");
+    purge(f, "", 0, 0);
+    assert_int_equal(f->res.purged, 2);
+    assert_int_equal(f->sm.msgs, 0);
+    assert_int_equal(f->sm.bytes, 0);
+    assert_int_equal(srv_stream_sm_first_seq(&f->sm), 3);
+    pub(f, 3, "a", "3");
+    assert_int_equal(f->res.seq, 3);
+}
+
+static void purge_by_filter_seq_and_keep(void **state)
+{
+    struct fixture *f = *state;
+    for (int i = 0; i < 6; i++) {
+        pub(f, i + 1, i % 2 ? "b" : "a", "x"); /* a:1,3,5 b:2,4,6 */
+    }
+    purge(f, "a", 0, 0);
+    assert_int_equal(f->res.purged, 3);
+    assert_int_equal(f->sm.msgs, 3);
+    assert_int_equal(f->sm.deleted, 2); /* 3 and 5 inside [2, 6] */
+    purge(f, "", 4, 0);                 /* below seq 4: 2 */
+    assert_int_equal(f->res.purged, 1);
+    assert_int_equal(srv_stream_sm_first_seq(&f->sm), 4);
+    purge(f, ">", 0, 1); /* keep the newest 1 */
+    assert_int_equal(f->res.purged, 1);
+    assert_int_equal(f->sm.msgs, 1);
+    assert_non_null(srv_stream_sm_get(&f->sm, 6));
+}
+
+static void delete_interior_and_missing(void **state)
+{
+    struct fixture *f = *state;
+    pub(f, 1, "a", "1");
+    pub(f, 2, "a", "2");
+    pub(f, 3, "a", "3");
+    del(f, 2);
+    assert_int_equal(f->res.jerr, SRV_JS_OK);
+    assert_int_equal(f->sm.msgs, 2);
+    assert_int_equal(f->sm.deleted, 1);
+    del(f, 2);
+    assert_int_equal(f->res.jerr, SRV_JS_ENO_MESSAGE);
+    del(f, 1);
+    assert_int_equal(srv_stream_sm_first_seq(&f->sm), 3);
+    assert_int_equal(f->sm.deleted, 0);
+    config(f, "{\"name\":\"S\",\"deny_delete\":true}");
+    del(f, 3);
+    assert_int_equal(f->res.jerr, SRV_JS_EBAD_REQUEST);
+    assert_int_equal(f->sm.msgs, 1);
+}
+
+static void remove_by_consumer_ack_updates_subject_counts(void **state)
+{
+    struct fixture *f = *state;
+    pub(f, 1, "a", "1");
+    pub(f, 2, "a", "2");
+    assert_int_equal(srv_stream_sm_remove(&f->sm, 2), 0);
+    assert_int_equal(srv_stream_sm_remove(&f->sm, 2), KEEL_ENOENT);
+    struct srv_stream_subj *a = srv_hmap_get(&f->sm.subjects, "a", 1);
+    assert_int_equal(a->msgs, 1);
+    assert_int_equal(srv_stream_sm_remove(&f->sm, 1), 0);
+    assert_null(srv_hmap_get(&f->sm.subjects, "a", 1));
+}
+
+/* Random entries (xorshift, fixed seed printed on failure). */
+static uint64_t rnd(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static void random_entries(struct fixture *f, uint64_t seed, int n)
+{
+    static const char *subj[] = {"a", "b", "c.d", "c.e"};
+    char hdr[64];
+    for (int i = 0; i < n; i++) {
+        uint64_t r = rnd(&seed);
+        switch (r % 10) {
+        case 0:
+            del(f, f->sm.last_seq > 0 ? r % f->sm.last_seq + 1 : 1);
+            break;
+        case 1:
+            purge(f, r & 16 ? "c.>" : "", 0, r % 3);
+            break;
+        case 2:
+            tick(f, i * SEC / 10);
+            break;
+        default:
+            snprintf(hdr, sizeof hdr, "NATS/1.0\r\nNats-Msg-Id: %d\r\n\r\n",
+                     (int)(r % 50));
+            pub_h(f, i * SEC / 10, subj[r % 4], r & 32 ? hdr : NULL, "data");
+        }
+    }
+}
+
+static void same_entries_give_identical_snapshots(void **state)
+{
+    struct fixture *f = *state;
+    struct fixture g = {.index = 1};
+    assert_int_equal(srv_stream_sm_init(&g.sm, "S"), 0);
+    const char *cfg = "{\"name\":\"S\",\"max_msgs\":40,\"max_age\":"
+                      "30000000000,\"duplicate_window\":2000000000}";
+    config(f, cfg);
+    config(&g, cfg);
+    random_entries(f, 0x9e3779b97f4a7c15ull, 400);
+    random_entries(&g, 0x9e3779b97f4a7c15ull, 400);
+    uint8_t *a = NULL, *b = NULL, *c = NULL;
+    size_t alen = 0, blen = 0, clen = 0;
+    assert_int_equal(srv_stream_sm_snapshot(&f->sm, &a, &alen), 0);
+    assert_int_equal(srv_stream_sm_snapshot(&g.sm, &b, &blen), 0);
+    assert_int_equal(alen, blen);
+    assert_memory_equal(a, b, alen);
+    /* Restored state encodes to the same bytes and keeps the counters. */
+    struct srv_stream_sm r;
+    char err[256];
+    assert_int_equal(srv_stream_sm_init(&r, "S"), 0);
+    assert_int_equal(srv_stream_sm_restore(&r, a, alen, err), 0);
+    assert_int_equal(srv_stream_sm_snapshot(&r, &c, &clen), 0);
+    assert_int_equal(clen, alen);
+    assert_memory_equal(a, c, alen);
+    assert_int_equal(r.msgs, f->sm.msgs);
+    assert_int_equal(r.bytes, f->sm.bytes);
+    assert_int_equal(r.deleted, f->sm.deleted);
+    assert_int_equal(srv_stream_sm_first_seq(&r),
+                     srv_stream_sm_first_seq(&f->sm));
+    assert_int_equal(r.dedupe.count, f->sm.dedupe.count);
+    srv_stream_sm_close(&r);
+    srv_stream_sm_close(&g.sm);
+    free(a);
+    free(b);
+    free(c);
+}
+
+static void restore_refuses_every_truncation(void **state)
+{
+    struct fixture *f = *state;
+    random_entries(f, 42, 100);
+    uint8_t *a = NULL;
+    size_t alen = 0;
+    char err[256];
+    assert_int_equal(srv_stream_sm_snapshot(&f->sm, &a, &alen), 0);
+    for (size_t n = 0; n < alen; n++) {
+        struct srv_stream_sm r;
+        assert_int_equal(srv_stream_sm_init(&r, "S"), 0);
+        assert_int_equal(srv_stream_sm_restore(&r, a, n, err), KEEL_ECORRUPT);
+        srv_stream_sm_close(&r);
+    }
+    free(a);
+}
+
+static void entry_decoder_refuses_truncation_and_trailing_bytes(void **state)
+{
+    (void)state;
+    struct srv_stream_entry e = {.kind = SRV_STREAM_E_PUBLISH,
+                                 .ts_ns = 7,
+                                 .subject = "foo.bar",
+                                 .subject_len = 7,
+                                 .hdr = (const uint8_t *)"NATS/1.0\r\n\r\n",
+                                 .hdr_len = 12,
+                                 .data = (const uint8_t *)"hello",
+                                 .data_len = 5};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    struct srv_stream_entry d;
+    char err[256];
+    assert_int_equal(srv_stream_entry_encode(&e, &buf, &len), 0);
+    assert_int_equal(srv_stream_entry_decode(buf, len, &d, err), 0);
+    assert_int_equal(d.ts_ns, 7);
+    assert_memory_equal(d.subject, "foo.bar", 7);
+    assert_memory_equal(d.data, "hello", 5);
+    assert_int_equal(d.hdr_len, 12);
+    for (size_t n = 0; n < len; n++) {
+        assert_int_equal(srv_stream_entry_decode(buf, n, &d, err),
+                         KEEL_ECORRUPT);
+    }
+    uint8_t *longer = malloc(len + 1);
+    memcpy(longer, buf, len);
+    longer[len] = 0;
+    assert_int_equal(srv_stream_entry_decode(longer, len + 1, &d, err),
+                     KEEL_ECORRUPT);
+    longer[0] = 0x40; /* a consumer kind */
+    assert_int_equal(srv_stream_entry_decode(longer, len, &d, err),
+                     KEEL_EINVAL);
+    free(longer);
+    free(buf);
+}
+
+static void entry_decoder_survives_random_bytes(void **state)
+{
+    (void)state;
+    uint64_t seed = 12345;
+    uint8_t buf[64];
+    struct srv_stream_entry d;
+    char err[256];
+    int ok = 0;
+    for (int i = 0; i < 20000; i++) {
+        size_t n = rnd(&seed) % sizeof buf;
+        for (size_t k = 0; k < n; k++) {
+            buf[k] = (uint8_t)rnd(&seed);
+        }
+        if (n > 1) {
+            buf[0] = (uint8_t)(1 + rnd(&seed) % 5);
+            buf[1] = (uint8_t)(0x91 + rnd(&seed) % 4);
+        }
+        int rv = srv_stream_entry_decode(buf, n, &d, err);
+        assert_true(rv == 0 || rv == KEEL_ECORRUPT || rv == KEEL_EINVAL);
+        ok += rv == 0;
+        if (rv == 0 && d.subject_len > 0) {
+            assert_true(d.subject >= (const char *)buf &&
+                        d.subject + d.subject_len <= (const char *)buf + n);
+        }
+    }
+    (void)ok;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+        T(publishes_get_consecutive_seqs_and_counters),
+        T(timestamps_never_go_backwards),
+        T(max_msgs_with_discard_old_drops_the_oldest),
+        T(max_msgs_with_discard_new_refuses_with_10077),
+        T(max_bytes_discard_old_and_new),
+        T(max_msgs_per_subject_keeps_the_newest_of_each),
+        T(max_msg_size_refuses_with_10054),
+        T(tick_entries_expire_messages_past_max_age),
+        T(same_msg_id_within_window_is_a_duplicate),
+        T(expected_last_sequence_mismatch_is_10071),
+        T(purge_all_moves_first_seq_past_last),
+        T(purge_by_filter_seq_and_keep),
+        T(delete_interior_and_missing),
+        T(remove_by_consumer_ack_updates_subject_counts),
+        T(same_entries_give_identical_snapshots),
+        T(restore_refuses_every_truncation),
+        T(entry_decoder_refuses_truncation_and_trailing_bytes),
+        T(entry_decoder_survives_random_bytes),
+#undef T
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
