@@ -97,4 +97,16 @@ KEEL_MUST_USE int srv_js_send(struct srv_js *js, const char *subject,
                               const char *reply, const void *hdr, size_t hlen,
                               const void *data, size_t dlen);
 
+/* Deliver a consumer message (PROTOCOL §2.7): routed like a publish to
+ * route_subject (the pull request's reply inbox, or the push
+ * deliver_subject, where a queue group gets it once) but the MSG/HMSG line
+ * carries wire_subject (the stored message's subject) and reply (its
+ * $JS.ACK subject). hdr may be NULL. Returns 0, KEEL_ENOMEM or KEEL_EINVAL.
+ * Declared by js-consumers (srv_consumer.c calls it); js-streams implements
+ * it beside srv_js_send. */
+KEEL_MUST_USE int srv_js_deliver(struct srv_js *js, const char *route_subject,
+                                 const char *wire_subject, size_t wire_len,
+                                 const char *reply, const void *hdr,
+                                 size_t hlen, const void *data, size_t dlen);
+
 #endif
