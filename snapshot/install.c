@@ -37,8 +37,10 @@ struct snap_send {
     struct fs_file *f;
     struct xf_manifest m;
     uint64_t data_bytes; /* manifest + file + log */
-    uint64_t off;        /* spool write position */
+    uint64_t off;        /* spool write position (flushed bytes) */
     XXH3_state_t *hs;
+    uint8_t *wbuf; /* SNAP_IO_BYTES of buffered spool writes */
+    size_t wlen;
 };
 
 struct snap_recv {
@@ -134,25 +136,45 @@ static void rec_header_encode(const struct store_entry *e, uint8_t *out)
 
 /* ---- leader side ---- */
 
-static int spool_write(struct snap_send *ss, const void *p, size_t n, bool hash,
-                       char *errmsg)
+/* Write the buffered spool bytes (large writes: few syscalls, and the
+ * fault fs copies per write). */
+static int spool_flush(struct snap_send *ss, char *errmsg)
 {
-    struct iovec iov = {(void *)p, n};
+    struct iovec iov = {ss->wbuf, ss->wlen};
 
     ASSERT(ss != NULL);
-    ASSERT(p != NULL || n == 0);
-    if (n == 0) {
+    ASSERT(ss->wlen <= SNAP_IO_BYTES);
+    if (ss->wlen == 0) {
         return 0;
     }
     int rv = ss->sn->fs->pwritev(ss->sn->fs, ss->f, &iov, 1, ss->off, errmsg);
-    if (rv != 0) {
-        return rv;
-    }
-    if (hash) {
+    ss->off += rv == 0 ? ss->wlen : 0;
+    ss->wlen = 0;
+    return rv;
+}
+
+static int spool_write(struct snap_send *ss, const void *p, size_t n, bool hash,
+                       char *errmsg)
+{
+    int rv = 0;
+
+    ASSERT(ss != NULL);
+    ASSERT(p != NULL || n == 0);
+    if (hash && n > 0) {
         (void)XXH3_64bits_update(ss->hs, p, n);
     }
-    ss->off += n;
-    return 0;
+    if (ss->wlen + n > SNAP_IO_BYTES) {
+        rv = spool_flush(ss, errmsg);
+    }
+    if (rv == 0 && n > SNAP_IO_BYTES) {
+        struct iovec iov = {(void *)p, n};
+        rv = ss->sn->fs->pwritev(ss->sn->fs, ss->f, &iov, 1, ss->off, errmsg);
+        ss->off += rv == 0 ? n : 0;
+    } else if (rv == 0 && n > 0) {
+        memcpy(ss->wbuf + ss->wlen, p, n);
+        ss->wlen += n;
+    }
+    return rv;
 }
 
 static int send_rec_cb(void *arg, const struct store_entry *e)
@@ -205,6 +227,7 @@ static int send_fill(struct snap_send *ss, const uint8_t *body, size_t len,
         rv = store_iterate(ss->sn->g, ss->m.log_first, ss->m.index, send_rec_cb,
                            ss, errmsg);
     }
+    rv = rv == 0 ? spool_flush(ss, errmsg) : rv;
     if (rv != 0) {
         return rv;
     }
@@ -248,14 +271,17 @@ int snap_send_open(struct snap *sn, uint64_t log_first, struct snap_send **out,
     }
     ss = calloc(1, sizeof *ss);
     XXH3_state_t *hs = XXH3_createState();
-    if (ss == NULL || hs == NULL) {
+    uint8_t *wbuf = malloc(SNAP_IO_BYTES);
+    if (ss == NULL || hs == NULL || wbuf == NULL) {
         free(ss);
         XXH3_freeState(hs);
+        free(wbuf);
         free(body);
         return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
     }
     ss->sn = sn;
     ss->hs = hs;
+    ss->wbuf = wbuf;
     memcpy(ss->m.group, sn->gid, 16);
     ss->m.index = sn->newest.index;
     ss->m.term = sn->newest.term;
@@ -339,6 +365,7 @@ void snap_send_close(struct snap_send *ss)
         (void)ss->sn->fs->unlink(ss->sn->fs, ss->path, NULL);
     }
     XXH3_freeState(ss->hs);
+    free(ss->wbuf);
     free(ss);
 }
 

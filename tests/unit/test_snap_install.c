@@ -19,10 +19,10 @@ static int setup(void **state)
     tsn_init_seg(&fx->l, 41, 1024 * 1024);
     tsn_init_seg(&fx->f, 43, 1024 * 1024);
     fx->frame = test_malloc(SNAP_FRAME_BYTES);
-    /* Leader: 1..100 in term 1, 101..300 in term 2 (2000-byte payloads:
+    /* Leader: 1..100 in term 1, 101..300 in term 2 (1200-byte payloads:
      * several frames), snapshot at 250. */
-    ts_append(&fx->l.t, 1, 100, 1, 2000, 1);
-    ts_append(&fx->l.t, 101, 300, 2, 2000, 1);
+    ts_append(&fx->l.t, 1, 100, 1, 1200, 1);
+    ts_append(&fx->l.t, 101, 300, 2, 1200, 1);
     assert_true(ts_wait_persisted(&fx->l.t, 300));
     uint8_t body[TSN_BODY_MAX];
     size_t len = tsn_body(250, body, 3000);
