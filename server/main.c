@@ -150,6 +150,7 @@ int main(int argc, char **argv)
     if (rt.lock_fd >= 0) {
         close(rt.lock_fd);
     }
+    srv_config_release(&cfg);
     srv_log_close();
     return code;
 }

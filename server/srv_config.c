@@ -24,6 +24,16 @@ void srv_config_defaults(struct srv_config *c)
     c->ping_interval_ms = SRV_PING_INTERVAL_MS_DEFAULT;
     c->ping_max = SRV_PINGS_OUTSTANDING_MAX;
     c->fsync = SRV_FSYNC_GROUP;
+    c->max_connections = SRV_CONNS_MAX;
+    c->max_subs = SRV_SUBS_PER_CONN_MAX;
+    c->max_header_bytes = SRV_HEADER_BYTES_DEFAULT;
+    c->tls_timeout_ms = SRV_TLS_TIMEOUT_MS_DEFAULT;
+}
+
+void srv_config_release(struct srv_config *c)
+{
+    json_decref(c->auth_users);
+    c->auth_users = NULL;
 }
 
 bool srv_parse_size(const char *s, uint64_t *out)
@@ -179,6 +189,19 @@ enum opt_id {
     OPT_FSYNC,
     OPT_HELP,
     OPT_VERSION,
+    OPT_USER,
+    OPT_PASS,
+    OPT_AUTH,
+    OPT_AUTH_TIMEOUT,
+    OPT_MAX_CONNS,
+    OPT_MAX_SUBS,
+    OPT_MAX_HEADER,
+    OPT_TLS,
+    OPT_TLS_CERT,
+    OPT_TLS_KEY,
+    OPT_TLS_CA,
+    OPT_TLS_VERIFY,
+    OPT_TLS_TIMEOUT,
 };
 
 struct opt {
@@ -209,6 +232,19 @@ static const struct opt opts[] = {
     {{"fsync"}, OPT_FSYNC, true},
     {{"h", "help"}, OPT_HELP, false},
     {{"v", "version"}, OPT_VERSION, false},
+    {{"user"}, OPT_USER, true},
+    {{"pass"}, OPT_PASS, true},
+    {{"auth"}, OPT_AUTH, true},
+    {{"auth_timeout"}, OPT_AUTH_TIMEOUT, true},
+    {{"max_connections", "max_conn"}, OPT_MAX_CONNS, true},
+    {{"max_subscriptions", "max_subs"}, OPT_MAX_SUBS, true},
+    {{"max_header_size"}, OPT_MAX_HEADER, true},
+    {{"tls"}, OPT_TLS, false},
+    {{"tlscert"}, OPT_TLS_CERT, true},
+    {{"tlskey"}, OPT_TLS_KEY, true},
+    {{"tlscacert"}, OPT_TLS_CA, true},
+    {{"tlsverify"}, OPT_TLS_VERIFY, false},
+    {{"tls_timeout"}, OPT_TLS_TIMEOUT, true},
 };
 
 static const struct opt *find_opt(const char *name, size_t len)
@@ -251,6 +287,82 @@ static int set_ping_interval(struct srv_config *c, const char *v, char *errmsg)
     }
     c->ping_interval_ms = ms;
     return 0;
+}
+
+static int set_count(uint64_t *dst, const char *v, uint64_t max,
+                     const char *what, char *errmsg)
+{
+    char *end;
+    unsigned long long n;
+
+    errno = 0;
+    n = strtoull(v, &end, 10);
+    if (errno != 0 || *end != '\0' || end == v || n == 0 || n > max) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "invalid %s '%s': use a number 1-%llu", what, v,
+                        (unsigned long long)max);
+    }
+    *dst = n;
+    return 0;
+}
+
+static int set_timeout(uint64_t *dst, const char *v, const char *what,
+                       char *errmsg)
+{
+    uint64_t ms;
+
+    if (!srv_parse_duration_ms(v, &ms) || ms == 0 ||
+        ms > SRV_AUTH_TIMEOUT_MS_MAX) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "invalid %s '%s': use e.g. 2 (seconds), 2s, 500ms "
+                        "(at most 10m)",
+                        what, v);
+    }
+    *dst = ms;
+    return 0;
+}
+
+/* Security options (auth, limits, TLS): a dispatch switch. */
+static int apply_security_opt(struct srv_config *c, enum opt_id id,
+                              const char *v, char *errmsg)
+{
+    switch (id) {
+    case OPT_USER:
+        return copy_str(c->auth_user, sizeof c->auth_user, v, "user", errmsg);
+    case OPT_PASS:
+        return copy_str(c->auth_pass, sizeof c->auth_pass, v, "pass", errmsg);
+    case OPT_AUTH:
+        return copy_str(c->auth_token, sizeof c->auth_token, v, "auth token",
+                        errmsg);
+    case OPT_AUTH_TIMEOUT:
+        return set_timeout(&c->auth_timeout_ms, v, "auth_timeout", errmsg);
+    case OPT_MAX_CONNS:
+        return set_count(&c->max_connections, v, SRV_CONNS_MAX,
+                         "max_connections", errmsg);
+    case OPT_MAX_SUBS:
+        return set_count(&c->max_subs, v, SRV_SUBS_PER_CONN_MAX,
+                         "max_subscriptions", errmsg);
+    case OPT_MAX_HEADER:
+        return set_size(&c->max_header_bytes, v, SRV_PAYLOAD_BYTES_MAX,
+                        "max_header_size", errmsg);
+    case OPT_TLS:
+        c->tls = true;
+        return 0;
+    case OPT_TLS_CERT:
+        return copy_str(c->tls_cert, sizeof c->tls_cert, v, "tlscert", errmsg);
+    case OPT_TLS_KEY:
+        return copy_str(c->tls_key, sizeof c->tls_key, v, "tlskey", errmsg);
+    case OPT_TLS_CA:
+        return copy_str(c->tls_ca, sizeof c->tls_ca, v, "tlscacert", errmsg);
+    case OPT_TLS_VERIFY:
+        c->tls = true;
+        c->tls_verify = true;
+        return 0;
+    case OPT_TLS_TIMEOUT:
+        return set_timeout(&c->tls_timeout_ms, v, "tls timeout", errmsg);
+    default:
+        return keel_err(KEEL_EUSAGE, errmsg, "unhandled option");
+    }
 }
 
 /* One option with its value (NULL for switches). A dispatch switch over
@@ -317,6 +429,8 @@ static int apply_opt(struct srv_config *c, enum opt_id id, const char *v,
     case OPT_VERSION:
         c->version = true;
         return 0;
+    default:
+        return apply_security_opt(c, id, v, errmsg);
     }
     return keel_err(KEEL_EUSAGE, errmsg, "unhandled option");
 }
@@ -344,6 +458,11 @@ static const struct {
     {"ping_interval", OPT_PING_INTERVAL},
     {"ping_max", OPT_PING_MAX},
     {"fsync", OPT_FSYNC},
+    {"max_connections", OPT_MAX_CONNS},
+    {"max_conn", OPT_MAX_CONNS},
+    {"max_subscriptions", OPT_MAX_SUBS},
+    {"max_subs", OPT_MAX_SUBS},
+    {"max_header_size", OPT_MAX_HEADER},
 };
 
 /* Render a scalar as the string a flag would carry. */
@@ -422,10 +541,95 @@ static int apply_cluster(struct srv_config *c, const json_t *v, char *errmsg)
     return 0;
 }
 
+/* A string member of block o into dst via the flag of the same meaning;
+ * absent members leave dst alone. */
+static int block_str(struct srv_config *c, const json_t *o, const char *key,
+                     enum opt_id id, char *errmsg)
+{
+    const json_t *v = json_object_get(o, key);
+    char buf[PATH_MAX];
+
+    if (v == NULL) {
+        return 0;
+    }
+    if (json_is_real(v)) {
+        /* timeout: 0.5 (seconds, as nats-server reads it) */
+        snprintf(buf, sizeof buf, "%llums",
+                 (unsigned long long)(json_real_value(v) * 1000));
+    } else if (!scalar_str(v, buf, sizeof buf)) {
+        return keel_err(KEEL_EUSAGE, errmsg, "%s: expected a value", key);
+    }
+    return apply_opt(c, id, buf, errmsg);
+}
+
+/* authorization { token | user+password | users [...], timeout } */
+static int apply_authorization(struct srv_config *c, const json_t *v,
+                               char *errmsg)
+{
+    const json_t *users;
+    int rv;
+
+    if (!json_is_object(v)) {
+        return keel_err(KEEL_EUSAGE, errmsg, "expected a { } block");
+    }
+    rv = block_str(c, v, "token", OPT_AUTH, errmsg);
+    if (rv == 0) {
+        rv = block_str(c, v, "user", OPT_USER, errmsg);
+    }
+    if (rv == 0) {
+        rv = block_str(c, v, "password", OPT_PASS, errmsg);
+    }
+    if (rv == 0) {
+        rv = block_str(c, v, "pass", OPT_PASS, errmsg);
+    }
+    if (rv == 0) {
+        rv = block_str(c, v, "timeout", OPT_AUTH_TIMEOUT, errmsg);
+    }
+    users = json_object_get(v, "users");
+    if (rv == 0 && users != NULL) {
+        if (!json_is_array(users)) {
+            return keel_err(KEEL_EUSAGE, errmsg, "users: expected a [ ] list");
+        }
+        json_decref(c->auth_users);
+        c->auth_users = json_incref((json_t *)users);
+    }
+    return rv;
+}
+
+/* tls { cert_file, key_file, ca_file, verify, timeout } */
+static int apply_tls(struct srv_config *c, const json_t *v, char *errmsg)
+{
+    int rv;
+
+    if (!json_is_object(v)) {
+        return keel_err(KEEL_EUSAGE, errmsg, "expected a { } block");
+    }
+    c->tls = true;
+    c->tls_verify = json_is_true(json_object_get(v, "verify"));
+    rv = block_str(c, v, "cert_file", OPT_TLS_CERT, errmsg);
+    if (rv == 0) {
+        rv = block_str(c, v, "key_file", OPT_TLS_KEY, errmsg);
+    }
+    if (rv == 0) {
+        rv = block_str(c, v, "ca_file", OPT_TLS_CA, errmsg);
+    }
+    if (rv == 0) {
+        rv = block_str(c, v, "timeout", OPT_TLS_TIMEOUT, errmsg);
+    }
+    return rv;
+}
+
 static int apply_key(struct srv_config *c, const char *key, const json_t *v,
                      char *errmsg)
 {
     char buf[PATH_MAX];
+
+    if (strcmp(key, "authorization") == 0) {
+        return apply_authorization(c, v, errmsg);
+    }
+    if (strcmp(key, "tls") == 0) {
+        return apply_tls(c, v, errmsg);
+    }
 
     if (strcmp(key, "listen") == 0 || strcmp(key, "http") == 0) {
         return apply_hostport(c, v, key[0] == 'h', errmsg);
@@ -593,6 +797,18 @@ const char *srv_config_usage(void)
            "  --fsync MODE               group | always | interval:<ms>\n"
            "  --cluster URL, --cluster_name NAME, --routes URLS\n"
            "                             stored; clustering comes later\n"
+           "  --user USER, --pass PASS   require this user (pass may be a "
+           "keel-passwd hash)\n"
+           "  --auth TOKEN               require this token\n"
+           "  --auth_timeout DUR         time allowed until CONNECT (2s with "
+           "auth, else 10s)\n"
+           "  --max_connections N        connections at once (65536)\n"
+           "  --max_subscriptions N      subscriptions per connection "
+           "(65536)\n"
+           "  --max_header_size SIZE     largest header block (64K)\n"
+           "  --tls, --tlsverify         enable TLS (verify client certs)\n"
+           "  --tlscert, --tlskey, --tlscacert FILE   PEM files\n"
+           "  --tls_timeout DUR          TLS handshake time (2s)\n"
            "  -h, --help                 this text\n"
            "  -v, --version              print the version\n";
 }

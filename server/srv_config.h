@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "keel/assert.h"
+#include "keel/limits.h"
 
 #define SRV_VERSION_ADVERTISED "2.10.24"
 
@@ -40,6 +41,22 @@ struct srv_config {
     char cluster_listen[256];
     char cluster_name[128];
     char routes[1024];
+    /* Security (srv_auth, srv_tls). Limits of 0 take the named maximum;
+     * auth_timeout_ms 0 takes the default for the auth mode. */
+    uint64_t max_connections;
+    uint64_t max_subs;
+    uint64_t max_header_bytes;
+    uint64_t auth_timeout_ms;
+    char auth_token[SRV_AUTH_SECRET_BYTES_MAX + 1];
+    char auth_user[SRV_AUTH_SECRET_BYTES_MAX + 1];
+    char auth_pass[SRV_AUTH_SECRET_BYTES_MAX + 1];
+    json_t *auth_users; /* the users list of the file, owned (release) */
+    bool tls;
+    bool tls_verify;
+    char tls_cert[PATH_MAX];
+    char tls_key[PATH_MAX];
+    char tls_ca[PATH_MAX];
+    uint64_t tls_timeout_ms;
     bool help;
     bool version;
 };
@@ -67,6 +84,9 @@ KEEL_MUST_USE bool srv_parse_size(const char *s, uint64_t *out);
 
 /* Parse durations like 2m, 30s, 500ms, 1h; a bare number is seconds. */
 KEEL_MUST_USE bool srv_parse_duration_ms(const char *s, uint64_t *out);
+
+/* Free what the config owns (auth_users). */
+void srv_config_release(struct srv_config *c);
 
 /* Usage text for --help. */
 const char *srv_config_usage(void);

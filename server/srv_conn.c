@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/ssl.h>
+
 #include "keel/error.h"
 #include "srv_log.h"
 #include "srv_route.h"
@@ -13,10 +15,10 @@ size_t srv_conn_pending_bytes(const struct srv_conn *c)
     return c->out.bytes;
 }
 
-static void close_cb(uv_handle_t *h)
+/* Drop one reference: each open handle and each auth check on the worker
+ * pool holds one. The last frees the conn. */
+static void conn_unref(struct srv_conn *c)
 {
-    struct srv_conn *c = h->data;
-
     ASSERT(c->handles_open > 0);
     if (--c->handles_open > 0) {
         return;
@@ -25,7 +27,15 @@ static void close_cb(uv_handle_t *h)
     srv_parser_close(&c->parser);
     srv_hmap_close(&c->subs);
     srv_outq_close(&c->out, &c->srv->outpool);
+    srv_tls_session_close(&c->tls);
+    free(c->tls_wbuf);
+    free(c->held);
     free(c);
+}
+
+static void close_cb(uv_handle_t *h)
+{
+    conn_unref(h->data);
 }
 
 static void hard_close(struct srv_conn *c)
@@ -96,7 +106,12 @@ static void write_cb(uv_write_t *req, int status)
     struct srv_conn *c = req->data;
 
     c->writing = false;
-    srv_outq_end_flight(&c->out, &c->srv->outpool);
+    if (c->tls_wbuf != NULL) {
+        free(c->tls_wbuf);
+        c->tls_wbuf = NULL;
+    } else {
+        srv_outq_end_flight(&c->out, &c->srv->outpool);
+    }
     if (c->hard_closed) {
         return;
     }
@@ -128,6 +143,56 @@ void srv_conn_check_drained(struct srv_conn *c)
     }
 }
 
+static void write_failed(struct srv_conn *c)
+{
+    srv_conn_close(c, NULL, false);
+    hard_close(c);
+}
+
+/* TLS: encrypt the queued plain text (up to SRV_OUT_IOV_MAX blocks) and
+ * write the ciphertext with handshake records in one uv_write. Encrypting
+ * only when no write runs keeps unsent bytes in the queue, where
+ * max_pending and the stall marks see them. */
+static void tls_flush(struct srv_conn *c)
+{
+    uv_buf_t iov[SRV_OUT_IOV_MAX];
+    size_t total = 0;
+
+    if (c->tls.established && c->out.bytes > 0) {
+        unsigned cnt = srv_outq_iov(&c->out, iov, SRV_OUT_IOV_MAX, &total);
+        for (unsigned i = 0; i < cnt; i++) {
+            if (srv_tls_write(&c->tls, iov[i].base, iov[i].len) != 0) {
+                write_failed(c);
+                return;
+            }
+        }
+        srv_outq_consume(&c->out, &c->srv->outpool, total);
+    }
+    size_t n = srv_tls_pending_out(&c->tls);
+    if (n == 0) {
+        if (c->closing && c->out.bytes == 0) {
+            hard_close(c);
+        }
+        return;
+    }
+    c->tls_wbuf = malloc(n);
+    if (c->tls_wbuf == NULL) {
+        write_failed(c);
+        return;
+    }
+    size_t got = srv_tls_take_out(&c->tls, c->tls_wbuf, n);
+    ASSERT(got == n);
+    uv_buf_t b = uv_buf_init(c->tls_wbuf, (unsigned)got);
+    c->wreq.data = c;
+    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_cb) != 0) {
+        free(c->tls_wbuf);
+        c->tls_wbuf = NULL;
+        write_failed(c);
+        return;
+    }
+    c->writing = true;
+}
+
 void srv_conn_flush(struct srv_conn *c)
 {
     uv_buf_t iov[SRV_OUT_IOV_MAX];
@@ -136,6 +201,10 @@ void srv_conn_flush(struct srv_conn *c)
     int n;
 
     if (c->hard_closed || c->writing) {
+        return;
+    }
+    if (c->tls_on) {
+        tls_flush(c);
         return;
     }
     if (c->out.bytes == 0) {
@@ -195,6 +264,27 @@ static void ping_cb(uv_timer_t *t)
     }
 }
 
+static void auth_timeout_cb(uv_timer_t *t)
+{
+    struct srv_conn *c = t->data;
+
+    if (c->closing || c->connected) {
+        return;
+    }
+    SRV_DEBUG("conn", "cid %llu %s: no CONNECT in time",
+              (unsigned long long)c->cid, c->peer);
+    srv_conn_close(c, "Authentication Timeout", true);
+}
+
+/* CONNECT accepted: pings replace the connect deadline. */
+static void conn_connected(struct srv_conn *c)
+{
+    c->connected = true;
+    uv_timer_stop(&c->timer);
+    uv_timer_start(&c->timer, ping_cb, c->srv->cfg->ping_interval_ms,
+                   c->srv->cfg->ping_interval_ms);
+}
+
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct srv_conn *c = h->data;
@@ -213,6 +303,67 @@ void srv_conn_resume(struct srv_conn *c)
     }
 }
 
+static void tls_failed(struct srv_conn *c, const char *errmsg)
+{
+    SRV_DEBUG("tls", "cid %llu %s: %s", (unsigned long long)c->cid, c->peer,
+              errmsg);
+    srv_conn_close(c, NULL, false);
+}
+
+/* Handshake done: the conn proceeds as a plain one would after INFO. */
+static void tls_established(struct srv_conn *c)
+{
+    SRV_DEBUG("tls", "cid %llu %s: TLS established (%s)",
+              (unsigned long long)c->cid, c->peer, SSL_get_version(c->tls.ssl));
+}
+
+/* Ciphertext from the socket: handshake, then plain text to the protocol
+ * in SRV_TLS_CHUNK_BYTES pieces (bounded: one read of ciphertext yields
+ * at most as much plain text). */
+static void tls_input(struct srv_conn *c, const char *data, size_t len)
+{
+    char errmsg[KEEL_ERRMSG_MAX] = "";
+    char *plain = c->srv->tls_plain;
+    size_t rounds = 0;
+
+    if (!c->tls.seen_bytes) {
+        c->tls.seen_bytes = true;
+        if (!srv_tls_looks_like_tls(data, len)) {
+            /* A plain-text client: tell it in plain text. */
+            c->tls_on = false;
+            srv_conn_close(c, "Secure Connection - TLS Required", true);
+            return;
+        }
+    }
+    if (srv_tls_feed(&c->tls, data, len, errmsg) != 0) {
+        tls_failed(c, errmsg);
+        return;
+    }
+    if (!c->tls.established) {
+        if (srv_tls_handshake(&c->tls, errmsg) != 0) {
+            tls_failed(c, errmsg);
+            return;
+        }
+        if (c->tls.established) {
+            tls_established(c);
+        }
+    }
+    while (c->tls.established && !c->closing &&
+           rounds++ < SRV_READ_BYTES / 64 + 2) {
+        size_t n = 0;
+        int rv = srv_tls_read(&c->tls, plain, SRV_TLS_CHUNK_BYTES, &n, errmsg);
+        if (rv != 0) {
+            tls_failed(c, rv == KEEL_ESHUTDOWN ? "peer closed TLS" : errmsg);
+            return;
+        }
+        if (n == 0) {
+            break;
+        }
+        srv_route_input(c, plain, n);
+    }
+    srv_conn_flush(c); /* handshake records, if any */
+}
+
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     struct srv_conn *c = s->data;
@@ -228,7 +379,11 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         srv_conn_close(c, NULL, false);
         return;
     }
-    srv_route_input(c, buf->base, (size_t)nread);
+    if (c->tls_on) {
+        tls_input(c, buf->base, (size_t)nread);
+    } else {
+        srv_route_input(c, buf->base, (size_t)nread);
+    }
     if (c->stall_wanted && !c->closing && !c->stalled) {
         srv_server_stall(c->srv, c);
     }
@@ -317,8 +472,165 @@ int srv_conn_accept(struct srv_server *srv, uv_stream_t *listener)
     if (c->closing) {
         return 0; /* the INFO write failed; the conn is going away */
     }
+    if (srv->stats.connections > srv->cfg->max_connections) {
+        SRV_WARN("conn", "%s refused: max_connections (%llu) reached", c->peer,
+                 (unsigned long long)srv->cfg->max_connections);
+        srv_conn_close(c, "maximum connections exceeded", true);
+        return 0;
+    }
+    if (srv->tls != NULL) {
+        if (c->out.bytes > 0 || c->writing) {
+            /* INFO must be on the wire before TLS records follow it. */
+            srv_conn_close(c, NULL, false);
+            return KEEL_EIO;
+        }
+        if (srv_tls_session_init(&c->tls, srv->tls) != 0) {
+            srv_conn_close(c, NULL, false);
+            return KEEL_ENOMEM;
+        }
+        c->tls_on = true; /* INFO went out in plain text, as NATS does */
+    }
     uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
-    uv_timer_start(&c->timer, ping_cb, srv->cfg->ping_interval_ms,
-                   srv->cfg->ping_interval_ms);
+    uint64_t ms = srv->auth_timeout_ms;
+    if (srv->tls != NULL) {
+        ms += srv->cfg->tls_timeout_ms;
+    }
+    uv_timer_start(&c->timer, auth_timeout_cb, ms, 0);
+    return 0;
+}
+
+/* ---- authentication off the loop thread ---- */
+
+struct auth_work {
+    uv_work_t req;
+    struct srv_conn *c;
+    char *user; /* copies: the CONNECT line is gone when the work runs */
+    char *pass;
+    char *token;
+    const struct srv_user *user_out;
+    int rv;
+};
+
+static void auth_work_free(struct auth_work *w)
+{
+    free(w->user);
+    free(w->pass);
+    free(w->token);
+    free(w);
+}
+
+/* Worker thread: reads only the immutable srv->auth. */
+static void auth_work_cb(uv_work_t *req)
+{
+    struct auth_work *w = req->data;
+    struct srv_auth_creds creds = {w->user, w->pass, w->token};
+
+    w->rv = srv_auth_check(&w->c->srv->auth, &creds, &w->user_out);
+}
+
+static void auth_granted(struct srv_conn *c, const struct srv_user *u)
+{
+    c->perms = u != NULL && u->has_perms ? &u->perms : NULL;
+    conn_connected(c);
+    SRV_DEBUG("auth", "cid %llu %s: authenticated%s%s",
+              (unsigned long long)c->cid, c->peer, u != NULL ? " as " : "",
+              u != NULL ? u->name : "");
+}
+
+static void auth_after_cb(uv_work_t *req, int status)
+{
+    struct auth_work *w = req->data;
+    struct srv_conn *c = w->c;
+
+    ASSERT(c->srv->auth_inflight > 0);
+    c->srv->auth_inflight--;
+    c->auth_pending = false;
+    if (!c->closing) {
+        if (status != 0 || w->rv != 0) {
+            SRV_INFO("auth", "cid %llu %s: authorization failed%s%s",
+                     (unsigned long long)c->cid, c->peer,
+                     w->user != NULL ? " for user " : "",
+                     w->user != NULL ? w->user : "");
+            srv_conn_close(c, "Authorization Violation", true);
+        } else {
+            auth_granted(c, w->user_out);
+            if (c->verbose && srv_route_append(c, "+OK\r\n", 5) != 0) {
+                srv_conn_close(c, NULL, false);
+            }
+            char *held = c->held;
+            size_t n = c->held_len;
+            c->held = NULL;
+            c->held_len = 0;
+            if (n > 0 && !c->closing) {
+                srv_route_input(c, held, n);
+            }
+            free(held);
+            srv_conn_resume(c);
+        }
+    }
+    auth_work_free(w);
+    conn_unref(c);
+}
+
+static char *dup_opt(const char *s)
+{
+    return s != NULL ? strdup(s) : NULL;
+}
+
+int srv_conn_auth(struct srv_conn *c, const struct srv_auth_creds *creds)
+{
+    struct srv_server *srv = c->srv;
+    const struct srv_user *u = NULL;
+
+    if (!srv_auth_check_is_slow(&srv->auth, creds)) {
+        if (srv_auth_check(&srv->auth, creds, &u) != 0) {
+            return KEEL_EAUTH;
+        }
+        auth_granted(c, u);
+        return 0;
+    }
+    if (srv->auth_inflight >= SRV_AUTH_VERIFY_INFLIGHT_MAX) {
+        SRV_WARN("auth",
+                 "cid %llu %s: %d password checks already running, "
+                 "refusing",
+                 (unsigned long long)c->cid, c->peer,
+                 SRV_AUTH_VERIFY_INFLIGHT_MAX);
+        return KEEL_EAUTH;
+    }
+    struct auth_work *w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        return KEEL_EAUTH;
+    }
+    w->c = c;
+    w->req.data = w;
+    w->user = dup_opt(creds->user);
+    w->pass = dup_opt(creds->pass);
+    w->token = dup_opt(creds->token);
+    if ((creds->user != NULL && w->user == NULL) ||
+        (creds->pass != NULL && w->pass == NULL) ||
+        (creds->token != NULL && w->token == NULL) ||
+        uv_queue_work(srv->loop, &w->req, auth_work_cb, auth_after_cb) != 0) {
+        auth_work_free(w);
+        return KEEL_EAUTH;
+    }
+    srv->auth_inflight++;
+    c->handles_open++; /* the work holds the conn until auth_after_cb */
+    c->auth_pending = true;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    return KEEL_EAGAIN;
+}
+
+int srv_conn_hold(struct srv_conn *c, const char *data, size_t len)
+{
+    if (c->held_len + len > SRV_AUTH_HELD_BYTES_MAX) {
+        return KEEL_ELIMIT;
+    }
+    char *n = realloc(c->held, c->held_len + len);
+    if (n == NULL) {
+        return KEEL_ENOMEM;
+    }
+    memcpy(n + c->held_len, data, len);
+    c->held = n;
+    c->held_len += len;
     return 0;
 }

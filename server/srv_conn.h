@@ -12,6 +12,7 @@
 #include "srv_outq.h"
 #include "srv_parser.h"
 #include "srv_server.h"
+#include "srv_tls.h"
 
 struct srv_conn {
     uv_tcp_t tcp;
@@ -39,6 +40,14 @@ struct srv_conn {
     bool backed_up;    /* pending above srv->stall_bytes; in srv->nbacked */
     struct srv_conn *stall_next;
     char peer[64];
+    /* Security: perms is NULL when the user has no permission lists. */
+    const struct srv_perms *perms;
+    bool auth_pending; /* a password hash is checked on the worker pool */
+    char *held;        /* input that came after that CONNECT */
+    size_t held_len;
+    bool tls_on; /* ciphertext on the socket from here on */
+    struct srv_tls_session tls;
+    char *tls_wbuf; /* ciphertext owned by wreq while a TLS write runs */
     struct srv_conn *prev;
     struct srv_conn *next;
 };
@@ -55,6 +64,17 @@ void srv_conn_flush(struct srv_conn *c);
  * flush queued output (bounded by SRV_CLOSE_FLUSH_MS_MAX) before closing.
  * Removes every sub of the conn at once. Idempotent. */
 void srv_conn_close(struct srv_conn *c, const char *err_text, bool graceful);
+
+/* Authenticate the CONNECT of c with creds. Returns 0 (c is connected),
+ * KEEL_EAGAIN (a password hash is being checked off the loop thread: input
+ * is held and reading paused; on success the conn continues as if CONNECT
+ * just succeeded, +OK included, on failure it is closed with
+ * 'Authorization Violation'), or KEEL_EAUTH (the caller closes it). */
+int srv_conn_auth(struct srv_conn *c, const struct srv_auth_creds *creds);
+
+/* Keep input that arrives while auth_pending, for after the check.
+ * Returns 0 or KEEL_ELIMIT past SRV_AUTH_HELD_BYTES_MAX. */
+int srv_conn_hold(struct srv_conn *c, const char *data, size_t len);
 
 /* Start reading again after a stall (no-op if closing). */
 void srv_conn_resume(struct srv_conn *c);

@@ -1,6 +1,7 @@
 #include "srv_route.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,7 +44,7 @@ static void send_ok(struct srv_conn *c)
 /* -ERR that keeps the conn open (PROTOCOL.md §1.9). */
 static void send_err(struct srv_conn *c, const char *text)
 {
-    char line[256];
+    char line[SRV_CONTROL_LINE_BYTES_MAX + 128];
     int n = snprintf(line, sizeof line, "-ERR '%s'\r\n", text);
     if (srv_route_append(c, line, (size_t)n) != 0) {
         srv_conn_close(c, NULL, false);
@@ -173,6 +174,10 @@ static bool deliver(struct srv_conn *pub, struct srv_sub *sub,
     const char *payload = cmd->payload;
     size_t total = cmd->total_bytes;
 
+    if (d->perms != NULL &&
+        !srv_auth_can_deliver(d->perms, cmd->subject.ptr, cmd->subject.len)) {
+        return false; /* a wildcard sub overlapping the receiver's deny */
+    }
     if (hpub && !d->headers) {
         payload += cmd->hdr_bytes;
         total -= cmd->hdr_bytes;
@@ -235,6 +240,28 @@ static void no_responders(struct srv_conn *c, const struct srv_cmd *cmd)
     srv_sublist_result_release(r);
 }
 
+/* Permissions and the header limit of a PUB/HPUB: 0 to deliver, else an
+ * -ERR was sent (the conn stays open) and nothing is delivered. */
+static int check_pub(struct srv_conn *c, const struct srv_cmd *cmd)
+{
+    char text[SRV_CONTROL_LINE_BYTES_MAX + 64];
+
+    if (cmd->hdr_bytes > c->srv->cfg->max_header_bytes) {
+        send_err(c, "Maximum Header Size Exceeded");
+        return KEEL_ELIMIT;
+    }
+    if (!srv_auth_can_publish(c->perms, cmd->subject.ptr, cmd->subject.len)) {
+        snprintf(text, sizeof text,
+                 "Permissions Violation for Publish to \"%.*s\"",
+                 (int)cmd->subject.len, cmd->subject.ptr);
+        SRV_DEBUG("auth", "cid %llu %s: %s", (unsigned long long)c->cid,
+                  c->peer, text);
+        send_err(c, text);
+        return KEEL_EPERM;
+    }
+    return 0;
+}
+
 static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
 {
     struct srv_server *srv = c->srv;
@@ -248,6 +275,10 @@ static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
         !srv_subject_valid(cmd->subject.ptr, cmd->subject.len, false)) {
         send_err(c, "Invalid Publish Subject");
         return c->closing ? KEEL_ESHUTDOWN : 0;
+    }
+    rv = check_pub(c, cmd);
+    if (rv != 0) {
+        return rv == KEEL_ESHUTDOWN || c->closing ? KEEL_ESHUTDOWN : 0;
     }
     rv = srv_sublist_match(&srv->sublist, cmd->subject.ptr, cmd->subject.len,
                            &r);
@@ -310,7 +341,24 @@ static int on_connect(struct srv_conn *c, const struct srv_cmd *cmd)
         err = "no responders requires headers support";
         goto out;
     }
-    c->connected = true;
+    struct srv_auth_creds creds = {
+        json_string_value(json_object_get(o, "user")),
+        json_string_value(json_object_get(o, "pass")),
+        json_string_value(json_object_get(o, "auth_token")),
+    };
+    int arv = srv_conn_auth(c, &creds);
+    if (arv == KEEL_EAGAIN) {
+        json_decref(o);
+        return 0; /* +OK (if verbose) comes when the check ends */
+    }
+    if (arv != 0) {
+        SRV_INFO("auth", "cid %llu %s: authorization failed%s%s",
+                 (unsigned long long)c->cid, c->peer,
+                 creds.user != NULL ? " for user " : "",
+                 creds.user != NULL ? creds.user : "");
+        err = "Authorization Violation";
+        goto out;
+    }
     SRV_DEBUG("conn", "cid %llu %s connected: name=%s lang=%s version=%s",
               (unsigned long long)c->cid, c->peer,
               json_string_value(json_object_get(o, "name")) ?: "",
@@ -367,7 +415,16 @@ static int on_sub(struct srv_conn *c, const struct srv_cmd *cmd)
         send_ok(c);
         return 0;
     }
-    if (c->subs.count >= SRV_SUBS_PER_CONN_MAX) {
+    if (!srv_auth_can_subscribe(c->perms, cmd->subject.ptr, cmd->subject.len)) {
+        char text[SRV_CONTROL_LINE_BYTES_MAX + 64];
+        snprintf(text, sizeof text,
+                 "Permissions Violation for Subscription to \"%.*s\"",
+                 (int)cmd->subject.len, cmd->subject.ptr);
+        send_err(c, text);
+        return 0;
+    }
+    if (c->subs.count >= SRV_SUBS_PER_CONN_MAX ||
+        c->subs.count >= c->srv->cfg->max_subs) {
         send_err(c, "maximum subscriptions exceeded");
         return 0;
     }
@@ -431,6 +488,10 @@ static int on_cmd(void *ud, const struct srv_cmd *cmd)
     if (srv_log_enabled(SRV_LOG_TRACE)) {
         trace_cmd(c, cmd);
     }
+    if (!c->connected && cmd->op != SRV_OP_CONNECT && c->srv->auth.required) {
+        srv_conn_close(c, "Authorization Violation", true);
+        return KEEL_ESHUTDOWN;
+    }
     switch (cmd->op) {
     case SRV_OP_PUB:
     case SRV_OP_HPUB:
@@ -456,7 +517,33 @@ static int on_cmd(void *ud, const struct srv_cmd *cmd)
     return KEEL_EPROTO;
 }
 
+static void feed(struct srv_conn *c, const char *data, size_t len);
+
 void srv_route_input(struct srv_conn *c, const char *data, size_t len)
+{
+    /* Until CONNECT succeeds, feed one line at a time: a CONNECT whose
+     * password is checked off the loop thread leaves the rest of the read
+     * to be held (and fed once the check ends). Bounded: each round takes
+     * at least one byte. */
+    while (!c->connected && !c->closing && len > 0) {
+        if (c->auth_pending) {
+            if (srv_conn_hold(c, data, len) != 0) {
+                srv_conn_close(c, NULL, false);
+            }
+            return;
+        }
+        const char *nl = memchr(data, '\n', len);
+        size_t n = nl != NULL ? (size_t)(nl - data) + 1 : len;
+        feed(c, data, n);
+        data += n;
+        len -= n;
+    }
+    if (len > 0 && !c->closing) {
+        feed(c, data, len);
+    }
+}
+
+static void feed(struct srv_conn *c, const char *data, size_t len)
 {
     int rv = srv_parser_feed(&c->parser, data, len, on_cmd, c);
     const char *err = NULL;

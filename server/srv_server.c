@@ -9,6 +9,7 @@
 #include "keel/error.h"
 #include "srv_conn.h"
 #include "srv_log.h"
+#include "srv_tls.h"
 
 uint64_t srv_now_ms(void)
 {
@@ -152,6 +153,23 @@ static void make_server_id(char *id, size_t len)
     id[n] = '\0';
 }
 
+/* INFO fields of the security settings (PROTOCOL.md §1.2). */
+static int add_security_info(struct srv_server *srv, json_t *o)
+{
+    int rv = 0;
+
+    if (srv->auth.required) {
+        rv |= json_object_set_new(o, "auth_required", json_true());
+    }
+    if (srv->tls != NULL) {
+        rv |= json_object_set_new(o, "tls_required", json_true());
+        if (srv->cfg->tls_verify) {
+            rv |= json_object_set_new(o, "tls_verify", json_true());
+        }
+    }
+    return rv == 0 ? 0 : KEEL_ENOMEM;
+}
+
 static int build_info(struct srv_server *srv)
 {
     const struct srv_config *cfg = srv->cfg;
@@ -164,7 +182,8 @@ static int build_info(struct srv_server *srv)
         "jetstream", 0, "go", "keel " KEEL_VERSION, "git_commit", "");
     char *s;
 
-    if (o == NULL) {
+    if (o == NULL || add_security_info(srv, o) != 0) {
+        json_decref(o);
         return KEEL_ENOMEM;
     }
     s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -177,6 +196,38 @@ static int build_info(struct srv_server *srv)
     ASSERT(s[srv->info_json_len] == '}');
     srv->info_json = s;
     return 0;
+}
+
+/* Auth from the config (users, token) and the TLS context; warns about
+ * secrets kept in plain text. */
+static int security_init(struct srv_server *srv, char *errmsg)
+{
+    const struct srv_config *cfg = srv->cfg;
+    const char *tok = cfg->auth_token[0] != '\0' ? cfg->auth_token : NULL;
+    const char *user = cfg->auth_user[0] != '\0' ? cfg->auth_user : NULL;
+    int rv;
+
+    rv = srv_auth_init(&srv->auth, tok, user, cfg->auth_pass, cfg->auth_users,
+                       errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    if (srv->auth.nplain > 0) {
+        SRV_WARN("auth",
+                 "%zu password(s)/token(s) are stored in plain text: "
+                 "replace them with hashes from keel-passwd",
+                 srv->auth.nplain);
+    }
+    srv->auth_timeout_ms = cfg->auth_timeout_ms;
+    if (srv->auth_timeout_ms == 0) {
+        srv->auth_timeout_ms = srv->auth.required
+                                   ? SRV_AUTH_TIMEOUT_MS_DEFAULT
+                                   : SRV_CONNECT_TIMEOUT_MS_DEFAULT;
+    }
+    if (cfg->tls) {
+        rv = srv_tls_init(&srv->tls, cfg, errmsg);
+    }
+    return rv;
 }
 
 static int listen_on(struct srv_server *srv, char *errmsg)
@@ -233,6 +284,10 @@ int srv_server_init(struct srv_server *srv, uv_loop_t *loop,
     rv = srv_sublist_init(&srv->sublist);
     if (rv != 0) {
         return keel_err(rv, errmsg, "out of memory creating the sublist");
+    }
+    rv = security_init(srv, errmsg);
+    if (rv != 0) {
+        return rv;
     }
     rv = listen_on(srv, errmsg);
     if (rv != 0) {
@@ -296,6 +351,9 @@ void srv_server_stop(struct srv_server *srv)
 
 void srv_server_close(struct srv_server *srv)
 {
+    srv_auth_close(&srv->auth);
+    srv_tls_close(srv->tls);
+    srv->tls = NULL;
     free_graveyard(srv);
     srv_sublist_close(&srv->sublist);
     srv_outpool_close(&srv->outpool);

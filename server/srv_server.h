@@ -12,6 +12,7 @@
 
 #include "keel/assert.h"
 #include "keel/limits.h"
+#include "srv_auth.h"
 #include "srv_config.h"
 #include "srv_outq.h"
 #include "srv_sublist.h"
@@ -57,10 +58,15 @@ struct srv_server {
     size_t stall_bytes;
     size_t nbacked;             /* conns with backed_up set */
     struct srv_outpool outpool; /* output blocks of every conn */
+    struct srv_auth auth;       /* immutable after init */
+    size_t auth_inflight;       /* hash checks on the worker pool */
+    uint64_t auth_timeout_ms;   /* accept to CONNECT */
+    struct srv_tls *tls;        /* NULL without TLS */
     struct srv_stats stats;
     pthread_mutex_t stats_mu;
     struct srv_stats snapshot; /* copy for the monitoring thread */
     char read_buf[SRV_READ_BYTES];
+    char tls_plain[SRV_TLS_CHUNK_BYTES]; /* decrypted input, like read_buf */
 };
 
 /* Bind the client listener (cfg->addr, cfg->port; port 0 lets the kernel

@@ -46,6 +46,33 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 #define SRV_CONN_STALL_BYTES (64 * 1024 * 1024)
 #define SRV_STALL_MS 100
 
+/* ---- server: security (srv_auth, srv_tls) ---- */
+#define SRV_AUTH_USERS_MAX 1024        /* users in the authorization block */
+#define SRV_AUTH_PERMS_MAX 256         /* subjects in one allow/deny list */
+#define SRV_AUTH_SECRET_BYTES_MAX 1024 /* a user name, password or token */
+#define SRV_AUTH_SALT_BYTES 16
+#define SRV_AUTH_HASH_BYTES 32 /* PBKDF2-HMAC-SHA256 output */
+#define SRV_AUTH_HASH_STRING_BYTES 160
+#define SRV_AUTH_PBKDF2_ITER_DEFAULT 200000
+#define SRV_AUTH_PBKDF2_ITER_MIN 1000
+#define SRV_AUTH_PBKDF2_ITER_MAX 10000000
+/* Password hashes verified on the worker pool at once; CONNECTs past it
+ * are refused ('Authorization Violation') so a flood cannot queue
+ * unbounded work. */
+#define SRV_AUTH_VERIFY_INFLIGHT_MAX 64
+/* Time from accept to CONNECT: nats-server's 2 s when auth is required,
+ * a looser bound otherwise (an idle socket still holds a conn slot). */
+#define SRV_AUTH_TIMEOUT_MS_DEFAULT 2000
+#define SRV_CONNECT_TIMEOUT_MS_DEFAULT 10000
+#define SRV_AUTH_TIMEOUT_MS_MAX (10 * 60 * 1000)
+/* Input held while a CONNECT's password hash is checked: the rest of the
+ * read that carried it (reading is paused meanwhile). */
+#define SRV_AUTH_HELD_BYTES_MAX SRV_READ_BYTES
+#define SRV_HEADER_BYTES_DEFAULT (64 * 1024)
+#define SRV_TLS_TIMEOUT_MS_DEFAULT 2000
+/* Plaintext produced by one TLS read step before it is handed on. */
+#define SRV_TLS_CHUNK_BYTES (16 * 1024)
+
 /* ---- server: JetStream API (srv_js_*, srv_stream_*, srv_consumer_*) ---- */
 #define SRV_JS_ERR_DESC_BYTES_MAX 512
 #define SRV_JS_NAME_BYTES_MAX 255

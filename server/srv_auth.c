@@ -1,0 +1,558 @@
+#include "srv_auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keel/error.h"
+#include "srv_sublist.h"
+
+/* ---- subject patterns ---- */
+
+/* The token of s starting at *pos (up to '.' or end); advances *pos past
+ * the dot. */
+static size_t next_token(const char *s, size_t len, size_t *pos,
+                         const char **tok)
+{
+    size_t start = *pos;
+    const char *dot = memchr(s + start, '.', len - start);
+    size_t end = dot != NULL ? (size_t)(dot - s) : len;
+
+    *tok = s + start;
+    *pos = dot != NULL ? end + 1 : len + 1;
+    return end - start;
+}
+
+static bool tok_is(const char *t, size_t n, char c)
+{
+    return n == 1 && t[0] == c;
+}
+
+bool srv_auth_subject_match(const char *p, const char *s, size_t s_len)
+{
+    return srv_subject_matches(p, strlen(p), s, s_len);
+}
+
+bool srv_auth_subject_subset(const char *s, size_t s_len, const char *p)
+{
+    size_t p_len = strlen(p);
+    size_t ppos = 0;
+    size_t spos = 0;
+
+    /* Each round consumes one token of each, so both lengths bound it. */
+    while (ppos <= p_len) {
+        const char *pt;
+        const char *st;
+        size_t pn = next_token(p, p_len, &ppos, &pt);
+        if (spos > s_len) {
+            return false; /* p has more tokens than s */
+        }
+        size_t sn = next_token(s, s_len, &spos, &st);
+        if (tok_is(pt, pn, '>')) {
+            return true;
+        }
+        if (tok_is(pt, pn, '*')) {
+            if (tok_is(st, sn, '>')) {
+                return false;
+            }
+            continue;
+        }
+        if (pn != sn || memcmp(pt, st, pn) != 0) {
+            return false; /* also when s has '*' or '>' here */
+        }
+    }
+    return spos > s_len;
+}
+
+static bool any_match(const struct srv_perm_list *l, const char *s,
+                      size_t s_len)
+{
+    ASSERT(l->count <= SRV_AUTH_PERMS_MAX);
+    for (size_t i = 0; i < l->count; i++) {
+        if (srv_auth_subject_match(l->subjects[i], s, s_len)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool any_superset(const struct srv_perm_list *l, const char *s,
+                         size_t s_len)
+{
+    ASSERT(l->count <= SRV_AUTH_PERMS_MAX);
+    for (size_t i = 0; i < l->count; i++) {
+        if (srv_auth_subject_subset(s, s_len, l->subjects[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool srv_auth_can_publish(const struct srv_perms *perms, const char *s,
+                          size_t s_len)
+{
+    if (perms == NULL) {
+        return true;
+    }
+    if (perms->pub_allow.count > 0 && !any_match(&perms->pub_allow, s, s_len)) {
+        return false;
+    }
+    return !any_match(&perms->pub_deny, s, s_len);
+}
+
+bool srv_auth_can_subscribe(const struct srv_perms *perms, const char *s,
+                            size_t s_len)
+{
+    if (perms == NULL) {
+        return true;
+    }
+    if (perms->sub_allow.count > 0 &&
+        !any_superset(&perms->sub_allow, s, s_len)) {
+        return false;
+    }
+    return !any_superset(&perms->sub_deny, s, s_len);
+}
+
+bool srv_auth_can_deliver(const struct srv_perms *perms, const char *s,
+                          size_t s_len)
+{
+    return perms == NULL || !any_match(&perms->sub_deny, s, s_len);
+}
+
+/* ---- password hashes ---- */
+
+static size_t b64_encode(const unsigned char *in, size_t n, char *out)
+{
+    return (size_t)EVP_EncodeBlock((unsigned char *)out, in, (int)n);
+}
+
+/* Decode exactly want bytes from a padded base64 string of len chars. */
+static bool b64_decode(const char *in, size_t len, unsigned char *out,
+                       size_t want)
+{
+    unsigned char tmp[SRV_AUTH_HASH_BYTES + SRV_AUTH_SALT_BYTES + 4];
+    size_t pad = 0;
+
+    if (len == 0 || len % 4 != 0 || len / 4 * 3 > sizeof tmp) {
+        return false;
+    }
+    int n = EVP_DecodeBlock(tmp, (const unsigned char *)in, (int)len);
+    while (pad < 2 && in[len - 1 - pad] == '=') {
+        pad++;
+    }
+    if (n < 0 || (size_t)n - pad != want) {
+        return false;
+    }
+    memcpy(out, tmp, want);
+    return true;
+}
+
+struct parsed_hash {
+    uint32_t iterations;
+    unsigned char salt[SRV_AUTH_SALT_BYTES];
+    unsigned char hash[SRV_AUTH_HASH_BYTES];
+};
+
+static bool parse_hash(const char *stored, struct parsed_hash *h)
+{
+    size_t plen = strlen(SRV_AUTH_HASH_PREFIX);
+    const char *p = stored + plen;
+    char *end;
+
+    if (strncmp(stored, SRV_AUTH_HASH_PREFIX, plen) != 0 ||
+        strncmp(p, "i=", 2) != 0) {
+        return false;
+    }
+    unsigned long long it = strtoull(p + 2, &end, 10);
+    if (end == p + 2 || *end != '$' || it < SRV_AUTH_PBKDF2_ITER_MIN ||
+        it > SRV_AUTH_PBKDF2_ITER_MAX) {
+        return false;
+    }
+    h->iterations = (uint32_t)it;
+    const char *salt = end + 1;
+    const char *dollar = strchr(salt, '$');
+    if (dollar == NULL) {
+        return false;
+    }
+    const char *hash = dollar + 1;
+    return b64_decode(salt, (size_t)(dollar - salt), h->salt, sizeof h->salt) &&
+           b64_decode(hash, strlen(hash), h->hash, sizeof h->hash);
+}
+
+bool srv_auth_is_hash(const char *stored)
+{
+    struct parsed_hash h;
+    return stored != NULL && parse_hash(stored, &h);
+}
+
+static bool pbkdf2(const char *password, const unsigned char *salt,
+                   uint32_t iterations, unsigned char *out)
+{
+    return PKCS5_PBKDF2_HMAC(password, (int)strlen(password), salt,
+                             SRV_AUTH_SALT_BYTES, (int)iterations, EVP_sha256(),
+                             SRV_AUTH_HASH_BYTES, out) == 1;
+}
+
+int srv_auth_hash_password(const char *password, uint32_t iterations, char *out,
+                           size_t out_len, char *errmsg)
+{
+    unsigned char salt[SRV_AUTH_SALT_BYTES];
+    unsigned char hash[SRV_AUTH_HASH_BYTES];
+    char salt64[64];
+    char hash64[64];
+
+    if (iterations < SRV_AUTH_PBKDF2_ITER_MIN ||
+        iterations > SRV_AUTH_PBKDF2_ITER_MAX) {
+        return keel_err(
+            KEEL_EINVAL, errmsg, "iterations must be %u to %u, not %u",
+            SRV_AUTH_PBKDF2_ITER_MIN, SRV_AUTH_PBKDF2_ITER_MAX, iterations);
+    }
+    if (RAND_bytes(salt, sizeof salt) != 1 ||
+        !pbkdf2(password, salt, iterations, hash)) {
+        return keel_err(KEEL_EIO, errmsg, "OpenSSL could not make a hash");
+    }
+    b64_encode(salt, sizeof salt, salt64);
+    b64_encode(hash, sizeof hash, hash64);
+    int n = snprintf(out, out_len, "%si=%u$%s$%s", SRV_AUTH_HASH_PREFIX,
+                     iterations, salt64, hash64);
+    OPENSSL_cleanse(hash, sizeof hash);
+    if (n < 0 || (size_t)n >= out_len) {
+        return keel_err(KEEL_EINVAL, errmsg, "hash buffer too small");
+    }
+    return 0;
+}
+
+bool srv_auth_password_ok(const char *stored, const char *password)
+{
+    unsigned char a[SRV_AUTH_HASH_BYTES];
+    unsigned char b[SRV_AUTH_HASH_BYTES];
+    struct parsed_hash h;
+    bool ok;
+
+    if (strncmp(stored, SRV_AUTH_HASH_PREFIX, strlen(SRV_AUTH_HASH_PREFIX)) ==
+        0) {
+        if (!parse_hash(stored, &h) ||
+            !pbkdf2(password, h.salt, h.iterations, a)) {
+            return false;
+        }
+        ok = CRYPTO_memcmp(a, h.hash, sizeof a) == 0;
+        OPENSSL_cleanse(a, sizeof a);
+        return ok;
+    }
+    /* Plain text: compare digests so neither the contents nor the length
+     * of the secret shows in the timing. */
+    unsigned int n = 0;
+    if (EVP_Digest(stored, strlen(stored), a, &n, EVP_sha256(), NULL) != 1 ||
+        EVP_Digest(password, strlen(password), b, &n, EVP_sha256(), NULL) !=
+            1) {
+        return false;
+    }
+    return CRYPTO_memcmp(a, b, sizeof a) == 0;
+}
+
+/* ---- checks ---- */
+
+static const struct srv_user *find_user(const struct srv_auth *a,
+                                        const char *name)
+{
+    ASSERT(a->nusers <= SRV_AUTH_USERS_MAX);
+    for (size_t i = 0; i < a->nusers; i++) {
+        if (strcmp(a->users[i].name, name) == 0) {
+            return &a->users[i];
+        }
+    }
+    return NULL;
+}
+
+bool srv_auth_check_is_slow(const struct srv_auth *a,
+                            const struct srv_auth_creds *creds)
+{
+    const char *secret = NULL;
+
+    if (!a->required) {
+        return false;
+    }
+    if (a->token != NULL) {
+        secret = a->token;
+    } else if (creds->user != NULL) {
+        const struct srv_user *u = find_user(a, creds->user);
+        secret = u != NULL ? u->password : NULL;
+    }
+    return secret != NULL && strncmp(secret, SRV_AUTH_HASH_PREFIX,
+                                     strlen(SRV_AUTH_HASH_PREFIX)) == 0;
+}
+
+int srv_auth_check(const struct srv_auth *a, const struct srv_auth_creds *creds,
+                   const struct srv_user **user_out)
+{
+    *user_out = NULL;
+    if (!a->required) {
+        return 0;
+    }
+    if (a->token != NULL) {
+        return creds->token != NULL &&
+                       srv_auth_password_ok(a->token, creds->token)
+                   ? 0
+                   : KEEL_EAUTH;
+    }
+    if (creds->user == NULL || creds->pass == NULL) {
+        return KEEL_EAUTH;
+    }
+    const struct srv_user *u = find_user(a, creds->user);
+    if (u == NULL || !srv_auth_password_ok(u->password, creds->pass)) {
+        return KEEL_EAUTH;
+    }
+    *user_out = u;
+    return 0;
+}
+
+/* ---- building from the config ---- */
+
+static char *dup_str(const char *s)
+{
+    return s != NULL ? strdup(s) : NULL;
+}
+
+static void list_close(struct srv_perm_list *l)
+{
+    for (size_t i = 0; i < l->count; i++) {
+        free(l->subjects[i]);
+    }
+    free(l->subjects);
+    l->subjects = NULL;
+    l->count = 0;
+}
+
+static int list_add(struct srv_perm_list *l, const json_t *v, char *errmsg)
+{
+    const char *s = json_string_value(v);
+
+    if (s == NULL || !srv_subject_valid(s, strlen(s), true)) {
+        return keel_err(KEEL_ECONFIG, errmsg,
+                        "permission subjects must be valid subject strings");
+    }
+    if (l->count >= SRV_AUTH_PERMS_MAX) {
+        return keel_err(KEEL_ECONFIG, errmsg,
+                        "more than %d subjects in one permission list",
+                        SRV_AUTH_PERMS_MAX);
+    }
+    char **n = realloc(l->subjects, (l->count + 1) * sizeof *n);
+    if (n == NULL) {
+        return KEEL_ENOMEM;
+    }
+    l->subjects = n;
+    l->subjects[l->count] = strdup(s);
+    if (l->subjects[l->count] == NULL) {
+        return KEEL_ENOMEM;
+    }
+    l->count++;
+    return 0;
+}
+
+/* A string or an array of strings. */
+static int list_from_json(struct srv_perm_list *l, const json_t *v,
+                          char *errmsg)
+{
+    size_t i;
+    const json_t *x;
+
+    if (v == NULL) {
+        return 0;
+    }
+    if (json_is_string(v)) {
+        return list_add(l, v, errmsg);
+    }
+    if (!json_is_array(v)) {
+        return keel_err(KEEL_ECONFIG, errmsg,
+                        "a permission list is a subject or [subjects]");
+    }
+    json_array_foreach(v, i, x)
+    {
+        int rv = list_add(l, x, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    return 0;
+}
+
+/* publish/subscribe: a list (the allow list) or {allow, deny}. */
+static int direction_from_json(struct srv_perm_list *allow,
+                               struct srv_perm_list *deny, const json_t *v,
+                               char *errmsg)
+{
+    int rv;
+
+    if (v == NULL || !json_is_object(v)) {
+        return list_from_json(allow, v, errmsg);
+    }
+    rv = list_from_json(allow, json_object_get(v, "allow"), errmsg);
+    if (rv == 0) {
+        rv = list_from_json(deny, json_object_get(v, "deny"), errmsg);
+    }
+    return rv;
+}
+
+static const json_t *get2(const json_t *o, const char *k1, const char *k2)
+{
+    const json_t *v = json_object_get(o, k1);
+    return v != NULL ? v : json_object_get(o, k2);
+}
+
+static int perms_from_json(struct srv_perms *p, const json_t *v, char *errmsg)
+{
+    int rv;
+
+    if (!json_is_object(v)) {
+        return keel_err(KEEL_ECONFIG, errmsg,
+                        "permissions is a block {publish, subscribe}");
+    }
+    rv = direction_from_json(&p->pub_allow, &p->pub_deny,
+                             get2(v, "publish", "pub"), errmsg);
+    if (rv == 0) {
+        rv = direction_from_json(&p->sub_allow, &p->sub_deny,
+                                 get2(v, "subscribe", "sub"), errmsg);
+    }
+    return rv;
+}
+
+static int add_user(struct srv_auth *a, const char *name, const char *pass,
+                    const json_t *perms, char *errmsg)
+{
+    char sub[KEEL_ERRMSG_MAX] = "";
+    struct srv_user *u;
+    int rv;
+
+    if (name == NULL || name[0] == '\0' || pass == NULL ||
+        strlen(name) > SRV_AUTH_SECRET_BYTES_MAX ||
+        strlen(pass) > SRV_AUTH_SECRET_BYTES_MAX) {
+        return keel_err(KEEL_ECONFIG, errmsg,
+                        "every user needs a user name and a password "
+                        "(each at most %d bytes)",
+                        SRV_AUTH_SECRET_BYTES_MAX);
+    }
+    if (a->nusers >= SRV_AUTH_USERS_MAX) {
+        return keel_err(KEEL_ECONFIG, errmsg, "more than %d users",
+                        SRV_AUTH_USERS_MAX);
+    }
+    if (find_user(a, name) != NULL) {
+        return keel_err(KEEL_ECONFIG, errmsg, "user '%s' is listed twice",
+                        name);
+    }
+    bool hashed =
+        strncmp(pass, SRV_AUTH_HASH_PREFIX, strlen(SRV_AUTH_HASH_PREFIX)) == 0;
+    if (hashed && !srv_auth_is_hash(pass)) {
+        return keel_err(KEEL_ECONFIG, errmsg,
+                        "user '%s': malformed password hash (make one with "
+                        "keel-passwd)",
+                        name);
+    }
+    u = &a->users[a->nusers++];
+    u->name = strdup(name);
+    u->password = strdup(pass);
+    if (u->name == NULL || u->password == NULL) {
+        return KEEL_ENOMEM;
+    }
+    a->nplain += hashed ? 0 : 1;
+    if (perms != NULL) {
+        u->has_perms = true;
+        rv = perms_from_json(&u->perms, perms, sub);
+        if (rv != 0) {
+            return keel_err(rv, errmsg, "user '%s': %s", name, sub);
+        }
+    }
+    return 0;
+}
+
+static int users_from_json(struct srv_auth *a, const json_t *users,
+                           char *errmsg)
+{
+    size_t i;
+    const json_t *u;
+
+    if (!json_is_array(users)) {
+        return keel_err(KEEL_ECONFIG, errmsg,
+                        "users is a list [{user, password, permissions}]");
+    }
+    json_array_foreach(users, i, u)
+    {
+        if (!json_is_object(u)) {
+            return keel_err(KEEL_ECONFIG, errmsg,
+                            "each user is a block {user, password}");
+        }
+        int rv = add_user(a, json_string_value(get2(u, "user", "username")),
+                          json_string_value(get2(u, "password", "pass")),
+                          json_object_get(u, "permissions"), errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    return 0;
+}
+
+int srv_auth_init(struct srv_auth *a, const char *token, const char *user,
+                  const char *password, const json_t *users, char *errmsg)
+{
+    size_t n = (user != NULL ? 1 : 0) + json_array_size(users);
+
+    memset(a, 0, sizeof *a);
+    if (token != NULL && n > 0) {
+        return keel_err(KEEL_ECONFIG, errmsg,
+                        "use either a token or users, not both");
+    }
+    if (n > SRV_AUTH_USERS_MAX) {
+        return keel_err(KEEL_ECONFIG, errmsg, "more than %d users",
+                        SRV_AUTH_USERS_MAX);
+    }
+    if (token != NULL) {
+        if (token[0] == '\0' || strlen(token) > SRV_AUTH_SECRET_BYTES_MAX) {
+            return keel_err(KEEL_ECONFIG, errmsg,
+                            "the token must be 1 to %d bytes",
+                            SRV_AUTH_SECRET_BYTES_MAX);
+        }
+        a->token = dup_str(token);
+        a->required = true;
+        a->nplain = srv_auth_is_hash(token) ? 0 : 1;
+        return a->token != NULL ? 0 : KEEL_ENOMEM;
+    }
+    if (n == 0) {
+        return 0;
+    }
+    a->required = true;
+    a->users = calloc(n, sizeof *a->users);
+    if (a->users == NULL) {
+        return KEEL_ENOMEM;
+    }
+    if (user != NULL) {
+        int rv = add_user(a, user, password, NULL, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    return users != NULL ? users_from_json(a, users, errmsg) : 0;
+}
+
+void srv_auth_close(struct srv_auth *a)
+{
+    for (size_t i = 0; i < a->nusers; i++) {
+        struct srv_user *u = &a->users[i];
+        if (u->password != NULL) {
+            OPENSSL_cleanse(u->password, strlen(u->password));
+        }
+        free(u->name);
+        free(u->password);
+        list_close(&u->perms.pub_allow);
+        list_close(&u->perms.pub_deny);
+        list_close(&u->perms.sub_allow);
+        list_close(&u->perms.sub_deny);
+    }
+    free(a->users);
+    if (a->token != NULL) {
+        OPENSSL_cleanse(a->token, strlen(a->token));
+    }
+    free(a->token);
+    memset(a, 0, sizeof *a);
+}
