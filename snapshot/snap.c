@@ -468,3 +468,36 @@ int snap_read_newest(struct snap *sn, uint8_t **body, size_t *len, char *errmsg)
     snap_path(sn, exp.index, path, sizeof path);
     return snap__load_file(sn, path, &exp, true, body, len, errmsg);
 }
+
+int snap_group_delete(const struct snap_config *cfg,
+                      const struct store_group_id *id, char *errmsg)
+{
+    struct names names = {NULL, 0};
+    char hex[33];
+    char dir[SNAP_PATH_BYTES];
+    char path[SNAP_PATH_BYTES];
+    struct fs *fs;
+    int rv;
+
+    ASSERT(cfg != NULL && cfg->data_dir != NULL);
+    ASSERT(id != NULL);
+    fs = cfg->fs != NULL ? cfg->fs : fs_posix();
+    store_group_id_hex(id, hex);
+    snap__fmt(dir, sizeof dir, "%s/groups/%s/snap", cfg->data_dir, hex);
+    names.v = calloc(SNAP_DIR_ENTRIES_MAX, NAME_BYTES);
+    if (names.v == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+    }
+    rv = fs->readdir(fs, dir, collect_cb, &names, errmsg);
+    for (size_t i = 0; rv == 0 && i < names.n; i++) {
+        if (parse_name(names.v[i]) != 0 || ends_with(names.v[i], ".tmp")) {
+            snap__fmt(path, sizeof path, "%s/%s", dir, names.v[i]);
+            rv = fs->unlink(fs, path, errmsg);
+        }
+    }
+    free(names.v);
+    if (rv == KEEL_ENOENT && names.n == 0) {
+        return 0; /* no snapshot directory: nothing to delete */
+    }
+    return rv == 0 ? fs->fsync_dir(fs, dir, errmsg) : rv;
+}

@@ -251,6 +251,15 @@ KEEL_MUST_USE int snap_orphans_list(const struct snap_config *cfg,
                                     int (*cb)(void *arg, const char *name),
                                     void *arg, size_t *n, char *errmsg);
 
+/* After an explicit, committed stream deletion (DESIGN.md §5 last bullet)
+ * and store_group_delete (its LMDB keys go first, so a crash leaves files
+ * nothing names): unlink the group's snapshot and temp files, then fsync
+ * the directory. The group's struct snap is closed. Never called because
+ * metadata says a stream should not exist (snap_quarantine_orphan). */
+KEEL_MUST_USE int snap_group_delete(const struct snap_config *cfg,
+                                    const struct store_group_id *id,
+                                    char *errmsg);
+
 /* ---- tests ---- */
 enum snap_crash_point {
     SNAP_CRASH_NONE = 0,

@@ -201,6 +201,26 @@ static void out_of_space_keeps_the_previous_snapshot(void **state)
     assert_int_equal(f->x.lr.quarantined, 0);
 }
 
+/* An explicit, committed deletion: the store's keys and segments go, then
+ * the snapshot files. */
+static void a_committed_deletion_removes_the_snapshot_files(void **state)
+{
+    struct fixture *f = *state;
+    struct snap_config cfg = tsn_cfg(&f->x);
+    char path[1024];
+
+    tsn_log_and_snap(&f->x, 1, 10, 2, 2);
+    snap_path(f->x.sn, 10, path, sizeof path);
+    tsn_close_snap(&f->x);
+    assert_int_equal(store_group_delete(f->x.t.s, &f->x.t.gid, NULL), 0);
+    f->x.t.g = NULL;
+    assert_true(tsn_exists(&f->x, path));
+    assert_int_equal(snap_group_delete(&cfg, &f->x.t.gid, f->x.errmsg), 0);
+    assert_false(tsn_exists(&f->x, path));
+    /* A second call finds nothing to delete. */
+    assert_int_equal(snap_group_delete(&cfg, &f->x.t.gid, f->x.errmsg), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +247,8 @@ int main(void)
             the_prefix_drops_only_up_to_the_older_snapshot, setup, teardown),
         cmocka_unit_test_setup_teardown(
             out_of_space_keeps_the_previous_snapshot, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_committed_deletion_removes_the_snapshot_files, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
