@@ -181,6 +181,7 @@ KEEL_MUST_USE int srv_csm_encode_acks(const char *name,
 struct srv_csm_result {
     enum srv_js_err jerr; /* SRV_JS_OK on success */
     char detail[KEEL_ERRMSG_MAX];
+    char name[SRV_JS_NAME_BYTES_MAX + 1]; /* the entry's consumer */
     struct srv_csm *c;     /* the consumer created/updated/acked */
     bool created;          /* CREATE made a new consumer */
     bool deleted;          /* DELETE removed one (c is then NULL) */

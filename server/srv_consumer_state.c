@@ -613,6 +613,7 @@ static int apply_create(struct srv_csm_set *s, const struct srv_csm_stream *st,
         return keel_err(KEEL_ECORRUPT, errmsg, "bad consumer create entry");
     }
     json_decref(j);
+    memcpy(res->name, name, sizeof res->name);
     int rv = 0;
     struct srv_csm *c = srv_csm_find(s, name);
     if (c == NULL && action == SRV_CSM_UPDATE) {
@@ -645,6 +646,7 @@ static int apply_delete(struct srv_csm_set *s, const struct srv_csm_stream *st,
     if (r->bad) {
         return keel_err(KEEL_ECORRUPT, errmsg, "bad consumer delete entry");
     }
+    memcpy(res->name, name, sizeof res->name);
     struct srv_csm *c = srv_csm_find(s, name);
     if (c == NULL) {
         result_err(res, SRV_JS_ECONSUMER_NOT_FOUND, NULL);
@@ -715,6 +717,7 @@ static int apply_acks(struct srv_csm_set *s, const struct srv_csm_stream *st,
     if (r->bad || n > SRV_CONSUMER_ENTRY_ACKS_MAX) {
         return keel_err(KEEL_ECORRUPT, errmsg, "bad consumer ack entry");
     }
+    memcpy(res->name, name, sizeof res->name);
     struct srv_csm *c = srv_csm_find(s, name);
     if (c == NULL) {
         result_err(res, SRV_JS_ECONSUMER_NOT_FOUND, NULL);

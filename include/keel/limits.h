@@ -105,6 +105,12 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 #define SRV_CONSUMER_BATCH_MAX 10000           /* messages per pull request */
 #define SRV_CONSUMER_DELIVER_PER_RUN_MAX 256   /* deliveries per loop turn */
 #define SRV_CONSUMER_SNAP_BYTES_MAX (64u * 1024 * 1024)
+/* The engine's timer: pull expiry, heartbeats, ack_wait redelivery and
+ * ephemeral reaping are checked this often (and every loop iteration). */
+#define SRV_CONSUMER_TICK_MS 10
+#define SRV_CONSUMER_FC_BYTES (1024 * 1024) /* push bytes per flow control */
+/* Ack none consumers record their delivered position at most this often. */
+#define SRV_CONSUMER_DELIVERED_PROP_MS 1000
 
 _Static_assert(SRV_CONSUMER_ENTRY_ACKS_MAX <= SRV_CONSUMER_ACKED_MAX,
                "one ack entry must fit the acked set");

@@ -1,0 +1,139 @@
+/* srv_consumer: the live consumer engine of one keeld node on top of the
+ * stream engine (srv_js, srv_stream): the $JS.API.CONSUMER.* handlers,
+ * the pull waiting lists, push delivery with flow control and idle
+ * heartbeats, acks batched into one entry per consumer per loop iteration
+ * (DESIGN §6), ack_wait redelivery timers, and ephemeral reaping.
+ *
+ * The replicated state is srv_consumer_sm's (struct srv_csm_set in the
+ * stream's consumer slot); everything here is the leader's and is rebuilt
+ * from the log after a restart or failover (srv_csm_leader_start).
+ * Everything runs on the loop thread. */
+#ifndef KEEL_SRV_CONSUMER_H
+#define KEEL_SRV_CONSUMER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "keel/assert.h"
+#include "srv_consumer_sm.h"
+#include "srv_hmap.h"
+#include "srv_js.h"
+#include "srv_stream.h"
+
+/* Register the consumer hooks with js (call once, right after
+ * srv_js_open and before the streams replay their logs) and start the
+ * engine's loop handles on the server's loop. Returns 0 or KEEL_ENOMEM. */
+KEEL_MUST_USE int srv_consumer_attach(struct srv_js *js, char *errmsg);
+
+/* Stop the engine's handles (before srv_js_close). */
+void srv_consumer_detach(struct srv_js *js);
+
+/* ---- internal: shared by srv_consumer.c and srv_consumer_deliver.c ---- */
+
+/* One waiting pull request (PROTOCOL §2.8). */
+struct srv_cpull {
+    char *reply;
+    int64_t batch;        /* messages still wanted */
+    int64_t bytes;        /* bytes still allowed, 0 = no limit */
+    int64_t expires_ms;   /* loop time it expires, 0 = never */
+    int64_t hb_ms;        /* idle heartbeat interval, 0 = none */
+    int64_t last_send_ms; /* last message or heartbeat sent */
+    bool no_wait;
+    uint64_t sent; /* messages delivered to it */
+};
+
+/* A proposal awaiting its commit on this node (the ctx of the entry). */
+struct srv_cwait {
+    uint64_t ctx;
+    char *reply; /* API reply or AckSync reply; NULL = none */
+    uint8_t kind;
+    struct srv_cwait *next;
+};
+
+/* The leader's live state of one consumer. */
+struct srv_clive {
+    char name[SRV_JS_NAME_BYTES_MAX + 1];
+    struct srv_cpull *pulls; /* FIFO ring of max_waiting */
+    uint32_t pull_head, pull_count, pull_cap;
+    struct srv_csm_ack *acks; /* this loop iteration's batch */
+    uint32_t nacks, acks_cap;
+    char **sync_replies; /* AckSync replies of the batch */
+    uint32_t nsync, sync_cap;
+    bool started;                   /* srv_csm_leader_start ran */
+    bool delete_proposed;           /* ephemeral reaped */
+    int64_t last_active_ms;         /* interest or a pull request seen */
+    int64_t last_send_ms;           /* push: last message or heartbeat */
+    int64_t last_delivered_prop_ms; /* ack none: delivered recorded */
+    uint64_t prop_delivered_sseq;
+    char fc_reply[SRV_JS_NAME_BYTES_MAX * 2 + 32]; /* "" = none waiting */
+    uint64_t fc_bytes;      /* push bytes since the last flow control */
+    int64_t last_active_ns; /* wall clock of the last delivery */
+};
+
+/* A stream's consumer slot. */
+struct srv_cstream {
+    struct srv_stream *st;
+    struct srv_csm_set set;
+    struct srv_hmap live; /* name -> struct srv_clive */
+    struct srv_cstream *next;
+};
+
+/* The engine (one per srv_js). */
+struct srv_cengine {
+    struct srv_js *js;
+    uv_loop_t *loop;
+    uv_check_t check;
+    uv_timer_t tick;
+    struct srv_cstream *streams;
+    struct srv_cwait *waits;
+    uint64_t next_ctx;
+    uint64_t rng;
+};
+
+struct srv_cengine *srv_cengine_get(void);
+struct srv_cstream *srv_cstream_of(struct srv_stream *st);
+struct srv_clive *srv_clive_get(struct srv_cstream *cs, const char *name);
+void srv_cstream_view(struct srv_cstream *cs, struct srv_csm_stream *out);
+int64_t srv_cnow_ms(const struct srv_cengine *e);
+int64_t srv_cwall_ns(void);
+
+/* Send an empty-body message to subject with optional reply and header
+ * block (NULL = none); a failure is logged (the client retries). */
+void srv_csend(struct srv_cengine *e, const char *subject, const char *reply,
+               const char *hdr);
+
+/* Send a status message (empty body) to subject. */
+void srv_csend_status(struct srv_cengine *e, const char *subject,
+                      const char *status_hdr);
+
+/* A MSG.NEXT request for consumer name of stream cs with the given body,
+ * replying to reply. */
+void srv_cpull_request(struct srv_cengine *e, struct srv_cstream *cs,
+                       struct srv_csm *c, const char *reply, const char *body,
+                       size_t len);
+
+/* Deliver what can be delivered now for every consumer (leader only),
+ * expire pulls, send heartbeats; flush ack batches as entries. */
+void srv_cengine_run(struct srv_cengine *e);
+
+/* An ack or flow-control publish. True when consumed. */
+bool srv_cack_intercept(struct srv_cengine *e, const char *subject,
+                        size_t subject_len, const char *reply, size_t reply_len,
+                        const char *data, size_t data_len);
+
+/* Drop a consumer's live state, telling waiting pulls "409 Consumer
+ * Deleted". */
+void srv_clive_drop(struct srv_cengine *e, struct srv_cstream *cs,
+                    const char *name, bool tell);
+
+/* True when someone is subscribed to subject on this node. */
+bool srv_cinterest(struct srv_cengine *e, const char *subject);
+
+/* Remember a proposal's ctx to answer on commit. Takes reply. */
+uint64_t srv_cwait_add(struct srv_cengine *e, uint8_t kind, char *reply);
+struct srv_cwait *srv_cwait_take(struct srv_cengine *e, uint64_t ctx);
+
+#endif
