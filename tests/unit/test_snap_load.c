@@ -3,6 +3,8 @@
  * one plus the log, votes with the LMDB extent and does not lead; with
  * neither valid and a log that does not reach back, the node is amnesiac.
  */
+#include <xxhash.h>
+
 #include "test_snap_common.h"
 
 struct fixture {
@@ -201,6 +203,58 @@ static void after_a_quarantine_the_valid_older_file_is_kept(void **state)
     assert_int_equal(snap_drop_prefix(f->x.sn, 200, f->x.errmsg), 0);
 }
 
+/* Replace the file of the named newest (400) with a well-formed snapshot
+ * whose group or term differs: it must not load. */
+static void plant(struct fixture *f, uint8_t group_byte, uint64_t term)
+{
+    struct fs *fs = fs_fault_fs(f->x.t.ff);
+    uint8_t buf[SNAP_HEADER_BYTES + 64];
+    struct snap_header h;
+    struct fs_file *file = NULL;
+    char path[1024];
+
+    memset(&h, 0, sizeof h);
+    memcpy(h.group, f->x.t.gid.b, 16);
+    h.group[0] = group_byte;
+    h.index = 400;
+    h.term = term;
+    h.body_bytes = 64;
+    memset(buf + SNAP_HEADER_BYTES, 0x5a, 64);
+    XXH128_hash_t hh = XXH3_128bits(buf + SNAP_HEADER_BYTES, 64);
+    h.body_hash_low = hh.low64;
+    h.body_hash_high = hh.high64;
+    snap_header_encode(&h, buf);
+    snap_path(f->x.sn, 400, path, sizeof path);
+    assert_int_equal(fs->open(fs, path, FS_RDWR, &file, NULL), 0);
+    assert_int_equal(fs->ftruncate(fs, file, 0, NULL), 0);
+    struct iovec iov = {buf, sizeof buf};
+    assert_int_equal(fs->pwritev(fs, file, &iov, 1, 0, NULL), 0);
+    assert_int_equal(fs->fsync(fs, file, NULL), 0);
+    fs->close(fs, file);
+}
+
+static void a_valid_file_of_another_group_is_not_loaded(void **state)
+{
+    struct fixture *f = *state;
+
+    two_snapshots(f, true);
+    plant(f, (uint8_t)(f->x.t.gid.b[0] ^ 0xff), 2);
+    tsn_crash_reopen(&f->x, FS_CUT_DROP);
+    expect_restored_from_older(f);
+    assert_non_null(strstr(f->x.lr.newest_reason, "another group"));
+}
+
+static void a_valid_file_of_another_term_is_not_loaded(void **state)
+{
+    struct fixture *f = *state;
+
+    two_snapshots(f, true);
+    plant(f, f->x.t.gid.b[0], 3);
+    tsn_crash_reopen(&f->x, FS_CUT_DROP);
+    expect_restored_from_older(f);
+    assert_non_null(strstr(f->x.lr.newest_reason, "LMDB names"));
+}
+
 static void no_snapshot_and_a_log_from_index_1_rebuilds(void **state)
 {
     struct fixture *f = *state;
@@ -238,6 +292,10 @@ int main(void)
             setup, teardown),
         cmocka_unit_test_setup_teardown(
             after_a_quarantine_the_valid_older_file_is_kept, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_valid_file_of_another_group_is_not_loaded, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_valid_file_of_another_term_is_not_loaded, setup, teardown),
         cmocka_unit_test_setup_teardown(
             no_snapshot_and_a_log_from_index_1_rebuilds, setup, teardown),
     };
