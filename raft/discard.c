@@ -91,7 +91,11 @@ void recv_discard(struct raft *r, const struct raft_msg *m,
         return;
     }
     resp->discard_resp.index = i;
-    if (i > r->last_index) {
+    if (i > r->last_index && r->amnesiac) {
+        /* Rule 3: it may have held i before the loss; "none" from it would
+         * count toward a discard (health is not on the wire). */
+        resp->discard_resp.status = RAFT_DISCARD_FAULTY;
+    } else if (i > r->last_index) {
         resp->discard_resp.status = RAFT_DISCARD_NONE;
     } else if (r->faulty != 0 && i >= r->faulty) {
         resp->discard_resp.status = MUTATED(r, RAFT_MUT_FAULTY_ANSWERS_NONE)

@@ -16,7 +16,8 @@ void recv_snapshot(struct raft *r, const struct raft_msg *m,
 void recv_snapshot_resp(struct raft *r, const struct raft_msg *m,
                         struct raft_out *out);
 void snapshot_installed(struct raft *r, raft_index index, raft_term term,
-                        const struct raft_config *config, struct raft_out *out);
+                        const struct raft_config *config, raft_index faulty,
+                        struct raft_out *out);
 void snapshot_done(struct raft *r, struct raft_progress *p,
                    struct raft_out *out);
 
@@ -92,7 +93,8 @@ void recv_snapshot(struct raft *r, const struct raft_msg *m,
 void recv_snapshot_resp(struct raft *r, const struct raft_msg *m,
                         struct raft_out *out);
 void snapshot_installed(struct raft *r, raft_index index, raft_term term,
-                        const struct raft_config *config, struct raft_out *out);
+                        const struct raft_config *config, raft_index faulty,
+                        struct raft_out *out);
 void snapshot_done(struct raft *r, struct raft_progress *p,
                    struct raft_out *out);
 

@@ -585,11 +585,21 @@ static int faulty_report(struct raft *r, const struct raft_in *in,
     if (f != 0 && (f <= r->snap_index || f > r->last_index)) {
         return KEEL_EINVAL;
     }
+    /* Leaderless repair moving on (a FETCH copy repaired the old first
+     * fault): ask for the next one now rather than an election timeout
+     * later, or a power loss that left many holes takes that many
+     * timeouts to heal (storage seed 474). */
+    bool chain = r->fetch_sent && f > r->faulty && r->faulty != 0 &&
+                 r->role == RAFT_FOLLOWER;
     if (f != r->faulty) {
         r->fetch_sent = false;
         r->fetch_held = false;
     }
     r->faulty = f;
+    if (chain && f != 0 && is_self_voter(r)) {
+        r->fetch_sent = true;
+        fetch_start(r, out);
+    }
     r->extent_index = in->faulty.extent_index;
     r->extent_term = in->faulty.extent_term;
     if (MUTATED(r, RAFT_MUT_TRUNCATE_FAULTY) && f > r->commit &&
@@ -699,7 +709,7 @@ int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out)
         break;
     case RAFT_IN_SNAPSHOT_INSTALLED:
         snapshot_installed(r, in->snapshot.index, in->snapshot.term,
-                           in->snapshot.config, out);
+                           in->snapshot.config, in->snapshot.faulty, out);
         break;
     case RAFT_IN_TRANSFER:
         rv = transfer_start(r, in->transfer_to, out);

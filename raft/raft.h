@@ -223,6 +223,9 @@ struct raft_in {
             raft_index index;
             raft_term term;
             const struct raft_config *config; /* INSTALLED only */
+            /* INSTALLED only: the first damaged record the store still
+             * finds after index (0: none), so no step applies past it. */
+            raft_index faulty;
         } snapshot;
         raft_node transfer_to; /* 0: the most caught-up voter */
         uint64_t read_id;

@@ -101,7 +101,8 @@ void recv_snapshot(struct raft *r, const struct raft_msg *m,
 /* Follower: the driver made the snapshot, the retained log and their LMDB
  * records durable. Keep our entries after X if ours at X matches. */
 void snapshot_installed(struct raft *r, raft_index index, raft_term term,
-                        const struct raft_config *config, struct raft_out *out)
+                        const struct raft_config *config, raft_index faulty,
+                        struct raft_out *out)
 {
     ASSERT(term > 0);
     ASSERT(config != NULL);
@@ -114,8 +115,9 @@ void snapshot_installed(struct raft *r, raft_index index, raft_term term,
     }
     if (r->faulty != 0 && r->faulty <= index) {
         /* Discard rule (b): the installed snapshot covers the damage; the
-         * driver reports any fault it still finds after index. */
-        r->faulty = 0;
+         * driver names any fault it still finds after index (a later
+         * record of the kept log may be damaged too). */
+        r->faulty = faulty > index && faulty <= r->last_index ? faulty : 0;
     }
     if (index <= r->last_index && raft_term_at(r, index) == term) {
         log_compact(r, index, term);

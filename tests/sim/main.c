@@ -206,6 +206,8 @@ int main(int argc, char **argv)
     uint64_t crashes = 0, powers = 0, wipes = 0, parts = 0, truncs = 0;
     uint64_t leaders = 0, changes = 0, transfers = 0, snaps = 0, installs = 0;
     uint64_t flips = 0, repairs = 0, amnesias = 0;
+    uint64_t cluster_powers = 0, holes = 0, torn = 0, marker_flips = 0;
+    uint64_t discards = 0;
     for (uint64_t k = 0; k < seeds; k++) {
         uint64_t seed = start + k;
         p.n_nodes = nodes != 0 ? nodes : (seed % 2 == 0 ? 3 : 5);
@@ -227,6 +229,11 @@ int main(int argc, char **argv)
         flips += s.stats.flips;
         repairs += s.stats.repairs;
         amnesias += s.stats.amnesias;
+        cluster_powers += s.stats.cluster_power_losses;
+        holes += s.stats.holes;
+        torn += s.stats.torn;
+        marker_flips += s.stats.marker_flips;
+        discards += s.stats.discards;
         if (rv != 0) {
             if (expect) {
                 printf("mutation %s caught after %llu seeds (seed %llu, %u "
@@ -263,6 +270,12 @@ int main(int argc, char **argv)
                "lost log tails (amnesia)\n",
                (unsigned long long)flips, (unsigned long long)repairs,
                (unsigned long long)amnesias);
+        printf("storage faults: %llu whole-cluster power losses, %llu records "
+               "lost to reordered writeback, %llu torn tails discarded, %llu "
+               "damaged sync markers, %llu discard rounds decided\n",
+               (unsigned long long)cluster_powers, (unsigned long long)holes,
+               (unsigned long long)torn, (unsigned long long)marker_flips,
+               (unsigned long long)discards);
     }
     if (expect) {
         printf("mutation %s NOT caught in %llu seeds (rule: %s)\n", mut->name,

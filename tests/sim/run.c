@@ -55,6 +55,9 @@ static void links_all(struct sim *s, bool up)
  * reloads the retained log). */
 static bool damaged_anywhere(const struct sim_node *n)
 {
+    if (n->marker_bad) {
+        return true;
+    }
     for (uint64_t k = 1; n->damaged && k <= n->dlen; k++) {
         if (n->dlog[k].bad || (k <= n->vlen && n->vlog[k].bad)) {
             return true;
@@ -80,9 +83,16 @@ static bool wipe_allowed(struct sim *s, int leader)
         }
     }
     for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+        const struct raft *r = &s->nodes[i].raft;
         if (s->wiped_inc[i] != 0 || !s->nodes[i].up ||
             damaged_anywhere(&s->nodes[i]) || s->nodes[i].amnesiac) {
             return false; /* one lost disk at a time, nobody else down */
+        }
+        if (raft_config_current_index(r) > r->commit) {
+            /* A stale leader's uncommitted change (seed 418 of the
+             * storage run): with one voter amnesiac, two healthy nodes
+             * that disagree on the voters can elect nobody. */
+            return false;
         }
     }
     return true;
@@ -101,8 +111,25 @@ static void fault_partition(struct sim *s)
     s->stats.partitions++;
 }
 
+static bool wipe_pending(const struct sim *s)
+{
+    for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+        if (s->wiped_inc[i] != 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static void fault_stop(struct sim *s, int i, enum sim_stop_kind k)
 {
+    /* Records lost below a surviving marker make the node faulty there: a
+     * storage fault at that index, so not while a wiped disk is pending
+     * (the model's budget is one). */
+    if (k == STOP_POWER && s->p.storage_faults && !wipe_pending(s) &&
+        sim_rnd(s, 2) == 0) {
+        k = STOP_POWER_REORDER; /* a marker may outlive a record below it */
+    }
     if (i >= 0 && s->nodes[i].up) {
         sim_node_stop(s, (uint32_t)i, k);
     }
@@ -162,8 +189,23 @@ static void fault_flip(struct sim *s, int leader)
         }
         return;
     }
+    uint32_t what = sim_rnd(s, 8);
+    if (what == 0) {
+        /* Whole-cluster power loss (rule 4): under group/always the
+         * cluster must recover by itself (leaderless repair, discard). */
+        sim_trace(s, -1, "POWER LOSS of the whole cluster");
+        s->stats.cluster_power_losses++;
+        for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+            if (s->nodes[i].up) {
+                sim_node_stop(s, i, STOP_POWER_REORDER);
+            }
+        }
+        return;
+    }
     int victim = leader >= 0 && sim_rnd(s, 2) ? leader : random_up(s);
-    if (victim >= 0) {
+    if (victim >= 0 && what == 1) {
+        sim_disk_flip_marker(s, (uint32_t)victim);
+    } else if (victim >= 0) {
         sim_flip(s, (uint32_t)victim);
     }
 }

@@ -172,6 +172,7 @@ void sim_disk_sync_done(struct sim *s, uint32_t i, uint64_t gen)
         }
     }
     inv_durable_chain(s, i, top);
+    sim_disk_marker(n, n->sync_index);
     memmove(n->ops, n->ops + n->sync_ops,
             (n->n_ops - n->sync_ops) * sizeof *n->ops);
     n->n_ops -= n->sync_ops;
@@ -649,6 +650,10 @@ void sim_node_step(struct sim *s, uint32_t i, struct raft_in *in)
                   (unsigned long long)out->amnesia_t0,
                   (unsigned long long)out->amnesia_target);
     }
+    if (out->truncate_from != 0 && in->type == RAFT_IN_RECEIVE &&
+        in->msg->type == RAFT_MSG_DISCARD_RESP) {
+        s->stats.discards++; /* rule 1c: a discard round decided */
+    }
     store_entries(s, i, out);
     if (role_before != out->role) {
         sim_trace(s, (int)i, "role %s term %llu", role_name(out->role),
@@ -709,6 +714,7 @@ void sim_node_boot(struct sim *s, uint32_t i)
     while (len < n->dlen && n->dlog[len + 1].term <= n->hs_term) {
         len++;
     }
+    len = sim_disk_scan(s, i, len);
     n->dlen = len;
     int rv = raft_init(&n->raft, &p);
     ASSERT(rv == 0);
@@ -758,6 +764,9 @@ void sim_node_stop(struct sim *s, uint32_t i, enum sim_stop_kind k)
     ASSERT(n->up);
     n->up = false;
     raft_close(&n->raft);
+    if (k == STOP_POWER_REORDER) {
+        sim_disk_power_reorder(s, i);
+    }
     n->syncing = false;
     n->sync_gen++;
     n->timer_gen++;
@@ -806,20 +815,25 @@ void sim_node_stop(struct sim *s, uint32_t i, enum sim_stop_kind k)
         n->hs_term = 0;
         n->hs_vote = 0;
         n->amnesiac = false; /* a new incarnation: nothing to remember */
+        n->marker = 0;
+        n->marker_prev = 0;
+        n->marker_bad = false;
     }
     n->vlen = 0;
     if (k == STOP_CRASH) {
         s->stats.crashes++;
-    } else if (k == STOP_POWER || k == STOP_LOSE_TAIL) {
+    } else if (k == STOP_POWER || k == STOP_LOSE_TAIL ||
+               k == STOP_POWER_REORDER) {
         s->stats.power_losses++;
     } else {
         s->stats.wipes++;
     }
     sim_trace(s, (int)i, "%s",
-              k == STOP_CRASH       ? "CRASH (process)"
-              : k == STOP_POWER     ? "POWER LOSS"
-              : k == STOP_LOSE_TAIL ? "POWER LOSS, LOG TAIL LOST (amnesia)"
-                                    : "WIPE (new incarnation)");
+              k == STOP_CRASH           ? "CRASH (process)"
+              : k == STOP_POWER         ? "POWER LOSS"
+              : k == STOP_LOSE_TAIL     ? "POWER LOSS, LOG TAIL LOST (amnesia)"
+              : k == STOP_POWER_REORDER ? "POWER LOSS, writeback reordered"
+                                        : "WIPE (new incarnation)");
     sim_ev_push(s, s->now + 20 + sim_rnd(s, 400), EV_RESTART, i, n->sync_gen,
                 NULL);
 }
@@ -857,6 +871,9 @@ void sim_install(struct sim *s, uint32_t i, uint64_t gen)
         memcpy(&n->vlog[1], &n->stage[1], x * sizeof *n->vlog);
         n->vlen = x;
         n->dlen = x;
+        n->marker = x; /* the install syncs the replaced log */
+        n->marker_prev = x;
+        n->marker_bad = false;
         n->n_ops = 0;
         n->syncing = false;
         n->sync_gen++;
@@ -872,6 +889,11 @@ void sim_install(struct sim *s, uint32_t i, uint64_t gen)
     in.snapshot.index = x;
     in.snapshot.term = n->stage_term;
     in.snapshot.config = &n->stage_config;
+    if (keep) {
+        for (uint64_t k = x + 1; in.snapshot.faulty == 0 && k <= n->vlen; k++) {
+            in.snapshot.faulty = n->vlog[k].bad ? k : 0;
+        }
+    }
     sim_node_step(s, i, &in);
     if (n->up && sim_first_bad(n, false) > x) {
         report_faulty(s, i); /* damage after X survives the install */

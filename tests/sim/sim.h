@@ -95,6 +95,12 @@ struct sim_node {
     uint64_t *lost;
     uint64_t lost_from;
     uint64_t lost_to;
+    /* Sync markers (DESIGN §4 rule 2): the newest one on disk names the
+     * last record of the last completed sync (marker_bad: its bytes are
+     * damaged, the one before it, marker_prev, is M then). */
+    uint64_t marker;
+    uint64_t marker_prev;
+    bool marker_bad;
 };
 
 struct sim_event {
@@ -193,7 +199,7 @@ struct sim {
     struct {
         uint64_t crashes, power_losses, wipes, partitions, truncations, leaders,
             changes, transfers, reads, snapshots, installs, flips, repairs,
-            amnesias;
+            amnesias, cluster_power_losses, holes, torn, marker_flips, discards;
     } stats;
     uint64_t trace_n;
     struct sim_trace trace[SIM_TRACE_MAX];
@@ -227,7 +233,13 @@ enum sim_scenario {
     SIM_SCENARIO_AMNESIA_COMMIT = 5, /* amnesia with acks in flight */
 };
 
-enum sim_stop_kind { STOP_CRASH, STOP_POWER, STOP_WIPE, STOP_LOSE_TAIL };
+enum sim_stop_kind {
+    STOP_CRASH,
+    STOP_POWER,
+    STOP_WIPE,
+    STOP_LOSE_TAIL,
+    STOP_POWER_REORDER, /* writeback reached a random subset of the batch */
+};
 
 /* sim.c: the cluster and its driver. */
 uint64_t sim_rand(struct sim *s);
@@ -253,6 +265,19 @@ uint64_t sim_first_bad(const struct sim_node *n, bool disk);
 void sim_flip(struct sim *s, uint32_t i);
 /* Flip bits in record k of node i (synced, on disk and in the cache). */
 void sim_flip_at(struct sim *s, uint32_t i, uint64_t k);
+
+/* disk.c: the store's view of a disk after faults (DESIGN §4 rule 2). */
+/* A sync completed: its marker names the last record it covered. */
+void sim_disk_marker(struct sim_node *n, uint64_t index);
+/* Power loss with reordered writeback: every write of the batch under sync
+ * reached the disk or not, independently, the marker too; later writes were
+ * never issued. */
+void sim_disk_power_reorder(struct sim *s, uint32_t i);
+/* On open: how many records of the disk log join the log (a damaged record
+ * above M is a torn tail: discarded; at or below M it is faulty). */
+uint64_t sim_disk_scan(struct sim *s, uint32_t i, uint64_t len);
+/* Bit flips in the newest sync marker of node i. */
+void sim_disk_flip_marker(struct sim *s, uint32_t i);
 
 /* scenario.c: one step of a scripted storage-fault trace (EV_SCRIPT). */
 void sim_script_storage(struct sim *s);

@@ -344,6 +344,70 @@ static void amnesia_ends_at_the_leaders_last_index_not_its_commit(void **state)
     assert_true(f->out.amnesia_changed);
 }
 
+static void an_amnesiac_node_answers_faulty_beyond_its_log(void **state)
+{
+    struct fixture *f = *state;
+    boot(f, 0, 0, 0);
+    struct raft_msg q = {.type = RAFT_MSG_DISCARD,
+                         .from = 3,
+                         .from_incarnation = 102,
+                         .to = 1,
+                         .term = 2};
+    q.discard.index = 6;
+    deliver(f, 0, &q);
+    assert_int_equal(find(f, RAFT_MSG_DISCARD_RESP, 3)->discard_resp.status,
+                     RAFT_DISCARD_NONE); /* healthy: it never held 6 */
+    struct raft_params p = {.id = 2,
+                            .incarnation = 101,
+                            .seed = 2,
+                            .election_timeout_ms = ET,
+                            .heartbeat_ms = 20};
+    assert_int_equal(raft_init(&f->r[1], &p), 0);
+    raft_load_hard_state(&f->r[1], 1, 0);
+    struct raft_entry c = {1, RAFT_ENTRY_CONFIG, f->cfglen, f->cfgbuf};
+    assert_int_equal(raft_load_entry(&f->r[1], 1, &c), 0);
+    raft_load_amnesia(&f->r[1], 1, 0);
+    raft_start(&f->r[1], f->now);
+    q.to = 2;
+    deliver(f, 1, &q);
+    /* It may have held 6 before the loss: "none" would count toward a
+     * discard. */
+    assert_int_equal(find(f, RAFT_MSG_DISCARD_RESP, 3)->discard_resp.status,
+                     RAFT_DISCARD_FAULTY);
+}
+
+static void leaderless_repair_asks_for_the_next_fault_at_once(void **state)
+{
+    struct fixture *f = *state;
+    boot(f, 1, 2, 1);
+    tick(f, 1, 10 * ET);
+    assert_int_equal(find(f, RAFT_MSG_FETCH, 1)->discard.index, 2);
+    /* The copy of 2 verified and was written; 3 is damaged too. */
+    struct raft_in in = {.type = RAFT_IN_FAULTY};
+    in.faulty.index = 3;
+    in.faulty.extent_index = 4;
+    in.faulty.extent_term = 1;
+    assert_int_equal(step(f, 1, &in), 0);
+    const struct raft_msg *m = find(f, RAFT_MSG_FETCH, 3);
+    assert_non_null(m); /* no election timeout in between */
+    assert_int_equal(m->discard.index, 3);
+    assert_false(f->out.hs_changed);
+}
+
+static void a_snapshot_over_a_fault_keeps_the_next_fault(void **state)
+{
+    struct fixture *f = *state;
+    boot(f, 1, 2, 1);
+    struct raft_in in = {.type = RAFT_IN_SNAPSHOT_INSTALLED};
+    in.snapshot.index = 3;
+    in.snapshot.term = 1;
+    in.snapshot.config = &f->cfg;
+    in.snapshot.faulty = 4; /* the kept log is damaged after the snapshot */
+    assert_int_equal(step(f, 1, &in), 0);
+    assert_int_equal(f->r[1].faulty, 4);
+    assert_int_equal(f->out.commit, 3); /* never applies past 3 */
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -359,6 +423,9 @@ int main(void)
         T(a_discard_round_fences_a_fresh_term_first),
         T(an_amnesiac_node_grants_no_vote_and_never_campaigns),
         T(amnesia_ends_at_the_leaders_last_index_not_its_commit),
+        T(an_amnesiac_node_answers_faulty_beyond_its_log),
+        T(leaderless_repair_asks_for_the_next_fault_at_once),
+        T(a_snapshot_over_a_fault_keeps_the_next_fault),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
