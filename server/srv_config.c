@@ -606,6 +606,8 @@ static int apply_tls(struct srv_config *c, const json_t *v, char *errmsg)
     }
     c->tls = true;
     c->tls_verify = json_is_true(json_object_get(v, "verify"));
+    c->tls_handshake_first =
+        json_is_true(json_object_get(v, "handshake_first"));
     rv = block_str(c, v, "cert_file", OPT_TLS_CERT, errmsg);
     if (rv == 0) {
         rv = block_str(c, v, "key_file", OPT_TLS_KEY, errmsg);

@@ -57,6 +57,7 @@ struct srv_config {
     char tls_key[PATH_MAX];
     char tls_ca[PATH_MAX];
     uint64_t tls_timeout_ms;
+    bool tls_handshake_first; /* TLS before INFO (tls { handshake_first }) */
     bool help;
     bool version;
 };

@@ -310,9 +310,16 @@ static void tls_failed(struct srv_conn *c, const char *errmsg)
     srv_conn_close(c, NULL, false);
 }
 
-/* Handshake done: the conn proceeds as a plain one would after INFO. */
+static int send_info(struct srv_conn *c);
+
+/* Handshake done: the conn proceeds as a plain one would after INFO
+ * (handshake_first: INFO goes now, encrypted). */
 static void tls_established(struct srv_conn *c)
 {
+    if (c->srv->cfg->tls_handshake_first && send_info(c) != 0) {
+        srv_conn_close(c, NULL, false);
+        return;
+    }
     SRV_DEBUG("tls", "cid %llu %s: TLS established (%s)",
               (unsigned long long)c->cid, c->peer, SSL_get_version(c->tls.ssl));
 }
@@ -425,6 +432,50 @@ static void peer_name(struct srv_conn *c)
     snprintf(c->peer, sizeof c->peer, "%s:%d", ip, port);
 }
 
+/* After accept: INFO in plain text, then TLS if configured (the NATS
+ * flow); or with handshake_first, TLS at once and INFO inside it. */
+static int conn_start(struct srv_conn *c)
+{
+    struct srv_server *srv = c->srv;
+    bool tls_first = srv->tls != NULL && srv->cfg->tls_handshake_first;
+
+    if (!tls_first) {
+        if (send_info(c) != 0) {
+            srv_conn_close(c, NULL, false);
+            return KEEL_ENOMEM;
+        }
+        srv_conn_flush(c);
+        if (c->closing) {
+            return 0; /* the INFO write failed; the conn is going away */
+        }
+    }
+    if (srv->stats.connections > srv->cfg->max_connections) {
+        SRV_WARN("conn", "%s refused: max_connections (%llu) reached", c->peer,
+                 (unsigned long long)srv->cfg->max_connections);
+        srv_conn_close(c, "maximum connections exceeded", true);
+        return 0;
+    }
+    if (srv->tls != NULL) {
+        if (c->out.bytes > 0 || c->writing) {
+            /* INFO must be on the wire before TLS records follow it. */
+            srv_conn_close(c, NULL, false);
+            return KEEL_EIO;
+        }
+        if (srv_tls_session_init(&c->tls, srv->tls) != 0) {
+            srv_conn_close(c, NULL, false);
+            return KEEL_ENOMEM;
+        }
+        c->tls_on = true;
+    }
+    uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+    uint64_t ms = srv->auth_timeout_ms;
+    if (srv->tls != NULL) {
+        ms += srv->cfg->tls_timeout_ms;
+    }
+    uv_timer_start(&c->timer, auth_timeout_cb, ms, 0);
+    return 0;
+}
+
 static void reject_cb(uv_handle_t *h)
 {
     free(h);
@@ -464,39 +515,7 @@ int srv_conn_accept(struct srv_server *srv, uv_stream_t *listener)
     peer_name(c);
     SRV_DEBUG("conn", "cid %llu accepted from %s", (unsigned long long)c->cid,
               c->peer);
-    if (send_info(c) != 0) {
-        srv_conn_close(c, NULL, false);
-        return KEEL_ENOMEM;
-    }
-    srv_conn_flush(c);
-    if (c->closing) {
-        return 0; /* the INFO write failed; the conn is going away */
-    }
-    if (srv->stats.connections > srv->cfg->max_connections) {
-        SRV_WARN("conn", "%s refused: max_connections (%llu) reached", c->peer,
-                 (unsigned long long)srv->cfg->max_connections);
-        srv_conn_close(c, "maximum connections exceeded", true);
-        return 0;
-    }
-    if (srv->tls != NULL) {
-        if (c->out.bytes > 0 || c->writing) {
-            /* INFO must be on the wire before TLS records follow it. */
-            srv_conn_close(c, NULL, false);
-            return KEEL_EIO;
-        }
-        if (srv_tls_session_init(&c->tls, srv->tls) != 0) {
-            srv_conn_close(c, NULL, false);
-            return KEEL_ENOMEM;
-        }
-        c->tls_on = true; /* INFO went out in plain text, as NATS does */
-    }
-    uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
-    uint64_t ms = srv->auth_timeout_ms;
-    if (srv->tls != NULL) {
-        ms += srv->cfg->tls_timeout_ms;
-    }
-    uv_timer_start(&c->timer, auth_timeout_cb, ms, 0);
-    return 0;
+    return conn_start(c);
 }
 
 /* ---- authentication off the loop thread ---- */

@@ -125,6 +125,26 @@ static void on_connection(uv_stream_t *listener, int status)
     }
 }
 
+/* SIGHUP: load the TLS certificate and key again; conns already open
+ * keep the context they started with. */
+static void sighup_cb(uv_signal_t *s, int signum)
+{
+    struct srv_server *srv = s->data;
+    char errmsg[KEEL_ERRMSG_MAX] = "";
+
+    (void)signum;
+    if (srv->tls == NULL) {
+        SRV_INFO("server", "received SIGHUP: no TLS files to reload");
+        return;
+    }
+    if (srv_tls_reload(srv->tls, errmsg) != 0) {
+        SRV_ERROR("tls", "reload failed, keeping the old certificate: %s",
+                  errmsg);
+        return;
+    }
+    SRV_INFO("tls", "received SIGHUP: TLS certificate and key reloaded");
+}
+
 static void signal_cb(uv_signal_t *s, int signum)
 {
     struct srv_server *srv = s->data;
@@ -317,6 +337,9 @@ int srv_server_init(struct srv_server *srv, uv_loop_t *loop,
     srv->sigint.data = srv;
     uv_signal_start(&srv->sigterm, signal_cb, SIGTERM);
     uv_signal_start(&srv->sigint, signal_cb, SIGINT);
+    uv_signal_init(loop, &srv->sighup);
+    srv->sighup.data = srv;
+    uv_signal_start(&srv->sighup, sighup_cb, SIGHUP);
     return 0;
 }
 
@@ -337,6 +360,7 @@ void srv_server_stop(struct srv_server *srv)
     uv_close((uv_handle_t *)&srv->listener, NULL);
     uv_close((uv_handle_t *)&srv->sigterm, NULL);
     uv_close((uv_handle_t *)&srv->sigint, NULL);
+    uv_close((uv_handle_t *)&srv->sighup, NULL);
     srv_server_resume_stalled(srv);
     uv_close((uv_handle_t *)&srv->stall_timer, NULL);
     /* Each conn flushes what it has queued, bounded by its own

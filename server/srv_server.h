@@ -62,6 +62,7 @@ struct srv_server {
     size_t auth_inflight;       /* hash checks on the worker pool */
     uint64_t auth_timeout_ms;   /* accept to CONNECT */
     struct srv_tls *tls;        /* NULL without TLS */
+    uv_signal_t sighup;         /* reloads the TLS files */
     struct srv_stats stats;
     pthread_mutex_t stats_mu;
     struct srv_stats snapshot; /* copy for the monitoring thread */
