@@ -175,3 +175,53 @@ int snap_validate(const uint8_t *buf, size_t len, const struct snap_expect *exp,
     *body_len = (size_t)hdr->body_bytes;
     return 0;
 }
+
+#define SNAP_FRAME_MAGIC 0x5246534bu /* "KSFR" */
+
+/* XXH3-64 of the data seeded with XXH3-64 of header bytes 0..23: covers
+ * both without a streaming state. */
+static uint64_t frame_sum(const uint8_t *frame, size_t n)
+{
+    ASSERT(frame != NULL);
+    ASSERT(n <= SNAP_CHUNK_DATA_BYTES);
+    return XXH3_64bits_withSeed(frame + SNAP_FRAME_HEADER_BYTES, n,
+                                XXH3_64bits(frame, 24));
+}
+
+void snap_frame_seal(uint8_t *frame, uint32_t n, uint64_t data_off,
+                     uint64_t total)
+{
+    ASSERT(frame != NULL);
+    ASSERT(n <= SNAP_CHUNK_DATA_BYTES && data_off + n <= total);
+    snap_put32(frame, SNAP_FRAME_MAGIC);
+    snap_put32(frame + 4, n);
+    snap_put64(frame + 8, data_off);
+    snap_put64(frame + 16, total);
+    snap_put64(frame + 24, frame_sum(frame, n));
+}
+
+int snap_frame_check(const uint8_t *frame, size_t len, struct snap_frame *out,
+                     char *errmsg)
+{
+    ASSERT(out != NULL);
+    ASSERT(frame != NULL || len == 0);
+    if (len < SNAP_FRAME_HEADER_BYTES || len > SNAP_FRAME_BYTES ||
+        snap_get32(frame) != SNAP_FRAME_MAGIC) {
+        return keel_err(KEEL_ECORRUPT, errmsg, "transfer frame malformed");
+    }
+    out->len = snap_get32(frame + 4);
+    out->data_off = snap_get64(frame + 8);
+    out->total = snap_get64(frame + 16);
+    if (out->len != len - SNAP_FRAME_HEADER_BYTES ||
+        snap_get64(frame + 24) != frame_sum(frame, out->len)) {
+        return keel_err(KEEL_ECORRUPT, errmsg,
+                        "transfer frame failed its checksum: drop it, the "
+                        "leader resends it");
+    }
+    if (out->total > SNAP_INSTALL_BYTES_MAX || out->len == 0 ||
+        out->data_off > out->total || out->len > out->total - out->data_off) {
+        return keel_err(KEEL_ECORRUPT, errmsg,
+                        "transfer frame names data outside the stream");
+    }
+    return 0;
+}

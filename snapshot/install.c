@@ -16,7 +16,6 @@
 #define XF_VERSION 1u
 #define XF_MANIFEST_BYTES 96u
 #define XF_REC_HEADER_BYTES 24u
-#define FRAME_MAGIC 0x5246534bu /* "KSFR" */
 
 _Static_assert(sizeof(XF_MAGIC) == 8, "transfer magic is 8 bytes");
 
@@ -329,15 +328,7 @@ int snap_send_chunk(struct snap_send *ss, uint64_t off, uint8_t *buf,
     if (rv != 0) {
         return rv;
     }
-    snap_put32(buf, FRAME_MAGIC);
-    snap_put32(buf + 4, (uint32_t)n);
-    snap_put64(buf + 8, doff);
-    snap_put64(buf + 16, ss->data_bytes);
-    XXH3_state_t *hs = ss->hs;
-    (void)XXH3_64bits_reset(hs);
-    (void)XXH3_64bits_update(hs, buf, 24);
-    (void)XXH3_64bits_update(hs, buf + SNAP_FRAME_HEADER_BYTES, n);
-    snap_put64(buf + 24, XXH3_64bits_digest(hs));
+    snap_frame_seal(buf, (uint32_t)n, doff, ss->data_bytes);
     *len = SNAP_FRAME_HEADER_BYTES + n;
     *done = doff + n == ss->data_bytes;
     return 0;
@@ -423,37 +414,28 @@ int snap_recv_open(struct snap *sn, uint64_t index, uint64_t term,
     return 0;
 }
 
-/* Check a frame's header and checksum against what is expected next. */
+/* Check a frame by itself, then against what is expected next. */
 static int frame_check(const struct snap_recv *sr, const uint8_t *fr,
                        size_t len, uint64_t *total, char *errmsg)
 {
+    struct snap_frame fm;
+    int rv = snap_frame_check(fr, len, &fm, errmsg);
+
     ASSERT(sr != NULL);
     ASSERT(total != NULL);
-    if (fr == NULL || len < SNAP_FRAME_HEADER_BYTES || len > SNAP_FRAME_BYTES ||
-        snap_get32(fr) != FRAME_MAGIC) {
-        return keel_err(KEEL_ECORRUPT, errmsg, "transfer frame malformed");
+    if (rv != 0) {
+        return rv;
     }
-    uint32_t n = snap_get32(fr + 4);
-    uint64_t doff = snap_get64(fr + 8);
-    *total = snap_get64(fr + 16);
-    (void)XXH3_64bits_reset(sr->hs);
-    (void)XXH3_64bits_update(sr->hs, fr, 24);
-    (void)XXH3_64bits_update(sr->hs, fr + SNAP_FRAME_HEADER_BYTES,
-                             len - SNAP_FRAME_HEADER_BYTES);
-    if (snap_get64(fr + 24) != XXH3_64bits_digest(sr->hs) ||
-        n != len - SNAP_FRAME_HEADER_BYTES) {
-        return keel_err(KEEL_ECORRUPT, errmsg,
-                        "transfer frame at %llu failed its checksum",
-                        (unsigned long long)sr->next_wire);
-    }
-    if (doff != sr->next_data || (sr->total != 0 && *total != sr->total) ||
-        *total > SNAP_INSTALL_BYTES_MAX || *total < XF_MANIFEST_BYTES ||
-        doff + n > *total ||
-        (n < SNAP_CHUNK_DATA_BYTES && doff + n != *total) || n == 0) {
+    *total = fm.total;
+    if (fm.data_off != sr->next_data ||
+        (sr->total != 0 && fm.total != sr->total) ||
+        fm.total < XF_MANIFEST_BYTES ||
+        (fm.len < SNAP_CHUNK_DATA_BYTES && fm.data_off + fm.len != fm.total)) {
         return keel_err(KEEL_ECORRUPT, errmsg,
                         "transfer frame names data %llu+%u of %llu, expected "
                         "data at %llu",
-                        (unsigned long long)doff, n, (unsigned long long)*total,
+                        (unsigned long long)fm.data_off, fm.len,
+                        (unsigned long long)fm.total,
                         (unsigned long long)sr->next_data);
     }
     return 0;

@@ -180,6 +180,25 @@ void snap_path(const struct snap *sn, uint64_t index, char *out, size_t cap);
 #define SNAP_FRAME_HEADER_BYTES 32u
 #define SNAP_FRAME_BYTES (SNAP_FRAME_HEADER_BYTES + SNAP_CHUNK_DATA_BYTES)
 
+/* One frame, checked on its own. */
+struct snap_frame {
+    uint32_t len;      /* data bytes after the 32-byte header */
+    uint64_t data_off; /* offset of the data in the transfer stream */
+    uint64_t total;    /* the stream's data bytes */
+};
+
+/* Check one frame by itself: magic, length, checksum. Pure (fuzzed). The
+ * follower's driver runs it on a raft_msg_snapshot chunk BEFORE stepping
+ * the Raft core and drops a chunk that fails it (the leader resends the
+ * chunk on its next heartbeat): the core advances its expected offset as
+ * soon as it hands a chunk out. KEEL_ECORRUPT. */
+KEEL_MUST_USE int snap_frame_check(const uint8_t *frame, size_t len,
+                                   struct snap_frame *out, char *errmsg);
+/* Write the header of a frame whose n data bytes are already in place at
+ * frame + SNAP_FRAME_HEADER_BYTES (computes the checksum). */
+void snap_frame_seal(uint8_t *frame, uint32_t n, uint64_t data_off,
+                     uint64_t total);
+
 struct snap_send;
 
 /* Leader: spool the newest valid snapshot and the retained log

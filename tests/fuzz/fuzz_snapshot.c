@@ -5,11 +5,33 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "snap.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* A transfer frame that checks out re-seals to the same bytes. */
+static void check_frame(const uint8_t *data, size_t size)
+{
+    struct snap_frame fm;
+    char errmsg[KEEL_ERRMSG_MAX];
+
+    if (snap_frame_check(data, size, &fm, errmsg) != 0) {
+        return;
+    }
+    uint8_t *copy = malloc(size);
+    if (copy == NULL) {
+        return;
+    }
+    memcpy(copy, data, size);
+    snap_frame_seal(copy, fm.len, fm.data_off, fm.total);
+    if (memcmp(copy, data, size) != 0) {
+        __builtin_trap();
+    }
+    free(copy);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -19,6 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t body_len = 0;
     char errmsg[KEEL_ERRMSG_MAX];
 
+    check_frame(data, size);
     if (snap_header_decode(data, size, &h, errmsg) != 0) {
         return 0;
     }
