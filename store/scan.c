@@ -57,12 +57,25 @@ struct walk {
     size_t tail_seg;
 };
 
+/* A sliding read window over one segment file: bounded reads (no
+ * whole-segment copy), the buffer reused across the segments of a scan. */
+struct reader {
+    struct store *s;
+    struct fs_file *f;
+    uint8_t *buf;
+    size_t cap;
+    uint64_t start; /* segment offset of buf[0] */
+    size_t len;     /* valid bytes in buf */
+    uint64_t size;  /* segment size */
+};
+
 struct scan {
     struct store_group *g;
     struct store_recovery *rep;
     struct sseg *ss;
     size_t n;
     uint64_t hs_term;
+    struct reader rd;
 };
 
 static int push_item(struct sseg *x, const struct item *it)
@@ -82,44 +95,152 @@ static int push_item(struct sseg *x, const struct item *it)
     return 0;
 }
 
-/* Phase A: valid records and markers of one segment image, in order. */
-static int parse_items(struct sseg *x, const uint8_t *buf, uint64_t size)
+/* Make [off, off + need) readable (need is cut at the segment end); *p
+ * points at off and *avail counts the readable bytes from there. */
+static int window(struct reader *r, uint64_t off, size_t need,
+                  const uint8_t **p, size_t *avail, char *errmsg)
+{
+    ASSERT(off < r->size);
+    ASSERT(need <= STORE_SCAN_READ_BYTES + STORE_RECORD_PAYLOAD_BYTES_MAX +
+                       STORE_REC_OVERHEAD);
+    need = off + need > r->size ? (size_t)(r->size - off) : need;
+    if (off < r->start || off + need > r->start + r->len) {
+        size_t keep = 0;
+        if (off >= r->start && off < r->start + r->len) {
+            keep = (size_t)(r->start + r->len - off);
+            memmove(r->buf, r->buf + (off - r->start), keep);
+        }
+        if (need > r->cap) { /* a record larger than the read size */
+            uint8_t *nb = realloc(r->buf, need);
+            if (nb == NULL) {
+                return keel_err(KEEL_ENOMEM, errmsg, "scan: out of memory");
+            }
+            r->buf = nb;
+            r->cap = need;
+        }
+        uint64_t left = r->size - off;
+        size_t want = (left < r->cap ? (size_t)left : r->cap) - keep;
+        size_t got = 0;
+        int rv = r->s->fs->pread(r->s->fs, r->f, r->buf + keep, want,
+                                 off + keep, &got, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+        if (got != want) {
+            return KEEL_ELOST; /* shorter than its header says */
+        }
+        r->start = off;
+        r->len = keep + got;
+    }
+    *p = r->buf + (off - r->start);
+    *avail = (size_t)(r->start + r->len - off);
+    return 0;
+}
+
+/* Length of the run of zero 8-byte words at p (avail bytes readable):
+ * 64 bytes per step, so an empty segment tail costs little. */
+static size_t zero_run(const uint8_t *p, size_t avail)
+{
+    size_t n = 0;
+
+    ASSERT(p != NULL);
+    avail &= ~(size_t)7;
+    while (n + 64 <= avail) {
+        uint64_t w[8];
+        memcpy(w, p + n, sizeof w);
+        if ((w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7]) != 0) {
+            break;
+        }
+        n += 64;
+    }
+    while (n + 8 <= avail && store_fmt_get64(p + n) == 0) {
+        n += 8;
+    }
+    ASSERT(n <= avail);
+    return n;
+}
+
+/* One item at off (a valid record or marker), or *step: bytes to skip
+ * (a zero run, or 8 for a damaged word). */
+static int parse_one(struct reader *r, uint64_t off, uint64_t salt,
+                     struct item *it, size_t *step, char *errmsg)
+{
+    const uint8_t *p;
+    size_t avail;
+    struct store_fmt_rec rec;
+    struct store_fmt_marker m;
+    int rv = window(r, off, STORE_REC_OVERHEAD + STORE_MARKER_BYTES, &p, &avail,
+                    errmsg);
+
+    ASSERT(off % 8 == 0);
+    *step = 0;
+    if (rv != 0) {
+        return rv;
+    }
+    uint32_t magic = store_fmt_get32(p);
+    if (magic == STORE_REC_MAGIC) {
+        uint32_t len = store_fmt_get32(p + 4);
+        if (len <= STORE_RECORD_PAYLOAD_BYTES_MAX) {
+            rv = window(r, off, (size_t)store_fmt_rec_bytes(len), &p, &avail,
+                        errmsg);
+        }
+        if (rv == 0 && len <= STORE_RECORD_PAYLOAD_BYTES_MAX &&
+            store_fmt_rec_decode(p, avail, salt, &rec) == 0) {
+            *it = (struct item){ITEM_REC,    (uint32_t)off, 0,
+                                rec.index,   rec.term,      rec.prev_checksum,
+                                rec.checksum};
+            it->end = (uint32_t)(off + store_fmt_rec_bytes(rec.len));
+            return 0;
+        }
+    } else if (magic == STORE_MARKER_MAGIC &&
+               store_fmt_marker_decode(p, avail, salt, &m) == 0) {
+        *it = (struct item){ITEM_MARKER, (uint32_t)off,  0, m.index,
+                            m.term,      m.rec_checksum, 0};
+        it->end = (uint32_t)(off + STORE_MARKER_BYTES);
+        return 0;
+    }
+    if (rv != 0) {
+        return rv;
+    }
+    size_t z = zero_run(p, avail);
+    *step = z > 0 ? z : 8; /* empty, or damaged: resynchronise on 8 */
+    return 0;
+}
+
+/* Phase A: valid records and markers of one segment, in order; every
+ * record's checksum is verified. nonzero_end: the end of the last non-zero
+ * 8-byte word. */
+static int parse_items(struct sseg *x, struct reader *r, char *errmsg)
 {
     uint64_t off = STORE_SEG_HEADER_BYTES;
-    uint64_t salt = x->seg->salt;
+    uint64_t nonzero_end = STORE_SEG_HEADER_BYTES;
     int rv = 0;
 
-    ASSERT(size <= STORE_SEGMENT_BYTES_MAX);
-    ASSERT(size >= STORE_SEG_HEADER_BYTES);
-    while (rv == 0 && off + 8 <= size) {
-        struct store_fmt_rec r;
-        struct store_fmt_marker m;
+    ASSERT(r->size <= STORE_SEGMENT_BYTES_MAX);
+    ASSERT(r->size >= STORE_SEG_HEADER_BYTES);
+    while (rv == 0 && off + 8 <= r->size) {
         struct item it;
-        uint32_t magic = store_fmt_get32(buf + off);
-        if (magic == STORE_REC_MAGIC &&
-            store_fmt_rec_decode(buf + off, (size_t)(size - off), salt, &r) ==
-                0) {
-            it = (struct item){ITEM_REC, (uint32_t)off,   0,         r.index,
-                               r.term,   r.prev_checksum, r.checksum};
-            off += store_fmt_rec_bytes(r.len);
-        } else if (magic == STORE_MARKER_MAGIC &&
-                   store_fmt_marker_decode(buf + off, (size_t)(size - off),
-                                           salt, &m) == 0) {
-            it = (struct item){ITEM_MARKER, (uint32_t)off,  0, m.index,
-                               m.term,      m.rec_checksum, 0};
-            off += STORE_MARKER_BYTES;
-        } else {
-            off += 8; /* damaged or empty: resynchronise on 8 bytes */
+        size_t step = 0;
+        rv = parse_one(r, off, x->seg->salt, &it, &step, errmsg);
+        if (rv != 0) {
+            break;
+        }
+        if (step == 0) {
+            off = it.end;
+            nonzero_end = off;
+            rv = push_item(x, &it);
             continue;
         }
-        it.end = (uint32_t)off;
-        rv = push_item(x, &it);
+        const uint8_t *p;
+        size_t avail;
+        rv = window(r, off, 8, &p, &avail, errmsg);
+        if (rv == 0 && store_fmt_get64(p) != 0) {
+            nonzero_end = off + 8; /* a damaged word */
+        }
+        off += step;
     }
-    while (size > STORE_SEG_HEADER_BYTES && buf[size - 1] == 0) {
-        size--;
-    }
-    x->seg->nonzero_end = (size + 7) & ~(uint64_t)7;
-    x->seg->hi_water = x->seg->nonzero_end;
+    x->seg->nonzero_end = nonzero_end;
+    x->seg->hi_water = nonzero_end;
     return rv;
 }
 
@@ -367,10 +488,23 @@ static int walk_all(struct scan *sc, struct walk *w)
 static int choose_and_walk(struct scan *sc, struct walk *out)
 {
     unsigned tried = 0;
+    size_t items = 0;
     int rv;
 
     ASSERT(sc != NULL);
     ASSERT(out != NULL);
+    /* One allocation for the index table: every record item may join. */
+    for (size_t si = 0; si < sc->n; si++) {
+        items += sc->ss[si].nitems;
+    }
+    if (items > sc->g->ents_cap) {
+        struct ient *p = realloc(sc->g->ents, items * sizeof *p);
+        if (p == NULL) {
+            return KEEL_ENOMEM;
+        }
+        sc->g->ents = p;
+        sc->g->ents_cap = items;
+    }
     for (size_t si = sc->n; si-- > 0;) {
         struct sseg *x = &sc->ss[si];
         for (size_t i = x->nitems; i-- > 0;) {
@@ -400,9 +534,9 @@ static int load_segment(struct scan *sc, struct sseg *x, char *errmsg)
     struct store *s = sc->g->s;
     char path[STORE_PATH_BYTES_MAX];
     struct store_seg_header h;
-    uint8_t *buf = NULL;
+    const uint8_t *p = NULL;
+    size_t avail = 0;
     uint64_t size = 0;
-    size_t got = 0;
     int rv;
 
     ASSERT(x->seg != NULL);
@@ -413,25 +547,27 @@ static int load_segment(struct scan *sc, struct sseg *x, char *errmsg)
         return rv == KEEL_ENOENT ? KEEL_ELOST : rv;
     }
     rv = s->fs->size(s->fs, x->seg->f, &size, errmsg);
-    if (rv == 0 && (size < x->seg->size || size > STORE_SEGMENT_BYTES_MAX)) {
+    if (rv == 0 &&
+        (size < x->seg->size || size > STORE_SEGMENT_BYTES_MAX ||
+         x->seg->size < STORE_SEG_HEADER_BYTES + 8 || x->seg->size % 8 != 0)) {
         rv = KEEL_ELOST; /* shorter than its header says */
     }
-    buf = rv == 0 ? malloc(x->seg->size) : NULL;
-    if (rv == 0 && buf == NULL) {
-        rv = keel_err(KEEL_ENOMEM, errmsg, "scan: out of memory");
-    }
-    rv = rv == 0 ? s->fs->pread(s->fs, x->seg->f, buf, x->seg->size, 0, &got,
-                                errmsg)
-                 : rv;
-    if (rv == 0 && (got != x->seg->size ||
-                    store_fmt_seg_header_decode(buf, got, &h) != 0 ||
+    sc->rd.f = x->seg->f;
+    sc->rd.size = x->seg->size;
+    sc->rd.start = 0;
+    sc->rd.len = 0;
+    rv = rv == 0
+             ? window(&sc->rd, 0, STORE_SEG_HEADER_BYTES, &p, &avail, errmsg)
+             : rv;
+    if (rv == 0 && (avail < STORE_SEG_HEADER_BYTES ||
+                    store_fmt_seg_header_decode(p, avail, &h) != 0 ||
                     memcmp(h.group, sc->g->id.b, 16) != 0 ||
                     h.base_index != x->seg->base || h.salt != x->seg->salt ||
                     h.size_bytes != x->seg->size)) {
         rv = KEEL_ELOST; /* unreadable header */
     }
-    rv = rv == 0 ? parse_items(x, buf, x->seg->size) : rv;
-    free(buf);
+    rv = rv == 0 ? parse_items(x, &sc->rd, errmsg) : rv;
+    sc->rd.f = NULL;
     return rv;
 }
 
@@ -753,7 +889,7 @@ static void scan_free(struct scan *sc)
 
 int store__scan(struct store_group *g, struct store_recovery *rep, char *errmsg)
 {
-    struct scan sc = {g, rep, NULL, 0, g->hard_term};
+    struct scan sc = {g, rep, NULL, 0, g->hard_term, {0}};
     struct store_meta_seg *cat;
     struct dir_ctx d;
     struct walk w;
@@ -764,7 +900,12 @@ int store__scan(struct store_group *g, struct store_recovery *rep, char *errmsg)
     ASSERT(g->nents == 0);
     cat = calloc(STORE_SEGMENTS_PER_GROUP_MAX, sizeof *cat);
     sc.ss = calloc(STORE_SEGMENTS_PER_GROUP_MAX, sizeof *sc.ss);
-    if (cat == NULL || sc.ss == NULL) {
+    sc.rd.s = g->s;
+    sc.rd.cap = g->s->cfg.segment_bytes < STORE_SCAN_READ_BYTES
+                    ? (size_t)g->s->cfg.segment_bytes
+                    : STORE_SCAN_READ_BYTES;
+    sc.rd.buf = malloc(sc.rd.cap);
+    if (cat == NULL || sc.ss == NULL || sc.rd.buf == NULL) {
         rv = keel_err(KEEL_ENOMEM, errmsg, "scan: out of memory");
         goto out;
     }
@@ -791,6 +932,7 @@ report:
     }
 out:
     scan_free(&sc);
+    free(sc.rd.buf);
     free(cat);
     return rv;
 }

@@ -115,6 +115,28 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 _Static_assert(SRV_CONSUMER_ENTRY_ACKS_MAX <= SRV_CONSUMER_ACKED_MAX,
                "one ack entry must fit the acked set");
 
+/* ---- server: cluster links (srv_cluster*) ---- */
+#define SRV_CLUSTER_NODES_MAX 16    /* known nodes (seeds + gossip) */
+#define SRV_CLUSTER_LINKS_MAX 64    /* links, handshaking ones too */
+#define SRV_CLUSTER_GROUPS_MAX 4096 /* registered group handlers */
+#define SRV_CLUSTER_FRAME_BYTES_MAX (16 * 1024 * 1024) /* one frame */
+#define SRV_CLUSTER_LINK_PENDING_BYTES_MAX (64 * 1024 * 1024)
+#define SRV_CLUSTER_TICK_MS 100       /* reconnect and heartbeat clock */
+#define SRV_CLUSTER_PING_MS 1000      /* one ping per link per interval */
+#define SRV_CLUSTER_DEAD_MS 5000      /* silence that drops a link */
+#define SRV_CLUSTER_HANDSHAKE_MS 3000 /* HELLO must arrive within this */
+#define SRV_CLUSTER_BACKOFF_MS_MIN 50
+#define SRV_CLUSTER_BACKOFF_MS_MAX 5000
+#define SRV_CLUSTER_FRAMES_PER_READ_MAX 100000 /* frames parsed per read */
+#define SRV_CLUSTER_QUEUES_PER_MSG_MAX 64 /* queue groups named in one MSG */
+#define SRV_CLUSTER_INTEREST_MAX (1024 * 1024) /* subject/queue keys */
+#define SRV_CLUSTER_ROUTEZ_SUBS_MAX 1024 /* interest keys listed per link */
+
+_Static_assert(SRV_CLUSTER_PING_MS * 3 <= SRV_CLUSTER_DEAD_MS,
+               "a link must miss several pings before it is dead");
+_Static_assert(SRV_CLUSTER_FRAME_BYTES_MAX < SRV_CLUSTER_LINK_PENDING_BYTES_MAX,
+               "a link queue must hold at least one frame");
+
 /* ---- store ---- */
 #define STORE_SEGMENT_BYTES_DEFAULT (64u * 1024 * 1024)
 #define STORE_SEGMENT_BYTES_MIN (8u * 1024)
@@ -130,6 +152,7 @@ _Static_assert(SRV_CONSUMER_ENTRY_ACKS_MAX <= SRV_CONSUMER_ACKED_MAX,
 #define STORE_EVENTS_MAX 65536
 #define STORE_REPORT_RANGES_MAX 64
 #define STORE_SCAN_RECORDS_MAX (STORE_SEGMENT_BYTES_MAX / 48)
+#define STORE_SCAN_READ_BYTES (1024u * 1024) /* one recovery-scan read */
 #define STORE_REPAIR_RECORDS_MAX 1024
 #define STORE_VOTE_BYTES_MAX 64
 #define STORE_PATH_BYTES_MAX 4096
