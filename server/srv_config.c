@@ -552,10 +552,17 @@ static int block_str(struct srv_config *c, const json_t *o, const char *key,
     if (v == NULL) {
         return 0;
     }
-    if (json_is_real(v)) {
+    const char *str = json_string_value(v);
+    char *end = NULL;
+    double secs =
+        str != NULL && strchr(str, '.') != NULL ? strtod(str, &end) : 0;
+    if (json_is_real(v) || (end != NULL && end != str && *end == '\0')) {
         /* timeout: 0.5 (seconds, as nats-server reads it) */
-        snprintf(buf, sizeof buf, "%llums",
-                 (unsigned long long)(json_real_value(v) * 1000));
+        secs = json_is_real(v) ? json_real_value(v) : secs;
+        if (secs < 0 || secs > SRV_AUTH_TIMEOUT_MS_MAX / 1000.0) {
+            return keel_err(KEEL_EUSAGE, errmsg, "%s: out of range", key);
+        }
+        snprintf(buf, sizeof buf, "%llums", (unsigned long long)(secs * 1000));
     } else if (!scalar_str(v, buf, sizeof buf)) {
         return keel_err(KEEL_EUSAGE, errmsg, "%s: expected a value", key);
     }
