@@ -375,8 +375,7 @@ int snap_recv_open(struct snap *sn, uint64_t index, uint64_t term,
             KEEL_EINVAL, errmsg, "install of %llu with log from %llu invalid",
             (unsigned long long)index, (unsigned long long)log_first);
     }
-    struct snap_named nm;
-    snap__named(sn, &nm);
+    struct snap_named nm = sn->named;
     if (index <= sn->newest.index || index < nm.index ||
         (index == nm.index && term != nm.term)) {
         return keel_err(KEEL_ESTALE, errmsg,
@@ -813,20 +812,12 @@ static int spool_body_read(void *arg, uint64_t off, uint8_t *buf, size_t n,
 
 int snap_recv_commit(struct snap_recv *sr, char *errmsg)
 {
-    struct store_group_info gi;
     int rv;
 
     ASSERT(sr != NULL);
     ASSERT(sr->log_applied && sr->validated);
-    store_group_info(sr->sn->g, &gi);
-    if (gi.persisted_index < sr->index) {
-        /* §5: the retained log is durable before the snapshot counts. */
-        return keel_err(KEEL_EAGAIN, errmsg,
-                        "install at %llu waits for the retained log to "
-                        "persist (persisted %llu)",
-                        (unsigned long long)sr->index,
-                        (unsigned long long)gi.persisted_index);
-    }
+    /* store_snapshot_record refuses (KEEL_EAGAIN) until the retained log is
+     * persisted through index (§5), and the unrecorded file is removed. */
     rv = snap__write_file(sr->sn, &sr->h, spool_body_read, sr, errmsg);
     return rv == 0 ? snap__record(sr->sn, sr->index, sr->term, errmsg) : rv;
 }

@@ -14,6 +14,13 @@ struct snap_held {
     uint64_t term;
 };
 
+/* The (index, term) pairs LMDB names (zero when none or unreadable). */
+struct snap_named {
+    uint64_t index;
+    uint64_t term;
+    uint64_t older_index;
+    uint64_t older_term;
+};
 struct snap {
     struct fs *fs;
     void (*fatal_cb)(void *arg, const char *msg);
@@ -26,17 +33,13 @@ struct snap {
     char hex[33];
     struct snap_held newest; /* valid files, newest first */
     struct snap_held older;
+    /* What LMDB names (read at open, then kept in step with each record):
+     * a worker thread never reads LMDB or the store's in-memory log. */
+    struct snap_named named;
     bool must_not_lead;
     enum snap_crash_point crash;
 };
 
-/* The (index, term) pairs LMDB names (zero when none or unreadable). */
-struct snap_named {
-    uint64_t index;
-    uint64_t term;
-    uint64_t older_index;
-    uint64_t older_term;
-};
 void snap__named(struct snap *sn, struct snap_named *out);
 
 /* Little-endian field access. */

@@ -399,6 +399,7 @@ int snap_open(const struct snap_config *cfg, struct store *s,
     rv = init_snap(sn, cfg, s, g, errmsg);
     if (rv == 0) {
         snap__named(sn, &nm);
+        sn->named = nm;
         lr->named_index = nm.index;
         lr->named_term = nm.term;
         lr->named_older_index = nm.older_index;

@@ -137,14 +137,18 @@ void snap_body_free(struct snap_load_report *lrep);
 /* Write a snapshot of the state at (index, term) (DESIGN.md §5): temp
  * file, write, fsync, rename, directory fsync, then store_snapshot_record
  * (synced LMDB); only then delete the snapshot the record pushed out of
- * the two kept. index must be above the newest recorded (asserted).
- * KEEL_EAGAIN when entries <= index are not yet persisted locally (nothing
- * is written: retry after the store reports them), KEEL_ETOOBIG,
- * KEEL_ENOSPC. Blocking: call from a worker thread. */
+ * the two kept. index must be above the newest valid snapshot held
+ * (asserted). KEEL_EAGAIN when entries <= index are not yet persisted
+ * locally (the store refuses the record; the file is removed and does not
+ * count: retry after the store reports them; the driver should wait for
+ * STORE_EV_PERSISTED >= index first), KEEL_ESTALE below the LMDB-named
+ * newest, KEEL_ETOOBIG, KEEL_ENOSPC. Blocking: call from a worker thread;
+ * it reads neither LMDB nor the store's in-memory log. */
 KEEL_MUST_USE int snap_write(struct snap *sn, uint64_t index, uint64_t term,
                              const void *body, size_t len, char *errmsg);
 
-/* Drop the log prefix <= upto through store_drop_prefix, after checking
+/* Loop thread (as the store functions it calls). Drop the log prefix
+ * <= upto through store_drop_prefix, after checking
  * upto against the older kept snapshot whose file this node holds valid
  * (after a quarantine LMDB may still name a bad one: KEEL_EPERM). The
  * caller proved a committed retention entry covers upto. */

@@ -162,15 +162,28 @@ int snap__record(struct snap *sn, uint64_t index, uint64_t term, char *errmsg)
     /* The snapshots the record pushes out of the kept pair: the one LMDB
      * named as older, and the older file held valid (they differ after a
      * bad newest was quarantined). */
-    snap__named(sn, &nm);
+    nm = sn->named;
     gone[0] = sn->older.index;
     gone[1] = nm.older_index;
     if (crash_here(sn, SNAP_CRASH_BEFORE_RECORD)) {
         return keel_err(KEEL_ECANCELED, errmsg, "crash before LMDB record");
     }
     rv = store_snapshot_record(sn->g, index, term, errmsg);
+    if (rv == KEEL_EAGAIN) {
+        /* Entries <= index are not persisted yet (§5): the file must not
+         * count, now or after a crash; remove it (it is not named). */
+        snap_path(sn, index, path, sizeof path);
+        (void)sn->fs->unlink(sn->fs, path, NULL);
+        if (sn->fs->fsync_dir(sn->fs, sn->dir, NULL) != 0) {
+            snap__fatal(sn, "fsync snapshot directory", "unlink");
+        }
+        return rv;
+    }
     if (rv != 0) {
         return rv;
+    }
+    if (index > nm.index) {
+        sn->named = (struct snap_named){index, term, nm.index, nm.term};
     }
     if (sn->newest.index != 0) {
         sn->older = sn->newest;
@@ -217,7 +230,6 @@ static int mem_read(void *arg, uint64_t off, uint8_t *buf, size_t n,
 int snap_write(struct snap *sn, uint64_t index, uint64_t term, const void *body,
                size_t len, char *errmsg)
 {
-    struct store_group_info gi;
     struct snap_header h;
     struct mem_body mb = {body, len};
     int rv;
@@ -230,15 +242,16 @@ int snap_write(struct snap *sn, uint64_t index, uint64_t term, const void *body,
                         "snapshot body of %zu bytes over the %llu maximum", len,
                         (unsigned long long)SNAP_BODY_BYTES_MAX);
     }
-    store_group_info(sn->g, &gi);
-    if (gi.persisted_index < index) {
-        /* §5: a snapshot at X only after entries <= X persist locally;
-         * checked before writing so no file is made in vain. */
-        return keel_err(KEEL_EAGAIN, errmsg,
-                        "snapshot at %llu waits for the log to persist it "
-                        "(persisted %llu): retry after the next sync",
-                        (unsigned long long)index,
-                        (unsigned long long)gi.persisted_index);
+    if (index < sn->named.index ||
+        (index == sn->named.index && term != sn->named.term)) {
+        /* The store cannot record below what LMDB names (a quarantined
+         * newest still counts for the extent). */
+        return keel_err(KEEL_ESTALE, errmsg,
+                        "snapshot at (%llu, t%llu) is behind the recorded "
+                        "(%llu, t%llu): snapshot at or after it",
+                        (unsigned long long)index, (unsigned long long)term,
+                        (unsigned long long)sn->named.index,
+                        (unsigned long long)sn->named.term);
     }
     memset(&h, 0, sizeof h);
     memcpy(h.group, sn->gid, 16);

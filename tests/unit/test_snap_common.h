@@ -89,13 +89,21 @@ static inline void tsn_crash_reopen(struct tsn *x, enum fs_fault_cut cut)
     tsn_open_snap(x);
 }
 
-/* A clean restart: queued store work finishes first. */
-static inline void tsn_clean_reopen(struct tsn *x)
+/* A clean restart: queued store work finishes first. manual: no sync
+ * threads after it (store work runs only in ts_wait_*), so appended
+ * entries stay unpersisted until the test waits for them. */
+static inline void tsn_restart(struct tsn *x, bool manual)
 {
     tsn_close_snap(x);
     ts_close(&x->t, true);
+    x->t.manual = manual;
     ts_open(&x->t);
     tsn_open_snap(x);
+}
+
+static inline void tsn_clean_reopen(struct tsn *x)
+{
+    tsn_restart(x, x->t.manual);
 }
 
 /* Deterministic body of the state at index: len bytes. */

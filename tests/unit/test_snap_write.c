@@ -45,13 +45,11 @@ static void a_snapshot_before_its_entries_persist_is_refused(void **state)
     uint8_t body[TSN_BODY_MAX];
     size_t len = tsn_body(10, body, 100);
 
-    fs_fault_hold_syncs(f->x.t.ff, true);
+    tsn_restart(&f->x, true);
     ts_append(&f->x.t, 1, 10, 2, 200, 1);
-    assert_true(ts_wait_held(&f->x.t));
     assert_int_equal(snap_write(f->x.sn, 10, 2, body, len, f->x.errmsg),
                      KEEL_EAGAIN);
     assert_false(tsn_snap_exists(&f->x, 10));
-    fs_fault_hold_syncs(f->x.t.ff, false);
     assert_true(ts_wait_persisted(&f->x.t, 10));
     assert_int_equal(snap_write(f->x.sn, 10, 2, body, len, f->x.errmsg), 0);
     tsn_crash_reopen(&f->x, FS_CUT_DROP);
