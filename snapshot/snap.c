@@ -502,3 +502,47 @@ int snap_group_delete(const struct snap_config *cfg,
     }
     return rv == 0 ? fs->fsync_dir(fs, dir, errmsg) : rv;
 }
+
+void snap_report_describe(const struct snap_load_report *lr, char *out,
+                          size_t cap)
+{
+    ASSERT(lr != NULL);
+    ASSERT(out != NULL && cap > 0);
+    unsigned long long n = lr->named_index;
+    unsigned long long o = lr->named_older_index;
+    int w = 0;
+
+    out[0] = '\0';
+    switch (lr->source) {
+    case SNAP_SOURCE_LOG:
+        w = snprintf(out, cap,
+                     "no valid snapshot: state rebuilt from the "
+                     "log from index 1");
+        break;
+    case SNAP_SOURCE_NEWEST:
+        w = snprintf(out, cap, "restored from snapshot %llu (term %llu)",
+                     (unsigned long long)lr->index,
+                     (unsigned long long)lr->term);
+        break;
+    case SNAP_SOURCE_OLDER:
+        w = snprintf(out, cap,
+                     "newest snapshot %llu quarantined (%s); restored from "
+                     "snapshot %llu plus the log; must not lead until a "
+                     "newer snapshot is written",
+                     n, lr->newest_reason, (unsigned long long)lr->index);
+        break;
+    case SNAP_SOURCE_AMNESIA:
+        w = snprintf(out, cap,
+                     "no usable snapshot (newest %llu%s%s, older %llu%s%s) "
+                     "and the log does not continue one: amnesiac, awaiting "
+                     "InstallSnapshot from the leader",
+                     n, lr->newest_bad ? ": " : "", lr->newest_reason, o,
+                     lr->older_bad ? ": " : "", lr->older_reason);
+        break;
+    }
+    if (w >= 0 && (size_t)w < cap && lr->unnamed > 0) {
+        (void)snprintf(out + w, cap - (size_t)w,
+                       "; %u snapshot file(s) LMDB does not name quarantined",
+                       lr->unnamed);
+    }
+}

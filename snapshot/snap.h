@@ -131,6 +131,11 @@ KEEL_MUST_USE int snap_open(const struct snap_config *cfg, struct store *s,
                             struct store_group *g,
                             const struct store_recovery *rep, struct snap **out,
                             struct snap_load_report *lrep, char *errmsg);
+/* One line for /healthz and the log saying what snap_open decided and
+ * why (truncated to cap). */
+void snap_report_describe(const struct snap_load_report *lrep, char *out,
+                          size_t cap);
+
 void snap_close(struct snap *sn);
 void snap_body_free(struct snap_load_report *lrep);
 
