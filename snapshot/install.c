@@ -675,13 +675,15 @@ struct batch {
     uint64_t bytes;
 };
 
-static int batch_flush(struct snap_recv *sr, struct batch *b, char *errmsg)
+/* Append the batch (write=false: an earlier step failed, drop it). */
+static int batch_flush(struct snap_recv *sr, struct batch *b, bool write,
+                       char *errmsg)
 {
     int rv = 0;
 
     ASSERT(sr != NULL && b != NULL);
     ASSERT(b->n <= SNAP_INSTALL_BATCH_RECORDS);
-    if (b->n > 0) {
+    if (write && b->n > 0) {
         rv = store_append(sr->sn->g, b->recs, b->n, errmsg);
     }
     for (size_t i = 0; i < b->n; i++) {
@@ -712,7 +714,7 @@ static int batch_add(struct snap_recv *sr, struct batch *b,
     b->n++;
     b->bytes += e->len;
     if (b->n == SNAP_INSTALL_BATCH_RECORDS || b->bytes >= 4 * SNAP_IO_BYTES) {
-        return batch_flush(sr, b, errmsg);
+        return batch_flush(sr, b, true, errmsg);
     }
     return 0;
 }
@@ -764,7 +766,12 @@ static int apply_records(struct snap_recv *sr, struct batch *b, char *errmsg)
                 continue;
             }
             if (e.index == sr->log_first && gi.first_index < sr->log_first) {
-                return check_shape(sr, &(struct store_group_info){0}, errmsg);
+                /* Our entries below log_first may be as divergent. */
+                return keel_err(KEEL_EPERM, errmsg,
+                                "install: the local entry at %llu differs "
+                                "and entries below it cannot be dropped "
+                                "without a store log-replace API",
+                                (unsigned long long)e.index);
             }
             rv = store_truncate(sr->sn->g, e.index, errmsg);
             last = e.index - 1;
@@ -792,7 +799,7 @@ int snap_recv_apply_log(struct snap_recv *sr, char *errmsg)
         return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
     }
     rv = apply_records(sr, b, errmsg);
-    int frv = batch_flush(sr, b, rv == 0 ? errmsg : NULL);
+    int frv = batch_flush(sr, b, rv == 0, errmsg);
     rv = rv == 0 ? frv : rv;
     free(b);
     sr->log_applied = rv == 0;

@@ -237,6 +237,25 @@ static void a_log_needing_replacement_is_refused(void **state)
     snap_recv_close(sr);
 }
 
+/* The local entry at log_first differs and entries below it exist (they may
+ * be as divergent): refused, and the local log is left as it was. */
+static void
+a_divergent_entry_at_the_leaders_first_index_is_refused(void **state)
+{
+    struct fixture *fx = *state;
+    struct snap_recv *sr = NULL;
+    struct store_group_info gi;
+
+    ts_append(&fx->f.t, 1, 220, 1, 100, 1);
+    assert_true(ts_wait_persisted(&fx->f.t, 220));
+    transfer(fx, 150, &sr);
+    assert_int_equal(snap_recv_apply_log(sr, fx->f.errmsg), KEEL_EPERM);
+    store_group_info(fx->f.t.g, &gi);
+    assert_int_equal(gi.last_index, 220);
+    ts_expect(&fx->f.t, 150, 1, 1);
+    snap_recv_close(sr);
+}
+
 static void a_crash_before_the_record_leaves_the_install_uncounted(void **state)
 {
     struct fixture *fx = *state;
@@ -272,6 +291,9 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(a_log_needing_replacement_is_refused,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_divergent_entry_at_the_leaders_first_index_is_refused, setup,
+            teardown),
         cmocka_unit_test_setup_teardown(
             a_crash_before_the_record_leaves_the_install_uncounted, setup,
             teardown),
