@@ -12,6 +12,7 @@
 
 #include "keel/error.h"
 #include "srv_config.h"
+#include "srv_js.h"
 #include "srv_log.h"
 #include "srv_monitor.h"
 #include "srv_ports.h"
@@ -78,6 +79,9 @@ static int start(struct runtime *rt, const struct srv_config *cfg)
         rv = srv_server_init(&rt->srv, uv_default_loop(), cfg, errmsg);
         rt->srv_inited = true; /* init leaves srv closable on failure too */
     }
+    if (rv == 0 && cfg->store_dir[0] != '\0') {
+        rv = srv_js_open(&rt->srv, cfg->store_dir, &rt->srv.js, errmsg);
+    }
     if (rv == 0 && cfg->http_port >= 0) {
         rv = srv_monitor_start(&rt->srv, cfg->addr, cfg->http_port, &rt->mon,
                                &http_port, errmsg);
@@ -140,6 +144,16 @@ int main(int argc, char **argv)
         unlink(rt.ports_path);
     }
     srv_monitor_stop(rt.mon);
+    if (rt.srv.js != NULL) {
+        /* After a failed start the loop never ran: stop here and let a few
+         * non-blocking rounds run the handle closes. */
+        srv_js_stop(rt.srv.js);
+        for (int i = 0; i < 4; i++) {
+            uv_run(uv_default_loop(), UV_RUN_NOWAIT);
+        }
+        srv_js_close(rt.srv.js);
+        rt.srv.js = NULL;
+    }
     if (rt.srv_inited) {
         srv_server_close(&rt.srv);
     }

@@ -64,8 +64,13 @@ struct srv_consumer_ops {
 KEEL_MUST_USE int srv_js_open(struct srv_server *srv, const char *store_dir,
                               struct srv_js **out, char *errmsg);
 
-/* Stop: close every stream's group, the meta group, the host and the
- * store. Runs the loop until the handle closes complete. */
+/* Begin the stop on the loop thread (srv_server_stop calls it): close
+ * every stream's group (consumers get stream_closed(st, false)), the meta
+ * group, the tick timer and the host handle. Idempotent. */
+void srv_js_stop(struct srv_js *js);
+
+/* After the loop has run the handle closes (srv_js_stop first): close the
+ * store cleanly and free js. */
 void srv_js_close(struct srv_js *js);
 
 /* Register the consumer hooks (ops must outlive js). */

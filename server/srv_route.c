@@ -7,6 +7,7 @@
 
 #include "keel/error.h"
 #include "srv_conn.h"
+#include "srv_js.h"
 #include "srv_log.h"
 
 static void mark_dirty(struct srv_conn *c)
@@ -201,7 +202,7 @@ static bool deliver(struct srv_conn *pub, struct srv_sub *sub,
         d->backed_up = true;
         d->srv->nbacked++;
     }
-    if (d->backed_up && d != pub) {
+    if (d->backed_up && pub != NULL && d != pub) {
         pub->stall_wanted = true;
     }
     if (++sub->delivered >= sub->max && sub->max > 0) {
@@ -262,6 +263,55 @@ static int check_pub(struct srv_conn *c, const struct srv_cmd *cmd)
     return 0;
 }
 
+int srv_route_deliver_internal(struct srv_server *srv, const char *route,
+                               size_t route_len, const char *wire,
+                               size_t wire_len, const char *reply,
+                               const void *hdr, size_t hlen, const void *data,
+                               size_t dlen)
+{
+    struct srv_sublist_result *r;
+    char *buf = NULL;
+    struct srv_cmd cmd = {
+        .op = hlen > 0 ? SRV_OP_HPUB : SRV_OP_PUB,
+        .subject = {wire, wire_len},
+        .reply = {reply, reply != NULL ? strlen(reply) : 0},
+        .hdr_bytes = hlen,
+        .total_bytes = hlen + dlen,
+        .payload = data,
+    };
+    if (hlen > 0) {
+        /* deliver() takes headers and payload as one block. */
+        buf = malloc(hlen + dlen + 1);
+        if (buf == NULL) {
+            return KEEL_ENOMEM;
+        }
+        memcpy(buf, hdr, hlen);
+        if (dlen > 0) {
+            memcpy(buf + hlen, data, dlen);
+        }
+        cmd.payload = buf;
+    }
+    int rv = srv_sublist_match(&srv->sublist, route, route_len, &r);
+    if (rv == 0) {
+        for (size_t i = 0; i < r->npsubs; i++) {
+            struct srv_sub *sub = r->psubs[i];
+            if (!sub->removed && !sub->conn->closing) {
+                (void)deliver(NULL, sub, &cmd);
+            }
+        }
+        for (size_t i = 0; i < r->nqgroups; i++) {
+            struct srv_sub *sub =
+                srv_sublist_qgroup_pick(&r->qgroups[i], skip_for, NULL);
+            if (sub != NULL) {
+                (void)deliver(NULL, sub, &cmd);
+            }
+        }
+        srv_sublist_result_release(r);
+    }
+    free(buf);
+    return rv;
+}
+
 static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
 {
     struct srv_server *srv = c->srv;
@@ -280,6 +330,9 @@ static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
     if (rv != 0) {
         return rv == KEEL_ESHUTDOWN || c->closing ? KEEL_ESHUTDOWN : 0;
     }
+    /* JetStream: API requests, acks, and publishes a stream captures
+     * (stored by the stream AND delivered to core subscribers below). */
+    bool js_took = srv->js != NULL && srv_js_intercept(srv->js, c, cmd);
     rv = srv_sublist_match(&srv->sublist, cmd->subject.ptr, cmd->subject.len,
                            &r);
     if (rv == 0) {
@@ -301,7 +354,7 @@ static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
         srv_conn_close(c, NULL, false);
         return KEEL_ESHUTDOWN;
     }
-    if (delivered == 0 && cmd->reply.len > 0 && c->no_responders &&
+    if (delivered == 0 && !js_took && cmd->reply.len > 0 && c->no_responders &&
         !c->closing) {
         no_responders(c, cmd);
     }

@@ -19,4 +19,17 @@ KEEL_MUST_USE int srv_route_append(struct srv_conn *c, const char *data,
  * that PROTOCOL.md §1.9 prescribes and close c. */
 void srv_route_input(struct srv_conn *c, const char *data, size_t len);
 
+struct srv_server;
+
+/* Deliver a server-originated message (JetStream replies, consumer
+ * deliveries) to the local subscribers matching route; the MSG/HMSG line
+ * carries wire as its subject and reply (may be NULL). hdr is a NATS/1.0
+ * block of hlen bytes (0: a plain MSG). Returns 0 or KEEL_ENOMEM. */
+KEEL_MUST_USE int srv_route_deliver_internal(struct srv_server *srv,
+                                             const char *route,
+                                             size_t route_len, const char *wire,
+                                             size_t wire_len, const char *reply,
+                                             const void *hdr, size_t hlen,
+                                             const void *data, size_t dlen);
+
 #endif

@@ -8,6 +8,7 @@
 
 #include "keel/error.h"
 #include "srv_conn.h"
+#include "srv_js.h"
 #include "srv_log.h"
 #include "srv_tls.h"
 
@@ -202,6 +203,11 @@ static int build_info(struct srv_server *srv)
         "jetstream", 0, "go", "keel " KEEL_VERSION, "git_commit", "");
     char *s;
 
+    if (o != NULL) {
+        /* JetStream runs whenever keeld has a store dir (srv_js). */
+        json_object_set_new(o, "jetstream",
+                            json_boolean(cfg->store_dir[0] != '\0'));
+    }
     if (o == NULL || add_security_info(srv, o) != 0) {
         json_decref(o);
         return KEEL_ENOMEM;
@@ -357,6 +363,9 @@ void srv_server_stop(struct srv_server *srv)
         return;
     }
     srv->stopping = true;
+    if (srv->js != NULL) {
+        srv_js_stop(srv->js);
+    }
     uv_close((uv_handle_t *)&srv->listener, NULL);
     uv_close((uv_handle_t *)&srv->sigterm, NULL);
     uv_close((uv_handle_t *)&srv->sigint, NULL);

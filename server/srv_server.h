@@ -18,6 +18,7 @@
 #include "srv_sublist.h"
 
 struct srv_conn;
+struct srv_js;
 struct srv_monitor;
 
 struct srv_stats {
@@ -58,6 +59,7 @@ struct srv_server {
     size_t stall_bytes;
     size_t nbacked;             /* conns with backed_up set */
     struct srv_outpool outpool; /* output blocks of every conn */
+    struct srv_js *js;          /* JetStream engine; NULL when off */
     struct srv_auth auth;       /* immutable after init */
     size_t auth_inflight;       /* hash checks on the worker pool */
     uint64_t auth_timeout_ms;   /* accept to CONNECT */

@@ -1,0 +1,662 @@
+/* srv_js: the engine (store, host, meta group of one, streams), pending
+ * replies keyed by the replica ctx, the publish-path intercept and
+ * server-originated messages. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <xxhash.h>
+
+#include "keel/error.h"
+#include "srv_conn.h"
+#include "srv_js_int.h"
+#include "srv_log.h"
+#include "srv_parser.h"
+#include "srv_route.h"
+#include "srv_server.h"
+
+int64_t srv_js_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+struct srv_server *srv_js_server(const struct srv_js *js)
+{
+    return js->srv;
+}
+
+void srv_js_set_consumer_ops(struct srv_js *js,
+                             const struct srv_consumer_ops *ops)
+{
+    js->cops = ops;
+}
+
+const struct srv_consumer_ops *srv_js_consumer_ops(const struct srv_js *js)
+{
+    return js->cops;
+}
+
+/* ---- pending replies ---- */
+
+uint64_t srv_js_pending_add(struct srv_js *js, enum srv_js_pend_kind kind,
+                            struct srv_stream *st, const char *reply,
+                            bool *full)
+{
+    *full = false;
+    if (reply == NULL || reply[0] == '\0') {
+        return 0;
+    }
+    size_t n = strlen(reply);
+    struct srv_js_pending *p = malloc(sizeof *p + n + 1);
+    if (js->pending.count >= SRV_JS_PENDING_MAX || p == NULL) {
+        free(p);
+        *full = true;
+        return 0;
+    }
+    p->id = ++js->next_id;
+    p->kind = kind;
+    p->st = st;
+    memcpy(p->reply, reply, n + 1);
+    if (srv_hmap_put(&js->pending, (const char *)&p->id, sizeof p->id, p) !=
+        0) {
+        free(p);
+        *full = true;
+        return 0;
+    }
+    return p->id;
+}
+
+struct srv_js_pending *srv_js_pending_take(struct srv_js *js, uint64_t ctx)
+{
+    if (ctx == 0) {
+        return NULL;
+    }
+    return srv_hmap_del(&js->pending, (const char *)&ctx, sizeof ctx);
+}
+
+void srv_js_pending_drop_stream(struct srv_js *js, struct srv_stream *st)
+{
+    size_t pos = 0;
+    struct srv_hmap_slot *s;
+    /* Deleting while iterating is not allowed: collect in rounds, each
+     * bounded by SRV_JS_LIST_PAGE ids, until none is left. */
+    for (;;) {
+        uint64_t ids[SRV_JS_LIST_PAGE];
+        size_t n = 0;
+        pos = 0;
+        while (n < SRV_JS_LIST_PAGE &&
+               (s = srv_hmap_next(&js->pending, &pos)) != NULL) {
+            struct srv_js_pending *p = s->value;
+            if (p->st == st) {
+                ids[n++] = p->id;
+            }
+        }
+        for (size_t i = 0; i < n; i++) {
+            free(srv_js_pending_take(js, ids[i]));
+        }
+        if (n < SRV_JS_LIST_PAGE) {
+            return;
+        }
+    }
+}
+
+/* ---- replies and server-originated messages ---- */
+
+int srv_js_deliver(struct srv_js *js, const char *route_subject,
+                   const char *wire_subject, size_t wire_len, const char *reply,
+                   const void *hdr, size_t hlen, const void *data, size_t dlen)
+{
+    size_t rlen = strlen(route_subject);
+    if (rlen == 0 || rlen > SRV_JS_SUBJECT_BYTES_MAX || wire_len == 0) {
+        return KEEL_EINVAL;
+    }
+    return srv_route_deliver_internal(js->srv, route_subject, rlen,
+                                      wire_subject, wire_len, reply, hdr, hlen,
+                                      data, dlen);
+}
+
+int srv_js_send(struct srv_js *js, const char *subject, const char *reply,
+                const void *hdr, size_t hlen, const void *data, size_t dlen)
+{
+    return srv_js_deliver(js, subject, subject, strlen(subject), reply, hdr,
+                          hlen, data, dlen);
+}
+
+void srv_js_reply_json(struct srv_js *js, const char *reply, json_t *o)
+{
+    if (o == NULL) {
+        return;
+    }
+    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (s != NULL && reply != NULL && reply[0] != '\0' &&
+        srv_js_send(js, reply, NULL, NULL, 0, s, strlen(s)) != 0) {
+        SRV_WARN("js", "reply to %s not queued", reply);
+    }
+    free(s);
+}
+
+void srv_js_reply_err(struct srv_js *js, const char *reply, const char *kind,
+                      enum srv_js_err err, const char *detail)
+{
+    json_t *o = NULL;
+    char msg[KEEL_ERRMSG_MAX];
+    js->api_errors++;
+    if (srv_js_err_json(kind, err, detail, &o, msg) == 0) {
+        srv_js_reply_json(js, reply, o);
+    }
+}
+
+/* ---- streams ---- */
+
+int srv_js_find_stream(struct srv_js *js, const char *name,
+                       struct srv_stream **out)
+{
+    *out = NULL;
+    for (uint32_t i = 0; i < js->nstreams; i++) {
+        if (strcmp(js->streams[i]->cfg.name, name) == 0) {
+            *out = js->streams[i];
+            return 0;
+        }
+    }
+    return KEEL_ENOENT;
+}
+
+struct srv_stream *srv_js_stream_for_subject(struct srv_js *js,
+                                             const char *subj, size_t len)
+{
+    char s[SRV_JS_SUBJECT_BYTES_MAX + 1];
+    if (len > SRV_JS_SUBJECT_BYTES_MAX || js->nstreams == 0) {
+        return NULL;
+    }
+    memcpy(s, subj, len);
+    s[len] = '\0';
+    /* Bounded by SRV_JS_STREAMS_MAX x SRV_JS_SUBJECTS_MAX. */
+    for (uint32_t i = 0; i < js->nstreams; i++) {
+        const struct srv_stream_config *c = &js->streams[i]->cfg;
+        for (uint32_t k = 0; k < c->nsubjects; k++) {
+            if (srv_js_subject_matches(c->subjects[k], s)) {
+                return js->streams[i];
+            }
+        }
+    }
+    return NULL;
+}
+
+static void streams_remove(struct srv_js *js, struct srv_stream *st)
+{
+    for (uint32_t i = 0; i < js->nstreams; i++) {
+        if (js->streams[i] == st) {
+            /* Keep creation order (NAMES/LIST pages stay stable). */
+            memmove(&js->streams[i], &js->streams[i + 1],
+                    (js->nstreams - i - 1) * sizeof *js->streams);
+            js->nstreams--;
+            return;
+        }
+    }
+}
+
+/* ---- the meta group: create / update / delete entries (JSON) ---- */
+
+int srv_js_meta_propose(struct srv_js *js, json_t *entry, uint64_t ctx,
+                        char *errmsg)
+{
+    char *s = json_dumps(entry, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(entry);
+    if (s == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "meta entry");
+    }
+    int rv = KEEL_ENOTLEADER;
+    if (js->meta != NULL && js->meta_leader) {
+        rv = replica_propose(js->meta, RAFT_ENTRY_NORMAL, s,
+                             (uint32_t)strlen(s), ctx, errmsg);
+    } else {
+        keel_err(rv, errmsg, "the JetStream meta group has no leader yet");
+    }
+    free(s);
+    return rv;
+}
+
+static void meta_reply_err(struct srv_js *js, uint64_t ctx, enum srv_js_err err,
+                           const char *detail)
+{
+    static const char *kinds[] = {
+        [SRV_JS_PEND_CREATE] = "stream_create_response",
+        [SRV_JS_PEND_UPDATE] = "stream_update_response",
+        [SRV_JS_PEND_DELETE] = "stream_delete_response"};
+    struct srv_js_pending *p = srv_js_pending_take(js, ctx);
+    if (p != NULL && p->kind >= SRV_JS_PEND_CREATE &&
+        p->kind <= SRV_JS_PEND_DELETE) {
+        srv_js_reply_err(js, p->reply, kinds[p->kind], err, detail);
+    }
+    free(p);
+}
+
+static void meta_create(struct srv_js *js, const json_t *e,
+                        const struct srv_stream_config *cfg, uint64_t ctx)
+{
+    struct srv_stream *st = NULL;
+    char err[KEEL_ERRMSG_MAX];
+    if (srv_js_find_stream(js, cfg->name, &st) == 0) {
+        meta_reply_err(js, ctx, SRV_JS_ESTREAM_NAME_IN_USE, NULL);
+        return;
+    }
+    if (js->nstreams >= SRV_JS_STREAMS_MAX) {
+        meta_reply_err(js, ctx, SRV_JS_EMAX_STREAMS, NULL);
+        return;
+    }
+    uint64_t nonce = (uint64_t)json_integer_value(json_object_get(e, "nonce"));
+    int64_t created = json_integer_value(json_object_get(e, "created"));
+    int rv = srv_stream_open(js, cfg, nonce, created, &st, err);
+    if (rv != 0) {
+        SRV_ERROR("js", "stream %s not opened: %s", cfg->name, err);
+        meta_reply_err(js, ctx, SRV_JS_EUNAVAILABLE, NULL);
+        return;
+    }
+    js->streams[js->nstreams++] = st;
+    struct srv_js_pending *p = srv_js_pending_take(js, ctx);
+    if (p != NULL) {
+        /* Re-file under the same id, now bound to the stream. */
+        p->st = st;
+        if (srv_hmap_put(&js->pending, (const char *)&p->id, sizeof p->id, p) !=
+            0) {
+            free(p);
+            ctx = 0;
+        }
+    }
+    srv_stream_config_request(st, ctx);
+}
+
+static void meta_update(struct srv_js *js, struct srv_stream *st,
+                        const struct srv_stream_config *cfg, uint64_t ctx)
+{
+    char err[KEEL_ERRMSG_MAX];
+    struct srv_stream_config copy;
+    memset(&copy, 0, sizeof copy);
+    if (srv_stream_config_copy(cfg, &copy, err) != 0) {
+        meta_reply_err(js, ctx, SRV_JS_EUNAVAILABLE, NULL);
+        return;
+    }
+    srv_stream_config_free(&st->cfg);
+    st->cfg = copy;
+    struct srv_js_pending *p = srv_js_pending_take(js, ctx);
+    if (p != NULL) {
+        p->st = st;
+        if (srv_hmap_put(&js->pending, (const char *)&p->id, sizeof p->id, p) !=
+            0) {
+            free(p);
+            ctx = 0;
+        }
+    }
+    srv_stream_config_request(st, ctx);
+}
+
+static void meta_delete(struct srv_js *js, struct srv_stream *st, uint64_t ctx)
+{
+    streams_remove(js, st);
+    srv_stream_close(st, true);
+    struct srv_js_pending *p = srv_js_pending_take(js, ctx);
+    if (p != NULL) {
+        srv_js_reply_json(
+            js, p->reply,
+            json_pack("{s:s, s:b}", "type",
+                      "io.nats.jetstream.api.v1.stream_delete_response",
+                      "success", 1));
+        free(p);
+    }
+}
+
+/* Apply one meta entry (create, update or delete of a stream config). */
+static void meta_apply_json(struct srv_js *js, const json_t *e, uint64_t ctx)
+{
+    const char *op = json_string_value(json_object_get(e, "op"));
+    const char *name = json_string_value(json_object_get(e, "name"));
+    struct srv_stream_config cfg;
+    enum srv_js_err jerr = SRV_JS_OK;
+    char err[KEEL_ERRMSG_MAX];
+    struct srv_stream *st = NULL;
+    memset(&cfg, 0, sizeof cfg);
+    if (op == NULL || name == NULL) {
+        meta_reply_err(js, ctx, SRV_JS_EBAD_REQUEST, NULL);
+        return;
+    }
+    bool found = srv_js_find_stream(js, name, &st) == 0;
+    if (strcmp(op, "delete") == 0) {
+        if (found) {
+            meta_delete(js, st, ctx);
+        } else {
+            meta_reply_err(js, ctx, SRV_JS_ESTREAM_NOT_FOUND, NULL);
+        }
+        return;
+    }
+    if (srv_stream_config_parse(json_object_get(e, "config"), &cfg, &jerr,
+                                err) != 0) {
+        meta_reply_err(js, ctx, jerr, err);
+    } else if (strcmp(op, "create") == 0) {
+        meta_create(js, e, &cfg, ctx);
+    } else if (strcmp(op, "update") == 0 && found) {
+        meta_update(js, st, &cfg, ctx);
+    } else {
+        meta_reply_err(js, ctx, SRV_JS_ESTREAM_NOT_FOUND, NULL);
+    }
+    srv_stream_config_free(&cfg);
+}
+
+static void meta_apply(struct replica *r, uint64_t index, uint64_t term,
+                       uint8_t type, const void *payload, uint32_t len,
+                       uint64_t ctx, void *arg)
+{
+    struct srv_js *js = arg;
+    json_error_t jerr;
+    (void)r;
+    (void)term;
+    if (type != RAFT_ENTRY_NORMAL || js->stopping) {
+        return;
+    }
+    json_t *e = json_loadb(payload, len, 0, &jerr);
+    if (e == NULL) {
+        SRV_WARN("js", "meta index %" PRIu64 " is not JSON: %s", index,
+                 jerr.text);
+        meta_reply_err(js, ctx, SRV_JS_EBAD_REQUEST, NULL);
+        return;
+    }
+    meta_apply_json(js, e, ctx);
+    json_decref(e);
+}
+
+static void meta_role(struct replica *r, uint8_t role, raft_node leader,
+                      void *arg)
+{
+    struct srv_js *js = arg;
+    (void)r;
+    (void)leader;
+    js->meta_leader = role == RAFT_LEADER;
+}
+
+static void meta_failed(struct replica *r, int rv, const char *msg, void *arg)
+{
+    struct srv_js *js = arg;
+    (void)r;
+    SRV_ERROR("js", "JetStream meta group stopped: %s (%s)", msg,
+              keel_strerror(rv));
+    js->meta_leader = false;
+}
+
+/* ---- lifecycle ---- */
+
+static void on_tick(uv_timer_t *t)
+{
+    struct srv_js *js = t->data;
+    int64_t now = srv_js_now_ns();
+    for (uint32_t i = 0; i < js->nstreams; i++) {
+        srv_stream_maybe_tick(js->streams[i], now);
+    }
+}
+
+static void store_fatal(void *arg, const char *msg)
+{
+    (void)arg;
+    SRV_ERROR("js", "store: %s", msg);
+}
+
+static int open_store(struct srv_js *js, const char *dir, char *errmsg)
+{
+    char path[PATH_MAX];
+    struct store_node_report rep;
+    int n = snprintf(path, sizeof path, "%s/js", dir);
+    if (n < 0 || (size_t)n >= sizeof path) {
+        return keel_err(KEEL_ECONFIG, errmsg, "store dir %s is too long", dir);
+    }
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        return keel_err(KEEL_EIO, errmsg, "cannot create %s: %s", path,
+                        strerror(errno));
+    }
+    int rv = replica_host_create(js->loop, &js->host, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    struct store_config sc = {.data_dir = path,
+                              .wakeup_cb = replica_host_wakeup,
+                              .wakeup_arg = js->host,
+                              .fatal_cb = store_fatal,
+                              .fatal_arg = js};
+    memset(&rep, 0, sizeof rep);
+    rv = store_open(&sc, &js->store, &rep, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    replica_host_attach(js->host, js->store);
+    js->inc = replica_incarnation_of(rep.incarnation);
+    if (rep.meta_reset) {
+        SRV_WARN("js", "store metadata was reset: %s", rep.meta_reset_reason);
+    }
+    return 0;
+}
+
+static int open_meta(struct srv_js *js, char *errmsg)
+{
+    struct store_group_id gid;
+    static const char tag[] = "keel-js-meta";
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(tag, sizeof tag - 1));
+    memcpy(gid.b, c.digest, sizeof gid.b);
+    struct raft_config rc = {.n = 1};
+    rc.servers[0] = (struct raft_server){
+        .node = 1, .incarnation = js->inc, .role = RAFT_VOTER};
+    struct replica_options opt = {
+        .self = 1,
+        .incarnation = js->inc,
+        .bootstrap = &rc,
+        .fsync = {STORE_FSYNC_ALWAYS, 0},
+        .election_timeout_ms = SRV_JS_ELECTION_MS,
+        .heartbeat_ms = SRV_JS_ELECTION_MS / 5,
+        .seed = (uint64_t)srv_js_now_ns(),
+    };
+    struct replica_callbacks cbs = {.apply = meta_apply,
+                                    .role_changed = meta_role,
+                                    .failed = meta_failed,
+                                    .arg = js};
+    return replica_open(js->host, &gid, &opt, &cbs, &js->meta, errmsg);
+}
+
+static bool group_caught_up(struct replica *r)
+{
+    struct replica_info ri;
+    replica_info(r, &ri);
+    return ri.role == RAFT_LEADER && ri.applied == ri.last_index;
+}
+
+static bool ready(struct srv_js *js)
+{
+    if (js->meta == NULL || !group_caught_up(js->meta)) {
+        return false;
+    }
+    for (uint32_t i = 0; i < js->nstreams; i++) {
+        struct srv_stream *st = js->streams[i];
+        if (!st->failed && (st->r == NULL || !group_caught_up(st->r))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Before keeld announces itself (ports file, first requests): run the loop
+ * until the meta group and every stream replayed their logs and lead, so a
+ * client never sees a half-open JetStream. Bounded by SRV_JS_READY_MS. */
+static void wait_ready(struct srv_js *js)
+{
+    uint64_t start = uv_now(js->loop);
+    while (!ready(js) && uv_now(js->loop) - start < SRV_JS_READY_MS) {
+        uv_run(js->loop, UV_RUN_ONCE);
+        uv_update_time(js->loop);
+    }
+    if (!ready(js)) {
+        SRV_WARN("js",
+                 "JetStream not ready after %d ms: requests answer "
+                 "503 until it is",
+                 SRV_JS_READY_MS);
+    } else {
+        SRV_INFO("js", "JetStream ready: %u streams", js->nstreams);
+    }
+}
+
+int srv_js_open(struct srv_server *srv, const char *store_dir,
+                struct srv_js **out, char *errmsg)
+{
+    struct srv_js *js = calloc(1, sizeof *js);
+    *out = NULL;
+    if (js == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "JetStream engine");
+    }
+    js->srv = srv;
+    js->loop = srv->loop;
+    srv_hmap_init(&js->pending);
+    js->streams = calloc(SRV_JS_STREAMS_MAX, sizeof *js->streams);
+    int rv = js->streams == NULL ? KEEL_ENOMEM : 0;
+    if (rv == 0) {
+        rv = open_store(js, store_dir, errmsg);
+    }
+    if (rv == 0) {
+        rv = open_meta(js, errmsg);
+    }
+    if (rv != 0) {
+        srv_js_stop(js);
+        uv_run(js->loop, UV_RUN_NOWAIT);
+        srv_js_close(js);
+        return rv;
+    }
+    uv_timer_init(js->loop, &js->tick);
+    js->tick.data = js;
+    js->tick_open = true;
+    uv_timer_start(&js->tick, on_tick, SRV_JS_TICK_MS, SRV_JS_TICK_MS);
+    wait_ready(js);
+    *out = js;
+    return 0;
+}
+
+void srv_js_stop(struct srv_js *js)
+{
+    if (js->stopping) {
+        return;
+    }
+    js->stopping = true;
+    /* Bounded by SRV_JS_STREAMS_MAX. */
+    while (js->nstreams > 0) {
+        struct srv_stream *st = js->streams[--js->nstreams];
+        srv_stream_close(st, false);
+    }
+    if (js->meta != NULL) {
+        replica_close(js->meta);
+        js->meta = NULL;
+    }
+    if (js->tick_open) {
+        uv_close((uv_handle_t *)&js->tick, NULL);
+        js->tick_open = false;
+    }
+    if (js->host != NULL) {
+        replica_host_destroy(js->host);
+        js->host = NULL;
+    }
+}
+
+void srv_js_close(struct srv_js *js)
+{
+    if (js == NULL) {
+        return;
+    }
+    ASSERT(js->stopping);
+    if (js->store != NULL) {
+        store_close(js->store, true);
+    }
+    size_t pos = 0;
+    struct srv_hmap_slot *s;
+    while ((s = srv_hmap_next(&js->pending, &pos)) != NULL) {
+        free(s->value);
+    }
+    srv_hmap_close(&js->pending);
+    free(js->streams);
+    free(js);
+}
+
+/* ---- the publish path ---- */
+
+/* A publish captured by st: propose it; the PubAck (or error) goes to the
+ * reply from the apply callback, after commit. */
+static void capture(struct srv_js *js, struct srv_stream *st,
+                    const struct srv_cmd *cmd, const char *reply)
+{
+    char err[KEEL_ERRMSG_MAX];
+    bool full = false;
+    uint64_t ctx = st->cfg.no_ack ? 0
+                                  : srv_js_pending_add(js, SRV_JS_PEND_PUB, st,
+                                                       reply, &full);
+    int rv = full ? KEEL_EBUSY : 0;
+    if (rv == 0 && !srv_stream_is_leader(st)) {
+        rv = KEEL_ENOTLEADER;
+    }
+    if (rv == 0 && cmd->total_bytes > SRV_JS_MSG_BYTES_MAX) {
+        rv = KEEL_ETOOBIG;
+    }
+    if (rv == 0) {
+        rv = srv_stream_publish(st, cmd->subject.ptr, cmd->subject.len,
+                                cmd->payload, cmd->hdr_bytes,
+                                cmd->payload + cmd->hdr_bytes,
+                                cmd->total_bytes - cmd->hdr_bytes, ctx, err);
+    }
+    if (rv == 0) {
+        return;
+    }
+    /* Not proposed: never acked, so say so now. */
+    free(srv_js_pending_take(js, ctx));
+    if (st->cfg.no_ack || reply[0] == '\0') {
+        return;
+    }
+    json_t *o = json_object();
+    enum srv_js_err je =
+        rv == KEEL_ETOOBIG ? SRV_JS_EMSG_SIZE : SRV_JS_EUNAVAILABLE;
+    if (o != NULL && srv_js_err_add(o, je, NULL, err) == 0) {
+        json_object_set_new(o, "stream", json_string(st->cfg.name));
+        json_object_set_new(o, "seq", json_integer(0));
+    }
+    srv_js_reply_json(js, reply, o);
+}
+
+bool srv_js_intercept(struct srv_js *js, struct srv_conn *c,
+                      const struct srv_cmd *cmd)
+{
+    const char *s = cmd->subject.ptr;
+    size_t n = cmd->subject.len;
+    char reply[SRV_CONTROL_LINE_BYTES_MAX + 1];
+    (void)c;
+    if (js->stopping || cmd->reply.len >= sizeof reply) {
+        return false;
+    }
+    memcpy(reply, cmd->reply.ptr, cmd->reply.len);
+    reply[cmd->reply.len] = '\0';
+    const char *body = cmd->payload + cmd->hdr_bytes;
+    size_t blen = cmd->total_bytes - cmd->hdr_bytes;
+    if (n > 8 && memcmp(s, "$JS.API.", 8) == 0) {
+        js->api_total++;
+        srv_js_api(js, s, n, reply, body, blen);
+        return true;
+    }
+    const struct srv_consumer_ops *ops = js->cops;
+    if (ops != NULL && ops->intercept != NULL &&
+        ops->intercept(js, s, n, reply, cmd->reply.len,
+                       cmd->hdr_bytes ? cmd->payload : NULL, cmd->hdr_bytes,
+                       body, blen)) {
+        return true;
+    }
+    struct srv_stream *st = srv_js_stream_for_subject(js, s, n);
+    if (st == NULL) {
+        return false;
+    }
+    capture(js, st, cmd, reply);
+    return true;
+}

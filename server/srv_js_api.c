@@ -1,0 +1,645 @@
+/* srv_js_api: the $JS.API stream handlers (PROTOCOL §2.3, §2.4). Reads
+ * answer at once from the applied state; writes are proposed (stream
+ * config changes to the meta group, purge/delete to the stream's group)
+ * and answered from the apply callback after commit. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "keel/error.h"
+#include "srv_js_int.h"
+#include "srv_log.h"
+#include "srv_server.h"
+
+#define TYPE_PREFIX "io.nats.jetstream.api.v1."
+
+/* One request: what every handler needs. */
+struct api_req {
+    struct srv_js *js;
+    const char *reply;
+    const char *name; /* the subject's stream name token, NUL-terminated */
+    json_t *body;     /* NULL when the request body is empty */
+};
+
+static json_t *typed(const char *kind)
+{
+    char type[96];
+    snprintf(type, sizeof type, TYPE_PREFIX "%s", kind);
+    return json_pack("{s:s}", "type", type);
+}
+
+static void b64(const uint8_t *in, size_t n, char *out)
+{
+    static const char t[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        if (i + 1 < n) {
+            v |= (uint32_t)in[i + 1] << 8;
+        }
+        if (i + 2 < n) {
+            v |= in[i + 2];
+        }
+        out[o++] = t[v >> 18 & 63];
+        out[o++] = t[v >> 12 & 63];
+        out[o++] = i + 1 < n ? t[v >> 6 & 63] : '=';
+        out[o++] = i + 2 < n ? t[v & 63] : '=';
+    }
+    out[o] = '\0';
+}
+
+static json_t *b64_json(const uint8_t *in, size_t n)
+{
+    char *s = malloc(4 * ((n + 2) / 3) + 1);
+    if (s == NULL) {
+        return NULL;
+    }
+    b64(in, n, s);
+    json_t *j = json_string(s);
+    free(s);
+    return j;
+}
+
+/* A raw reply (status or direct message); a full outbound queue loses it,
+ * and the requester times out as with any lost reply. */
+static void send_raw(struct srv_js *js, const char *reply, const char *unused,
+                     const void *hdr, size_t hlen, const void *data,
+                     size_t dlen)
+{
+    (void)unused;
+    if (srv_js_send(js, reply, NULL, hdr, hlen, data, dlen) != 0) {
+        SRV_DEBUG("js", "reply to %s not queued", reply);
+    }
+}
+
+static void api_info(struct api_req *q)
+{
+    uint64_t consumers = 0, bytes = 0;
+    const struct srv_consumer_ops *ops = q->js->cops;
+    for (uint32_t i = 0; i < q->js->nstreams; i++) {
+        bytes += q->js->streams[i]->sm.bytes;
+        if (ops != NULL && ops->consumer_count != NULL) {
+            consumers += ops->consumer_count(q->js->streams[i]);
+        }
+    }
+    json_t *o = typed("account_info_response");
+    json_t *lim =
+        json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "max_memory", -1,
+                  "max_storage", -1, "max_streams", -1, "max_consumers", -1,
+                  "max_ack_pending", -1, "memory_max_stream_bytes", -1,
+                  "storage_max_stream_bytes", -1, "max_bytes_required", 0);
+    json_t *api = json_pack("{s:i, s:I, s:I}", "level", 1, "total",
+                            (json_int_t)q->js->api_total, "errors",
+                            (json_int_t)q->js->api_errors);
+    if (o != NULL) {
+        json_object_set_new(o, "memory", json_integer(0));
+        json_object_set_new(o, "storage", json_integer((json_int_t)bytes));
+        json_object_set_new(o, "reserved_memory", json_integer(0));
+        json_object_set_new(o, "reserved_storage", json_integer(0));
+        json_object_set_new(o, "streams",
+                            json_integer((json_int_t)q->js->nstreams));
+        json_object_set_new(o, "consumers",
+                            json_integer((json_int_t)consumers));
+        json_object_set_new(o, "limits", lim);
+        json_object_set_new(o, "api", api);
+    }
+    srv_js_reply_json(q->js, q->reply, o);
+}
+
+/* Parse and check a CREATE/UPDATE body against the subject's name.
+ * Returns 0 with *cfg filled, else answered the error already. */
+static int config_from_request(struct api_req *q, const char *kind,
+                               struct srv_stream_config *cfg)
+{
+    enum srv_js_err jerr = SRV_JS_OK;
+    char err[SRV_JS_ERR_DESC_BYTES_MAX];
+    memset(cfg, 0, sizeof *cfg);
+    if (q->body == NULL || !json_is_object(q->body)) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EBAD_REQUEST, NULL);
+        return KEEL_EINVAL;
+    }
+    const char *bname = json_string_value(json_object_get(q->body, "name"));
+    if (bname != NULL && strcmp(bname, q->name) != 0) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_NAME_MISMATCH,
+                         NULL);
+        return KEEL_EINVAL;
+    }
+    if (bname == NULL) {
+        json_object_set_new(q->body, "name", json_string(q->name));
+    }
+    if (srv_stream_config_parse(q->body, cfg, &jerr, err) != 0) {
+        srv_js_reply_err(q->js, q->reply, kind, jerr, err);
+        srv_stream_config_free(cfg);
+        return KEEL_EINVAL;
+    }
+    if (cfg->num_replicas > 1) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EREPLICAS_STANDALONE,
+                         NULL);
+        srv_stream_config_free(cfg);
+        return KEEL_EINVAL;
+    }
+    for (uint32_t i = 0; i < q->js->nstreams; i++) {
+        const struct srv_stream_config *o = &q->js->streams[i]->cfg;
+        if (strcmp(o->name, cfg->name) != 0 &&
+            srv_js_subject_lists_overlap(o->subjects, o->nsubjects,
+                                         cfg->subjects, cfg->nsubjects)) {
+            srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESUBJECTS_OVERLAP,
+                             NULL);
+            srv_stream_config_free(cfg);
+            return KEEL_EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* Propose a meta entry {op, name[, config, nonce, created]}; the reply
+ * comes from the apply. */
+static void meta_write(struct api_req *q, const char *op, const char *kind,
+                       enum srv_js_pend_kind pk,
+                       const struct srv_stream_config *cfg)
+{
+    char err[KEEL_ERRMSG_MAX];
+    bool full = false;
+    json_t *e = json_pack("{s:s, s:s}", "op", op, "name", q->name);
+    json_t *cj = NULL;
+    if (e != NULL && cfg != NULL) {
+        uint64_t nonce = 0;
+        if (getrandom(&nonce, sizeof nonce, 0) != sizeof nonce) {
+            nonce = (uint64_t)srv_js_now_ns();
+        }
+        if (srv_stream_config_encode(cfg, &cj, err) == 0) {
+            json_object_set_new(e, "config", cj);
+        }
+        json_object_set_new(e, "nonce", json_integer((json_int_t)(nonce >> 1)));
+        json_object_set_new(e, "created", json_integer(srv_js_now_ns()));
+    }
+    uint64_t ctx = srv_js_pending_add(q->js, pk, NULL, q->reply, &full);
+    int rv = e == NULL || full ? KEEL_EBUSY
+                               : srv_js_meta_propose(q->js, e, ctx, err);
+    if (e != NULL && full) {
+        json_decref(e);
+    }
+    if (rv != 0) {
+        free(srv_js_pending_take(q->js, ctx));
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EUNAVAILABLE, NULL);
+    }
+}
+
+static void api_create(struct api_req *q)
+{
+    static const char kind[] = "stream_create_response";
+    struct srv_stream_config cfg;
+    struct srv_stream *st = NULL;
+    if (config_from_request(q, kind, &cfg) != 0) {
+        return;
+    }
+    if (srv_js_find_stream(q->js, q->name, &st) == 0) {
+        if (srv_stream_config_equal(&st->cfg, &cfg)) {
+            srv_js_reply_json(q->js, q->reply,
+                              srv_stream_info_json(st, kind, NULL, false));
+        } else {
+            srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_NAME_IN_USE,
+                             NULL);
+        }
+    } else if (q->js->nstreams >= SRV_JS_STREAMS_MAX) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EMAX_STREAMS, NULL);
+    } else {
+        meta_write(q, "create", kind, SRV_JS_PEND_CREATE, &cfg);
+    }
+    srv_stream_config_free(&cfg);
+}
+
+static void api_update(struct api_req *q)
+{
+    static const char kind[] = "stream_update_response";
+    struct srv_stream_config cfg;
+    struct srv_stream *st = NULL;
+    if (srv_js_find_stream(q->js, q->name, &st) != 0) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_NOT_FOUND, NULL);
+        return;
+    }
+    if (config_from_request(q, kind, &cfg) != 0) {
+        return;
+    }
+    if (cfg.retention != st->cfg.retention || cfg.storage != st->cfg.storage) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
+                         "stream configuration update can not change "
+                         "retention or storage");
+    } else {
+        meta_write(q, "update", kind, SRV_JS_PEND_UPDATE, &cfg);
+    }
+    srv_stream_config_free(&cfg);
+}
+
+/* The stream named in the subject, or answers 10059 and returns NULL. */
+static struct srv_stream *need_stream(struct api_req *q, const char *kind)
+{
+    struct srv_stream *st = NULL;
+    if (srv_js_find_stream(q->js, q->name, &st) != 0) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_NOT_FOUND, NULL);
+        return NULL;
+    }
+    return st;
+}
+
+static void api_stream_info(struct api_req *q)
+{
+    static const char kind[] = "stream_info_response";
+    struct srv_stream *st = need_stream(q, kind);
+    if (st == NULL) {
+        return;
+    }
+    const char *filter =
+        json_string_value(json_object_get(q->body, "subjects_filter"));
+    bool details = json_is_true(json_object_get(q->body, "deleted_details"));
+    if (filter != NULL && !srv_js_subject_valid(filter, true)) {
+        filter = NULL;
+    }
+    json_t *o = srv_stream_info_json(st, kind, filter, details);
+    if (o != NULL && filter != NULL) {
+        json_t *subs = json_object_get(json_object_get(o, "state"), "subjects");
+        json_object_set_new(o, "total",
+                            json_integer((json_int_t)json_object_size(subs)));
+        json_object_set_new(o, "offset", json_integer(0));
+        json_object_set_new(o, "limit",
+                            json_integer((json_int_t)json_object_size(subs)));
+    }
+    srv_js_reply_json(q->js, q->reply, o);
+}
+
+static void api_delete(struct api_req *q)
+{
+    static const char kind[] = "stream_delete_response";
+    if (need_stream(q, kind) != NULL) {
+        meta_write(q, "delete", kind, SRV_JS_PEND_DELETE, NULL);
+    }
+}
+
+/* Propose a purge or message delete entry to the stream's group. */
+static void stream_write(struct api_req *q, struct srv_stream *st,
+                         const char *kind, enum srv_js_pend_kind pk,
+                         const struct srv_stream_entry *e)
+{
+    char err[KEEL_ERRMSG_MAX];
+    bool full = false;
+    uint64_t ctx = srv_js_pending_add(q->js, pk, st, q->reply, &full);
+    int rv = full ? KEEL_EBUSY : 0;
+    if (rv == 0 && !srv_stream_is_leader(st)) {
+        rv = KEEL_ENOTLEADER;
+    }
+    if (rv == 0) {
+        rv = srv_stream_propose_entry(st, e, ctx, err);
+    }
+    if (rv != 0) {
+        free(srv_js_pending_take(q->js, ctx));
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EUNAVAILABLE, NULL);
+    }
+}
+
+static void api_purge(struct api_req *q)
+{
+    static const char kind[] = "stream_purge_response";
+    struct srv_stream *st = need_stream(q, kind);
+    if (st == NULL) {
+        return;
+    }
+    const char *filter = json_string_value(json_object_get(q->body, "filter"));
+    json_int_t seq = json_integer_value(json_object_get(q->body, "seq"));
+    json_int_t keep = json_integer_value(json_object_get(q->body, "keep"));
+    if ((filter != NULL && !srv_js_subject_valid(filter, true)) || seq < 0 ||
+        keep < 0 || (seq > 0 && keep > 0)) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EBAD_REQUEST, NULL);
+        return;
+    }
+    if (st->cfg.deny_purge) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EBAD_REQUEST,
+                         "stream purge not permitted");
+        return;
+    }
+    struct srv_stream_entry e = {.kind = SRV_STREAM_E_PURGE,
+                                 .subject = filter != NULL ? filter : "",
+                                 .subject_len = filter ? strlen(filter) : 0,
+                                 .seq = (uint64_t)seq,
+                                 .keep = (uint64_t)keep};
+    stream_write(q, st, kind, SRV_JS_PEND_PURGE, &e);
+}
+
+static void api_msg_delete(struct api_req *q)
+{
+    static const char kind[] = "stream_msg_delete_response";
+    struct srv_stream *st = need_stream(q, kind);
+    if (st == NULL) {
+        return;
+    }
+    json_int_t seq = json_integer_value(json_object_get(q->body, "seq"));
+    if (seq <= 0) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EBAD_REQUEST, NULL);
+        return;
+    }
+    if (srv_stream_sm_get(&st->sm, (uint64_t)seq) == NULL) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ENO_MESSAGE, NULL);
+        return;
+    }
+    /* no_erase is accepted: bodies live in the Raft log, which is never
+     * rewritten; a deleted message is unreachable either way. */
+    struct srv_stream_entry e = {.kind = SRV_STREAM_E_DELETE,
+                                 .seq = (uint64_t)seq};
+    stream_write(q, st, kind, SRV_JS_PEND_MSG_DELETE, &e);
+}
+
+/* NAMES / LIST: streams (in creation order) whose subjects overlap the
+ * request's "subject", paged from "offset". */
+static void api_names(struct api_req *q, bool list)
+{
+    const char *kind = list ? "stream_list_response" : "stream_names_response";
+    json_int_t off = json_integer_value(json_object_get(q->body, "offset"));
+    const char *subj = json_string_value(json_object_get(q->body, "subject"));
+    json_int_t limit = list ? SRV_JS_LIST_PAGE : 1024;
+    json_t *arr = json_array();
+    json_int_t total = 0;
+    if (subj != NULL &&
+        (subj[0] == '\0' || !srv_js_subject_valid(subj, true))) {
+        subj = NULL;
+    }
+    for (uint32_t i = 0; i < q->js->nstreams && arr != NULL; i++) {
+        struct srv_stream *st = q->js->streams[i];
+        char *one[] = {(char *)subj};
+        if (subj != NULL && !srv_js_subject_lists_overlap(
+                                st->cfg.subjects, st->cfg.nsubjects, one, 1)) {
+            continue;
+        }
+        if (total++ < off || (json_int_t)json_array_size(arr) >= limit) {
+            continue;
+        }
+        json_array_append_new(
+            arr,
+            list ? srv_stream_info_json(st, "stream_info_response", NULL, false)
+                 : json_string(st->cfg.name));
+    }
+    json_t *o = typed(kind);
+    if (o != NULL && list) {
+        /* Items of a list carry no "type" of their own. */
+        size_t i;
+        json_t *v;
+        json_array_foreach(arr, i, v)
+        {
+            json_object_del(v, "type");
+        }
+    }
+    if (o != NULL) {
+        json_object_set_new(o, "total", json_integer(total));
+        json_object_set_new(o, "offset", json_integer(off < 0 ? 0 : off));
+        json_object_set_new(o, "limit", json_integer(limit));
+        json_object_set_new(o, "streams", arr);
+    } else {
+        json_decref(arr);
+    }
+    srv_js_reply_json(q->js, q->reply, o);
+}
+
+/* Last seq of any subject matching filter (wildcards allowed). */
+static uint64_t last_matching(const struct srv_stream *st, const char *filter)
+{
+    uint64_t best = 0;
+    size_t pos = 0;
+    struct srv_hmap_slot *sl;
+    /* Bounded by the number of subjects. */
+    while ((sl = srv_hmap_next(&st->sm.subjects, &pos)) != NULL) {
+        const struct srv_stream_subj *sj = sl->value;
+        if (sj->last_seq > best && srv_js_subject_matches(filter, sj->s)) {
+            best = sj->last_seq;
+        }
+    }
+    return best;
+}
+
+/* The seq a MSG.GET / DIRECT.GET body names: {"seq"}, {"last_by_subj"},
+ * {"seq","next_by_subj"}. Returns 0, KEEL_ENOENT or KEEL_EINVAL. */
+static int resolve_seq(const struct srv_stream *st, const json_t *body,
+                       uint64_t *seq)
+{
+    json_int_t s = json_integer_value(json_object_get(body, "seq"));
+    const char *last = json_string_value(json_object_get(body, "last_by_subj"));
+    const char *next = json_string_value(json_object_get(body, "next_by_subj"));
+    *seq = 0;
+    if (s < 0 || (last != NULL && !srv_js_subject_valid(last, true)) ||
+        (next != NULL && !srv_js_subject_valid(next, true))) {
+        return KEEL_EINVAL;
+    }
+    if (last != NULL) {
+        *seq = last_matching(st, last);
+        return *seq != 0 ? 0 : KEEL_ENOENT;
+    }
+    if (next != NULL) {
+        const char *f[] = {next};
+        uint64_t from = s > 0 ? (uint64_t)s : 1;
+        int rv;
+        /* Each round advances SRV_STREAM_SCAN_MAX seqs: bounded by the
+         * stream's last seq. */
+        while ((rv = srv_stream_next_seq(st, from, f, 1, seq)) == KEEL_EAGAIN) {
+            from = *seq;
+        }
+        return rv;
+    }
+    if (s == 0) {
+        return KEEL_EINVAL;
+    }
+    *seq = (uint64_t)s;
+    return srv_stream_sm_get(&st->sm, *seq) != NULL ? 0 : KEEL_ENOENT;
+}
+
+static void api_msg_get(struct api_req *q)
+{
+    static const char kind[] = "stream_msg_get_response";
+    struct srv_stream *st = need_stream(q, kind);
+    struct srv_stream_msg m;
+    char err[KEEL_ERRMSG_MAX];
+    uint64_t seq = 0;
+    if (st == NULL) {
+        return;
+    }
+    int rv = resolve_seq(st, q->body, &seq);
+    if (rv == 0) {
+        rv = srv_stream_msg_load(st, seq, &m, err);
+    }
+    if (rv != 0) {
+        srv_js_reply_err(
+            q->js, q->reply, kind,
+            rv == KEEL_EINVAL ? SRV_JS_EBAD_REQUEST : SRV_JS_ENO_MESSAGE, NULL);
+        return;
+    }
+    char t[SRV_JS_TIME_BYTES];
+    srv_js_time_format(m.ts_ns, t);
+    json_t *msg = json_pack("{s:s%, s:I, s:o, s:s}", "subject", m.subject,
+                            m.subject_len, "seq", (json_int_t)m.seq, "data",
+                            b64_json(m.data, m.data_len), "time", t);
+    if (msg != NULL && m.hdr_len > 0) {
+        json_object_set_new(msg, "hdrs", b64_json(m.hdr, m.hdr_len));
+    }
+    json_t *o = typed(kind);
+    if (o != NULL) {
+        json_object_set_new(o, "message", msg);
+    } else {
+        json_decref(msg);
+    }
+    srv_stream_msg_free(&m);
+    srv_js_reply_json(q->js, q->reply, o);
+}
+
+/* DIRECT.GET: the raw message with Nats-Stream/-Subject/-Sequence/
+ * -Time-Stamp headers before its own, or a 404 status. */
+static void api_direct_get(struct api_req *q, struct srv_stream *st)
+{
+    static const char not_found[] = "NATS/1.0 404 Message Not Found\r\n\r\n";
+    struct srv_stream_msg m;
+    char err[KEEL_ERRMSG_MAX];
+    uint64_t seq = 0;
+    int rv = resolve_seq(st, q->body, &seq);
+    if (rv == 0) {
+        rv = srv_stream_msg_load(st, seq, &m, err);
+    }
+    if (rv != 0) {
+        send_raw(q->js, q->reply, NULL, not_found, sizeof not_found - 1, NULL,
+                 0);
+        return;
+    }
+    char t[SRV_JS_TIME_BYTES];
+    srv_js_time_format(m.ts_ns, t);
+    /* The stored block minus its NATS/1.0 line and final blank line. */
+    const char *own = "";
+    size_t own_len = 0;
+    if (m.hdr_len > 12) {
+        const char *nl = memchr(m.hdr, '\n', m.hdr_len);
+        if (nl != NULL) {
+            own = nl + 1;
+            own_len = m.hdr_len - (size_t)(own - (const char *)m.hdr) - 2;
+        }
+    }
+    size_t cap = 128 + strlen(st->cfg.name) + m.subject_len + own_len;
+    char *h = malloc(cap);
+    if (h != NULL) {
+        int n = snprintf(h, cap,
+                         "NATS/1.0\r\nNats-Stream: %s\r\nNats-Subject: %s\r\n"
+                         "Nats-Sequence: %" PRIu64 "\r\nNats-Time-Stamp: "
+                         "%s\r\n%.*s\r\n",
+                         st->cfg.name, m.subject, m.seq, t, (int)own_len, own);
+        if (n > 0 && (size_t)n < cap) {
+            send_raw(q->js, q->reply, NULL, h, (size_t)n, m.data, m.data_len);
+        }
+    }
+    free(h);
+    srv_stream_msg_free(&m);
+}
+
+struct api_route {
+    const char *prefix; /* after "$JS.API." */
+    bool named;         /* a stream name token follows */
+    const char *kind;   /* response type for errors before the handler */
+    void (*fn)(struct api_req *q);
+};
+
+static void api_names_only(struct api_req *q)
+{
+    api_names(q, false);
+}
+
+static void api_list(struct api_req *q)
+{
+    api_names(q, true);
+}
+
+static const struct api_route routes[] = {
+    {"INFO", false, "account_info_response", api_info},
+    {"STREAM.CREATE.", true, "stream_create_response", api_create},
+    {"STREAM.UPDATE.", true, "stream_update_response", api_update},
+    {"STREAM.INFO.", true, "stream_info_response", api_stream_info},
+    {"STREAM.DELETE.", true, "stream_delete_response", api_delete},
+    {"STREAM.PURGE.", true, "stream_purge_response", api_purge},
+    {"STREAM.NAMES", false, "stream_names_response", api_names_only},
+    {"STREAM.LIST", false, "stream_list_response", api_list},
+    {"STREAM.MSG.GET.", true, "stream_msg_get_response", api_msg_get},
+    {"STREAM.MSG.DELETE.", true, "stream_msg_delete_response", api_msg_delete},
+};
+
+/* DIRECT.GET.<stream>[.<subject>]: answered only for allow_direct. */
+static void direct(struct api_req *q, const char *rest)
+{
+    char name[SRV_JS_NAME_BYTES_MAX + 1];
+    const char *dot = strchr(rest, '.');
+    size_t n = dot != NULL ? (size_t)(dot - rest) : strlen(rest);
+    struct srv_stream *st = NULL;
+    if (n == 0 || n > SRV_JS_NAME_BYTES_MAX) {
+        return;
+    }
+    memcpy(name, rest, n);
+    name[n] = '\0';
+    if (srv_js_find_stream(q->js, name, &st) != 0 || !st->cfg.allow_direct) {
+        static const char none[] = "NATS/1.0 503\r\n\r\n";
+        send_raw(q->js, q->reply, NULL, none, sizeof none - 1, NULL, 0);
+        return;
+    }
+    if (dot != NULL) {
+        json_decref(q->body);
+        q->body = json_pack("{s:s}", "last_by_subj", dot + 1);
+    }
+    api_direct_get(q, st);
+}
+
+static void route(struct api_req *q, const char *rest)
+{
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const struct api_route *r = &routes[i];
+        size_t pl = strlen(r->prefix);
+        if (r->named ? strncmp(rest, r->prefix, pl) != 0
+                     : strcmp(rest, r->prefix) != 0) {
+            continue;
+        }
+        q->name = r->named ? rest + pl : "";
+        if (r->named && !srv_js_name_valid(q->name)) {
+            srv_js_reply_err(q->js, q->reply, r->kind, SRV_JS_EBAD_REQUEST,
+                             NULL);
+            return;
+        }
+        r->fn(q);
+        return;
+    }
+    srv_js_reply_err(q->js, q->reply, "api_response", SRV_JS_EBAD_REQUEST,
+                     NULL);
+}
+
+void srv_js_api(struct srv_js *js, const char *subject, size_t slen,
+                const char *reply, const char *body, size_t len)
+{
+    char subj[SRV_JS_SUBJECT_BYTES_MAX + 1];
+    json_error_t jerr;
+    if (slen > SRV_JS_SUBJECT_BYTES_MAX || reply == NULL || reply[0] == '\0') {
+        return; /* no reply: nothing to answer (PROTOCOL §2.1) */
+    }
+    memcpy(subj, subject, slen);
+    subj[slen] = '\0';
+    const char *rest = subj + 8; /* after "$JS.API." */
+    if (strncmp(rest, "CONSUMER.", 9) == 0) {
+        if (js->cops != NULL && js->cops->api != NULL) {
+            js->cops->api(js, subj, reply, body, len);
+        } else {
+            srv_js_reply_err(js, reply, "consumer_info_response",
+                             SRV_JS_ECONSUMER_NOT_FOUND, NULL);
+        }
+        return;
+    }
+    struct api_req q = {.js = js, .reply = reply};
+    if (len > 0 && (q.body = json_loadb(body, len, 0, &jerr)) == NULL) {
+        srv_js_reply_err(js, reply, "api_response", SRV_JS_EINVALID_JSON,
+                         jerr.text);
+        return;
+    }
+    if (strncmp(rest, "DIRECT.GET.", 11) == 0) {
+        direct(&q, rest + 11);
+    } else {
+        route(&q, rest);
+    }
+    json_decref(q.body);
+}

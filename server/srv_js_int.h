@@ -1,0 +1,138 @@
+/* srv_js_int: what srv_js.c, srv_js_api.c and srv_stream.c share (not part
+ * of the interface other modules use). Loop thread only. */
+#ifndef KEEL_SRV_JS_INT_H
+#define KEEL_SRV_JS_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <uv.h>
+
+#include "keel/limits.h"
+#include "replica.h"
+#include "srv_hmap.h"
+#include "srv_js.h"
+#include "srv_js_config.h"
+#include "srv_stream.h"
+#include "srv_stream_entry.h"
+#include "srv_stream_sm.h"
+
+/* Election timeout of the node's groups of one: a restart replays each
+ * stream's log after its first election. */
+#define SRV_JS_ELECTION_MS 100
+/* How often the leader checks streams for max_age expiry (tick entries). */
+#define SRV_JS_TICK_MS 1000
+/* srv_js_open waits this long at most for the groups to lead. */
+#define SRV_JS_READY_MS 30000
+
+/* What a committed entry answers (the replica ctx maps to one of these). */
+enum srv_js_pend_kind {
+    SRV_JS_PEND_PUB = 1,    /* PubAck */
+    SRV_JS_PEND_CREATE,     /* stream_create_response */
+    SRV_JS_PEND_UPDATE,     /* stream_update_response */
+    SRV_JS_PEND_DELETE,     /* stream_delete_response */
+    SRV_JS_PEND_PURGE,      /* stream_purge_response */
+    SRV_JS_PEND_MSG_DELETE, /* stream_msg_delete_response */
+};
+
+struct srv_js_pending {
+    uint64_t id;
+    enum srv_js_pend_kind kind;
+    struct srv_stream *st; /* NULL while a meta entry awaits commit */
+    char reply[];          /* NUL-terminated reply subject ("" = none) */
+};
+
+struct srv_stream {
+    struct srv_js *js;
+    struct srv_stream_config cfg; /* latest committed in the meta group */
+    uint64_t nonce;
+    int64_t created_ns;
+    struct store_group_id gid;
+    struct replica *r;
+    bool leader;
+    bool failed;      /* the group hit a store error: refuse writes */
+    uint64_t cfg_ctx; /* pending create/update answered by CONFIG apply */
+    struct srv_stream_sm sm;
+    int64_t last_prop_ts; /* last leader timestamp stamped on a publish */
+    void *consumers;      /* js-consumers' slot */
+};
+
+struct srv_js {
+    struct srv_server *srv;
+    uv_loop_t *loop;
+    struct store *store;
+    struct replica_host *host;
+    struct replica *meta;
+    bool meta_leader;
+    raft_incarnation inc;
+    struct srv_stream **streams;
+    uint32_t nstreams;
+    struct srv_hmap pending; /* 8-byte id -> struct srv_js_pending */
+    uint64_t next_id;
+    const struct srv_consumer_ops *cops;
+    uv_timer_t tick;
+    bool tick_open;
+    bool stopping;
+    uint64_t api_total, api_errors;
+};
+
+/* ---- srv_js.c ---- */
+/* Remember a reply to send when the entry commits; returns its ctx (0 when
+ * reply is empty/NULL, or on OOM / SRV_JS_PENDING_MAX: then no ack is
+ * promised and the caller answers 503). */
+uint64_t srv_js_pending_add(struct srv_js *js, enum srv_js_pend_kind kind,
+                            struct srv_stream *st, const char *reply,
+                            bool *full);
+/* Take (remove) the pending record of ctx, or NULL. Caller frees. */
+struct srv_js_pending *srv_js_pending_take(struct srv_js *js, uint64_t ctx);
+/* Drop every pending record of st (its group closed: never answered). */
+void srv_js_pending_drop_stream(struct srv_js *js, struct srv_stream *st);
+
+/* Reply helpers: publish JSON o to reply (no-op when reply is empty);
+ * they consume o. */
+void srv_js_reply_json(struct srv_js *js, const char *reply, json_t *o);
+void srv_js_reply_err(struct srv_js *js, const char *reply, const char *kind,
+                      enum srv_js_err err, const char *detail);
+
+/* Propose a meta entry (JSON object, consumed). */
+int srv_js_meta_propose(struct srv_js *js, json_t *entry, uint64_t ctx,
+                        char *errmsg);
+
+/* Stream capturing a literal subject, or NULL. */
+struct srv_stream *srv_js_stream_for_subject(struct srv_js *js,
+                                             const char *subj, size_t len);
+
+int64_t srv_js_now_ns(void);
+
+/* ---- srv_stream.c ---- */
+int srv_stream_open(struct srv_js *js, const struct srv_stream_config *cfg,
+                    uint64_t nonce, int64_t created_ns, struct srv_stream **out,
+                    char *errmsg);
+/* Close the group; deleted: also remove its store files. Frees st. */
+void srv_stream_close(struct srv_stream *st, bool deleted);
+/* Propose a stream entry (publish, purge, delete, config, tick). */
+int srv_stream_propose_entry(struct srv_stream *st,
+                             const struct srv_stream_entry *e, uint64_t ctx,
+                             char *errmsg);
+/* Leader's publish: stamp ts, encode, propose. */
+int srv_stream_publish(struct srv_stream *st, const char *subj, size_t slen,
+                       const char *hdr, size_t hlen, const char *data,
+                       size_t dlen, uint64_t ctx, char *errmsg);
+/* The stream info JSON ("config", "created", "state", "cluster", "ts"). */
+json_t *srv_stream_info_json(struct srv_stream *st, const char *type,
+                             const char *subjects_filter, bool deleted_details);
+/* Copy a config (through its JSON form). */
+int srv_stream_config_copy(const struct srv_stream_config *src,
+                           struct srv_stream_config *dst, char *errmsg);
+/* A committed meta create/update: propose the CONFIG entry (now when
+ * leader, else at leadership); ctx's reply is sent when it applies. */
+void srv_stream_config_request(struct srv_stream *st, uint64_t ctx);
+/* A tick entry when the oldest message passed max_age (leader only). */
+void srv_stream_maybe_tick(struct srv_stream *st, int64_t now_ns);
+
+/* ---- srv_js_api.c ---- */
+void srv_js_api(struct srv_js *js, const char *subject, size_t slen,
+                const char *reply, const char *body, size_t len);
+
+#endif

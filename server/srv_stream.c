@@ -1,0 +1,604 @@
+/* srv_stream: one stream's Raft group of one, its apply (the state machine
+ * plus replies to whoever proposed), and reads of stored messages. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "keel/error.h"
+#include "srv_js_int.h"
+#include "srv_log.h"
+#include "srv_server.h"
+
+const char *srv_stream_name(const struct srv_stream *st)
+{
+    return st->cfg.name;
+}
+
+const struct srv_stream_config *
+srv_stream_config_get(const struct srv_stream *st)
+{
+    return &st->cfg;
+}
+
+struct srv_js *srv_stream_js(const struct srv_stream *st)
+{
+    return st->js;
+}
+
+bool srv_stream_is_leader(const struct srv_stream *st)
+{
+    return st->leader && !st->failed;
+}
+
+void **srv_stream_consumers_slot(struct srv_stream *st)
+{
+    return &st->consumers;
+}
+
+void srv_stream_state(const struct srv_stream *st, struct srv_stream_state *out)
+{
+    const struct srv_stream_sm *sm = &st->sm;
+    memset(out, 0, sizeof *out);
+    out->msgs = sm->msgs;
+    out->bytes = sm->bytes;
+    out->last_seq = sm->last_seq;
+    out->last_ts_ns = sm->last_ts_ns;
+    out->first_seq = sm->last_seq == 0 ? 0 : srv_stream_sm_first_seq(sm);
+    const struct srv_stream_slot *s = srv_stream_sm_get(sm, out->first_seq);
+    out->first_ts_ns = s != NULL ? s->ts_ns : 0;
+    out->num_deleted = sm->deleted;
+    out->num_subjects = sm->subjects.count;
+}
+
+int srv_stream_remove_msg(struct srv_stream *st, uint64_t seq)
+{
+    return srv_stream_sm_remove(&st->sm, seq);
+}
+
+int srv_stream_last_seq_for_subject(const struct srv_stream *st,
+                                    const char *subject, size_t subject_len,
+                                    uint64_t *seq)
+{
+    const struct srv_stream_subj *sj =
+        srv_hmap_get(&st->sm.subjects, subject, subject_len);
+    *seq = sj != NULL ? sj->last_seq : 0;
+    return sj != NULL ? 0 : KEEL_ENOENT;
+}
+
+int srv_stream_next_seq(const struct srv_stream *st, uint64_t from_seq,
+                        const char *const *filters, size_t nfilters,
+                        uint64_t *seq)
+{
+    const struct srv_stream_sm *sm = &st->sm;
+    uint64_t s = from_seq < sm->base_seq ? sm->base_seq : from_seq;
+    uint64_t end = s + SRV_STREAM_SCAN_MAX;
+    *seq = 0;
+    for (; s <= sm->last_seq; s++) {
+        if (s == end) {
+            *seq = s;
+            return KEEL_EAGAIN;
+        }
+        const struct srv_stream_slot *sl = srv_stream_sm_get(sm, s);
+        if (sl == NULL) {
+            continue;
+        }
+        bool match = nfilters == 0;
+        for (size_t i = 0; i < nfilters && !match; i++) {
+            match = srv_js_subject_matches(filters[i], sl->subj->s);
+        }
+        if (match) {
+            *seq = s;
+            return 0;
+        }
+    }
+    return KEEL_ENOENT;
+}
+
+int srv_stream_msg_load(struct srv_stream *st, uint64_t seq,
+                        struct srv_stream_msg *out, char *errmsg)
+{
+    memset(out, 0, sizeof *out);
+    const struct srv_stream_slot *sl = srv_stream_sm_get(&st->sm, seq);
+    if (sl == NULL || st->r == NULL) {
+        return keel_err(KEEL_ENOENT, errmsg,
+                        "stream %s has no message %" PRIu64, st->cfg.name, seq);
+    }
+    struct store_entry e;
+    struct srv_stream_entry d;
+    int rv = store_read(replica_store_group(st->r), sl->index, &e, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    rv = srv_stream_entry_decode(e.payload, e.len, &d, errmsg);
+    if (rv == 0 && d.kind != SRV_STREAM_E_PUBLISH) {
+        rv = keel_err(KEEL_ECORRUPT, errmsg,
+                      "index %" PRIu64 " is not a "
+                      "publish",
+                      sl->index);
+    }
+    char *buf = NULL;
+    if (rv == 0) {
+        buf = malloc(d.subject_len + 1 + d.hdr_len + d.data_len + 1);
+        rv = buf == NULL ? KEEL_ENOMEM : 0;
+    }
+    if (rv == 0) {
+        memcpy(buf, d.subject, d.subject_len);
+        buf[d.subject_len] = '\0';
+        uint8_t *h = (uint8_t *)buf + d.subject_len + 1;
+        if (d.hdr_len > 0) {
+            memcpy(h, d.hdr, d.hdr_len);
+        }
+        if (d.data_len > 0) {
+            memcpy(h + d.hdr_len, d.data, d.data_len);
+        }
+        h[d.hdr_len + d.data_len] = 0;
+        *out = (struct srv_stream_msg){.seq = seq,
+                                       .ts_ns = sl->ts_ns,
+                                       .subject = buf,
+                                       .subject_len = d.subject_len,
+                                       .hdr = d.hdr_len ? h : NULL,
+                                       .hdr_len = d.hdr_len,
+                                       .data = h + d.hdr_len,
+                                       .data_len = d.data_len,
+                                       .buf_ = buf};
+    }
+    store_entry_free(&e);
+    return rv;
+}
+
+void srv_stream_msg_free(struct srv_stream_msg *m)
+{
+    free(m->buf_);
+    memset(m, 0, sizeof *m);
+}
+
+int srv_stream_propose_entry(struct srv_stream *st,
+                             const struct srv_stream_entry *e, uint64_t ctx,
+                             char *errmsg)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (st->failed || st->r == NULL) {
+        return keel_err(KEEL_EBUSY, errmsg, "stream %s is unavailable",
+                        st->cfg.name);
+    }
+    int rv = srv_stream_entry_encode(e, &buf, &len);
+    if (rv != 0) {
+        return keel_err(rv, errmsg, "stream entry encode");
+    }
+    if (len > UINT32_MAX) {
+        free(buf);
+        return keel_err(KEEL_ETOOBIG, errmsg, "entry of %zu bytes", len);
+    }
+    rv = replica_propose(st->r, RAFT_ENTRY_NORMAL, buf, (uint32_t)len, ctx,
+                         errmsg);
+    free(buf);
+    return rv;
+}
+
+int srv_stream_propose(struct srv_stream *st, uint8_t kind, const void *payload,
+                       uint32_t len, uint64_t ctx, char *errmsg)
+{
+    if (kind < SRV_STREAM_KIND_CONSUMER_MIN ||
+        kind > SRV_STREAM_KIND_CONSUMER_MAX || len == UINT32_MAX) {
+        return keel_err(KEEL_EINVAL, errmsg, "consumer entry kind 0x%02x",
+                        kind);
+    }
+    if (st->failed || st->r == NULL) {
+        return keel_err(KEEL_EBUSY, errmsg, "stream %s is unavailable",
+                        st->cfg.name);
+    }
+    uint8_t *buf = malloc((size_t)len + 1);
+    if (buf == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "consumer entry");
+    }
+    buf[0] = kind;
+    if (len > 0) {
+        memcpy(buf + 1, payload, len);
+    }
+    int rv =
+        replica_propose(st->r, RAFT_ENTRY_NORMAL, buf, len + 1, ctx, errmsg);
+    free(buf);
+    return rv;
+}
+
+int srv_stream_publish(struct srv_stream *st, const char *subj, size_t slen,
+                       const char *hdr, size_t hlen, const char *data,
+                       size_t dlen, uint64_t ctx, char *errmsg)
+{
+    int64_t now = srv_js_now_ns();
+    if (now < st->last_prop_ts) {
+        now = st->last_prop_ts; /* leader time never goes backwards */
+    }
+    st->last_prop_ts = now;
+    struct srv_stream_entry e = {.kind = SRV_STREAM_E_PUBLISH,
+                                 .ts_ns = now,
+                                 .subject = subj,
+                                 .subject_len = slen,
+                                 .hdr = (const uint8_t *)hdr,
+                                 .hdr_len = hlen,
+                                 .data = (const uint8_t *)data,
+                                 .data_len = dlen};
+    return srv_stream_propose_entry(st, &e, ctx, errmsg);
+}
+
+void srv_stream_maybe_tick(struct srv_stream *st, int64_t now_ns)
+{
+    const struct srv_stream_sm *sm = &st->sm;
+    char err[KEEL_ERRMSG_MAX];
+    if (!srv_stream_is_leader(st) || sm->lim.max_age_ns <= 0 ||
+        sm->count == 0 ||
+        sm->ring[sm->head].ts_ns > now_ns - sm->lim.max_age_ns) {
+        return;
+    }
+    struct srv_stream_entry e = {.kind = SRV_STREAM_E_TICK, .ts_ns = now_ns};
+    if (srv_stream_propose_entry(st, &e, 0, err) != 0) {
+        SRV_DEBUG("js", "stream %s: tick not proposed: %s", st->cfg.name, err);
+    }
+}
+
+/* ---- apply: the state machine, then the reply to the proposer ---- */
+
+static void answer_publish(struct srv_stream *st, const char *reply,
+                           const struct srv_stream_result *res)
+{
+    json_t *o = json_object();
+    if (o == NULL) {
+        return;
+    }
+    if (res->jerr != SRV_JS_OK) {
+        char err[KEEL_ERRMSG_MAX];
+        if (srv_js_err_add(o, res->jerr, res->detail[0] ? res->detail : NULL,
+                           err) != 0) {
+            json_decref(o);
+            return;
+        }
+        json_object_set_new(o, "stream", json_string(st->cfg.name));
+        json_object_set_new(o, "seq", json_integer(0));
+    } else {
+        json_object_set_new(o, "stream", json_string(st->cfg.name));
+        json_object_set_new(o, "seq", json_integer((json_int_t)res->seq));
+        if (res->duplicate) {
+            json_object_set_new(o, "duplicate", json_true());
+        }
+    }
+    srv_js_reply_json(st->js, reply, o);
+}
+
+static void answer(struct srv_stream *st, struct srv_js_pending *p,
+                   const struct srv_stream_result *res)
+{
+    static const char *kinds[] = {
+        [SRV_JS_PEND_CREATE] = "stream_create_response",
+        [SRV_JS_PEND_UPDATE] = "stream_update_response",
+        [SRV_JS_PEND_DELETE] = "stream_delete_response",
+        [SRV_JS_PEND_PURGE] = "stream_purge_response",
+        [SRV_JS_PEND_MSG_DELETE] = "stream_msg_delete_response"};
+    if (p->kind == SRV_JS_PEND_PUB) {
+        answer_publish(st, p->reply, res);
+        return;
+    }
+    const char *kind = kinds[p->kind];
+    if (res->jerr != SRV_JS_OK) {
+        srv_js_reply_err(st->js, p->reply, kind, res->jerr,
+                         res->detail[0] ? res->detail : NULL);
+        return;
+    }
+    if (p->kind == SRV_JS_PEND_CREATE || p->kind == SRV_JS_PEND_UPDATE) {
+        json_t *o = srv_stream_info_json(st, kind, NULL, false);
+        if (o != NULL && p->kind == SRV_JS_PEND_CREATE) {
+            json_object_set_new(o, "did_create", json_true());
+        }
+        srv_js_reply_json(st->js, p->reply, o);
+        return;
+    }
+    json_t *o = json_pack("{s:s, s:b}", "type", "", "success", 1);
+    char type[96];
+    snprintf(type, sizeof type, "io.nats.jetstream.api.v1.%s", kind);
+    if (o != NULL) {
+        json_object_set_new(o, "type", json_string(type));
+        if (p->kind == SRV_JS_PEND_PURGE) {
+            json_object_set_new(o, "purged",
+                                json_integer((json_int_t)res->purged));
+        }
+    }
+    srv_js_reply_json(st->js, p->reply, o);
+}
+
+static void stream_fail(struct srv_stream *st, int rv, const char *msg)
+{
+    if (!st->failed) {
+        SRV_ERROR("js", "stream %s stops taking writes: %s (%s)", st->cfg.name,
+                  msg, keel_strerror(rv));
+    }
+    st->failed = true;
+}
+
+static void stream_apply(struct replica *r, uint64_t index, uint64_t term,
+                         uint8_t type, const void *payload, uint32_t len,
+                         uint64_t ctx, void *arg)
+{
+    struct srv_stream *st = arg;
+    const uint8_t *b = payload;
+    struct srv_stream_entry e;
+    struct srv_stream_result res;
+    char err[KEEL_ERRMSG_MAX];
+    (void)r;
+    (void)term;
+    if (type != RAFT_ENTRY_NORMAL || len == 0) {
+        return;
+    }
+    if (b[0] >= SRV_STREAM_KIND_CONSUMER_MIN &&
+        b[0] <= SRV_STREAM_KIND_CONSUMER_MAX) {
+        const struct srv_consumer_ops *ops = st->js->cops;
+        if (ops != NULL && ops->apply != NULL) {
+            ops->apply(st, index, b[0], b + 1, len - 1, ctx);
+        }
+        return;
+    }
+    int rv = srv_stream_entry_decode(b, len, &e, err);
+    memset(&res, 0, sizeof res);
+    if (rv != 0) {
+        /* Same bytes on every replica: skipping is deterministic. */
+        SRV_WARN("js", "stream %s index %" PRIu64 ": %s", st->cfg.name, index,
+                 err);
+        res.jerr = SRV_JS_EBAD_REQUEST;
+    } else if ((rv = srv_stream_sm_apply(&st->sm, index, &e, &res)) != 0) {
+        stream_fail(st, rv, "the state machine cannot hold the stream");
+        res.jerr = SRV_JS_EUNAVAILABLE;
+    }
+    if (rv == 0 && e.kind == SRV_STREAM_E_PUBLISH && res.jerr == SRV_JS_OK &&
+        !res.duplicate && st->js->cops != NULL &&
+        st->js->cops->on_stored != NULL) {
+        st->js->cops->on_stored(st, res.seq);
+    }
+    struct srv_js_pending *p = srv_js_pending_take(st->js, ctx);
+    if (p != NULL) {
+        answer(st, p, &res);
+        free(p);
+    }
+}
+
+static void propose_config(struct srv_stream *st)
+{
+    char err[KEEL_ERRMSG_MAX];
+    json_t *j = NULL;
+    char *s = NULL;
+    int rv = srv_stream_config_encode(&st->cfg, &j, err);
+    if (rv == 0) {
+        s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+        rv = s == NULL ? KEEL_ENOMEM : 0;
+    }
+    if (rv == 0) {
+        struct srv_stream_entry e = {.kind = SRV_STREAM_E_CONFIG,
+                                     .subject = s,
+                                     .subject_len = strlen(s)};
+        rv = srv_stream_propose_entry(st, &e, st->cfg_ctx, err);
+    }
+    if (rv == 0) {
+        st->cfg_ctx = 0;
+    } else {
+        SRV_WARN("js", "stream %s: config entry not proposed: %s", st->cfg.name,
+                 err);
+    }
+    free(s);
+    json_decref(j);
+}
+
+static void stream_role(struct replica *r, uint8_t role, raft_node leader,
+                        void *arg)
+{
+    struct srv_stream *st = arg;
+    (void)r;
+    (void)leader;
+    st->leader = role == RAFT_LEADER;
+    if (st->leader) {
+        /* The latest meta config, at a log point every replica sees
+         * (also heals a crash between the meta commit and this entry). */
+        propose_config(st);
+    }
+}
+
+static void stream_failed(struct replica *r, int rv, const char *msg, void *arg)
+{
+    (void)r;
+    stream_fail(arg, rv, msg);
+}
+
+void srv_stream_config_request(struct srv_stream *st, uint64_t ctx)
+{
+    if (st->cfg_ctx != 0) {
+        free(srv_js_pending_take(st->js, st->cfg_ctx));
+    }
+    st->cfg_ctx = ctx;
+    if (st->leader) {
+        propose_config(st);
+    }
+}
+
+/* ---- open / close ---- */
+
+/* Copy a config through its JSON form (it owns json members). */
+int srv_stream_config_copy(const struct srv_stream_config *src,
+                           struct srv_stream_config *dst, char *errmsg)
+{
+    json_t *j = NULL;
+    enum srv_js_err jerr = SRV_JS_OK;
+    int rv = srv_stream_config_encode(src, &j, errmsg);
+    if (rv == 0) {
+        rv = srv_stream_config_parse(j, dst, &jerr, errmsg);
+    }
+    json_decref(j);
+    return rv;
+}
+
+static void stream_gid(const char *name, uint64_t nonce,
+                       struct store_group_id *gid)
+{
+    char buf[SRV_JS_NAME_BYTES_MAX + 32];
+    int n =
+        snprintf(buf, sizeof buf, "keel-stream:%s:%016" PRIx64, name, nonce);
+    XXH128_hash_t h = XXH3_128bits(buf, (size_t)n);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, h);
+    memcpy(gid->b, c.digest, sizeof gid->b);
+}
+
+static int stream_replica_open(struct srv_stream *st, char *errmsg)
+{
+    struct srv_js *js = st->js;
+    struct raft_config rc = {.n = 1};
+    rc.servers[0] = (struct raft_server){
+        .node = 1, .incarnation = js->inc, .role = RAFT_VOTER};
+    static const enum store_fsync_policy pol[] = {
+        [SRV_JS_FSYNC_GROUP] = STORE_FSYNC_GROUP,
+        [SRV_JS_FSYNC_ALWAYS] = STORE_FSYNC_ALWAYS,
+        [SRV_JS_FSYNC_INTERVAL] = STORE_FSYNC_INTERVAL};
+    struct replica_options opt = {
+        .self = 1,
+        .incarnation = js->inc,
+        .bootstrap = &rc,
+        .fsync = {pol[st->cfg.fsync], st->cfg.fsync_interval_ms},
+        .election_timeout_ms = SRV_JS_ELECTION_MS,
+        .heartbeat_ms = SRV_JS_ELECTION_MS / 5,
+        .seed = st->nonce,
+    };
+    struct replica_callbacks cbs = {.apply = stream_apply,
+                                    .role_changed = stream_role,
+                                    .failed = stream_failed,
+                                    .arg = st};
+    return replica_open(js->host, &st->gid, &opt, &cbs, &st->r, errmsg);
+}
+
+int srv_stream_open(struct srv_js *js, const struct srv_stream_config *cfg,
+                    uint64_t nonce, int64_t created_ns, struct srv_stream **out,
+                    char *errmsg)
+{
+    struct srv_stream *st = calloc(1, sizeof *st);
+    *out = NULL;
+    if (st == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "stream %s", cfg->name);
+    }
+    st->js = js;
+    st->nonce = nonce;
+    st->created_ns = created_ns;
+    int rv = srv_stream_config_copy(cfg, &st->cfg, errmsg);
+    if (rv == 0) {
+        rv = srv_stream_sm_init(&st->sm, cfg->name);
+    }
+    if (rv == 0) {
+        stream_gid(cfg->name, nonce, &st->gid);
+        if (js->cops != NULL && js->cops->stream_opened != NULL) {
+            js->cops->stream_opened(st);
+        }
+        rv = stream_replica_open(st, errmsg);
+    }
+    if (rv != 0) {
+        if (js->cops != NULL && js->cops->stream_closed != NULL) {
+            js->cops->stream_closed(st, false);
+        }
+        srv_stream_sm_close(&st->sm);
+        srv_stream_config_free(&st->cfg);
+        free(st);
+        return rv;
+    }
+    *out = st;
+    return 0;
+}
+
+void srv_stream_close(struct srv_stream *st, bool deleted)
+{
+    struct srv_js *js = st->js;
+    char err[KEEL_ERRMSG_MAX];
+    if (js->cops != NULL && js->cops->stream_closed != NULL) {
+        js->cops->stream_closed(st, deleted);
+    }
+    srv_js_pending_drop_stream(js, st);
+    if (st->r != NULL) {
+        replica_close(st->r);
+        st->r = NULL;
+    }
+    if (deleted && store_group_delete(js->store, &st->gid, err) != 0) {
+        SRV_WARN("js", "stream %s deleted, its files stay: %s", st->cfg.name,
+                 err);
+    }
+    srv_stream_sm_close(&st->sm);
+    srv_stream_config_free(&st->cfg);
+    free(st);
+}
+
+/* ---- info ---- */
+
+static json_t *time_json(int64_t ns)
+{
+    char buf[SRV_JS_TIME_BYTES];
+    srv_js_time_format(ns, buf);
+    return json_string(buf);
+}
+
+static json_t *state_json(struct srv_stream *st, const char *filter,
+                          bool deleted_details)
+{
+    struct srv_stream_state s;
+    srv_stream_state(st, &s);
+    const struct srv_consumer_ops *ops = st->js->cops;
+    uint64_t consumers = ops != NULL && ops->consumer_count != NULL
+                             ? ops->consumer_count(st)
+                             : 0;
+    json_t *o = json_pack(
+        "{s:I, s:I, s:I, s:o, s:I, s:o, s:I, s:I, s:I}", "messages",
+        (json_int_t)s.msgs, "bytes", (json_int_t)s.bytes, "first_seq",
+        (json_int_t)s.first_seq, "first_ts", time_json(s.first_ts_ns),
+        "last_seq", (json_int_t)s.last_seq, "last_ts", time_json(s.last_ts_ns),
+        "num_subjects", (json_int_t)s.num_subjects, "num_deleted",
+        (json_int_t)s.num_deleted, "consumer_count", (json_int_t)consumers);
+    if (o != NULL && filter != NULL && filter[0] != '\0') {
+        json_t *subs = json_object();
+        size_t pos = 0;
+        struct srv_hmap_slot *sl;
+        /* Bounded by the number of subjects. */
+        while (subs != NULL &&
+               (sl = srv_hmap_next(&st->sm.subjects, &pos)) != NULL) {
+            const struct srv_stream_subj *sj = sl->value;
+            if (srv_js_subject_matches(filter, sj->s)) {
+                json_object_set_new(subs, sj->s,
+                                    json_integer((json_int_t)sj->msgs));
+            }
+        }
+        json_object_set_new(o, "subjects", subs);
+    }
+    if (o != NULL && deleted_details && s.num_deleted > 0) {
+        json_t *d = json_array();
+        /* Bounded by the ring (SRV_STREAM_MSGS_MAX). */
+        for (uint64_t q = s.first_seq; d != NULL && q <= s.last_seq; q++) {
+            if (srv_stream_sm_get(&st->sm, q) == NULL) {
+                json_array_append_new(d, json_integer((json_int_t)q));
+            }
+        }
+        json_object_set_new(o, "deleted", d);
+    }
+    return o;
+}
+
+json_t *srv_stream_info_json(struct srv_stream *st, const char *kind,
+                             const char *subjects_filter, bool deleted_details)
+{
+    char err[KEEL_ERRMSG_MAX];
+    char type[96];
+    json_t *cfg = NULL;
+    if (srv_stream_config_encode(&st->cfg, &cfg, err) != 0) {
+        return NULL;
+    }
+    const struct srv_config *c = srv_js_server(st->js)->cfg;
+    const char *leader =
+        c->name[0] != '\0' ? c->name : srv_js_server(st->js)->server_id;
+    snprintf(type, sizeof type, "io.nats.jetstream.api.v1.%s", kind);
+    return json_pack("{s:s, s:o, s:o, s:o, s:{s:s}, s:o}", "type", type,
+                     "config", cfg, "created", time_json(st->created_ns),
+                     "state", state_json(st, subjects_filter, deleted_details),
+                     "cluster", "leader", leader, "ts",
+                     time_json(srv_js_now_ns()));
+}

@@ -1,0 +1,360 @@
+/* JetStream streams through a real keeld with the real libnats client:
+ * create/update/info/delete/purge, publish with acks (sync and async),
+ * dedupe, expected-sequence headers, API errors, and a restart that keeps
+ * the stream and its messages. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <nats/nats.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define WAIT_MS 10000
+
+struct fixture {
+    struct h_keeld k;
+    natsConnection *nc;
+    jsCtx *js;
+};
+
+static int connect_js(struct fixture *f)
+{
+    jsOptions o;
+    jsOptions_Init(&o);
+    o.Wait = WAIT_MS;
+    if (natsConnection_ConnectTo(&f->nc, f->k.url) != NATS_OK ||
+        natsConnection_JetStream(&f->js, f->nc, &o) != NATS_OK) {
+        return -1;
+    }
+    return 0;
+}
+
+static void disconnect_js(struct fixture *f)
+{
+    jsCtx_Destroy(f->js);
+    natsConnection_Destroy(f->nc);
+    f->js = NULL;
+    f->nc = NULL;
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    if (f == NULL || h_keeld_init(&f->k) != 0 ||
+        h_keeld_start(&f->k, 0, false, NULL) != 0 || connect_js(f) != 0) {
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    disconnect_js(f);
+    int rv = h_keeld_stop(&f->k, NULL);
+    h_keeld_cleanup(&f->k);
+    free(f);
+    return rv;
+}
+
+static void add_stream(struct fixture *f, const char *name, const char *subj)
+{
+    jsStreamConfig cfg;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    const char *subjects[] = {subj};
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = name;
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    assert_int_equal(js_AddStream(&si, f->js, &cfg, NULL, &jerr), NATS_OK);
+    assert_string_equal(si->Config->Name, name);
+    assert_int_equal(si->State.Msgs, 0);
+    jsStreamInfo_Destroy(si);
+}
+
+static uint64_t publish(struct fixture *f, const char *subj, const char *data,
+                        jsPubOptions *po, jsErrCode *jerr)
+{
+    jsPubAck *pa = NULL;
+    *jerr = 0;
+    natsStatus s =
+        js_Publish(&pa, f->js, subj, data, (int)strlen(data), po, jerr);
+    if (s != NATS_OK) {
+        return 0;
+    }
+    uint64_t seq = pa->Sequence;
+    jsPubAck_Destroy(pa);
+    return seq;
+}
+
+static void stream_state(struct fixture *f, const char *name,
+                         jsStreamState *out)
+{
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    assert_int_equal(js_GetStreamInfo(&si, f->js, name, NULL, &jerr), NATS_OK);
+    *out = si->State;
+    jsStreamInfo_Destroy(si);
+}
+
+static void create_info_delete_round_trip(void **state)
+{
+    struct fixture *f = *state;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    add_stream(f, "ORDERS", "orders.>");
+    assert_int_equal(js_GetStreamInfo(&si, f->js, "ORDERS", NULL, &jerr),
+                     NATS_OK);
+    assert_string_equal(si->Config->Subjects[0], "orders.>");
+    assert_int_equal(si->Config->Retention, js_LimitsPolicy);
+    assert_int_equal(si->Config->Replicas, 1);
+    jsStreamInfo_Destroy(si);
+    assert_int_equal(js_DeleteStream(f->js, "ORDERS", NULL, &jerr), NATS_OK);
+    si = NULL;
+    assert_int_not_equal(js_GetStreamInfo(&si, f->js, "ORDERS", NULL, &jerr),
+                         NATS_OK);
+    assert_int_equal(jerr, JSStreamNotFoundErr);
+    assert_null(si);
+}
+
+static void publishes_are_acked_with_consecutive_seqs(void **state)
+{
+    struct fixture *f = *state;
+    jsErrCode jerr = 0;
+    natsSubscription *core = NULL;
+    natsMsg *m = NULL;
+    add_stream(f, "ORDERS", "orders.>");
+    assert_int_equal(natsConnection_SubscribeSync(&core, f->nc, "orders.*"),
+                     NATS_OK);
+    for (uint64_t i = 1; i <= 3; i++) {
+        assert_int_equal(publish(f, "orders.new", "x", NULL, &jerr), i);
+    }
+    /* Also delivered to core subscribers. */
+    assert_int_equal(natsSubscription_NextMsg(&m, core, WAIT_MS), NATS_OK);
+    assert_string_equal(natsMsg_GetSubject(m), "orders.new");
+    natsMsg_Destroy(m);
+    natsSubscription_Destroy(core);
+    jsStreamState st;
+    stream_state(f, "ORDERS", &st);
+    assert_int_equal(st.Msgs, 3);
+    assert_int_equal(st.FirstSeq, 1);
+    assert_int_equal(st.LastSeq, 3);
+    assert_int_equal(st.Bytes, 3 * (strlen("orders.new") + 1));
+}
+
+static void async_publishes_all_acked_and_stored(void **state)
+{
+    struct fixture *f = *state;
+    add_stream(f, "EV", "ev.>");
+    for (int i = 0; i < 2000; i++) {
+        assert_int_equal(js_PublishAsync(f->js, "ev.a", "payload", 7, NULL),
+                         NATS_OK);
+    }
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = WAIT_MS;
+    assert_int_equal(js_PublishAsyncComplete(f->js, &po), NATS_OK);
+    natsMsgList pending = {0};
+    assert_int_equal(js_PublishAsyncGetPendingList(&pending, f->js),
+                     NATS_NOT_FOUND);
+    jsStreamState st;
+    stream_state(f, "EV", &st);
+    assert_int_equal(st.Msgs, 2000);
+    assert_int_equal(st.LastSeq, 2000);
+}
+
+static void same_msg_id_is_acked_as_duplicate(void **state)
+{
+    struct fixture *f = *state;
+    jsPubOptions po;
+    jsPubAck *pa = NULL;
+    jsErrCode jerr = 0;
+    add_stream(f, "D", "d");
+    jsPubOptions_Init(&po);
+    po.MsgId = "id-1";
+    assert_int_equal(js_Publish(&pa, f->js, "d", "a", 1, &po, &jerr), NATS_OK);
+    assert_int_equal(pa->Sequence, 1);
+    assert_false(pa->Duplicate);
+    jsPubAck_Destroy(pa);
+    assert_int_equal(js_Publish(&pa, f->js, "d", "a", 1, &po, &jerr), NATS_OK);
+    assert_int_equal(pa->Sequence, 1);
+    assert_true(pa->Duplicate);
+    jsPubAck_Destroy(pa);
+    jsStreamState st;
+    stream_state(f, "D", &st);
+    assert_int_equal(st.Msgs, 1);
+}
+
+static void wrong_expected_last_sequence_is_refused(void **state)
+{
+    struct fixture *f = *state;
+    jsPubOptions po;
+    jsErrCode jerr = 0;
+    add_stream(f, "E", "e");
+    assert_int_equal(publish(f, "e", "1", NULL, &jerr), 1);
+    jsPubOptions_Init(&po);
+    po.ExpectLastSeq = 7;
+    assert_int_equal(publish(f, "e", "2", &po, &jerr), 0);
+    assert_int_equal(jerr, JSStreamWrongLastSequenceErr);
+    po.ExpectLastSeq = 1;
+    assert_int_equal(publish(f, "e", "2", &po, &jerr), 2);
+}
+
+static void api_errors_name_in_use_overlap_and_idempotent_create(void **state)
+{
+    struct fixture *f = *state;
+    jsStreamConfig cfg;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    const char *subjects[] = {"orders.>"};
+    add_stream(f, "ORDERS", "orders.>");
+    /* Same config again: success. */
+    add_stream(f, "ORDERS", "orders.>");
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = "ORDERS";
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.MaxMsgs = 5;
+    assert_int_not_equal(js_AddStream(&si, f->js, &cfg, NULL, &jerr), NATS_OK);
+    assert_int_equal(jerr, JSStreamNameExistErr);
+    cfg.Name = "OTHER";
+    jerr = 0;
+    assert_int_not_equal(js_AddStream(&si, f->js, &cfg, NULL, &jerr), NATS_OK);
+    assert_int_equal(jerr, JSStreamSubjectOverlapErr);
+    cfg.Replicas = 3;
+    const char *other[] = {"other"};
+    cfg.Subjects = other;
+    jerr = 0;
+    assert_int_not_equal(js_AddStream(&si, f->js, &cfg, NULL, &jerr), NATS_OK);
+    assert_int_equal(jerr, JSStreamReplicasNotSupportedErr);
+    assert_int_not_equal(js_DeleteStream(f->js, "NOPE", NULL, &jerr), NATS_OK);
+    assert_int_equal(jerr, JSStreamNotFoundErr);
+}
+
+static void update_limits_and_purge(void **state)
+{
+    struct fixture *f = *state;
+    jsStreamConfig cfg;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    const char *subjects[] = {"u.>"};
+    add_stream(f, "U", "u.>");
+    for (int i = 0; i < 10; i++) {
+        assert_int_not_equal(
+            publish(f, i % 2 ? "u.a" : "u.b", "x", NULL, &jerr), 0);
+    }
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = "U";
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.MaxMsgs = 4;
+    assert_int_equal(js_UpdateStream(&si, f->js, &cfg, NULL, &jerr), NATS_OK);
+    assert_int_equal(si->Config->MaxMsgs, 4);
+    assert_int_equal(si->State.Msgs, 4);
+    assert_int_equal(si->State.FirstSeq, 7);
+    jsStreamInfo_Destroy(si);
+    jsOptions o;
+    jsOptions_Init(&o);
+    o.Stream.Purge.Subject = "u.a";
+    assert_int_equal(js_PurgeStream(f->js, "U", &o, &jerr), NATS_OK);
+    jsStreamState st;
+    stream_state(f, "U", &st);
+    assert_int_equal(st.Msgs, 2); /* 7 and 9 were u.b */
+    assert_int_equal(js_PurgeStream(f->js, "U", NULL, &jerr), NATS_OK);
+    stream_state(f, "U", &st);
+    assert_int_equal(st.Msgs, 0);
+    assert_int_equal(st.FirstSeq, 11);
+}
+
+static void get_and_delete_message(void **state)
+{
+    struct fixture *f = *state;
+    natsMsg *m = NULL;
+    jsErrCode jerr = 0;
+    add_stream(f, "G", "g.*");
+    assert_int_equal(publish(f, "g.one", "first", NULL, &jerr), 1);
+    assert_int_equal(publish(f, "g.two", "second", NULL, &jerr), 2);
+    assert_int_equal(js_GetMsg(&m, f->js, "G", 2, NULL, &jerr), NATS_OK);
+    assert_string_equal(natsMsg_GetSubject(m), "g.two");
+    assert_memory_equal(natsMsg_GetData(m), "second", 6);
+    natsMsg_Destroy(m);
+    assert_int_equal(js_GetLastMsg(&m, f->js, "G", "g.one", NULL, &jerr),
+                     NATS_OK);
+    assert_int_equal(natsMsg_GetSequence(m), 1);
+    natsMsg_Destroy(m);
+    assert_int_equal(js_DeleteMsg(f->js, "G", 1, NULL, &jerr), NATS_OK);
+    m = NULL;
+    assert_int_not_equal(js_GetMsg(&m, f->js, "G", 1, NULL, &jerr), NATS_OK);
+    assert_int_equal(jerr, JSNoMessageFoundErr);
+}
+
+struct info_wait {
+    struct fixture *f;
+    const char *name;
+};
+
+static bool stream_visible(void *arg)
+{
+    struct info_wait *w = arg;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    if (js_GetStreamInfo(&si, w->f->js, w->name, NULL, &jerr) != NATS_OK) {
+        return false;
+    }
+    jsStreamInfo_Destroy(si);
+    return true;
+}
+
+static void restart_keeps_streams_and_messages(void **state)
+{
+    struct fixture *f = *state;
+    jsErrCode jerr = 0;
+    natsMsg *m = NULL;
+    add_stream(f, "R", "r.>");
+    for (uint64_t i = 1; i <= 5; i++) {
+        assert_int_equal(publish(f, "r.x", "keep", NULL, &jerr), i);
+    }
+    disconnect_js(f);
+    assert_int_equal(h_keeld_stop(&f->k, NULL), 0);
+    assert_int_equal(h_keeld_start(&f->k, 0, false, NULL), 0);
+    assert_int_equal(connect_js(f), 0);
+    struct info_wait w = {f, "R"};
+    assert_true(h_poll(stream_visible, &w, WAIT_MS));
+    jsStreamState st;
+    stream_state(f, "R", &st);
+    assert_int_equal(st.Msgs, 5);
+    assert_int_equal(st.LastSeq, 5);
+    assert_int_equal(js_GetMsg(&m, f->js, "R", 3, NULL, &jerr), NATS_OK);
+    assert_memory_equal(natsMsg_GetData(m), "keep", 4);
+    natsMsg_Destroy(m);
+    assert_int_equal(publish(f, "r.x", "next", NULL, &jerr), 6);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+        T(create_info_delete_round_trip),
+        T(publishes_are_acked_with_consecutive_seqs),
+        T(async_publishes_all_acked_and_stored),
+        T(same_msg_id_is_acked_as_duplicate),
+        T(wrong_expected_last_sequence_is_refused),
+        T(api_errors_name_in_use_overlap_and_idempotent_create),
+        T(update_limits_and_purge),
+        T(get_and_delete_message),
+        T(restart_keeps_streams_and_messages),
+#undef T
+    };
+    int rv = cmocka_run_group_tests(tests, NULL, NULL);
+    nats_Close();
+    return rv;
+}
