@@ -139,11 +139,8 @@ int store_group_open(struct store *s, const struct store_group_id *id,
     rep->snapshot_index = g->snap.index;
     rep->snapshot_term = g->snap.term;
     g->amnesia = rep->amnesia;
-    if (!s->cfg.no_prealloc) {
-        store__op_push(g, store__op_new(OP_PREALLOC));
-        g->spare_pending = true;
-    }
     pthread_mutex_lock(&s->mu);
+    store__spare_check(g);
     g->persisted_index = rep->last_index;
     g->persisted_term = rep->last_term;
     bool marking = false;
@@ -199,10 +196,6 @@ static struct seg *plan_segment(struct store_group *g, uint64_t index)
     struct op *op = store__op_new(OP_CREATE_SEG);
     op->seg = seg;
     store__op_push(g, op);
-    if (!g->s->cfg.no_prealloc && !g->has_spare && !g->spare_pending) {
-        store__op_push(g, store__op_new(OP_PREALLOC));
-        g->spare_pending = true;
-    }
     g->tail_off = STORE_SEG_HEADER_BYTES;
     g->tail_marker = false;
     return seg;
@@ -334,6 +327,7 @@ int store_append(struct store_group *g, const struct store_record *recs,
             recs[i].term, prev, seg, (uint32_t)g->tail_off, (uint32_t)bytes, 0};
         g->tail_off += bytes;
     }
+    store__spare_check(g);
     store__schedule(s, g);
     pthread_mutex_unlock(&s->mu);
     return 0;

@@ -17,6 +17,13 @@
 
 #define STORE_PREALLOC_NAME "prealloc.tmp"
 #define STORE_MARKER_CANDIDATES_MAX 8
+/* Preallocation (DESIGN.md §4 Segments: ahead of need, off the hot path,
+ * rate-limited): a group's spare is made once its tail segment is half
+ * full, by one prealloc thread per store, at most this many bytes per
+ * second, fdatasynced every STORE_PREALLOC_SYNC_BYTES so its writeback
+ * never piles up in front of a hot fdatasync. */
+#define STORE_PREALLOC_BYTES_PER_S (128ull * 1024 * 1024)
+#define STORE_PREALLOC_SYNC_BYTES (8u * 1024 * 1024)
 
 enum seg_state {
     SEG_PLANNED = 0, /* decided by the loop thread, file not yet made */
@@ -52,7 +59,6 @@ enum op_kind {
     OP_HARD_STATE,
     OP_REPAIR,
     OP_INTERVAL_SYNC,
-    OP_PREALLOC,
     OP_MARK, /* marker naming the last record after recovery, then sync */
 };
 
@@ -107,8 +113,12 @@ struct store_group {
     bool busy;
     bool queued;
     struct store_group *runq_next;
-    bool has_spare; /* a preallocated file is ready */
-    bool spare_pending;
+    bool has_spare;     /* a preallocated file is ready */
+    bool spare_pending; /* queued for, or held by, the prealloc thread or
+                           take_spare: no new spare request meanwhile */
+    bool pre_queued;    /* on the store's prealloc queue */
+    bool pre_running;   /* the prealloc thread is making its spare */
+    struct store_group *pre_next;
     bool enospc;
     uint64_t enospc_retry_ms;
     bool enospc_reported;
@@ -162,6 +172,11 @@ struct store {
     struct store_group *evq_tail;
     struct store_group *groups;
     size_t ngroups;
+    struct store_group *pre_head; /* groups waiting for a spare */
+    struct store_group *pre_tail;
+    pthread_cond_t pre_cv;
+    pthread_t pre_thread;
+    bool pre_started;
     struct store_stats stats;
 };
 
@@ -201,6 +216,8 @@ int store__mkdirs(struct store *s, const char *dir, char *errmsg);
 void store__seg_create(struct store_group *g, struct seg *seg);
 void store__seg_delete(struct store_group *g, struct seg *seg);
 void store__prealloc(struct store_group *g);
+void store__spare_check(struct store_group *g);
+void store__spare_unqueue(struct store *s, struct store_group *g);
 int store__quarantine(struct store *s, const char *path, const char *name,
                       char *errmsg);
 

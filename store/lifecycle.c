@@ -82,7 +82,10 @@ void store_group_close(struct store_group *g)
         if (!g->busy && !g->queued && g->enospc) {
             drop_ops(s, g); /* nothing more can be written */
         }
-        if (!g->busy && !g->queued && g->ops_head == NULL) {
+        if (g->pre_queued) {
+            store__spare_unqueue(s, g); /* no spare for a closing group */
+        }
+        if (!g->busy && !g->queued && g->ops_head == NULL && !g->pre_running) {
             break;
         }
         if (s->cfg.manual_sync) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -64,11 +65,41 @@ int store__mkdirs(struct store *s, const char *dir, char *errmsg)
     return 0;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Paced (a spare made ahead of need): at most STORE_PREALLOC_BYTES_PER_S
+ * and an fdatasync every STORE_PREALLOC_SYNC_BYTES. */
+static void pace(struct store *s, struct fs_file *f, uint64_t done, uint64_t t0)
+{
+    char errmsg[KEEL_ERRMSG_MAX];
+    uint64_t due = done * 1000000000u / STORE_PREALLOC_BYTES_PER_S;
+    uint64_t spent = now_ns() - t0;
+
+    ASSERT(s != NULL);
+    ASSERT(f != NULL);
+    if (done % STORE_PREALLOC_SYNC_BYTES == 0 &&
+        s->fs->fdatasync(s->fs, f, errmsg) != 0) {
+        store__fatal(s, "fdatasync spare segment", errmsg);
+    }
+    if (spent < due) {
+        struct timespec ts = {(time_t)((due - spent) / 1000000000u),
+                              (long)((due - spent) % 1000000000u)};
+        (void)nanosleep(&ts, NULL); /* a rate limit, not a wait */
+    }
+}
+
 static int zero_fill(struct store *s, struct fs_file *f, uint64_t from,
-                     uint64_t to, char *errmsg)
+                     uint64_t to, bool paced, char *errmsg)
 {
     static const uint8_t zeros[STORE_ZERO_CHUNK_BYTES];
     uint64_t chunks = 0;
+    uint64_t t0 = now_ns();
 
     ASSERT(from <= to);
     ASSERT(to <= STORE_SEGMENT_BYTES_MAX);
@@ -83,6 +114,9 @@ static int zero_fill(struct store *s, struct fs_file *f, uint64_t from,
             return rv;
         }
         from += n;
+        if (paced) {
+            pace(s, f, from, t0);
+        }
     }
     return 0;
 }
@@ -107,7 +141,7 @@ static int write_header(struct store_group *g, struct seg *seg,
 }
 
 /* A zero-filled, fsynced file of the segment size, or KEEL_ENOSPC. */
-static int make_zeroed(struct store_group *g, const char *path,
+static int make_zeroed(struct store_group *g, const char *path, bool paced,
                        struct fs_file **out, char *errmsg)
 {
     struct store *s = g->s;
@@ -121,7 +155,7 @@ static int make_zeroed(struct store_group *g, const char *path,
         return rv;
     }
     rv = s->fs->ftruncate(s->fs, f, 0, errmsg);
-    rv = rv == 0 ? zero_fill(s, f, 0, s->cfg.segment_bytes, errmsg) : rv;
+    rv = rv == 0 ? zero_fill(s, f, 0, s->cfg.segment_bytes, paced, errmsg) : rv;
     if (rv == KEEL_ENOSPC) {
         s->fs->close(s->fs, f);
         (void)s->fs->unlink(s->fs, path, NULL);
@@ -138,19 +172,73 @@ static int make_zeroed(struct store_group *g, const char *path,
     return 0;
 }
 
-/* Preallocate the group's spare file off the hot path. */
+/* The loop thread (or open) after appending: once the tail segment is half
+ * full, ask the prealloc thread for the group's spare. Bounded ahead of
+ * need: one spare per group, only for a group filling its tail; an idle or
+ * new group costs no file. Caller holds s->mu. */
+void store__spare_check(struct store_group *g)
+{
+    struct store *s = g->s;
+    struct seg *tail = g->nsegs > 0 ? g->segs[g->nsegs - 1] : NULL;
+
+    ASSERT(s != NULL);
+    if (s->cfg.no_prealloc || g->has_spare || g->spare_pending ||
+        tail == NULL || g->tail_off < tail->size / 2) {
+        return;
+    }
+    ASSERT(!g->pre_queued);
+    g->spare_pending = true;
+    g->pre_queued = true;
+    g->pre_next = NULL;
+    if (s->pre_tail == NULL) {
+        s->pre_head = g;
+    } else {
+        s->pre_tail->pre_next = g;
+    }
+    s->pre_tail = g;
+    pthread_cond_signal(&s->pre_cv);
+}
+
+/* Take g off the prealloc queue (closing). Caller holds s->mu. */
+void store__spare_unqueue(struct store *s, struct store_group *g)
+{
+    struct store_group *prev = NULL;
+    size_t n = 0;
+
+    ASSERT(s != NULL);
+    ASSERT(g->pre_queued);
+    for (struct store_group *e = s->pre_head; e != NULL; e = e->pre_next) {
+        ASSERT(++n <= STORE_GROUPS_MAX);
+        if (e == g) {
+            if (prev == NULL) {
+                s->pre_head = e->pre_next;
+            } else {
+                prev->pre_next = e->pre_next;
+            }
+            s->pre_tail = s->pre_tail == g ? prev : s->pre_tail;
+            break;
+        }
+        prev = e;
+    }
+    g->pre_queued = false;
+    g->spare_pending = false;
+}
+
+/* Preallocate the group's spare file on the prealloc thread (paced). */
 void store__prealloc(struct store_group *g)
 {
     struct store *s = g->s;
     char path[STORE_PATH_BYTES_MAX];
     char errmsg[KEEL_ERRMSG_MAX];
     struct fs_file *f;
-    int rv;
+    int rv = KEEL_EIO;
 
     ASSERT(g != NULL);
-    ASSERT(!g->has_spare);
+    ASSERT(!g->has_spare && g->pre_running);
     store_fmt_str(path, sizeof path, "%s/%s", g->dir, STORE_PREALLOC_NAME);
-    rv = make_zeroed(g, path, &f, errmsg);
+    if (!store__dead(s)) {
+        rv = make_zeroed(g, path, true, &f, errmsg);
+    }
     if (rv == 0) {
         s->fs->close(s->fs, f);
         rv = s->fs->fsync_dir(s->fs, g->dir, errmsg);
@@ -177,15 +265,20 @@ static int take_spare(struct store_group *g, const char *path,
     pthread_mutex_lock(&s->mu);
     have = g->has_spare;
     g->has_spare = false;
+    /* No new spare may start writing prealloc.tmp before the rename. */
+    g->spare_pending = g->spare_pending || have;
     pthread_mutex_unlock(&s->mu);
     if (!have) {
-        return make_zeroed(g, path, out, errmsg);
+        return make_zeroed(g, path, false, out, errmsg);
     }
     store_fmt_str(spare, sizeof spare, "%s/%s", g->dir, STORE_PREALLOC_NAME);
     rv = s->fs->rename(s->fs, spare, path, errmsg);
     if (rv != 0) {
         store__fatal(s, "rename spare segment", errmsg);
     }
+    pthread_mutex_lock(&s->mu);
+    g->spare_pending = false;
+    pthread_mutex_unlock(&s->mu);
     return s->fs->open(s->fs, path, 0, out, errmsg);
 }
 

@@ -283,6 +283,7 @@ int store_open(const struct store_config *cfg, struct store **out,
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     pthread_cond_init(&s->idle_cv, NULL);
+    pthread_cond_init(&s->pre_cv, NULL);
     rv = config_check(s, cfg, errmsg);
     rv = rv == 0 ? read_boot_id(s->cfg.boot_id_path, s->boot_id, errmsg) : rv;
     rv = rv == 0 ? store_meta_open(s->data_dir, &s->meta, &s->meta_rep, errmsg)
@@ -309,6 +310,7 @@ err:
     store_meta_close(s->meta);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->idle_cv);
+    pthread_cond_destroy(&s->pre_cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
     return rv;
@@ -369,6 +371,7 @@ void store_close(struct store *s, bool clean)
     store_meta_close(s->meta);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->idle_cv);
+    pthread_cond_destroy(&s->pre_cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }

@@ -303,11 +303,6 @@ static bool exec_op(struct store_group *g, struct op *op)
     case OP_MARK:
         exec_mark(g, op);
         return true;
-    case OP_PREALLOC:
-        if (!g->has_spare) {
-            store__prealloc(g);
-        }
-        return true;
     }
     return true;
 }
@@ -437,11 +432,56 @@ static void take_ops(struct store_group *g)
     }
 }
 
+/* Make the spare of the first queued group. Caller holds s->mu; returns
+ * false when none is queued. */
+static bool prealloc_one(struct store *s)
+{
+    struct store_group *g = s->pre_head;
+
+    ASSERT(s != NULL);
+    if (g == NULL) {
+        return false;
+    }
+    ASSERT(g->pre_queued && !g->pre_running);
+    s->pre_head = g->pre_next;
+    s->pre_tail = s->pre_head == NULL ? NULL : s->pre_tail;
+    g->pre_queued = false;
+    g->pre_running = true;
+    pthread_mutex_unlock(&s->mu);
+    store__prealloc(g);
+    pthread_mutex_lock(&s->mu);
+    g->pre_running = false;
+    pthread_cond_broadcast(&s->idle_cv); /* store_group_close waits */
+    return true;
+}
+
+/* The prealloc thread: spares are made here, paced, so neither the sync
+ * pool nor any group's ordered work waits for a 64 MiB zero fill. */
+static void *prealloc_main(void *arg)
+{
+    struct store *s = arg;
+
+    ASSERT(s != NULL);
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        if (s->stopping) {
+            break;
+        }
+        if (!prealloc_one(s)) {
+            pthread_cond_wait(&s->pre_cv, &s->mu);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
 void store_debug_step(struct store *s)
 {
     ASSERT(s != NULL);
     ASSERT(s->cfg.manual_sync);
     pthread_mutex_lock(&s->mu);
+    for (unsigned n = 0; n < STORE_GROUPS_MAX && prealloc_one(s); n++) {
+    }
     for (unsigned n = 0; n < STORE_GROUPS_MAX; n++) {
         (void)timers(s);
         struct store_group *g = runq_pop(s);
@@ -491,6 +531,14 @@ int store__sync_start(struct store *s, char *errmsg)
 {
     ASSERT(s != NULL);
     ASSERT(s->cfg.sync_threads <= STORE_SYNC_THREADS_MAX);
+    if (!s->cfg.manual_sync && !s->cfg.no_prealloc) {
+        int rc = pthread_create(&s->pre_thread, NULL, prealloc_main, s);
+        if (rc != 0) {
+            return keel_err(KEEL_ENOMEM, errmsg, "start prealloc thread: %s",
+                            strerror(rc));
+        }
+        s->pre_started = true;
+    }
     for (unsigned i = 0; !s->cfg.manual_sync && i < s->cfg.sync_threads; i++) {
         int rc = pthread_create(&s->threads[i], NULL, sync_main, s);
         if (rc != 0) {
@@ -512,7 +560,12 @@ void store__sync_stop(struct store *s)
     pthread_mutex_lock(&s->mu);
     s->stopping = true;
     pthread_cond_broadcast(&s->cv);
+    pthread_cond_broadcast(&s->pre_cv);
     pthread_mutex_unlock(&s->mu);
+    if (s->pre_started) {
+        pthread_join(s->pre_thread, NULL); /* finishes the spare it makes */
+        s->pre_started = false;
+    }
     for (unsigned i = 0; i < s->nthreads; i++) {
         pthread_join(s->threads[i], NULL);
     }

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <dirent.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -221,9 +223,104 @@ static void incarnation64_folds_the_first_eight_bytes(void **state)
     assert_int_equal(f->t.node.incarnation64, before);
 }
 
+static int setup_real(void **state)
+{
+    struct fixture *f = test_calloc(1, sizeof *f);
+    ts_init(&f->t, 13, true);
+    f->t.manual = true; /* deterministic: spares are made in debug steps */
+    ts_open(&f->t);
+    *state = f;
+    return 0;
+}
+
+static bool spare_exists(struct ts *t, const struct store_group_id *id)
+{
+    char hex[33];
+    char path[512];
+    store_group_id_hex(id, hex);
+    snprintf(path, sizeof path, "%s/groups/%s/log/prealloc.tmp", t->dir, hex);
+    return access(path, F_OK) == 0;
+}
+
+static unsigned files_in(struct ts *t, const struct store_group_id *id)
+{
+    char hex[33];
+    char path[512];
+    unsigned n = 0;
+    store_group_id_hex(id, hex);
+    snprintf(path, sizeof path, "%s/groups/%s/log", t->dir, hex);
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    for (struct dirent *e = readdir(d); e != NULL; e = readdir(d)) {
+        n += e->d_name[0] != '.';
+    }
+    closedir(d);
+    return n;
+}
+
+/* 200 streams in one store: opening a group makes no file (no spare, no
+ * segment) until it is written to; memory is the group's small tables. */
+static void many_new_groups_open_without_making_files(void **state)
+{
+    struct fixture *f = *state;
+    struct store_fsync pol = {STORE_FSYNC_GROUP, 0};
+
+    for (unsigned i = 0; i < 200; i++) {
+        struct store_group_id id = other_id(0);
+        struct store_group *g;
+        struct store_recovery rep;
+        id.b[0] = (uint8_t)i;
+        id.b[1] = (uint8_t)(i >> 8);
+        id.b[2] = 0x77;
+        assert_int_equal(store_group_open(f->t.s, &id, &pol, &g, &rep, NULL),
+                         0);
+    }
+    store_debug_step(f->t.s);
+    for (unsigned i = 0; i < 200; i += 37) {
+        struct store_group_id id = other_id(0);
+        id.b[0] = (uint8_t)i;
+        id.b[1] = (uint8_t)(i >> 8);
+        id.b[2] = 0x77;
+        assert_int_equal(files_in(&f->t, &id), 0);
+    }
+}
+
+/* Preallocation is bounded ahead of need: the spare appears only once the
+ * tail segment is half full, and the next segment is made from it. */
+static void spare_is_made_when_the_tail_is_half_full(void **state)
+{
+    struct fixture *f = *state;
+    char path[512];
+    uint64_t off;
+
+    hard_state(&f->t, 1, "v");
+    ts_append(&f->t, 1, 2, 1, 100, 1);
+    assert_true(ts_wait_persisted(&f->t, 2));
+    ts_append(&f->t, 3, 3, 1, 100, 1); /* the segment exists now */
+    assert_true(ts_wait_persisted(&f->t, 3));
+    assert_int_equal(files_in(&f->t, &f->t.gid), 1); /* the segment only */
+    assert_false(spare_exists(&f->t, &f->t.gid));
+    ts_append(&f->t, 4, 40, 1, 200, 1); /* past half of 16 KiB */
+    assert_true(ts_wait_persisted(&f->t, 40));
+    assert_true(spare_exists(&f->t, &f->t.gid));
+    ts_where(&f->t, 40, path, &off);
+    ts_append(&f->t, 41, 70, 1, 200, 1); /* rolls into the next segment */
+    assert_true(ts_wait_persisted(&f->t, 70));
+    char path70[512];
+    ts_where(&f->t, 70, path70, &off);
+    assert_string_not_equal(path, path70);
+    assert_int_equal(files_in(&f->t, &f->t.gid),
+                     2 + spare_exists(&f->t, &f->t.gid));
+    ts_expect(&f->t, 70, 1, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            many_new_groups_open_without_making_files, setup_real, teardown),
+        cmocka_unit_test_setup_teardown(
+            spare_is_made_when_the_tail_is_half_full, setup_real, teardown),
         cmocka_unit_test_setup_teardown(
             hard_state_load_returns_the_synced_term_and_vote, setup, teardown),
         cmocka_unit_test_setup_teardown(
