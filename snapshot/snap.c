@@ -60,6 +60,47 @@ static int read_all(struct snap *sn, struct fs_file *f, uint8_t *buf,
     return 0;
 }
 
+/* Validate the body's XXH3-128 without keeping it: one reused buffer of
+ * SNAP_IO_BYTES (checking the older snapshot must not cost its size in
+ * memory). */
+static int hash_stream(struct snap *sn, struct fs_file *f,
+                       const struct snap_header *h, char *errmsg)
+{
+    uint8_t *buf = malloc(SNAP_IO_BYTES);
+    XXH3_state_t *st = XXH3_createState();
+    uint64_t off = 0;
+    uint64_t steps = 0;
+    int rv = 0;
+
+    ASSERT(sn != NULL && f != NULL);
+    ASSERT(h->body_bytes <= SNAP_BODY_BYTES_MAX);
+    if (buf == NULL || st == NULL) {
+        rv = keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+    } else {
+        (void)XXH3_128bits_reset(st);
+    }
+    while (rv == 0 && off < h->body_bytes) {
+        ASSERT(++steps <= SNAP_BODY_BYTES_MAX / SNAP_IO_BYTES + 1);
+        uint64_t left = h->body_bytes - off;
+        size_t n = left < SNAP_IO_BYTES ? (size_t)left : SNAP_IO_BYTES;
+        rv = read_all(sn, f, buf, SNAP_HEADER_BYTES + off, n, errmsg);
+        if (rv == 0) {
+            (void)XXH3_128bits_update(st, buf, n);
+        }
+        off += n;
+    }
+    if (rv == 0) {
+        XXH128_hash_t hh = XXH3_128bits_digest(st);
+        if (hh.low64 != h->body_hash_low || hh.high64 != h->body_hash_high) {
+            rv = keel_err(KEEL_ECORRUPT, errmsg,
+                          "snapshot body checksum mismatch");
+        }
+    }
+    XXH3_freeState(st);
+    free(buf);
+    return rv;
+}
+
 static int load_open(struct snap *sn, struct fs_file *f,
                      const struct snap_expect *exp, bool want_body,
                      uint8_t **body, size_t *body_len, char *errmsg)
@@ -92,6 +133,11 @@ static int load_open(struct snap *sn, struct fs_file *f,
     if (rv != 0) {
         return rv;
     }
+    if (!want_body) {
+        *body = NULL;
+        *body_len = (size_t)h.body_bytes;
+        return hash_stream(sn, f, &h, errmsg);
+    }
     b = malloc(h.body_bytes > 0 ? (size_t)h.body_bytes : 1);
     if (b == NULL) {
         return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
@@ -102,7 +148,7 @@ static int load_open(struct snap *sn, struct fs_file *f,
         (hh.low64 != h.body_hash_low || hh.high64 != h.body_hash_high)) {
         rv = keel_err(KEEL_ECORRUPT, errmsg, "snapshot body checksum mismatch");
     }
-    if (rv != 0 || !want_body) {
+    if (rv != 0) {
         free(b);
         b = NULL;
     }
