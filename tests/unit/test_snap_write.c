@@ -219,6 +219,72 @@ static void a_committed_deletion_removes_the_snapshot_files(void **state)
     assert_int_equal(snap_group_delete(&cfg, &f->x.t.gid, f->x.errmsg), 0);
 }
 
+#define PROP_SEEDS 6
+#define PROP_ROUNDS 8
+
+static uint64_t prop_rng(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* Property: writes with a random crash point and a random power-loss cut
+ * (the file system keeps only synced data, or a random subset of unsynced
+ * pages) always restart from the newest recorded snapshot, with the older
+ * recorded one still on disk. */
+static void any_crash_restarts_from_the_newest_recorded_snapshot(void **state)
+{
+    struct fixture *f = *state;
+    static const enum fs_fault_cut cuts[] = {FS_CUT_DROP, FS_CUT_REORDER,
+                                             FS_CUT_TEAR_BYTE};
+    uint8_t body[TSN_BODY_MAX];
+
+    for (uint64_t seed = 1; seed <= PROP_SEEDS; seed++) {
+        uint64_t rng = seed * 0x9e3779b97f4a7c15ull;
+        uint64_t newest = 0;
+        uint64_t older = 0;
+        uint64_t last = 0;
+        tsn_fini(&f->x);
+        tsn_init(&f->x, 100 + seed);
+        for (unsigned r = 0; r < PROP_ROUNDS; r++) {
+            uint64_t to = last + 1 + prop_rng(&rng) % 20;
+            ts_append(&f->x.t, last + 1, to, 2, 64, 1);
+            assert_true(ts_wait_persisted(&f->x.t, to));
+            last = to;
+            enum snap_crash_point cp =
+                (enum snap_crash_point)(prop_rng(&rng) % 6);
+            size_t len = tsn_body(to, body, 1 + prop_rng(&rng) % 3000);
+            snap_debug_crash_at(f->x.sn, cp);
+            int rv = snap_write(f->x.sn, to, 2, body, len, f->x.errmsg);
+            assert_int_equal(rv, cp == SNAP_CRASH_NONE ? 0 : KEEL_ECANCELED);
+            if (cp == SNAP_CRASH_NONE || cp == SNAP_CRASH_BEFORE_DELETE) {
+                older = newest;
+                newest = to;
+            }
+            if (cp == SNAP_CRASH_NONE && prop_rng(&rng) % 2 == 0) {
+                continue; /* keep running: the next round writes again */
+            }
+            tsn_crash_reopen(&f->x, cuts[prop_rng(&rng) % 3]);
+            if (newest == 0) {
+                assert_int_equal(f->x.lr.named_index, 0);
+                continue;
+            }
+            if (f->x.lr.index != newest || f->x.lr.named_older_index != older) {
+                fail_msg("seed %llu round %u: loaded %llu (older %llu), want "
+                         "%llu (older %llu)",
+                         (unsigned long long)seed, r,
+                         (unsigned long long)f->x.lr.index,
+                         (unsigned long long)f->x.lr.named_older_index,
+                         (unsigned long long)newest, (unsigned long long)older);
+            }
+            assert_false(f->x.lr.newest_bad);
+            assert_true(older == 0 || tsn_snap_exists(&f->x, older));
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -247,6 +313,9 @@ int main(void)
             out_of_space_keeps_the_previous_snapshot, setup, teardown),
         cmocka_unit_test_setup_teardown(
             a_committed_deletion_removes_the_snapshot_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            any_crash_restarts_from_the_newest_recorded_snapshot, setup,
+            teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
