@@ -279,7 +279,7 @@ bool srv_auth_check_is_slow(const struct srv_auth *a,
         secret = a->token;
     } else if (creds->user != NULL) {
         const struct srv_user *u = find_user(a, creds->user);
-        secret = u != NULL ? u->password : NULL;
+        secret = u != NULL ? u->password : a->dummy_hash;
     }
     return secret != NULL && strncmp(secret, SRV_AUTH_HASH_PREFIX,
                                      strlen(SRV_AUTH_HASH_PREFIX)) == 0;
@@ -302,7 +302,13 @@ int srv_auth_check(const struct srv_auth *a, const struct srv_auth_creds *creds,
         return KEEL_EAUTH;
     }
     const struct srv_user *u = find_user(a, creds->user);
-    if (u == NULL || !srv_auth_password_ok(u->password, creds->pass)) {
+    if (u == NULL) {
+        if (a->dummy_hash != NULL) {
+            (void)srv_auth_password_ok(a->dummy_hash, creds->pass);
+        }
+        return KEEL_EAUTH;
+    }
+    if (!srv_auth_password_ok(u->password, creds->pass)) {
         return KEEL_EAUTH;
     }
     *user_out = u;
@@ -402,6 +408,32 @@ static const json_t *get2(const json_t *o, const char *k1, const char *k2)
     return v != NULL ? v : json_object_get(o, k2);
 }
 
+/* allow_responses: true (one reply per request) or { max: N }. */
+static int responses_from_json(struct srv_perms *p, const json_t *v,
+                               char *errmsg)
+{
+    if (v == NULL || json_is_false(v)) {
+        return 0;
+    }
+    if (json_is_true(v)) {
+        p->responses_max = 1;
+        return 0;
+    }
+    const json_t *max = json_object_get(v, "max");
+    if (!json_is_object(v) || (max != NULL && !json_is_integer(max))) {
+        return keel_err(KEEL_ECONFIG, errmsg,
+                        "allow_responses is true or { max: N }");
+    }
+    json_int_t n = max != NULL ? json_integer_value(max) : 1;
+    if (n < 1 || n > SRV_AUTH_RESPONSES_PER_REQUEST_MAX) {
+        return keel_err(KEEL_ECONFIG, errmsg,
+                        "allow_responses max must be 1 to %d",
+                        SRV_AUTH_RESPONSES_PER_REQUEST_MAX);
+    }
+    p->responses_max = (uint32_t)n;
+    return 0;
+}
+
 static int perms_from_json(struct srv_perms *p, const json_t *v, char *errmsg)
 {
     int rv;
@@ -410,8 +442,11 @@ static int perms_from_json(struct srv_perms *p, const json_t *v, char *errmsg)
         return keel_err(KEEL_ECONFIG, errmsg,
                         "permissions is a block {publish, subscribe}");
     }
-    rv = direction_from_json(&p->pub_allow, &p->pub_deny,
-                             get2(v, "publish", "pub"), errmsg);
+    rv = responses_from_json(p, json_object_get(v, "allow_responses"), errmsg);
+    if (rv == 0) {
+        rv = direction_from_json(&p->pub_allow, &p->pub_deny,
+                                 get2(v, "publish", "pub"), errmsg);
+    }
     if (rv == 0) {
         rv = direction_from_json(&p->sub_allow, &p->sub_deny,
                                  get2(v, "subscribe", "sub"), errmsg);
@@ -493,6 +528,21 @@ static int users_from_json(struct srv_auth *a, const json_t *users,
     return 0;
 }
 
+/* For unknown user names: the hash with the most rounds any user has
+ * (its result is ignored; only its cost matters). */
+static void pick_dummy_hash(struct srv_auth *a)
+{
+    uint32_t iter = 0;
+
+    for (size_t i = 0; i < a->nusers; i++) {
+        struct parsed_hash h;
+        if (parse_hash(a->users[i].password, &h) && h.iterations > iter) {
+            iter = h.iterations;
+            a->dummy_hash = a->users[i].password;
+        }
+    }
+}
+
 int srv_auth_init(struct srv_auth *a, const char *token, const char *user,
                   const char *password, const json_t *users, char *errmsg)
 {
@@ -532,7 +582,14 @@ int srv_auth_init(struct srv_auth *a, const char *token, const char *user,
             return rv;
         }
     }
-    return users != NULL ? users_from_json(a, users, errmsg) : 0;
+    if (users != NULL) {
+        int rv = users_from_json(a, users, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    pick_dummy_hash(a);
+    return 0;
 }
 
 void srv_auth_close(struct srv_auth *a)

@@ -28,6 +28,9 @@ struct srv_perm_list {
 };
 
 struct srv_perms {
+    /* allow_responses: replies a user may publish to each request subject
+     * it received, despite its publish lists (0: off). */
+    uint32_t responses_max;
     struct srv_perm_list pub_allow; /* empty: everything allowed */
     struct srv_perm_list pub_deny;
     struct srv_perm_list sub_allow;
@@ -47,6 +50,9 @@ struct srv_auth {
     struct srv_user *users;
     size_t nusers;
     size_t nplain; /* secrets kept in plain text (warned about at start) */
+    /* Checked for unknown user names so they take as long as a wrong
+     * password for a hashed user (a user's hash; NULL when none). */
+    const char *dummy_hash;
 };
 
 /* Credentials from a CONNECT; NULL members were absent. */

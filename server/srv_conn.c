@@ -26,6 +26,7 @@ static void conn_unref(struct srv_conn *c)
     srv_server_conn_gone(c->srv, c);
     srv_parser_close(&c->parser);
     srv_hmap_close(&c->subs);
+    srv_hmap_close(&c->replies);
     srv_outq_close(&c->out, &c->srv->outpool);
     srv_tls_session_close(&c->tls);
     free(c->tls_wbuf);
@@ -503,6 +504,7 @@ int srv_conn_accept(struct srv_server *srv, uv_stream_t *listener)
     c->echo = true;
     srv_parser_init(&c->parser, (size_t)srv->cfg->max_payload);
     srv_hmap_init(&c->subs);
+    srv_hmap_init(&c->replies);
     c->next = srv->conns;
     if (srv->conns != NULL) {
         srv->conns->prev = c;
@@ -652,4 +654,40 @@ int srv_conn_hold(struct srv_conn *c, const char *data, size_t len)
     c->held = n;
     c->held_len += len;
     return 0;
+}
+
+/* ---- allow_responses ---- */
+
+void srv_conn_note_reply(struct srv_conn *c, const char *subj, size_t len)
+{
+    ASSERT(c->perms != NULL && c->perms->responses_max > 0);
+    if (c->replies.count >= SRV_AUTH_REPLIES_PER_CONN_MAX) {
+        /* Requests never answered: forget them rather than grow. */
+        srv_hmap_close(&c->replies);
+        srv_hmap_init(&c->replies);
+    }
+    uintptr_t left = c->perms->responses_max;
+    if (srv_hmap_put(&c->replies, subj, len, (void *)left) != 0) {
+        /* Out of memory: the reply will be refused as a violation. */
+        SRV_DEBUG("auth", "cid %llu: reply permission not recorded",
+                  (unsigned long long)c->cid);
+    }
+}
+
+bool srv_conn_take_reply(struct srv_conn *c, const char *subj, size_t len)
+{
+    if (c->perms == NULL || c->perms->responses_max == 0) {
+        return false;
+    }
+    uintptr_t left = (uintptr_t)srv_hmap_get(&c->replies, subj, len);
+    if (left == 0) {
+        return false;
+    }
+    /* Replacing an existing key's value needs no memory; if it ever
+     * failed, dropping the entry errs on the side of refusing. */
+    if (left == 1 ||
+        srv_hmap_put(&c->replies, subj, len, (void *)(left - 1)) != 0) {
+        (void)srv_hmap_del(&c->replies, subj, len);
+    }
+    return true;
 }

@@ -45,7 +45,8 @@ struct srv_conn {
     bool auth_pending; /* a password hash is checked on the worker pool */
     char *held;        /* input that came after that CONNECT */
     size_t held_len;
-    bool tls_on; /* ciphertext on the socket from here on */
+    struct srv_hmap replies; /* allow_responses: reply subject -> left */
+    bool tls_on;             /* ciphertext on the socket from here on */
     struct srv_tls_session tls;
     char *tls_wbuf; /* ciphertext owned by wreq while a TLS write runs */
     struct srv_conn *prev;
@@ -75,6 +76,14 @@ int srv_conn_auth(struct srv_conn *c, const struct srv_auth_creds *creds);
 /* Keep input that arrives while auth_pending, for after the check.
  * Returns 0 or KEEL_ELIMIT past SRV_AUTH_HELD_BYTES_MAX. */
 int srv_conn_hold(struct srv_conn *c, const char *data, size_t len);
+
+/* allow_responses: remember that c received a request with this reply
+ * subject (at most SRV_AUTH_REPLIES_PER_CONN_MAX; past it the oldest
+ * permissions are forgotten all at once). */
+void srv_conn_note_reply(struct srv_conn *c, const char *subj, size_t len);
+
+/* Whether c may publish to subj as a response; uses one of its replies. */
+bool srv_conn_take_reply(struct srv_conn *c, const char *subj, size_t len);
 
 /* Start reading again after a stall (no-op if closing). */
 void srv_conn_resume(struct srv_conn *c);

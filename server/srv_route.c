@@ -179,6 +179,9 @@ static bool deliver(struct srv_conn *pub, struct srv_sub *sub,
         !srv_auth_can_deliver(d->perms, cmd->subject.ptr, cmd->subject.len)) {
         return false; /* a wildcard sub overlapping the receiver's deny */
     }
+    if (d->perms != NULL && d->perms->responses_max > 0 && cmd->reply.len > 0) {
+        srv_conn_note_reply(d, cmd->reply.ptr, cmd->reply.len);
+    }
     if (hpub && !d->headers) {
         payload += cmd->hdr_bytes;
         total -= cmd->hdr_bytes;
@@ -251,7 +254,8 @@ static int check_pub(struct srv_conn *c, const struct srv_cmd *cmd)
         send_err(c, "Maximum Header Size Exceeded");
         return KEEL_ELIMIT;
     }
-    if (!srv_auth_can_publish(c->perms, cmd->subject.ptr, cmd->subject.len)) {
+    if (!srv_auth_can_publish(c->perms, cmd->subject.ptr, cmd->subject.len) &&
+        !srv_conn_take_reply(c, cmd->subject.ptr, cmd->subject.len)) {
         snprintf(text, sizeof text,
                  "Permissions Violation for Publish to \"%.*s\"",
                  (int)cmd->subject.len, cmd->subject.ptr);

@@ -68,6 +68,10 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 /* Input held while a CONNECT's password hash is checked: the rest of the
  * read that carried it (reading is paused meanwhile). */
 #define SRV_AUTH_HELD_BYTES_MAX SRV_READ_BYTES
+/* allow_responses: replies per request, and request reply subjects one
+ * conn remembers (past it they are forgotten all at once). */
+#define SRV_AUTH_RESPONSES_PER_REQUEST_MAX 65536
+#define SRV_AUTH_REPLIES_PER_CONN_MAX 4096
 #define SRV_HEADER_BYTES_DEFAULT (64 * 1024)
 #define SRV_TLS_TIMEOUT_MS_DEFAULT 2000
 /* Plaintext produced by one TLS read step before it is handed on. */

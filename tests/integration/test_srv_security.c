@@ -314,7 +314,7 @@ static void a_slow_hash_does_not_stall_other_conns(void **state)
     char conf[1024];
     char buf[4096];
 
-    make_hash("slow-pw", "2000000", hash, sizeof hash);
+    make_hash("slow-pw", "1000000", hash, sizeof hash);
     snprintf(conf, sizeof conf,
              "authorization { timeout: 30, users = [ {user: slow, password: "
              "\"%s\"}, {user: fast, password: fast-pw} ] }\n",
@@ -399,6 +399,63 @@ static void denied_publish_and_subscribe_get_permission_errors(void **state)
     assert_false(natsConnection_IsClosed(f->nc[1]));
 }
 
+static void allow_responses_lets_a_responder_answer_once(void **state)
+{
+    struct fixture *f = *state;
+    natsMsg *m = NULL;
+    const char *text = NULL;
+
+    start_with_conf(f, "authorization { users = [\n"
+                       "  {user: svc, password: p, permissions: {\n"
+                       "     publish: [\"nothing\"], subscribe: [\"svc.>\"]\n"
+                       "     allow_responses: true } }\n"
+                       "  {user: app, password: p}\n] }\n");
+    assert_int_equal(
+        natsConnection_Connect(&f->nc[0], opts_for(f, "app", "p", NULL)),
+        NATS_OK);
+    assert_int_equal(
+        natsConnection_Connect(&f->nc[1], opts_for(f, "svc", "p", NULL)),
+        NATS_OK);
+    assert_int_equal(
+        natsConnection_SubscribeSync(&f->sub[0], f->nc[0], "inbox.>"), NATS_OK);
+    assert_int_equal(
+        natsConnection_SubscribeSync(&f->sub[1], f->nc[1], "svc.time"),
+        NATS_OK);
+    assert_int_equal(natsConnection_Flush(f->nc[0]), NATS_OK);
+    assert_int_equal(natsConnection_Flush(f->nc[1]), NATS_OK);
+    assert_int_equal(natsConnection_PublishRequestString(f->nc[0], "svc.time",
+                                                         "inbox.1", "now?"),
+                     NATS_OK);
+    assert_int_equal(natsSubscription_NextMsg(&m, f->sub[1], RECV_MS), NATS_OK);
+    assert_string_equal(natsMsg_GetReply(m), "inbox.1");
+    natsMsg_Destroy(m);
+    m = NULL;
+    /* The one allowed reply arrives. */
+    assert_int_equal(natsConnection_PublishString(f->nc[1], "inbox.1", "noon"),
+                     NATS_OK);
+    assert_int_equal(natsSubscription_NextMsg(&m, f->sub[0], RECV_MS), NATS_OK);
+    assert_string_equal(natsMsg_GetData(m), "noon");
+    natsMsg_Destroy(m);
+    m = NULL;
+    /* A second reply, or one to an inbox never seen, is denied. */
+    assert_int_equal(natsConnection_PublishString(f->nc[1], "inbox.1", "again"),
+                     NATS_OK);
+    assert_int_equal(natsConnection_Flush(f->nc[1]), NATS_OK);
+    assert_int_equal(natsConnection_GetLastError(f->nc[1], &text),
+                     NATS_NOT_PERMITTED);
+    assert_string_equal(text,
+                        "Permissions Violation for Publish to \"inbox.1\"");
+    assert_int_equal(natsConnection_PublishString(f->nc[1], "inbox.2", "x"),
+                     NATS_OK);
+    assert_int_equal(natsConnection_Flush(f->nc[1]), NATS_OK);
+    assert_int_equal(natsConnection_GetLastError(f->nc[1], &text),
+                     NATS_NOT_PERMITTED);
+    assert_string_equal(text,
+                        "Permissions Violation for Publish to \"inbox.2\"");
+    assert_int_equal(natsSubscription_NextMsg(&m, f->sub[0], QUIET_MS),
+                     NATS_TIMEOUT);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -412,6 +469,7 @@ int main(void)
         T(users_with_hashed_passwords_authenticate),
         T(a_slow_hash_does_not_stall_other_conns),
         T(denied_publish_and_subscribe_get_permission_errors),
+        T(allow_responses_lets_a_responder_answer_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -180,6 +180,9 @@ static void users_check_their_own_password_only(void **state)
     assert_int_equal(srv_auth_check(&f->auth, &b_bad, &u), KEEL_EAUTH);
     assert_null(u);
     assert_int_equal(srv_auth_check(&f->auth, &nobody, &u), KEEL_EAUTH);
+    /* An unknown name costs a hash too, so timing does not reveal it. */
+    assert_true(srv_auth_check_is_slow(&f->auth, &nobody));
+    assert_non_null(f->auth.dummy_hash);
     assert_int_equal(srv_auth_check(&f->auth, &none, &u), KEEL_EAUTH);
 }
 
@@ -268,6 +271,29 @@ static void a_list_form_is_the_allow_list(void **state)
     assert_false(srv_auth_can_publish(p, "c", 1));
 }
 
+static void allow_responses_is_true_or_a_max(void **state)
+{
+    struct fixture *f = *state;
+
+    assert_int_equal(build_users(f, "authorization { users = [ "
+                                    "{user: a, password: p, permissions: { "
+                                    "allow_responses: true } }, "
+                                    "{user: b, password: p, permissions: { "
+                                    "allow_responses: { max: 3 } } }, "
+                                    "{user: c, password: p, permissions: { "
+                                    "publish: \"x\" } } ] }"),
+                     0);
+    assert_int_equal(f->auth.users[0].perms.responses_max, 1);
+    assert_int_equal(f->auth.users[1].perms.responses_max, 3);
+    assert_int_equal(f->auth.users[2].perms.responses_max, 0);
+    srv_auth_close(&f->auth);
+    json_decref(f->root);
+    assert_int_equal(
+        build_users(f, "authorization { users = [ {user: a, password: p, "
+                       "permissions: { allow_responses: { max: 0 } } } ] }"),
+        KEEL_ECONFIG);
+}
+
 static void bad_user_blocks_are_config_errors(void **state)
 {
     struct fixture *f = *state;
@@ -319,6 +345,7 @@ int main(void)
         T(deny_wins_over_allow_for_publish),
         T(subscribe_lists_filter_subs_and_deliveries),
         T(a_list_form_is_the_allow_list),
+        T(allow_responses_is_true_or_a_max),
         T(bad_user_blocks_are_config_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
