@@ -12,6 +12,7 @@
 #include <xxhash.h>
 
 #include "keel/error.h"
+#include "srv_consumer.h"
 #include "srv_conn.h"
 #include "srv_js_int.h"
 #include "srv_log.h"
@@ -520,6 +521,10 @@ int srv_js_open(struct srv_server *srv, const char *store_dir,
     js->streams = calloc(SRV_JS_STREAMS_MAX, sizeof *js->streams);
     int rv = js->streams == NULL ? KEEL_ENOMEM : 0;
     if (rv == 0) {
+        /* Consumer hooks first: streams replay their consumer entries. */
+        rv = srv_consumer_attach(js, errmsg);
+    }
+    if (rv == 0) {
         rv = open_store(js, store_dir, errmsg);
     }
     if (rv == 0) {
@@ -546,6 +551,7 @@ void srv_js_stop(struct srv_js *js)
         return;
     }
     js->stopping = true;
+    srv_consumer_detach(js);
     /* Bounded by SRV_JS_STREAMS_MAX. */
     while (js->nstreams > 0) {
         struct srv_stream *st = js->streams[--js->nstreams];
