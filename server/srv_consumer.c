@@ -701,11 +701,6 @@ static void hook_apply(struct srv_stream *st, uint64_t index, uint8_t kind,
     }
     if (res.deleted) {
         srv_clive_drop(&engine, cs, res.name, true);
-    } else if (res.created && res.c != NULL) {
-        struct srv_clive *l = srv_clive_get(cs, res.c->name);
-        if (l != NULL) {
-            l->started = true; /* a new consumer has nothing pending */
-        }
     }
     answer(cs, kind, &res, ctx);
 }

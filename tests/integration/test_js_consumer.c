@@ -1,0 +1,567 @@
+/* JetStream consumers through a real keeld with the real libnats client:
+ * pull fetch + ack, push and queue push, redelivery after ack_wait,
+ * max_deliver, every deliver and ack policy, interest and workqueue
+ * retention, and a restart that keeps the consumer's position. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <nats/nats.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define WAIT_MS 5000
+#define MS (1000LL * 1000)
+
+struct fixture {
+    natsConnection *nc;
+    jsCtx *js;
+    jsErrCode jerr;
+};
+
+static struct h_keeld server; /* one keeld for the whole file */
+
+/* JetStream answers once its meta group has a leader: poll with a
+ * stream create (bounded) until it succeeds. */
+static bool js_ready(void *arg)
+{
+    const char *url = arg;
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = "READY";
+    bool ok = natsConnection_ConnectTo(&nc, url) == NATS_OK &&
+              natsConnection_JetStream(&js, nc, NULL) == NATS_OK &&
+              js_AddStream(&si, js, &cfg, NULL, NULL) == NATS_OK;
+    jsStreamInfo_Destroy(si);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return ok;
+}
+
+static int start_server(void)
+{
+    if (h_keeld_start(&server, server.port > 0 ? server.port : 0, false,
+                      NULL) != 0 ||
+        !h_poll(js_ready, server.url, H_START_TIMEOUT_MS)) {
+        return -1;
+    }
+    return 0;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    server.port = 0;
+    if (h_keeld_init(&server) != 0 || start_server() != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    int rv = h_keeld_stop(&server, NULL);
+    h_keeld_cleanup(&server);
+    nats_Close();
+    return rv;
+}
+
+static int connect_js(struct fixture *f)
+{
+    if (natsConnection_ConnectTo(&f->nc, server.url) != NATS_OK ||
+        natsConnection_JetStream(&f->js, f->nc, NULL) != NATS_OK) {
+        return -1;
+    }
+    return 0;
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    if (f == NULL || connect_js(f) != 0) {
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static void disconnect(struct fixture *f)
+{
+    jsCtx_Destroy(f->js);
+    natsConnection_Destroy(f->nc);
+    f->js = NULL;
+    f->nc = NULL;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    disconnect(f);
+    free(f);
+    return 0;
+}
+
+/* A stream NAME on NAME.> with the given retention. */
+static void add_stream(struct fixture *f, const char *name,
+                       jsRetentionPolicy retention)
+{
+    char subj[64];
+    snprintf(subj, sizeof subj, "%s.>", name);
+    const char *subjects[] = {subj};
+    jsStreamConfig cfg;
+    jsStreamInfo *si = NULL;
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = name;
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.Retention = retention;
+    assert_int_equal(js_AddStream(&si, f->js, &cfg, NULL, &f->jerr), NATS_OK);
+    jsStreamInfo_Destroy(si);
+}
+
+static uint64_t publish(struct fixture *f, const char *subject,
+                        const char *data)
+{
+    jsPubAck *pa = NULL;
+    assert_int_equal(js_Publish(&pa, f->js, subject, data, (int)strlen(data),
+                                NULL, &f->jerr),
+                     NATS_OK);
+    uint64_t seq = pa->Sequence;
+    jsPubAck_Destroy(pa);
+    return seq;
+}
+
+static uint64_t stream_msgs(struct fixture *f, const char *name)
+{
+    jsStreamInfo *si = NULL;
+    assert_int_equal(js_GetStreamInfo(&si, f->js, name, NULL, &f->jerr),
+                     NATS_OK);
+    uint64_t n = si->State.Msgs;
+    jsStreamInfo_Destroy(si);
+    return n;
+}
+
+static jsConsumerInfo *consumer_info(struct fixture *f, const char *stream,
+                                     const char *name)
+{
+    jsConsumerInfo *ci = NULL;
+    assert_int_equal(
+        js_GetConsumerInfo(&ci, f->js, stream, name, NULL, &f->jerr), NATS_OK);
+    return ci;
+}
+
+static natsSubscription *pull_sub(struct fixture *f, const char *stream,
+                                  const char *durable, int64_t ack_wait_ns,
+                                  int64_t max_deliver)
+{
+    char subj[64];
+    snprintf(subj, sizeof subj, "%s.>", stream);
+    jsSubOptions so;
+    jsSubOptions_Init(&so);
+    so.Stream = stream;
+    so.Config.AckWait = ack_wait_ns;
+    so.Config.MaxDeliver = max_deliver;
+    natsSubscription *sub = NULL;
+    assert_int_equal(
+        js_PullSubscribe(&sub, f->js, subj, durable, NULL, &so, &f->jerr),
+        NATS_OK);
+    return sub;
+}
+
+/* Fetch exactly want messages (in one or more batches). */
+static void fetch(natsSubscription *sub, int want, natsMsgList *out)
+{
+    natsMsgList got = {0};
+    assert_int_equal(natsSubscription_Fetch(&got, sub, want, WAIT_MS, NULL),
+                     NATS_OK);
+    assert_int_equal(got.Count, want);
+    *out = got;
+}
+
+static uint64_t stream_seq(natsMsg *m, uint64_t *delivered)
+{
+    jsMsgMetaData *md = NULL;
+    assert_int_equal(natsMsg_GetMetaData(&md, m), NATS_OK);
+    uint64_t s = md->Sequence.Stream;
+    if (delivered != NULL) {
+        *delivered = md->NumDelivered;
+    }
+    jsMsgMetaData_Destroy(md);
+    return s;
+}
+
+static void pull_fetch_delivers_in_order_and_acks_move_the_floor(void **state)
+{
+    struct fixture *f = *state;
+    add_stream(f, "PULL", js_LimitsPolicy);
+    for (int i = 0; i < 10; i++) {
+        publish(f, "PULL.a", "x");
+    }
+    natsSubscription *sub = pull_sub(f, "PULL", "D", 0, 0);
+    natsMsgList l = {0};
+    for (int round = 0; round < 2; round++) {
+        fetch(sub, 5, &l);
+        for (int i = 0; i < l.Count; i++) {
+            assert_int_equal(stream_seq(l.Msgs[i], NULL),
+                             (uint64_t)(round * 5 + i + 1));
+            assert_string_equal(natsMsg_GetSubject(l.Msgs[i]), "PULL.a");
+            assert_int_equal(natsMsg_AckSync(l.Msgs[i], NULL, &f->jerr),
+                             NATS_OK);
+        }
+        natsMsgList_Destroy(&l);
+    }
+    assert_int_equal(natsSubscription_Fetch(&l, sub, 1, 300, NULL),
+                     NATS_TIMEOUT);
+    jsConsumerInfo *ci = consumer_info(f, "PULL", "D");
+    assert_int_equal(ci->AckFloor.Stream, 10);
+    assert_int_equal(ci->Delivered.Stream, 10);
+    assert_int_equal(ci->NumAckPending, 0);
+    assert_int_equal(ci->NumPending, 0);
+    assert_null(ci->Config->DeliverSubject);
+    jsConsumerInfo_Destroy(ci);
+    natsSubscription_Destroy(sub);
+}
+
+static void
+unacked_message_is_redelivered_after_ack_wait_up_to_max_deliver(void **state)
+{
+    struct fixture *f = *state;
+    add_stream(f, "REDO", js_LimitsPolicy);
+    publish(f, "REDO.a", "x");
+    natsSubscription *sub = pull_sub(f, "REDO", "D", 300 * MS, 2);
+    natsMsgList l = {0};
+    uint64_t dc = 0;
+    fetch(sub, 1, &l);
+    assert_int_equal(stream_seq(l.Msgs[0], &dc), 1);
+    assert_int_equal(dc, 1);
+    natsMsgList_Destroy(&l);
+    fetch(sub, 1, &l); /* not acked: back after ack_wait */
+    assert_int_equal(stream_seq(l.Msgs[0], &dc), 1);
+    assert_int_equal(dc, 2);
+    natsMsgList_Destroy(&l);
+    /* max_deliver 2 reached: never again. */
+    assert_int_equal(natsSubscription_Fetch(&l, sub, 1, 1000, NULL),
+                     NATS_TIMEOUT);
+    jsConsumerInfo *ci = consumer_info(f, "REDO", "D");
+    assert_int_equal(ci->NumRedelivered, 1);
+    jsConsumerInfo_Destroy(ci);
+    natsSubscription_Destroy(sub);
+}
+
+static void nak_redelivers_at_once_and_term_never(void **state)
+{
+    struct fixture *f = *state;
+    add_stream(f, "NAK", js_LimitsPolicy);
+    publish(f, "NAK.a", "1");
+    publish(f, "NAK.a", "2");
+    natsSubscription *sub = pull_sub(f, "NAK", "D", 30000 * MS, 0);
+    natsMsgList l = {0};
+    fetch(sub, 2, &l);
+    assert_int_equal(natsMsg_Nak(l.Msgs[0], NULL), NATS_OK);
+    assert_int_equal(natsMsg_Term(l.Msgs[1], NULL), NATS_OK);
+    natsMsgList_Destroy(&l);
+    uint64_t dc = 0;
+    fetch(sub, 1, &l);
+    assert_int_equal(stream_seq(l.Msgs[0], &dc), 1);
+    assert_int_equal(dc, 2);
+    assert_int_equal(natsMsg_AckSync(l.Msgs[0], NULL, &f->jerr), NATS_OK);
+    natsMsgList_Destroy(&l);
+    assert_int_equal(natsSubscription_Fetch(&l, sub, 1, 300, NULL),
+                     NATS_TIMEOUT);
+    natsSubscription_Destroy(sub);
+}
+
+static void push_consumer_delivers_every_message_once(void **state)
+{
+    struct fixture *f = *state;
+    add_stream(f, "PUSH", js_LimitsPolicy);
+    for (int i = 0; i < 20; i++) {
+        publish(f, "PUSH.a", "x");
+    }
+    jsSubOptions so;
+    jsSubOptions_Init(&so);
+    so.Stream = "PUSH";
+    so.Config.Durable = "P";
+    natsSubscription *sub = NULL;
+    assert_int_equal(
+        js_SubscribeSync(&sub, f->js, "PUSH.a", NULL, &so, &f->jerr), NATS_OK);
+    for (uint64_t i = 1; i <= 20; i++) {
+        natsMsg *m = NULL;
+        assert_int_equal(natsSubscription_NextMsg(&m, sub, WAIT_MS), NATS_OK);
+        assert_int_equal(stream_seq(m, NULL), i);
+        assert_int_equal(natsMsg_Ack(m, NULL), NATS_OK);
+        natsMsg_Destroy(m);
+    }
+    natsMsg *m = NULL;
+    assert_int_equal(natsSubscription_NextMsg(&m, sub, 300), NATS_TIMEOUT);
+    natsSubscription_Destroy(sub);
+}
+
+static void queue_push_consumer_splits_messages_between_members(void **state)
+{
+    struct fixture *f = *state;
+    add_stream(f, "QPUSH", js_LimitsPolicy);
+    jsSubOptions so;
+    jsSubOptions_Init(&so);
+    so.Stream = "QPUSH";
+    so.Config.Durable = "Q";
+    so.Config.AckPolicy = js_AckNone;
+    so.Queue = "workers";
+    natsSubscription *a = NULL, *b = NULL;
+    assert_int_equal(
+        js_SubscribeSync(&a, f->js, "QPUSH.a", NULL, &so, &f->jerr), NATS_OK);
+    assert_int_equal(
+        js_SubscribeSync(&b, f->js, "QPUSH.a", NULL, &so, &f->jerr), NATS_OK);
+    for (int i = 0; i < 40; i++) {
+        publish(f, "QPUSH.a", "x");
+    }
+    bool seen[41] = {false};
+    int got = 0;
+    natsSubscription *subs[] = {a, b};
+    for (int round = 0; got < 40 && round < 4000; round++) {
+        natsMsg *m = NULL;
+        if (natsSubscription_NextMsg(&m, subs[round % 2], 5) != NATS_OK) {
+            continue;
+        }
+        uint64_t s = stream_seq(m, NULL);
+        assert_true(s >= 1 && s <= 40);
+        assert_false(seen[s]);
+        seen[s] = true;
+        got++;
+        natsMsg_Destroy(m);
+    }
+    assert_int_equal(got, 40);
+    natsSubscription_Destroy(a);
+    natsSubscription_Destroy(b);
+}
+
+/* Add a pull consumer with cfg and fetch its first message's seq (0 when
+ * it gets none within 300 ms). */
+static uint64_t first_seq_of(struct fixture *f, const char *stream,
+                             jsConsumerConfig *cfg, int wait_ms)
+{
+    jsConsumerInfo *ci = NULL;
+    assert_int_equal(js_AddConsumer(&ci, f->js, stream, cfg, NULL, &f->jerr),
+                     NATS_OK);
+    jsConsumerInfo_Destroy(ci);
+    jsSubOptions so;
+    jsSubOptions_Init(&so);
+    so.Stream = stream;
+    so.Consumer = cfg->Durable;
+    natsSubscription *sub = NULL;
+    assert_int_equal(
+        js_PullSubscribe(&sub, f->js, NULL, NULL, NULL, &so, &f->jerr),
+        NATS_OK);
+    natsMsgList l = {0};
+    uint64_t seq = 0;
+    if (natsSubscription_Fetch(&l, sub, 1, wait_ms, NULL) == NATS_OK) {
+        seq = stream_seq(l.Msgs[0], NULL);
+        natsMsgList_Destroy(&l);
+    }
+    natsSubscription_Destroy(sub);
+    return seq;
+}
+
+static void each_deliver_policy_starts_where_it_says(void **state)
+{
+    struct fixture *f = *state;
+    add_stream(f, "POL", js_LimitsPolicy);
+    publish(f, "POL.a", "1");
+    publish(f, "POL.b", "2");
+    publish(f, "POL.a", "3");
+    publish(f, "POL.b", "4");
+    /* by_start_time: start at the stored stamp of seq 3 (the server's
+     * clock); the first seq stamped at or after it is what comes. */
+    int64_t stamp[4];
+    natsSubscription *ts_sub = pull_sub(f, "POL", "TS", 0, 0);
+    natsMsgList all = {0};
+    fetch(ts_sub, 4, &all);
+    for (int i = 0; i < 4; i++) {
+        jsMsgMetaData *md = NULL;
+        assert_int_equal(natsMsg_GetMetaData(&md, all.Msgs[i]), NATS_OK);
+        stamp[i] = md->Timestamp;
+        jsMsgMetaData_Destroy(md);
+    }
+    natsMsgList_Destroy(&all);
+    natsSubscription_Destroy(ts_sub);
+    int64_t mid = stamp[2];
+    uint64_t time_want = 3;
+    while (time_want > 1 && stamp[time_want - 2] >= mid) {
+        time_want--;
+    }
+    struct {
+        const char *name;
+        jsDeliverPolicy p;
+        uint64_t opt_seq;
+        int64_t opt_time;
+        const char *filter;
+        uint64_t want;
+    } cases[] = {
+        {"ALL", js_DeliverAll, 0, 0, NULL, 1},
+        {"LAST", js_DeliverLast, 0, 0, NULL, 4},
+        {"LASTA", js_DeliverLast, 0, 0, "POL.a", 3},
+        {"NEW", js_DeliverNew, 0, 0, NULL, 0},
+        {"SEQ", js_DeliverByStartSequence, 2, 0, NULL, 2},
+        {"TIME", js_DeliverByStartTime, 0, mid, NULL, time_want},
+        {"LPS", js_DeliverLastPerSubject, 0, 0, "POL.*", 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        jsConsumerConfig cfg;
+        jsConsumerConfig_Init(&cfg);
+        cfg.Durable = cases[i].name;
+        cfg.AckPolicy = js_AckExplicit;
+        cfg.DeliverPolicy = cases[i].p;
+        cfg.OptStartSeq = cases[i].opt_seq;
+        cfg.OptStartTime = cases[i].opt_time;
+        cfg.FilterSubject = cases[i].filter;
+        /* Expecting none: a short wait shows nothing comes. */
+        int wait_ms = cases[i].want == 0 ? 300 : WAIT_MS;
+        assert_int_equal(first_seq_of(f, "POL", &cfg, wait_ms), cases[i].want);
+    }
+}
+
+static void ack_policies_none_and_all(void **state)
+{
+    struct fixture *f = *state;
+    add_stream(f, "ACKP", js_LimitsPolicy);
+    for (int i = 0; i < 5; i++) {
+        publish(f, "ACKP.a", "x");
+    }
+    jsSubOptions so;
+    jsSubOptions_Init(&so);
+    so.Stream = "ACKP";
+    so.Config.AckPolicy = js_AckAll;
+    natsSubscription *sub = NULL;
+    assert_int_equal(
+        js_PullSubscribe(&sub, f->js, "ACKP.>", "ALL", NULL, &so, &f->jerr),
+        NATS_OK);
+    natsMsgList l = {0};
+    fetch(sub, 5, &l);
+    assert_int_equal(natsMsg_AckSync(l.Msgs[3], NULL, &f->jerr), NATS_OK);
+    natsMsgList_Destroy(&l);
+    jsConsumerInfo *ci = consumer_info(f, "ACKP", "ALL");
+    assert_int_equal(ci->AckFloor.Stream, 4);
+    assert_int_equal(ci->NumAckPending, 1);
+    jsConsumerInfo_Destroy(ci);
+    natsSubscription_Destroy(sub);
+    so.Config.AckPolicy = js_AckNone;
+    assert_int_equal(
+        js_PullSubscribe(&sub, f->js, "ACKP.>", "NONE", NULL, &so, &f->jerr),
+        NATS_OK);
+    fetch(sub, 5, &l);
+    natsMsgList_Destroy(&l);
+    ci = consumer_info(f, "ACKP", "NONE");
+    assert_int_equal(ci->NumAckPending, 0);
+    assert_int_equal(ci->Delivered.Stream, 5);
+    jsConsumerInfo_Destroy(ci);
+    natsSubscription_Destroy(sub);
+}
+
+static void
+interest_stream_drops_a_message_once_every_consumer_acked(void **state)
+{
+    struct fixture *f = *state;
+    add_stream(f, "INT", js_InterestPolicy);
+    natsSubscription *a = pull_sub(f, "INT", "A", 0, 0);
+    natsSubscription *b = pull_sub(f, "INT", "B", 0, 0);
+    publish(f, "INT.a", "x");
+    natsMsgList l = {0};
+    fetch(a, 1, &l);
+    assert_int_equal(natsMsg_AckSync(l.Msgs[0], NULL, &f->jerr), NATS_OK);
+    natsMsgList_Destroy(&l);
+    assert_int_equal(stream_msgs(f, "INT"), 1); /* B has not acked */
+    fetch(b, 1, &l);
+    assert_int_equal(natsMsg_AckSync(l.Msgs[0], NULL, &f->jerr), NATS_OK);
+    natsMsgList_Destroy(&l);
+    assert_int_equal(stream_msgs(f, "INT"), 0);
+    natsSubscription_Destroy(a);
+    natsSubscription_Destroy(b);
+}
+
+static void workqueue_stream_drops_a_message_on_its_ack(void **state)
+{
+    struct fixture *f = *state;
+    add_stream(f, "WQ", js_WorkQueuePolicy);
+    publish(f, "WQ.a", "x");
+    publish(f, "WQ.a", "y");
+    natsSubscription *sub = pull_sub(f, "WQ", "W", 0, 0);
+    natsMsgList l = {0};
+    fetch(sub, 2, &l);
+    assert_int_equal(natsMsg_AckSync(l.Msgs[0], NULL, &f->jerr), NATS_OK);
+    assert_int_equal(stream_msgs(f, "WQ"), 1);
+    assert_int_equal(natsMsg_AckSync(l.Msgs[1], NULL, &f->jerr), NATS_OK);
+    assert_int_equal(stream_msgs(f, "WQ"), 0);
+    natsMsgList_Destroy(&l);
+    natsSubscription_Destroy(sub);
+}
+
+/* After a restart the stream group answers once it has replayed. */
+static bool consumer_known(void *arg)
+{
+    struct fixture *f = arg;
+    jsConsumerInfo *ci = NULL;
+    jsOptions o;
+    jsOptions_Init(&o);
+    o.Wait = 200;
+    bool ok = js_GetConsumerInfo(&ci, f->js, "RST", "D", &o, NULL) == NATS_OK;
+    jsConsumerInfo_Destroy(ci);
+    return ok;
+}
+
+static void restart_keeps_the_consumer_position(void **state)
+{
+    struct fixture *f = *state;
+    add_stream(f, "RST", js_LimitsPolicy);
+    for (int i = 0; i < 6; i++) {
+        publish(f, "RST.a", "x");
+    }
+    natsSubscription *sub = pull_sub(f, "RST", "D", 0, 0);
+    natsMsgList l = {0};
+    fetch(sub, 3, &l);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(natsMsg_AckSync(l.Msgs[i], NULL, &f->jerr), NATS_OK);
+    }
+    natsMsgList_Destroy(&l);
+    natsSubscription_Destroy(sub);
+    disconnect(f);
+    assert_int_equal(h_keeld_stop(&server, NULL), 0);
+    assert_int_equal(start_server(), 0);
+    assert_int_equal(connect_js(f), 0);
+    assert_true(h_poll(consumer_known, f, H_START_TIMEOUT_MS));
+    sub = pull_sub(f, "RST", "D", 0, 0);
+    fetch(sub, 3, &l);
+    assert_int_equal(stream_seq(l.Msgs[0], NULL), 4);
+    natsMsgList_Destroy(&l);
+    jsConsumerInfo *ci = consumer_info(f, "RST", "D");
+    assert_int_equal(ci->AckFloor.Stream, 3);
+    jsConsumerInfo_Destroy(ci);
+    natsSubscription_Destroy(sub);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+        T(pull_fetch_delivers_in_order_and_acks_move_the_floor),
+        T(unacked_message_is_redelivered_after_ack_wait_up_to_max_deliver),
+        T(nak_redelivers_at_once_and_term_never),
+        T(push_consumer_delivers_every_message_once),
+        T(queue_push_consumer_splits_messages_between_members),
+        T(each_deliver_policy_starts_where_it_says),
+        T(ack_policies_none_and_all),
+        T(interest_stream_drops_a_message_once_every_consumer_acked),
+        T(workqueue_stream_drops_a_message_on_its_ack),
+        T(restart_keeps_the_consumer_position),
+#undef T
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
