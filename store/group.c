@@ -116,6 +116,8 @@ int store_group_open(struct store *s, const struct store_group_id *id,
     g->space_reported = true;
     store_group_id_hex(id, hex);
     store_fmt_str(g->dir, sizeof g->dir, "%s/groups/%s/log", s->data_dir, hex);
+    /* Made at open (snapshot/ puts snap/ next to log/): a new group costs
+     * the directory fsyncs of its new entries, once. */
     rv = store__mkdirs(s, g->dir, errmsg);
     if (rv != 0) {
         free(g);
@@ -168,7 +170,8 @@ int store_group_open(struct store *s, const struct store_group_id *id,
 
 /* Plan a new segment starting at index (the loop thread decides; a sync
  * thread creates the file before any write to it). Caller holds s->mu. */
-static struct seg *plan_segment(struct store_group *g, uint64_t index)
+static struct seg *plan_segment(struct store_group *g, uint64_t index,
+                                uint64_t need)
 {
     struct seg *seg = calloc(1, sizeof *seg);
 
@@ -188,7 +191,7 @@ static struct seg *plan_segment(struct store_group *g, uint64_t index)
     }
     seg->base = index;
     seg->salt = store__rand(g->s);
-    seg->size = g->s->cfg.segment_bytes;
+    seg->size = store__next_seg_size(g, need); /* before it joins segs */
     seg->first_index = index == g->first_index ? index : 0;
     seg->state = SEG_PLANNED;
     seg->hi_water = STORE_SEG_HEADER_BYTES;
@@ -308,7 +311,7 @@ int store_append(struct store_group *g, const struct store_record *recs,
         struct seg *seg = g->nsegs > 0 ? g->segs[g->nsegs - 1] : NULL;
         if (seg == NULL ||
             g->tail_off + bytes + 2 * STORE_MARKER_BYTES > seg->size) {
-            seg = plan_segment(g, recs[i].index);
+            seg = plan_segment(g, recs[i].index, bytes);
         }
         bool fresh = i == 0 && g->policy.policy == STORE_FSYNC_ALWAYS;
         struct op *op = write_op_for(g, seg, bytes, fresh);

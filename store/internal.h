@@ -24,6 +24,10 @@
  * never piles up in front of a hot fdatasync. */
 #define STORE_PREALLOC_BYTES_PER_S (128ull * 1024 * 1024)
 #define STORE_PREALLOC_SYNC_BYTES (8u * 1024 * 1024)
+/* A log's first segment; each next one doubles up to segment_bytes, so a
+ * stream that holds little costs little disk and its first publish does
+ * not wait for a 64 MiB zero fill. */
+#define STORE_SEGMENT_BYTES_FIRST (1024u * 1024)
 
 enum seg_state {
     SEG_PLANNED = 0, /* decided by the loop thread, file not yet made */
@@ -113,11 +117,12 @@ struct store_group {
     bool busy;
     bool queued;
     struct store_group *runq_next;
-    bool has_spare;     /* a preallocated file is ready */
-    bool spare_pending; /* queued for, or held by, the prealloc thread or
-                           take_spare: no new spare request meanwhile */
-    bool pre_queued;    /* on the store's prealloc queue */
-    bool pre_running;   /* the prealloc thread is making its spare */
+    bool has_spare;      /* a preallocated file is ready */
+    bool spare_pending;  /* queued for, or held by, the prealloc thread or
+                            take_spare: no new spare request meanwhile */
+    uint64_t spare_size; /* size of the requested or ready spare */
+    bool pre_queued;     /* on the store's prealloc queue */
+    bool pre_running;    /* the prealloc thread is making its spare */
     struct store_group *pre_next;
     bool enospc;
     uint64_t enospc_retry_ms;
@@ -217,6 +222,7 @@ void store__seg_create(struct store_group *g, struct seg *seg);
 void store__seg_delete(struct store_group *g, struct seg *seg);
 void store__prealloc(struct store_group *g);
 void store__spare_check(struct store_group *g);
+uint64_t store__next_seg_size(const struct store_group *g, uint64_t need);
 void store__spare_unqueue(struct store *s, struct store_group *g);
 int store__quarantine(struct store *s, const char *path, const char *name,
                       char *errmsg);

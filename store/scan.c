@@ -580,11 +580,20 @@ struct dir_ctx {
 
 static bool in_catalogue(const struct dir_ctx *d, uint64_t base)
 {
+    size_t lo = 0;
+    size_t hi = d->ncat;
+
     ASSERT(d != NULL);
     ASSERT(d->ncat <= STORE_SEGMENTS_PER_GROUP_MAX);
-    for (size_t i = 0; i < d->ncat; i++) {
-        if (d->cat[i].base_index == base) {
+    while (lo < hi) { /* the catalogue is sorted by base index */
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->cat[mid].base_index == base) {
             return true;
+        }
+        if (d->cat[mid].base_index < base) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
         }
     }
     return false;

@@ -141,8 +141,8 @@ static int write_header(struct store_group *g, struct seg *seg,
 }
 
 /* A zero-filled, fsynced file of the segment size, or KEEL_ENOSPC. */
-static int make_zeroed(struct store_group *g, const char *path, bool paced,
-                       struct fs_file **out, char *errmsg)
+static int make_zeroed(struct store_group *g, const char *path, uint64_t size,
+                       bool paced, struct fs_file **out, char *errmsg)
 {
     struct store *s = g->s;
     struct fs_file *f;
@@ -155,7 +155,7 @@ static int make_zeroed(struct store_group *g, const char *path, bool paced,
         return rv;
     }
     rv = s->fs->ftruncate(s->fs, f, 0, errmsg);
-    rv = rv == 0 ? zero_fill(s, f, 0, s->cfg.segment_bytes, paced, errmsg) : rv;
+    rv = rv == 0 ? zero_fill(s, f, 0, size, paced, errmsg) : rv;
     if (rv == KEEL_ENOSPC) {
         s->fs->close(s->fs, f);
         (void)s->fs->unlink(s->fs, path, NULL);
@@ -170,6 +170,25 @@ static int make_zeroed(struct store_group *g, const char *path, bool paced,
     }
     *out = f;
     return 0;
+}
+
+/* Size of the group's next segment: STORE_SEGMENT_BYTES_FIRST, then twice
+ * the tail's, at most segment_bytes; large enough for a record of need
+ * bytes (append_check guarantees one fits segment_bytes). */
+uint64_t store__next_seg_size(const struct store_group *g, uint64_t need)
+{
+    uint64_t max = g->s->cfg.segment_bytes;
+    uint64_t size = g->nsegs > 0 ? g->segs[g->nsegs - 1]->size * 2
+                                 : STORE_SEGMENT_BYTES_FIRST;
+
+    ASSERT(max >= STORE_SEGMENT_BYTES_MIN);
+    size = size < max ? size : max;
+    while (size < max &&
+           STORE_SEG_HEADER_BYTES + need + 2 * STORE_MARKER_BYTES > size) {
+        size = size * 2 < max ? size * 2 : max;
+    }
+    ASSERT(size % 4096 == 0 && size <= max);
+    return size;
 }
 
 /* The loop thread (or open) after appending: once the tail segment is half
@@ -188,6 +207,7 @@ void store__spare_check(struct store_group *g)
     }
     ASSERT(!g->pre_queued);
     g->spare_pending = true;
+    g->spare_size = store__next_seg_size(g, 0);
     g->pre_queued = true;
     g->pre_next = NULL;
     if (s->pre_tail == NULL) {
@@ -237,7 +257,7 @@ void store__prealloc(struct store_group *g)
     ASSERT(!g->has_spare && g->pre_running);
     store_fmt_str(path, sizeof path, "%s/%s", g->dir, STORE_PREALLOC_NAME);
     if (!store__dead(s)) {
-        rv = make_zeroed(g, path, true, &f, errmsg);
+        rv = make_zeroed(g, path, g->spare_size, true, &f, errmsg);
     }
     if (rv == 0) {
         s->fs->close(s->fs, f);
@@ -252,7 +272,7 @@ void store__prealloc(struct store_group *g)
     pthread_mutex_unlock(&s->mu);
 }
 
-static int take_spare(struct store_group *g, const char *path,
+static int take_spare(struct store_group *g, const char *path, uint64_t size,
                       struct fs_file **out, char *errmsg)
 {
     struct store *s = g->s;
@@ -263,13 +283,13 @@ static int take_spare(struct store_group *g, const char *path,
     ASSERT(path != NULL);
     ASSERT(out != NULL);
     pthread_mutex_lock(&s->mu);
-    have = g->has_spare;
+    have = g->has_spare && g->spare_size == size; /* else: made again */
     g->has_spare = false;
     /* No new spare may start writing prealloc.tmp before the rename. */
     g->spare_pending = g->spare_pending || have;
     pthread_mutex_unlock(&s->mu);
     if (!have) {
-        return make_zeroed(g, path, false, out, errmsg);
+        return make_zeroed(g, path, size, false, out, errmsg);
     }
     store_fmt_str(spare, sizeof spare, "%s/%s", g->dir, STORE_PREALLOC_NAME);
     rv = s->fs->rename(s->fs, spare, path, errmsg);
@@ -296,7 +316,7 @@ void store__seg_create(struct store_group *g, struct seg *seg)
     ASSERT(seg->state == SEG_PLANNED);
     ASSERT(seg->f == NULL);
     store__seg_path(g, seg->base, path, sizeof path);
-    rv = take_spare(g, path, &f, errmsg);
+    rv = take_spare(g, path, seg->size, &f, errmsg);
     if (rv == KEEL_ENOSPC) {
         pthread_mutex_lock(&s->mu);
         g->enospc = true;

@@ -3,6 +3,7 @@
  * persisted, like a publisher waiting for its PubAck); the raw fdatasync
  * latency of the same disk; recovery scan speed over a large log.
  * usage: keel-store-bench DIR [SECONDS_PER_CASE] [RECOVERY_MB]
+ *        keel-store-bench DIR groups [N]   (open cost of N groups)
  */
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -211,6 +212,103 @@ static int recovery(const char *dir, uint64_t mb)
     return 0;
 }
 
+static long rss_kib(void)
+{
+    long pages = 0;
+    long rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) != 2) {
+            rss = 0;
+        }
+        fclose(f);
+    }
+    return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* Open n groups, append one record to each, wait for all, close; then
+ * reopen the store and all groups: time and memory per group. */
+static int open_groups(struct store *s, unsigned n, struct store_group **gs,
+                       double *secs)
+{
+    struct store_fsync pol = {STORE_FSYNC_GROUP, 0};
+    char errmsg[KEEL_ERRMSG_MAX];
+    double t0 = now_s();
+
+    for (unsigned i = 0; i < n; i++) {
+        struct store_group_id id;
+        struct store_recovery rep;
+        memset(&id, 0, sizeof id);
+        memcpy(id.b, &i, sizeof i);
+        if (store_group_open(s, &id, &pol, &gs[i], &rep, errmsg) != 0) {
+            fprintf(stderr, "keel-store-bench: %s\n", errmsg);
+            return 1;
+        }
+    }
+    *secs = now_s() - t0;
+    return 0;
+}
+
+static int many_groups(const char *dir, unsigned n)
+{
+    static uint8_t payload[128];
+    static struct store_group *gs[STORE_GROUPS_MAX];
+    struct bench b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    struct store_config cfg;
+    struct store_node_report nr;
+    struct store *s;
+    char sub[512];
+    double open_s;
+    double reopen_s;
+
+    snprintf(sub, sizeof sub, "%s/groups-%u", dir, n);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.data_dir = sub;
+    cfg.wakeup_cb = wake_cb;
+    cfg.wakeup_arg = &b;
+    if (mkdir(sub, 0755) != 0 || store_open(&cfg, &s, &nr, NULL) != 0) {
+        return 1;
+    }
+    long rss0 = rss_kib();
+    if (open_groups(s, n, gs, &open_s) != 0) {
+        return 1;
+    }
+    long rss1 = rss_kib();
+    for (unsigned i = 0; i < n; i++) {
+        struct store_record r = {1, 1, 1, 0, sizeof payload, payload};
+        if (store_hard_state_save(gs[i], 1, "b", 1, NULL) != 0 ||
+            store_append(gs[i], &r, 1, NULL) != 0) {
+            return 1;
+        }
+    }
+    unsigned persisted = 0;
+    double t0 = now_s();
+    while (persisted < n) {
+        struct store_event ev[64];
+        size_t k = store_poll(s, ev, 64);
+        for (size_t i = 0; i < k; i++) {
+            persisted += ev[i].type == STORE_EV_PERSISTED;
+        }
+        if (k == 0) {
+            wait_wake(&b);
+        }
+    }
+    double first_s = now_s() - t0;
+    long rss2 = rss_kib();
+    store_close(s, true);
+    if (store_open(&cfg, &s, &nr, NULL) != 0 ||
+        open_groups(s, n, gs, &reopen_s) != 0) {
+        return 1;
+    }
+    printf("%u groups: open %.2f ms/group (new), %.2f ms/group (reopen, "
+           "1 segment each); RSS %.1f KiB/group open, %.1f KiB/group after "
+           "one append; first append to all: %.3f s\n",
+           n, open_s * 1000 / n, reopen_s * 1000 / n, (double)(rss1 - rss0) / n,
+           (double)(rss2 - rss0) / n, first_s);
+    store_close(s, true);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *policies[] = {"always", "group", "interval:10"};
@@ -221,6 +319,10 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "usage: keel-store-bench DIR [SECONDS] [RECOVERY_MB]\n");
         return 2;
+    }
+    if (argc > 2 && strcmp(argv[2], "groups") == 0) {
+        unsigned n = argc > 3 ? (unsigned)atoi(argv[3]) : 200;
+        return n >= 1 && n <= STORE_GROUPS_MAX ? many_groups(argv[1], n) : 2;
     }
     double secs = argc > 2 ? atof(argv[2]) : 2.0;
     uint64_t mb = argc > 3 ? strtoull(argv[3], NULL, 10) : 1024;

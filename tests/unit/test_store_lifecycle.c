@@ -314,6 +314,47 @@ static void spare_is_made_when_the_tail_is_half_full(void **state)
     ts_expect(&f->t, 70, 1, 1);
 }
 
+/* Size of a file of the fault fs: it ends exactly at size. */
+static bool file_ends_at(struct ts *t, const char *path, uint64_t size)
+{
+    uint8_t buf[16];
+    size_t got = 0;
+    assert_int_equal(fs_fault_peek(t->ff, path, size - 8, buf, 16, &got), 0);
+    return got == 8;
+}
+
+/* A log starts with a 1 MiB segment and doubles up to segment_bytes, so a
+ * small stream does not hold (or wait for) a full-size zero fill. */
+static void segments_grow_from_one_mib_to_the_configured_size(void **state)
+{
+    struct fixture *f = *state;
+    char p1[512];
+    char p2[512];
+    char p3[512];
+    uint64_t off;
+
+    ts_close(&f->t, true);
+    f->t.segment_bytes = 2 * 1024 * 1024;
+    ts_open(&f->t);
+    hard_state(&f->t, 1, "v");
+    ts_append(&f->t, 1, 1, 1, 1000, 1);
+    assert_true(ts_wait_persisted(&f->t, 1));
+    ts_where(&f->t, 1, p1, &off);
+    assert_true(file_ends_at(&f->t, p1, 1024 * 1024));
+    ts_append(&f->t, 2, 3100, 1, 1000, 1); /* ~3 MiB */
+    assert_true(ts_wait_persisted(&f->t, 3100));
+    ts_where(&f->t, 1100, p2, &off);
+    ts_where(&f->t, 3100, p3, &off);
+    assert_string_not_equal(p1, p2);
+    assert_string_not_equal(p2, p3);
+    assert_true(file_ends_at(&f->t, p2, 2 * 1024 * 1024));
+    assert_true(file_ends_at(&f->t, p3, 2 * 1024 * 1024));
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(f->t.rep.last_index, 3100);
+    ts_expect(&f->t, 1, 1, 1);
+    ts_expect(&f->t, 3100, 1, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -336,6 +377,8 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(
             incarnation64_folds_the_first_eight_bytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            segments_grow_from_one_mib_to_the_configured_size, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
