@@ -308,7 +308,8 @@ static void tls_failed(struct srv_conn *c, const char *errmsg)
 {
     SRV_DEBUG("tls", "cid %llu %s: %s", (unsigned long long)c->cid, c->peer,
               errmsg);
-    srv_conn_close(c, NULL, false);
+    /* Graceful: the TLS alert OpenSSL queued tells the client why. */
+    srv_conn_close(c, NULL, true);
 }
 
 static int send_info(struct srv_conn *c);

@@ -225,7 +225,8 @@ struct child {
     int out;
 };
 
-static void spawn_s_client(struct fixture *f, struct child *ch)
+static void spawn_s_client(struct fixture *f, struct child *ch,
+                           const char *version)
 {
     int in[2];
     int out[2];
@@ -243,6 +244,13 @@ static void spawn_s_client(struct fixture *f, struct child *ch)
         dup2(out[1], 1);
         close(in[1]);
         close(out[0]);
+        if (version != NULL) {
+            /* SECLEVEL=0 lets the client offer old versions at all, so
+             * the refusal is the server's. */
+            execlp("openssl", "openssl", "s_client", "-connect", port,
+                   "-CAfile", ca, "-verify_return_error", "-quiet", version,
+                   "-cipher", "DEFAULT:@SECLEVEL=0", (char *)NULL);
+        }
         execlp("openssl", "openssl", "s_client", "-connect", port, "-CAfile",
                ca, "-verify_return_error", "-quiet", (char *)NULL);
         _exit(127);
@@ -261,7 +269,7 @@ static void handshake_first_serves_openssl_s_client(void **state)
     int st = 0;
 
     start_tls(f, "  handshake_first: true");
-    spawn_s_client(f, &ch);
+    spawn_s_client(f, &ch, NULL);
     /* INFO arrives only inside TLS, which s_client decrypts for us. */
     assert_int_equal(h_read_until(ch.out, "}\r\n", buf, sizeof buf, RECV_MS),
                      0);
@@ -276,6 +284,34 @@ static void handshake_first_serves_openssl_s_client(void **state)
     close(ch.out);
     kill(ch.pid, SIGTERM);
     assert_int_equal(h_wait_pid(ch.pid, RECV_MS, &st), 0);
+}
+
+/* Run s_client with version until INFO arrives or it exits; true if INFO
+ * came. */
+static bool s_client_gets_info(struct fixture *f, const char *version)
+{
+    struct child ch;
+    char buf[4096];
+    int st = 0;
+
+    spawn_s_client(f, &ch, version);
+    bool got = h_read_until(ch.out, "}\r\n", buf, sizeof buf, RECV_MS) == 0;
+    close(ch.in);
+    close(ch.out);
+    kill(ch.pid, SIGTERM);
+    assert_int_equal(h_wait_pid(ch.pid, RECV_MS, &st), 0);
+    return got;
+}
+
+static void only_tls_1_2_and_newer_are_accepted(void **state)
+{
+    struct fixture *f = *state;
+
+    start_tls(f, "  handshake_first: true");
+    assert_true(s_client_gets_info(f, "-tls1_2"));
+    assert_true(s_client_gets_info(f, "-tls1_3"));
+    assert_false(s_client_gets_info(f, "-tls1_1"));
+    assert_false(s_client_gets_info(f, "-tls1"));
 }
 
 static bool new_ca_accepted(void *arg)
@@ -316,6 +352,7 @@ int main(void)
         T(verify_requires_a_client_certificate_from_the_ca),
         T(handshake_first_serves_openssl_s_client),
         T(sighup_reloads_the_certificate_for_new_conns),
+        T(only_tls_1_2_and_newer_are_accepted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
