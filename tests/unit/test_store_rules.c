@@ -411,6 +411,56 @@ static void enospc_refuses_appends_keeps_reads_and_resumes(void **state)
     assert_true(ts_wait_persisted(&f->t, 75));
 }
 
+/* Rule 1 Repair across segments: faulty records in a segment before the
+ * tail one — one inside it, one its last record whose intact successor
+ * opens the next segment — are repaired in place and stay repaired. */
+static void repair_works_in_a_segment_before_the_tail(void **state)
+{
+    struct fixture *f = *state;
+    char p5[512];
+    char pk[512];
+    char pn[512];
+    char ptail[512];
+    uint64_t off5;
+    uint64_t offk = 0;
+    uint64_t off;
+    uint64_t k = 0;
+    uint8_t buf[64];
+
+    ts_append(&f->t, 1, 800, 5, 16, 1);
+    assert_true(ts_wait_persisted(&f->t, 800));
+    ts_where(&f->t, 5, p5, &off5);
+    for (uint64_t i = 5; i < 800 && k == 0; i++) {
+        ts_where(&f->t, i, pk, &offk);
+        ts_where(&f->t, i + 1, pn, &off);
+        k = strcmp(pk, pn) != 0 ? i : 0;
+    }
+    ts_where(&f->t, 800, ptail, &off);
+    assert_true(k > 5);
+    assert_string_not_equal(p5, ptail); /* not the tail segment */
+    ts_close(&f->t, false);
+    assert_int_equal(fs_fault_flip_bit(f->t.ff, p5, off5 + 20, 3), 0);
+    assert_int_equal(fs_fault_flip_bit(f->t.ff, pk, offk + 44, 1), 0);
+    ts_open(&f->t);
+    assert_int_equal(f->t.rep.n_faulty, 2);
+    assert_int_equal(f->t.rep.faulty[0].from, 5);
+    assert_int_equal(f->t.rep.faulty[1].from, k);
+    struct store_record r5 = rec_of(5, 5, 1, 16, buf);
+    assert_int_equal(store_repair(f->t.g, &r5, 1, NULL), 0);
+    assert_true(ts_wait_repaired(&f->t, 5));
+    struct store_record rk = rec_of(k, 5, 1, 16, buf);
+    assert_int_equal(store_repair(f->t.g, &rk, 1, NULL), 0);
+    assert_true(ts_wait_repaired(&f->t, k));
+    ts_expect(&f->t, 5, 5, 1);
+    ts_expect(&f->t, k, 5, 1);
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(f->t.rep.n_faulty, 0);
+    assert_int_equal(f->t.rep.last_index, 800);
+    ts_expect(&f->t, 5, 5, 1);
+    ts_expect(&f->t, k, 5, 1);
+    ts_expect(&f->t, k + 1, 5, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -427,6 +477,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             repair_verifies_by_chain_and_marker_names_the_highest, setup,
             teardown),
+        cmocka_unit_test_setup_teardown(
+            repair_works_in_a_segment_before_the_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(reads_verify_and_never_truncate, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(
