@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "keel/error.h"
+#include "srv_cluster.h"
 #include "srv_config.h"
 #include "srv_js.h"
 #include "srv_log.h"
@@ -62,11 +63,40 @@ static int parse_args(struct srv_config *cfg, int argc, char **argv)
 
 struct runtime {
     struct srv_server srv;
+    struct srv_cluster cluster;
+    bool cluster_started;
     struct srv_monitor *mon;
     int lock_fd;
     bool srv_inited;
     char ports_path[PATH_MAX];
 };
+
+/* Links to the other nodes (--cluster, --cluster_name, --routes). */
+static int start_cluster(struct runtime *rt, const struct srv_config *cfg,
+                         char *errmsg)
+{
+    char client_url[300];
+    struct srv_cluster_settings s = {
+        .listen = cfg->cluster_listen,
+        .name = cfg->cluster_name,
+        .routes = cfg->routes,
+        .node_name = cfg->name,
+        .node_id = rt->srv.server_id,
+        .client_url = client_url,
+    };
+
+    snprintf(client_url, sizeof client_url, "%s:%d", rt->srv.host,
+             rt->srv.port);
+    int rv = srv_cluster_start(&rt->cluster, uv_default_loop(), &rt->srv, &s,
+                               errmsg);
+    rt->cluster_started = true; /* closable after a failed start too */
+    if (rv == 0) {
+        rt->srv.cluster = &rt->cluster;
+        const char *self[] = {client_url};
+        srv_server_set_connect_urls(&rt->srv, self, 1);
+    }
+    return rv;
+}
 
 static int start(struct runtime *rt, const struct srv_config *cfg)
 {
@@ -86,9 +116,14 @@ static int start(struct runtime *rt, const struct srv_config *cfg)
         rv = srv_monitor_start(&rt->srv, cfg->addr, cfg->http_port, &rt->mon,
                                &http_port, errmsg);
     }
+    if (rv == 0 && cfg->cluster_listen[0] != '\0') {
+        rv = start_cluster(rt, cfg, errmsg);
+    }
     if (rv == 0 && cfg->ports_file_dir[0] != '\0') {
         rv = srv_ports_write(cfg->ports_file_dir, rt->srv.host, rt->srv.port,
-                             http_port, rt->ports_path, errmsg);
+                             http_port,
+                             rt->cluster_started ? rt->cluster.port : -1,
+                             rt->ports_path, errmsg);
     }
     if (rv != 0) {
         SRV_ERROR("server", "%s", errmsg);
@@ -127,11 +162,10 @@ int main(int argc, char **argv)
     mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
     mallopt(M_TRIM_THRESHOLD, 256 * 1024 * 1024);
     raise_nofile();
-    if (cfg.cluster_listen[0] != '\0' || cfg.routes[0] != '\0' ||
-        cfg.cluster_name[0] != '\0') {
-        SRV_WARN("server", "clustering is not supported yet: --cluster, "
-                           "--cluster_name and --routes are ignored; running "
-                           "standalone");
+    if (cfg.cluster_listen[0] == '\0' &&
+        (cfg.routes[0] != '\0' || cfg.cluster_name[0] != '\0')) {
+        SRV_WARN("server", "--routes and --cluster_name need --cluster "
+                           "nats://IP:PORT to listen on; running standalone");
     }
     rt.lock_fd = -1;
     if (start(&rt, &cfg) != 0) {
@@ -144,6 +178,14 @@ int main(int argc, char **argv)
         unlink(rt.ports_path);
     }
     srv_monitor_stop(rt.mon);
+    if (rt.cluster_started) {
+        if (code != 0) {
+            /* The loop never ran: close the handles start opened. */
+            srv_cluster_stop(&rt.cluster);
+            uv_run(uv_default_loop(), UV_RUN_NOWAIT);
+        }
+        srv_cluster_close(&rt.cluster);
+    }
     if (rt.srv.js != NULL) {
         /* After a failed start the loop never ran: stop here and let a few
          * non-blocking rounds run the handle closes. */

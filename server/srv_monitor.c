@@ -57,6 +57,14 @@ static char *varz_json(struct srv_monitor *m)
     if (o == NULL) {
         return NULL;
     }
+    char *cj = srv_server_cluster_json(srv, false);
+    if (cj != NULL) {
+        json_t *c = json_loads(cj, 0, NULL);
+        if (c != NULL) {
+            json_object_set_new(o, "cluster", c);
+        }
+        free(cj);
+    }
     char *s = json_dumps(o, JSON_PRESERVE_ORDER | JSON_INDENT(2));
     json_decref(o);
     return s;
@@ -102,6 +110,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
             return reply(conn, 500, strdup("{\"error\":\"out of memory\"}"));
         }
         return reply(conn, 200, s);
+    }
+    if (strcmp(url, "/routez") == 0) {
+        char *s = srv_server_cluster_json(m->srv, true);
+        return reply(conn, 200,
+                     s != NULL ? s
+                               : strdup("{\"num_routes\":0,\"routes\":[]}"));
     }
     return reply(conn, 404, strdup("{\"error\":\"not found\"}"));
 }

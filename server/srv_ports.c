@@ -13,7 +13,8 @@
 #include "keel/error.h"
 
 int srv_ports_write(const char *dir, const char *host, int client_port,
-                    int http_port, char *path_out, char *errmsg)
+                    int http_port, int cluster_port, char *path_out,
+                    char *errmsg)
 {
     char tmp[PATH_MAX];
     char body[1024];
@@ -25,6 +26,10 @@ int srv_ports_write(const char *dir, const char *host, int client_port,
     if (http_port >= 0) {
         n += snprintf(body + n, sizeof body - (size_t)n,
                       ",\"monitoring\":[\"http://%s:%d\"]", host, http_port);
+    }
+    if (cluster_port >= 0) {
+        n += snprintf(body + n, sizeof body - (size_t)n,
+                      ",\"cluster\":[\"nats://%s:%d\"]", host, cluster_port);
     }
     n += snprintf(body + n, sizeof body - (size_t)n, "}\n");
     snprintf(path_out, PATH_MAX, "%s/keeld_%d.ports", dir, (int)getpid());

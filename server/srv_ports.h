@@ -9,12 +9,14 @@
 #include "keel/assert.h"
 
 /* Write DIR/keeld_<pid>.ports atomically (temp file + rename):
- * {"client":["nats://HOST:PORT"],"monitoring":["http://HOST:PORT"]}
- * (monitoring omitted when http_port < 0). path_out (PATH_MAX bytes) gets
- * the file's path. Returns 0 or KEEL_EIO with errmsg. */
+ * {"client":["nats://HOST:PORT"],"monitoring":["http://HOST:PORT"],
+ * "cluster":["nats://HOST:PORT"]} (monitoring omitted when http_port < 0,
+ * cluster when cluster_port < 0). path_out (PATH_MAX bytes) gets the
+ * file's path. Returns 0 or KEEL_EIO with errmsg. */
 KEEL_MUST_USE int srv_ports_write(const char *dir, const char *host,
                                   int client_port, int http_port,
-                                  char *path_out, char *errmsg);
+                                  int cluster_port, char *path_out,
+                                  char *errmsg);
 
 /* Create dir (and parents) if missing and take an exclusive flock on
  * dir/LOCK, writing our pid into it. *fd_out keeps the lock until exit.

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "keel/error.h"
+#include "srv_cluster.h"
 #include "srv_conn.h"
 #include "srv_js.h"
 #include "srv_log.h"
@@ -320,6 +321,7 @@ static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
 {
     struct srv_server *srv = c->srv;
     struct srv_sublist_result *r;
+    struct srv_cluster_pub fwd;
     size_t delivered = 0;
     int rv;
 
@@ -337,6 +339,9 @@ static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
     /* JetStream: API requests, acks, and publishes a stream captures
      * (stored by the stream AND delivered to core subscribers below). */
     bool js_took = srv->js != NULL && srv_js_intercept(srv->js, c, cmd);
+    if (srv->cluster != NULL) {
+        srv_cluster_pub_begin(srv->cluster, cmd, &fwd);
+    }
     rv = srv_sublist_match(&srv->sublist, cmd->subject.ptr, cmd->subject.len,
                            &r);
     if (rv == 0) {
@@ -347,8 +352,14 @@ static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
             }
         }
         for (size_t i = 0; i < r->nqgroups; i++) {
-            struct srv_sub *sub =
-                srv_sublist_qgroup_pick(&r->qgroups[i], skip_for, c);
+            struct srv_sublist_qgroup *g = &r->qgroups[i];
+            /* Each message goes to one member of the group cluster-wide. */
+            if (srv->cluster != NULL &&
+                srv_cluster_pub_queue_remote(srv->cluster, &fwd, g->name,
+                                             g->name_len, g->n)) {
+                continue;
+            }
+            struct srv_sub *sub = srv_sublist_qgroup_pick(g, skip_for, c);
             if (sub != NULL && deliver(c, sub, cmd)) {
                 delivered++;
             }
@@ -357,6 +368,9 @@ static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
     } else if (rv == KEEL_ENOMEM) {
         srv_conn_close(c, NULL, false);
         return KEEL_ESHUTDOWN;
+    }
+    if (srv->cluster != NULL) {
+        delivered += srv_cluster_pub_end(srv->cluster, &fwd, cmd);
     }
     if (delivered == 0 && !js_took && cmd->reply.len > 0 && c->no_responders &&
         !c->closing) {
@@ -497,6 +511,9 @@ static int on_sub(struct srv_conn *c, const struct srv_cmd *cmd)
             (void)srv_sublist_remove(&c->srv->sublist, sub);
         }
     }
+    if (rv == 0 && c->srv->cluster != NULL) {
+        srv_cluster_interest_add(c->srv->cluster, sub);
+    }
     if (rv != 0) {
         free(sub);
         send_err(c, rv == KEEL_EINVAL ? "Invalid Subject"
@@ -625,4 +642,39 @@ static void feed(struct srv_conn *c, const char *data, size_t len)
               (unsigned long long)c->cid, c->peer,
               err != NULL ? err : keel_strerror(rv));
     srv_conn_close(c, err, err != NULL);
+}
+
+void srv_route_deliver_routed(struct srv_server *srv, const struct srv_cmd *cmd,
+                              const struct srv_slice *queues, size_t nqueues)
+{
+    struct srv_sublist_result *r;
+
+    srv->stats.in_msgs++;
+    srv->stats.in_bytes += cmd->total_bytes;
+    if (srv_sublist_match(&srv->sublist, cmd->subject.ptr, cmd->subject.len,
+                          &r) != 0) {
+        return;
+    }
+    for (size_t i = 0; i < r->npsubs; i++) {
+        struct srv_sub *sub = r->psubs[i];
+        if (!sub->removed && !skip_for(sub, NULL)) {
+            (void)deliver(NULL, sub, cmd);
+        }
+    }
+    /* Only the queue groups the sending node chose this node for. */
+    for (size_t i = 0; i < r->nqgroups; i++) {
+        struct srv_sublist_qgroup *g = &r->qgroups[i];
+        for (size_t k = 0; k < nqueues; k++) {
+            if (queues[k].len == g->name_len &&
+                memcmp(queues[k].ptr, g->name, g->name_len) == 0) {
+                struct srv_sub *sub =
+                    srv_sublist_qgroup_pick(g, skip_for, NULL);
+                if (sub != NULL) {
+                    (void)deliver(NULL, sub, cmd);
+                }
+                break;
+            }
+        }
+    }
+    srv_sublist_result_release(r);
 }

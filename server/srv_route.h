@@ -7,8 +7,10 @@
 #include <stddef.h>
 
 #include "keel/assert.h"
+#include "srv_parser.h"
 
 struct srv_conn;
+struct srv_server;
 
 /* Queue bytes on c's outbound buffer (protocol replies; not subject to the
  * slow-consumer limit) and mark c dirty. Returns 0 or KEEL_ENOMEM. */
@@ -31,5 +33,11 @@ KEEL_MUST_USE int srv_route_deliver_internal(struct srv_server *srv,
                                              size_t wire_len, const char *reply,
                                              const void *hdr, size_t hlen,
                                              const void *data, size_t dlen);
+
+/* Deliver a message forwarded by another node to the local subscribers:
+ * every plain subscription, and one member of each queue group named in
+ * queues (the sender chose this node for those). Never forwarded again. */
+void srv_route_deliver_routed(struct srv_server *srv, const struct srv_cmd *cmd,
+                              const struct srv_slice *queues, size_t nqueues);
 
 #endif

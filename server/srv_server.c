@@ -7,9 +7,11 @@
 #include <time.h>
 
 #include "keel/error.h"
+#include "srv_cluster.h"
 #include "srv_conn.h"
 #include "srv_js.h"
 #include "srv_log.h"
+#include "srv_route.h"
 #include "srv_tls.h"
 
 uint64_t srv_now_ms(void)
@@ -70,6 +72,9 @@ void srv_server_conn_gone(struct srv_server *srv, struct srv_conn *c)
 void srv_server_bury_sub(struct srv_server *srv, struct srv_sub *sub)
 {
     ASSERT(sub->removed);
+    if (srv->cluster != NULL && sub->conn != NULL) {
+        srv_cluster_interest_remove(srv->cluster, sub);
+    }
     sub->next_free = srv->graveyard;
     srv->graveyard = sub;
 }
@@ -363,6 +368,9 @@ void srv_server_stop(struct srv_server *srv)
         return;
     }
     srv->stopping = true;
+    if (srv->cluster != NULL) {
+        srv_cluster_stop(srv->cluster);
+    }
     if (srv->js != NULL) {
         srv_js_stop(srv->js);
     }
@@ -391,8 +399,97 @@ void srv_server_close(struct srv_server *srv)
     srv_sublist_close(&srv->sublist);
     srv_outpool_close(&srv->outpool);
     free(srv->info_json);
+    free(srv->cluster_json);
+    free(srv->routez_json);
     free(srv->dirty);
     pthread_mutex_destroy(&srv->stats_mu);
+}
+
+static void send_async_info(struct srv_server *srv)
+{
+    char line[SRV_INFO_LINE_BYTES_MAX];
+    size_t k = 0;
+
+    ASSERT(srv->info_json_len + 64 < sizeof line);
+    memcpy(line, "INFO ", 5);
+    memcpy(line + 5, srv->info_json, srv->info_json_len);
+    for (struct srv_conn *c = srv->conns; c != NULL && k < SRV_CONNS_MAX;
+         c = c->next, k++) {
+        if (!c->connected || c->closing) {
+            continue;
+        }
+        size_t n = 5 + srv->info_json_len;
+        n += (size_t)snprintf(line + n, sizeof line - n,
+                              ",\"client_id\":%llu}\r\n",
+                              (unsigned long long)c->cid);
+        if (srv_route_append(c, line, n) != 0) {
+            srv_conn_close(c, NULL, false);
+        }
+    }
+}
+
+void srv_server_set_connect_urls(struct srv_server *srv,
+                                 const char *const *urls, size_t n)
+{
+    json_t *o = NULL;
+    json_t *a = json_array();
+    char *s = NULL;
+
+    /* info_json lacks its closing brace: parse it with one added. */
+    char *full = malloc(srv->info_json_len + 2);
+    if (full != NULL) {
+        memcpy(full, srv->info_json, srv->info_json_len);
+        memcpy(full + srv->info_json_len, "}", 2);
+        o = json_loads(full, 0, NULL);
+        free(full);
+    } else {
+        o = NULL;
+    }
+    for (size_t i = 0; i < n && a != NULL; i++) {
+        json_array_append_new(a, json_string(urls[i]));
+    }
+    if (o != NULL && a != NULL && json_object_set(o, "connect_urls", a) == 0) {
+        s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    }
+    json_decref(o);
+    json_decref(a);
+    if (s == NULL || strlen(s) + 64 >= SRV_INFO_LINE_BYTES_MAX) {
+        SRV_WARN("server", "cannot update INFO connect_urls (%zu urls)", n);
+        free(s);
+        return;
+    }
+    free(srv->info_json);
+    srv->info_json = s;
+    srv->info_json_len = strlen(s) - 1; /* without the closing brace */
+    send_async_info(srv);
+}
+
+void srv_server_cluster_snapshot(struct srv_server *srv)
+{
+    char *c = srv_cluster_json(srv->cluster, false);
+    char *r = srv_cluster_json(srv->cluster, true);
+
+    pthread_mutex_lock(&srv->stats_mu);
+    char *oc = srv->cluster_json;
+    char *old_r = srv->routez_json;
+    srv->cluster_json = c;
+    srv->routez_json = r;
+    pthread_mutex_unlock(&srv->stats_mu);
+    free(oc);
+    free(old_r);
+}
+
+char *srv_server_cluster_json(struct srv_server *srv, bool routez)
+{
+    char *s = NULL;
+
+    pthread_mutex_lock(&srv->stats_mu);
+    const char *src = routez ? srv->routez_json : srv->cluster_json;
+    if (src != NULL) {
+        s = strdup(src);
+    }
+    pthread_mutex_unlock(&srv->stats_mu);
+    return s;
 }
 
 void srv_server_resume_stalled(struct srv_server *srv)

@@ -20,6 +20,7 @@
 struct srv_conn;
 struct srv_js;
 struct srv_monitor;
+struct srv_cluster;
 
 struct srv_stats {
     uint64_t in_msgs;
@@ -67,7 +68,10 @@ struct srv_server {
     uv_signal_t sighup;         /* reloads the TLS files */
     struct srv_stats stats;
     pthread_mutex_t stats_mu;
-    struct srv_stats snapshot; /* copy for the monitoring thread */
+    struct srv_stats snapshot;   /* copy for the monitoring thread */
+    struct srv_cluster *cluster; /* NULL when not clustered */
+    char *cluster_json;          /* /varz "cluster", under stats_mu */
+    char *routez_json;           /* /routez, under stats_mu */
     char read_buf[SRV_READ_BYTES];
     char tls_plain[SRV_TLS_CHUNK_BYTES]; /* decrypted input, like read_buf */
 };
@@ -89,6 +93,19 @@ void srv_server_stop(struct srv_server *srv);
 
 /* Free what init allocated; the loop must have finished. */
 void srv_server_close(struct srv_server *srv);
+
+/* Rebuild INFO with connect_urls (PROTOCOL.md §1.10) and send it to
+ * every connected client, so clients learn the other nodes. Keeps the old
+ * INFO if the new one would not fit SRV_INFO_LINE_BYTES_MAX. */
+void srv_server_set_connect_urls(struct srv_server *srv,
+                                 const char *const *urls, size_t n);
+
+/* Refresh the cluster JSON the monitoring thread serves (loop thread). */
+void srv_server_cluster_snapshot(struct srv_server *srv);
+
+/* Copy of the /varz cluster block (routez false) or of /routez; NULL when
+ * not clustered. The caller frees it. Any thread. */
+char *srv_server_cluster_json(struct srv_server *srv, bool routez);
 
 /* Copy the latest stats snapshot (any thread). */
 void srv_server_stats(struct srv_server *srv, struct srv_stats *out);

@@ -359,3 +359,177 @@ int h_http_get(int port, const char *path, char *body, size_t len)
     close(fd);
     return code;
 }
+
+/* ---- clusters ---- */
+
+static bool cluster_port_ready(void *arg)
+{
+    struct h_keeld *k = arg;
+    json_t *root = json_load_file(k->ports_file, 0, NULL);
+    int port = root != NULL ? port_of(root, "cluster") : -1;
+    json_decref(root);
+    return port > 0;
+}
+
+int h_cluster_node_start(struct h_cluster *c, int i)
+{
+    char name[16];
+    char routes[H_CLUSTER_NODES_MAX * 40] = "";
+    size_t n = 0;
+
+    snprintf(name, sizeof name, "n%d", i + 1);
+    for (int j = 0; j < c->n; j++) {
+        if (j != i && c->running[j]) {
+            n += (size_t)snprintf(routes + n, sizeof routes - n,
+                                  "%snats://127.0.0.1:%d", n > 0 ? "," : "",
+                                  c->cluster_port[j]);
+        }
+    }
+    const char *extra[] = {"-n",
+                           name,
+                           "--cluster",
+                           "nats://127.0.0.1:0",
+                           "--cluster_name",
+                           c->name,
+                           n > 0 ? "--routes" : NULL,
+                           routes,
+                           NULL};
+    if (h_keeld_start(&c->k[i], 0, true, extra) != 0) {
+        return -1;
+    }
+    if (!h_poll(cluster_port_ready, &c->k[i], H_START_TIMEOUT_MS)) {
+        return -1;
+    }
+    json_t *root = json_load_file(c->k[i].ports_file, 0, NULL);
+    c->cluster_port[i] = port_of(root, "cluster");
+    json_decref(root);
+    c->running[i] = true;
+    return 0;
+}
+
+static int routez_links(const struct h_keeld *k)
+{
+    char body[16384];
+    if (h_http_get(k->http_port, "/routez", body, sizeof body) != 200) {
+        return -1;
+    }
+    json_t *root = json_loads(body, 0, NULL);
+    int n = (int)json_integer_value(json_object_get(root, "num_routes"));
+    json_decref(root);
+    return n;
+}
+
+static bool meshed(void *arg)
+{
+    struct h_cluster *c = arg;
+    int up = 0;
+
+    for (int i = 0; i < c->n; i++) {
+        up += c->running[i];
+    }
+    for (int i = 0; i < c->n; i++) {
+        if (c->running[i] && routez_links(&c->k[i]) != up - 1) {
+            return false;
+        }
+    }
+    return true;
+}
+
+int h_cluster_wait_mesh(struct h_cluster *c, int timeout_ms)
+{
+    return h_poll(meshed, c, timeout_ms) ? 0 : -1;
+}
+
+int h_cluster_start(struct h_cluster *c, int n, const char *name)
+{
+    memset(c, 0, sizeof *c);
+    c->n = n;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    for (int i = 0; i < n; i++) {
+        c->cluster_port[i] = -1;
+        if (h_keeld_init(&c->k[i]) != 0) {
+            return -1;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (h_cluster_node_start(c, i) != 0) {
+            return -1;
+        }
+    }
+    if (h_cluster_wait_mesh(c, H_START_TIMEOUT_MS) != 0) {
+        fprintf(stderr, "cluster of %d did not form a full mesh\n", n);
+        for (int i = 0; i < n; i++) {
+            print_log(&c->k[i]);
+        }
+        return -1;
+    }
+    return 0;
+}
+
+int h_cluster_remote_subs(struct h_cluster *c, int i, int from)
+{
+    char body[16384];
+    char want[16];
+    size_t k;
+    json_t *r;
+    int subs = -1;
+
+    snprintf(want, sizeof want, "n%d", from + 1);
+    if (h_http_get(c->k[i].http_port, "/routez", body, sizeof body) != 200) {
+        return -1;
+    }
+    json_t *root = json_loads(body, 0, NULL);
+    json_array_foreach(json_object_get(root, "routes"), k, r)
+    {
+        const char *nm = json_string_value(json_object_get(r, "remote_name"));
+        if (nm != NULL && strcmp(nm, want) == 0) {
+            subs = (int)json_integer_value(json_object_get(r, "subscriptions"));
+        }
+    }
+    json_decref(root);
+    return subs;
+}
+
+bool h_cluster_has_interest(struct h_cluster *c, int i, int from,
+                            const char *key)
+{
+    char body[65536];
+    char want[16];
+    size_t k, j;
+    json_t *r, *v;
+    bool found = false;
+
+    snprintf(want, sizeof want, "n%d", from + 1);
+    if (h_http_get(c->k[i].http_port, "/routez", body, sizeof body) != 200) {
+        return false;
+    }
+    json_t *root = json_loads(body, 0, NULL);
+    json_array_foreach(json_object_get(root, "routes"), k, r)
+    {
+        const char *nm = json_string_value(json_object_get(r, "remote_name"));
+        if (nm == NULL || strcmp(nm, want) != 0) {
+            continue;
+        }
+        json_array_foreach(json_object_get(r, "subscriptions_list"), j, v)
+        {
+            const char *s = json_string_value(v);
+            found = found || (s != NULL && strcmp(s, key) == 0);
+        }
+    }
+    json_decref(root);
+    return found;
+}
+
+int h_cluster_cleanup(struct h_cluster *c)
+{
+    int rv = 0;
+
+    for (int i = 0; i < c->n; i++) {
+        if (c->k[i].pid > 0 && h_keeld_stop(&c->k[i], NULL) != 0) {
+            rv = -1;
+        }
+        c->running[i] = false;
+        h_keeld_cleanup(&c->k[i]);
+    }
+    return rv;
+}

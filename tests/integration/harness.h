@@ -71,4 +71,44 @@ int h_read_until(int fd, const char *want, char *buf, size_t len,
  * the body in body (len). */
 int h_http_get(int port, const char *path, char *body, size_t len);
 
+/* ---- clusters (tests/integration/test_cluster_*.c) ---- */
+
+#define H_CLUSTER_NODES_MAX 5
+
+/* A local cluster of keeld nodes n1..nN on loopback: -p 0, -m 0, cluster
+ * port 0, all found through their ports files. */
+struct h_cluster {
+    int n;
+    char name[32]; /* --cluster_name */
+    struct h_keeld k[H_CLUSTER_NODES_MAX];
+    int cluster_port[H_CLUSTER_NODES_MAX]; /* -1 while stopped */
+    bool running[H_CLUSTER_NODES_MAX];
+};
+
+/* Make the temp dirs of n nodes and start them: node 1 alone, then every
+ * other node with --routes listing the running nodes (gossip completes the
+ * mesh). Waits (bounded) until every node reports n-1 links in /routez.
+ * Returns 0 or -1 (logs printed). */
+int h_cluster_start(struct h_cluster *c, int n, const char *name);
+
+/* (Re)start node i (0-based) in its own data dir with --routes to every
+ * other running node. Does not wait for links. Returns 0 or -1. */
+int h_cluster_node_start(struct h_cluster *c, int i);
+
+/* Wait until every running node has a link to every other running node. */
+int h_cluster_wait_mesh(struct h_cluster *c, int timeout_ms);
+
+/* Interest keys node `from` reported to node i (its /routez), -1 if no
+ * link to it. */
+int h_cluster_remote_subs(struct h_cluster *c, int i, int from);
+
+/* Does node i list interest `key` ("subject" or "subject queue") from
+ * node `from` in its /routez? */
+bool h_cluster_has_interest(struct h_cluster *c, int i, int from,
+                            const char *key);
+
+/* Stop every running node by PID (SIGTERM) and remove the temp dirs.
+ * Returns 0 if each exited cleanly. */
+int h_cluster_cleanup(struct h_cluster *c);
+
 #endif

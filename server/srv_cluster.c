@@ -1,0 +1,1069 @@
+/* Cluster links: listen, dial seeds and gossiped nodes with exponential
+ * backoff and jitter, handshake (HELLO), one ping per link per
+ * SRV_CLUSTER_PING_MS whatever the number of groups, dead-link detection,
+ * bounded outbound queues, gossip of known nodes, and the group registry.
+ */
+#include "srv_cluster.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keel/error.h"
+#include "srv_log.h"
+#include "srv_server.h"
+
+static void link_close_cb(uv_handle_t *h);
+static void link_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+static void link_flush(struct srv_cluster_link *l);
+
+int srv_cluster_parse_url(const char *url, char *host, size_t host_len,
+                          int *port)
+{
+    const char *p = strstr(url, "://");
+    const char *at, *colon;
+    char *end;
+
+    p = p != NULL ? p + 3 : url;
+    at = strchr(p, '@');
+    if (at != NULL) {
+        p = at + 1; /* route credentials are not checked yet */
+    }
+    colon = strrchr(p, ':');
+    if (colon == NULL || colon == p || (size_t)(colon - p) >= host_len) {
+        return KEEL_EINVAL;
+    }
+    long v = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || (*end != '\0' && *end != '/') || v < 0 ||
+        v > 65535) {
+        return KEEL_EINVAL;
+    }
+    memcpy(host, p, (size_t)(colon - p));
+    host[colon - p] = '\0';
+    *port = (int)v;
+    return 0;
+}
+
+uint64_t srv_cluster_rand(struct srv_cluster *cl)
+{
+    uint64_t x = cl->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    cl->rng = x;
+    return x;
+}
+
+uint8_t *srv_cluster_scratch(struct srv_cluster *cl, size_t n)
+{
+    if (n > cl->scratch_cap) {
+        size_t cap = n < 64 * 1024 ? 64 * 1024 : n;
+        uint8_t *b = realloc(cl->scratch, cap);
+        if (b == NULL) {
+            return NULL;
+        }
+        cl->scratch = b;
+        cl->scratch_cap = cap;
+    }
+    return cl->scratch;
+}
+
+static struct srv_cluster_node *node_find(struct srv_cluster *cl,
+                                          const char *url)
+{
+    for (size_t i = 0; i < SRV_CLUSTER_NODES_MAX; i++) {
+        if (cl->nodes[i].used && strcmp(cl->nodes[i].url, url) == 0) {
+            return &cl->nodes[i];
+        }
+    }
+    return NULL;
+}
+
+/* Remember a cluster URL to dial (a seed or gossip). Normalised to
+ * host:port. Returns the node or NULL (bad URL, table full). */
+static struct srv_cluster_node *node_add(struct srv_cluster *cl,
+                                         const char *url)
+{
+    char host[SRV_CLUSTER_URL_BYTES - 16];
+    char norm[SRV_CLUSTER_URL_BYTES];
+    int port = 0;
+
+    if (srv_cluster_parse_url(url, host, sizeof host, &port) != 0 ||
+        port == 0) {
+        SRV_WARN("cluster", "ignoring route '%s': use nats://host:port", url);
+        return NULL;
+    }
+    snprintf(norm, sizeof norm, "%s:%d", host, port);
+    struct srv_cluster_node *n = node_find(cl, norm);
+    if (n != NULL) {
+        return n;
+    }
+    for (size_t i = 0; i < SRV_CLUSTER_NODES_MAX; i++) {
+        n = &cl->nodes[i];
+        if (!n->used) {
+            memset(n, 0, sizeof *n);
+            n->used = true;
+            snprintf(n->url, sizeof n->url, "%s", norm);
+            /* Our own advertised URL in --routes: skip it up front. */
+            n->self = strcmp(norm, cl->url) == 0;
+            n->backoff_ms = SRV_CLUSTER_BACKOFF_MS_MIN;
+            return n;
+        }
+    }
+    SRV_WARN("cluster", "more than %d known nodes: ignoring %s",
+             SRV_CLUSTER_NODES_MAX, norm);
+    return NULL;
+}
+
+static struct srv_cluster_link *peer_link(const struct srv_cluster *cl,
+                                          const char *name)
+{
+    for (size_t i = 0; i < SRV_CLUSTER_LINKS_MAX; i++) {
+        struct srv_cluster_link *l = cl->links[i];
+        if (l != NULL && l->established && !l->closing &&
+            strcmp(l->peer_name, name) == 0) {
+            return l;
+        }
+    }
+    return NULL;
+}
+
+static struct srv_cluster_link *link_new(struct srv_cluster *cl, bool outbound)
+{
+    int slot = -1;
+
+    for (int i = 0; i < SRV_CLUSTER_LINKS_MAX && slot < 0; i++) {
+        if (cl->links[i] == NULL) {
+            slot = i;
+        }
+    }
+    if (slot < 0) {
+        return NULL;
+    }
+    struct srv_cluster_link *l = calloc(1, sizeof *l);
+    if (l == NULL) {
+        return NULL;
+    }
+    uv_tcp_init(cl->loop, &l->tcp);
+    l->tcp.data = l;
+    l->cl = cl;
+    l->slot = slot;
+    l->outbound = outbound;
+    l->opened_ms = uv_now(cl->loop);
+    l->last_rx_ms = l->opened_ms;
+    srv_outq_init(&l->out);
+    srv_hmap_init(&l->rsubs);
+    cl->links[slot] = l;
+    cl->handles_open++;
+    return l;
+}
+
+static void schedule_redial(struct srv_cluster *cl, struct srv_cluster_node *n)
+{
+    uint64_t now = uv_now(cl->loop);
+    /* Jitter of +-25% keeps restarted nodes from dialing in lockstep. */
+    uint64_t j =
+        n->backoff_ms / 2 > 0 ? srv_cluster_rand(cl) % (n->backoff_ms / 2) : 0;
+    n->next_dial_ms = now + n->backoff_ms * 3 / 4 + j;
+    n->backoff_ms = n->backoff_ms * 2 > SRV_CLUSTER_BACKOFF_MS_MAX
+                        ? SRV_CLUSTER_BACKOFF_MS_MAX
+                        : n->backoff_ms * 2;
+}
+
+static void update_connect_urls(struct srv_cluster *cl)
+{
+    const char *urls[SRV_CLUSTER_LINKS_MAX + 1];
+    size_t n = 0;
+
+    cl->snapshot_dirty = true;
+    if (cl->srv == NULL || cl->stopping) {
+        return;
+    }
+    urls[n++] = cl->client_url;
+    for (size_t i = 0; i < SRV_CLUSTER_LINKS_MAX; i++) {
+        struct srv_cluster_link *l = cl->links[i];
+        if (l != NULL && l->established && !l->closing &&
+            l->peer_client_url[0] != '\0') {
+            urls[n++] = l->peer_client_url;
+        }
+    }
+    srv_server_set_connect_urls(cl->srv, urls, n);
+}
+
+void srv_cluster_link_fail(struct srv_cluster_link *l, const char *why)
+{
+    struct srv_cluster *cl = l->cl;
+    bool was_up = l->established;
+
+    if (l->closing) {
+        return;
+    }
+    l->closing = true;
+    l->established = false;
+    if (was_up) {
+        SRV_INFO("cluster", "link to %s (%s) down: %s", l->peer_name,
+                 l->peer_url, why);
+        srv_cluster_interest_drop(cl, l);
+    } else if (why != NULL) {
+        SRV_DEBUG("cluster", "link %s closed before the handshake: %s",
+                  l->node != NULL ? l->node->url : "(inbound)", why);
+    }
+    if (l->node != NULL) {
+        if (l->node->dialing == l) {
+            l->node->dialing = NULL;
+        }
+        schedule_redial(cl, l->node);
+    }
+    uv_close((uv_handle_t *)&l->tcp, link_close_cb);
+    if (was_up) {
+        update_connect_urls(cl);
+        if (cl->peer_cb != NULL && peer_link(cl, l->peer_name) == NULL) {
+            cl->peer_cb(cl->peer_arg, l->peer_name, false);
+        }
+    }
+}
+
+static void link_close_cb(uv_handle_t *h)
+{
+    struct srv_cluster_link *l = h->data;
+    struct srv_cluster *cl = l->cl;
+
+    ASSERT(cl->links[l->slot] == l);
+    cl->links[l->slot] = NULL;
+    srv_outq_close(&l->out, &cl->pool);
+    srv_hmap_close(&l->rsubs);
+    free(l->rbuf);
+    free(l);
+    ASSERT(cl->handles_open > 0);
+    cl->handles_open--;
+}
+
+int srv_cluster_link_send(struct srv_cluster_link *l, unsigned kind,
+                          const uint8_t *group, size_t group_len,
+                          const void *payload, size_t len)
+{
+    struct srv_cluster *cl = l->cl;
+    uint8_t hdr[32 + SRV_CLUSTER_GROUP_ID_BYTES];
+    struct srv_outpool *pool = &cl->pool;
+
+    if (l->closing || !l->connected) {
+        return KEEL_ENOENT;
+    }
+    if (len + sizeof hdr > SRV_CLUSTER_FRAME_BYTES_MAX) {
+        return KEEL_ETOOBIG;
+    }
+    size_t hn = srv_cluster_frame_header(hdr, kind, group, group_len, len);
+    if (l->out.bytes + hn + len > SRV_CLUSTER_LINK_PENDING_BYTES_MAX) {
+        SRV_WARN("cluster", "link to %s: %zu bytes queued, dropping the link",
+                 l->peer_name, l->out.bytes);
+        srv_cluster_link_fail(l, "outbound queue full");
+        return KEEL_ELIMIT;
+    }
+    int rv = srv_outq_append(&l->out, pool, hdr, hn);
+    if (rv == 0 && len > 0) {
+        rv = srv_outq_append(&l->out, pool, payload, len);
+    }
+    if (rv != 0) {
+        srv_cluster_link_fail(l, "out of memory");
+        return KEEL_ELIMIT;
+    }
+    l->frames_out++;
+    l->bytes_out += hn + len;
+    if (l->out.bytes >= SRV_CONN_FLUSH_BYTES) {
+        link_flush(l);
+    }
+    return 0;
+}
+
+static void link_write_cb(uv_write_t *req, int status)
+{
+    struct srv_cluster_link *l = req->data;
+    struct srv_cluster *cl = l->cl;
+
+    l->writing = false;
+    srv_outq_end_flight(&l->out, &cl->pool);
+    if (status < 0) {
+        srv_cluster_link_fail(l, uv_strerror(status));
+        return;
+    }
+    link_flush(l);
+}
+
+static void link_flush(struct srv_cluster_link *l)
+{
+    struct srv_outpool *pool = &l->cl->pool;
+    uv_buf_t iov[SRV_OUT_IOV_MAX];
+    size_t total = 0;
+
+    if (l->closing || l->writing || l->out.bytes == 0 || !l->connected) {
+        return;
+    }
+    unsigned cnt = srv_outq_iov(&l->out, iov, SRV_OUT_IOV_MAX, &total);
+    int n = uv_try_write((uv_stream_t *)&l->tcp, iov, cnt);
+    if (n == UV_EAGAIN) {
+        n = 0;
+    } else if (n < 0) {
+        srv_cluster_link_fail(l, uv_strerror(n));
+        return;
+    }
+    srv_outq_consume(&l->out, pool, (size_t)n);
+    if (l->out.bytes == 0) {
+        return;
+    }
+    cnt = srv_outq_iov(&l->out, iov, SRV_OUT_IOV_MAX, &total);
+    srv_outq_start_flight(&l->out, total);
+    l->wreq.data = l;
+    int rv =
+        uv_write(&l->wreq, (uv_stream_t *)&l->tcp, iov, cnt, link_write_cb);
+    if (rv != 0) {
+        srv_outq_end_flight(&l->out, pool);
+        srv_cluster_link_fail(l, uv_strerror(rv));
+        return;
+    }
+    l->writing = true;
+}
+
+static int send_json(struct srv_cluster_link *l, unsigned kind, json_t *o)
+{
+    char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+    int rv = KEEL_ENOMEM;
+
+    json_decref(o);
+    if (s != NULL) {
+        rv = srv_cluster_link_send(l, kind, NULL, 0, s, strlen(s));
+        free(s);
+    }
+    return rv;
+}
+
+static void send_hello(struct srv_cluster_link *l)
+{
+    struct srv_cluster *cl = l->cl;
+    json_t *o =
+        json_pack("{s:i, s:s, s:s, s:s, s:s, s:s}", "proto", 1, "id",
+                  cl->node_id, "name", cl->node_name, "cluster", cl->name,
+                  "url", cl->url, "client_url", cl->client_url);
+    if (send_json(l, SRV_CLUSTER_HELLO, o) != 0) {
+        srv_cluster_link_fail(l, "cannot send the handshake");
+    }
+}
+
+/* Tell l (or every established link when l is NULL) the cluster URLs this
+ * node knows, so a node seeded with one route learns the rest. */
+static void send_gossip(struct srv_cluster *cl, struct srv_cluster_link *l)
+{
+    json_t *a = json_array();
+
+    if (a == NULL) {
+        return;
+    }
+    json_array_append_new(a, json_string(cl->url));
+    for (size_t i = 0; i < SRV_CLUSTER_LINKS_MAX; i++) {
+        struct srv_cluster_link *x = cl->links[i];
+        if (x != NULL && x->established && !x->closing) {
+            json_array_append_new(a, json_string(x->peer_url));
+        }
+    }
+    for (size_t i = 0; i < SRV_CLUSTER_LINKS_MAX; i++) {
+        struct srv_cluster_link *x =
+            l != NULL ? (i == 0 ? l : NULL) : cl->links[i];
+        if (x != NULL && x->established && !x->closing) {
+            (void)send_json(x, SRV_CLUSTER_GOSSIP, json_incref(a));
+        }
+    }
+    json_decref(a);
+}
+
+static void on_gossip(struct srv_cluster *cl, const uint8_t *p, size_t len)
+{
+    json_t *a = json_loadb((const char *)p, len, 0, NULL);
+    size_t i;
+    json_t *v;
+
+    json_array_foreach(a, i, v)
+    {
+        if (i >= SRV_CLUSTER_NODES_MAX) {
+            break;
+        }
+        const char *u = json_string_value(v);
+        if (u != NULL && strcmp(u, cl->url) != 0 && node_find(cl, u) == NULL) {
+            SRV_DEBUG("cluster", "learned of node %s", u);
+            (void)node_add(cl, u);
+        }
+    }
+    json_decref(a);
+}
+
+static bool hello_str(json_t *o, const char *key, char *dst, size_t len)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    if (s == NULL || strlen(s) >= len) {
+        return false;
+    }
+    memcpy(dst, s, strlen(s) + 1);
+    return true;
+}
+
+/* When both nodes dialed each other, keep on both sides the link dialed
+ * by the node whose name is smaller. Returns true when l is the loser. */
+static bool lose_tie(struct srv_cluster *cl, struct srv_cluster_link *l)
+{
+    struct srv_cluster_link *old = peer_link(cl, l->peer_name);
+
+    if (old == NULL || old == l) {
+        return false;
+    }
+    bool self_smaller = strcmp(cl->node_name, l->peer_name) < 0;
+    bool keep_new = l->outbound == self_smaller;
+    SRV_DEBUG("cluster", "two links with %s: keeping the one dialed by %s",
+              l->peer_name, self_smaller ? cl->node_name : l->peer_name);
+    if (keep_new) {
+        srv_cluster_link_fail(old, "replaced by the link dialed by the node "
+                                   "with the smaller name");
+        return false;
+    }
+    return true;
+}
+
+static void established(struct srv_cluster *cl, struct srv_cluster_link *l)
+{
+    l->established = true;
+    if (l->node != NULL) {
+        l->node->backoff_ms = SRV_CLUSTER_BACKOFF_MS_MIN;
+        l->node->refused = false;
+        snprintf(l->node->name, sizeof l->node->name, "%s", l->peer_name);
+    }
+    /* The URL it advertises is how others reach it: remember it too. */
+    struct srv_cluster_node *n = node_add(cl, l->peer_url);
+    if (n != NULL) {
+        snprintf(n->name, sizeof n->name, "%s", l->peer_name);
+        n->backoff_ms = SRV_CLUSTER_BACKOFF_MS_MIN;
+    }
+    SRV_INFO("cluster", "link to %s (%s, clients %s) up (%s)", l->peer_name,
+             l->peer_url, l->peer_client_url,
+             l->outbound ? "dialed" : "accepted");
+    srv_cluster_interest_resend(cl, l);
+    send_gossip(cl, NULL);
+    update_connect_urls(cl);
+    if (cl->peer_cb != NULL) {
+        cl->peer_cb(cl->peer_arg, l->peer_name, true);
+    }
+}
+
+static int on_hello(struct srv_cluster *cl, struct srv_cluster_link *l,
+                    const uint8_t *p, size_t len)
+{
+    json_t *o = json_loadb((const char *)p, len, 0, NULL);
+    char cname[SRV_CLUSTER_NAME_BYTES];
+    bool ok = o != NULL && hello_str(o, "id", l->peer_id, sizeof l->peer_id) &&
+              hello_str(o, "name", l->peer_name, sizeof l->peer_name) &&
+              hello_str(o, "cluster", cname, sizeof cname) &&
+              hello_str(o, "url", l->peer_url, sizeof l->peer_url) &&
+              hello_str(o, "client_url", l->peer_client_url,
+                        sizeof l->peer_client_url);
+
+    json_decref(o);
+    if (!ok || l->established) {
+        return KEEL_EPROTO;
+    }
+    if (strcmp(l->peer_id, cl->node_id) == 0) {
+        if (l->node != NULL) {
+            SRV_DEBUG("cluster", "route %s is this node: skipping it",
+                      l->node->url);
+            l->node->self = true;
+        }
+        srv_cluster_link_fail(l, NULL);
+        return 0;
+    }
+    if (strcmp(cname, cl->name) != 0) {
+        SRV_ERROR("cluster",
+                  "refusing link with node %s (%s): it is in cluster '%s', "
+                  "this node is in '%s'; give every node the same "
+                  "--cluster_name",
+                  l->peer_name, l->peer_url, cname, cl->name);
+        if (l->node != NULL) {
+            l->node->refused = true;
+            l->node->backoff_ms = SRV_CLUSTER_BACKOFF_MS_MAX;
+        }
+        srv_cluster_link_fail(l, "cluster name mismatch");
+        return 0;
+    }
+    if (strcmp(l->peer_name, cl->node_name) == 0) {
+        SRV_ERROR("cluster",
+                  "refusing link with %s: it has this node's name '%s'; "
+                  "give every node a unique -n",
+                  l->peer_url, cl->node_name);
+        srv_cluster_link_fail(l, "duplicate node name");
+        return 0;
+    }
+    if (lose_tie(cl, l)) {
+        srv_cluster_link_fail(l, "duplicate link");
+        return 0;
+    }
+    established(cl, l);
+    return 0;
+}
+
+static void on_group(struct srv_cluster *cl, struct srv_cluster_link *l,
+                     const uint8_t *g, size_t glen, const uint8_t *p,
+                     size_t len)
+{
+    if (glen != SRV_CLUSTER_GROUP_ID_BYTES) {
+        return;
+    }
+    for (size_t i = 0; i < cl->ngroups; i++) {
+        if (memcmp(cl->groups[i].id, g, glen) == 0) {
+            cl->groups[i].cb(cl->groups[i].arg, l->peer_name, p, len);
+            return;
+        }
+    }
+    /* A group this node does not host (yet): Raft retries. */
+}
+
+/* Dispatch one frame: a switch over kinds. A frame other than HELLO
+ * before the handshake is a protocol error. */
+static int on_frame(struct srv_cluster_link *l, const uint8_t *body, size_t len)
+{
+    struct srv_cluster *cl = l->cl;
+    const uint8_t *g, *p;
+    size_t glen, plen;
+    unsigned kind;
+
+    if (srv_cluster_frame_decode(body, len, &kind, &g, &glen, &p, &plen) != 0) {
+        return KEEL_EPROTO;
+    }
+    l->frames_in++;
+    if (!l->established && kind != SRV_CLUSTER_HELLO) {
+        return KEEL_EPROTO;
+    }
+    switch (kind) {
+    case SRV_CLUSTER_HELLO:
+        return on_hello(cl, l, p, plen);
+    case SRV_CLUSTER_PING:
+        (void)srv_cluster_link_send(l, SRV_CLUSTER_PONG, NULL, 0, NULL, 0);
+        return 0;
+    case SRV_CLUSTER_PONG:
+        return 0;
+    case SRV_CLUSTER_GOSSIP:
+        on_gossip(cl, p, plen);
+        return 0;
+    case SRV_CLUSTER_INTEREST:
+        return cl->srv != NULL ? srv_cluster_on_interest(cl, l, p, plen) : 0;
+    case SRV_CLUSTER_MSG:
+        return cl->srv != NULL ? srv_cluster_on_msg(cl, l, p, plen) : 0;
+    case SRV_CLUSTER_GROUP:
+        on_group(cl, l, g, glen, p, plen);
+        return 0;
+    default:
+        return KEEL_EPROTO;
+    }
+}
+
+/* Parse every complete frame in l->rbuf, keep the incomplete rest. */
+static int parse_frames(struct srv_cluster_link *l)
+{
+    size_t off = 0;
+    int rv = 0;
+
+    for (size_t i = 0; i < SRV_CLUSTER_FRAMES_PER_READ_MAX && !l->closing;
+         i++) {
+        if (l->rlen - off < 4) {
+            break;
+        }
+        const uint8_t *h = l->rbuf + off;
+        size_t n =
+            (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
+        if (n == 0 || n > SRV_CLUSTER_FRAME_BYTES_MAX) {
+            return KEEL_ETOOBIG;
+        }
+        if (l->rlen - off - 4 < n) {
+            break;
+        }
+        rv = on_frame(l, h + 4, n);
+        if (rv != 0) {
+            return rv;
+        }
+        off += 4 + n;
+    }
+    if (!l->closing && off > 0) {
+        memmove(l->rbuf, l->rbuf + off, l->rlen - off);
+        l->rlen -= off;
+    }
+    return 0;
+}
+
+static void link_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct srv_cluster_link *l = h->data;
+    (void)suggested;
+
+    size_t want = l->rlen + SRV_READ_BYTES;
+    if (want > l->rcap) {
+        uint8_t *b = realloc(l->rbuf, want);
+        if (b == NULL) {
+            *buf = uv_buf_init(NULL, 0);
+            return;
+        }
+        l->rbuf = b;
+        l->rcap = want;
+    }
+    *buf = uv_buf_init((char *)l->rbuf + l->rlen, SRV_READ_BYTES);
+}
+
+static void link_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    struct srv_cluster_link *l = s->data;
+    (void)buf;
+
+    if (l->closing || n == 0) {
+        return;
+    }
+    if (n < 0) {
+        srv_cluster_link_fail(l, n == UV_EOF ? "closed by peer"
+                                             : uv_strerror((int)n));
+        return;
+    }
+    l->rlen += (size_t)n;
+    l->bytes_in += (size_t)n;
+    l->last_rx_ms = uv_now(l->cl->loop);
+    int rv = parse_frames(l);
+    if (rv != 0) {
+        SRV_WARN("cluster", "link %s: bad frame (%s), dropping the link",
+                 l->peer_name[0] != '\0' ? l->peer_name : "(handshaking)",
+                 keel_strerror(rv));
+        srv_cluster_link_fail(l, "bad frame");
+    }
+}
+
+static void link_start(struct srv_cluster_link *l)
+{
+    l->connected = true;
+    uv_tcp_nodelay(&l->tcp, 1);
+    send_hello(l);
+    if (!l->closing) {
+        uv_read_start((uv_stream_t *)&l->tcp, link_alloc_cb, link_read_cb);
+        link_flush(l);
+    }
+}
+
+static void connect_cb(uv_connect_t *req, int status)
+{
+    struct srv_cluster_link *l = req->data;
+
+    if (l->closing) {
+        return;
+    }
+    if (status < 0) {
+        srv_cluster_link_fail(l, uv_strerror(status));
+        return;
+    }
+    link_start(l);
+}
+
+static void dial(struct srv_cluster *cl, struct srv_cluster_node *n)
+{
+    char host[SRV_CLUSTER_URL_BYTES];
+    struct sockaddr_storage ss;
+    int port = 0;
+
+    if (srv_cluster_parse_url(n->url, host, sizeof host, &port) != 0 ||
+        (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) != 0 &&
+         uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) != 0)) {
+        SRV_WARN("cluster", "cannot dial %s: use an IP address", n->url);
+        n->self = true; /* never dialable: stop trying */
+        return;
+    }
+    struct srv_cluster_link *l = link_new(cl, true);
+    if (l == NULL) {
+        schedule_redial(cl, n);
+        return;
+    }
+    l->node = n;
+    n->dialing = l;
+    l->creq.data = l;
+    int rv =
+        uv_tcp_connect(&l->creq, &l->tcp, (struct sockaddr *)&ss, connect_cb);
+    if (rv != 0) {
+        srv_cluster_link_fail(l, uv_strerror(rv));
+    }
+}
+
+static bool node_linked(const struct srv_cluster *cl,
+                        const struct srv_cluster_node *n)
+{
+    return n->name[0] != '\0' && peer_link(cl, n->name) != NULL;
+}
+
+/* Every SRV_CLUSTER_TICK_MS: dial what is due, ping, drop dead links. */
+static void tick_cb(uv_timer_t *t)
+{
+    struct srv_cluster *cl = t->data;
+    uint64_t now = uv_now(cl->loop);
+
+    for (size_t i = 0; i < SRV_CLUSTER_NODES_MAX; i++) {
+        struct srv_cluster_node *n = &cl->nodes[i];
+        if (n->used && !n->self && n->dialing == NULL &&
+            now >= n->next_dial_ms && !node_linked(cl, n)) {
+            dial(cl, n);
+        }
+    }
+    for (size_t i = 0; i < SRV_CLUSTER_LINKS_MAX; i++) {
+        struct srv_cluster_link *l = cl->links[i];
+        if (l == NULL || l->closing) {
+            continue;
+        }
+        if (!l->established && l->connected &&
+            now - l->opened_ms > SRV_CLUSTER_HANDSHAKE_MS) {
+            srv_cluster_link_fail(l, "no handshake in time");
+        } else if (l->established &&
+                   now - l->last_rx_ms > SRV_CLUSTER_DEAD_MS) {
+            srv_cluster_link_fail(l, "no frames from the peer (dead link)");
+        } else if (l->established &&
+                   now - l->last_ping_ms >= SRV_CLUSTER_PING_MS) {
+            l->last_ping_ms = now;
+            (void)srv_cluster_link_send(l, SRV_CLUSTER_PING, NULL, 0, NULL, 0);
+        }
+    }
+    if (cl->snapshot_dirty && cl->srv != NULL) {
+        cl->snapshot_dirty = false;
+        srv_server_cluster_snapshot(cl->srv);
+    }
+}
+
+/* After each loop iteration: write what the iteration queued. */
+static void check_cb(uv_check_t *h)
+{
+    struct srv_cluster *cl = h->data;
+
+    for (size_t i = 0; i < SRV_CLUSTER_LINKS_MAX; i++) {
+        if (cl->links[i] != NULL) {
+            link_flush(cl->links[i]);
+        }
+    }
+}
+
+static void free_handle_cb(uv_handle_t *h)
+{
+    free(h);
+}
+
+static void on_accept(uv_stream_t *listener, int status)
+{
+    struct srv_cluster *cl = listener->data;
+
+    if (status < 0 || cl->stopping) {
+        return;
+    }
+    struct srv_cluster_link *l = link_new(cl, false);
+    if (l == NULL) {
+        uv_tcp_t *tmp = malloc(sizeof *tmp);
+        SRV_WARN("cluster", "more than %d links: refusing a connection",
+                 SRV_CLUSTER_LINKS_MAX);
+        if (tmp != NULL) {
+            uv_tcp_init(cl->loop, tmp);
+            (void)uv_accept(listener, (uv_stream_t *)tmp);
+            uv_close((uv_handle_t *)tmp, free_handle_cb);
+        }
+        return;
+    }
+    if (uv_accept(listener, (uv_stream_t *)&l->tcp) != 0) {
+        srv_cluster_link_fail(l, "accept failed");
+        return;
+    }
+    link_start(l);
+}
+
+static int listen_cluster(struct srv_cluster *cl, const char *listen,
+                          char *errmsg)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    int port = 0;
+    int rv;
+
+    if (srv_cluster_parse_url(listen, cl->listen_host, sizeof cl->listen_host,
+                              &port) != 0 ||
+        (uv_ip4_addr(cl->listen_host, port, (struct sockaddr_in *)&ss) != 0 &&
+         uv_ip6_addr(cl->listen_host, port, (struct sockaddr_in6 *)&ss) != 0)) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "invalid --cluster '%s': use nats://IP:PORT", listen);
+    }
+    uv_tcp_init(cl->loop, &cl->listener);
+    cl->listener.data = cl;
+    cl->listener_inited = true;
+    cl->handles_open++;
+    rv = uv_tcp_bind(&cl->listener, (struct sockaddr *)&ss, 0);
+    if (rv == 0) {
+        rv = uv_listen((uv_stream_t *)&cl->listener, 128, on_accept);
+    }
+    if (rv == 0) {
+        rv = uv_tcp_getsockname(&cl->listener, (struct sockaddr *)&ss, &len);
+    }
+    if (rv != 0) {
+        return keel_err(KEEL_EIO, errmsg,
+                        "cannot listen for cluster links "
+                        "on %s: %s",
+                        listen, uv_strerror(rv));
+    }
+    cl->port = ntohs(ss.ss_family == AF_INET
+                         ? ((struct sockaddr_in *)&ss)->sin_port
+                         : ((struct sockaddr_in6 *)&ss)->sin6_port);
+    bool any = strcmp(cl->listen_host, "0.0.0.0") == 0 ||
+               strcmp(cl->listen_host, "::") == 0;
+    snprintf(cl->url, sizeof cl->url, "%s:%d",
+             any ? "127.0.0.1" : cl->listen_host, cl->port);
+    return 0;
+}
+
+static void add_seeds(struct srv_cluster *cl, const char *routes)
+{
+    char buf[1024];
+    char *save = NULL;
+
+    snprintf(buf, sizeof buf, "%s", routes != NULL ? routes : "");
+    for (char *tok = strtok_r(buf, ", \t", &save); tok != NULL;
+         tok = strtok_r(NULL, ", \t", &save)) {
+        (void)node_add(cl, tok);
+    }
+}
+
+int srv_cluster_start(struct srv_cluster *cl, uv_loop_t *loop,
+                      struct srv_server *srv,
+                      const struct srv_cluster_settings *s, char *errmsg)
+{
+    int rv;
+
+    memset(cl, 0, sizeof *cl);
+    cl->loop = loop;
+    cl->srv = srv;
+    srv_outpool_init(&cl->pool);
+    srv_hmap_init(&cl->interest);
+    rv = srv_sublist_init(&cl->rsublist);
+    if (rv != 0) {
+        return keel_err(rv, errmsg, "out of memory for the cluster");
+    }
+    snprintf(cl->name, sizeof cl->name, "%s",
+             s->name != NULL && s->name[0] != '\0' ? s->name : "keel");
+    snprintf(cl->node_id, sizeof cl->node_id, "%s", s->node_id);
+    snprintf(cl->node_name, sizeof cl->node_name, "%s",
+             s->node_name != NULL && s->node_name[0] != '\0' ? s->node_name
+                                                             : s->node_id);
+    snprintf(cl->client_url, sizeof cl->client_url, "%s",
+             s->client_url != NULL ? s->client_url : "");
+    if (uv_random(NULL, NULL, &cl->rng, sizeof cl->rng, 0, NULL) != 0 ||
+        cl->rng == 0) {
+        cl->rng = uv_hrtime() | 1;
+    }
+    rv = listen_cluster(cl, s->listen, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    add_seeds(cl, s->routes);
+    uv_timer_init(loop, &cl->tick);
+    cl->tick.data = cl;
+    uv_timer_start(&cl->tick, tick_cb, 0, SRV_CLUSTER_TICK_MS);
+    uv_check_init(loop, &cl->check);
+    cl->check.data = cl;
+    uv_check_start(&cl->check, check_cb);
+    cl->handles_open += 2;
+    cl->timers_inited = true;
+    cl->snapshot_dirty = true;
+    SRV_INFO("cluster",
+             "node %s of cluster '%s' listening for links on %s "
+             "(advertised %s)",
+             cl->node_name, cl->name, s->listen, cl->url);
+    return 0;
+}
+
+int srv_cluster_add_route(struct srv_cluster *cl, const char *url)
+{
+    return node_add(cl, url) != NULL ? 0 : KEEL_EINVAL;
+}
+
+static void handle_closed_cb(uv_handle_t *h)
+{
+    struct srv_cluster *cl = h->data;
+
+    ASSERT(cl != NULL);
+    ASSERT(cl->handles_open > 0);
+    cl->handles_open--;
+}
+
+void srv_cluster_stop(struct srv_cluster *cl)
+{
+    if (cl->stopping || cl->loop == NULL) {
+        return;
+    }
+    cl->stopping = true;
+    if (cl->timers_inited) {
+        uv_close((uv_handle_t *)&cl->tick, handle_closed_cb);
+        uv_close((uv_handle_t *)&cl->check, handle_closed_cb);
+    }
+    if (cl->listener_inited) {
+        uv_close((uv_handle_t *)&cl->listener, handle_closed_cb);
+    }
+    for (size_t i = 0; i < SRV_CLUSTER_LINKS_MAX; i++) {
+        if (cl->links[i] != NULL) {
+            link_flush(cl->links[i]);
+            srv_cluster_link_fail(cl->links[i], "shutting down");
+        }
+    }
+}
+
+void srv_cluster_close(struct srv_cluster *cl)
+{
+    srv_hmap_close(&cl->interest);
+    srv_sublist_close(&cl->rsublist);
+    srv_outpool_close(&cl->pool);
+    free(cl->groups);
+    free(cl->scratch);
+    cl->groups = NULL;
+    cl->scratch = NULL;
+}
+
+int srv_cluster_send(struct srv_cluster *cl, const char *node,
+                     const uint8_t *group_id, const void *data, size_t len)
+{
+    struct srv_cluster_link *l = peer_link(cl, node);
+
+    ASSERT(group_id != NULL);
+    if (l == NULL) {
+        return KEEL_ENOENT;
+    }
+    return srv_cluster_link_send(l, SRV_CLUSTER_GROUP, group_id,
+                                 SRV_CLUSTER_GROUP_ID_BYTES, data, len);
+}
+
+int srv_cluster_register_group(struct srv_cluster *cl, const uint8_t *group_id,
+                               srv_cluster_group_cb cb, void *arg)
+{
+    ASSERT(cb != NULL);
+    for (size_t i = 0; i < cl->ngroups; i++) {
+        if (memcmp(cl->groups[i].id, group_id, SRV_CLUSTER_GROUP_ID_BYTES) ==
+            0) {
+            return KEEL_EEXIST;
+        }
+    }
+    if (cl->ngroups >= SRV_CLUSTER_GROUPS_MAX) {
+        return KEEL_ELIMIT;
+    }
+    struct srv_cluster_group *g =
+        realloc(cl->groups, (cl->ngroups + 1) * sizeof *g);
+    if (g == NULL) {
+        return KEEL_ENOMEM;
+    }
+    cl->groups = g;
+    memcpy(g[cl->ngroups].id, group_id, SRV_CLUSTER_GROUP_ID_BYTES);
+    g[cl->ngroups].cb = cb;
+    g[cl->ngroups].arg = arg;
+    cl->ngroups++;
+    return 0;
+}
+
+int srv_cluster_unregister_group(struct srv_cluster *cl,
+                                 const uint8_t *group_id)
+{
+    for (size_t i = 0; i < cl->ngroups; i++) {
+        if (memcmp(cl->groups[i].id, group_id, SRV_CLUSTER_GROUP_ID_BYTES) ==
+            0) {
+            cl->groups[i] = cl->groups[--cl->ngroups];
+            return 0;
+        }
+    }
+    return KEEL_ENOENT;
+}
+
+void srv_cluster_set_peer_cb(struct srv_cluster *cl, srv_cluster_peer_cb cb,
+                             void *arg)
+{
+    cl->peer_cb = cb;
+    cl->peer_arg = arg;
+}
+
+size_t srv_cluster_peers(const struct srv_cluster *cl, const char **names,
+                         size_t max)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < SRV_CLUSTER_LINKS_MAX && n < max; i++) {
+        const struct srv_cluster_link *l = cl->links[i];
+        if (l != NULL && l->established && !l->closing) {
+            names[n++] = l->peer_name;
+        }
+    }
+    return n;
+}
+
+/* Interest keys l's peer reported, "subject" or "subject queue", at most
+ * SRV_CLUSTER_ROUTEZ_SUBS_MAX (tests and operators look one up). */
+static json_t *route_subs_json(const struct srv_cluster_link *l)
+{
+    json_t *a = json_array();
+    size_t pos = 0;
+    struct srv_hmap_slot *s;
+    char buf[SRV_CONTROL_LINE_BYTES_MAX * 2 + 2];
+
+    for (size_t i = 0; i < SRV_CLUSTER_ROUTEZ_SUBS_MAX && a != NULL; i++) {
+        s = srv_hmap_next(&l->rsubs, &pos);
+        if (s == NULL) {
+            break;
+        }
+        const struct srv_cluster_rsub *rs = s->value;
+        snprintf(buf, sizeof buf, "%.*s%s%.*s", (int)rs->sub.subject_len,
+                 rs->sub.subject, rs->sub.queue_len > 0 ? " " : "",
+                 (int)rs->sub.queue_len,
+                 rs->sub.queue != NULL ? rs->sub.queue : "");
+        json_array_append_new(a, json_string(buf));
+    }
+    return a;
+}
+
+static json_t *route_json(const struct srv_cluster_link *l)
+{
+    json_t *o = json_pack(
+        "{s:s, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, "
+        "s:I}",
+        "remote_id", l->peer_id, "remote_name", l->peer_name, "url",
+        l->peer_url, "client_url", l->peer_client_url, "did_solicit",
+        l->outbound, "subscriptions", (json_int_t)l->rsubs.count, "in_msgs",
+        (json_int_t)l->frames_in, "out_msgs", (json_int_t)l->frames_out,
+        "in_bytes", (json_int_t)l->bytes_in, "out_bytes",
+        (json_int_t)l->bytes_out, "pending_bytes", (json_int_t)l->out.bytes);
+    if (o != NULL) {
+        json_object_set_new(o, "subscriptions_list", route_subs_json(l));
+    }
+    return o;
+}
+
+char *srv_cluster_json(const struct srv_cluster *cl, bool routez)
+{
+    json_t *routes = json_array();
+    json_t *urls = json_array();
+    json_t *o = NULL;
+    size_t n = 0;
+
+    for (size_t i = 0; i < SRV_CLUSTER_LINKS_MAX; i++) {
+        const struct srv_cluster_link *l = cl->links[i];
+        if (l != NULL && l->established && !l->closing) {
+            json_array_append_new(routes, route_json(l));
+            json_array_append_new(urls, json_string(l->peer_url));
+            n++;
+        }
+    }
+    if (routez) {
+        json_decref(urls);
+        o = json_pack("{s:s, s:s, s:s, s:I, s:o}", "server_id", cl->node_id,
+                      "server_name", cl->node_name, "name", cl->name,
+                      "num_routes", (json_int_t)n, "routes", routes);
+    } else {
+        json_decref(routes);
+        o = json_pack("{s:s, s:s, s:i, s:o, s:I}", "name", cl->name, "addr",
+                      cl->listen_host, "cluster_port", cl->port, "urls", urls,
+                      "num_routes", (json_int_t)n);
+    }
+    char *s =
+        o != NULL ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    return s;
+}

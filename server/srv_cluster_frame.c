@@ -1,0 +1,199 @@
+/* The msgpack subset of cluster frames. A frame is a 4-byte big-endian
+ * body length followed by the body, a msgpack array [kind, group id,
+ * payload]. Hand-written rather than msgpack-c's unpacker: frames need
+ * only arrays, unsigned integers, str and bin, read in place without a
+ * zone allocation per frame, and every length is checked against the
+ * bytes that are really there (they come from the network).
+ */
+#include <string.h>
+
+#include "keel/error.h"
+#include "srv_cluster.h"
+
+static uint8_t *put_be(uint8_t *p, uint64_t v, unsigned bytes)
+{
+    for (unsigned i = 0; i < bytes; i++) {
+        p[i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
+    }
+    return p + bytes;
+}
+
+uint8_t *srv_mp_put_array(uint8_t *p, uint32_t n)
+{
+    if (n < 16) {
+        *p++ = (uint8_t)(0x90 | n);
+        return p;
+    }
+    if (n <= 0xffff) {
+        *p++ = 0xdc;
+        return put_be(p, n, 2);
+    }
+    *p++ = 0xdd;
+    return put_be(p, n, 4);
+}
+
+uint8_t *srv_mp_put_uint(uint8_t *p, uint64_t v)
+{
+    if (v < 128) {
+        *p++ = (uint8_t)v;
+        return p;
+    }
+    if (v <= 0xffffffffu) {
+        *p++ = 0xce;
+        return put_be(p, v, 4);
+    }
+    *p++ = 0xcf;
+    return put_be(p, v, 8);
+}
+
+uint8_t *srv_mp_put_str(uint8_t *p, const void *s, size_t len)
+{
+    ASSERT(len <= 0xffffffffu);
+    if (len < 32) {
+        *p++ = (uint8_t)(0xa0 | len);
+    } else if (len <= 0xff) {
+        *p++ = 0xd9;
+        *p++ = (uint8_t)len;
+    } else {
+        *p++ = 0xdb;
+        p = put_be(p, len, 4);
+    }
+    memcpy(p, s, len);
+    return p + len;
+}
+
+uint8_t *srv_mp_put_bin_header(uint8_t *p, size_t len)
+{
+    ASSERT(len <= 0xffffffffu);
+    *p++ = 0xc6;
+    return put_be(p, len, 4);
+}
+
+static int get_be(struct srv_mp_reader *r, unsigned bytes, uint64_t *v)
+{
+    if ((size_t)(r->end - r->p) < bytes) {
+        return KEEL_EPROTO;
+    }
+    *v = 0;
+    for (unsigned i = 0; i < bytes; i++) {
+        *v = (*v << 8) | r->p[i];
+    }
+    r->p += bytes;
+    return 0;
+}
+
+int srv_mp_get_array(struct srv_mp_reader *r, uint32_t *n)
+{
+    uint64_t v = 0;
+    int rv = 0;
+
+    if (r->p >= r->end) {
+        return KEEL_EPROTO;
+    }
+    uint8_t t = *r->p++;
+    if ((t & 0xf0) == 0x90) {
+        v = t & 0x0f;
+    } else if (t == 0xdc) {
+        rv = get_be(r, 2, &v);
+    } else if (t == 0xdd) {
+        rv = get_be(r, 4, &v);
+    } else {
+        return KEEL_EPROTO;
+    }
+    *n = (uint32_t)v;
+    return rv;
+}
+
+int srv_mp_get_uint(struct srv_mp_reader *r, uint64_t *v)
+{
+    if (r->p >= r->end) {
+        return KEEL_EPROTO;
+    }
+    uint8_t t = *r->p++;
+    switch (t) {
+    case 0xcc:
+        return get_be(r, 1, v);
+    case 0xcd:
+        return get_be(r, 2, v);
+    case 0xce:
+        return get_be(r, 4, v);
+    case 0xcf:
+        return get_be(r, 8, v);
+    default:
+        if (t < 0x80) {
+            *v = t;
+            return 0;
+        }
+        return KEEL_EPROTO;
+    }
+}
+
+int srv_mp_get_bytes(struct srv_mp_reader *r, const uint8_t **s, size_t *len)
+{
+    uint64_t n = 0;
+    int rv = 0;
+
+    if (r->p >= r->end) {
+        return KEEL_EPROTO;
+    }
+    uint8_t t = *r->p++;
+    if ((t & 0xe0) == 0xa0) {
+        n = t & 0x1f;
+    } else if (t == 0xd9 || t == 0xc4) {
+        rv = get_be(r, 1, &n);
+    } else if (t == 0xda || t == 0xc5) {
+        rv = get_be(r, 2, &n);
+    } else if (t == 0xdb || t == 0xc6) {
+        rv = get_be(r, 4, &n);
+    } else {
+        return KEEL_EPROTO;
+    }
+    if (rv != 0 || n > (uint64_t)(r->end - r->p)) {
+        return KEEL_EPROTO;
+    }
+    *s = r->p;
+    *len = (size_t)n;
+    r->p += n;
+    return 0;
+}
+
+int srv_cluster_frame_decode(const uint8_t *body, size_t len, unsigned *kind,
+                             const uint8_t **group, size_t *group_len,
+                             const uint8_t **payload, size_t *payload_len)
+{
+    struct srv_mp_reader r = {body, body + len};
+    uint32_t n = 0;
+    uint64_t k = 0;
+
+    if (srv_mp_get_array(&r, &n) != 0 || n != 3 ||
+        srv_mp_get_uint(&r, &k) != 0 || k == 0 || k > SRV_CLUSTER_KIND_MAX ||
+        srv_mp_get_bytes(&r, group, group_len) != 0 ||
+        *group_len > SRV_CLUSTER_GROUP_ID_BYTES ||
+        srv_mp_get_bytes(&r, payload, payload_len) != 0 || r.p != r.end) {
+        return KEEL_EPROTO;
+    }
+    *kind = (unsigned)k;
+    return 0;
+}
+
+size_t srv_cluster_frame_header(uint8_t *hdr, unsigned kind,
+                                const uint8_t *group, size_t group_len,
+                                size_t payload_len)
+{
+    uint8_t *p = hdr + 4;
+
+    ASSERT(kind > 0 && kind <= SRV_CLUSTER_KIND_MAX);
+    ASSERT(group_len <= SRV_CLUSTER_GROUP_ID_BYTES);
+    p = srv_mp_put_array(p, 3);
+    p = srv_mp_put_uint(p, kind);
+    *p++ = 0xc4; /* bin 8 */
+    *p++ = (uint8_t)group_len;
+    if (group_len > 0) {
+        memcpy(p, group, group_len);
+        p += group_len;
+    }
+    p = srv_mp_put_bin_header(p, payload_len);
+    size_t body = (size_t)(p - (hdr + 4)) + payload_len;
+    put_be(hdr, body, 4);
+    return (size_t)(p - hdr);
+}
