@@ -330,10 +330,13 @@ static int apply_publish(struct srv_stream_sm *sm, uint64_t index,
     sm->last_msg_id = NULL;
     sm->last_msg_id_len = 0;
     if (id_len > 0) {
-        sm->last_msg_id = strndup(id, id_len);
+        /* Copied by length: a header value may hold a NUL byte. */
+        sm->last_msg_id = malloc(id_len + 1);
         if (sm->last_msg_id == NULL) {
             return KEEL_ENOMEM;
         }
+        memcpy(sm->last_msg_id, id, id_len);
+        sm->last_msg_id[id_len] = '\0';
         sm->last_msg_id_len = id_len;
         rv = srv_dedupe_add(&sm->dedupe, id, id_len, ts, res->seq);
         if (rv != 0) {
@@ -646,8 +649,12 @@ static int restore_header(struct srv_stream_sm *sm, struct rd *r)
     if (r->bad || l->duplicate_window_ns < 0) {
         return KEEL_ECORRUPT;
     }
-    if (n > 0 && (sm->last_msg_id = strndup(id, n)) == NULL) {
-        return KEEL_ENOMEM;
+    if (n > 0) {
+        if ((sm->last_msg_id = malloc(n + 1)) == NULL) {
+            return KEEL_ENOMEM;
+        }
+        memcpy(sm->last_msg_id, id, n);
+        sm->last_msg_id[n] = '\0';
     }
     sm->last_msg_id_len = n;
     return 0;
