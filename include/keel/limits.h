@@ -141,28 +141,6 @@ _Static_assert(SRV_CLUSTER_PING_MS * 3 <= SRV_CLUSTER_DEAD_MS,
 _Static_assert(SRV_CLUSTER_FRAME_BYTES_MAX < SRV_CLUSTER_LINK_PENDING_BYTES_MAX,
                "a link queue must hold at least one frame");
 
-/* ---- server: cluster links (srv_cluster*) ---- */
-#define SRV_CLUSTER_NODES_MAX 16    /* known nodes (seeds + gossip) */
-#define SRV_CLUSTER_LINKS_MAX 64    /* links, handshaking ones too */
-#define SRV_CLUSTER_GROUPS_MAX 4096 /* registered group handlers */
-#define SRV_CLUSTER_FRAME_BYTES_MAX (16 * 1024 * 1024) /* one frame */
-#define SRV_CLUSTER_LINK_PENDING_BYTES_MAX (64 * 1024 * 1024)
-#define SRV_CLUSTER_TICK_MS 100       /* reconnect and heartbeat clock */
-#define SRV_CLUSTER_PING_MS 1000      /* one ping per link per interval */
-#define SRV_CLUSTER_DEAD_MS 5000      /* silence that drops a link */
-#define SRV_CLUSTER_HANDSHAKE_MS 3000 /* HELLO must arrive within this */
-#define SRV_CLUSTER_BACKOFF_MS_MIN 50
-#define SRV_CLUSTER_BACKOFF_MS_MAX 5000
-#define SRV_CLUSTER_FRAMES_PER_READ_MAX 100000 /* frames parsed per read */
-#define SRV_CLUSTER_QUEUES_PER_MSG_MAX 64 /* queue groups named in one MSG */
-#define SRV_CLUSTER_INTEREST_MAX (1024 * 1024) /* subject/queue keys */
-#define SRV_CLUSTER_ROUTEZ_SUBS_MAX 1024 /* interest keys listed per link */
-
-_Static_assert(SRV_CLUSTER_PING_MS * 3 <= SRV_CLUSTER_DEAD_MS,
-               "a link must miss several pings before it is dead");
-_Static_assert(SRV_CLUSTER_FRAME_BYTES_MAX < SRV_CLUSTER_LINK_PENDING_BYTES_MAX,
-               "a link queue must hold at least one frame");
-
 /* ---- store ---- */
 #define STORE_SEGMENT_BYTES_DEFAULT (64u * 1024 * 1024)
 #define STORE_SEGMENT_BYTES_MIN (8u * 1024)
