@@ -9,12 +9,83 @@
 #include "keel/assert.h"
 #include "keel/error.h"
 
+#define ROUND_CONFIGS_MAX (RAFT_CONFIGS_MAX + 1)
+
+/* The configurations a round about index `at` must convince (rule 1c): the
+ * one in effect at that index (the latest entry at or below it, else the
+ * snapshot's) and every later one in the log: a leader of any of them may
+ * have committed `at`. Returns how many (>= 1). */
+static uint32_t round_configs(const struct raft *r, raft_index at,
+                              const struct raft_config **cfgs)
+{
+    uint32_t n = 0;
+    uint32_t from = 0;
+    bool snap = true;
+    ASSERT(r->n_configs <= RAFT_CONFIGS_MAX);
+    for (uint32_t k = 0; k < r->n_configs; k++) {
+        if (r->configs[k].index <= at) {
+            from = k;
+            snap = false;
+        }
+    }
+    if (snap && r->snap_config.n > 0) {
+        cfgs[n++] = &r->snap_config;
+    }
+    for (uint32_t k = from; k < r->n_configs; k++) {
+        cfgs[n++] = &r->configs[k].config;
+    }
+    if (n == 0) {
+        cfgs[n++] = raft_config_current(r);
+    }
+    ASSERT(n <= ROUND_CONFIGS_MAX);
+    return n;
+}
+
+static bool round_voter(const struct raft *r, raft_index at, raft_node node,
+                        raft_incarnation inc)
+{
+    const struct raft_config *cfgs[ROUND_CONFIGS_MAX];
+    uint32_t n = round_configs(r, at, cfgs);
+    for (uint32_t k = 0; k < n; k++) {
+        if (config_is_voter(r, cfgs[k], node, inc)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Send `type` about the first faulty index to every other voter of the
+ * round's configurations, once each. */
+static void ask_voters(struct raft *r, uint8_t type, struct raft_out *out)
+{
+    const struct raft_config *cfgs[ROUND_CONFIGS_MAX];
+    uint32_t n = round_configs(r, r->faulty, cfgs);
+    ASSERT(r->faulty > r->snap_index);
+    for (uint32_t k = 0; k < n; k++) {
+        const struct raft_config *c = cfgs[k];
+        ASSERT(c->n <= RAFT_SERVERS_MAX);
+        for (uint32_t i = 0; i < c->n; i++) {
+            const struct raft_server *s = &c->servers[i];
+            bool asked = false;
+            for (uint32_t j = 0; j < k && !asked; j++) {
+                asked = config_is_voter(r, cfgs[j], s->node, s->incarnation);
+            }
+            if (s->role != RAFT_VOTER || s->node == r->id || asked) {
+                continue;
+            }
+            struct raft_msg *m = out_msg(out, type, r, s->node, s->incarnation);
+            if (m != NULL) {
+                m->discard.index = r->faulty;
+            }
+        }
+    }
+}
+
 /* Start a round about the first faulty index: term := term + 1 (durable
  * before the requests go out: hs_dirty), then ask every other voter of the
- * configuration in effect. */
+ * configurations in effect at that index and after it. */
 void discard_start(struct raft *r, struct raft_out *out)
 {
-    const struct raft_config *c = raft_config_current(r);
     ASSERT(r->faulty > r->snap_index);
     ASSERT(r->role != RAFT_LEADER);
     become_follower(
@@ -23,36 +94,15 @@ void discard_start(struct raft *r, struct raft_out *out)
     r->discard_index = r->faulty;
     r->discard_term = r->term;
     r->n_discard = 0;
-    for (uint32_t i = 0; i < c->n && i < RAFT_SERVERS_MAX; i++) {
-        const struct raft_server *s = &c->servers[i];
-        if (s->role != RAFT_VOTER || s->node == r->id) {
-            continue;
-        }
-        struct raft_msg *m =
-            out_msg(out, RAFT_MSG_DISCARD, r, s->node, s->incarnation);
-        if (m != NULL) {
-            m->discard.index = r->faulty;
-        }
-    }
+    ask_voters(r, RAFT_MSG_DISCARD, out);
 }
 
 /* Leaderless repair: ask every other voter for the first faulty index. */
 void fetch_start(struct raft *r, struct raft_out *out)
 {
-    const struct raft_config *c = raft_config_current(r);
     ASSERT(r->faulty > r->snap_index);
-    ASSERT(c->n <= RAFT_SERVERS_MAX);
-    for (uint32_t i = 0; i < c->n; i++) {
-        const struct raft_server *s = &c->servers[i];
-        if (s->role != RAFT_VOTER || s->node == r->id) {
-            continue;
-        }
-        struct raft_msg *m =
-            out_msg(out, RAFT_MSG_FETCH, r, s->node, s->incarnation);
-        if (m != NULL) {
-            m->discard.index = r->faulty;
-        }
-    }
+    ASSERT(r->role != RAFT_LEADER);
+    ask_voters(r, RAFT_MSG_FETCH, out);
 }
 
 /* A FETCH answer: an intact copy of our term is handed to the store to
@@ -112,29 +162,54 @@ void recv_discard(struct raft *r, const struct raft_msg *m,
     }
 }
 
-/* Decide once enough answers are in: discard when n - q + 1 voters that are
- * not faulty there answered none/different, or every voter answered and none
- * holds an intact copy of our term. */
-static void discard_decide(struct raft *r, struct raft_out *out)
+/* One configuration is convinced when n - q + 1 of its voters that are not
+ * faulty there answered none/different, or every voter answered (this node,
+ * faulty there, included) and none holds an intact copy of our term. */
+static bool config_convinced(const struct raft *r, const struct raft_config *c)
 {
-    const struct raft_config *c = raft_config_current(r);
     uint32_t n = config_n_voters(c);
     uint32_t q = n / 2 + 1;
     uint32_t lack = 0;
+    uint32_t answered = 0;
     bool held = false;
+    ASSERT(c->n <= RAFT_SERVERS_MAX);
+    ASSERT(r->n_discard <= RAFT_SERVERS_MAX);
+    for (uint32_t i = 0; i < c->n; i++) {
+        const struct raft_server *s = &c->servers[i];
+        if (s->role != RAFT_VOTER) {
+            continue;
+        }
+        if (s->node == r->id) {
+            answered++;
+            continue;
+        }
+        for (uint32_t k = 0; k < r->n_discard; k++) {
+            if (r->discard_from[k] != s->node) {
+                continue;
+            }
+            uint8_t st = r->discard_status[k] & 3u;
+            bool same = st == RAFT_DISCARD_HAS && (r->discard_status[k] >> 2);
+            lack +=
+                st == RAFT_DISCARD_NONE || (st == RAFT_DISCARD_HAS && !same);
+            held = held || same;
+            answered++;
+        }
+    }
+    return n > 0 && (lack >= n - q + 1 || (answered >= n && !held));
+}
+
+/* Decide once enough answers are in: every configuration of the round must
+ * be convinced. */
+static void discard_decide(struct raft *r, struct raft_out *out)
+{
+    const struct raft_config *cfgs[ROUND_CONFIGS_MAX];
+    uint32_t n = round_configs(r, r->discard_index, cfgs);
     ASSERT(r->n_discard <= RAFT_SERVERS_MAX);
     ASSERT(r->discard_index == r->faulty);
-    for (uint32_t k = 0; k < r->n_discard; k++) {
-        uint8_t st = r->discard_status[k] & 3u;
-        bool same = st == RAFT_DISCARD_HAS && (r->discard_status[k] >> 2) != 0;
-        if (st == RAFT_DISCARD_NONE || (st == RAFT_DISCARD_HAS && !same)) {
-            lack++;
+    for (uint32_t k = 0; k < n; k++) {
+        if (!config_convinced(r, cfgs[k])) {
+            return;
         }
-        held = held || same;
-    }
-    bool all = r->n_discard + 1 >= n;
-    if (!(lack >= n - q + 1 || (all && !held))) {
-        return;
     }
     if (r->discard_index <= r->commit) {
         return; /* committed as far as we know: never discard */
@@ -165,9 +240,8 @@ void recv_discard_resp(struct raft *r, const struct raft_msg *m,
             return;
         }
     }
-    if (!config_is_voter(r, raft_config_current(r), m->from,
-                         m->from_incarnation)) {
-        return; /* only voters of the configuration in effect count */
+    if (!round_voter(r, a->index, m->from, m->from_incarnation)) {
+        return; /* only voters of the round's configurations count */
     }
     if (r->n_discard == RAFT_SERVERS_MAX || a->status < RAFT_DISCARD_NONE ||
         a->status > RAFT_DISCARD_HAS) {

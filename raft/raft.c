@@ -625,6 +625,37 @@ static int faulty_report(struct raft *r, const struct raft_in *in,
     return 0;
 }
 
+/* Rule 4, the operator override: never on its own, only this input. A
+ * faulty record at or below keep must be repaired first (the source of the
+ * survey is intact up to its extent), and nothing known committed or in the
+ * snapshot is dropped. Refused with KEEL_EINVAL otherwise. */
+static int recover(struct raft *r, const struct raft_in *in,
+                   struct raft_out *out)
+{
+    raft_index keep = in->recover.keep;
+    ASSERT(in->type == RAFT_IN_RECOVER);
+    ASSERT(r->last_index >= r->snap_index);
+    if (in->recover.term <= r->term || keep < r->snap_index ||
+        keep < r->commit || (r->faulty != 0 && r->faulty <= keep)) {
+        return KEEL_EINVAL;
+    }
+    become_follower(r, in->recover.term, 0, out);
+    if (keep < r->last_index) {
+        log_truncate(r, keep + 1);
+        out->truncate_from = keep + 1;
+    }
+    if (r->amnesiac) {
+        r->amnesiac = false;
+        r->amnesia_target = 0;
+        r->amnesia_dirty = true;
+    }
+    r->fetch_sent = false;
+    r->fetch_held = false;
+    r->discard_index = 0;
+    reset_election_timer(r);
+    return 0;
+}
+
 static uint64_t next_timeout(const struct raft *r)
 {
     ASSERT(r->role >= RAFT_FOLLOWER);
@@ -722,6 +753,9 @@ int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out)
         break;
     case RAFT_IN_FAULTY:
         rv = faulty_report(r, in, out);
+        break;
+    case RAFT_IN_RECOVER:
+        rv = recover(r, in, out);
         break;
     default:
         rv = KEEL_EINVAL;

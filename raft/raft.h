@@ -203,6 +203,11 @@ enum raft_in_type {
      * (reads verify), or repaired one. Carries the first faulty index now
      * (0: the log is intact again) and the extent. */
     RAFT_IN_FAULTY,
+    /* The operator override of rule 4 (`keel cluster recover`), only when
+     * asked: the survey picked a source; keep the log through `keep` (the
+     * driver copied what lies after it to quarantine/ first), take `term`
+     * (past every term the survey saw) durably, and leave amnesia. */
+    RAFT_IN_RECOVER,
 };
 
 struct raft_in {
@@ -234,6 +239,10 @@ struct raft_in {
             raft_index extent_index; /* rule 1 extent (vote with it) */
             raft_term extent_term;   /* 0: the tail term is unknown */
         } faulty;
+        struct {
+            raft_term term;  /* > every term seen by the survey */
+            raft_index keep; /* >= snapshot and commit, < first fault */
+        } recover;
         struct {
             uint8_t op; /* enum raft_change_op */
             raft_node node;

@@ -66,6 +66,7 @@ static const struct scenario SCENARIOS[] = {
     {"faulty-none", SIM_SCENARIO_FAULTY_NONE, 5},
     {"discard-race", SIM_SCENARIO_DISCARD_RACE, 5},
     {"amnesia-commit", SIM_SCENARIO_AMNESIA_COMMIT, 3},
+    {"recover", SIM_SCENARIO_RECOVER, 3},
 };
 
 /* A core ASSERT aborts mid-seed: still say which seed, and show its trace.

@@ -245,6 +245,99 @@ static void trace_amnesia_commit(struct sim *s)
     next(s, 1500);
 }
 
+/* Rule 4's operator override (`keel cluster recover`) as the simulator's
+ * operator runs it: survey every member, pick as source the greatest
+ * extent (every node is intact here), bump every node past every term
+ * seen, keep each log through the source's extent, clear amnesia. */
+static void operator_recover(struct sim *s)
+{
+    uint32_t src = 0;
+    uint64_t term = 0;
+    for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+        const struct raft *r = &s->nodes[i].raft;
+        const struct raft *b = &s->nodes[src].raft;
+        raft_term lt = raft_term_at(r, r->last_index);
+        raft_term bt = raft_term_at(b, b->last_index);
+        if (lt > bt || (lt == bt && r->last_index > b->last_index)) {
+            src = i;
+        }
+        term = r->term > term ? r->term : term;
+    }
+    raft_index keep_max = s->nodes[src].raft.last_index;
+    for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+        const struct raft *r = &s->nodes[i].raft;
+        struct raft_in in = {.type = RAFT_IN_RECOVER};
+        in.recover.term = term + 1;
+        in.recover.keep = r->last_index < keep_max ? r->last_index : keep_max;
+        sim_node_step(s, i, &in);
+        if (s->last_rv != 0) {
+            sim_violation(s, "recover refused on node %u (%d)", i + 1,
+                          s->last_rv);
+        }
+    }
+    sim_trace(s, -1, "SCRIPT operator: recover from node %u, term %llu",
+              src + 1, (unsigned long long)(term + 1));
+}
+
+/* Rule 4 (3 nodes): every node restarts amnesiac at once (what an OS crash
+ * under `interval` does; here nothing was lost). No node votes, so no
+ * leader can ever be elected: the trace checks that the group stays
+ * leaderless by itself, then the operator recovers and the group must be
+ * live again with every committed entry. */
+static void trace_recover(struct sim *s)
+{
+    if (s->script_step == 0) {
+        if (!script_begin(s)) {
+            return;
+        }
+        s->script_step = 1;
+        next(s, 100 + sim_rnd(s, 200));
+        return;
+    }
+    if (s->script_step == 1) {
+        for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+            struct sim_node *n = &s->nodes[i];
+            if (n->up) {
+                sim_node_stop(s, i, STOP_CRASH);
+            }
+            n->amnesiac = true;
+            n->amnesia_t0 = n->hs_term > 0 ? n->hs_term : 1;
+            n->amnesia_target = 0;
+            n->flip_counted = n->dlen;
+            sim_node_boot(s, i);
+        }
+        /* Connections break with the processes: what the old leader sent
+         * before the restarts never arrives (seed 1 of the first draft: a
+         * stale append set every target and ended amnesia). */
+        for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+            isolate(s, i, true);
+        }
+        sim_trace(s, -1, "SCRIPT every node restarts amnesiac");
+        s->script_step = 2;
+        next(s, 100);
+        return;
+    }
+    if (s->script_step == 2) {
+        for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+            isolate(s, i, false);
+        }
+        s->script_step = 3;
+        next(s, 1000);
+        return;
+    }
+    if (s->script_step == 3) {
+        if (leader_now(s) >= 0) {
+            sim_violation(s, "an all-amnesiac group elected a leader");
+            return;
+        }
+        operator_recover(s);
+        s->script_step = 4;
+        next(s, 1000);
+        return;
+    }
+    s->script_active = false;
+}
+
 void sim_script_storage(struct sim *s)
 {
     ASSERT(s->p.scenario >= SIM_SCENARIO_FAULTY_NONE);
@@ -258,6 +351,9 @@ void sim_script_storage(struct sim *s)
         break;
     case SIM_SCENARIO_AMNESIA_COMMIT:
         trace_amnesia_commit(s);
+        break;
+    case SIM_SCENARIO_RECOVER:
+        trace_recover(s);
         break;
     default:
         break;

@@ -231,6 +231,7 @@ enum sim_scenario {
     SIM_SCENARIO_FAULTY_NONE = 3,    /* two faulty at a committed index */
     SIM_SCENARIO_DISCARD_RACE = 4,   /* a discard round vs a live leader */
     SIM_SCENARIO_AMNESIA_COMMIT = 5, /* amnesia with acks in flight */
+    SIM_SCENARIO_RECOVER = 6,        /* all amnesiac: operator override */
 };
 
 enum sim_stop_kind {

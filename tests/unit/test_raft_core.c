@@ -427,6 +427,34 @@ static void read_index_waits_for_a_heartbeat_round_of_this_term(void **state)
     assert_int_equal(f->out.reads[0].index, 2);
 }
 
+/* DESIGN §4 rule 3: a node whose hard state was unreadable rejoins with a
+ * new incarnation; until the leader replaces the old one (remove, add as
+ * learner, promote) its responses count for nothing. */
+static void a_new_incarnation_counts_for_nothing_until_replaced(void **state)
+{
+    struct fixture *f = *state;
+    elect(f);
+    raft_term t = f->r[0].term;
+    persisted(f, 0, 2, t);
+    struct raft_msg m = append_resp(3, t, 2, 2, 0);
+    m.from_incarnation = 999; /* meta.lmdb quarantined: new incarnation */
+    deliver(f, 0, &m);
+    assert_true(f->r[0].commit < 2); /* no commit from it */
+    commit_barrier(f);
+    struct raft_in in = {.type = RAFT_IN_READ_INDEX, .read_id = 7};
+    assert_int_equal(step(f, 0, &in), 0);
+    m.append_resp.ctx = pick(f, RAFT_MSG_APPEND, 3)->append.ctx;
+    deliver(f, 0, &m);
+    assert_int_equal(f->out.n_reads, 0); /* no read-index round from it */
+    /* Check-quorum: only the new incarnation answers for two periods. */
+    uint64_t end = f->now + 3 * ET;
+    for (uint64_t now = f->now + ET / 2; now < end; now += ET / 2) {
+        deliver(f, 0, &m);
+        tick(f, 0, now);
+    }
+    assert_int_not_equal(f->r[0].role, RAFT_LEADER);
+}
+
 static struct raft_msg snapshot_chunk(uint64_t offset, uint32_t len, bool done,
                                       const struct raft_config *c)
 {
@@ -511,6 +539,7 @@ int main(void)
         T(an_entry_of_a_previous_term_commits_only_with_one_of_this_term),
         T(term_on_start_is_at_least_the_last_log_term),
         T(a_candidate_of_another_incarnation_gets_no_vote),
+        T(a_new_incarnation_counts_for_nothing_until_replaced),
         T(a_node_with_an_empty_log_never_votes_nor_campaigns),
         T(a_configuration_change_waits_for_a_current_term_commit),
         T(unsafe_changes_are_refused),

@@ -408,6 +408,121 @@ static void a_snapshot_over_a_fault_keeps_the_next_fault(void **state)
     assert_int_equal(f->out.commit, 3); /* never applies past 3 */
 }
 
+/* Node i as boot() makes it, but amnesiac (rule 3) from term 1. */
+static void boot_amnesiac(struct fixture *f, uint32_t i)
+{
+    struct raft_params p = {.id = i + 1,
+                            .incarnation = 100 + i,
+                            .seed = i + 1,
+                            .election_timeout_ms = ET,
+                            .heartbeat_ms = 20};
+    assert_int_equal(raft_init(&f->r[i], &p), 0);
+    raft_load_hard_state(&f->r[i], 1, 0);
+    struct raft_entry c = {1, RAFT_ENTRY_CONFIG, f->cfglen, f->cfgbuf};
+    assert_int_equal(raft_load_entry(&f->r[i], 1, &c), 0);
+    for (raft_index k = 2; k <= 4; k++) {
+        struct raft_entry e = {1, RAFT_ENTRY_NORMAL, 1, "x"};
+        assert_int_equal(raft_load_entry(&f->r[i], k, &e), 0);
+    }
+    raft_load_amnesia(&f->r[i], 1, 0);
+    raft_start(&f->r[i], f->now);
+}
+
+static void recover_bumps_the_term_truncates_and_ends_amnesia(void **state)
+{
+    struct fixture *f = *state;
+    boot_amnesiac(f, 1);
+    struct raft_in in = {.type = RAFT_IN_RECOVER};
+    in.recover.term = 5; /* past every term the survey saw */
+    in.recover.keep = 3; /* the source's extent; 4 went to quarantine/ */
+    assert_int_equal(step(f, 1, &in), 0);
+    assert_true(f->out.hs_changed);
+    assert_int_equal(f->out.term, 5);
+    assert_int_equal(f->out.vote, 0);
+    assert_int_equal(f->out.truncate_from, 4);
+    assert_true(f->out.amnesia_changed);
+    assert_false(f->out.amnesiac);
+    /* A voter again: it grants the source's candidacy. */
+    struct raft_msg m = vote_req(3, 6, 3, 1, false);
+    deliver(f, 1, &m);
+    assert_true(find(f, RAFT_MSG_VOTE_RESP, 3)->vote_resp.granted);
+}
+
+static void recover_is_refused_over_a_fault_or_an_old_term(void **state)
+{
+    struct fixture *f = *state;
+    boot(f, 1, 3, 1);
+    struct raft_in in = {.type = RAFT_IN_RECOVER};
+    in.recover.term = 5;
+    in.recover.keep = 4; /* keeps the damaged 3: repair it first */
+    assert_int_equal(step(f, 1, &in), KEEL_EINVAL);
+    in.recover.term = 1; /* not past the node's own term */
+    in.recover.keep = 2;
+    assert_int_equal(step(f, 1, &in), KEEL_EINVAL);
+    assert_int_equal(f->r[1].last_index, 4);
+    assert_int_equal(f->r[1].faulty, 3);
+    in.recover.term = 5;
+    assert_int_equal(step(f, 1, &in), 0);
+    assert_int_equal(f->out.truncate_from, 3);
+    assert_int_equal(f->r[1].faulty, 0);
+}
+
+static struct raft_msg discard_none(raft_node from, raft_term t)
+{
+    struct raft_msg a = {.type = RAFT_MSG_DISCARD_RESP,
+                         .from = from,
+                         .from_incarnation = 100 + from - 1,
+                         .to = 2,
+                         .term = t};
+    a.discard_resp.index = 3;
+    a.discard_resp.status = RAFT_DISCARD_NONE;
+    return a;
+}
+
+/* Rule 1c: index 3 was appended under five voters; the configuration at 4
+ * keeps three. A leader of the five may have committed 3 with nodes 2, 4
+ * and 5, so answers from 1 and 3 (a majority of the three) are not enough. */
+static void
+a_discard_round_convinces_the_configuration_at_the_index(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_config five = {.n = 5};
+    for (uint32_t i = 0; i < 5; i++) {
+        five.servers[i] = (struct raft_server){i + 1, 100 + i, RAFT_VOTER};
+    }
+    uint8_t buf5[RAFT_CONFIG_BYTES_MAX];
+    uint32_t len5 = raft_config_encode(&five, buf5, sizeof buf5);
+    struct raft_params p = {.id = 2,
+                            .incarnation = 101,
+                            .seed = 2,
+                            .election_timeout_ms = ET,
+                            .heartbeat_ms = 20};
+    assert_int_equal(raft_init(&f->r[1], &p), 0);
+    raft_load_hard_state(&f->r[1], 1, 0);
+    struct raft_entry e[4] = {{1, RAFT_ENTRY_CONFIG, len5, buf5},
+                              {1, RAFT_ENTRY_NORMAL, 1, "x"},
+                              {1, RAFT_ENTRY_NORMAL, 1, "x"},
+                              {1, RAFT_ENTRY_CONFIG, f->cfglen, f->cfgbuf}};
+    for (raft_index k = 1; k <= 4; k++) {
+        assert_int_equal(raft_load_entry(&f->r[1], k, &e[k - 1]), 0);
+    }
+    raft_load_faulty(&f->r[1], 3, 4, 1);
+    raft_start(&f->r[1], f->now);
+    tick(f, 1, 10 * ET);                           /* FETCH */
+    tick(f, 1, 30 * ET);                           /* discard round */
+    assert_non_null(find(f, RAFT_MSG_DISCARD, 5)); /* asked, though removed */
+    raft_term t = f->r[1].term;
+    struct raft_msg a = discard_none(1, t);
+    deliver(f, 1, &a);
+    a = discard_none(3, t);
+    deliver(f, 1, &a);
+    assert_int_equal(f->out.truncate_from, 0);
+    assert_int_equal(f->r[1].faulty, 3); /* the five are not convinced */
+    a = discard_none(5, t);
+    deliver(f, 1, &a);
+    assert_int_equal(f->out.truncate_from, 3);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -426,6 +541,9 @@ int main(void)
         T(an_amnesiac_node_answers_faulty_beyond_its_log),
         T(leaderless_repair_asks_for_the_next_fault_at_once),
         T(a_snapshot_over_a_fault_keeps_the_next_fault),
+        T(recover_bumps_the_term_truncates_and_ends_amnesia),
+        T(recover_is_refused_over_a_fault_or_an_old_term),
+        T(a_discard_round_convinces_the_configuration_at_the_index),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
