@@ -541,6 +541,11 @@ static bool api_target(const char *rest, struct api_req *q, const char *kind,
 static void api_info(struct api_req *q)
 {
     const char *kind = "consumer_info_response";
+    struct srv_clive *l = srv_clive_get(q->cs, q->c->name);
+    if (l != NULL) {
+        /* After a restart, count what awaits redelivery. */
+        (void)srv_clive_start(&engine, q->cs, q->c, l);
+    }
     json_t *o = info_json(q->cs, q->c,
                           "io.nats.jetstream.api.v1."
                           "consumer_info_response");

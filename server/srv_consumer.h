@@ -129,6 +129,11 @@ bool srv_cack_intercept(struct srv_cengine *e, const char *subject,
 void srv_clive_drop(struct srv_cengine *e, struct srv_cstream *cs,
                     const char *name, bool tell);
 
+/* On the leader, make sure the consumer's pending set was rebuilt from
+ * the log (srv_csm_leader_start) once; false when not the leader. */
+bool srv_clive_start(struct srv_cengine *e, struct srv_cstream *cs,
+                     struct srv_csm *c, struct srv_clive *l);
+
 /* True when someone is subscribed to subject on this node. */
 bool srv_cinterest(struct srv_cengine *e, const char *subject);
 

@@ -382,20 +382,29 @@ static void account(struct srv_cengine *e, struct srv_clive *l,
     }
 }
 
-static void deliver_consumer(struct srv_cengine *e, struct srv_cstream *cs,
-                             struct srv_csm *c, struct srv_clive *l)
+bool srv_clive_start(struct srv_cengine *e, struct srv_cstream *cs,
+                     struct srv_csm *c, struct srv_clive *l)
 {
     if (!srv_stream_is_leader(cs->st)) {
         l->started = false;
-        return;
+        return false;
     }
     if (!l->started) {
         struct srv_csm_stream view;
         srv_cstream_view(cs, &view);
         if (srv_csm_leader_start(c, &view, mono_ns(e)) != 0) {
-            return;
+            return false;
         }
         l->started = true;
+    }
+    return true;
+}
+
+static void deliver_consumer(struct srv_cengine *e, struct srv_cstream *cs,
+                             struct srv_csm *c, struct srv_clive *l)
+{
+    if (!srv_clive_start(e, cs, c, l)) {
+        return;
     }
     struct target t;
     for (uint32_t i = 0; i < SRV_CONSUMER_DELIVER_PER_RUN_MAX; i++) {

@@ -504,6 +504,73 @@ static void workqueue_stream_drops_a_message_on_its_ack(void **state)
     natsSubscription_Destroy(sub);
 }
 
+struct gone_arg {
+    struct fixture *f;
+    const char *stream, *name;
+};
+
+static bool consumer_gone(void *arg)
+{
+    struct gone_arg *g = arg;
+    jsConsumerInfo *ci = NULL;
+    jsErrCode jerr = 0;
+    natsStatus s =
+        js_GetConsumerInfo(&ci, g->f->js, g->stream, g->name, NULL, &jerr);
+    jsConsumerInfo_Destroy(ci);
+    return s != NATS_OK && jerr == JSConsumerNotFoundErr;
+}
+
+static void
+idle_ephemeral_consumer_is_reaped_after_inactive_threshold(void **state)
+{
+    struct fixture *f = *state;
+    add_stream(f, "EPH", js_LimitsPolicy);
+    jsConsumerConfig cfg;
+    jsConsumerConfig_Init(&cfg);
+    cfg.AckPolicy = js_AckExplicit;
+    cfg.InactiveThreshold = 300 * MS;
+    jsConsumerInfo *ci = NULL;
+    assert_int_equal(js_AddConsumer(&ci, f->js, "EPH", &cfg, NULL, &f->jerr),
+                     NATS_OK);
+    assert_non_null(ci->Name);
+    assert_null(ci->Config->Durable);
+    struct gone_arg g = {f, "EPH", ci->Name};
+    assert_true(h_poll(consumer_gone, &g, WAIT_MS));
+    jsConsumerInfo_Destroy(ci);
+}
+
+/* 3 MiB through an ordered push consumer: flow control pauses delivery
+ * every SRV_CONSUMER_FC_BYTES until the client answers. */
+static void
+ordered_push_consumer_gets_everything_through_flow_control(void **state)
+{
+    struct fixture *f = *state;
+    add_stream(f, "ORD", js_LimitsPolicy);
+    enum { N = 48, SIZE = 64 * 1024 };
+    char *body = calloc(1, SIZE + 1);
+    assert_non_null(body);
+    memset(body, 'x', SIZE);
+    for (int i = 0; i < N; i++) {
+        publish(f, "ORD.a", body);
+    }
+    free(body);
+    jsSubOptions so;
+    jsSubOptions_Init(&so);
+    so.Stream = "ORD";
+    so.Ordered = true;
+    natsSubscription *sub = NULL;
+    assert_int_equal(
+        js_SubscribeSync(&sub, f->js, "ORD.a", NULL, &so, &f->jerr), NATS_OK);
+    for (uint64_t i = 1; i <= N; i++) {
+        natsMsg *m = NULL;
+        assert_int_equal(natsSubscription_NextMsg(&m, sub, WAIT_MS), NATS_OK);
+        assert_int_equal(stream_seq(m, NULL), i);
+        assert_int_equal(natsMsg_GetDataLength(m), SIZE);
+        natsMsg_Destroy(m);
+    }
+    natsSubscription_Destroy(sub);
+}
+
 /* After a restart the stream group answers once it has replayed. */
 static bool consumer_known(void *arg)
 {
@@ -560,6 +627,8 @@ int main(void)
         T(ack_policies_none_and_all),
         T(interest_stream_drops_a_message_once_every_consumer_acked),
         T(workqueue_stream_drops_a_message_on_its_ack),
+        T(idle_ephemeral_consumer_is_reaped_after_inactive_threshold),
+        T(ordered_push_consumer_gets_everything_through_flow_control),
         T(restart_keeps_the_consumer_position),
 #undef T
     };
