@@ -587,7 +587,13 @@ static void auth_after_cb(uv_work_t *req, int status)
                 srv_route_input(c, held, n);
             }
             free(held);
-            srv_conn_resume(c);
+            if (c->stall_wanted && !c->closing && !c->stalled) {
+                /* The held input published to backed-up receivers: stay
+                 * paused as read_cb would have. */
+                srv_server_stall(c->srv, c);
+            } else {
+                srv_conn_resume(c);
+            }
         }
     }
     auth_work_free(w);
