@@ -89,6 +89,31 @@ struct store_group *store__find_group(struct store *s,
     return NULL;
 }
 
+/* What open reports persisted: the log's end, or only up to M until a
+ * queued recovery marker is synced. Caller holds s->mu. */
+static void init_persisted(struct store_group *g,
+                           const struct store_recovery *rep)
+{
+    bool marking = false;
+
+    ASSERT(g != NULL);
+    ASSERT(rep != NULL);
+    g->persisted_index = rep->last_index;
+    g->persisted_term = rep->last_term;
+    for (struct op *op = g->ops_head; op != NULL; op = op->next) {
+        marking = marking || op->kind == OP_MARK;
+    }
+    if (marking) {
+        g->persisted_index =
+            rep->has_marker && rep->marker_index < rep->last_index
+                ? rep->marker_index
+                : g->first_index - 1;
+        g->persisted_term = g->persisted_index >= g->first_index
+                                ? store__ent(g, g->persisted_index)->term
+                                : g->snap.term;
+    }
+}
+
 int store_group_open(struct store *s, const struct store_group_id *id,
                      const struct store_fsync *policy, struct store_group **out,
                      struct store_recovery *rep, char *errmsg)
@@ -143,22 +168,7 @@ int store_group_open(struct store *s, const struct store_group_id *id,
     g->amnesia = rep->amnesia;
     pthread_mutex_lock(&s->mu);
     store__spare_check(g);
-    g->persisted_index = rep->last_index;
-    g->persisted_term = rep->last_term;
-    bool marking = false;
-    for (struct op *op = g->ops_head; op != NULL; op = op->next) {
-        marking = marking || op->kind == OP_MARK;
-    }
-    if (marking) {
-        /* Only up to M until the recovery marker is synced. */
-        g->persisted_index =
-            rep->has_marker && rep->marker_index < rep->last_index
-                ? rep->marker_index
-                : g->first_index - 1;
-        g->persisted_term = g->persisted_index >= g->first_index
-                                ? store__ent(g, g->persisted_index)->term
-                                : g->snap.term;
-    }
+    init_persisted(g, rep);
     g->next = s->groups;
     s->groups = g;
     s->ngroups++;

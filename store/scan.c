@@ -173,6 +173,7 @@ static int parse_one(struct reader *r, uint64_t off, uint64_t salt,
                     errmsg);
 
     ASSERT(off % 8 == 0);
+    ASSERT(it != NULL && step != NULL);
     *step = 0;
     if (rv != 0) {
         return rv;

@@ -70,6 +70,8 @@ static uint64_t now_ns(void)
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    ASSERT(ts.tv_sec >= 0);
+    ASSERT(ts.tv_nsec >= 0 && ts.tv_nsec < 1000000000L);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
@@ -201,6 +203,7 @@ void store__spare_check(struct store_group *g)
     struct seg *tail = g->nsegs > 0 ? g->segs[g->nsegs - 1] : NULL;
 
     ASSERT(s != NULL);
+    ASSERT(!g->has_spare || !g->pre_queued);
     if (s->cfg.no_prealloc || g->has_spare || g->spare_pending ||
         tail == NULL || g->tail_off < tail->size / 2) {
         return;

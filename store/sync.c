@@ -462,6 +462,7 @@ static void *prealloc_main(void *arg)
     struct store *s = arg;
 
     ASSERT(s != NULL);
+    ASSERT(!s->cfg.manual_sync);
     pthread_mutex_lock(&s->mu);
     for (;;) {
         if (s->stopping) {
