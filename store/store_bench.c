@@ -4,6 +4,7 @@
  * latency of the same disk; recovery scan speed over a large log.
  * usage: keel-store-bench DIR [SECONDS_PER_CASE] [RECOVERY_MB]
  *        keel-store-bench DIR groups [N]   (open cost of N groups)
+ *        keel-store-bench DIR scan [N]     (reopen DIR/recovery N times)
  */
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -212,6 +213,31 @@ static int recovery(const char *dir, uint64_t mb)
     return 0;
 }
 
+/* Open DIR/recovery (left by a full run) n times: the scan alone. */
+static int rescan(const char *dir, int n)
+{
+    struct bench b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    struct store *s;
+    struct store_group *g;
+    struct store_recovery rep;
+    char sub[512];
+
+    snprintf(sub, sizeof sub, "%s/recovery", dir);
+    for (int i = 0; i < n; i++) {
+        if (open_store(sub, 64ull << 20, &b, "group", &s, &g, &rep) != 0) {
+            return 1;
+        }
+        double mb = (double)rep.last_index * 1072 / 1048576;
+        printf("rescan: %llu records, %.0f MiB in %.3f s: %.0f MB/s; CPU "
+               "%.3f s: %.0f MB/s per CPU second\n",
+               (unsigned long long)rep.last_index, mb, group_open_s,
+               mb * 1048576 / group_open_s / 1e6, group_open_cpu_s,
+               mb * 1048576 / group_open_cpu_s / 1e6);
+        store_close(s, true);
+    }
+    return 0;
+}
+
 static long rss_kib(void)
 {
     long pages = 0;
@@ -319,6 +345,9 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "usage: keel-store-bench DIR [SECONDS] [RECOVERY_MB]\n");
         return 2;
+    }
+    if (argc > 2 && strcmp(argv[2], "scan") == 0) {
+        return rescan(argv[1], argc > 3 ? atoi(argv[3]) : 3);
     }
     if (argc > 2 && strcmp(argv[2], "groups") == 0) {
         unsigned n = argc > 3 ? (unsigned)atoi(argv[3]) : 200;
