@@ -335,8 +335,6 @@ static json_t *pos_json(struct srv_csm_pos p, int64_t last_active_ns)
 static json_t *info_json(struct srv_cstream *cs, struct srv_csm *c,
                          const char *type)
 {
-    struct srv_csm_stream view;
-    srv_cstream_view(cs, &view);
     struct srv_clive *l = srv_hmap_get(&cs->live, c->name, strlen(c->name));
     struct srv_csm_pos d =
         c->live.sseq > c->delivered.sseq ? c->live : c->delivered;
@@ -348,7 +346,7 @@ static json_t *info_json(struct srv_cstream *cs, struct srv_csm *c,
     srv_js_time_format(c->created_ns, created);
     srv_js_time_format(srv_cwall_ns(), now);
     uint64_t pending =
-        srv_csm_num_pending(c, &view, d.sseq, SRV_CONSUMER_PENDING_MAX);
+        srv_cpending_after(cs, c, d.sseq, SRV_CONSUMER_PENDING_MAX);
     json_t *o = json_pack(
         "{s:s, s:s, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:s}", "stream_name",
         srv_stream_name(cs->st), "name", c->name, "config", cfg, "delivered",

@@ -134,6 +134,12 @@ void srv_clive_drop(struct srv_cengine *e, struct srv_cstream *cs,
 bool srv_clive_start(struct srv_cengine *e, struct srv_cstream *cs,
                      struct srv_csm *c, struct srv_clive *l);
 
+/* Wanted messages after seq (num_pending): exact for an unfiltered
+ * consumer unless interior deletes sit above seq, counted up to limit for
+ * filtered ones. */
+uint64_t srv_cpending_after(struct srv_cstream *cs, struct srv_csm *c,
+                            uint64_t seq, uint64_t limit);
+
 /* True when someone is subscribed to subject on this node. */
 bool srv_cinterest(struct srv_cengine *e, const char *subject);
 

@@ -258,8 +258,8 @@ static uint64_t next_seq(struct srv_cstream *cs, struct srv_csm *c,
 /* Messages still undelivered after seq (the ack reply's num_pending):
  * exact for unfiltered consumers up to interior deletes, counted (bounded)
  * for filtered ones. */
-static uint64_t pending_after(struct srv_cstream *cs, struct srv_csm *c,
-                              uint64_t seq)
+uint64_t srv_cpending_after(struct srv_cstream *cs, struct srv_csm *c,
+                            uint64_t seq, uint64_t limit)
 {
     struct srv_csm_stream view;
     srv_cstream_view(cs, &view);
@@ -267,11 +267,12 @@ static uint64_t pending_after(struct srv_cstream *cs, struct srv_csm *c,
     uint32_t n = 0;
     srv_consumer_config_filters(&c->cfg, &f, &n);
     if (n == 0 && c->lps_end == 0) {
-        uint64_t first = 0, last = 0;
-        view.bounds(view.ctx, &first, &last);
-        return last > seq ? last - seq : 0;
+        struct srv_stream_state st;
+        srv_stream_state(cs->st, &st);
+        uint64_t after = st.last_seq > seq ? st.last_seq - seq : 0;
+        return after < st.msgs ? after : st.msgs;
     }
-    return srv_csm_num_pending(c, &view, seq, SRV_CONSUMER_BATCH_MAX);
+    return srv_csm_num_pending(c, &view, seq, limit);
 }
 
 /* headers_only: the message's headers plus Nats-Msg-Size, no body. */
@@ -322,7 +323,8 @@ static size_t send_one(struct srv_cengine *e, struct srv_cstream *cs,
                               .stream_seq = seq,
                               .consumer_seq = d.cseq,
                               .ts_ns = m.ts_ns,
-                              .pending = pending_after(cs, c, c->live.sseq)};
+                              .pending = srv_cpending_after(
+                                  cs, c, c->live.sseq, SRV_CONSUMER_BATCH_MAX)};
     snprintf(r.stream, sizeof r.stream, "%s", srv_stream_name(cs->st));
     snprintf(r.consumer, sizeof r.consumer, "%s", c->name);
     char ack[SRV_ACK_REPLY_BYTES_MAX];
@@ -677,11 +679,13 @@ bool srv_cack_intercept(struct srv_cengine *e, const char *subject,
     case SRV_ACK_NAK:
         if (p != NULL) {
             p->deadline_ns = mono_ns(e) + b.delay_ns;
+            srv_csm_pending_touch(c, p);
         }
         break;
     case SRV_ACK_WPI:
         if (p != NULL) {
             p->deadline_ns = mono_ns(e) + c->cfg.ack_wait_ns;
+            srv_csm_pending_touch(c, p);
         }
         break;
     case SRV_ACK_NXT:

@@ -141,6 +141,9 @@ int srv_csm_deliver(struct srv_csm *c, uint64_t sseq, int64_t now_ns,
             return rv;
         }
     }
+    if (c->cfg.ack_policy != SRV_ACKP_NONE) {
+        srv_csm_pending_touch(c, &e);
+    }
     c->live.cseq = cseq;
     if (sseq > c->live.sseq) {
         c->live.sseq = sseq;
@@ -156,18 +159,37 @@ static bool exhausted(const struct srv_csm *c, const struct srv_csm_pending *p)
            p->deliveries >= (uint64_t)c->cfg.max_deliver;
 }
 
+void srv_csm_pending_touch(struct srv_csm *c, const struct srv_csm_pending *p)
+{
+    if (p->deadline_ns < c->due_min_ns) {
+        c->due_min_ns = p->deadline_ns;
+    }
+}
+
+/* Called every loop turn: scans only once something may be due, and
+ * remembers the earliest deadline it saw for the next turns. */
 struct srv_csm_pending *srv_csm_pending_due(struct srv_csm *c, int64_t now_ns)
 {
+    if (c->due_min_ns > now_ns) {
+        return NULL;
+    }
     struct srv_csm_pending *best = NULL;
+    int64_t min = INT64_MAX;
     for (uint32_t i = 0; i < c->pend_len; i++) {
         struct srv_csm_pending *p = &c->pend[i];
-        if (p->sseq == 0 || p->deadline_ns > now_ns || exhausted(c, p)) {
+        if (p->sseq == 0 || exhausted(c, p)) {
             continue;
         }
-        if (best == NULL || p->deadline_ns < best->deadline_ns) {
+        if (p->deadline_ns < min) {
+            min = p->deadline_ns;
+        }
+        if (p->deadline_ns <= now_ns &&
+            (best == NULL || p->deadline_ns < best->deadline_ns)) {
             best = p;
         }
     }
+    c->due_min_ns = min;
+    ASSERT(best == NULL || best->deadline_ns >= min);
     return best;
 }
 
@@ -188,6 +210,7 @@ int srv_csm_leader_start(struct srv_csm *c, const struct srv_csm_stream *st,
 {
     c->pend_len = c->pend_count = 0;
     c->redelivered = 0;
+    c->due_min_ns = now_ns;
     c->live = c->delivered;
     if (c->cfg.ack_policy == SRV_ACKP_NONE) {
         return 0;

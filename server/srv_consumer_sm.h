@@ -129,7 +129,9 @@ struct srv_csm {
     struct srv_csm_pending *pend; /* ascending sseq, holes have sseq 0 */
     uint32_t pend_len, pend_cap, pend_count;
     struct srv_csm_pos live; /* last delivery made by this leader */
-    uint64_t redelivered;    /* pending entries with deliveries > 1 */
+    /* No pending entry is due before this (a lower bound; 0 = scan). */
+    int64_t due_min_ns;
+    uint64_t redelivered; /* pending entries with deliveries > 1 */
 };
 
 /* A stream's consumers, sorted by name (deterministic iteration). */
@@ -234,6 +236,9 @@ KEEL_MUST_USE int srv_csm_deliver(struct srv_csm *c, uint64_t sseq,
 
 /* The pending entry of sseq, or NULL. */
 struct srv_csm_pending *srv_csm_pending_get(struct srv_csm *c, uint64_t sseq);
+
+/* p's deadline was moved (NAK, WPI): keep the due bound valid. */
+void srv_csm_pending_touch(struct srv_csm *c, const struct srv_csm_pending *p);
 
 /* Forget pending sseq (acked, termed, or past max_deliver). */
 void srv_csm_pending_del(struct srv_csm *c, uint64_t sseq);

@@ -425,7 +425,15 @@ static void each_deliver_policy_starts_where_it_says(void **state)
         cfg.FilterSubject = cases[i].filter;
         /* Expecting none: a short wait shows nothing comes. */
         int wait_ms = cases[i].want == 0 ? 300 : WAIT_MS;
-        assert_int_equal(first_seq_of(f, "POL", &cfg, wait_ms), cases[i].want);
+        uint64_t got = first_seq_of(f, "POL", &cfg, wait_ms);
+        if (got != cases[i].want) {
+            /* Say what the server stamped when a case disagrees. */
+            fprintf(stderr, "%s: got seq %llu; stamps %lld %lld %lld %lld\n",
+                    cases[i].name, (unsigned long long)got, (long long)stamp[0],
+                    (long long)stamp[1], (long long)stamp[2],
+                    (long long)stamp[3]);
+        }
+        assert_int_equal(got, cases[i].want);
     }
 }
 

@@ -413,6 +413,22 @@ static void pending_redelivers_after_ack_wait_up_to_max_deliver(void **state)
     assert_int_equal(srv_csm_pending_next_deadline(c), INT64_MAX);
 }
 
+static void a_deadline_moved_earlier_is_due_at_once(void **state)
+{
+    struct fixture *f = *state;
+    m_add(&f->m, "a");
+    struct srv_csm *c =
+        create(f, &f->set, "{\"durable_name\":\"C\",\"ack_wait\":1000}",
+               SRV_CSM_CREATE_OR_UPDATE);
+    struct srv_csm_pending p;
+    assert_int_equal(srv_csm_deliver(c, 1, 0, &p), 0);
+    assert_null(srv_csm_pending_due(c, 500)); /* remembers 1000 */
+    struct srv_csm_pending *pp = srv_csm_pending_get(c, 1);
+    pp->deadline_ns = 100; /* what a -NAK does */
+    srv_csm_pending_touch(c, pp);
+    assert_ptr_equal(srv_csm_pending_due(c, 500), pp);
+}
+
 static void leader_start_rebuilds_unacked_deliveries_as_due(void **state)
 {
     struct fixture *f = *state;
@@ -573,6 +589,7 @@ int main(void)
         T(workqueue_refuses_overlapping_filters_and_pull_without_explicit),
         T(create_update_rules_follow_the_action),
         T(pending_redelivers_after_ack_wait_up_to_max_deliver),
+        T(a_deadline_moved_earlier_is_due_at_once),
         T(leader_start_rebuilds_unacked_deliveries_as_due),
         T(filtered_consumer_never_skips_or_delivers_a_wrong_message),
         T(snapshot_bytes_are_deterministic_and_decode_back),
