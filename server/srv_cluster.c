@@ -116,8 +116,8 @@ static struct srv_cluster_node *node_add(struct srv_cluster *cl,
     return NULL;
 }
 
-static struct srv_cluster_link *peer_link(const struct srv_cluster *cl,
-                                          const char *name)
+struct srv_cluster_link *srv_cluster_peer_link(const struct srv_cluster *cl,
+                                               const char *name)
 {
     for (size_t i = 0; i < SRV_CLUSTER_LINKS_MAX; i++) {
         struct srv_cluster_link *l = cl->links[i];
@@ -218,7 +218,8 @@ void srv_cluster_link_fail(struct srv_cluster_link *l, const char *why)
     uv_close((uv_handle_t *)&l->tcp, link_close_cb);
     if (was_up) {
         update_connect_urls(cl);
-        if (cl->peer_cb != NULL && peer_link(cl, l->peer_name) == NULL) {
+        if (cl->peer_cb != NULL &&
+            srv_cluster_peer_link(cl, l->peer_name) == NULL) {
             cl->peer_cb(cl->peer_arg, l->peer_name, false);
         }
     }
@@ -409,7 +410,7 @@ static bool hello_str(json_t *o, const char *key, char *dst, size_t len)
  * by the node whose name is smaller. Returns true when l is the loser. */
 static bool lose_tie(struct srv_cluster *cl, struct srv_cluster_link *l)
 {
-    struct srv_cluster_link *old = peer_link(cl, l->peer_name);
+    struct srv_cluster_link *old = srv_cluster_peer_link(cl, l->peer_name);
 
     if (old == NULL || old == l) {
         return false;
@@ -692,7 +693,7 @@ static void dial(struct srv_cluster *cl, struct srv_cluster_node *n)
 static bool node_linked(const struct srv_cluster *cl,
                         const struct srv_cluster_node *n)
 {
-    return n->name[0] != '\0' && peer_link(cl, n->name) != NULL;
+    return n->name[0] != '\0' && srv_cluster_peer_link(cl, n->name) != NULL;
 }
 
 /* Every SRV_CLUSTER_TICK_MS: dial what is due, ping, drop dead links. */
@@ -920,150 +921,4 @@ void srv_cluster_close(struct srv_cluster *cl)
     free(cl->scratch);
     cl->groups = NULL;
     cl->scratch = NULL;
-}
-
-int srv_cluster_send(struct srv_cluster *cl, const char *node,
-                     const uint8_t *group_id, const void *data, size_t len)
-{
-    struct srv_cluster_link *l = peer_link(cl, node);
-
-    ASSERT(group_id != NULL);
-    if (l == NULL) {
-        return KEEL_ENOENT;
-    }
-    return srv_cluster_link_send(l, SRV_CLUSTER_GROUP, group_id,
-                                 SRV_CLUSTER_GROUP_ID_BYTES, data, len);
-}
-
-int srv_cluster_register_group(struct srv_cluster *cl, const uint8_t *group_id,
-                               srv_cluster_group_cb cb, void *arg)
-{
-    ASSERT(cb != NULL);
-    for (size_t i = 0; i < cl->ngroups; i++) {
-        if (memcmp(cl->groups[i].id, group_id, SRV_CLUSTER_GROUP_ID_BYTES) ==
-            0) {
-            return KEEL_EEXIST;
-        }
-    }
-    if (cl->ngroups >= SRV_CLUSTER_GROUPS_MAX) {
-        return KEEL_ELIMIT;
-    }
-    struct srv_cluster_group *g =
-        realloc(cl->groups, (cl->ngroups + 1) * sizeof *g);
-    if (g == NULL) {
-        return KEEL_ENOMEM;
-    }
-    cl->groups = g;
-    memcpy(g[cl->ngroups].id, group_id, SRV_CLUSTER_GROUP_ID_BYTES);
-    g[cl->ngroups].cb = cb;
-    g[cl->ngroups].arg = arg;
-    cl->ngroups++;
-    return 0;
-}
-
-int srv_cluster_unregister_group(struct srv_cluster *cl,
-                                 const uint8_t *group_id)
-{
-    for (size_t i = 0; i < cl->ngroups; i++) {
-        if (memcmp(cl->groups[i].id, group_id, SRV_CLUSTER_GROUP_ID_BYTES) ==
-            0) {
-            cl->groups[i] = cl->groups[--cl->ngroups];
-            return 0;
-        }
-    }
-    return KEEL_ENOENT;
-}
-
-void srv_cluster_set_peer_cb(struct srv_cluster *cl, srv_cluster_peer_cb cb,
-                             void *arg)
-{
-    cl->peer_cb = cb;
-    cl->peer_arg = arg;
-}
-
-size_t srv_cluster_peers(const struct srv_cluster *cl, const char **names,
-                         size_t max)
-{
-    size_t n = 0;
-
-    for (size_t i = 0; i < SRV_CLUSTER_LINKS_MAX && n < max; i++) {
-        const struct srv_cluster_link *l = cl->links[i];
-        if (l != NULL && l->established && !l->closing) {
-            names[n++] = l->peer_name;
-        }
-    }
-    return n;
-}
-
-/* Interest keys l's peer reported, "subject" or "subject queue", at most
- * SRV_CLUSTER_ROUTEZ_SUBS_MAX (tests and operators look one up). */
-static json_t *route_subs_json(const struct srv_cluster_link *l)
-{
-    json_t *a = json_array();
-    size_t pos = 0;
-    struct srv_hmap_slot *s;
-    char buf[SRV_CONTROL_LINE_BYTES_MAX * 2 + 2];
-
-    for (size_t i = 0; i < SRV_CLUSTER_ROUTEZ_SUBS_MAX && a != NULL; i++) {
-        s = srv_hmap_next(&l->rsubs, &pos);
-        if (s == NULL) {
-            break;
-        }
-        const struct srv_cluster_rsub *rs = s->value;
-        snprintf(buf, sizeof buf, "%.*s%s%.*s", (int)rs->sub.subject_len,
-                 rs->sub.subject, rs->sub.queue_len > 0 ? " " : "",
-                 (int)rs->sub.queue_len,
-                 rs->sub.queue != NULL ? rs->sub.queue : "");
-        json_array_append_new(a, json_string(buf));
-    }
-    return a;
-}
-
-static json_t *route_json(const struct srv_cluster_link *l)
-{
-    json_t *o = json_pack(
-        "{s:s, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, "
-        "s:I}",
-        "remote_id", l->peer_id, "remote_name", l->peer_name, "url",
-        l->peer_url, "client_url", l->peer_client_url, "did_solicit",
-        l->outbound, "subscriptions", (json_int_t)l->rsubs.count, "in_msgs",
-        (json_int_t)l->frames_in, "out_msgs", (json_int_t)l->frames_out,
-        "in_bytes", (json_int_t)l->bytes_in, "out_bytes",
-        (json_int_t)l->bytes_out, "pending_bytes", (json_int_t)l->out.bytes);
-    if (o != NULL) {
-        json_object_set_new(o, "subscriptions_list", route_subs_json(l));
-    }
-    return o;
-}
-
-char *srv_cluster_json(const struct srv_cluster *cl, bool routez)
-{
-    json_t *routes = json_array();
-    json_t *urls = json_array();
-    json_t *o = NULL;
-    size_t n = 0;
-
-    for (size_t i = 0; i < SRV_CLUSTER_LINKS_MAX; i++) {
-        const struct srv_cluster_link *l = cl->links[i];
-        if (l != NULL && l->established && !l->closing) {
-            json_array_append_new(routes, route_json(l));
-            json_array_append_new(urls, json_string(l->peer_url));
-            n++;
-        }
-    }
-    if (routez) {
-        json_decref(urls);
-        o = json_pack("{s:s, s:s, s:s, s:I, s:o}", "server_id", cl->node_id,
-                      "server_name", cl->node_name, "name", cl->name,
-                      "num_routes", (json_int_t)n, "routes", routes);
-    } else {
-        json_decref(routes);
-        o = json_pack("{s:s, s:s, s:i, s:o, s:I}", "name", cl->name, "addr",
-                      cl->listen_host, "cluster_port", cl->port, "urls", urls,
-                      "num_routes", (json_int_t)n);
-    }
-    char *s =
-        o != NULL ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-    json_decref(o);
-    return s;
 }

@@ -211,6 +211,9 @@ char *srv_cluster_json(const struct srv_cluster *cl, bool routez);
 int srv_cluster_link_send(struct srv_cluster_link *l, unsigned kind,
                           const uint8_t *group, size_t group_len,
                           const void *payload, size_t len);
+/* The established link to the node named name, or NULL. */
+struct srv_cluster_link *srv_cluster_peer_link(const struct srv_cluster *cl,
+                                               const char *name);
 /* Drop a link (it reconnects if this node dialed it). */
 void srv_cluster_link_fail(struct srv_cluster_link *l, const char *why);
 /* xorshift64 of the cluster (queue-group choice, backoff jitter). */
