@@ -184,6 +184,80 @@ static void parse(int argc, char **argv, struct options *o)
     }
 }
 
+/* Sum one seed's counters into the totals (every field is a uint64_t). */
+static void stats_add(struct sim_stats *t, const struct sim_stats *one)
+{
+    uint64_t *a = (uint64_t *)t;
+    const uint64_t *b = (const uint64_t *)one;
+    _Static_assert(sizeof *t % sizeof(uint64_t) == 0, "counters only");
+    for (size_t k = 0; k < sizeof *t / sizeof(uint64_t); k++) {
+        a[k] += b[k];
+    }
+}
+
+static void print_storage(const struct sim_stats *t)
+{
+    printf("storage faults: %llu bit flips, %llu records repaired, %llu "
+           "lost log tails (amnesia)\n",
+           (unsigned long long)t->flips, (unsigned long long)t->repairs,
+           (unsigned long long)t->amnesias);
+    printf("storage faults: %llu whole-cluster power losses, %llu records "
+           "lost to reordered writeback, %llu torn tails discarded, %llu "
+           "damaged sync markers, %llu discard rounds decided\n",
+           (unsigned long long)t->cluster_power_losses,
+           (unsigned long long)t->holes, (unsigned long long)t->torn,
+           (unsigned long long)t->marker_flips,
+           (unsigned long long)t->discards);
+}
+
+static void print_faults(const struct sim_stats *t)
+{
+    printf("faults: %llu crashes, %llu power losses, %llu wiped disks, %llu "
+           "partitions; %llu elections won, %llu conflict truncations, %llu "
+           "membership changes, %llu transfers, %llu snapshots taken, %llu "
+           "installed\n",
+           (unsigned long long)t->crashes, (unsigned long long)t->power_losses,
+           (unsigned long long)t->wipes, (unsigned long long)t->partitions,
+           (unsigned long long)t->leaders, (unsigned long long)t->truncations,
+           (unsigned long long)t->changes, (unsigned long long)t->transfers,
+           (unsigned long long)t->snapshots, (unsigned long long)t->installs);
+}
+
+/* A seed violated an invariant: with --expect-violation that is the
+ * mutation caught (exit 0), otherwise a failure with its trace (exit 1). */
+static int seed_failed(struct sim *s, const struct mutation *mut, bool expect,
+                       bool one, const struct sim_params *p, uint64_t k)
+{
+    int rv = 1;
+    if (expect) {
+        printf("mutation %s caught after %llu seeds (seed %llu, %u nodes): "
+               "%s\n",
+               mut->name, (unsigned long long)(k + 1),
+               (unsigned long long)s->seed, p->n_nodes, s->violation);
+        if (one) {
+            sim_print_trace(s);
+        }
+        rv = 0;
+    } else {
+        sim_print_trace(s);
+        printf("FAIL seed %llu (%u nodes%s%s): %s\n",
+               (unsigned long long)s->seed, p->n_nodes,
+               mut ? ", mutation " : "", mut ? mut->name : "", s->violation);
+        const char *sc = NULL;
+        for (size_t j = 0; j < sizeof SCENARIOS / sizeof SCENARIOS[0]; j++) {
+            sc = SCENARIOS[j].id == p->scenario ? SCENARIOS[j].name : sc;
+        }
+        printf("reproduce: tools/dev sim --seed %llu --nodes %u%s%s%s%s%s\n",
+               (unsigned long long)s->seed, p->n_nodes, mut ? " --mutate " : "",
+               mut ? mut->name : "",
+               p->storage_faults ? " --storage-faults" : "",
+               sc ? " --scenario " : "", sc ? sc : "");
+    }
+    sim_free(s);
+    sim_destroy(s);
+    return rv;
+}
+
 int main(int argc, char **argv)
 {
     struct options o = {
@@ -204,11 +278,7 @@ int main(int argc, char **argv)
     g_mut = mut;
     signal(SIGABRT, on_abort);
     uint64_t sim_ms = 0, steps = 0, committed = 0;
-    uint64_t crashes = 0, powers = 0, wipes = 0, parts = 0, truncs = 0;
-    uint64_t leaders = 0, changes = 0, transfers = 0, snaps = 0, installs = 0;
-    uint64_t flips = 0, repairs = 0, amnesias = 0;
-    uint64_t cluster_powers = 0, holes = 0, torn = 0, marker_flips = 0;
-    uint64_t discards = 0;
+    struct sim_stats t = {0};
     for (uint64_t k = 0; k < seeds; k++) {
         uint64_t seed = start + k;
         p.n_nodes = nodes != 0 ? nodes : (seed % 2 == 0 ? 3 : 5);
@@ -217,48 +287,9 @@ int main(int argc, char **argv)
         sim_ms += s.now;
         steps += s.steps;
         committed += s.committed_len;
-        crashes += s.stats.crashes;
-        powers += s.stats.power_losses;
-        wipes += s.stats.wipes;
-        parts += s.stats.partitions;
-        truncs += s.stats.truncations;
-        leaders += s.stats.leaders;
-        changes += s.stats.changes;
-        transfers += s.stats.transfers;
-        snaps += s.stats.snapshots;
-        installs += s.stats.installs;
-        flips += s.stats.flips;
-        repairs += s.stats.repairs;
-        amnesias += s.stats.amnesias;
-        cluster_powers += s.stats.cluster_power_losses;
-        holes += s.stats.holes;
-        torn += s.stats.torn;
-        marker_flips += s.stats.marker_flips;
-        discards += s.stats.discards;
+        stats_add(&t, &s.stats);
         if (rv != 0) {
-            if (expect) {
-                printf("mutation %s caught after %llu seeds (seed %llu, %u "
-                       "nodes): %s\n",
-                       mut->name, (unsigned long long)(k + 1),
-                       (unsigned long long)seed, p.n_nodes, s.violation);
-                if (one) {
-                    sim_print_trace(&s);
-                }
-                sim_free(&s);
-                sim_destroy(&s);
-                return 0;
-            }
-            sim_print_trace(&s);
-            printf("FAIL seed %llu (%u nodes%s%s): %s\n",
-                   (unsigned long long)seed, p.n_nodes,
-                   mut ? ", mutation " : "", mut ? mut->name : "", s.violation);
-            printf("reproduce: tools/dev sim --seed %llu --nodes %u%s%s%s\n",
-                   (unsigned long long)seed, p.n_nodes, mut ? " --mutate " : "",
-                   mut ? mut->name : "",
-                   p.storage_faults ? " --storage-faults" : "");
-            sim_free(&s);
-            sim_destroy(&s);
-            return 1;
+            return seed_failed(&s, mut, expect, one, &p, k);
         }
         if (one && !p.quiet) {
             sim_print_trace(&s);
@@ -267,16 +298,7 @@ int main(int argc, char **argv)
     }
     sim_destroy(&s);
     if (p.storage_faults) {
-        printf("storage faults: %llu bit flips, %llu records repaired, %llu "
-               "lost log tails (amnesia)\n",
-               (unsigned long long)flips, (unsigned long long)repairs,
-               (unsigned long long)amnesias);
-        printf("storage faults: %llu whole-cluster power losses, %llu records "
-               "lost to reordered writeback, %llu torn tails discarded, %llu "
-               "damaged sync markers, %llu discard rounds decided\n",
-               (unsigned long long)cluster_powers, (unsigned long long)holes,
-               (unsigned long long)torn, (unsigned long long)marker_flips,
-               (unsigned long long)discards);
+        print_storage(&t);
     }
     if (expect) {
         printf("mutation %s NOT caught in %llu seeds (rule: %s)\n", mut->name,
@@ -288,14 +310,6 @@ int main(int argc, char **argv)
            (unsigned long long)seeds, (unsigned long long)start,
            (unsigned long long)(start + seeds - 1), (double)sim_ms / 3.6e6,
            (unsigned long long)steps, (unsigned long long)committed);
-    printf("faults: %llu crashes, %llu power losses, %llu wiped disks, %llu "
-           "partitions; %llu elections won, %llu conflict truncations, %llu "
-           "membership changes, %llu transfers, %llu snapshots taken, %llu "
-           "installed\n",
-           (unsigned long long)crashes, (unsigned long long)powers,
-           (unsigned long long)wipes, (unsigned long long)parts,
-           (unsigned long long)leaders, (unsigned long long)truncs,
-           (unsigned long long)changes, (unsigned long long)transfers,
-           (unsigned long long)snaps, (unsigned long long)installs);
+    print_faults(&t);
     return 0;
 }

@@ -758,6 +758,36 @@ void sim_node_boot(struct sim *s, uint32_t i)
     sim_node_step(s, i, &in);
 }
 
+/* Rule 3: a truncated segment or a missing catalogued file: synced (maybe
+ * acknowledged) records are gone; the node is amnesiac with T0 = its
+ * durable term. */
+static void lose_tail(struct sim *s, struct sim_node *n)
+{
+    ASSERT(!n->up);
+    ASSERT(n->dlen < SIM_LOG_MAX);
+    n->n_ops = 0;
+    uint64_t cut = n->dlen > 1 ? 1 + sim_rnd(s, (uint32_t)(n->dlen - 1)) : 1;
+    if (s->lose_tail_at != 0) {
+        cut = s->lose_tail_at; /* a scripted trace chose it */
+        s->lose_tail_at = 0;
+    }
+    n->lost_from = cut;
+    n->lost_to = n->raft.persisted < n->dlen ? n->raft.persisted : n->dlen;
+    for (uint64_t x = cut + 1; x <= n->lost_to; x++) {
+        n->lost[x] = n->dlog[x].hash;
+    }
+    if (n->dlen > cut) {
+        n->dlen = cut;
+    }
+    n->amnesiac = true;
+    /* What its acks may already have been counted for. */
+    n->flip_counted =
+        n->raft.role == RAFT_LEADER ? n->raft.commit : n->raft.persisted;
+    n->amnesia_t0 = n->hs_term > 0 ? n->hs_term : 1;
+    n->amnesia_target = 0;
+    s->stats.amnesias++;
+}
+
 void sim_node_stop(struct sim *s, uint32_t i, enum sim_stop_kind k)
 {
     struct sim_node *n = &s->nodes[i];
@@ -781,31 +811,7 @@ void sim_node_stop(struct sim *s, uint32_t i, enum sim_stop_kind k)
         n->n_ops = 0;
     }
     if (k == STOP_LOSE_TAIL) {
-        /* Rule 3: a truncated segment or a missing catalogued file: synced
-         * (maybe acknowledged) records are gone; the node is amnesiac with
-         * T0 = its durable term. */
-        n->n_ops = 0;
-        uint64_t cut =
-            n->dlen > 1 ? 1 + sim_rnd(s, (uint32_t)(n->dlen - 1)) : 1;
-        if (s->lose_tail_at != 0) {
-            cut = s->lose_tail_at; /* a scripted trace chose it */
-            s->lose_tail_at = 0;
-        }
-        n->lost_from = cut;
-        n->lost_to = n->raft.persisted < n->dlen ? n->raft.persisted : n->dlen;
-        for (uint64_t x = cut + 1; x <= n->lost_to; x++) {
-            n->lost[x] = n->dlog[x].hash;
-        }
-        if (n->dlen > cut) {
-            n->dlen = cut;
-        }
-        n->amnesiac = true;
-        /* What its acks may already have been counted for. */
-        n->flip_counted =
-            n->raft.role == RAFT_LEADER ? n->raft.commit : n->raft.persisted;
-        n->amnesia_t0 = n->hs_term > 0 ? n->hs_term : 1;
-        n->amnesia_target = 0;
-        s->stats.amnesias++;
+        lose_tail(s, n);
     }
     if (k == STOP_WIPE) {
         s->wiped_inc[i] = n->incarnation;

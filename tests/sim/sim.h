@@ -125,6 +125,13 @@ struct sim_trace {
     char text[120];
 };
 
+/* Counters of one seed (all uint64_t: main.c sums them as an array). */
+struct sim_stats {
+    uint64_t crashes, power_losses, wipes, partitions, truncations, leaders,
+        changes, transfers, reads, snapshots, installs, flips, repairs,
+        amnesias, cluster_power_losses, holes, torn, marker_flips, discards;
+};
+
 struct sim_params {
     uint32_t n_nodes;
     uint32_t mutations;
@@ -196,11 +203,7 @@ struct sim {
     uint64_t script_deadline;
     uint64_t script_index;
     uint64_t proposals;
-    struct {
-        uint64_t crashes, power_losses, wipes, partitions, truncations, leaders,
-            changes, transfers, reads, snapshots, installs, flips, repairs,
-            amnesias, cluster_power_losses, holes, torn, marker_flips, discards;
-    } stats;
+    struct sim_stats stats;
     uint64_t trace_n;
     struct sim_trace trace[SIM_TRACE_MAX];
 };
