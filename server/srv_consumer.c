@@ -425,6 +425,15 @@ static bool filters_fit(const struct srv_consumer_config *cfg,
     return true;
 }
 
+/* The stream's max_consumers (a leader pre-check: a new name only). */
+static bool at_max_consumers(struct srv_stream *st, const char *name)
+{
+    int64_t max = srv_stream_config_get(st)->max_consumers;
+    struct srv_cstream *cs = srv_cstream_of(st);
+    return max > 0 && cs != NULL && srv_csm_find(&cs->set, name) == NULL &&
+           (int64_t)cs->set.n >= max;
+}
+
 static int create_parse(const struct srv_consumer_create_subj *s,
                         const json_t *body, struct srv_consumer_config *cfg,
                         enum srv_csm_action *action, enum srv_js_err *jerr,
@@ -486,6 +495,8 @@ static void api_create(const char *subject, const char *reply, const char *body,
         /* jerr and detail set */
     } else if (!filters_fit(&cfg, st)) {
         jerr = SRV_JS_EFILTER_NOT_SUBSET;
+    } else if (at_max_consumers(st, cfg.name)) {
+        jerr = SRV_JS_EMAX_CONSUMERS;
     }
     json_decref(j);
     uint8_t *p = NULL;

@@ -579,6 +579,35 @@ ordered_push_consumer_gets_everything_through_flow_control(void **state)
     natsSubscription_Destroy(sub);
 }
 
+static void stream_max_consumers_refuses_one_more(void **state)
+{
+    struct fixture *f = *state;
+    const char *subjects[] = {"MAXC.>"};
+    jsStreamConfig scfg;
+    jsStreamInfo *si = NULL;
+    jsStreamConfig_Init(&scfg);
+    scfg.Name = "MAXC";
+    scfg.Subjects = subjects;
+    scfg.SubjectsLen = 1;
+    scfg.MaxConsumers = 1;
+    assert_int_equal(js_AddStream(&si, f->js, &scfg, NULL, &f->jerr), NATS_OK);
+    jsStreamInfo_Destroy(si);
+    jsConsumerConfig cfg;
+    jsConsumerConfig_Init(&cfg);
+    cfg.AckPolicy = js_AckExplicit;
+    cfg.Durable = "A";
+    jsConsumerInfo *ci = NULL;
+    assert_int_equal(js_AddConsumer(&ci, f->js, "MAXC", &cfg, NULL, &f->jerr),
+                     NATS_OK);
+    jsConsumerInfo_Destroy(ci);
+    ci = NULL;
+    cfg.Durable = "B";
+    assert_int_not_equal(
+        js_AddConsumer(&ci, f->js, "MAXC", &cfg, NULL, &f->jerr), NATS_OK);
+    assert_int_equal(f->jerr, JSMaximumConsumersLimitErr);
+    assert_null(ci);
+}
+
 /* After a restart the stream group answers once it has replayed. */
 static bool consumer_known(void *arg)
 {
@@ -637,6 +666,7 @@ int main(void)
         T(workqueue_stream_drops_a_message_on_its_ack),
         T(idle_ephemeral_consumer_is_reaped_after_inactive_threshold),
         T(ordered_push_consumer_gets_everything_through_flow_control),
+        T(stream_max_consumers_refuses_one_more),
         T(restart_keeps_the_consumer_position),
 #undef T
     };
