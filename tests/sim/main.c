@@ -67,6 +67,7 @@ static const struct scenario SCENARIOS[] = {
     {"discard-race", SIM_SCENARIO_DISCARD_RACE, 5},
     {"amnesia-commit", SIM_SCENARIO_AMNESIA_COMMIT, 3},
     {"recover", SIM_SCENARIO_RECOVER, 3},
+    {"power-all", SIM_SCENARIO_POWER_ALL, 0},
 };
 
 /* A core ASSERT aborts mid-seed: still say which seed, and show its trace.
@@ -297,7 +298,7 @@ int main(int argc, char **argv)
         sim_free(&s);
     }
     sim_destroy(&s);
-    if (p.storage_faults) {
+    if (p.storage_faults || p.scenario >= SIM_SCENARIO_FAULTY_NONE) {
         print_storage(&t);
     }
     if (expect) {

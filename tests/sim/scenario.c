@@ -338,6 +338,42 @@ static void trace_recover(struct sim *s)
     s->script_active = false;
 }
 
+/* Rule 4 under group/always (3 or 5 nodes): the whole cluster loses power
+ * while every node has a sync in flight; writeback reached a random subset
+ * of each batch and of its marker, so several nodes come back faulty below
+ * their markers, often at the same indexes. Nobody campaigns while faulty:
+ * leaderless repair (FETCH) and the discard round must make the cluster
+ * live again by itself (checked after healing, and by the safety phase's
+ * invariants meanwhile). */
+static void trace_power_all(struct sim *s)
+{
+    if (s->script_step == 0) {
+        if (!script_begin(s)) {
+            return;
+        }
+        s->script_step = 1;
+        next(s, 50 + sim_rnd(s, 150));
+        return;
+    }
+    if (s->script_step != 1) {
+        s->script_active = false;
+        return;
+    }
+    for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+        if (!s->nodes[i].up || !s->nodes[i].syncing) {
+            script_wait(s);
+            return;
+        }
+    }
+    sim_trace(s, -1, "SCRIPT power loss of the whole cluster");
+    s->stats.cluster_power_losses++;
+    for (uint32_t i = 0; i < s->p.n_nodes; i++) {
+        sim_node_stop(s, i, STOP_POWER_REORDER);
+    }
+    s->script_step = 2;
+    next(s, 1000);
+}
+
 void sim_script_storage(struct sim *s)
 {
     ASSERT(s->p.scenario >= SIM_SCENARIO_FAULTY_NONE);
@@ -354,6 +390,9 @@ void sim_script_storage(struct sim *s)
         break;
     case SIM_SCENARIO_RECOVER:
         trace_recover(s);
+        break;
+    case SIM_SCENARIO_POWER_ALL:
+        trace_power_all(s);
         break;
     default:
         break;

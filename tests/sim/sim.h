@@ -235,6 +235,7 @@ enum sim_scenario {
     SIM_SCENARIO_DISCARD_RACE = 4,   /* a discard round vs a live leader */
     SIM_SCENARIO_AMNESIA_COMMIT = 5, /* amnesia with acks in flight */
     SIM_SCENARIO_RECOVER = 6,        /* all amnesiac: operator override */
+    SIM_SCENARIO_POWER_ALL = 7,      /* whole-cluster power loss heals */
 };
 
 enum sim_stop_kind {
