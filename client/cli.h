@@ -121,5 +121,8 @@ int cli_req(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
 int cli_sub(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
 int cli_reply(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
 int cli_bench(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
+/* keel bench js pub SUBJECT (cli_bench_js.c): argv[0] is "js". */
+int cli_bench_js(const struct cli_cmd *cmd, int argc, char **argv,
+                 char *errmsg);
 
 #endif
