@@ -24,6 +24,7 @@
  * never piles up in front of a hot fdatasync. */
 #define STORE_PREALLOC_BYTES_PER_S (128ull * 1024 * 1024)
 #define STORE_PREALLOC_SYNC_BYTES (8u * 1024 * 1024)
+#define STORE_SPARE_RETRY_MS 1000u /* after a spare failed for space */
 /* A log's first segment; each next one doubles up to segment_bytes, so a
  * stream that holds little costs little disk and its first publish does
  * not wait for a 64 MiB zero fill. */
@@ -117,12 +118,13 @@ struct store_group {
     bool busy;
     bool queued;
     struct store_group *runq_next;
-    bool has_spare;      /* a preallocated file is ready */
-    bool spare_pending;  /* queued for, or held by, the prealloc thread or
-                            take_spare: no new spare request meanwhile */
-    uint64_t spare_size; /* size of the requested or ready spare */
-    bool pre_queued;     /* on the store's prealloc queue */
-    bool pre_running;    /* the prealloc thread is making its spare */
+    bool has_spare;          /* a preallocated file is ready */
+    bool spare_pending;      /* queued for, or held by, the prealloc thread or
+                                take_spare: no new spare request meanwhile */
+    uint64_t spare_size;     /* size of the requested or ready spare */
+    uint64_t spare_retry_ms; /* after a failed spare (ENOSPC): not before */
+    bool pre_queued;         /* on the store's prealloc queue */
+    bool pre_running;        /* the prealloc thread is making its spare */
     struct store_group *pre_next;
     bool enospc;
     uint64_t enospc_retry_ms;

@@ -205,7 +205,8 @@ void store__spare_check(struct store_group *g)
     ASSERT(s != NULL);
     ASSERT(!g->has_spare || !g->pre_queued);
     if (s->cfg.no_prealloc || g->has_spare || g->spare_pending ||
-        tail == NULL || g->tail_off < tail->size / 2) {
+        tail == NULL || g->tail_off < tail->size / 2 ||
+        (g->spare_retry_ms != 0 && store__now_ms() < g->spare_retry_ms)) {
         return;
     }
     ASSERT(!g->pre_queued);
@@ -272,6 +273,9 @@ void store__prealloc(struct store_group *g)
     pthread_mutex_lock(&s->mu);
     g->has_spare = rv == 0;
     g->spare_pending = false;
+    /* Out of space: do not refill the disk on every append meanwhile. */
+    g->spare_retry_ms = rv == 0 ? 0 : store__now_ms() + STORE_SPARE_RETRY_MS;
+    s->stats.spares_attempted++;
     pthread_mutex_unlock(&s->mu);
 }
 

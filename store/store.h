@@ -303,6 +303,7 @@ struct store_stats {
     uint64_t fdatasyncs; /* segment data syncs issued */
     uint64_t batches;
     uint64_t records_written;
+    uint64_t spares_attempted; /* preallocations started */
 };
 void store_stats(struct store *s, struct store_stats *out);
 /* Tests with manual_sync: run all queued sync work on this thread. */

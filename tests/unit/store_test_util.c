@@ -84,7 +84,8 @@ void ts_open(struct ts *t)
     cfg.boot_id_path = t->boot_path;
     cfg.wakeup_cb = wakeup_cb;
     cfg.wakeup_arg = t;
-    cfg.no_prealloc = t->ff != NULL; /* keeps fault tests' syncs focused */
+    /* Fault tests keep their syncs focused unless they ask for spares. */
+    cfg.no_prealloc = t->ff != NULL && !t->prealloc;
     cfg.manual_sync = t->manual;
     rv = store_open(&cfg, &t->s, &t->node, errmsg);
     if (rv != 0) {

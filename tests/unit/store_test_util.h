@@ -26,7 +26,8 @@ struct ts {
     struct store_fsync policy;
     uint64_t segment_bytes;
     uint64_t seed;
-    bool manual; /* deterministic: no sync threads */
+    bool manual;   /* deterministic: no sync threads */
+    bool prealloc; /* fault fs: make spares too (off by default) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint64_t wakeups;

@@ -355,6 +355,40 @@ static void segments_grow_from_one_mib_to_the_configured_size(void **state)
     ts_expect(&f->t, 3100, 1, 1);
 }
 
+/* Out of space, a failed spare is not retried on every append (each try
+ * writes until the disk is full again); it waits STORE_SPARE_RETRY_MS. */
+static void failed_spare_is_not_retried_on_every_append(void **state)
+{
+    struct fixture *f = *state;
+    struct store_stats st;
+
+    ts_close(&f->t, true);
+    f->t.manual = true;
+    f->t.prealloc = true;
+    ts_open(&f->t);
+    hard_state(&f->t, 1, "v");
+    fs_fault_enospc(f->t.ff, true); /* segments exist: appends still fit */
+    ts_append(&f->t, 1, 1, 1, 100, 1);
+    assert_true(ts_wait_enospc(&f->t)); /* the first segment cannot be made */
+    fs_fault_enospc(f->t.ff, false);
+    assert_true(ts_wait_persisted(&f->t, 1));
+    ts_append(&f->t, 2, 30, 1, 300, 1); /* past half: a spare is asked */
+    assert_true(ts_wait_persisted(&f->t, 30));
+    store_stats(f->t.s, &st);
+    uint64_t made = st.spares_attempted;
+    assert_int_equal(made, 1);
+    fs_fault_enospc(f->t.ff, true);
+    /* One record per batch: the tail rolls into the spare, then passes
+     * half of the new segment, where the next spare fails for space. */
+    for (uint64_t i = 31; i <= 75; i++) {
+        ts_append(&f->t, i, i, 1, 300, 1);
+        assert_true(ts_wait_persisted(&f->t, i));
+    }
+    store_stats(f->t.s, &st);
+    assert_int_equal(st.spares_attempted, made + 1);
+    fs_fault_enospc(f->t.ff, false);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -379,6 +413,8 @@ int main(void)
             incarnation64_folds_the_first_eight_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(
             segments_grow_from_one_mib_to_the_configured_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            failed_spare_is_not_retried_on_every_append, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
