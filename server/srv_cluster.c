@@ -218,7 +218,7 @@ void srv_cluster_link_fail(struct srv_cluster_link *l, const char *why)
     uv_close((uv_handle_t *)&l->tcp, link_close_cb);
     if (was_up) {
         update_connect_urls(cl);
-        if (cl->peer_cb != NULL &&
+        if (cl->peer_cb != NULL && !l->replaced &&
             srv_cluster_peer_link(cl, l->peer_name) == NULL) {
             cl->peer_cb(cl->peer_arg, l->peer_name, false);
         }
@@ -420,6 +420,9 @@ static bool lose_tie(struct srv_cluster *cl, struct srv_cluster_link *l)
     SRV_DEBUG("cluster", "two links with %s: keeping the one dialed by %s",
               l->peer_name, self_smaller ? cl->node_name : l->peer_name);
     if (keep_new) {
+        /* The peer stays reachable: no down/up flap for its users. */
+        old->replaced = true;
+        l->replacing = true;
         srv_cluster_link_fail(old, "replaced by the link dialed by the node "
                                    "with the smaller name");
         return false;
@@ -447,7 +450,7 @@ static void established(struct srv_cluster *cl, struct srv_cluster_link *l)
     srv_cluster_interest_resend(cl, l);
     send_gossip(cl, NULL);
     update_connect_urls(cl);
-    if (cl->peer_cb != NULL) {
+    if (cl->peer_cb != NULL && !l->replacing) {
         cl->peer_cb(cl->peer_arg, l->peer_name, true);
     }
 }

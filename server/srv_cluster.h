@@ -81,6 +81,8 @@ struct srv_cluster_link {
     bool established; /* HELLO received and accepted */
     bool closing;
     bool writing;
+    bool replaced;  /* closed for a newer link to the same peer */
+    bool replacing; /* took over from an older link to the same peer */
     char peer_id[64];
     char peer_name[SRV_CLUSTER_NAME_BYTES];
     char peer_url[SRV_CLUSTER_URL_BYTES];        /* its cluster URL */

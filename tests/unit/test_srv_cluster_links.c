@@ -255,6 +255,7 @@ static void two_nodes_dialing_each_other_keep_one_link(void **state)
     struct fixture *f = *state;
 
     start_node(f, 0, "c1", "nats://127.0.0.1:0", "");
+    srv_cluster_set_peer_cb(&f->cl[0], peer_cb, f);
     start_node(f, 1, "c1", "nats://127.0.0.1:0", f->url[0]);
     assert_int_equal(srv_cluster_add_route(&f->cl[0], f->url[1]), 0);
     assert_true(run_until(f, mesh2));
@@ -264,6 +265,9 @@ static void two_nodes_dialing_each_other_keep_one_link(void **state)
         uv_run(&f->loop, UV_RUN_ONCE);
     }
     assert_true(mesh2(f));
+    /* Replacing the losing link is not a peer going down and up. */
+    assert_int_equal(f->downs, 0);
+    assert_int_equal(f->ups, 1);
     for (int i = 0; i < SRV_CLUSTER_LINKS_MAX; i++) {
         struct srv_cluster_link *l = f->cl[0].links[i];
         if (l != NULL && l->established && !l->closing) {
