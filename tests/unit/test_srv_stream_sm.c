@@ -396,6 +396,38 @@ static void same_entries_give_identical_snapshots(void **state)
     free(c);
 }
 
+static void msg_id_with_a_nul_byte_survives_a_snapshot(void **state)
+{
+    struct fixture *f = *state;
+    static const char h[] = "NATS/1.0\r\nNats-Msg-Id: a\0b\r\n\r\n";
+    struct srv_stream_entry e = {.kind = SRV_STREAM_E_PUBLISH,
+                                 .ts_ns = 1,
+                                 .subject = "a",
+                                 .subject_len = 1,
+                                 .hdr = (const uint8_t *)h,
+                                 .hdr_len = sizeof h - 1,
+                                 .data = (const uint8_t *)"x",
+                                 .data_len = 1};
+    apply(f, &e);
+    assert_int_equal(f->res.seq, 1);
+    assert_int_equal(f->sm.last_msg_id_len, 3);
+    uint8_t *a = NULL, *b = NULL;
+    size_t alen = 0, blen = 0;
+    char err[256];
+    struct srv_stream_sm r;
+    assert_int_equal(srv_stream_sm_snapshot(&f->sm, &a, &alen), 0);
+    assert_int_equal(srv_stream_sm_init(&r, "S"), 0);
+    assert_int_equal(srv_stream_sm_restore(&r, a, alen, err), 0);
+    assert_int_equal(r.last_msg_id_len, 3);
+    assert_memory_equal(r.last_msg_id, "a\0b", 3);
+    assert_int_equal(srv_stream_sm_snapshot(&r, &b, &blen), 0);
+    assert_int_equal(alen, blen);
+    assert_memory_equal(a, b, alen);
+    srv_stream_sm_close(&r);
+    free(a);
+    free(b);
+}
+
 static void restore_refuses_every_truncation(void **state)
 {
     struct fixture *f = *state;
@@ -497,6 +529,7 @@ int main(void)
         T(delete_interior_and_missing),
         T(remove_by_consumer_ack_updates_subject_counts),
         T(same_entries_give_identical_snapshots),
+        T(msg_id_with_a_nul_byte_survives_a_snapshot),
         T(restore_refuses_every_truncation),
         T(entry_decoder_refuses_truncation_and_trailing_bytes),
         T(entry_decoder_survives_random_bytes),
