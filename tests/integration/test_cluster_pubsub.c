@@ -271,6 +271,54 @@ static void headers_survive_the_hop_between_nodes(void **state)
     natsSubscription_Destroy(s);
 }
 
+struct log_wait {
+    const char *path;
+    const char *text;
+};
+
+static bool log_has(void *arg)
+{
+    struct log_wait *w = arg;
+    char buf[65536];
+    FILE *fp = fopen(w->path, "r");
+    size_t n = fp != NULL ? fread(buf, 1, sizeof buf - 1, fp) : 0;
+
+    if (fp != NULL) {
+        fclose(fp);
+    }
+    buf[n] = '\0';
+    return strstr(buf, w->text) != NULL;
+}
+
+static void
+a_node_of_another_cluster_name_is_refused_with_a_log_line(void **state)
+{
+    (void)state;
+    struct h_keeld other;
+    char seed[64];
+
+    snprintf(seed, sizeof seed, "nats://127.0.0.1:%d", cluster.cluster_port[0]);
+    const char *extra[] = {"-n",
+                           "x1",
+                           "--cluster",
+                           "nats://127.0.0.1:0",
+                           "--cluster_name",
+                           "not-it3",
+                           "--routes",
+                           seed,
+                           NULL};
+    assert_int_equal(h_keeld_init(&other), 0);
+    assert_int_equal(h_keeld_start(&other, 0, false, extra), 0);
+    struct log_wait w = {other.log_path, "refusing link with node n1"};
+    assert_true(h_poll(log_has, &w, WAIT_MS));
+    struct log_wait w1 = {cluster.k[0].log_path, "refusing link with node x1"};
+    assert_true(h_poll(log_has, &w1, WAIT_MS));
+    /* The cluster is unchanged: still a full mesh of three. */
+    assert_int_equal(h_cluster_wait_mesh(&cluster, WAIT_MS), 0);
+    assert_int_equal(h_keeld_stop(&other, NULL), 0);
+    h_keeld_cleanup(&other);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -288,6 +336,9 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(headers_survive_the_hop_between_nodes,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_node_of_another_cluster_name_is_refused_with_a_log_line, setup,
+            teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
