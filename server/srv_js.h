@@ -56,6 +56,13 @@ struct srv_consumer_ops {
     void (*stream_opened)(struct srv_stream *st);
     /* Number of consumers of st (STREAM.INFO state.consumer_count). */
     uint64_t (*consumer_count)(const struct srv_stream *st);
+    /* Stream snapshots (LATER: log compaction) will embed the consumers'
+     * state: snapshot encodes st's consumers into a malloc'ed buffer
+     * (deterministic: the same applied entries give the same bytes);
+     * restore rebuilds them on a freshly opened stream. Return 0 or a
+     * KEEL_E*. Not called yet. */
+    int (*snapshot)(const struct srv_stream *st, uint8_t **out, size_t *len);
+    int (*restore)(struct srv_stream *st, const uint8_t *buf, size_t len);
 };
 
 /* Open the engine: store at store_dir (created if missing), the meta
