@@ -240,6 +240,7 @@ _Static_assert(SNAP_CHUNK_DATA_BYTES + 64 <= RAFT_MSG_BYTES_MAX,
 #define CLI_BENCH_STALL_MS_DEFAULT 10000
 #define CLI_BENCH_WAIT_MS_MAX (60ll * 60 * 1000)
 #define CLI_BENCH_TICK_MS 100
+#define CLI_BENCH_FETCH_BATCH_MAX 10000 /* messages per pull request */
 
 _Static_assert(CLI_SERVERS_MAX <= CLI_LIST_ITEMS_MAX,
                "a server list must fit one parsed list");
