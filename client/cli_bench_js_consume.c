@@ -9,6 +9,10 @@
  *        (--ack all). The time runs to the flush after the last ack.
  * push:  a push consumer with a callback; --ack none or explicit (libnats
  *        acks after the callback returns).
+ *
+ * libnats subscribes with a consumer filtered on SUBJECT (what every client
+ * does); --unfiltered instead creates the consumer without a filter and
+ * binds to it, to show what a filter equal to the stream's subjects costs.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -34,7 +38,7 @@ struct bjc_cfg {
     const char *ack;
     char stream[64];
     int64_t size, msgs, batch, window, stall_ms;
-    bool json;
+    bool json, unfiltered;
     struct cli_conn_opts conn;
 };
 
@@ -232,23 +236,48 @@ static int bjc_push_wait(struct bjc *b, char *errmsg)
     return s == NATS_OK ? 0 : cli_nats_err(s, errmsg, "flush acks");
 }
 
+/* --unfiltered: create the consumer with no filter subject; the
+ * subscription then binds to it by name. */
+static natsStatus bjc_add_unfiltered(struct bjc *b, jsSubOptions *so,
+                                     natsInbox **inbox, jsErrCode *jerr)
+{
+    jsConsumerInfo *ci = NULL;
+    jsConsumerConfig cc = so->Config;
+    natsStatus s = NATS_OK;
+    cc.Durable = b->cfg->mode == BJC_FETCH ? "BENCHFETCH" : "BENCHPUSH";
+    if (b->cfg->mode == BJC_PUSH) {
+        s = natsInbox_Create(inbox);
+        cc.DeliverSubject = *inbox;
+    }
+    if (s == NATS_OK) {
+        s = js_AddConsumer(&ci, b->js, b->cfg->stream, &cc, NULL, jerr);
+    }
+    jsConsumerInfo_Destroy(ci);
+    so->Consumer = cc.Durable;
+    return s;
+}
+
 /* Create the durable consumer and run the timed consume phase. */
 static int bjc_consume(struct bjc *b, int64_t *ns, char *errmsg)
 {
     const struct bjc_cfg *c = b->cfg;
     jsSubOptions so;
     jsErrCode jerr = 0;
-    natsStatus s;
+    natsInbox *inbox = NULL;
+    natsStatus s = NATS_OK;
     jsSubOptions_Init(&so);
     so.Stream = c->stream;
     so.Config.AckPolicy = b->ackp;
     so.Config.MaxAckPending = -1;
     so.Config.DeliverPolicy = js_DeliverAll;
     int64_t t0 = bjc_now_ns();
-    if (c->mode == BJC_FETCH) {
+    if (c->unfiltered) {
+        s = bjc_add_unfiltered(b, &so, &inbox, &jerr);
+    }
+    if (s == NATS_OK && c->mode == BJC_FETCH) {
         s = js_PullSubscribe(&b->sub, b->js, c->subject, "BENCHFETCH", NULL,
                              &so, &jerr);
-    } else {
+    } else if (s == NATS_OK) {
         so.Config.Durable = "BENCHPUSH";
         so.ManualAck = b->ackp == js_AckNone;
         s = js_Subscribe(&b->sub, b->js, c->subject, bjc_on_push, b, NULL, &so,
@@ -257,6 +286,7 @@ static int bjc_consume(struct bjc *b, int64_t *ns, char *errmsg)
             s = natsSubscription_SetPendingLimits(b->sub, -1, -1);
         }
     }
+    natsInbox_Destroy(inbox);
     if (s != NATS_OK) {
         return keel_err(KEEL_ECONN, errmsg,
                         "create consumer on %s: %s (JetStream error %d)",
@@ -283,9 +313,10 @@ static void bjc_report(const struct bjc *b, int64_t ns)
     double mbs = rate * (double)c->size / (1024.0 * 1024.0);
     if (c->json) {
         printf("{\"mode\":\"js_%s\",\"size\":%" PRId64 ",\"batch\":%" PRId64
-               ",\"ack\":\"%s\",\"received\":%" PRId64
+               ",\"ack\":\"%s\",\"filtered\":%s,\"received\":%" PRId64
                ",\"seconds\":%.3f,\"msgs_per_s\":%.0f,\"mb_per_s\":%.2f}\n",
-               mode, c->size, c->batch, c->ack, n, s, rate, mbs);
+               mode, c->size, c->batch, c->ack,
+               c->unfiltered ? "false" : "true", n, s, rate, mbs);
         return;
     }
     printf("js %s: %" PRId64 " msgs of %" PRId64 " B in %.3f s (ack %s, "
@@ -404,6 +435,8 @@ int cli_bench_js_consume(const struct cli_cmd *parent, int argc, char **argv,
          "stream after (default BENCHC)"},
         {"stall", 0, CLI_FLAG_DURATION, &c.stall_ms, "DURATION",
          "fail when no message arrives for this long (default 10s)"},
+        {"unfiltered", 0, CLI_FLAG_BOOL, &c.unfiltered, NULL,
+         "create the consumer without a filter subject and bind to it"},
         {"json", 0, CLI_FLAG_BOOL, &c.json, NULL, "print one JSON object"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
