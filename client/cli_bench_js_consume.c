@@ -37,7 +37,7 @@ struct bjc_cfg {
     const char *stream_prefix;
     const char *ack;
     char stream[64];
-    int64_t size, msgs, batch, window, stall_ms;
+    int64_t size, msgs, batch, window, stall_ms, expires_ms;
     bool json, unfiltered;
     struct cli_conn_opts conn;
 };
@@ -154,13 +154,13 @@ static int bjc_fetch_loop(struct bjc *b, char *errmsg)
     const struct bjc_cfg *c = b->cfg;
     int64_t idle_since = bjc_now_ns();
     /* Bounded by --msgs (each turn receives at least one message) and the
-     * stall deadline (each empty turn waits up to CLI_BENCH_TICK_MS). */
+     * stall deadline (each empty turn waits up to --expires). */
     while (atomic_load(&b->received) < c->msgs) {
         natsMsgList list = {0};
         int64_t want = c->msgs - atomic_load(&b->received);
         int batch = (int)(want < c->batch ? want : c->batch);
-        natsStatus s = natsSubscription_Fetch(&list, b->sub, batch,
-                                              CLI_BENCH_TICK_MS * 10, NULL);
+        natsStatus s =
+            natsSubscription_Fetch(&list, b->sub, batch, c->expires_ms, NULL);
         if (s != NATS_OK && s != NATS_TIMEOUT) {
             natsMsgList_Destroy(&list);
             return cli_nats_err(s, errmsg, "fetch");
@@ -382,13 +382,16 @@ static int bjc_check(struct bjc_cfg *c, const char *mode, char *errmsg)
         c->msgs > CLI_BENCH_MSGS_MAX || c->batch < 1 ||
         c->batch > CLI_BENCH_FETCH_BATCH_MAX || c->window < 1 ||
         c->window > CLI_BENCH_PENDING_MSGS || c->stall_ms < 1 ||
-        c->stall_ms > CLI_BENCH_WAIT_MS_MAX || strlen(c->stream_prefix) > 32) {
-        return keel_err(KEEL_EUSAGE, errmsg,
-                        "--size 0..%d, --msgs 1..%lld, --batch 1..%d, "
-                        "--window 1..%d, --stall up to 1h, --stream up to 32 "
-                        "characters",
-                        CLI_BENCH_SIZE_BYTES_MAX, (long long)CLI_BENCH_MSGS_MAX,
-                        CLI_BENCH_FETCH_BATCH_MAX, CLI_BENCH_PENDING_MSGS);
+        c->stall_ms > CLI_BENCH_WAIT_MS_MAX || c->expires_ms < 1 ||
+        c->expires_ms > CLI_BENCH_WAIT_MS_MAX ||
+        strlen(c->stream_prefix) > 32) {
+        return keel_err(
+            KEEL_EUSAGE, errmsg,
+            "--size 0..%d, --msgs 1..%lld, --batch 1..%d, "
+            "--window 1..%d, --stall and --expires 1ms..1h, --stream up to 32 "
+            "characters",
+            CLI_BENCH_SIZE_BYTES_MAX, (long long)CLI_BENCH_MSGS_MAX,
+            CLI_BENCH_FETCH_BATCH_MAX, CLI_BENCH_PENDING_MSGS);
     }
     /* A fresh name per run: PID and clock, so a stream left by a killed run
      * is never reused. */
@@ -414,7 +417,8 @@ int cli_bench_js_consume(const struct cli_cmd *parent, int argc, char **argv,
                         .msgs = 100000,
                         .batch = 100,
                         .window = 256,
-                        .stall_ms = CLI_BENCH_STALL_MS_DEFAULT};
+                        .stall_ms = CLI_BENCH_STALL_MS_DEFAULT,
+                        .expires_ms = 1000};
     struct cli_args args;
     bool help = false;
     cli_conn_opts_init(&c.conn);
@@ -433,6 +437,8 @@ int cli_bench_js_consume(const struct cli_cmd *parent, int argc, char **argv,
         {"stream", 0, CLI_FLAG_STR, &c.stream_prefix, "NAME",
          "stream name prefix; the run adds a unique suffix and deletes the "
          "stream after (default BENCHC)"},
+        {"expires", 0, CLI_FLAG_DURATION, &c.expires_ms, "DURATION",
+         "fetch: how long one pull request waits (default 1s)"},
         {"stall", 0, CLI_FLAG_DURATION, &c.stall_ms, "DURATION",
          "fail when no message arrives for this long (default 10s)"},
         {"unfiltered", 0, CLI_FLAG_BOOL, &c.unfiltered, NULL,
