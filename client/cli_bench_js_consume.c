@@ -311,17 +311,19 @@ static void bjc_report(const struct bjc *b, int64_t ns)
     int64_t n = atomic_load(&b->received);
     double rate = s > 0 ? (double)n / s : 0;
     double mbs = rate * (double)c->size / (1024.0 * 1024.0);
+    int64_t batch = c->mode == BJC_FETCH ? c->batch : 0; /* 0: push */
     if (c->json) {
         printf("{\"mode\":\"js_%s\",\"size\":%" PRId64 ",\"batch\":%" PRId64
                ",\"ack\":\"%s\",\"filtered\":%s,\"received\":%" PRId64
                ",\"seconds\":%.3f,\"msgs_per_s\":%.0f,\"mb_per_s\":%.2f}\n",
-               mode, c->size, c->batch, c->ack,
-               c->unfiltered ? "false" : "true", n, s, rate, mbs);
+               mode, c->size, batch, c->ack, c->unfiltered ? "false" : "true",
+               n, s, rate, mbs);
         return;
     }
     printf("js %s: %" PRId64 " msgs of %" PRId64 " B in %.3f s (ack %s, "
-           "batch %" PRId64 "): %.0f msgs/s, %.2f MB/s\n",
-           mode, n, c->size, s, c->ack, c->batch, rate, mbs);
+           "batch %" PRId64 ", %s): %.0f msgs/s, %.2f MB/s\n",
+           mode, n, c->size, s, c->ack, batch,
+           c->unfiltered ? "unfiltered" : "filtered", rate, mbs);
 }
 
 static int bjc_run(const struct bjc_cfg *c, char *errmsg)
