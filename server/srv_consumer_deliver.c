@@ -255,9 +255,33 @@ static uint64_t next_seq(struct srv_cstream *cs, struct srv_csm *c,
     return srv_csm_next_wanted(c, &view, c->live.sseq + 1, &seq) == 0 ? seq : 0;
 }
 
+/* True when every subject of the stream lies inside one of the filters:
+ * every stored message matches, so the consumer counts as unfiltered.
+ * libnats sets the subscribed subject as the filter even when it is the
+ * stream's only subject; walking the stream per delivery for such a filter
+ * made a pull consumer quadratic (bench js fetch: 3k msgs/s vs 95k). */
+static bool filters_cover_stream(const struct srv_cstream *cs, char *const *f,
+                                 uint32_t n)
+{
+    const struct srv_stream_config *sc = srv_stream_config_get(cs->st);
+    if (n == 0) {
+        return true;
+    }
+    for (uint32_t i = 0; i < sc->nsubjects; i++) {
+        bool covered = false;
+        for (uint32_t j = 0; j < n && !covered; j++) {
+            covered = srv_js_subject_subset(sc->subjects[i], f[j]);
+        }
+        if (!covered) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Messages still undelivered after seq (the ack reply's num_pending):
- * exact for unfiltered consumers up to interior deletes, counted (bounded)
- * for filtered ones. */
+ * exact for unfiltered consumers (and filters covering the whole stream)
+ * up to interior deletes, counted (bounded) for filtered ones. */
 uint64_t srv_cpending_after(struct srv_cstream *cs, struct srv_csm *c,
                             uint64_t seq, uint64_t limit)
 {
@@ -266,7 +290,7 @@ uint64_t srv_cpending_after(struct srv_cstream *cs, struct srv_csm *c,
     char *const *f = NULL;
     uint32_t n = 0;
     srv_consumer_config_filters(&c->cfg, &f, &n);
-    if (n == 0 && c->lps_end == 0) {
+    if (c->lps_end == 0 && filters_cover_stream(cs, f, n)) {
         struct srv_stream_state st;
         srv_stream_state(cs->st, &st);
         uint64_t after = st.last_seq > seq ? st.last_seq - seq : 0;
