@@ -6,12 +6,28 @@
  */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "keel/assert.h"
 #include "cli.h"
+#include "cli_passwd.h"
 
 #define EXIT_USAGE 2
+
+/* keel passwd reads no connection flags and talks to no server. */
+static int cli_passwd(const struct cli_cmd *cmd, int argc, char **argv,
+                      char *errmsg)
+{
+    (void)cmd;
+    (void)errmsg;
+    int status = cli_passwd_run(argc, argv, "keel passwd");
+    if (status != 0) {
+        /* cli_passwd_run already said why. */
+        exit(status);
+    }
+    return 0;
+}
 
 static const struct cli_cmd commands[] = {
     {"pub", cli_pub, "SUBJECT [BODY]",
@@ -25,6 +41,8 @@ static const struct cli_cmd commands[] = {
      "Answer requests on SUBJECT with BODY until --count or ^C.", 2, 2},
     {"bench", cli_bench, "pub|sub|pubsub|req SUBJECT",
      "Measure throughput (msgs/s, MB/s) or request latency.", 2, 2},
+    {"passwd", cli_passwd, "[--iterations N]",
+     "Print a password hash for keeld's authorization block.", 0, 0},
 };
 
 #define COMMANDS_COUNT (sizeof commands / sizeof commands[0])

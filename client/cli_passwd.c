@@ -1,5 +1,6 @@
-/* keel-passwd: print a salted PBKDF2-HMAC-SHA256 hash of a password for
- * keeld's authorization block (`password: "<hash>"`, or --pass).
+/* keel passwd (also the standalone keel-passwd): print a salted
+ * PBKDF2-HMAC-SHA256 hash of a password for keeld's authorization block
+ * (`password: "<hash>"`, or --pass).
  *
  * The password is read from the terminal with echo off (asked twice), or
  * as one line from stdin when stdin is not a terminal, so it never shows
@@ -14,20 +15,21 @@
 
 #include "keel/error.h"
 #include "keel/limits.h"
+#include "cli_passwd.h"
 #include "srv_auth.h"
 
 #define EXIT_USAGE 2
 
-static void usage(FILE *out)
+static void usage(FILE *out, const char *prog)
 {
     fprintf(out,
-            "usage: keel-passwd [--iterations N]\n\n"
+            "usage: %s [--iterations N]\n\n"
             "Reads a password (from the terminal without echo, or one line "
             "from stdin)\nand prints its hash for keeld's config:\n"
             "  authorization { users = [ {user: alice, password: "
             "\"<hash>\"} ] }\n\n"
             "  --iterations N   PBKDF2 rounds (%u; %u to %u)\n",
-            SRV_AUTH_PBKDF2_ITER_DEFAULT, SRV_AUTH_PBKDF2_ITER_MIN,
+            prog, SRV_AUTH_PBKDF2_ITER_DEFAULT, SRV_AUTH_PBKDF2_ITER_MIN,
             SRV_AUTH_PBKDF2_ITER_MAX);
 }
 
@@ -85,11 +87,11 @@ static int read_password(char *pw, size_t len)
     return rv;
 }
 
-static int parse_args(int argc, char **argv, uint32_t *iter)
+static int parse_args(int argc, char **argv, const char *prog, uint32_t *iter)
 {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
+            usage(stdout, prog);
             return 1;
         }
         if (strcmp(argv[i], "--iterations") == 0 && i + 1 < argc) {
@@ -98,34 +100,34 @@ static int parse_args(int argc, char **argv, uint32_t *iter)
             unsigned long v = strtoul(argv[++i], &end, 10);
             if (errno != 0 || *end != '\0' || v < SRV_AUTH_PBKDF2_ITER_MIN ||
                 v > SRV_AUTH_PBKDF2_ITER_MAX) {
-                fprintf(stderr, "keel-passwd: --iterations must be %u to %u\n",
+                fprintf(stderr, "%s: --iterations must be %u to %u\n", prog,
                         SRV_AUTH_PBKDF2_ITER_MIN, SRV_AUTH_PBKDF2_ITER_MAX);
                 return -1;
             }
             *iter = (uint32_t)v;
             continue;
         }
-        fprintf(stderr, "keel-passwd: unknown argument '%s'\n", argv[i]);
-        usage(stderr);
+        fprintf(stderr, "%s: unknown argument '%s'\n", prog, argv[i]);
+        usage(stderr, prog);
         return -1;
     }
     return 0;
 }
 
-int main(int argc, char **argv)
+int cli_passwd_run(int argc, char **argv, const char *prog)
 {
     char pw[SRV_AUTH_SECRET_BYTES_MAX + 2];
     char hash[SRV_AUTH_HASH_STRING_BYTES];
     char errmsg[KEEL_ERRMSG_MAX] = "";
     uint32_t iter = SRV_AUTH_PBKDF2_ITER_DEFAULT;
-    int rv = parse_args(argc, argv, &iter);
+    int rv = parse_args(argc, argv, prog, &iter);
 
     if (rv != 0) {
         return rv > 0 ? 0 : EXIT_USAGE;
     }
     rv = read_password(pw, sizeof pw);
     if (rv != 0 || pw[0] == '\0' || strlen(pw) > SRV_AUTH_SECRET_BYTES_MAX) {
-        fprintf(stderr, "keel-passwd: %s\n",
+        fprintf(stderr, "%s: %s\n", prog,
                 rv == KEEL_EINVAL ? "the passwords differ"
                                   : "give a password of 1 to 1024 bytes");
         memset(pw, 0, sizeof pw);
@@ -134,9 +136,16 @@ int main(int argc, char **argv)
     rv = srv_auth_hash_password(pw, iter, hash, sizeof hash, errmsg);
     memset(pw, 0, sizeof pw);
     if (rv != 0) {
-        fprintf(stderr, "keel-passwd: %s\n", errmsg);
+        fprintf(stderr, "%s: %s\n", prog, errmsg);
         return 1;
     }
     printf("%s\n", hash);
     return 0;
 }
+
+#ifdef CLI_PASSWD_STANDALONE
+int main(int argc, char **argv)
+{
+    return cli_passwd_run(argc, argv, "keel-passwd");
+}
+#endif

@@ -182,6 +182,16 @@ t_bench_sub_fails_when_messages_are_missing() {
   [[ $rc == 1 ]] && grep -q 'no progress' "$TMP/bmiss.err"
 }
 
+t_passwd_prints_a_salted_hash() {
+  local a b rc=0
+  a=$(printf 'pw\n' | "$KEEL" passwd --iterations 1000) || return 1
+  b=$(printf 'pw\n' | "$KEEL" passwd --iterations 1000) || return 1
+  "$KEEL" passwd --bogus 2>/dev/null || rc=$?
+  # Same password, fresh salt each time: the hashes differ.
+  [[ $a == '$pbkdf2-sha256$i=1000$'* && $b == '$pbkdf2-sha256$i=1000$'* &&
+    $a != "$b" && $rc == 2 ]]
+}
+
 t_server_exits_0_on_sigterm() {
   [[ $SERVER_NAME == keeld ]] || return 0 # nats-server exits 1 by design
   kill -TERM "$SERVER_PID"
@@ -210,6 +220,8 @@ check "keel bench sub counts what a separate keel bench pub sends" \
   t_bench_sub_counts_a_separate_bench_pub
 check "keel bench sub exits 1 when messages never arrive" \
   t_bench_sub_fails_when_messages_are_missing
+check "keel passwd prints a salted PBKDF2 hash; a bad flag exits 2" \
+  t_passwd_prints_a_salted_hash
 check "the server exits 0 on SIGTERM" t_server_exits_0_on_sigterm
 echo "cli: $PASS ok, $FAIL not ok"
 [[ $FAIL == 0 ]]
