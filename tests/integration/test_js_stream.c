@@ -297,6 +297,59 @@ static void get_and_delete_message(void **state)
     assert_int_equal(jerr, JSNoMessageFoundErr);
 }
 
+/* DIRECT.GET (allow_direct): by sequence, last by subject and next by
+ * subject, with the Nats-Stream/-Subject/-Sequence headers libnats reads;
+ * an absent sequence is an error, never a message. */
+static void direct_get_reads_by_seq_and_subject(void **state)
+{
+    struct fixture *f = *state;
+    jsStreamConfig cfg;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    const char *subjects[] = {"d.*"};
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = "D";
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.AllowDirect = true;
+    assert_int_equal(js_AddStream(&si, f->js, &cfg, NULL, &jerr), NATS_OK);
+    assert_true(si->Config->AllowDirect);
+    jsStreamInfo_Destroy(si);
+    assert_int_equal(publish(f, "d.a", "a1", NULL, &jerr), 1);
+    assert_int_equal(publish(f, "d.b", "b1", NULL, &jerr), 2);
+    assert_int_equal(publish(f, "d.a", "a2", NULL, &jerr), 3);
+
+    natsMsg *m = NULL;
+    jsDirectGetMsgOptions o;
+    jsDirectGetMsgOptions_Init(&o);
+    o.Sequence = 2;
+    assert_int_equal(js_DirectGetMsg(&m, f->js, "D", NULL, &o), NATS_OK);
+    assert_string_equal(natsMsg_GetSubject(m), "d.b");
+    assert_int_equal(natsMsg_GetSequence(m), 2);
+    assert_memory_equal(natsMsg_GetData(m), "b1", 2);
+    natsMsg_Destroy(m);
+
+    jsDirectGetMsgOptions_Init(&o);
+    o.LastBySubject = "d.a";
+    assert_int_equal(js_DirectGetMsg(&m, f->js, "D", NULL, &o), NATS_OK);
+    assert_int_equal(natsMsg_GetSequence(m), 3);
+    assert_memory_equal(natsMsg_GetData(m), "a2", 2);
+    natsMsg_Destroy(m);
+
+    jsDirectGetMsgOptions_Init(&o);
+    o.Sequence = 2;
+    o.NextBySubject = "d.a";
+    assert_int_equal(js_DirectGetMsg(&m, f->js, "D", NULL, &o), NATS_OK);
+    assert_int_equal(natsMsg_GetSequence(m), 3);
+    natsMsg_Destroy(m);
+
+    jsDirectGetMsgOptions_Init(&o);
+    o.Sequence = 99;
+    m = NULL;
+    assert_int_not_equal(js_DirectGetMsg(&m, f->js, "D", NULL, &o), NATS_OK);
+    assert_null(m);
+}
+
 struct info_wait {
     struct fixture *f;
     const char *name;
@@ -351,6 +404,7 @@ int main(void)
         T(api_errors_name_in_use_overlap_and_idempotent_create),
         T(update_limits_and_purge),
         T(get_and_delete_message),
+        T(direct_get_reads_by_seq_and_subject),
         T(restart_keeps_streams_and_messages),
 #undef T
     };
