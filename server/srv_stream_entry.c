@@ -190,6 +190,11 @@ static void decode_fields(struct rbuf *r, struct srv_stream_entry *e)
         e->subject = (const char *)get_raw(r, true, &e->subject_len);
         e->hdr = get_raw(r, false, &e->hdr_len);
         e->data = get_raw(r, false, &e->data_len);
+        /* No leader proposes a message without a subject, and a snapshot
+         * could not hold one (fuzz_stream_entry found this). */
+        if (e->subject_len == 0) {
+            r->bad = true;
+        }
         break;
     case SRV_STREAM_E_PURGE:
         e->subject = (const char *)get_raw(r, true, &e->subject_len);

@@ -6,8 +6,10 @@ set -euo pipefail
 bin=$1 seeds=$2 secs=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# libFuzzer exits 77 on a crash by default, which meson reads as "skipped":
+# a found bug must fail the test.
 args=(-max_total_time="$secs" -seed=1 -print_final_stats=1 -rss_limit_mb=2048
-      -artifact_prefix="$work/")
+      -error_exitcode=1 -timeout_exitcode=1 -artifact_prefix="$work/")
 [[ -d $seeds ]] && args+=("$work" "$seeds")
 rc=0
 "$bin" "${args[@]}" || rc=$?
