@@ -41,31 +41,14 @@ void srv_consumer_config_free(struct srv_consumer_config *cfg)
 static int get_int(const json_t *j, const char *key, int64_t min, int64_t *v,
                    enum srv_js_err *jerr, char *errmsg)
 {
-    json_t *f = json_object_get(j, key);
-    if (f == NULL || json_is_null(f)) {
-        return 0;
-    }
-    if (!json_is_integer(f) || json_integer_value(f) < min) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "%s must be an integer >= %" PRId64, key, min);
-    }
-    *v = (int64_t)json_integer_value(f);
-    return 0;
+    return srv_js_json_int(j, key, min, v, SRV_JS_ECONSUMER_CONFIG, jerr,
+                           errmsg);
 }
 
 static int get_bool(const json_t *j, const char *key, bool *v,
                     enum srv_js_err *jerr, char *errmsg)
 {
-    json_t *f = json_object_get(j, key);
-    if (f == NULL || json_is_null(f)) {
-        return 0;
-    }
-    if (!json_is_boolean(f)) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "%s must be true or false", key);
-    }
-    *v = json_is_true(f);
-    return 0;
+    return srv_js_json_bool(j, key, v, SRV_JS_ECONSUMER_CONFIG, jerr, errmsg);
 }
 
 /* An optional enum string; *present tells whether the key was there. */
