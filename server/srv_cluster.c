@@ -560,7 +560,12 @@ static int on_frame(struct srv_cluster_link *l, const uint8_t *body, size_t len)
         on_group(cl, l, g, glen, p, plen);
         return 0;
     default:
-        return KEEL_EPROTO;
+        ASSERT(kind >= SRV_CLUSTER_KIND_EXT_MIN &&
+               kind <= SRV_CLUSTER_KIND_MAX);
+        if (cl->kind_cb[kind] != NULL) {
+            cl->kind_cb[kind](cl->kind_arg[kind], l->peer_name, p, plen);
+        }
+        return 0;
     }
 }
 

@@ -40,12 +40,25 @@ enum srv_cluster_kind {
     SRV_CLUSTER_INTEREST = 5, /* [subject, queue, count]; count 0 = gone */
     SRV_CLUSTER_MSG = 6,      /* [subject, reply, hdr_bytes, queues, data] */
     SRV_CLUSTER_GROUP = 7,    /* group id + opaque bytes (raft_msg codec) */
-    SRV_CLUSTER_KIND_MAX = 7,
+    /* Extension kinds: the layer above registers a handler for each
+     * (srv_cluster_register_kind); a frame of an unregistered extension
+     * kind is dropped, not a protocol error, so nodes of different
+     * versions keep their links. */
+    SRV_CLUSTER_JS_FWD = 8,    /* JetStream request forwarded to a leader */
+    SRV_CLUSTER_JS_LEADER = 9, /* group leader announcements */
+    SRV_CLUSTER_JS_META = 10,  /* meta bootstrap / membership exchange */
+    SRV_CLUSTER_EXT_11 = 11,   /* spare */
+    SRV_CLUSTER_EXT_12 = 12,   /* spare */
+    SRV_CLUSTER_KIND_MAX = 12,
 };
+#define SRV_CLUSTER_KIND_EXT_MIN 8
 
 /* Inbound frame of a registered group: from is the sender's node name. */
 typedef void (*srv_cluster_group_cb)(void *arg, const char *from,
                                      const uint8_t *data, size_t len);
+/* Inbound frame of a registered extension kind (payload only). */
+typedef void (*srv_cluster_kind_cb)(void *arg, const char *from,
+                                    const uint8_t *data, size_t len);
 /* A peer's link came up (up = true) or went down. */
 typedef void (*srv_cluster_peer_cb)(void *arg, const char *name, bool up);
 
@@ -134,6 +147,8 @@ struct srv_cluster {
     struct srv_cluster_link *links[SRV_CLUSTER_LINKS_MAX];
     struct srv_cluster_group *groups;
     size_t ngroups;
+    srv_cluster_kind_cb kind_cb[SRV_CLUSTER_KIND_MAX + 1];
+    void *kind_arg[SRV_CLUSTER_KIND_MAX + 1];
     srv_cluster_peer_cb peer_cb;
     void *peer_arg;
     struct srv_hmap interest; /* local "subject\0queue" -> count */
@@ -192,6 +207,26 @@ KEEL_MUST_USE int srv_cluster_register_group(struct srv_cluster *cl,
 /* Stop routing group_id; returns 0 or KEEL_ENOENT. */
 int srv_cluster_unregister_group(struct srv_cluster *cl,
                                  const uint8_t *group_id);
+
+/* Route inbound frames of extension kind (SRV_CLUSTER_KIND_EXT_MIN ..
+ * SRV_CLUSTER_KIND_MAX) to cb(arg, ...); one handler per kind, NULL
+ * clears. Returns 0, KEEL_EINVAL (not an extension kind) or KEEL_EEXIST
+ * (another handler is registered). */
+KEEL_MUST_USE int srv_cluster_register_kind(struct srv_cluster *cl,
+                                            unsigned kind,
+                                            srv_cluster_kind_cb cb, void *arg);
+
+/* Send one frame of extension kind to the node named node. Returns 0,
+ * KEEL_ENOENT (no link now), KEEL_ETOOBIG or KEEL_ELIMIT as
+ * srv_cluster_send. */
+KEEL_MUST_USE int srv_cluster_send_kind(struct srv_cluster *cl,
+                                        const char *node, unsigned kind,
+                                        const void *data, size_t len);
+
+/* Send one frame of extension kind on every established link; returns
+ * how many links queued it. */
+size_t srv_cluster_broadcast_kind(struct srv_cluster *cl, unsigned kind,
+                                  const void *data, size_t len);
 
 /* Set the peer up/down callback (one; NULL to clear). */
 void srv_cluster_set_peer_cb(struct srv_cluster *cl, srv_cluster_peer_cb cb,

@@ -22,6 +22,48 @@ int srv_cluster_send(struct srv_cluster *cl, const char *node,
                                  SRV_CLUSTER_GROUP_ID_BYTES, data, len);
 }
 
+int srv_cluster_register_kind(struct srv_cluster *cl, unsigned kind,
+                              srv_cluster_kind_cb cb, void *arg)
+{
+    if (kind < SRV_CLUSTER_KIND_EXT_MIN || kind > SRV_CLUSTER_KIND_MAX) {
+        return KEEL_EINVAL;
+    }
+    if (cb != NULL && cl->kind_cb[kind] != NULL) {
+        return KEEL_EEXIST;
+    }
+    cl->kind_cb[kind] = cb;
+    cl->kind_arg[kind] = cb != NULL ? arg : NULL;
+    return 0;
+}
+
+int srv_cluster_send_kind(struct srv_cluster *cl, const char *node,
+                          unsigned kind, const void *data, size_t len)
+{
+    struct srv_cluster_link *l = srv_cluster_peer_link(cl, node);
+
+    ASSERT(kind >= SRV_CLUSTER_KIND_EXT_MIN && kind <= SRV_CLUSTER_KIND_MAX);
+    if (l == NULL) {
+        return KEEL_ENOENT;
+    }
+    return srv_cluster_link_send(l, kind, NULL, 0, data, len);
+}
+
+size_t srv_cluster_broadcast_kind(struct srv_cluster *cl, unsigned kind,
+                                  const void *data, size_t len)
+{
+    size_t n = 0;
+
+    ASSERT(kind >= SRV_CLUSTER_KIND_EXT_MIN && kind <= SRV_CLUSTER_KIND_MAX);
+    for (size_t i = 0; i < SRV_CLUSTER_LINKS_MAX; i++) {
+        struct srv_cluster_link *l = cl->links[i];
+        if (l != NULL && l->established && !l->closing &&
+            srv_cluster_link_send(l, kind, NULL, 0, data, len) == 0) {
+            n++;
+        }
+    }
+    return n;
+}
+
 int srv_cluster_register_group(struct srv_cluster *cl, const uint8_t *group_id,
                                srv_cluster_group_cb cb, void *arg)
 {

@@ -172,6 +172,40 @@ a_group_frame_reaches_the_handler_registered_for_its_group(void **state)
     assert_memory_equal(f->got, "hello", 5);
 }
 
+static void
+an_extension_frame_reaches_its_kind_handler_and_an_unknown_kind_is_dropped(
+    void **state)
+{
+    struct fixture *f = *state;
+
+    start_node(f, 0, "c1", "nats://127.0.0.1:0", "");
+    start_node(f, 1, "c1", "nats://127.0.0.1:0", f->url[0]);
+    assert_int_equal(
+        srv_cluster_register_kind(&f->cl[1], SRV_CLUSTER_GROUP, echo_cb, f),
+        KEEL_EINVAL);
+    assert_int_equal(
+        srv_cluster_register_kind(&f->cl[1], SRV_CLUSTER_JS_LEADER, echo_cb, f),
+        0);
+    assert_int_equal(
+        srv_cluster_register_kind(&f->cl[1], SRV_CLUSTER_JS_LEADER, echo_cb, f),
+        KEEL_EEXIST);
+    assert_true(run_until(f, mesh2));
+    /* No handler for JS_META on n2: dropped, and the link stays up. */
+    assert_int_equal(
+        srv_cluster_send_kind(&f->cl[0], "n2", SRV_CLUSTER_JS_META, "nope", 4),
+        0);
+    assert_int_equal(
+        srv_cluster_broadcast_kind(&f->cl[0], SRV_CLUSTER_JS_LEADER, "lead", 4),
+        1);
+    assert_true(run_until(f, got_one));
+    assert_int_equal(f->got_count, 1);
+    assert_string_equal(f->got_from, "n1");
+    assert_int_equal(f->got_len, 4);
+    assert_memory_equal(f->got, "lead", 4);
+    assert_int_equal(npeers(f, 0), 1);
+    assert_int_equal(npeers(f, 1), 1);
+}
+
 static bool refused(struct fixture *f)
 {
     for (int i = 0; i < SRV_CLUSTER_NODES_MAX; i++) {
@@ -285,6 +319,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             a_group_frame_reaches_the_handler_registered_for_its_group, setup,
             teardown),
+        cmocka_unit_test_setup_teardown(
+            an_extension_frame_reaches_its_kind_handler_and_an_unknown_kind_is_dropped,
+            setup, teardown),
         cmocka_unit_test_setup_teardown(
             a_node_of_another_cluster_name_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(
