@@ -1,0 +1,99 @@
+/* Cluster test harness over network namespaces: node i runs in its own
+ * namespace with address 10.<a>.<b>.<i+1>/24 on a veth pair whose root end
+ * is in a bridge (the root namespace has 10.<a>.<b>.254 on it, so the test's
+ * clients reach every node). Every node listens for cluster links on the
+ * fixed port H_NETNS_CLUSTER_PORT of its own address and gets the same full
+ * --routes seed list (DESIGN §3 bootstrap needs the full list); client and
+ * monitoring ports are kernel-chosen and read from the ports file.
+ *
+ * <a>.<b> and every name carry the test process's pid, so test processes
+ * running at once do not collide, and h_netns_reap_stale() removes what a
+ * dead test process left behind. Needs root (CI runs as root).
+ *
+ * Faults: kill -9 / restart a node, partition two nodes (blackhole routes
+ * both ways), isolate a node (its veth down).
+ */
+#ifndef KEEL_TEST_NETNS_H
+#define KEEL_TEST_NETNS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "harness.h"
+
+#define H_NETNS_NODES_MAX 5
+#define H_NETNS_CLUSTER_PORT 6222
+#define H_NETNS_EXTRA_MAX 8 /* extra keeld arguments per node */
+
+struct h_netns_node {
+    struct h_keeld k; /* k.url is nats://10.a.b.i:PORT */
+    char ns[32];      /* namespace name */
+    char veth[24];    /* root end of the veth pair (in the bridge) */
+    char addr[20];    /* 10.a.b.i */
+    char name[16];    /* -n, "n1".. */
+    bool running;
+    bool isolated;
+};
+
+struct h_netns {
+    int n;
+    int a, b; /* 10.a.b.0/24 */
+    pid_t owner;
+    char name[32]; /* --cluster_name */
+    char bridge[24];
+    char routes[H_NETNS_NODES_MAX * 32];      /* the full seed list */
+    const char *extra[H_NETNS_EXTRA_MAX + 1]; /* NULL-terminated */
+    bool net_up;                              /* bridge made */
+    struct h_netns_node node[H_NETNS_NODES_MAX];
+};
+
+/* Remove namespaces, bridges and keeld processes left by test processes
+ * that no longer run (names carry their pid). Safe to call any time. */
+void h_netns_reap_stale(void);
+
+/* Reap stale leftovers, build the network of n nodes and start keeld in
+ * each (`-a 10.a.b.i -p 0 -m 0 -n n<i> --cluster nats://10.a.b.i:6222
+ * --cluster_name name --routes <all nodes>` plus extra, NULL-terminated,
+ * at most H_NETNS_EXTRA_MAX; the pointers must outlive c). Waits (bounded)
+ * for the full mesh. Returns 0 or -1 (what failed printed; the caller
+ * still calls h_netns_cleanup). */
+int h_netns_start(struct h_netns *c, int n, const char *name,
+                  const char *const *extra);
+
+/* Start node i (0-based) again in its own data dir; waits for its ports
+ * file, not for links. Returns 0 or -1. */
+int h_netns_node_start(struct h_netns *c, int i);
+
+/* SIGTERM node i, wait (bounded), SIGKILL after it. Returns 0 if it exited
+ * cleanly. */
+int h_netns_node_stop(struct h_netns *c, int i);
+
+/* kill -9 node i and reap it. Returns 0 or -1. */
+int h_netns_node_kill(struct h_netns *c, int i);
+
+/* Wait until every running, non-isolated node has a link to every other
+ * such node (its /routez). Returns 0 or -1 on timeout. */
+int h_netns_wait_mesh(struct h_netns *c, int timeout_ms);
+
+/* Cut (heal) the path between nodes i and j both ways with blackhole
+ * routes in their namespaces. Returns 0 or -1. */
+int h_netns_partition(struct h_netns *c, int i, int j);
+int h_netns_heal(struct h_netns *c, int i, int j);
+
+/* Take node i's link to the bridge down (isolated = true) or up again: the
+ * test's clients lose it too. Returns 0 or -1. */
+int h_netns_isolate(struct h_netns *c, int i, bool isolated);
+
+/* HTTP GET on node i's monitoring port: status code or -1, body in body. */
+int h_netns_http_get(struct h_netns *c, int i, const char *path, char *body,
+                     size_t len);
+
+/* Print node i's keeld log to stderr (for a failing assertion). */
+void h_netns_print_log(struct h_netns *c, int i);
+
+/* Stop every running node, delete the namespaces, veths and bridge, and
+ * remove the temp dirs. Returns 0 if every node exited cleanly. */
+int h_netns_cleanup(struct h_netns *c);
+
+#endif
