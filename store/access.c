@@ -119,19 +119,7 @@ int store_iterate(struct store_group *g, uint64_t from, uint64_t to,
 {
     ASSERT(cb != NULL);
     ASSERT(from <= to);
-    for (uint64_t i = from; i <= to; i++) {
-        struct store_entry e;
-        int rv = store_read(g, i, &e, errmsg);
-        if (rv != 0) {
-            return rv;
-        }
-        rv = cb(arg, &e);
-        store_entry_free(&e);
-        if (rv != 0) {
-            return rv;
-        }
-    }
-    return 0;
+    return store_read_range(g, from, to, cb, arg, errmsg);
 }
 
 int store_term_at(struct store_group *g, uint64_t index, uint64_t *term)

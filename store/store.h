@@ -193,6 +193,16 @@ KEEL_MUST_USE int store_iterate(struct store_group *g, uint64_t from,
                                 uint64_t to, store_iter_cb cb, void *arg,
                                 char *errmsg);
 
+/* As store_iterate, reading runs of back-to-back records of one segment
+ * with one pread each (at most STORE_READ_RANGE_BYTES), every record
+ * still checksum-verified before cb sees it (a bad one is marked faulty
+ * and KEEL_ECORRUPT returned). e->payload is valid only during cb. Records
+ * not yet written, faulty or of unknown position go through store_read.
+ * KEEL_ENOENT when [from, to] is not inside the log. */
+KEEL_MUST_USE int store_read_range(struct store_group *g, uint64_t from,
+                                   uint64_t to, store_iter_cb cb, void *arg,
+                                   char *errmsg);
+
 /* Term at index from the in-memory table (no I/O). KEEL_EFAULTY,
  * KEEL_ENOENT. For index == first_index - 1 the snapshot term is used. */
 KEEL_MUST_USE int store_term_at(struct store_group *g, uint64_t index,
@@ -263,21 +273,6 @@ KEEL_MUST_USE int store_repair(struct store_group *g,
  * index (DESIGN.md §5: a snapshot at X only after entries <= X persist). */
 KEEL_MUST_USE int store_snapshot_record(struct store_group *g, uint64_t index,
                                         uint64_t term, char *errmsg);
-
-/* The snapshots LMDB records for the group (DESIGN.md §5: a snapshot file
- * LMDB does not name does not count): the newest and the older kept one,
- * index 0 when none. Read from LMDB (any thread). A group that never
- * recorded one reads all zeros. KEEL_ECORRUPT when the value fails its
- * checksum or names an older snapshot above the newest. */
-struct store_snapshot_pair {
-    uint64_t index; /* newest */
-    uint64_t term;
-    uint64_t older_index;
-    uint64_t older_term;
-};
-KEEL_MUST_USE int store_snapshot_get(struct store_group *g,
-                                     struct store_snapshot_pair *out,
-                                     char *errmsg);
 
 /* Drop whole segments whose records are all <= upto (DESIGN.md §5): only
  * allowed when upto <= the older of the two kept snapshots (KEEL_EPERM

@@ -139,25 +139,32 @@ static uint64_t ctx_take(struct replica *r, raft_index index)
 }
 
 /* Apply (applied, commit] from the store, then report applied. */
+static int apply_one(void *arg, const struct store_entry *e)
+{
+    struct replica *r = arg;
+    uint64_t ctx = ctx_take(r, e->index);
+    ASSERT(e->index == r->applied + 1);
+    if (r->cbs.apply != NULL) {
+        r->cbs.apply(r, e->index, e->term, e->type, e->payload, e->len, ctx,
+                     r->cbs.arg);
+    }
+    r->applied = e->index;
+    return 0;
+}
+
+/* Apply committed entries read back from the store (checksum-verified),
+ * in runs of one pread each. */
 static int apply_to(struct replica *r, raft_index commit)
 {
     char err[KEEL_ERRMSG_MAX];
     raft_index from = r->applied;
-    while (r->applied < commit) {
-        struct store_entry e;
-        raft_index i = r->applied + 1;
-        int rv = store_read(r->g, i, &e, err);
+    if (r->applied < commit) {
+        int rv =
+            store_read_range(r->g, r->applied + 1, commit, apply_one, r, err);
         if (rv != 0) {
             fail(r, rv, err);
             return rv;
         }
-        uint64_t ctx = ctx_take(r, i);
-        if (r->cbs.apply != NULL) {
-            r->cbs.apply(r, i, e.term, e.type, e.payload, e.len, ctx,
-                         r->cbs.arg);
-        }
-        store_entry_free(&e);
-        r->applied = i;
     }
     if (r->applied == from) {
         return 0;
