@@ -274,6 +274,21 @@ KEEL_MUST_USE int store_repair(struct store_group *g,
 KEEL_MUST_USE int store_snapshot_record(struct store_group *g, uint64_t index,
                                         uint64_t term, char *errmsg);
 
+/* The snapshots LMDB records for the group (DESIGN.md §5: a snapshot file
+ * LMDB does not name does not count): the newest and the older kept one,
+ * index 0 when none. Read from LMDB (any thread). A group that never
+ * recorded one reads all zeros. KEEL_ECORRUPT when the value fails its
+ * checksum or names an older snapshot above the newest. */
+struct store_snapshot_pair {
+    uint64_t index; /* newest */
+    uint64_t term;
+    uint64_t older_index;
+    uint64_t older_term;
+};
+KEEL_MUST_USE int store_snapshot_get(struct store_group *g,
+                                     struct store_snapshot_pair *out,
+                                     char *errmsg);
+
 /* Drop whole segments whose records are all <= upto (DESIGN.md §5): only
  * allowed when upto <= the older of the two kept snapshots (KEEL_EPERM
  * otherwise). Catalogue first, then unlink, then directory fsync, on a sync
