@@ -12,6 +12,7 @@
 #include "keel/assert.h"
 #include "cli.h"
 #include "cli_passwd.h"
+#include "cli_store.h"
 
 #define EXIT_USAGE 2
 
@@ -43,6 +44,8 @@ static const struct cli_cmd commands[] = {
      "Measure throughput (msgs/s, MB/s) or request latency.", 2, 2},
     {"passwd", cli_passwd, "[--iterations N]",
      "Print a password hash for keeld's authorization block.", 0, 0},
+    {"store", cli_store, "dump --data DIR",
+     "Dump a stopped node's store as JSON lines (read-only).", 1, 1},
 };
 
 #define COMMANDS_COUNT (sizeof commands / sizeof commands[0])

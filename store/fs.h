@@ -23,6 +23,7 @@ enum fs_open_flags {
     FS_RDWR = 0,
     FS_CREATE = 1 << 0, /* create if missing */
     FS_EXCL = 1 << 1,   /* with FS_CREATE: fail with KEEL_EEXIST if present */
+    FS_RDONLY = 1 << 2, /* open for reading only (a read-only store) */
 };
 
 /* Called once per directory entry name (never "." or ".."); a non-zero

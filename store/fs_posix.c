@@ -48,6 +48,10 @@ static int posix_open(struct fs *fs, const char *path, int flags,
 
     ASSERT(fs != NULL);
     ASSERT(path != NULL);
+    if ((flags & FS_RDONLY) != 0) {
+        ASSERT((flags & FS_CREATE) == 0);
+        oflags = O_RDONLY | O_CLOEXEC;
+    }
     if ((flags & FS_CREATE) != 0) {
         oflags |= O_CREAT;
     }

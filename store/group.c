@@ -114,6 +114,32 @@ static void init_persisted(struct store_group *g,
     }
 }
 
+/* A read-only open writes nothing: the cleanup the scan queued (zeroing a
+ * torn tail, deleting later segments, a recovery marker) is dropped; the
+ * recovery report already says what a writable open would do. A delete
+ * op owns its segment. */
+static void drop_queued_ro(struct store_group *g)
+{
+    size_t n = 0;
+
+    ASSERT(g->s->cfg.read_only);
+    ASSERT(g->inflight == NULL);
+    while (g->ops_head != NULL) {
+        struct op *op = g->ops_head;
+        ASSERT(++n <= STORE_GROUP_OPS_MAX * 1024);
+        g->ops_head = op->next;
+        if (op->kind == OP_DELETE_SEG && op->seg != NULL) {
+            if (op->seg->f != NULL) {
+                g->s->fs->close(g->s->fs, op->seg->f);
+            }
+            free(op->seg);
+        }
+        store__op_free(op);
+    }
+    g->ops_tail = NULL;
+    g->nops = 0;
+}
+
 int store_group_open(struct store *s, const struct store_group_id *id,
                      const struct store_fsync *policy, struct store_group **out,
                      struct store_recovery *rep, char *errmsg)
@@ -143,15 +169,18 @@ int store_group_open(struct store *s, const struct store_group_id *id,
     store_fmt_str(g->dir, sizeof g->dir, "%s/groups/%s/log", s->data_dir, hex);
     /* Made at open (snapshot/ puts snap/ next to log/): a new group costs
      * the directory fsyncs of its new entries, once. */
-    rv = store__mkdirs(s, g->dir, errmsg);
+    rv = s->cfg.read_only ? 0 : store__mkdirs(s, g->dir, errmsg);
     if (rv != 0) {
         free(g);
         return rv;
     }
     load_facts(g, rep);
     rv = store__scan(g, rep, errmsg);
-    if (rv == 0 && rep->amnesia) {
+    if (rv == 0 && rep->amnesia && !s->cfg.read_only) {
         rv = record_amnesia(g, rep, errmsg);
+    }
+    if (rv == 0 && s->cfg.read_only) {
+        drop_queued_ro(g);
     }
     if (rv != 0) {
         free(g->ents);

@@ -72,7 +72,7 @@ void store_group_close(struct store_group *g)
     ASSERT(s != NULL);
     ASSERT(g->inflight == NULL || g->busy);
     pthread_mutex_lock(&s->mu);
-    if (g->policy.policy == STORE_FSYNC_INTERVAL) {
+    if (g->policy.policy == STORE_FSYNC_INTERVAL && !s->cfg.read_only) {
         /* What was written is synced, as at a clean store close. */
         store__op_push(g, store__op_new(OP_INTERVAL_SYNC));
     }

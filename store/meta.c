@@ -385,6 +385,77 @@ int store_meta_open(const char *data_dir, struct store_meta **out,
     return 0;
 }
 
+/* The environment opened MDB_RDONLY | MDB_NOLOCK: nothing in the data
+ * directory changes, not even the lock file (the node is stopped). */
+static int env_open_ro(const char *path, struct store_meta *m, char *errmsg)
+{
+    MDB_txn *txn = NULL;
+    int rc;
+
+    ASSERT(path != NULL);
+    ASSERT(m != NULL);
+    rc = mdb_env_create(&m->env);
+    if (rc != 0) {
+        return map_mdb(rc, errmsg, "create");
+    }
+    mdb_env_set_mapsize(m->env, STORE_META_MAP_BYTES);
+    rc = mdb_env_open(m->env, path,
+                      MDB_NOSUBDIR | MDB_NOTLS | MDB_RDONLY | MDB_NOLOCK, 0644);
+    if (rc == 0) {
+        rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+    }
+    if (rc == 0) {
+        rc = mdb_dbi_open(txn, NULL, 0, &m->dbi);
+        mdb_txn_abort(txn);
+    }
+    if (rc != 0) {
+        mdb_env_close(m->env);
+        m->env = NULL;
+        return keel_err(rc == ENOENT ? KEEL_ENOENT : KEEL_ECORRUPT, errmsg,
+                        "meta.lmdb open: %s", mdb_strerror(rc));
+    }
+    return 0;
+}
+
+int store_meta_open_ro(const char *data_dir, struct store_meta **out,
+                       struct store_meta_report *rep, char *errmsg)
+{
+    char path[STORE_PATH_BYTES_MAX];
+    uint8_t inc[16];
+    struct store_meta *m;
+    int rv;
+
+    ASSERT(data_dir != NULL);
+    ASSERT(out != NULL && rep != NULL);
+    memset(rep, 0, sizeof *rep);
+    m = calloc(1, sizeof *m);
+    if (m == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+    }
+    store_fmt_str(path, sizeof path, "%s/meta.lmdb", data_dir);
+    rv = env_open_ro(path, m, errmsg);
+    if (rv == 0 && validate_all(m, rep) != 0) {
+        /* A writable open would quarantine the file (rule 3, last part). */
+        rep->reset = true;
+        rv = keel_err(KEEL_ECORRUPT, errmsg,
+                      "%s (keeld would move meta.lmdb to quarantine/ and "
+                      "start a new incarnation)",
+                      rep->reset_reason);
+    }
+    if (rv == 0 && store_meta_incarnation(m, inc) == KEEL_ENOENT) {
+        rep->fresh = true;
+    }
+    if (rv != 0) {
+        if (m->env != NULL) {
+            mdb_env_close(m->env);
+        }
+        free(m);
+        return rv;
+    }
+    *out = m;
+    return 0;
+}
+
 void store_meta_close(struct store_meta *m)
 {
     if (m == NULL) {

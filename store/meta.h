@@ -57,6 +57,12 @@ struct store_meta_report {
  * with a new incarnation (rep->reset). */
 int store_meta_open(const char *data_dir, struct store_meta **out,
                     struct store_meta_report *rep, char *errmsg);
+/* Open <data_dir>/meta.lmdb read-only (MDB_RDONLY | MDB_NOLOCK: the node
+ * must be stopped); never creates, resets or writes. KEEL_ENOENT when it
+ * does not exist; KEEL_ECORRUPT (rep->reset set) when a writable open
+ * would reset it. No put may be called on the result. */
+int store_meta_open_ro(const char *data_dir, struct store_meta **out,
+                       struct store_meta_report *rep, char *errmsg);
 void store_meta_close(struct store_meta *m);
 
 int store_meta_incarnation(struct store_meta *m, uint8_t out[16]);

@@ -543,7 +543,8 @@ static int load_segment(struct scan *sc, struct sseg *x, char *errmsg)
     ASSERT(x->seg != NULL);
     ASSERT(x->seg->f == NULL);
     store__seg_path(sc->g, x->seg->base, path, sizeof path);
-    rv = s->fs->open(s->fs, path, 0, &x->seg->f, errmsg);
+    rv = s->fs->open(s->fs, path, s->cfg.read_only ? FS_RDONLY : 0, &x->seg->f,
+                     errmsg);
     if (rv != 0) {
         return rv == KEEL_ENOENT ? KEEL_ELOST : rv;
     }
@@ -617,7 +618,9 @@ static int dir_entry_cb(void *arg, const char *name)
     ASSERT(name != NULL);
     store_fmt_str(path, sizeof path, "%s/%s", g->dir, name);
     if (strcmp(name, STORE_PREALLOC_NAME) == 0) {
-        return g->s->fs->unlink(g->s->fs, path, d->errmsg);
+        return g->s->cfg.read_only
+                   ? 0
+                   : g->s->fs->unlink(g->s->fs, path, d->errmsg);
     }
     if (sscanf(name, "%20llu%7s", &base, tail) == 2 &&
         strcmp(tail, ".blk") == 0 && in_catalogue(d, base)) {
@@ -625,8 +628,10 @@ static int dir_entry_cb(void *arg, const char *name)
     }
     store_group_id_hex(&g->id, hex);
     store_fmt_str(qname, sizeof qname, "%s-%s", hex, name);
-    d->sc->rep->quarantined_files++;
-    return store__quarantine(g->s, path, qname, d->errmsg);
+    d->sc->rep->quarantined_files++; /* read-only: would be quarantined */
+    return g->s->cfg.read_only
+               ? 0
+               : store__quarantine(g->s, path, qname, d->errmsg);
 }
 
 static uint64_t items_max_term(const struct sseg *x)
@@ -664,7 +669,10 @@ static int drop_lost(struct scan *sc, size_t k, char *errmsg)
         struct seg *seg = sc->ss[i].seg;
         uint64_t t = items_max_term(&sc->ss[i]);
         rep->max_term_seen = t > rep->max_term_seen ? t : rep->max_term_seen;
-        if (seg->f != NULL) {
+        if (seg->f != NULL && g->s->cfg.read_only) {
+            g->s->fs->close(g->s->fs, seg->f); /* reported, not moved */
+            seg->f = NULL;
+        } else if (seg->f != NULL) {
             g->s->fs->close(g->s->fs, seg->f);
             seg->f = NULL;
             store__seg_path(g, seg->base, path, sizeof path);
@@ -676,7 +684,9 @@ static int drop_lost(struct scan *sc, size_t k, char *errmsg)
             }
             rep->quarantined_files++;
         }
-        rv = store_meta_cat_del(g->s->meta, g->id.b, seg->base, errmsg);
+        rv = g->s->cfg.read_only
+                 ? 0
+                 : store_meta_cat_del(g->s->meta, g->id.b, seg->base, errmsg);
         if (rv != 0) {
             store__fatal(g->s, "remove catalogue entry", errmsg);
         }
@@ -927,6 +937,9 @@ int store__scan(struct store_group *g, struct store_recovery *rep, char *errmsg)
     }
     d = (struct dir_ctx){&sc, cat, ncat, errmsg};
     rv = g->s->fs->readdir(g->s->fs, g->dir, dir_entry_cb, &d, errmsg);
+    if (rv == KEEL_ENOENT && g->s->cfg.read_only) {
+        rv = 0; /* never created (a writable open makes it): no segments */
+    }
     rv = rv == 0 ? load_all(&sc, cat, ncat, errmsg) : rv;
     if (rv != 0 || sc.n == 0) {
         g->first_index = g->snap.index + 1;

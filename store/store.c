@@ -204,6 +204,11 @@ static int config_check(struct store *s, const struct store_config *cfg,
     if (s->cfg.boot_id_path == NULL) {
         s->cfg.boot_id_path = BOOT_ID_DEFAULT;
     }
+    if (s->cfg.read_only) {
+        /* No thread may ever write: queued work is dropped at group open. */
+        s->cfg.manual_sync = true;
+        s->cfg.no_prealloc = true;
+    }
     if (cfg->data_dir == NULL ||
         strlen(cfg->data_dir) + 128 >= STORE_PATH_BYTES_MAX) {
         return keel_err(KEEL_ECONFIG, errmsg,
@@ -244,6 +249,11 @@ static int node_record(struct store *s, struct store_node_report *rep,
         s->os_crash = true;
     }
     rep->os_crash = s->os_crash;
+    if (s->cfg.read_only) {
+        rv = store_meta_incarnation(s->meta, rep->incarnation);
+        rep->incarnation64 = store_incarnation64(rep->incarnation);
+        return rv == KEEL_ENOENT ? 0 : rv;
+    }
     memcpy(now.boot_id, s->boot_id, STORE_BOOT_ID_BYTES);
     now.clean = false;
     rv = store_meta_node_put(s->meta, &now, errmsg);
@@ -286,8 +296,11 @@ int store_open(const struct store_config *cfg, struct store **out,
     pthread_cond_init(&s->pre_cv, NULL);
     rv = config_check(s, cfg, errmsg);
     rv = rv == 0 ? read_boot_id(s->cfg.boot_id_path, s->boot_id, errmsg) : rv;
-    rv = rv == 0 ? store_meta_open(s->data_dir, &s->meta, &s->meta_rep, errmsg)
-                 : rv;
+    if (rv == 0 && s->cfg.read_only) {
+        rv = store_meta_open_ro(s->data_dir, &s->meta, &s->meta_rep, errmsg);
+    } else if (rv == 0) {
+        rv = store_meta_open(s->data_dir, &s->meta, &s->meta_rep, errmsg);
+    }
     if (rv != 0) {
         goto err;
     }
@@ -342,6 +355,7 @@ void store_close(struct store *s, bool clean)
         return;
     }
     ASSERT(s->meta != NULL);
+    clean = clean && !s->cfg.read_only; /* a read-only open records nothing */
     if (clean) {
         /* A clean shutdown leaves interval groups synced too. */
         pthread_mutex_lock(&s->mu);

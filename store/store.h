@@ -61,6 +61,13 @@ struct store_config {
     bool no_prealloc; /* tests: create segments only when needed */
     bool manual_sync; /* tests: no sync threads; store_debug_step runs the
                          queued work on the caller (deterministic) */
+    bool read_only;   /* forensic open of a stopped node's directory (keel
+                         store dump): LMDB MDB_RDONLY, segments O_RDONLY, no
+                         sync threads, no node record, no quarantine moves,
+                         truncation, zeroing, markers or prealloc; the
+                         recovery report says what a real open would do.
+                         Only open, store_read, store_term_at, info and
+                         close may be called. */
 };
 
 /* What store_open found about the node as a whole. */

@@ -242,6 +242,10 @@ _Static_assert(SNAP_CHUNK_DATA_BYTES + 64 <= RAFT_MSG_BYTES_MAX,
 #define CLI_BENCH_WAIT_MS_MAX (60ll * 60 * 1000)
 #define CLI_BENCH_TICK_MS 100
 #define CLI_BENCH_FETCH_BATCH_MAX 10000 /* messages per pull request */
+/* keel store dump (cli_store*.c): group directories listed, streams named
+ * by the meta log, meta entries decoded. */
+#define CLI_STORE_GROUPS_MAX 4096
+#define CLI_STORE_STREAMS_MAX 4096
 
 _Static_assert(CLI_SERVERS_MAX <= CLI_LIST_ITEMS_MAX,
                "a server list must fit one parsed list");
