@@ -695,3 +695,28 @@ struct store_group *replica_store_group(struct replica *r)
 {
     return r->g;
 }
+
+size_t replica_peers(const struct replica *r, struct replica_peer *out,
+                     size_t max)
+{
+    ASSERT(r != NULL && out != NULL);
+    size_t n = 0;
+    if (r->role != RAFT_LEADER) {
+        return 0;
+    }
+    uint64_t now = uv_now(r->host->loop);
+    ASSERT(r->raft.n_progress <= RAFT_SERVERS_MAX);
+    for (uint32_t i = 0; i < r->raft.n_progress && n < max; i++) {
+        const struct raft_progress *p = &r->raft.progress[i];
+        if (p->node == r->raft.id) {
+            continue;
+        }
+        bool heard = p->heard_ms != 0 && p->heard_ms <= now;
+        out[n++] = (struct replica_peer){.node = p->node,
+                                         .match = p->match,
+                                         .active = p->active,
+                                         .since_ms = heard ? now - p->heard_ms
+                                                           : UINT64_MAX};
+    }
+    return n;
+}

@@ -153,4 +153,17 @@ struct replica_info {
 void replica_info(const struct replica *r, struct replica_info *out);
 struct store_group *replica_store_group(struct replica *r);
 
+/* Leader-side progress of the group's other servers (stream info
+ * "cluster" replicas): up to max into out, returns the count; 0 when this
+ * replica does not lead. since_ms: since the leader last heard from it
+ * (UINT64_MAX: never). */
+struct replica_peer {
+    raft_node node;
+    raft_index match;
+    bool active; /* heard from in this check-quorum period */
+    uint64_t since_ms;
+};
+size_t replica_peers(const struct replica *r, struct replica_peer *out,
+                     size_t max);
+
 #endif
