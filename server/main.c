@@ -83,6 +83,11 @@ static int start_cluster(struct runtime *rt, const struct srv_config *cfg,
         .node_name = cfg->name,
         .node_id = rt->srv.server_id,
         .client_url = client_url,
+        .auth_user = cfg->cluster_user,
+        .auth_pass = cfg->cluster_pass,
+        .tls_cert = cfg->cluster_tls_cert,
+        .tls_key = cfg->cluster_tls_key,
+        .tls_ca = cfg->cluster_tls_ca,
     };
 
     snprintf(client_url, sizeof client_url, "%s:%d", rt->srv.host,

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "keel/error.h"
+#include "srv_cluster_tls.h"
 #include "srv_log.h"
 #include "srv_server.h"
 
@@ -28,7 +29,7 @@ int srv_cluster_parse_url(const char *url, char *host, size_t host_len,
     p = p != NULL ? p + 3 : url;
     at = strchr(p, '@');
     if (at != NULL) {
-        p = at + 1; /* route credentials are not checked yet */
+        p = at + 1; /* route credentials: srv_cluster_tls.c */
     }
     colon = strrchr(p, ':');
     if (colon == NULL || colon == p || (size_t)(colon - p) >= host_len) {
@@ -234,6 +235,7 @@ static void link_close_cb(uv_handle_t *h)
     cl->links[l->slot] = NULL;
     srv_outq_close(&l->out, &cl->pool);
     srv_hmap_close(&l->rsubs);
+    srv_cluster_sec_link_free(l);
     free(l->rbuf);
     free(l);
     ASSERT(cl->handles_open > 0);
@@ -297,6 +299,11 @@ static void link_flush(struct srv_cluster_link *l)
     uv_buf_t iov[SRV_OUT_IOV_MAX];
     size_t total = 0;
 
+    if (srv_cluster_sec_tls(l)) {
+        srv_cluster_tls_flush(l); /* encrypts the queue once the handshake
+                                     is done */
+        return;
+    }
     if (l->closing || l->writing || l->out.bytes == 0 || !l->connected) {
         return;
     }
@@ -345,6 +352,7 @@ static void send_hello(struct srv_cluster_link *l)
         json_pack("{s:i, s:s, s:s, s:s, s:s, s:s}", "proto", 1, "id",
                   cl->node_id, "name", cl->node_name, "cluster", cl->name,
                   "url", cl->url, "client_url", cl->client_url);
+    srv_cluster_sec_hello(l, o); /* nonce when a route secret is set */
     if (send_json(l, SRV_CLUSTER_HELLO, o) != 0) {
         srv_cluster_link_fail(l, "cannot send the handshake");
     }
@@ -455,9 +463,26 @@ static void established(struct srv_cluster *cl, struct srv_cluster_link *l)
     }
 }
 
+/* The peer is who it says (or no secret is set): keep one link per pair
+ * and bring it up. */
+static int hello_done(struct srv_cluster *cl, struct srv_cluster_link *l)
+{
+    if (lose_tie(cl, l)) {
+        srv_cluster_link_fail(l, "duplicate link");
+        return 0;
+    }
+    established(cl, l);
+    return 0;
+}
+
 static int on_hello(struct srv_cluster *cl, struct srv_cluster_link *l,
                     const uint8_t *p, size_t len)
 {
+    if (srv_cluster_sec_awaiting_proof(l)) {
+        /* Second HELLO: the peer's proof of the route secret. */
+        int rv = srv_cluster_sec_on_proof(l, p, len);
+        return rv == 0 ? hello_done(cl, l) : 0;
+    }
     json_t *o = json_loadb((const char *)p, len, 0, NULL);
     char cname[SRV_CLUSTER_NAME_BYTES];
     bool ok = o != NULL && hello_str(o, "id", l->peer_id, sizeof l->peer_id) &&
@@ -466,7 +491,13 @@ static int on_hello(struct srv_cluster *cl, struct srv_cluster_link *l,
               hello_str(o, "url", l->peer_url, sizeof l->peer_url) &&
               hello_str(o, "client_url", l->peer_client_url,
                         sizeof l->peer_client_url);
+    char auth[32] = "", nonce[80] = ""; /* route secret challenge */
+    bool wait = false;
 
+    if (ok) {
+        (void)hello_str(o, "auth", auth, sizeof auth);
+        (void)hello_str(o, "nonce", nonce, sizeof nonce);
+    }
     json_decref(o);
     if (!ok || l->established) {
         return KEEL_EPROTO;
@@ -501,12 +532,10 @@ static int on_hello(struct srv_cluster *cl, struct srv_cluster_link *l,
         srv_cluster_link_fail(l, "duplicate node name");
         return 0;
     }
-    if (lose_tie(cl, l)) {
-        srv_cluster_link_fail(l, "duplicate link");
-        return 0;
+    if (srv_cluster_sec_on_hello(l, auth, nonce, &wait) != 0 || wait) {
+        return 0; /* refused, or the proof HELLO comes next */
     }
-    established(cl, l);
-    return 0;
+    return hello_done(cl, l);
 }
 
 static void on_group(struct srv_cluster *cl, struct srv_cluster_link *l,
@@ -633,9 +662,18 @@ static void link_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
                                              : uv_strerror((int)n));
         return;
     }
-    l->rlen += (size_t)n;
     l->bytes_in += (size_t)n;
     l->last_rx_ms = uv_now(l->cl->loop);
+    if (srv_cluster_sec_tls(l)) {
+        char errmsg[KEEL_ERRMSG_MAX] = "";
+        int trv = srv_cluster_tls_on_read(l, (size_t)n, errmsg);
+        if (trv != 0) {
+            srv_cluster_link_fail(l, errmsg[0] != '\0' ? errmsg : "TLS");
+            return;
+        }
+    } else {
+        l->rlen += (size_t)n;
+    }
     int rv = parse_frames(l);
     if (rv != 0) {
         SRV_WARN("cluster", "link %s: bad frame (%s), dropping the link",
@@ -649,6 +687,10 @@ static void link_start(struct srv_cluster_link *l)
 {
     l->connected = true;
     uv_tcp_nodelay(&l->tcp, 1);
+    if (srv_cluster_sec_link_start(l) != 0) {
+        srv_cluster_link_fail(l, "cannot start the link's TLS or nonce");
+        return;
+    }
     send_hello(l);
     if (!l->closing) {
         uv_read_start((uv_stream_t *)&l->tcp, link_alloc_cb, link_read_cb);
@@ -864,7 +906,10 @@ int srv_cluster_start(struct srv_cluster *cl, uv_loop_t *loop,
         cl->rng == 0) {
         cl->rng = uv_hrtime() | 1;
     }
-    rv = listen_cluster(cl, s->listen, errmsg);
+    rv = srv_cluster_sec_init(cl, s, errmsg);
+    if (rv == 0) {
+        rv = listen_cluster(cl, s->listen, errmsg);
+    }
     if (rv != 0) {
         return rv;
     }
@@ -927,6 +972,7 @@ void srv_cluster_close(struct srv_cluster *cl)
     srv_outpool_close(&cl->pool);
     free(cl->groups);
     free(cl->scratch);
+    srv_cluster_sec_close(cl);
     cl->groups = NULL;
     cl->scratch = NULL;
 }

@@ -69,6 +69,14 @@ struct srv_cluster_settings {
     const char *node_name;
     const char *node_id;
     const char *client_url; /* "host:port" clients reach this node on */
+    /* Link security (srv_cluster_tls.c): a shared route secret (user and
+     * password; NULL/"" = none, then a route URL's user:pass@ is used)
+     * and mutual TLS (cert, key and CA files; "" = plain TCP). */
+    const char *auth_user;
+    const char *auth_pass;
+    const char *tls_cert;
+    const char *tls_key;
+    const char *tls_ca;
 };
 
 struct srv_cluster_node {
@@ -109,6 +117,7 @@ struct srv_cluster_link {
     uint64_t last_ping_ms;
     uint64_t frames_in, frames_out, bytes_in, bytes_out;
     struct srv_hmap rsubs; /* "subject\0queue" -> struct srv_cluster_rsub */
+    struct srv_cluster_link_sec *sec; /* auth + TLS state; NULL = none */
 };
 
 /* Interest of a remote node, kept in cl->rsublist. sub must stay first:
@@ -159,6 +168,7 @@ struct srv_cluster {
     uint64_t msgs_forwarded;
     uint64_t msgs_received;
     bool snapshot_dirty;
+    struct srv_cluster_sec *sec; /* route secret + TLS; NULL = none */
 };
 
 /* Parse "nats://host:port" (also nats-route://, route://, bare host:port,

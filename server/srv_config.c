@@ -503,6 +503,63 @@ static int apply_hostport(struct srv_config *c, const json_t *v, bool http,
     return apply_opt(c, http ? OPT_HTTP_PORT : OPT_PORT, colon + 1, errmsg);
 }
 
+/* A string member key of block o into dst (cap bytes); absent leaves dst
+ * alone. */
+static int member_str(const json_t *o, const char *key, char *dst, size_t cap,
+                      char *errmsg)
+{
+    const json_t *v = json_object_get(o, key);
+
+    if (v == NULL) {
+        return 0;
+    }
+    if (!scalar_str(v, dst, cap)) {
+        return keel_err(KEEL_EUSAGE, errmsg, "%s: expected a value", key);
+    }
+    return 0;
+}
+
+/* cluster { authorization { user, password }, tls { cert_file, key_file,
+ * ca_file } }: the route secret and the links' mutual TLS. */
+static int apply_cluster_security(struct srv_config *c, const json_t *v,
+                                  char *errmsg)
+{
+    const json_t *a = json_object_get(v, "authorization");
+    const json_t *t = json_object_get(v, "tls");
+    int rv = 0;
+
+    if ((a != NULL && !json_is_object(a)) ||
+        (t != NULL && !json_is_object(t))) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "authorization and tls: expected { } blocks");
+    }
+    if (a != NULL) {
+        rv = member_str(a, "user", c->cluster_user, sizeof c->cluster_user,
+                        errmsg);
+        if (rv == 0) {
+            rv = member_str(a, "pass", c->cluster_pass, sizeof c->cluster_pass,
+                            errmsg);
+        }
+        if (rv == 0) {
+            rv = member_str(a, "password", c->cluster_pass,
+                            sizeof c->cluster_pass, errmsg);
+        }
+    }
+    if (t != NULL && rv == 0) {
+        rv = member_str(t, "cert_file", c->cluster_tls_cert,
+                        sizeof c->cluster_tls_cert, errmsg);
+        if (rv == 0) {
+            rv = member_str(t, "key_file", c->cluster_tls_key,
+                            sizeof c->cluster_tls_key, errmsg);
+        }
+        if (rv == 0) {
+            rv = member_str(t, "ca_file", c->cluster_tls_ca,
+                            sizeof c->cluster_tls_ca, errmsg);
+        }
+    }
+    return rv;
+}
+
 static int apply_cluster(struct srv_config *c, const json_t *v, char *errmsg)
 {
     const json_t *x;
@@ -526,6 +583,10 @@ static int apply_cluster(struct srv_config *c, const json_t *v, char *errmsg)
         if (rv != 0) {
             return rv;
         }
+    }
+    int rv = apply_cluster_security(c, v, errmsg);
+    if (rv != 0) {
+        return rv;
     }
     x = json_object_get(v, "routes");
     const json_t *r;

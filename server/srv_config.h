@@ -41,6 +41,13 @@ struct srv_config {
     char cluster_listen[256];
     char cluster_name[128];
     char routes[1024];
+    /* cluster { authorization { user, password }, tls { cert_file,
+     * key_file, ca_file } }: link security (srv_cluster_tls.c). */
+    char cluster_user[SRV_AUTH_SECRET_BYTES_MAX + 1];
+    char cluster_pass[SRV_AUTH_SECRET_BYTES_MAX + 1];
+    char cluster_tls_cert[PATH_MAX];
+    char cluster_tls_key[PATH_MAX];
+    char cluster_tls_ca[PATH_MAX];
     /* Security (srv_auth, srv_tls). Limits of 0 take the named maximum;
      * auth_timeout_ms 0 takes the default for the auth mode. */
     uint64_t max_connections;

@@ -117,8 +117,14 @@ void srv_tls_close(struct srv_tls *t)
 
 int srv_tls_session_init(struct srv_tls_session *s, struct srv_tls *t)
 {
+    return srv_tls_session_start(s, t->ctx, false);
+}
+
+int srv_tls_session_start(struct srv_tls_session *s, struct ssl_ctx_st *ctx,
+                          bool client)
+{
     memset(s, 0, sizeof *s);
-    s->ssl = SSL_new(t->ctx);
+    s->ssl = SSL_new(ctx);
     s->rbio = BIO_new(BIO_s_mem());
     s->wbio = BIO_new(BIO_s_mem());
     if (s->ssl == NULL || s->rbio == NULL || s->wbio == NULL) {
@@ -129,7 +135,11 @@ int srv_tls_session_init(struct srv_tls_session *s, struct srv_tls *t)
         return KEEL_ENOMEM;
     }
     SSL_set_bio(s->ssl, s->rbio, s->wbio); /* ssl owns both now */
-    SSL_set_accept_state(s->ssl);
+    if (client) {
+        SSL_set_connect_state(s->ssl);
+    } else {
+        SSL_set_accept_state(s->ssl);
+    }
     return 0;
 }
 

@@ -16,6 +16,7 @@
 
 struct srv_tls;
 struct ssl_st;
+struct ssl_ctx_st;
 struct bio_st;
 
 struct srv_tls_session {
@@ -43,6 +44,11 @@ void srv_tls_close(struct srv_tls *t);
 /* Start a server-side session. Returns 0 or KEEL_ENOMEM. */
 KEEL_MUST_USE int srv_tls_session_init(struct srv_tls_session *s,
                                        struct srv_tls *t);
+
+/* Start a session on any context: client (connect state, for dialed
+ * cluster links) or server. Returns 0 or KEEL_ENOMEM. */
+KEEL_MUST_USE int srv_tls_session_start(struct srv_tls_session *s,
+                                        struct ssl_ctx_st *ctx, bool client);
 
 void srv_tls_session_close(struct srv_tls_session *s);
 
