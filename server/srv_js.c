@@ -208,12 +208,17 @@ static void streams_remove(struct srv_js *js, struct srv_stream *st)
 int srv_js_meta_propose(struct srv_js *js, json_t *entry, uint64_t ctx,
                         char *errmsg)
 {
+    int rv = js->jc != NULL ? srv_js_meta_place(js, entry, errmsg) : 0;
+    if (rv != 0) {
+        json_decref(entry);
+        return rv;
+    }
     char *s = json_dumps(entry, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(entry);
     if (s == NULL) {
         return keel_err(KEEL_ENOMEM, errmsg, "meta entry");
     }
-    int rv = KEEL_ENOTLEADER;
+    rv = KEEL_ENOTLEADER;
     if (js->meta != NULL && js->meta_leader) {
         rv = replica_propose(js->meta, RAFT_ENTRY_NORMAL, s,
                              (uint32_t)strlen(s), ctx, errmsg);
@@ -243,7 +248,13 @@ static void meta_create(struct srv_js *js, const json_t *e,
                         const struct srv_stream_config *cfg, uint64_t ctx)
 {
     struct srv_stream *st = NULL;
+    struct srv_jsc_placement pl;
     char err[KEEL_ERRMSG_MAX];
+    if (srv_jsc_placement_from_json(e, &pl) != 0) {
+        meta_reply_err(js, ctx, SRV_JS_EBAD_REQUEST, "bad placement");
+        return;
+    }
+    srv_js_meta_learn(js, &pl);
     if (srv_js_find_stream(js, cfg->name, &st) == 0) {
         meta_reply_err(js, ctx, SRV_JS_ESTREAM_NAME_IN_USE, NULL);
         return;
@@ -254,7 +265,7 @@ static void meta_create(struct srv_js *js, const json_t *e,
     }
     uint64_t nonce = (uint64_t)json_integer_value(json_object_get(e, "nonce"));
     int64_t created = json_integer_value(json_object_get(e, "created"));
-    int rv = srv_stream_open(js, cfg, nonce, created, &st, err);
+    int rv = srv_stream_open_placed(js, cfg, nonce, created, &pl, &st, err);
     if (rv != 0) {
         SRV_ERROR("js", "stream %s not opened: %s", cfg->name, err);
         meta_reply_err(js, ctx, SRV_JS_EUNAVAILABLE, NULL);
@@ -271,6 +282,7 @@ static void meta_create(struct srv_js *js, const json_t *e,
             ctx = 0;
         }
     }
+    ctx = srv_js_meta_answer(js, st, ctx, true);
     srv_stream_config_request(st, ctx);
 }
 
@@ -295,6 +307,7 @@ static void meta_update(struct srv_js *js, struct srv_stream *st,
             ctx = 0;
         }
     }
+    ctx = srv_js_meta_answer(js, st, ctx, false);
     srv_stream_config_request(st, ctx);
 }
 
@@ -357,6 +370,11 @@ static void meta_apply(struct replica *r, uint64_t index, uint64_t term,
     json_error_t jerr;
     (void)r;
     (void)term;
+    if (type == RAFT_ENTRY_CONFIG &&
+        raft_config_decode(payload, len, &js->meta_cfg) != 0) {
+        SRV_WARN("js", "meta index %" PRIu64 ": undecodable configuration",
+                 index);
+    }
     if (type != RAFT_ENTRY_NORMAL || js->stopping) {
         return;
     }
@@ -378,6 +396,7 @@ static void meta_role(struct replica *r, uint8_t role, raft_node leader,
     (void)r;
     (void)leader;
     js->meta_leader = role == RAFT_LEADER;
+    srv_js_meta_role_cluster(js, r, leader);
 }
 
 static void meta_failed(struct replica *r, int rv, const char *msg, void *arg)
@@ -440,13 +459,13 @@ static int open_store(struct srv_js *js, const char *dir, char *errmsg)
     return 0;
 }
 
-static int open_meta(struct srv_js *js, char *errmsg)
+/* The meta group: a group of one on a node that is not clustered; with
+ * the cluster layer, the voters of boot (NULL: opened from disk). */
+static int open_meta(struct srv_js *js, const struct raft_config *boot,
+                     char *errmsg)
 {
     struct store_group_id gid;
-    static const char tag[] = "keel-js-meta";
-    XXH128_canonical_t c;
-    XXH128_canonicalFromHash(&c, XXH3_128bits(tag, sizeof tag - 1));
-    memcpy(gid.b, c.digest, sizeof gid.b);
+    srv_js_meta_gid(&gid);
     struct raft_config rc = {.n = 1};
     rc.servers[0] = (struct raft_server){
         .node = 1, .incarnation = js->inc, .role = RAFT_VOTER};
@@ -463,7 +482,20 @@ static int open_meta(struct srv_js *js, char *errmsg)
                                     .role_changed = meta_role,
                                     .failed = meta_failed,
                                     .arg = js};
+    if (js->jc != NULL) {
+        int rv = srv_js_meta_cluster_opts(js, boot, &opt, &cbs, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+    }
     return replica_open(js->host, &gid, &opt, &cbs, &js->meta, errmsg);
+}
+
+int srv_js_meta_bootstrap(struct srv_js *js, const struct raft_config *cfg,
+                          char *errmsg)
+{
+    ASSERT(js->jc != NULL);
+    return js->meta != NULL ? 0 : open_meta(js, cfg, errmsg);
 }
 
 static bool group_caught_up(struct replica *r)
@@ -528,7 +560,9 @@ int srv_js_open(struct srv_server *srv, const char *store_dir,
         rv = open_store(js, store_dir, errmsg);
     }
     if (rv == 0) {
-        rv = open_meta(js, errmsg);
+        rv = srv->cfg->cluster_listen[0] != '\0'
+                 ? srv_js_cluster_open(js, store_dir, errmsg)
+                 : open_meta(js, NULL, errmsg);
     }
     if (rv != 0) {
         srv_js_stop(js);
@@ -540,7 +574,9 @@ int srv_js_open(struct srv_server *srv, const char *store_dir,
     js->tick.data = js;
     js->tick_open = true;
     uv_timer_start(&js->tick, on_tick, SRV_JS_TICK_MS, SRV_JS_TICK_MS);
-    wait_ready(js);
+    if (js->jc == NULL) {
+        wait_ready(js); /* clustered: the meta group forms after start */
+    }
     *out = js;
     return 0;
 }
@@ -552,6 +588,7 @@ void srv_js_stop(struct srv_js *js)
     }
     js->stopping = true;
     srv_consumer_detach(js);
+    srv_jsc_stop(js->jc);
     /* Bounded by SRV_JS_STREAMS_MAX. */
     while (js->nstreams > 0) {
         struct srv_stream *st = js->streams[--js->nstreams];
@@ -587,6 +624,7 @@ void srv_js_close(struct srv_js *js)
     }
     srv_hmap_close(&js->pending);
     free(js->streams);
+    srv_jsc_free(js->jc);
     free(js);
 }
 

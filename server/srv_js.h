@@ -88,6 +88,17 @@ const struct srv_consumer_ops *srv_js_consumer_ops(const struct srv_js *js);
 /* The server the engine belongs to. */
 struct srv_server *srv_js_server(const struct srv_js *js);
 
+/* Clustered JetStream (keeld with --cluster and a store dir): the meta
+ * group spans the seed nodes and streams have replicated groups. */
+bool srv_js_clustered(const struct srv_js *js);
+/* This node's name (-n; the server id when not clustered and unnamed). */
+const char *srv_js_self_name(const struct srv_js *js);
+/* The meta group leader's name: self's name when this node leads, NULL
+ * while unknown (no leader yet, or its announcement went stale). */
+const char *srv_js_meta_leader_name(const struct srv_js *js);
+/* True while this node leads the meta group. */
+bool srv_js_is_meta_leader(const struct srv_js *js);
+
 /* Called by the publish path for every PUB/HPUB before core delivery.
  * Handles $JS.API.* requests, hands $JS.ACK.* (etc.) to the consumer
  * intercept, and proposes publishes whose subject a stream captures (the

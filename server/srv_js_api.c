@@ -135,8 +135,15 @@ static int config_from_request(struct api_req *q, const char *kind,
         srv_stream_config_free(cfg);
         return KEEL_EINVAL;
     }
-    if (cfg->num_replicas > 1) {
+    if (cfg->num_replicas > 1 && !srv_js_clustered(q->js)) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EREPLICAS_STANDALONE,
+                         NULL);
+        srv_stream_config_free(cfg);
+        return KEEL_EINVAL;
+    }
+    if (cfg->num_replicas > srv_js_meta_voters(q->js)) {
+        /* More replicas than meta voters: no placement can exist. */
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EINSUFFICIENT_RESOURCES,
                          NULL);
         srv_stream_config_free(cfg);
         return KEEL_EINVAL;
@@ -228,6 +235,11 @@ static void api_update(struct api_req *q)
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
                          "stream configuration update can not change "
                          "retention or storage");
+    } else if (cfg.num_replicas != st->cfg.num_replicas) {
+        /* Placement changes are issue 9 (membership): refuse, never guess. */
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
+                         "stream configuration update can not change "
+                         "num_replicas yet");
     } else {
         meta_write(q, "update", kind, SRV_JS_PEND_UPDATE, &cfg);
     }

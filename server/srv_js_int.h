@@ -13,6 +13,7 @@
 #include "replica.h"
 #include "srv_hmap.h"
 #include "srv_js.h"
+#include "srv_js_cluster.h"
 #include "srv_js_config.h"
 #include "srv_stream.h"
 #include "srv_stream_entry.h"
@@ -56,6 +57,13 @@ struct srv_stream {
     struct srv_stream_sm sm;
     int64_t last_prop_ts; /* last leader timestamp stamped on a publish */
     void *consumers;      /* js-consumers' slot */
+    /* Clustered (srv_js_cluster.h): the committed placement (n 0 on a node
+     * that is not clustered), whether this node is one of its peers, and
+     * the group's leader as Raft last told it here. */
+    struct srv_jsc_placement place;
+    bool placed;
+    raft_node leader_node;
+    raft_term leader_term;
 };
 
 struct srv_js {
@@ -75,6 +83,10 @@ struct srv_js {
     bool tick_open;
     bool stopping;
     uint64_t api_total, api_errors;
+    /* Clustered JetStream (NULL when keeld runs without --cluster). */
+    struct srv_jsc *jc;
+    struct raft_config meta_cfg; /* latest applied meta configuration */
+    raft_node meta_leader_node;
 };
 
 /* ---- srv_js.c ---- */
@@ -105,10 +117,65 @@ struct srv_stream *srv_js_stream_for_subject(struct srv_js *js,
 
 int64_t srv_js_now_ns(void);
 
+/* Clustered: create the meta group with the index-1 configuration cfg
+ * (srv_js_cluster.c decided every seed agrees), or open it from disk
+ * (cfg NULL). Returns 0 or a KEEL_E*. */
+int srv_js_meta_bootstrap(struct srv_js *js, const struct raft_config *cfg,
+                          char *errmsg);
+
+/* ---- srv_js_meta.c (clustered meta group) ---- */
+/* The meta group's id, the same on every node. */
+void srv_js_meta_gid(struct store_group_id *gid);
+/* Create the cluster layer; open the meta group when it is on disk. */
+int srv_js_cluster_open(struct srv_js *js, const char *store_dir, char *errmsg);
+/* Clustered replica options of the meta group (self, boot, timers, send)
+ * and its transport registration. */
+int srv_js_meta_cluster_opts(struct srv_js *js, const struct raft_config *boot,
+                             struct replica_options *opt,
+                             struct replica_callbacks *cbs, char *errmsg);
+/* meta role_changed: the leader directory follows. */
+void srv_js_meta_role_cluster(struct srv_js *js, struct replica *r,
+                              raft_node leader);
+/* A meta entry about to be proposed: a create gets its placement. */
+int srv_js_meta_place(struct srv_js *js, json_t *entry, char *errmsg);
+/* Names and incarnations of a committed placement into the directory. */
+void srv_js_meta_learn(struct srv_js *js, const struct srv_jsc_placement *pl);
+/* Clustered: answer a committed create/update now, on the meta leader
+ * (the stream's leader may be another node); returns the ctx left for the
+ * stream's CONFIG entry (0 once answered; ctx unchanged when not
+ * clustered). */
+uint64_t srv_js_meta_answer(struct srv_js *js, struct srv_stream *st,
+                            uint64_t ctx, bool created);
+/* Voters of the meta group (1 when not clustered). */
+uint32_t srv_js_meta_voters(const struct srv_js *js);
+
 /* ---- srv_stream.c ---- */
 int srv_stream_open(struct srv_js *js, const struct srv_stream_config *cfg,
                     uint64_t nonce, int64_t created_ns, struct srv_stream **out,
                     char *errmsg);
+/* Clustered open: pl is the committed placement (its gid names the
+ * group); only a placed node opens the replica, bootstrapped with the
+ * placement as the index-1 configuration (DESIGN §3 membership rule 5).
+ * pl NULL or pl->n 0: as srv_stream_open. */
+int srv_stream_open_placed(struct srv_js *js,
+                           const struct srv_stream_config *cfg, uint64_t nonce,
+                           int64_t created_ns,
+                           const struct srv_jsc_placement *pl,
+                           struct srv_stream **out, char *errmsg);
+
+/* ---- srv_js_cluster_stream.c (clustered stream groups) ---- */
+/* Record pl on st (gid, placed); without a placement st->placed = true. */
+void srv_stream_cluster_place(struct srv_stream *st,
+                              const struct srv_jsc_placement *pl);
+/* Replica options of a placed stream: rc = the placement, opt->self,
+ * bootstrap, timers; registers the transport. */
+int srv_stream_cluster_opts(struct srv_stream *st, struct raft_config *rc,
+                            struct replica_options *opt, char *errmsg);
+/* Before the replica closes: leave the transport and leader directory. */
+void srv_stream_cluster_close(struct srv_stream *st);
+/* stream role_changed: leader node, term and the leader directory. */
+void srv_stream_role_cluster(struct srv_stream *st, struct replica *r,
+                             raft_node leader);
 /* Close the group; deleted: also remove its store files. Frees st. */
 void srv_stream_close(struct srv_stream *st, bool deleted);
 /* Propose a stream entry (publish, purge, delete, config, tick). */

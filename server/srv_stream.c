@@ -431,6 +431,7 @@ static void stream_role(struct replica *r, uint8_t role, raft_node leader,
     (void)r;
     (void)leader;
     st->leader = role == RAFT_LEADER;
+    srv_stream_role_cluster(st, r, leader);
     if (st->leader) {
         /* The latest meta config, at a log point every replica sees
          * (also heals a crash between the meta commit and this entry). */
@@ -483,6 +484,13 @@ static void stream_gid(const char *name, uint64_t nonce,
     memcpy(gid->b, c.digest, sizeof gid->b);
 }
 
+static void stream_send(struct replica *r, const struct raft_msg *m, void *arg)
+{
+    struct srv_stream *st = arg;
+    (void)r;
+    srv_jsc_send(st->js->jc, st->gid.b, m);
+}
+
 static int stream_replica_open(struct srv_stream *st, char *errmsg)
 {
     struct srv_js *js = st->js;
@@ -506,12 +514,30 @@ static int stream_replica_open(struct srv_stream *st, char *errmsg)
                                     .role_changed = stream_role,
                                     .failed = stream_failed,
                                     .arg = st};
+    if (st->place.n > 0) {
+        /* Clustered: the placement is the index-1 configuration. */
+        int rv = srv_stream_cluster_opts(st, &rc, &opt, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+        cbs.send = stream_send;
+    }
     return replica_open(js->host, &st->gid, &opt, &cbs, &st->r, errmsg);
 }
 
 int srv_stream_open(struct srv_js *js, const struct srv_stream_config *cfg,
                     uint64_t nonce, int64_t created_ns, struct srv_stream **out,
                     char *errmsg)
+{
+    return srv_stream_open_placed(js, cfg, nonce, created_ns, NULL, out,
+                                  errmsg);
+}
+
+int srv_stream_open_placed(struct srv_js *js,
+                           const struct srv_stream_config *cfg, uint64_t nonce,
+                           int64_t created_ns,
+                           const struct srv_jsc_placement *pl,
+                           struct srv_stream **out, char *errmsg)
 {
     struct srv_stream *st = calloc(1, sizeof *st);
     *out = NULL;
@@ -527,10 +553,11 @@ int srv_stream_open(struct srv_js *js, const struct srv_stream_config *cfg,
     }
     if (rv == 0) {
         stream_gid(cfg->name, nonce, &st->gid);
+        srv_stream_cluster_place(st, pl); /* may replace the gid */
         if (js->cops != NULL && js->cops->stream_opened != NULL) {
             js->cops->stream_opened(st);
         }
-        rv = stream_replica_open(st, errmsg);
+        rv = st->placed ? stream_replica_open(st, errmsg) : 0;
     }
     if (rv != 0) {
         if (js->cops != NULL && js->cops->stream_closed != NULL) {
@@ -553,11 +580,14 @@ void srv_stream_close(struct srv_stream *st, bool deleted)
         js->cops->stream_closed(st, deleted);
     }
     srv_js_pending_drop_stream(js, st);
+    srv_stream_cluster_close(st);
     if (st->r != NULL) {
         replica_close(st->r);
         st->r = NULL;
     }
-    if (deleted && store_group_delete(js->store, &st->gid, err) != 0) {
+    /* A node that is not placed has no group files. */
+    if (deleted && st->placed &&
+        store_group_delete(js->store, &st->gid, err) != 0) {
         SRV_WARN("js", "stream %s deleted, its files stay: %s", st->cfg.name,
                  err);
     }

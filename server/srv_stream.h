@@ -73,6 +73,34 @@ void srv_stream_state(const struct srv_stream *st,
  * for a started group of one). Consumers propose only on the leader. */
 bool srv_stream_is_leader(const struct srv_stream *st);
 
+/* The stream group's leader name: self's name when this node leads, NULL
+ * while unknown. Known on every node, also those not hosting the group
+ * (leader announcements). */
+const char *srv_stream_leader_name(const struct srv_stream *st);
+
+/* True when this node is one of the stream's peers (hosts its group). A
+ * node that is not placed knows the config but has no replica. Always
+ * true when not clustered. */
+bool srv_stream_is_placed_here(const struct srv_stream *st);
+
+/* One peer of a stream group (stream info "cluster" block). */
+#define SRV_STREAM_PEER_NAME_BYTES 128
+struct srv_stream_peer {
+    char name[SRV_STREAM_PEER_NAME_BYTES];
+    bool leader;        /* this peer leads the group */
+    bool current;       /* caught up with the leader's last index */
+    bool offline;       /* no link to it now */
+    uint64_t active_ns; /* since the leader last heard from it; 0 unknown */
+    uint64_t lag;       /* entries behind the leader's last index */
+};
+
+/* The stream's peers, placement order, up to max: fills out[0..*n).
+ * current/active/lag are known only on the leader (elsewhere current is
+ * false, lag 0, active_ns 0). Returns 0 (also for a stream that is not
+ * clustered: one peer, this node, the leader). */
+int srv_stream_peers(const struct srv_stream *st, struct srv_stream_peer *out,
+                     size_t max, size_t *n);
+
 /* Load message seq from the store (checksum-verified). Returns 0,
  * KEEL_ENOENT (never stored, deleted, purged or expired), KEEL_EFAULTY /
  * KEEL_ECORRUPT (the store could not verify it; errmsg says which index),

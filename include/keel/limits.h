@@ -149,6 +149,26 @@ _Static_assert(SRV_CLUSTER_PING_MS * 3 <= SRV_CLUSTER_DEAD_MS,
 _Static_assert(SRV_CLUSTER_FRAME_BYTES_MAX < SRV_CLUSTER_LINK_PENDING_BYTES_MAX,
                "a link queue must hold at least one frame");
 
+/* ---- server: JetStream across the cluster (srv_js_cluster*, srv_js_meta*)
+ */
+#define SRV_JSC_NODES_MAX 64         /* node directory entries */
+#define SRV_JSC_SEEDS_BYTES 2048     /* canonical sorted seed list */
+#define SRV_JSC_TICK_MS 100          /* bootstrap check and announce clock */
+#define SRV_JSC_ANNOUNCE_MS 2000     /* leaders re-announce this often */
+#define SRV_JSC_LEADER_STALE_MS 7000 /* an unrefreshed leader is forgotten */
+#define SRV_JSC_ELECTION_MS 1000     /* election timeout of clustered groups */
+#define SRV_JSC_HEARTBEAT_MS 150
+/* Bytes of one stream entry beyond its message and subject, plus the
+ * AppendEntries and frame framing around one entry. */
+#define SRV_JSC_ENTRY_OVERHEAD_BYTES (64 * 1024)
+/* AppendEntries are split by bytes to fit one frame; one entry must fit. */
+_Static_assert(SRV_JS_MSG_BYTES_MAX + SRV_JS_SUBJECT_BYTES_MAX +
+                       SRV_JSC_ENTRY_OVERHEAD_BYTES <=
+                   SRV_CLUSTER_FRAME_BYTES_MAX,
+               "one stream entry must fit one cluster frame");
+_Static_assert(SRV_JSC_LEADER_STALE_MS >= 3 * SRV_JSC_ANNOUNCE_MS,
+               "a leader must miss several announcements to be forgotten");
+
 /* ---- store ---- */
 #define STORE_SEGMENT_BYTES_DEFAULT (64u * 1024 * 1024)
 #define STORE_SEGMENT_BYTES_MIN (8u * 1024)
@@ -210,6 +230,11 @@ _Static_assert(2 * RAFT_SERVERS_MAX <= RAFT_OUT_MSGS_MAX,
 #define REPLICA_EVENTS_MAX 256      /* store events drained per pass */
 #define REPLICA_HELD_MSGS_MAX 64    /* messages held until hard state syncs */
 #define REPLICA_STEP_LOOPS_MAX 1024 /* apply/step rounds per drive */
+/* Snapshots (DESIGN §5): a group snapshots its state machine once this
+ * many entries, or entry bytes, were applied since its last snapshot
+ * (replica_options may lower them: tests). */
+#define REPLICA_SNAP_ENTRIES_DEFAULT (64u * 1024)
+#define REPLICA_SNAP_BYTES_DEFAULT (64ull * 1024 * 1024)
 
 /* ---- snapshot ---- */
 /* One state-machine body; one read/write/hash step of a file. */

@@ -8,56 +8,7 @@
 #include <keel/error.h>
 
 #include "meta.h"
-
-struct replica_prop {
-    uint8_t type;
-    uint32_t len;
-    uint8_t *buf;
-    uint64_t ctx;
-};
-
-struct replica_ctx {
-    raft_index index;
-    uint64_t ctx;
-};
-
-struct replica {
-    struct replica_host *host;
-    struct store_group *g;
-    struct store_group_id gid;
-    struct raft raft;
-    struct replica_callbacks cbs;
-    uv_timer_t timer;
-    uv_idle_t idle;
-    bool started;
-    bool closing;
-    raft_index boot_wait; /* bootstrap: start once this index persisted */
-    /* Hard state saved but not yet durable: persisted events wait. */
-    unsigned hs_pending;
-    raft_index held_persisted;
-    raft_term held_term;
-    uint32_t n_held;
-    struct raft_msg held[REPLICA_HELD_MSGS_MAX];
-    raft_index persisted;
-    raft_index applied;
-    uint8_t role;
-    raft_node leader;
-    /* Proposals queued this iteration, then (index, ctx) awaiting apply. */
-    uint32_t n_queue;
-    struct replica_prop *queue;
-    uint32_t ctx_head, ctx_n;
-    struct replica_ctx *ctxs;
-    struct raft_out out;
-    int handles_open;
-};
-
-struct replica_host {
-    uv_loop_t *loop;
-    uv_async_t async;
-    struct store *store;
-    uint32_t n;
-    struct replica *groups[REPLICA_GROUPS_MAX];
-};
+#include "replica_int.h"
 
 static int handle_out(struct replica *r);
 static void on_timer(uv_timer_t *t);
@@ -81,6 +32,13 @@ static int step(struct replica *r, struct raft_in *in)
     int rv = raft_step(&r->raft, in, &r->out);
     int hv = handle_out(r);
     return rv != 0 ? rv : hv;
+}
+
+int replica__step(struct replica *r, struct raft_in *in)
+{
+    ASSERT(r != NULL && in != NULL);
+    ASSERT(!r->closing);
+    return step(r, in);
 }
 
 static void send_msg(struct replica *r, const struct raft_msg *m)
@@ -386,6 +344,7 @@ static void on_event(struct replica *r, const struct store_event *ev)
     struct raft_in in = {.type = RAFT_IN_PERSISTED,
                          .persisted = {.index = ev->index, .term = ev->term}};
     (void)step(r, &in);
+    replica__snap_kick(r);
 }
 
 static struct replica *host_find(struct replica_host *h, struct store_group *g)
@@ -563,7 +522,12 @@ static int load_group(struct replica *r, const struct replica_options *opt,
     if (rv != 0) {
         return rv;
     }
-    if (rep->snapshot_index != 0) {
+    uint64_t from = 0;
+    rv = replica__snap_open(r, opt, rep, &from, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    if (from == 0 && rep->snapshot_index != 0) {
         if (opt->bootstrap == NULL) {
             return keel_err(KEEL_EINVAL, errmsg,
                             "snapshot without a configuration: the store "
@@ -572,16 +536,19 @@ static int load_group(struct replica *r, const struct replica_options *opt,
         raft_load_snapshot(&r->raft, rep->snapshot_index, rep->snapshot_term,
                            opt->bootstrap);
         r->applied = rep->snapshot_index;
+        from = rep->snapshot_index + 1;
     }
-    if (rep->last_index >= rep->first_index && rep->last_index > 0) {
-        rv = store_iterate(r->g, rep->first_index, rep->last_index, load_cb, r,
-                           errmsg);
+    /* Raft holds the log after its snapshot; the store may retain more
+     * (the prefix goes only under a committed cut, DESIGN §5). */
+    from = from > rep->first_index ? from : rep->first_index;
+    if (rep->last_index >= from && rep->last_index > 0) {
+        rv = store_iterate(r->g, from, rep->last_index, load_cb, r, errmsg);
         if (rv != 0) {
             return rv;
         }
         return 0;
     }
-    if (opt->bootstrap != NULL && rep->snapshot_index == 0) {
+    if (opt->bootstrap != NULL && rep->snapshot_index == 0 && r->applied == 0) {
         return bootstrap(r, opt->bootstrap, errmsg);
     }
     return 0;
@@ -629,6 +596,7 @@ static int replica_alloc(struct replica_host *h,
 
 static void replica_free(struct replica *r)
 {
+    replica__snap_free(r);
     for (uint32_t i = 0; i < r->n_queue; i++) {
         free(r->queue[i].buf);
     }
@@ -681,12 +649,18 @@ int replica_open(struct replica_host *h, const struct store_group_id *gid,
     return 0;
 }
 
-static void handle_closed(uv_handle_t *hd)
+void replica__release(struct replica *r)
 {
-    struct replica *r = hd->data;
+    ASSERT(r->handles_open > 0);
     if (--r->handles_open == 0) {
+        ASSERT(r->closing);
         replica_free(r);
     }
+}
+
+static void handle_closed(uv_handle_t *hd)
+{
+    replica__release(hd->data);
 }
 
 void replica_close(struct replica *r)
@@ -694,6 +668,7 @@ void replica_close(struct replica *r)
     ASSERT(r != NULL && !r->closing);
     struct replica_host *h = r->host;
     r->closing = true;
+    replica__snap_wait(r);
     for (uint32_t i = 0; i < h->n; i++) {
         if (h->groups[i] == r) {
             h->groups[i] = h->groups[--h->n];
@@ -719,4 +694,29 @@ void replica_info(const struct replica *r, struct replica_info *out)
 struct store_group *replica_store_group(struct replica *r)
 {
     return r->g;
+}
+
+size_t replica_peers(const struct replica *r, struct replica_peer *out,
+                     size_t max)
+{
+    ASSERT(r != NULL && out != NULL);
+    size_t n = 0;
+    if (r->role != RAFT_LEADER) {
+        return 0;
+    }
+    uint64_t now = uv_now(r->host->loop);
+    ASSERT(r->raft.n_progress <= RAFT_SERVERS_MAX);
+    for (uint32_t i = 0; i < r->raft.n_progress && n < max; i++) {
+        const struct raft_progress *p = &r->raft.progress[i];
+        if (p->node == r->raft.id) {
+            continue;
+        }
+        bool heard = p->heard_ms != 0 && p->heard_ms <= now;
+        out[n++] = (struct replica_peer){.node = p->node,
+                                         .match = p->match,
+                                         .active = p->active,
+                                         .since_ms = heard ? now - p->heard_ms
+                                                           : UINT64_MAX};
+    }
+    return n;
 }

@@ -44,6 +44,16 @@ struct replica_callbacks {
     /* The replica hit an unrecoverable store error (already logged by
      * nobody: the caller logs). May be NULL. */
     void (*failed)(struct replica *r, int rv, const char *msg, void *arg);
+    /* Snapshots (DESIGN §5; both or neither; NULL: the group takes none).
+     * snapshot encodes the state machine right after the entry at index
+     * was applied into a malloc'ed *out: the same applied entries must
+     * give the same bytes on every replica. restore replaces the state
+     * machine with the state a snapshot at index holds (at open, before
+     * the log after index is replayed through apply). 0 or a KEEL_E*. */
+    int (*snapshot)(struct replica *r, uint64_t index, uint8_t **out,
+                    size_t *len, void *arg);
+    int (*restore)(struct replica *r, uint64_t index, const uint8_t *body,
+                   size_t len, void *arg);
     void *arg;
 };
 
@@ -56,6 +66,10 @@ struct replica_options {
     uint32_t election_timeout_ms; /* 0: 1000 */
     uint32_t heartbeat_ms;        /* 0: 100 */
     uint64_t seed;
+    /* Snapshot every this many applied entries or entry bytes (0: the
+     * REPLICA_SNAP_*_DEFAULT limits). */
+    uint64_t snap_entries;
+    uint64_t snap_bytes;
 };
 
 /* The host: create it BEFORE store_open and pass replica_host_wakeup /
@@ -70,6 +84,13 @@ void replica_host_wakeup(void *host);
  * is freed in the close callback. */
 void replica_host_destroy(struct replica_host *h);
 
+/* Enable snapshots for the groups opened afterwards whose callbacks have
+ * snapshot/restore: files under data_dir (the store's; copied), fatal_cb
+ * logs a snapshot write error before the process aborts (DESIGN §4). */
+int replica_host_snapshots(struct replica_host *h, const char *data_dir,
+                           void (*fatal_cb)(void *arg, const char *msg),
+                           void *fatal_arg, char *errmsg);
+
 /* The 64-bit Raft incarnation of a store's 16-byte incarnation. */
 raft_incarnation replica_incarnation_of(const uint8_t inc[16]);
 
@@ -82,6 +103,28 @@ int replica_open(struct replica_host *h, const struct store_group_id *gid,
                  const struct replica_options *opt,
                  const struct replica_callbacks *cbs, struct replica **out,
                  char *errmsg);
+
+/* A committed retention entry says the state machine no longer needs the
+ * log prefix <= upto (called from apply). The driver drops whole segments
+ * <= min(upto, the older kept snapshot it holds valid) now or after the
+ * next snapshot (DESIGN §5: a committed cut AND P <= the older snapshot).
+ * KEEL_EINVAL when upto is above the applied index. */
+int replica_compact(struct replica *r, uint64_t upto, char *errmsg);
+
+/* Snapshot state of a group (monitoring, tests). */
+struct replica_snap_info {
+    bool enabled;
+    uint64_t newest_index; /* valid files held (0: none) */
+    uint64_t older_index;
+    uint64_t cut;               /* highest committed retention cut */
+    uint64_t first_index;       /* the store log's first index */
+    uint64_t taken;             /* snapshots written since open */
+    bool writing;               /* one is being encoded or written */
+    uint64_t restored_index;    /* the snapshot the open restored (0: none) */
+    bool must_not_lead;         /* a bad newest was quarantined at open */
+    char load[KEEL_ERRMSG_MAX]; /* what the open decided (snap_report_...) */
+};
+void replica_snap_info(const struct replica *r, struct replica_snap_info *out);
 
 /* Queue a proposal (payload copied). All proposals of one loop iteration
  * go to the store as one append batch. KEEL_ENOTLEADER when not leader,
@@ -109,5 +152,18 @@ struct replica_info {
 };
 void replica_info(const struct replica *r, struct replica_info *out);
 struct store_group *replica_store_group(struct replica *r);
+
+/* Leader-side progress of the group's other servers (stream info
+ * "cluster" replicas): up to max into out, returns the count; 0 when this
+ * replica does not lead. since_ms: since the leader last heard from it
+ * (UINT64_MAX: never). */
+struct replica_peer {
+    raft_node node;
+    raft_index match;
+    bool active; /* heard from in this check-quorum period */
+    uint64_t since_ms;
+};
+size_t replica_peers(const struct replica *r, struct replica_peer *out,
+                     size_t max);
 
 #endif

@@ -1,0 +1,124 @@
+/* Internals shared by replica.c (the driver) and replica_snap.c (its
+ * snapshots, DESIGN §5). Not part of the replica API. */
+#ifndef KEEL_SRV_REPLICA_INT_H
+#define KEEL_SRV_REPLICA_INT_H
+
+#include <pthread.h>
+
+#include "replica.h"
+#include "snap.h"
+
+struct replica_prop {
+    uint8_t type;
+    uint32_t len;
+    uint8_t *buf;
+    uint64_t ctx;
+};
+
+struct replica_ctx {
+    raft_index index;
+    uint64_t ctx;
+};
+
+/* One snapshot being written: the body encoded on the loop at index
+ * (deterministic), written by snap_write on a worker once the store has
+ * persisted every entry <= index (§5). */
+struct replica_snap_job {
+    uv_work_t req;
+    struct replica *r;
+    uint64_t index;
+    uint64_t term;
+    uint8_t *body;
+    size_t len;
+    bool queued; /* handed to the worker pool */
+    /* Set by the worker when snap_write returned (under mu): a close
+     * waits for it, so the group's store outlives the write. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool written;
+    int rv;
+    char err[KEEL_ERRMSG_MAX];
+};
+
+struct replica_snap {
+    struct snap *sn;        /* NULL: snapshots off for this group */
+    uint64_t every_entries; /* trigger */
+    uint64_t every_bytes;
+    uint64_t since_entries; /* applied since the last snapshot */
+    uint64_t since_bytes;
+    uint64_t floor; /* next snapshot must be above (LMDB newest) */
+    uint64_t cut;   /* highest committed retention cut */
+    uint64_t taken;
+    uint64_t restored_index;
+    bool must_not_lead;
+    struct replica_snap_job *job; /* at most one in flight */
+    void (*user_apply)(struct replica *r, uint64_t index, uint64_t term,
+                       uint8_t type, const void *payload, uint32_t len,
+                       uint64_t ctx, void *arg);
+    char load[KEEL_ERRMSG_MAX];
+};
+
+struct replica {
+    struct replica_host *host;
+    struct store_group *g;
+    struct store_group_id gid;
+    struct raft raft;
+    struct replica_callbacks cbs;
+    uv_timer_t timer;
+    uv_idle_t idle;
+    bool started;
+    bool closing;
+    raft_index boot_wait; /* bootstrap: start once this index persisted */
+    /* Hard state saved but not yet durable: persisted events wait. */
+    unsigned hs_pending;
+    raft_index held_persisted;
+    raft_term held_term;
+    uint32_t n_held;
+    struct raft_msg held[REPLICA_HELD_MSGS_MAX];
+    raft_index persisted;
+    raft_index applied;
+    uint8_t role;
+    raft_node leader;
+    /* Proposals queued this iteration, then (index, ctx) awaiting apply. */
+    uint32_t n_queue;
+    struct replica_prop *queue;
+    uint32_t ctx_head, ctx_n;
+    struct replica_ctx *ctxs;
+    struct raft_out out;
+    int handles_open; /* timer, idle, and a snapshot job in flight */
+    struct replica_snap snap;
+};
+
+struct replica_host {
+    uv_loop_t *loop;
+    uv_async_t async;
+    struct store *store;
+    uint32_t n;
+    struct replica *groups[REPLICA_GROUPS_MAX];
+    bool snapshots; /* replica_host_snapshots was called */
+    struct snap_config snap_cfg;
+    char snap_dir[STORE_PATH_BYTES_MAX];
+};
+
+/* replica.c */
+int replica__step(struct replica *r, struct raft_in *in);
+/* Drop one of handles_open; the last frees r. */
+void replica__release(struct replica *r);
+
+/* replica_snap.c */
+/* At open, after store_group_open: open the group's snapshots, restore
+ * the state machine from the chosen one and load it into raft. *from is
+ * the first log index to load into raft (0: as without snapshots).
+ * KEEL_EAMNESIA when no valid snapshot continues the log. */
+int replica__snap_open(struct replica *r, const struct replica_options *opt,
+                       const struct store_recovery *rep, uint64_t *from,
+                       char *errmsg);
+/* Closing: block until a snapshot on a worker has been written (one
+ * snapshot write at most), so store_group_delete or store_close may
+ * follow. */
+void replica__snap_wait(struct replica *r);
+/* The store reported persisted: a waiting snapshot may be written. */
+void replica__snap_kick(struct replica *r);
+void replica__snap_free(struct replica *r);
+
+#endif

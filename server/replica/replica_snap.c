@@ -1,0 +1,415 @@
+/* The driver's snapshots (DESIGN §5, snapshot/FORMAT.md "Driver
+ * integration"): restore at open, take one every N applied entries or M
+ * bytes on the worker pool once the entries it covers are persisted, tell
+ * raft, and drop the log prefix a committed retention cut allows. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <keel/assert.h>
+#include <keel/error.h>
+
+#include "replica_int.h"
+
+/* The body of a snapshot file as the driver writes it: the Raft
+ * configuration at the index (membership is part of the state, §5), then
+ * the state machine's bytes. Little-endian. */
+#define ENV_MAGIC 0x3153524bu /* "KRS1" */
+#define ENV_HEADER_BYTES 16u
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) {
+        p[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        v |= (uint32_t)p[i] << (8 * i);
+    }
+    return v;
+}
+
+/* The configuration in effect at index: the latest at or below it. */
+static const struct raft_config *config_at(const struct raft *rf,
+                                           uint64_t index)
+{
+    const struct raft_config *c = &rf->snap_config;
+    ASSERT(rf->n_configs <= RAFT_CONFIGS_MAX);
+    for (uint32_t i = 0; i < rf->n_configs; i++) {
+        if (rf->configs[i].index <= index) {
+            c = &rf->configs[i].config;
+        }
+    }
+    return c;
+}
+
+static int env_encode(const struct raft_config *c, const uint8_t *sm,
+                      size_t sm_len, uint8_t **out, size_t *len)
+{
+    uint8_t cfg[RAFT_CONFIG_BYTES_MAX];
+    uint32_t clen = raft_config_encode(c, cfg, sizeof cfg);
+    ASSERT(clen > 0);
+    size_t n = ENV_HEADER_BYTES + clen + sm_len;
+    uint8_t *b = malloc(n);
+    if (b == NULL) {
+        return KEEL_ENOMEM;
+    }
+    put32(b, ENV_MAGIC);
+    put32(b + 4, clen);
+    put32(b + 8, (uint32_t)(sm_len & 0xffffffffu));
+    put32(b + 12, (uint32_t)((uint64_t)sm_len >> 32));
+    memcpy(b + ENV_HEADER_BYTES, cfg, clen);
+    if (sm_len > 0) {
+        memcpy(b + ENV_HEADER_BYTES + clen, sm, sm_len);
+    }
+    *out = b;
+    *len = n;
+    return 0;
+}
+
+/* The file passed its XXH3-128: a body that does not parse was written
+ * by another version (or a bug), never by a media fault. */
+static int env_decode(const uint8_t *b, size_t len, struct raft_config *c,
+                      const uint8_t **sm, size_t *sm_len, char *errmsg)
+{
+    if (len < ENV_HEADER_BYTES || get32(b) != ENV_MAGIC) {
+        return keel_err(KEEL_EVERSION, errmsg,
+                        "snapshot body is not a replica snapshot (version "
+                        "1): start a keeld that wrote it");
+    }
+    uint32_t clen = get32(b + 4);
+    uint64_t slen = (uint64_t)get32(b + 8) | (uint64_t)get32(b + 12) << 32;
+    if (clen > RAFT_CONFIG_BYTES_MAX ||
+        len - ENV_HEADER_BYTES < (uint64_t)clen + slen ||
+        len - ENV_HEADER_BYTES - clen != slen ||
+        raft_config_decode(b + ENV_HEADER_BYTES, clen, c) != 0) {
+        return keel_err(KEEL_ECORRUPT, errmsg,
+                        "snapshot body lengths or configuration do not "
+                        "parse");
+    }
+    *sm = b + ENV_HEADER_BYTES + clen;
+    *sm_len = (size_t)slen;
+    return 0;
+}
+
+static void job_free(struct replica_snap_job *j)
+{
+    if (j != NULL) {
+        pthread_mutex_destroy(&j->mu);
+        pthread_cond_destroy(&j->cv);
+        free(j->body);
+        free(j);
+    }
+}
+
+/* Drop what the highest committed cut allows: never past the older kept
+ * snapshot held valid (snap_drop_prefix checks it again). Not while a
+ * worker writes a snapshot (the store's snapshot pair is being changed). */
+static void drop_prefix(struct replica *r)
+{
+    struct replica_snap *s = &r->snap;
+    struct snap_info si;
+    char err[KEEL_ERRMSG_MAX];
+    ASSERT(s->sn != NULL);
+    if (s->cut == 0 || (s->job != NULL && s->job->queued)) {
+        return;
+    }
+    snap_info(s->sn, &si);
+    uint64_t upto = s->cut < si.older_index ? s->cut : si.older_index;
+    if (upto == 0) {
+        return;
+    }
+    int rv = snap_drop_prefix(s->sn, upto, err);
+    ASSERT(rv != KEEL_EPERM); /* upto <= the older valid snapshot */
+    (void)rv; /* other errors: the next cut or snapshot retries */
+}
+
+static void take(struct replica *r, uint64_t index, uint64_t term);
+
+static bool due(const struct replica_snap *s)
+{
+    return s->since_entries >= s->every_entries ||
+           s->since_bytes >= s->every_bytes;
+}
+
+/* Entries applied while a snapshot was being written may already make the
+ * next one due: take it at the applied index (the loop is between two
+ * applies, so the state machine is exactly there). */
+static void maybe_take_now(struct replica *r)
+{
+    uint64_t term = 0;
+    if (r->closing || r->snap.job != NULL || !due(&r->snap) ||
+        r->applied <= r->snap.floor ||
+        store_term_at(r->g, r->applied, &term) != 0) {
+        return;
+    }
+    take(r, r->applied, term);
+}
+
+static void work_cb(uv_work_t *req)
+{
+    struct replica_snap_job *j = req->data;
+    j->rv =
+        snap_write(j->r->snap.sn, j->index, j->term, j->body, j->len, j->err);
+    pthread_mutex_lock(&j->mu);
+    j->written = true;
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+void replica__snap_wait(struct replica *r)
+{
+    struct replica_snap_job *j = r->snap.job;
+    ASSERT(r->closing);
+    if (j == NULL || !j->queued) {
+        return;
+    }
+    if (uv_cancel((uv_req_t *)&j->req) == 0) {
+        return; /* never started: after_cb runs with UV_ECANCELED */
+    }
+    pthread_mutex_lock(&j->mu);
+    /* Bounded by one snapshot write (its fsyncs). */
+    while (!j->written) {
+        pthread_cond_wait(&j->cv, &j->mu);
+    }
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void after_cb(uv_work_t *req, int status)
+{
+    struct replica_snap_job *j = req->data;
+    struct replica *r = j->r;
+    struct replica_snap *s = &r->snap;
+    ASSERT(s->job == j);
+    ASSERT(j->queued);
+    j->queued = false;
+    if (r->closing || status != 0) {
+        s->job = NULL;
+        job_free(j);
+        replica__release(r);
+        return;
+    }
+    replica__release(r);
+    if (j->rv == KEEL_EAGAIN) {
+        replica__snap_kick(r); /* the store's record saw an older report */
+        return;
+    }
+    s->job = NULL;
+    if (j->rv == 0) {
+        s->taken++;
+        s->floor = j->index;
+        s->must_not_lead = false;
+        struct raft_in in = {.type = RAFT_IN_SNAPSHOT_TAKEN,
+                             .snapshot = {.index = j->index, .term = j->term}};
+        job_free(j);
+        (void)replica__step(r, &in);
+        drop_prefix(r);
+        maybe_take_now(r);
+        return;
+    }
+    /* ENOSPC and the like: the previous snapshots stay; the next
+     * interval tries again. */
+    memcpy(s->load, j->err, sizeof s->load);
+    job_free(j);
+}
+
+void replica__snap_kick(struct replica *r)
+{
+    struct replica_snap_job *j = r->snap.job;
+    if (j == NULL || j->queued || r->closing) {
+        return;
+    }
+    /* §5: a snapshot at X only after the entries <= X are persisted. */
+    if (r->persisted < j->index) {
+        return;
+    }
+    j->req.data = j;
+    if (uv_queue_work(r->host->loop, &j->req, work_cb, after_cb) != 0) {
+        return; /* retried at the next persisted report */
+    }
+    j->queued = true;
+    r->handles_open++;
+}
+
+/* Encode the state right after index was applied (loop thread). */
+static void take(struct replica *r, uint64_t index, uint64_t term)
+{
+    struct replica_snap *s = &r->snap;
+    uint8_t *sm = NULL;
+    size_t sm_len = 0;
+    ASSERT(s->job == NULL);
+    ASSERT(index > s->floor);
+    struct replica_snap_job *j = calloc(1, sizeof *j);
+    if (j == NULL) {
+        return;
+    }
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    int rv = r->cbs.snapshot(r, index, &sm, &sm_len, r->cbs.arg);
+    if (rv == 0) {
+        rv = env_encode(config_at(&r->raft, index), sm, sm_len, &j->body,
+                        &j->len);
+    }
+    free(sm);
+    if (rv != 0) {
+        job_free(j);
+        return; /* retried after the next interval */
+    }
+    j->r = r;
+    j->index = index;
+    j->term = term;
+    s->job = j;
+    s->since_entries = 0;
+    s->since_bytes = 0;
+    replica__snap_kick(r);
+}
+
+static void snap_apply(struct replica *r, uint64_t index, uint64_t term,
+                       uint8_t type, const void *payload, uint32_t len,
+                       uint64_t ctx, void *arg)
+{
+    struct replica_snap *s = &r->snap;
+    if (s->user_apply != NULL) {
+        s->user_apply(r, index, term, type, payload, len, ctx, arg);
+    }
+    s->since_entries++;
+    s->since_bytes += len;
+    if (s->job == NULL && index > s->floor && due(s)) {
+        take(r, index, term);
+    }
+}
+
+static int restore(struct replica *r, const struct snap_load_report *lr,
+                   char *errmsg)
+{
+    struct raft_config c;
+    const uint8_t *sm = NULL;
+    size_t sm_len = 0;
+    ASSERT(lr->body != NULL);
+    ASSERT(lr->index > 0);
+    int rv = env_decode(lr->body, lr->body_len, &c, &sm, &sm_len, errmsg);
+    if (rv == 0) {
+        rv = r->cbs.restore(r, lr->index, sm, sm_len, r->cbs.arg);
+        if (rv != 0) {
+            rv = keel_err(rv, errmsg, "the state machine refused snapshot %llu",
+                          (unsigned long long)lr->index);
+        }
+    }
+    if (rv == 0) {
+        raft_load_snapshot(&r->raft, lr->index, lr->term, &c);
+        r->applied = lr->index;
+        r->snap.restored_index = lr->index;
+    }
+    return rv;
+}
+
+int replica__snap_open(struct replica *r, const struct replica_options *opt,
+                       const struct store_recovery *rep, uint64_t *from,
+                       char *errmsg)
+{
+    struct replica_host *h = r->host;
+    struct replica_snap *s = &r->snap;
+    struct snap_load_report lr;
+    ASSERT(s->sn == NULL);
+    *from = 0;
+    if (!h->snapshots || r->cbs.snapshot == NULL || r->cbs.restore == NULL) {
+        return 0;
+    }
+    int rv = snap_open(&h->snap_cfg, h->store, r->g, rep, &s->sn, &lr, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    snap_report_describe(&lr, s->load, sizeof s->load);
+    if (lr.amnesia) {
+        snap_body_free(&lr);
+        return keel_err(KEEL_EAMNESIA, errmsg,
+                        "%s: it restores only by InstallSnapshot from a "
+                        "leader",
+                        s->load);
+    }
+    if (lr.source == SNAP_SOURCE_NEWEST || lr.source == SNAP_SOURCE_OLDER) {
+        rv = restore(r, &lr, errmsg);
+        *from = lr.index + 1;
+    } else {
+        *from = rep->first_index; /* rebuilt from index 1 (snap_open) */
+    }
+    s->floor = lr.named_index > lr.index ? lr.named_index : lr.index;
+    s->must_not_lead = lr.must_not_lead;
+    s->every_entries = opt->snap_entries != 0 ? opt->snap_entries
+                                              : REPLICA_SNAP_ENTRIES_DEFAULT;
+    s->every_bytes =
+        opt->snap_bytes != 0 ? opt->snap_bytes : REPLICA_SNAP_BYTES_DEFAULT;
+    s->user_apply = r->cbs.apply;
+    r->cbs.apply = snap_apply;
+    snap_body_free(&lr);
+    return rv;
+}
+
+void replica__snap_free(struct replica *r)
+{
+    struct replica_snap *s = &r->snap;
+    ASSERT(s->job == NULL || !s->job->queued);
+    job_free(s->job);
+    s->job = NULL;
+    snap_close(s->sn);
+    s->sn = NULL;
+}
+
+int replica_compact(struct replica *r, uint64_t upto, char *errmsg)
+{
+    ASSERT(r != NULL);
+    if (upto > r->applied) {
+        return keel_err(KEEL_EINVAL, errmsg,
+                        "retention cut %llu above the applied index %llu",
+                        (unsigned long long)upto,
+                        (unsigned long long)r->applied);
+    }
+    if (r->snap.sn == NULL || upto <= r->snap.cut) {
+        return 0;
+    }
+    r->snap.cut = upto;
+    drop_prefix(r);
+    return 0;
+}
+
+void replica_snap_info(const struct replica *r, struct replica_snap_info *out)
+{
+    const struct replica_snap *s = &r->snap;
+    struct store_group_info gi;
+    ASSERT(r != NULL && out != NULL);
+    memset(out, 0, sizeof *out);
+    store_group_info(r->g, &gi);
+    out->first_index = gi.first_index;
+    out->enabled = s->sn != NULL;
+    if (s->sn != NULL) {
+        struct snap_info si;
+        snap_info(s->sn, &si);
+        out->newest_index = si.newest_index;
+        out->older_index = si.older_index;
+        out->must_not_lead = si.must_not_lead;
+    }
+    out->cut = s->cut;
+    out->taken = s->taken;
+    out->writing = s->job != NULL;
+    out->restored_index = s->restored_index;
+    memcpy(out->load, s->load, sizeof out->load);
+}
+
+int replica_host_snapshots(struct replica_host *h, const char *data_dir,
+                           void (*fatal_cb)(void *arg, const char *msg),
+                           void *fatal_arg, char *errmsg)
+{
+    ASSERT(h != NULL && data_dir != NULL);
+    size_t n = strlen(data_dir);
+    if (n >= sizeof h->snap_dir) {
+        return keel_err(KEEL_EINVAL, errmsg, "data directory path too long");
+    }
+    memcpy(h->snap_dir, data_dir, n + 1);
+    h->snap_cfg = (struct snap_config){
+        .data_dir = h->snap_dir, .fatal_cb = fatal_cb, .fatal_arg = fatal_arg};
+    h->snapshots = true;
+    return 0;
+}

@@ -1,0 +1,166 @@
+/* srv_js_cluster_stream: the clustered side of a stream's group (DESIGN
+ * §3 membership rule 5): placement recorded at open, the index-1
+ * configuration of placed nodes, the leader directory entry, and the
+ * accessors the forwarding layer and stream info use. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keel/error.h"
+#include "srv_js_int.h"
+#include "srv_log.h"
+
+void srv_stream_cluster_place(struct srv_stream *st,
+                              const struct srv_jsc_placement *pl)
+{
+    struct srv_jsc *jc = st->js->jc;
+    if (pl == NULL || pl->n == 0 || jc == NULL) {
+        st->placed = true; /* a group of one on this node */
+        return;
+    }
+    ASSERT(pl->n <= SRV_JS_REPLICAS_MAX);
+    st->place = *pl;
+    memcpy(st->gid.b, pl->gid, sizeof st->gid.b);
+    st->placed = false;
+    for (uint32_t i = 0; i < pl->n; i++) {
+        if (pl->m[i].node != srv_jsc_self_node(jc)) {
+            continue;
+        }
+        if (pl->m[i].inc != st->js->inc) {
+            /* Placed on this node's previous data directory: never
+             * bootstrap a group on a disk that is not the one placed. */
+            SRV_ERROR("js",
+                      "stream %s was placed on this node's data directory "
+                      "of incarnation %016" PRIx64 ", this one is %016" PRIx64
+                      ": not opening its group here",
+                      st->cfg.name, pl->m[i].inc, st->js->inc);
+            return;
+        }
+        st->placed = true;
+    }
+}
+
+int srv_stream_cluster_opts(struct srv_stream *st, struct raft_config *rc,
+                            struct replica_options *opt, char *errmsg)
+{
+    struct srv_jsc *jc = st->js->jc;
+    ASSERT(jc != NULL && st->placed);
+    ASSERT(st->place.n > 0 && st->place.n <= SRV_JS_REPLICAS_MAX);
+    memset(rc, 0, sizeof *rc);
+    for (uint32_t i = 0; i < st->place.n; i++) {
+        rc->servers[rc->n++] =
+            (struct raft_server){.node = st->place.m[i].node,
+                                 .incarnation = st->place.m[i].inc,
+                                 .role = RAFT_VOTER};
+    }
+    opt->self = srv_jsc_self_node(jc);
+    opt->bootstrap = rc;
+    opt->election_timeout_ms = SRV_JSC_ELECTION_MS;
+    opt->heartbeat_ms = SRV_JSC_HEARTBEAT_MS;
+    opt->seed ^= opt->self;
+    int rv = srv_jsc_group_register(jc, st->gid.b, &st->r);
+    if (rv != 0) {
+        return keel_err(rv, errmsg, "stream %s: group transport", st->cfg.name);
+    }
+    return 0;
+}
+
+void srv_stream_cluster_close(struct srv_stream *st)
+{
+    if (st->js->jc != NULL && st->place.n > 0) {
+        srv_jsc_group_unregister(st->js->jc, st->gid.b);
+    }
+}
+
+void srv_stream_role_cluster(struct srv_stream *st, struct replica *r,
+                             raft_node leader)
+{
+    struct replica_info ri;
+    struct srv_jsc *jc = st->js->jc;
+    replica_info(r, &ri);
+    st->leader_node = leader;
+    st->leader_term = ri.term;
+    if (jc == NULL || st->place.n == 0) {
+        return;
+    }
+    srv_jsc_led(jc, st->gid.b, ri.term, st->leader);
+    if (!st->leader) {
+        srv_jsc_leader_seen(jc, st->gid.b, ri.term, leader);
+    }
+}
+
+bool srv_stream_is_placed_here(const struct srv_stream *st)
+{
+    return st->placed;
+}
+
+const char *srv_stream_leader_name(const struct srv_stream *st)
+{
+    struct srv_jsc *jc = st->js->jc;
+    if (srv_stream_is_leader(st)) {
+        return srv_js_self_name(st->js);
+    }
+    if (jc == NULL || st->place.n == 0) {
+        return NULL;
+    }
+    if (st->r != NULL && st->leader_node != 0) {
+        return srv_jsc_name_of(jc, st->leader_node);
+    }
+    return srv_jsc_leader_name(jc, st->gid.b);
+}
+
+/* The leader's view of member m into out (current/active/lag). */
+static void peer_progress(const struct srv_stream *st, raft_node node,
+                          struct srv_stream_peer *out)
+{
+    struct replica_peer rp[RAFT_SERVERS_MAX];
+    struct replica_info ri;
+    if (st->r == NULL || !srv_stream_is_leader(st)) {
+        return;
+    }
+    replica_info(st->r, &ri);
+    size_t n = replica_peers(st->r, rp, RAFT_SERVERS_MAX);
+    for (size_t i = 0; i < n; i++) {
+        if (rp[i].node != node) {
+            continue;
+        }
+        out->lag =
+            rp[i].match < ri.last_index ? ri.last_index - rp[i].match : 0;
+        out->current = out->lag == 0 && rp[i].active;
+        out->active_ns =
+            rp[i].since_ms == UINT64_MAX ? 0 : rp[i].since_ms * 1000 * 1000;
+    }
+}
+
+int srv_stream_peers(const struct srv_stream *st, struct srv_stream_peer *out,
+                     size_t max, size_t *n)
+{
+    struct srv_jsc *jc = st->js->jc;
+    const char *leader = srv_stream_leader_name(st);
+    *n = 0;
+    if (jc == NULL || st->place.n == 0) {
+        if (max > 0) {
+            memset(&out[0], 0, sizeof out[0]);
+            snprintf(out[0].name, sizeof out[0].name, "%s",
+                     srv_js_self_name(st->js));
+            out[0].leader = srv_stream_is_leader(st);
+            out[0].current = true;
+            *n = 1;
+        }
+        return 0;
+    }
+    for (uint32_t i = 0; i < st->place.n && *n < max; i++) {
+        struct srv_stream_peer *p = &out[(*n)++];
+        memset(p, 0, sizeof *p);
+        snprintf(p->name, sizeof p->name, "%s", st->place.m[i].name);
+        p->leader = leader != NULL && strcmp(leader, p->name) == 0;
+        p->offline = !srv_jsc_peer_up(jc, p->name);
+        if (p->leader) {
+            p->current = true;
+            continue;
+        }
+        peer_progress(st, st->place.m[i].node, p);
+    }
+    return 0;
+}

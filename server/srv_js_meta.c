@@ -1,0 +1,216 @@
+/* srv_js_meta: the clustered side of the meta group (DESIGN §3): open or
+ * wait for bootstrap, placement of new streams at propose time, the
+ * leader directory entry of the meta group, and the accessors other
+ * modules use to find the meta leader. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "keel/error.h"
+#include "srv_config.h"
+#include "srv_js_int.h"
+#include "srv_log.h"
+#include "srv_server.h"
+
+void srv_js_meta_gid(struct store_group_id *gid)
+{
+    static const char tag[] = "keel-js-meta";
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(tag, sizeof tag - 1));
+    memcpy(gid->b, c.digest, sizeof gid->b);
+}
+
+/* Has this data directory a meta group log (at least one segment)? A
+ * directory without segments never made the index-1 entry durable. */
+static bool meta_on_disk(const char *store_dir)
+{
+    struct store_group_id gid;
+    char hex[33];
+    char path[PATH_MAX];
+    srv_js_meta_gid(&gid);
+    store_group_id_hex(&gid, hex);
+    int n = snprintf(path, sizeof path, "%s/js/groups/%s/log", store_dir, hex);
+    if (n < 0 || (size_t)n >= sizeof path) {
+        return false;
+    }
+    DIR *d = opendir(path);
+    if (d == NULL) {
+        return false;
+    }
+    bool found = false;
+    struct dirent *e;
+    /* Bounded by the directory's entries. */
+    while (!found && (e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        found = len > 4 && strcmp(e->d_name + len - 4, ".blk") == 0;
+    }
+    closedir(d);
+    return found;
+}
+
+int srv_js_cluster_open(struct srv_js *js, const char *store_dir, char *errmsg)
+{
+    const struct srv_config *c = js->srv->cfg;
+    bool member = meta_on_disk(store_dir);
+    int rv = srv_jsc_create(js, c->name, js->inc, c->routes, member, &js->jc,
+                            errmsg);
+    if (rv == 0 && member) {
+        SRV_INFO("js", "JetStream meta group found on disk: opening it");
+        rv = srv_js_meta_bootstrap(js, NULL, errmsg);
+    } else if (rv == 0) {
+        SRV_INFO("js", "empty JetStream data directory: the meta group is "
+                       "created once every seed of --routes is connected "
+                       "and empty");
+    }
+    return rv;
+}
+
+static void meta_send(struct replica *r, const struct raft_msg *m, void *arg)
+{
+    struct srv_js *js = arg;
+    struct store_group_id gid;
+    (void)r;
+    srv_js_meta_gid(&gid);
+    srv_jsc_send(js->jc, gid.b, m);
+}
+
+int srv_js_meta_cluster_opts(struct srv_js *js, const struct raft_config *boot,
+                             struct replica_options *opt,
+                             struct replica_callbacks *cbs, char *errmsg)
+{
+    struct store_group_id gid;
+    ASSERT(js->jc != NULL);
+    ASSERT(js->meta == NULL);
+    srv_js_meta_gid(&gid);
+    opt->self = srv_jsc_self_node(js->jc);
+    opt->bootstrap = boot;
+    opt->election_timeout_ms = SRV_JSC_ELECTION_MS;
+    opt->heartbeat_ms = SRV_JSC_HEARTBEAT_MS;
+    opt->seed ^= opt->self;
+    cbs->send = meta_send;
+    int rv = srv_jsc_group_register(js->jc, gid.b, &js->meta);
+    if (rv != 0 && rv != KEEL_EEXIST) {
+        return keel_err(rv, errmsg, "meta group transport");
+    }
+    return 0;
+}
+
+void srv_js_meta_role_cluster(struct srv_js *js, struct replica *r,
+                              raft_node leader)
+{
+    struct store_group_id gid;
+    struct replica_info ri;
+    js->meta_leader_node = leader;
+    if (js->jc == NULL) {
+        return;
+    }
+    srv_js_meta_gid(&gid);
+    replica_info(r, &ri);
+    srv_jsc_led(js->jc, gid.b, ri.term, js->meta_leader);
+    if (!js->meta_leader) {
+        srv_jsc_leader_seen(js->jc, gid.b, ri.term, leader);
+    }
+}
+
+int srv_js_meta_place(struct srv_js *js, json_t *entry, char *errmsg)
+{
+    struct srv_jsc_placement pl;
+    const char *op = json_string_value(json_object_get(entry, "op"));
+    if (js->jc == NULL || op == NULL || strcmp(op, "create") != 0) {
+        return 0;
+    }
+    json_int_t r = json_integer_value(
+        json_object_get(json_object_get(entry, "config"), "num_replicas"));
+    if (r <= 0) {
+        r = 1;
+    }
+    if (r > SRV_JS_REPLICAS_MAX) {
+        return keel_err(KEEL_ELIMIT, errmsg, "replicas > %d not supported",
+                        SRV_JS_REPLICAS_MAX);
+    }
+    int rv = srv_jsc_place_stream(js->jc, (uint32_t)r, &pl, errmsg);
+    if (rv == 0) {
+        rv = srv_jsc_placement_to_json(&pl, entry);
+    }
+    return rv;
+}
+
+void srv_js_meta_learn(struct srv_js *js, const struct srv_jsc_placement *pl)
+{
+    for (uint32_t i = 0; js->jc != NULL && i < pl->n; i++) {
+        srv_jsc_learn(js->jc, pl->m[i].name, pl->m[i].inc);
+    }
+}
+
+uint32_t srv_js_meta_voters(const struct srv_js *js)
+{
+    if (js->jc == NULL) {
+        return 1;
+    }
+    if (js->meta_cfg.n == 0) {
+        return RAFT_SERVERS_MAX; /* not applied yet: the propose decides */
+    }
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < js->meta_cfg.n; i++) {
+        n += js->meta_cfg.servers[i].role == RAFT_VOTER ? 1 : 0;
+    }
+    return n;
+}
+
+/* ---- accessors (srv_js.h) ---- */
+
+bool srv_js_clustered(const struct srv_js *js)
+{
+    return js->jc != NULL;
+}
+
+const char *srv_js_self_name(const struct srv_js *js)
+{
+    if (js->jc != NULL) {
+        return srv_jsc_self_name(js->jc);
+    }
+    const struct srv_config *c = js->srv->cfg;
+    return c->name[0] != '\0' ? c->name : js->srv->server_id;
+}
+
+bool srv_js_is_meta_leader(const struct srv_js *js)
+{
+    return js->meta != NULL && js->meta_leader;
+}
+
+const char *srv_js_meta_leader_name(const struct srv_js *js)
+{
+    struct store_group_id gid;
+    if (srv_js_is_meta_leader(js)) {
+        return srv_js_self_name(js);
+    }
+    if (js->jc == NULL) {
+        return NULL;
+    }
+    srv_js_meta_gid(&gid);
+    return srv_jsc_leader_name(js->jc, gid.b);
+}
+
+uint64_t srv_js_meta_answer(struct srv_js *js, struct srv_stream *st,
+                            uint64_t ctx, bool created)
+{
+    const char *kind =
+        created ? "stream_create_response" : "stream_update_response";
+    if (js->jc == NULL || ctx == 0) {
+        return ctx;
+    }
+    struct srv_js_pending *p = srv_js_pending_take(js, ctx);
+    if (p == NULL) {
+        return 0;
+    }
+    json_t *o = srv_stream_info_json(st, kind, NULL, false);
+    if (o != NULL && created) {
+        json_object_set_new(o, "did_create", json_true());
+    }
+    srv_js_reply_json(js, p->reply, o);
+    free(p);
+    return 0;
+}

@@ -1,0 +1,148 @@
+/* keel-faults: the Jepsen-style fault suite (issue 8, shared/FAULTS.md
+ * "How a run is checked"). Publishers write unique values p<k>-<n> with
+ * acks and record each attempt as ok / fail / indeterminate; a consumer
+ * reads concurrently; a nemesis injures the node(s) meanwhile; then every
+ * fault is healed, the recovery time measured, the stream read back in
+ * full through the server, every node stopped cleanly and its data
+ * directory dumped with `keel store dump`, and the checker counts lost,
+ * divergent, duplicated and never-published values.
+ */
+#ifndef KEEL_FAULTS_H
+#define KEEL_FAULTS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <nats/nats.h>
+
+#include "harness.h"
+
+#define F_PUBS_MAX 8
+#define F_PER_PUB_MAX 200000 /* attempts per publisher and run */
+#define F_NODES_MAX 5
+#define F_SEQS_MAX (F_PUBS_MAX * F_PER_PUB_MAX)
+#define F_VALUE_BYTES 24
+#define F_PUB_WAIT_MS 2000      /* one publish's ack wait */
+#define F_RECOVERY_MS_MAX 30000 /* heal to first successful publish */
+#define F_READ_MS_MAX 60000     /* the final read */
+#define F_STREAM "FAULTS"
+#define F_SUBJECT "faults.v"
+
+struct f_run_ctx;
+
+enum f_outcome {
+    F_NONE = 0, /* never attempted */
+    F_PENDING,  /* sent, no answer yet */
+    F_ACKED,    /* acked with a sequence */
+    F_FAILED,   /* a JetStream error: not stored */
+    F_INDET,    /* timeout or connection loss: may or may not be stored */
+};
+
+/* What the checker expects of a nemesis (docs/faults.md). */
+enum f_expect {
+    F_EXPECT_ALL,     /* every acked value served, nothing divergent */
+    F_EXPECT_FLAGGED, /* R1 media fault: an acked value may be unavailable
+                         only if the node flags damage, and its bytes are
+                         still on disk (never deleted) */
+};
+
+struct f_nemesis {
+    const char *name;
+    enum f_expect expect;
+    /* Injure node i while it is stopped (NULL: nothing but the stop). */
+    int (*injure)(struct f_run_ctx *ctx, int node);
+    bool stop; /* SIGSTOP/SIGCONT instead of kill -9 + restart */
+};
+
+struct f_config {
+    const char *nemesis;
+    const char *policy; /* keeld --fsync for the stream */
+    int nodes;
+    int pubs;
+    int rounds;   /* nemesis events */
+    int round_ms; /* traffic between events */
+    uint64_t seed;
+    const char *urls; /* external cluster: no nemesis, no dump */
+    const char *keel; /* keel binary for store dump */
+    const char *work; /* temp root (default /tmp) */
+    bool verbose;
+};
+
+struct f_attempt {
+    uint8_t outcome;
+    uint64_t seq;
+};
+
+struct f_run_ctx {
+    struct f_config cfg;
+    const struct f_nemesis *nem;
+    uint64_t rng;
+    struct h_keeld k[F_NODES_MAX];
+    pthread_mutex_t mu;
+    struct f_attempt *att; /* [pub * F_PER_PUB_MAX + n] */
+    uint32_t next_n[F_PUBS_MAX];
+    volatile int stop_pubs;
+    volatile int stop_consumer;
+    uint64_t consumed;       /* deliveries to the concurrent consumer */
+    uint8_t *consumer_seen;  /* per attempt slot: delivered at least once */
+    uint8_t *destroyed;      /* per slot: acked value whose bytes an injury
+                                destroyed (absent from disk right after it) */
+    uint64_t consumer_alien; /* values never published */
+    int injured;             /* injuries applied */
+    char injury_log[1024];   /* what was injured, for the report */
+    long long recovery_ms;
+    int restart_failed; /* keeld refused to start after an event */
+};
+
+/* One node's or the read's view: value slot per sequence/index. */
+struct f_view {
+    uint32_t *slot_at; /* [seq or index] -> attempt slot + 1 (0 none) */
+    uint64_t n;        /* highest seq/index + 1 */
+    uint64_t bad;      /* unreadable (checksum bad / server error) */
+    uint64_t alien;    /* a publish whose value is not ours */
+    bool flagged;      /* the node reported damage (faulty, lost, amnesia) */
+    uint64_t first_damage; /* lowest flagged index (1 when unknown) */
+    char flags[128];
+};
+
+struct f_result {
+    uint64_t attempts, acked, failed, indet;
+    uint64_t lost;            /* acked, not served, not explained */
+    uint64_t unavailable;     /* acked, not served, node flagged damage */
+    uint64_t on_disk_missing; /* acked whose bytes are nowhere on disk */
+    uint64_t divergent;
+    uint64_t dup;
+    uint64_t never_published;
+    uint64_t misplaced; /* acked seq holds another value */
+    uint64_t read_total;
+    uint64_t consumer_missing;
+    bool pass;
+};
+
+/* faults_work.c */
+uint64_t f_rand(struct f_run_ctx *c);
+int f_stream_create(struct f_run_ctx *c, const char *url);
+int f_pubs_start(struct f_run_ctx *c, pthread_t *th);
+void f_pubs_stop(struct f_run_ctx *c, pthread_t *th);
+int f_consumer_start(struct f_run_ctx *c, pthread_t *th);
+void f_consumer_stop(struct f_run_ctx *c, pthread_t th);
+long long f_wait_recovery(struct f_run_ctx *c, const char *urls);
+int f_read_stream(struct f_run_ctx *c, const char *urls, struct f_view *v);
+uint32_t f_slot_of(const char *value, int len);
+
+/* faults_inject.c: disk faults on a stopped node's data directory. */
+int f_inject_bitflip(struct f_run_ctx *c, int node);
+int f_inject_truncate(struct f_run_ctx *c, int node);
+int f_inject_meta(struct f_run_ctx *c, int node);
+int f_inject_snapshot(struct f_run_ctx *c, int node);
+
+/* faults_check.c */
+int f_dump_node(struct f_run_ctx *c, int node, struct f_view *v);
+void f_check(struct f_run_ctx *c, const struct f_view *read,
+             const struct f_view *nodes, int n, struct f_result *r);
+/* After an injury of node i: mark acked values no longer on its disk. */
+void f_note_destroyed(struct f_run_ctx *c, int node);
+void f_view_free(struct f_view *v);
+
+#endif

@@ -1,0 +1,358 @@
+/* The checker of keel-faults (shared/FAULTS.md "How a run is checked"):
+ * every node's data directory is dumped with `keel store dump` after a
+ * clean stop, and compared with the acked attempts and the final read.
+ *   lost         acked, not served, and not explained by damage the node
+ *                flags itself (R1 media faults: F_EXPECT_FLAGGED)
+ *   unavailable  acked, not served, the node flags damage (R1 only)
+ *   on-disk      acked values whose bytes are nowhere in the node's data
+ *                directory, quarantine included (deleted data)
+ *   divergent    a value on some nodes only, a different value at one
+ *                index across nodes, or (one node) the server serving what
+ *                its disk lacks / its intact disk holding what it does not
+ *                serve
+ *   misplaced    an acked sequence holding another value
+ */
+#include <dirent.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "faults.h"
+
+#define F_LINE_BYTES (1024 * 1024)
+
+void f_view_free(struct f_view *v)
+{
+    free(v->slot_at);
+    memset(v, 0, sizeof *v);
+}
+
+static int view_set(struct f_view *v, uint64_t pos, uint32_t slot)
+{
+    if (v->slot_at == NULL) {
+        v->slot_at = calloc(F_SEQS_MAX + 1024, sizeof *v->slot_at);
+    }
+    if (v->slot_at == NULL || pos >= F_SEQS_MAX + 1024) {
+        return -1;
+    }
+    v->slot_at[pos] = slot;
+    v->n = pos + 1 > v->n ? pos + 1 : v->n;
+    return 0;
+}
+
+static void dump_line(struct f_view *v, json_t *o)
+{
+    const char *kind = json_string_value(json_object_get(o, "kind"));
+    if (kind != NULL && strcmp(kind, "report") == 0) {
+        json_t *flags = json_object_get(o, "flags");
+        size_t i;
+        json_t *f;
+        json_t *rg;
+        const char *lists[] = {"faulty", "lost"};
+        for (int l = 0; l < 2; l++) {
+            json_array_foreach(json_object_get(o, lists[l]), i, rg)
+            {
+                uint64_t from =
+                    (uint64_t)json_integer_value(json_array_get(rg, 0));
+                if (v->first_damage == 0 || from < v->first_damage) {
+                    v->first_damage = from;
+                }
+            }
+        }
+        if (json_is_true(json_object_get(o, "amnesia")) &&
+            v->first_damage == 0) {
+            v->first_damage = 1; /* amnesia without a range: assume all */
+        }
+        json_array_foreach(flags, i, f)
+        {
+            const char *s = json_string_value(f);
+            if (s != NULL && strcmp(s, "TORN_TAIL") != 0) {
+                v->flagged = true; /* a torn tail alone is never acked */
+            }
+            if (s != NULL &&
+                strlen(v->flags) + strlen(s) + 2 < sizeof v->flags) {
+                strcat(v->flags, v->flags[0] != '\0' ? "," : "");
+                strcat(v->flags, s);
+            }
+        }
+        return;
+    }
+    if (kind == NULL || strcmp(kind, "record") != 0) {
+        return;
+    }
+    const char *sum = json_string_value(json_object_get(o, "checksum"));
+    const char *entry = json_string_value(json_object_get(o, "entry"));
+    const char *payload = json_string_value(json_object_get(o, "payload"));
+    uint64_t index = (uint64_t)json_integer_value(json_object_get(o, "index"));
+    if (sum != NULL && strcmp(sum, "bad") == 0) {
+        v->bad++;
+    } else if (entry != NULL && strcmp(entry, "publish") == 0) {
+        uint32_t slot =
+            payload != NULL ? f_slot_of(payload, (int)strlen(payload)) : 0;
+        v->alien += slot == 0;
+        (void)view_set(v, index, slot);
+    }
+}
+
+int f_dump_node(struct f_run_ctx *c, int node, struct f_view *v)
+{
+    char cmd[1024];
+    char *line = malloc(F_LINE_BYTES);
+    snprintf(cmd, sizeof cmd, "'%s' store dump --data '%s' --stream %s",
+             c->cfg.keel, c->k[node].data_dir, F_STREAM);
+    FILE *p = line != NULL ? popen(cmd, "r") : NULL;
+    if (p == NULL) {
+        free(line);
+        return -1;
+    }
+    (void)view_set(v, 0, 0);
+    while (fgets(line, F_LINE_BYTES, p) != NULL) {
+        json_error_t jerr;
+        json_t *o = json_loads(line, 0, &jerr);
+        if (o != NULL) {
+            dump_line(v, o);
+            json_decref(o);
+        }
+    }
+    int st = pclose(p);
+    free(line);
+    if (st != 0) {
+        v->flagged = true; /* the dump itself failed: say so */
+        v->first_damage = 1;
+        snprintf(v->flags, sizeof v->flags, "DUMP_FAILED(%d)", st);
+    }
+    return 0;
+}
+
+/* Mark every p<k>-<6 digits> token in the bytes (values are fixed width,
+ * so a token is never a prefix of another). */
+static void scan_tokens(const uint8_t *b, size_t n, uint8_t *seen)
+{
+    for (size_t i = 0; i + 9 <= n; i++) {
+        if (b[i] != 'p' || b[i + 2] != '-' || b[i + 1] < '0' ||
+            b[i + 1] > '7') {
+            continue;
+        }
+        unsigned v = 0;
+        size_t j = i + 3;
+        for (; j < i + 9 && b[j] >= '0' && b[j] <= '9'; j++) {
+            v = v * 10 + (unsigned)(b[j] - '0');
+        }
+        if (j == i + 9 && v < F_PER_PUB_MAX) {
+            seen[(unsigned)(b[i + 1] - '0') * F_PER_PUB_MAX + v] = 1;
+        }
+    }
+}
+
+static void scan_dir(const char *dir, uint8_t *seen, int depth)
+{
+    DIR *d = depth < 8 ? opendir(dir) : NULL;
+    struct dirent *e;
+    static uint8_t buf[1 << 20];
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        char path[1024];
+        struct stat st;
+        if (e->d_name[0] == '.') {
+            continue;
+        }
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >=
+                (int)sizeof path ||
+            stat(path, &st) != 0) {
+            continue;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            scan_dir(path, seen, depth + 1);
+            continue;
+        }
+        FILE *f = fopen(path, "rb");
+        size_t got;
+        size_t keep = 0;
+        while (f != NULL &&
+               (got = fread(buf + keep, 1, sizeof buf - keep, f)) > 0) {
+            size_t total = keep + got;
+            scan_tokens(buf, total, seen);
+            /* Keep 8 bytes: a 9-byte token across two reads is found. */
+            keep = total >= 8 ? 8 : total;
+            memmove(buf, buf + total - keep, keep);
+        }
+        if (f != NULL) {
+            fclose(f);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+}
+
+void f_note_destroyed(struct f_run_ctx *c, int node)
+{
+    uint8_t *seen = calloc(F_SEQS_MAX, 1);
+    if (seen == NULL) {
+        return;
+    }
+    scan_dir(c->k[node].data_dir, seen, 0);
+    pthread_mutex_lock(&c->mu);
+    for (uint32_t s = 0; s < F_SEQS_MAX; s++) {
+        if (c->att[s].outcome == F_ACKED && !seen[s]) {
+            c->destroyed[s] = 1;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(seen);
+}
+
+static uint8_t *disk_tokens(struct f_run_ctx *c)
+{
+    uint8_t *seen = calloc(F_SEQS_MAX, 1);
+    for (int i = 0; seen != NULL && c->cfg.urls == NULL && i < c->cfg.nodes;
+         i++) {
+        scan_dir(c->k[i].data_dir, seen, 0);
+    }
+    return seen;
+}
+
+/* Reverse of a view: slot -> first position + 1, and duplicates. */
+static uint64_t *positions(const struct f_view *v, uint64_t *dup)
+{
+    uint64_t *pos = calloc(F_SEQS_MAX, sizeof *pos);
+    for (uint64_t i = 1; pos != NULL && i < v->n; i++) {
+        uint32_t s = v->slot_at[i];
+        if (s == 0) {
+            continue;
+        }
+        if (pos[s - 1] != 0) {
+            *dup += 1;
+        } else {
+            pos[s - 1] = i;
+        }
+    }
+    return pos;
+}
+
+/* Is the acked value in slot s explained by damage the nodes flag? Only
+ * under F_EXPECT_FLAGGED, and only at or after a node's first flagged
+ * index (an intact record before it must still be served, DESIGN.md §4
+ * rule 5), or destroyed outright by an injury. */
+static bool explained(const struct f_run_ctx *c, uint32_t s,
+                      const struct f_view *nodes, uint64_t *const *npos, int n)
+{
+    if (c->nem->expect != F_EXPECT_FLAGGED) {
+        return false;
+    }
+    if (c->destroyed[s]) {
+        return true;
+    }
+    for (int i = 0; i < n; i++) {
+        uint64_t at = npos[i] != NULL ? npos[i][s] : 0;
+        if (nodes[i].flagged && (at == 0 || at >= nodes[i].first_damage)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void check_acked(struct f_run_ctx *c, const uint64_t *rpos,
+                        const uint8_t *disk, const struct f_view *nodes,
+                        uint64_t *const *npos, int n, struct f_result *r)
+{
+    for (uint32_t s = 0; s < F_SEQS_MAX; s++) {
+        uint8_t o = c->att[s].outcome;
+        if (o == F_NONE) {
+            continue;
+        }
+        r->attempts++;
+        r->failed += o == F_FAILED;
+        r->indet += o == F_INDET || o == F_PENDING;
+        if (o != F_ACKED) {
+            continue;
+        }
+        r->acked++;
+        r->consumer_missing += c->consumer_seen[s] == 0;
+        if (c->cfg.urls == NULL && !disk[s] && !c->destroyed[s]) {
+            r->on_disk_missing++; /* deleted by the server */
+        }
+        if (rpos[s] != 0) {
+            r->misplaced += rpos[s] != c->att[s].seq;
+        } else if (explained(c, s, nodes, npos, n)) {
+            r->unavailable++;
+        } else {
+            r->lost++;
+        }
+    }
+}
+
+/* Divergence among the node dumps (by index), and between the read and a
+ * node whose disk reports no damage. */
+static void check_divergence(const struct f_view *read, const uint64_t *rpos,
+                             const struct f_view *nodes, int n,
+                             struct f_result *r)
+{
+    uint64_t top = 0;
+    for (int i = 0; i < n; i++) {
+        top = nodes[i].n > top ? nodes[i].n : top;
+    }
+    for (uint64_t idx = 1; idx < top; idx++) {
+        uint32_t first = 0;
+        bool differ = false;
+        bool missing = false;
+        for (int i = 0; i < n; i++) {
+            uint32_t s = idx < nodes[i].n ? nodes[i].slot_at[idx] : 0;
+            if (s == 0) {
+                missing = missing || !nodes[i].flagged;
+                continue;
+            }
+            differ = differ || (first != 0 && s != first);
+            first = first == 0 ? s : first;
+        }
+        r->divergent += differ || (missing && first != 0 && n > 1);
+    }
+    for (int i = 0; i < n; i++) {
+        uint64_t d = 0;
+        uint64_t *npos = positions(&nodes[i], &d);
+        for (uint64_t q = 1; npos != NULL && q < read->n; q++) {
+            uint32_t s = read->slot_at[q];
+            r->divergent += s != 0 && npos[s - 1] == 0 && !nodes[i].flagged;
+        }
+        for (uint64_t q = 1; q < nodes[i].n && !nodes[i].flagged; q++) {
+            uint32_t s = nodes[i].slot_at[q];
+            r->divergent += s != 0 && rpos[s - 1] == 0; /* held, not served */
+        }
+        free(npos);
+    }
+}
+
+void f_check(struct f_run_ctx *c, const struct f_view *read,
+             const struct f_view *nodes, int n, struct f_result *r)
+{
+    memset(r, 0, sizeof *r);
+    uint8_t *disk = disk_tokens(c);
+    uint64_t *rpos = positions(read, &r->dup);
+    if (disk == NULL || rpos == NULL) {
+        free(disk);
+        free(rpos);
+        return;
+    }
+    uint64_t *npos[F_NODES_MAX] = {0};
+    uint64_t ndup = 0;
+    for (int i = 0; i < n; i++) {
+        npos[i] = positions(&nodes[i], &ndup);
+    }
+    check_acked(c, rpos, disk, nodes, npos, n, r);
+    for (int i = 0; i < n; i++) {
+        free(npos[i]);
+    }
+    for (uint64_t q = 1; q < read->n; q++) {
+        uint32_t s = read->slot_at[q];
+        r->read_total += s != 0;
+        r->never_published += s != 0 && c->att[s - 1].outcome == F_NONE;
+    }
+    r->never_published += read->alien;
+    check_divergence(read, rpos, nodes, n, r);
+    r->pass = r->lost == 0 && r->divergent == 0 && r->misplaced == 0 &&
+              r->on_disk_missing == 0 && r->never_published == 0 &&
+              (c->nem->expect == F_EXPECT_FLAGGED || r->unavailable == 0);
+    free(disk);
+    free(rpos);
+}

@@ -1,0 +1,335 @@
+/* The workload of keel-faults: publishers with acks recording every
+ * attempt, a concurrent pull consumer, the recovery wait and the final
+ * read of the whole stream through the server (any NATS JetStream server:
+ * keeld or nats-server). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "faults.h"
+
+struct pub_arg {
+    struct f_run_ctx *c;
+    int who;
+};
+
+static struct pub_arg pub_args[F_PUBS_MAX];
+
+uint64_t f_rand(struct f_run_ctx *c)
+{
+    uint64_t z = (c->rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Pacing after a failed attempt (the server is down): not a wait for a
+ * condition, only a bound on the retry rate. */
+static void pause_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+uint32_t f_slot_of(const char *value, int len)
+{
+    unsigned k = 0;
+    unsigned n = 0;
+    char buf[F_VALUE_BYTES];
+    char tail;
+    if (len <= 0 || len >= F_VALUE_BYTES) {
+        return 0;
+    }
+    memcpy(buf, value, (size_t)len);
+    buf[len] = '\0';
+    if (sscanf(buf, "p%u-%u%c", &k, &n, &tail) != 2 || k >= F_PUBS_MAX ||
+        n >= F_PER_PUB_MAX) {
+        return 0;
+    }
+    return k * F_PER_PUB_MAX + n + 1;
+}
+
+static int connect_to(const char *urls, bool reconnect, natsConnection **nc,
+                      jsCtx **js)
+{
+    natsOptions *o = NULL;
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Wait = F_PUB_WAIT_MS;
+    natsStatus s = natsOptions_Create(&o);
+    s = s == NATS_OK ? natsOptions_SetURL(o, urls) : s; /* a comma list */
+    s = s == NATS_OK ? natsOptions_SetAllowReconnect(o, reconnect) : s;
+    s = s == NATS_OK ? natsOptions_SetMaxReconnect(o, -1) : s;
+    s = s == NATS_OK ? natsOptions_SetReconnectWait(o, 50) : s;
+    s = s == NATS_OK ? natsOptions_SetTimeout(o, 1000) : s;
+    /* Nothing buffered while disconnected: a publish either reaches the
+     * server now or fails now (then it is indeterminate, never silent). */
+    s = s == NATS_OK ? natsOptions_SetReconnectBufSize(o, 0) : s;
+    s = s == NATS_OK ? natsConnection_Connect(nc, o) : s;
+    s = s == NATS_OK ? natsConnection_JetStream(js, *nc, &jo) : s;
+    natsOptions_Destroy(o);
+    if (s != NATS_OK) {
+        natsConnection_Destroy(*nc);
+        *nc = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int f_stream_create(struct f_run_ctx *c, const char *url)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamConfig cfg;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    const char *subj[] = {F_SUBJECT};
+    if (connect_to(url, false, &nc, &js) != 0) {
+        return -1;
+    }
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = F_STREAM;
+    cfg.Subjects = subj;
+    cfg.SubjectsLen = 1;
+    cfg.Replicas = c->cfg.nodes >= 3 ? (c->cfg.nodes >= 5 ? 5 : 3) : 1;
+    cfg.Storage = js_FileStorage;
+    natsStatus s = NATS_ERR;
+    for (int i = 0; i < 100 && s != NATS_OK; i++) {
+        s = js_AddStream(&si, js, &cfg, NULL, &jerr);
+        if (s != NATS_OK) {
+            pause_ms(100); /* JetStream may still be starting */
+        }
+    }
+    jsStreamInfo_Destroy(si);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return s == NATS_OK ? 0 : -1;
+}
+
+/* Record one attempt's outcome. A JetStream error reply means the server
+ * refused it (fail); anything else without an ack may have been stored. */
+static void record(struct f_run_ctx *c, uint32_t slot, natsStatus s,
+                   jsPubAck *pa, jsErrCode jerr)
+{
+    pthread_mutex_lock(&c->mu);
+    struct f_attempt *a = &c->att[slot];
+    if (s == NATS_OK && pa != NULL) {
+        a->outcome = F_ACKED;
+        a->seq = pa->Sequence;
+    } else if (jerr != 0) {
+        a->outcome = F_FAILED;
+    } else {
+        a->outcome = F_INDET;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void *publisher(void *arg)
+{
+    struct pub_arg *p = arg;
+    struct f_run_ctx *c = p->c;
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsPubOptions po;
+    char v[F_VALUE_BYTES];
+    const char *url =
+        c->cfg.urls != NULL ? c->cfg.urls : c->k[p->who % c->cfg.nodes].url;
+    for (int i = 0; i < 200 && connect_to(url, true, &nc, &js) != 0; i++) {
+        pause_ms(50);
+    }
+    jsPubOptions_Init(&po);
+    po.MaxWait = F_PUB_WAIT_MS;
+    for (uint32_t n = 0; !c->stop_pubs && js != NULL && n < F_PER_PUB_MAX;
+         n++) {
+        int len = snprintf(v, sizeof v, "p%d-%06u", p->who, n);
+        uint32_t slot = (uint32_t)p->who * F_PER_PUB_MAX + n;
+        jsPubAck *pa = NULL;
+        jsErrCode jerr = 0;
+        pthread_mutex_lock(&c->mu);
+        c->att[slot].outcome = F_PENDING;
+        c->next_n[p->who] = n + 1;
+        pthread_mutex_unlock(&c->mu);
+        natsStatus s = js_Publish(&pa, js, F_SUBJECT, v, len, &po, &jerr);
+        record(c, slot, s, pa, jerr);
+        jsPubAck_Destroy(pa);
+        if (s != NATS_OK) {
+            pause_ms(20);
+        }
+    }
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return NULL;
+}
+
+int f_pubs_start(struct f_run_ctx *c, pthread_t *th)
+{
+    c->stop_pubs = 0;
+    for (int i = 0; i < c->cfg.pubs; i++) {
+        pub_args[i] = (struct pub_arg){c, i};
+        if (pthread_create(&th[i], NULL, publisher, &pub_args[i]) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void f_pubs_stop(struct f_run_ctx *c, pthread_t *th)
+{
+    c->stop_pubs = 1;
+    for (int i = 0; i < c->cfg.pubs; i++) {
+        pthread_join(th[i], NULL);
+    }
+}
+
+static void consume_batch(struct f_run_ctx *c, natsSubscription *sub)
+{
+    natsMsgList list = {0};
+    if (natsSubscription_Fetch(&list, sub, 200, 500, NULL) != NATS_OK) {
+        return;
+    }
+    for (int i = 0; i < list.Count; i++) {
+        natsMsg *m = list.Msgs[i];
+        uint32_t slot = f_slot_of(natsMsg_GetData(m), natsMsg_GetDataLength(m));
+        pthread_mutex_lock(&c->mu);
+        c->consumed++;
+        if (slot == 0) {
+            c->consumer_alien++;
+        } else {
+            c->consumer_seen[slot - 1] = 1;
+        }
+        pthread_mutex_unlock(&c->mu);
+        (void)natsMsg_Ack(m, NULL);
+    }
+    natsMsgList_Destroy(&list);
+}
+
+/* A durable pull consumer reading while the nemesis runs; it reconnects
+ * and re-binds as often as needed (bounded by the stop flag). */
+static void *consumer(void *arg)
+{
+    struct f_run_ctx *c = arg;
+    const char *url = c->cfg.urls != NULL ? c->cfg.urls : c->k[0].url;
+    while (!c->stop_consumer) {
+        natsConnection *nc = NULL;
+        jsCtx *js = NULL;
+        natsSubscription *sub = NULL;
+        jsErrCode jerr = 0;
+        if (connect_to(url, true, &nc, &js) == 0 &&
+            js_PullSubscribe(&sub, js, F_SUBJECT, "faults-c", NULL, NULL,
+                             &jerr) == NATS_OK) {
+            while (!c->stop_consumer && natsSubscription_IsValid(sub)) {
+                consume_batch(c, sub);
+            }
+        } else {
+            pause_ms(100);
+        }
+        natsSubscription_Destroy(sub);
+        jsCtx_Destroy(js);
+        natsConnection_Destroy(nc);
+    }
+    return NULL;
+}
+
+int f_consumer_start(struct f_run_ctx *c, pthread_t *th)
+{
+    c->stop_consumer = 0;
+    return pthread_create(th, NULL, consumer, c) == 0 ? 0 : -1;
+}
+
+void f_consumer_stop(struct f_run_ctx *c, pthread_t th)
+{
+    c->stop_consumer = 1;
+    pthread_join(th, NULL);
+}
+
+/* After healing: milliseconds until a publish is acked again (-1: not
+ * within F_RECOVERY_MS_MAX). The probe value is one slot of the last
+ * publisher's range past anything it sent, recorded like any attempt. */
+long long f_wait_recovery(struct f_run_ctx *c, const char *urls)
+{
+    long long t0 = h_now_ms();
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = 1000;
+    int who = c->cfg.pubs - 1;
+    while (h_now_ms() - t0 < F_RECOVERY_MS_MAX) {
+        if (js == NULL && connect_to(urls, true, &nc, &js) != 0) {
+            pause_ms(50);
+            continue;
+        }
+        uint32_t n = c->next_n[who]++;
+        char v[F_VALUE_BYTES];
+        int len = snprintf(v, sizeof v, "p%d-%06u", who, n);
+        uint32_t slot = (uint32_t)who * F_PER_PUB_MAX + n;
+        jsPubAck *pa = NULL;
+        jsErrCode jerr = 0;
+        c->att[slot].outcome = F_PENDING;
+        natsStatus s = js_Publish(&pa, js, F_SUBJECT, v, len, &po, &jerr);
+        record(c, slot, s, pa, jerr);
+        jsPubAck_Destroy(pa);
+        if (s == NATS_OK) {
+            break;
+        }
+        pause_ms(50);
+    }
+    long long ms = h_now_ms() - t0;
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return ms < F_RECOVERY_MS_MAX ? ms : -1;
+}
+
+static int view_put(struct f_view *v, uint64_t pos, uint32_t slot)
+{
+    if (pos >= F_SEQS_MAX + 1024) {
+        return -1;
+    }
+    if (v->slot_at == NULL) {
+        v->slot_at = calloc(F_SEQS_MAX + 1024, sizeof *v->slot_at);
+        if (v->slot_at == NULL) {
+            return -1;
+        }
+    }
+    v->slot_at[pos] = slot;
+    v->n = pos + 1 > v->n ? pos + 1 : v->n;
+    return 0;
+}
+
+/* Read every sequence of the stream through the server. */
+int f_read_stream(struct f_run_ctx *c, const char *urls, struct f_view *v)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    (void)c;
+    if (connect_to(urls, true, &nc, &js) != 0 ||
+        js_GetStreamInfo(&si, js, F_STREAM, NULL, &jerr) != NATS_OK) {
+        natsConnection_Destroy(nc);
+        return -1;
+    }
+    uint64_t first = si->State.FirstSeq;
+    uint64_t last = si->State.LastSeq;
+    jsStreamInfo_Destroy(si);
+    long long t0 = h_now_ms();
+    (void)view_put(v, 0, 0);
+    for (uint64_t seq = first; seq <= last && seq > 0; seq++) {
+        natsMsg *m = NULL;
+        if (h_now_ms() - t0 > F_READ_MS_MAX) {
+            break;
+        }
+        if (js_GetMsg(&m, js, F_STREAM, seq, NULL, &jerr) != NATS_OK) {
+            v->bad++;
+            continue;
+        }
+        uint32_t slot = f_slot_of(natsMsg_GetData(m), natsMsg_GetDataLength(m));
+        v->alien += slot == 0;
+        (void)view_put(v, seq, slot);
+        natsMsg_Destroy(m);
+    }
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return 0;
+}

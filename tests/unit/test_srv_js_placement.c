@@ -1,0 +1,276 @@
+/* Placement choice and the meta bootstrap decision (srv_js_meta_place.c):
+ * pure functions of clustered JetStream. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "keel/error.h"
+#include "srv_js_cluster.h"
+
+struct fx {
+    struct srv_jsc_member m[5];
+    uint32_t hosted[5];
+    char seeds[SRV_JSC_SEEDS_BYTES];
+    struct srv_jsc_report self;
+    struct srv_jsc_report peers[4];
+    struct raft_config cfg;
+    char why[SRV_JSC_WHY_BYTES];
+};
+
+static int setup(void **state)
+{
+    static struct fx f;
+    char err[KEEL_ERRMSG_MAX];
+    memset(&f, 0, sizeof f);
+    static const char *names[] = {"n1", "n2", "n3", "n4", "n5"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(f.m[i].name, sizeof f.m[i].name, "%s", names[i]);
+        f.m[i].node = srv_jsc_node_id(names[i]);
+        f.m[i].inc = 100 + (uint64_t)i;
+    }
+    assert_int_equal(srv_jsc_seeds_canon("nats://10.0.0.3:6222, "
+                                         "nats://10.0.0.1:6222,"
+                                         "10.0.0.2:6222",
+                                         f.seeds, sizeof f.seeds, err),
+                     0);
+    static const char *urls[] = {"10.0.0.1:6222", "10.0.0.2:6222",
+                                 "10.0.0.3:6222"};
+    f.self = (struct srv_jsc_report){.name = "n1",
+                                     .url = urls[0],
+                                     .inc = 100,
+                                     .state = SRV_JSC_EMPTY,
+                                     .seeds = f.seeds};
+    for (int i = 0; i < 2; i++) {
+        f.peers[i] = (struct srv_jsc_report){.name = names[i + 1],
+                                             .url = urls[i + 1],
+                                             .inc = 101 + (uint64_t)i,
+                                             .state = SRV_JSC_EMPTY,
+                                             .seeds = f.seeds};
+    }
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return 0;
+}
+
+static void node_ids_are_stable_nonzero_and_distinct(void **state)
+{
+    (void)state;
+    assert_true(srv_jsc_node_id("n1") != 0);
+    assert_true(srv_jsc_node_id("n1") == srv_jsc_node_id("n1"));
+    assert_true(srv_jsc_node_id("n1") != srv_jsc_node_id("n2"));
+}
+
+static void seed_lists_are_canonical_whatever_the_order_and_form(void **state)
+{
+    struct fx *f = *state;
+    char other[SRV_JSC_SEEDS_BYTES];
+    char err[KEEL_ERRMSG_MAX];
+    assert_string_equal(f->seeds, "10.0.0.1:6222,10.0.0.2:6222,10.0.0.3:6222");
+    assert_int_equal(srv_jsc_seeds_canon("route://10.0.0.2:6222 "
+                                         "nats://u:p@10.0.0.3:6222 "
+                                         "10.0.0.1:6222 10.0.0.2:6222",
+                                         other, sizeof other, err),
+                     0);
+    assert_string_equal(other, f->seeds);
+    assert_int_equal(
+        srv_jsc_seeds_canon("nats://nohost", other, sizeof other, err),
+        KEEL_EINVAL);
+}
+
+static void placement_prefers_the_least_loaded_nodes(void **state)
+{
+    struct fx *f = *state;
+    size_t chosen[5];
+    uint32_t hosted[5] = {3, 0, 2, 1, 0};
+    assert_int_equal(srv_jsc_place(f->m, 5, hosted, 3, chosen), 0);
+    /* n2 and n5 host none, n4 one: chosen sorted by name. */
+    assert_string_equal(f->m[chosen[0]].name, "n2");
+    assert_string_equal(f->m[chosen[1]].name, "n4");
+    assert_string_equal(f->m[chosen[2]].name, "n5");
+}
+
+static void placement_breaks_ties_by_name(void **state)
+{
+    struct fx *f = *state;
+    size_t chosen[5];
+    assert_int_equal(srv_jsc_place(f->m, 5, f->hosted, 1, chosen), 0);
+    assert_string_equal(f->m[chosen[0]].name, "n1");
+    assert_int_equal(srv_jsc_place(f->m, 5, f->hosted, 3, chosen), 0);
+    assert_string_equal(f->m[chosen[2]].name, "n3");
+}
+
+static void placement_refuses_more_replicas_than_nodes(void **state)
+{
+    struct fx *f = *state;
+    size_t chosen[5];
+    assert_int_equal(srv_jsc_place(f->m, 3, f->hosted, 4, chosen), KEEL_ELIMIT);
+    assert_int_equal(srv_jsc_place(f->m, 3, f->hosted, 0, chosen), KEEL_ELIMIT);
+}
+
+static void bootstrap_creates_when_every_seed_is_empty_and_agrees(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(
+        srv_jsc_boot_decide(&f->self, f->peers, 2, &f->cfg, f->why),
+        SRV_JSC_BOOT_CREATE);
+    assert_int_equal(f->cfg.n, 3);
+    /* Seed-list order: the same index-1 entry on every seed. */
+    assert_true(f->cfg.servers[0].node == srv_jsc_node_id("n1"));
+    assert_true(f->cfg.servers[2].node == srv_jsc_node_id("n3"));
+    assert_true(f->cfg.servers[1].incarnation == 101);
+    assert_int_equal(f->cfg.servers[1].role, RAFT_VOTER);
+}
+
+static void every_seed_computes_the_same_configuration(void **state)
+{
+    struct fx *f = *state;
+    struct raft_config other;
+    struct srv_jsc_report peers2[2] = {f->self, f->peers[1]};
+    assert_int_equal(
+        srv_jsc_boot_decide(&f->self, f->peers, 2, &f->cfg, f->why),
+        SRV_JSC_BOOT_CREATE);
+    assert_int_equal(
+        srv_jsc_boot_decide(&f->peers[0], peers2, 2, &other, f->why),
+        SRV_JSC_BOOT_CREATE);
+    assert_memory_equal(&f->cfg, &other, sizeof other);
+}
+
+static void bootstrap_waits_for_a_missing_seed(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(
+        srv_jsc_boot_decide(&f->self, f->peers, 1, &f->cfg, f->why),
+        SRV_JSC_BOOT_WAIT);
+    assert_non_null(strstr(f->why, "10.0.0.3:6222"));
+    assert_int_equal(f->cfg.n, 0);
+}
+
+static void bootstrap_joins_when_a_peer_has_the_meta_group(void **state)
+{
+    struct fx *f = *state;
+    f->peers[1].state = SRV_JSC_MEMBER;
+    assert_int_equal(
+        srv_jsc_boot_decide(&f->self, f->peers, 2, &f->cfg, f->why),
+        SRV_JSC_BOOT_JOIN);
+    assert_non_null(strstr(f->why, "n3"));
+}
+
+static void a_seed_that_bootstrapped_the_same_config_counts(void **state)
+{
+    struct fx *f = *state;
+    struct raft_config mine;
+    /* n2 saw every seed first and created the meta group. */
+    assert_int_equal(srv_jsc_boot_decide(&f->self, f->peers, 2, &mine, f->why),
+                     SRV_JSC_BOOT_CREATE);
+    f->peers[0].state = SRV_JSC_MEMBER;
+    f->peers[0].fp = srv_jsc_config_fp(&mine);
+    assert_int_equal(
+        srv_jsc_boot_decide(&f->self, f->peers, 2, &f->cfg, f->why),
+        SRV_JSC_BOOT_CREATE);
+    assert_memory_equal(&mine, &f->cfg, sizeof mine);
+    /* Another configuration (e.g. n1's disk was wiped since): join. */
+    f->self.inc = 999;
+    assert_int_equal(
+        srv_jsc_boot_decide(&f->self, f->peers, 2, &f->cfg, f->why),
+        SRV_JSC_BOOT_JOIN);
+    assert_int_equal(f->cfg.n, 0);
+}
+
+static void bootstrap_refuses_disagreeing_seed_lists(void **state)
+{
+    struct fx *f = *state;
+    f->peers[0].seeds = "10.0.0.1:6222,10.0.0.2:6222";
+    assert_int_equal(
+        srv_jsc_boot_decide(&f->self, f->peers, 2, &f->cfg, f->why),
+        SRV_JSC_BOOT_REFUSE);
+    assert_non_null(strstr(f->why, "n2"));
+}
+
+static void bootstrap_refuses_a_node_missing_from_its_own_seeds(void **state)
+{
+    struct fx *f = *state;
+    f->self.url = "10.0.0.9:6222";
+    /* n1's URL is a seed but no report has it: still waiting. */
+    assert_int_equal(
+        srv_jsc_boot_decide(&f->self, f->peers, 2, &f->cfg, f->why),
+        SRV_JSC_BOOT_WAIT);
+    f->peers[2] = (struct srv_jsc_report){.name = "n9",
+                                          .url = "10.0.0.1:6222",
+                                          .inc = 9,
+                                          .state = SRV_JSC_EMPTY,
+                                          .seeds = f->seeds};
+    assert_int_equal(
+        srv_jsc_boot_decide(&f->self, f->peers, 3, &f->cfg, f->why),
+        SRV_JSC_BOOT_REFUSE);
+    assert_int_equal(f->cfg.n, 0);
+}
+
+static void placement_survives_its_json_form(void **state)
+{
+    struct fx *f = *state;
+    struct srv_jsc_placement pl;
+    struct srv_jsc_placement back;
+    memset(&pl, 0, sizeof pl);
+    for (int i = 0; i < 16; i++) {
+        pl.gid[i] = (uint8_t)(0xf0 + i);
+    }
+    pl.n = 3;
+    memcpy(pl.m, f->m, 3 * sizeof pl.m[0]);
+    json_t *e = json_object();
+    assert_int_equal(srv_jsc_placement_to_json(&pl, e), 0);
+    assert_int_equal(srv_jsc_placement_from_json(e, &back), 0);
+    assert_memory_equal(&pl, &back, sizeof pl);
+    json_object_set_new(e, "group", json_string("zz"));
+    assert_int_equal(srv_jsc_placement_from_json(e, &back), KEEL_EPROTO);
+    json_object_del(e, "group");
+    assert_int_equal(srv_jsc_placement_from_json(e, &back), 0);
+    assert_int_equal(back.n, 0);
+    json_decref(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            node_ids_are_stable_nonzero_and_distinct, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            seed_lists_are_canonical_whatever_the_order_and_form, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            placement_prefers_the_least_loaded_nodes, setup, teardown),
+        cmocka_unit_test_setup_teardown(placement_breaks_ties_by_name, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            placement_refuses_more_replicas_than_nodes, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            bootstrap_creates_when_every_seed_is_empty_and_agrees, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            every_seed_computes_the_same_configuration, setup, teardown),
+        cmocka_unit_test_setup_teardown(bootstrap_waits_for_a_missing_seed,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            bootstrap_joins_when_a_peer_has_the_meta_group, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_seed_that_bootstrapped_the_same_config_counts, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            bootstrap_refuses_disagreeing_seed_lists, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            bootstrap_refuses_a_node_missing_from_its_own_seeds, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(placement_survives_its_json_form, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
