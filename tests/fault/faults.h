@@ -66,6 +66,7 @@ struct f_config {
     const char *urls; /* external cluster: no nemesis, no dump */
     const char *keel; /* keel binary for store dump */
     const char *work; /* temp root (default /tmp) */
+    bool nats_server; /* nodes run nats-server -js (no store dump) */
     bool verbose;
 };
 

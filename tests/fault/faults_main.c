@@ -7,8 +7,11 @@
  *               [--rounds 6] [--round-ms 1500] [--seed N]
  *               [--urls nats://a,nats://b]   (an external cluster, e.g.
  *                                             nats-server: no nemesis)
+ *               [--server nats-server]       (run nats-server -js instead
+ *                                             of keeld: no dump)
  * Environment: KEELD (keeld binary), KEEL (keel binary, for store dump).
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,14 +51,19 @@ static int usage(void)
     fprintf(stderr, "usage: keel-faults --nemesis "
                     "kill|stop|bitflip|truncate|meta|snapshot|none "
                     "[--nodes N] [--policy P] [--pubs N] [--rounds N] "
-                    "[--round-ms MS] [--seed N] [--urls LIST]\n");
+                    "[--round-ms MS] [--seed N] [--urls LIST] "
+                    "[--server keeld|nats-server]\n");
     return 2;
 }
 
 static int parse(int argc, char **argv, struct f_config *cfg)
 {
-    *cfg = (struct f_config){"kill", "group", 1,    3,    6,    1500,
-                             0,      NULL,    NULL, NULL, false};
+    *cfg = (struct f_config){.nemesis = "kill",
+                             .policy = "group",
+                             .nodes = 1,
+                             .pubs = 3,
+                             .rounds = 6,
+                             .round_ms = 1500};
     cfg->seed = (uint64_t)time(NULL) ^ (uint64_t)getpid();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -84,6 +92,11 @@ static int parse(int argc, char **argv, struct f_config *cfg)
             cfg->seed = strtoull(v, NULL, 10);
         } else if (strcmp(a, "--urls") == 0) {
             cfg->urls = v;
+        } else if (strcmp(a, "--server") == 0) {
+            cfg->nats_server = strcmp(v, "nats-server") == 0;
+            if (!cfg->nats_server && strcmp(v, "keeld") != 0) {
+                return -1;
+            }
         } else {
             return -1;
         }
@@ -93,9 +106,53 @@ static int parse(int argc, char **argv, struct f_config *cfg)
     return ok ? 0 : -1;
 }
 
+static bool port_open(void *arg)
+{
+    int fd = h_tcp_connect(*(int *)arg);
+    if (fd >= 0) {
+        close(fd);
+    }
+    return fd >= 0;
+}
+
+/* nats-server 2.9 -js on the node's data dir (the side-by-side runs):
+ * its default sync_interval (2 minutes) is what the table compares. */
+static int nats_start(struct f_run_ctx *c, int i, int port)
+{
+    struct h_keeld *k = &c->k[i];
+    char ps[16];
+    port = port > 0 ? port : 20000 + (int)(f_rand(c) % 20000);
+    snprintf(ps, sizeof ps, "%d", port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(k->log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execlp("nats-server", "nats-server", "-a", "127.0.0.1", "-p", ps, "-js",
+               "-sd", k->data_dir, (char *)NULL);
+        _exit(127);
+    }
+    if (pid < 0) {
+        return -1;
+    }
+    k->pid = pid;
+    k->port = port;
+    snprintf(k->url, sizeof k->url, "nats://127.0.0.1:%d", port);
+    if (!h_poll(port_open, &port, H_START_TIMEOUT_MS)) {
+        kill(pid, SIGKILL);
+        (void)h_wait_pid(pid, H_STOP_TIMEOUT_MS, NULL);
+        k->pid = 0;
+        return -1;
+    }
+    return 0;
+}
+
 static int node_start(struct f_run_ctx *c, int i, int port)
 {
     const char *extra[] = {"--fsync", c->cfg.policy, NULL};
+    if (c->cfg.nats_server) {
+        return nats_start(c, i, port);
+    }
     return h_keeld_start(&c->k[i], port, false, extra);
 }
 
@@ -149,12 +206,13 @@ static void row(const struct f_run_ctx *c, const struct f_result *r,
 {
     printf("| %-8s | %-6s | %d | %6llu | %6llu | %5llu | %5llu | %4llu | %5llu "
            "| %4llu | %3llu | %6lld | %-4s | %s |\n",
-           c->nem->name, c->cfg.policy, c->cfg.nodes,
-           (unsigned long long)r->attempts, (unsigned long long)r->acked,
-           (unsigned long long)r->indet, (unsigned long long)r->failed,
-           (unsigned long long)r->lost, (unsigned long long)r->unavailable,
-           (unsigned long long)r->divergent, (unsigned long long)r->dup,
-           c->recovery_ms, r->pass ? "PASS" : "FAIL",
+           c->nem->name, c->cfg.nats_server ? "nats" : c->cfg.policy,
+           c->cfg.nodes, (unsigned long long)r->attempts,
+           (unsigned long long)r->acked, (unsigned long long)r->indet,
+           (unsigned long long)r->failed, (unsigned long long)r->lost,
+           (unsigned long long)r->unavailable, (unsigned long long)r->divergent,
+           (unsigned long long)r->dup, c->recovery_ms,
+           r->pass ? "PASS" : "FAIL",
            c->cfg.urls != NULL ? "external" : nodes[0].flags);
     printf("keel-faults: nemesis=%s seed=%llu injuries=%d [%s] read=%llu "
            "misplaced=%llu never_published=%llu on_disk_missing=%llu "
@@ -221,12 +279,15 @@ static int run(struct f_run_ctx *c)
         pause_ms(500); /* stream info not served yet: retry, bounded */
     }
     for (int i = 0; c->cfg.urls == NULL && i < c->cfg.nodes; i++) {
-        if (h_keeld_stop(&c->k[i], NULL) != 0) {
+        if (h_keeld_stop(&c->k[i], NULL) != 0 && !c->cfg.nats_server) {
             fprintf(stderr, "keel-faults: node %d did not stop cleanly\n", i);
         }
-        (void)f_dump_node(c, i, &nodes[i]);
+        if (!c->cfg.nats_server) {
+            (void)f_dump_node(c, i, &nodes[i]);
+        }
     }
-    f_check(c, &read, nodes, c->cfg.urls == NULL ? c->cfg.nodes : 0, &r);
+    f_check(c, &read, nodes,
+            c->cfg.urls == NULL && !c->cfg.nats_server ? c->cfg.nodes : 0, &r);
     row(c, &r, nodes);
     for (int i = 0; c->cfg.urls == NULL && i < c->cfg.nodes; i++) {
         if (r.pass) {
@@ -252,7 +313,8 @@ int main(int argc, char **argv)
         }
     }
     c.cfg.keel = getenv("KEEL");
-    if (c.nem == NULL || (c.cfg.urls == NULL && c.cfg.keel == NULL)) {
+    if (c.nem == NULL ||
+        (c.cfg.urls == NULL && !c.cfg.nats_server && c.cfg.keel == NULL)) {
         return usage();
     }
     c.rng = c.cfg.seed;
