@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "keel/error.h"
+#include "srv_js_forward.h"
 #include "srv_log.h"
 #include "srv_server.h"
 
@@ -314,7 +315,9 @@ bool srv_cinterest(struct srv_cengine *e, const char *subject)
     }
     bool any = r->npsubs > 0 || r->nqgroups > 0;
     srv_sublist_result_release(r);
-    return any;
+    /* A pull request or push subscriber on another node counts too: the
+     * delivery reaches it over the cluster (srv_js_forward.h). */
+    return any || srv_js_fwd_remote_interest(e->js, subject);
 }
 
 /* ---- info ---- */
@@ -367,6 +370,9 @@ static json_t *info_json(struct srv_cstream *cs, struct srv_csm *c,
         srv_cinterest(&engine, c->cfg.deliver_subject)) {
         json_object_set_new(o, "push_bound", json_true());
     }
+    /* A consumer runs in its stream's group: the same leader/replicas. */
+    json_object_set_new(o, "cluster",
+                        srv_js_cluster_info_json(engine.js, cs->st));
     return o;
 }
 

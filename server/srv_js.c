@@ -14,6 +14,7 @@
 #include "keel/error.h"
 #include "srv_consumer.h"
 #include "srv_conn.h"
+#include "srv_js_forward.h"
 #include "srv_js_int.h"
 #include "srv_log.h"
 #include "srv_parser.h"
@@ -117,9 +118,13 @@ int srv_js_deliver(struct srv_js *js, const char *route_subject,
     if (rlen == 0 || rlen > SRV_JS_SUBJECT_BYTES_MAX || wire_len == 0) {
         return KEEL_EINVAL;
     }
-    return srv_route_deliver_internal(js->srv, route_subject, rlen,
-                                      wire_subject, wire_len, reply, hdr, hlen,
-                                      data, dlen);
+    int rv =
+        srv_route_deliver_internal(js->srv, route_subject, rlen, wire_subject,
+                                   wire_len, reply, hdr, hlen, data, dlen);
+    /* The subscriber may be on another node (a pull request made there). */
+    (void)srv_js_fwd_deliver(js, route_subject, rlen, wire_subject, wire_len,
+                             reply, hdr, hlen, data, dlen);
+    return rv;
 }
 
 int srv_js_send(struct srv_js *js, const char *subject, const char *reply,
@@ -414,6 +419,7 @@ static void on_tick(uv_timer_t *t)
 {
     struct srv_js *js = t->data;
     int64_t now = srv_js_now_ns();
+    srv_js_fwd_tick(js);
     for (uint32_t i = 0; i < js->nstreams; i++) {
         srv_stream_maybe_tick(js->streams[i], now);
     }
@@ -587,6 +593,7 @@ void srv_js_stop(struct srv_js *js)
         return;
     }
     js->stopping = true;
+    srv_js_fwd_detach(js);
     srv_consumer_detach(js);
     srv_jsc_stop(js->jc);
     /* Bounded by SRV_JS_STREAMS_MAX. */
@@ -685,6 +692,10 @@ bool srv_js_intercept(struct srv_js *js, struct srv_conn *c,
     reply[cmd->reply.len] = '\0';
     const char *body = cmd->payload + cmd->hdr_bytes;
     size_t blen = cmd->total_bytes - cmd->hdr_bytes;
+    /* Clustered: only the leader answers (forwarded there otherwise). */
+    if (srv_js_fwd_request(js, cmd, reply)) {
+        return true;
+    }
     if (n > 8 && memcmp(s, "$JS.API.", 8) == 0) {
         js->api_total++;
         srv_js_api(js, s, n, reply, body, blen);
@@ -700,6 +711,9 @@ bool srv_js_intercept(struct srv_js *js, struct srv_conn *c,
     struct srv_stream *st = srv_js_stream_for_subject(js, s, n);
     if (st == NULL) {
         return false;
+    }
+    if (srv_js_fwd_publish(js, st, cmd, reply)) {
+        return true; /* proposed by the stream leader, never here */
     }
     capture(js, st, cmd, reply);
     return true;

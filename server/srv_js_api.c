@@ -9,6 +9,7 @@
 #include <sys/random.h>
 
 #include "keel/error.h"
+#include "srv_js_forward.h"
 #include "srv_js_int.h"
 #include "srv_log.h"
 #include "srv_server.h"
@@ -278,6 +279,10 @@ static void api_stream_info(struct api_req *q)
         json_object_set_new(o, "offset", json_integer(0));
         json_object_set_new(o, "limit",
                             json_integer((json_int_t)json_object_size(subs)));
+    }
+    if (o != NULL) {
+        /* Leader and followers as this node (the leader) sees them. */
+        json_object_set_new(o, "cluster", srv_js_cluster_info_json(q->js, st));
     }
     srv_js_reply_json(q->js, q->reply, o);
 }
@@ -633,6 +638,11 @@ void srv_js_api(struct srv_js *js, const char *subject, size_t slen,
     memcpy(subj, subject, slen);
     subj[slen] = '\0';
     const char *rest = subj + 8; /* after "$JS.API." */
+    if (strncmp(rest, "STREAM.LEADER.STEPDOWN.", 23) == 0 ||
+        strncmp(rest, "CONSUMER.LEADER.STEPDOWN.", 25) == 0) {
+        srv_js_fwd_stepdown(js, subj, reply);
+        return;
+    }
     if (strncmp(rest, "CONSUMER.", 9) == 0) {
         if (js->cops != NULL && js->cops->api != NULL) {
             js->cops->api(js, subj, reply, body, len);

@@ -720,3 +720,19 @@ size_t replica_peers(const struct replica *r, struct replica_peer *out,
     }
     return n;
 }
+
+int replica_transfer_leader(struct replica *r, raft_node to, char *errmsg)
+{
+    ASSERT(r != NULL);
+    ASSERT(!r->closing);
+    if (!r->started) {
+        return keel_err(KEEL_EAGAIN, errmsg, "group is still opening");
+    }
+    struct raft_in in = {.type = RAFT_IN_TRANSFER, .transfer_to = to};
+    int rv = step(r, &in);
+    if (rv != 0) {
+        return keel_err(rv, errmsg, "leadership transfer refused: %s",
+                        keel_strerror(rv));
+    }
+    return 0;
+}

@@ -1,0 +1,535 @@
+/* JetStream request forwarding to the answering leader (srv_js_forward.h).
+ *
+ * State is per process: keeld runs one JetStream engine, and the frames of
+ * one kind have one handler (srv_cluster_register_kind). */
+#include "srv_js_forward.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keel/error.h"
+#include "srv_cluster.h"
+#include "srv_js.h"
+#include "srv_js_err.h"
+#include "srv_js_int.h"
+#include "srv_log.h"
+#include "srv_parser.h"
+#include "srv_route.h"
+#include "srv_server.h"
+#include "srv_sublist.h"
+
+enum fwd_frame {
+    FWD_REQUEST = 1,
+    FWD_DELIVER = 2,
+};
+
+static struct {
+    struct srv_js *js;      /* attached engine, NULL when detached */
+    struct srv_cluster *cl; /* its cluster */
+    bool inbound;           /* running a forwarded request right now */
+    bool inbound_deliver;   /* delivering a deliver frame right now */
+    struct srv_js_fwd_stats stats;
+} fwd;
+
+/* ---- classification ---- */
+
+struct route_prefix {
+    const char *prefix;
+    enum srv_js_fwd_target target;
+    bool named; /* the stream name follows the prefix */
+};
+
+/* Every $JS.API request and who answers it (DESIGN §6). Requests not
+ * listed (unknown ones) are answered where they arrive, with an error. */
+static const struct route_prefix prefixes[] = {
+    {"$JS.API.INFO", SRV_JS_FWD_META, false},
+    {"$JS.API.STREAM.CREATE.", SRV_JS_FWD_META, true},
+    {"$JS.API.STREAM.UPDATE.", SRV_JS_FWD_META, true},
+    {"$JS.API.STREAM.DELETE.", SRV_JS_FWD_META, true},
+    {"$JS.API.STREAM.NAMES", SRV_JS_FWD_META, false},
+    {"$JS.API.STREAM.LIST", SRV_JS_FWD_META, false},
+    {"$JS.API.META.LEADER.STEPDOWN", SRV_JS_FWD_META, false},
+    {"$JS.API.STREAM.INFO.", SRV_JS_FWD_STREAM, true},
+    {"$JS.API.STREAM.PURGE.", SRV_JS_FWD_STREAM, true},
+    {"$JS.API.STREAM.MSG.GET.", SRV_JS_FWD_STREAM, true},
+    {"$JS.API.STREAM.MSG.DELETE.", SRV_JS_FWD_STREAM, true},
+    {"$JS.API.STREAM.LEADER.STEPDOWN.", SRV_JS_FWD_STREAM, true},
+    {"$JS.API.DIRECT.GET.", SRV_JS_FWD_STREAM, true},
+    {"$JS.API.CONSUMER.CREATE.", SRV_JS_FWD_STREAM, true},
+    {"$JS.API.CONSUMER.DURABLE.CREATE.", SRV_JS_FWD_STREAM, true},
+    {"$JS.API.CONSUMER.INFO.", SRV_JS_FWD_STREAM, true},
+    {"$JS.API.CONSUMER.DELETE.", SRV_JS_FWD_STREAM, true},
+    {"$JS.API.CONSUMER.NAMES.", SRV_JS_FWD_STREAM, true},
+    {"$JS.API.CONSUMER.LIST.", SRV_JS_FWD_STREAM, true},
+    {"$JS.API.CONSUMER.MSG.NEXT.", SRV_JS_FWD_STREAM, true},
+    {"$JS.API.CONSUMER.LEADER.STEPDOWN.", SRV_JS_FWD_STREAM, true},
+    {"$JS.ACK.", SRV_JS_FWD_STREAM, true},
+    {"$JS.FC.", SRV_JS_FWD_STREAM, true},
+};
+
+enum srv_js_fwd_target srv_js_fwd_classify(const char *subject, size_t len,
+                                           char *stream)
+{
+    if (len < 4 || memcmp(subject, "$JS.", 4) != 0) {
+        return SRV_JS_FWD_HERE;
+    }
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
+        const struct route_prefix *p = &prefixes[i];
+        size_t pl = strlen(p->prefix);
+        if (len < pl || memcmp(subject, p->prefix, pl) != 0) {
+            continue;
+        }
+        if (!p->named) {
+            /* Exact subject only ("$JS.API.INFO" but not "...INFOX"). */
+            return len == pl ? p->target : SRV_JS_FWD_HERE;
+        }
+        const char *name = subject + pl;
+        const char *dot = memchr(name, '.', len - pl);
+        size_t n = dot != NULL ? (size_t)(dot - name) : len - pl;
+        if (n == 0 || n > SRV_JS_NAME_BYTES_MAX) {
+            return SRV_JS_FWD_HERE;
+        }
+        memcpy(stream, name, n);
+        stream[n] = '\0';
+        return p->target;
+    }
+    return SRV_JS_FWD_HERE;
+}
+
+/* ---- attach ---- */
+
+static void on_frame(void *arg, const char *from, const uint8_t *data,
+                     size_t len);
+
+int srv_js_fwd_attach(struct srv_js *js, struct srv_cluster *cl)
+{
+    if (fwd.js == js && fwd.cl == cl) {
+        return 0;
+    }
+    int rv = srv_cluster_register_kind(cl, SRV_CLUSTER_JS_FWD, on_frame, js);
+    if (rv == 0) {
+        fwd.js = js;
+        fwd.cl = cl;
+    }
+    return rv;
+}
+
+void srv_js_fwd_detach(struct srv_js *js)
+{
+    if (fwd.js != js || fwd.cl == NULL) {
+        return;
+    }
+    /* Clearing the handler of an extension kind cannot fail. */
+    int rv = srv_cluster_register_kind(fwd.cl, SRV_CLUSTER_JS_FWD, NULL, NULL);
+    ASSERT(rv == 0);
+    fwd.js = NULL;
+    fwd.cl = NULL;
+}
+
+void srv_js_fwd_tick(struct srv_js *js)
+{
+    struct srv_cluster *cl = srv_js_server(js)->cluster;
+    if (cl != NULL && fwd.js != js && srv_js_fwd_attach(js, cl) != 0) {
+        SRV_WARN("js", "cannot receive forwarded JetStream requests: the "
+                       "cluster frame kind has another handler");
+    }
+}
+
+void srv_js_fwd_stats(struct srv_js_fwd_stats *out)
+{
+    *out = fwd.stats;
+}
+
+/* ---- sending ---- */
+
+/* Encode and send a request frame to node. Returns 0 or a KEEL_E*. */
+static int send_request(struct srv_js *js, const char *node,
+                        const struct srv_cmd *cmd)
+{
+    const char *self = srv_js_self_name(js);
+    size_t need = cmd->subject.len + cmd->reply.len + cmd->total_bytes +
+                  strlen(self) + 8 * SRV_MP_HEADER_BYTES_MAX;
+    uint8_t *buf = malloc(need);
+    if (buf == NULL) {
+        return KEEL_ENOMEM;
+    }
+    uint8_t *w = srv_mp_put_array(buf, 6);
+    w = srv_mp_put_uint(w, FWD_REQUEST);
+    w = srv_mp_put_str(w, cmd->subject.ptr, cmd->subject.len);
+    w = srv_mp_put_str(w, cmd->reply.ptr, cmd->reply.len);
+    w = srv_mp_put_uint(w, cmd->hdr_bytes);
+    w = srv_mp_put_bin_header(w, cmd->total_bytes);
+    if (cmd->total_bytes > 0) {
+        memcpy(w, cmd->payload, cmd->total_bytes);
+        w += cmd->total_bytes;
+    }
+    w = srv_mp_put_str(w, self, strlen(self));
+    ASSERT((size_t)(w - buf) <= need);
+    int rv = srv_cluster_send_kind(fwd.cl, node, SRV_CLUSTER_JS_FWD, buf,
+                                   (size_t)(w - buf));
+    free(buf);
+    return rv;
+}
+
+/* The request could not reach its leader (unknown, no link, or this node
+ * got it forwarded and is no longer the leader): nothing was proposed, so
+ * a 503 says the outcome is "not done". A publish gets the PubAck form. */
+static void unavailable(struct srv_js *js, const char *reply,
+                        const char *stream, bool publish, const char *why)
+{
+    char err[KEEL_ERRMSG_MAX];
+    fwd.stats.not_leader++;
+    SRV_DEBUG("js", "request not forwarded: %s", why);
+    if (reply[0] == '\0') {
+        return;
+    }
+    if (!publish) {
+        srv_js_reply_err(js, reply, "api_response", SRV_JS_EUNAVAILABLE, why);
+        return;
+    }
+    json_t *o = json_object();
+    if (o != NULL && srv_js_err_add(o, SRV_JS_EUNAVAILABLE, why, err) == 0) {
+        json_object_set_new(o, "stream", json_string(stream));
+        json_object_set_new(o, "seq", json_integer(0));
+    }
+    srv_js_reply_json(js, reply, o);
+}
+
+/* Forward cmd to leader (a node name, NULL unknown) unless this node is
+ * it. Returns true when handled (forwarded or answered 503). */
+static bool forward_to(struct srv_js *js, const char *leader,
+                       const struct srv_cmd *cmd, const char *reply,
+                       const char *stream, bool publish)
+{
+    const char *self = srv_js_self_name(js);
+    if (leader != NULL && strcmp(leader, self) == 0) {
+        return false; /* answer here */
+    }
+    if (fwd.inbound) {
+        /* Forwarded once already: never again (no loops, one answer). */
+        unavailable(js, reply, stream, publish,
+                    "this node is no longer the leader; retry");
+        return true;
+    }
+    if (leader == NULL) {
+        unavailable(js, reply, stream, publish,
+                    "no leader is known for this request now; retry");
+        return true;
+    }
+    int rv = fwd.cl != NULL ? send_request(js, leader, cmd) : KEEL_ENOENT;
+    if (rv != 0) {
+        fwd.stats.send_failures++;
+        unavailable(js, reply, stream, publish,
+                    "the leader cannot be reached now; retry");
+        return true;
+    }
+    fwd.stats.requests_out++;
+    SRV_DEBUG("js", "forwarded %.*s to %s", (int)cmd->subject.len,
+              cmd->subject.ptr, leader);
+    return true;
+}
+
+bool srv_js_fwd_request(struct srv_js *js, const struct srv_cmd *cmd,
+                        const char *reply)
+{
+    char stream[SRV_JS_NAME_BYTES_MAX + 1];
+    if (!srv_js_clustered(js)) {
+        return false;
+    }
+    enum srv_js_fwd_target t =
+        srv_js_fwd_classify(cmd->subject.ptr, cmd->subject.len, stream);
+    if (t == SRV_JS_FWD_META) {
+        return forward_to(js, srv_js_meta_leader_name(js), cmd, reply, "",
+                          false);
+    }
+    struct srv_stream *st = NULL;
+    if (t != SRV_JS_FWD_STREAM || srv_js_find_stream(js, stream, &st) != 0) {
+        return false; /* not routed, or an unknown stream: errors here */
+    }
+    /* Acks and flow-control replies carry no API answer: when they cannot
+     * reach the leader they are dropped (the message is redelivered). */
+    bool api =
+        cmd->subject.len > 8 && memcmp(cmd->subject.ptr, "$JS.API.", 8) == 0;
+    return forward_to(js, srv_stream_leader_name(st), cmd, api ? reply : "",
+                      stream, false);
+}
+
+bool srv_js_fwd_publish(struct srv_js *js, struct srv_stream *st,
+                        const struct srv_cmd *cmd, const char *reply)
+{
+    if (!srv_js_clustered(js)) {
+        return false;
+    }
+    return forward_to(js, srv_stream_leader_name(st), cmd,
+                      st->cfg.no_ack ? "" : reply, st->cfg.name, true);
+}
+
+/* ---- leader step-down ---- */
+
+void srv_js_fwd_stepdown(struct srv_js *js, const char *subject,
+                         const char *reply)
+{
+    char stream[SRV_JS_NAME_BYTES_MAX + 1];
+    char err[KEEL_ERRMSG_MAX];
+    bool consumer = strncmp(subject, "$JS.API.CONSUMER.", 17) == 0;
+    const char *kind = consumer ? "consumer_leader_stepdown_response"
+                                : "stream_leader_stepdown_response";
+    struct srv_stream *st = NULL;
+    if (srv_js_fwd_classify(subject, strlen(subject), stream) !=
+            SRV_JS_FWD_STREAM ||
+        srv_js_find_stream(js, stream, &st) != 0) {
+        srv_js_reply_err(js, reply, kind, SRV_JS_ESTREAM_NOT_FOUND, NULL);
+        return;
+    }
+    ASSERT(st != NULL);
+    int rv = KEEL_ENOTLEADER;
+    snprintf(err, sizeof err, "this node does not lead the stream now");
+    if (srv_stream_is_leader(st) && st->r != NULL) {
+        /* A consumer runs in its stream's group (DESIGN §3): its
+         * step-down hands over the whole group. */
+        rv = replica_transfer_leader(st->r, 0, err);
+    }
+    if (rv != 0) {
+        srv_js_reply_err(js, reply, kind, SRV_JS_EUNAVAILABLE, err);
+        return;
+    }
+    SRV_INFO("js", "stream %s: leadership transfer started (step-down)",
+             stream);
+    json_t *o = json_object();
+    if (o != NULL) {
+        char type[96];
+        snprintf(type, sizeof type, "io.nats.jetstream.api.v1.%s", kind);
+        json_object_set_new(o, "type", json_string(type));
+        json_object_set_new(o, "success", json_true());
+    }
+    srv_js_reply_json(js, reply, o);
+}
+
+/* ---- deliveries to other nodes ---- */
+
+static bool link_up(const struct srv_cluster_link *l)
+{
+    return l != NULL && l->established && !l->closing;
+}
+
+/* Add the node of rsub's link to names[] unless already there. Returns
+ * true when that node is in names[] afterwards. */
+static bool add_node(const struct srv_sub *sub, const char **names, size_t *n)
+{
+    const struct srv_cluster_rsub *rs = (const struct srv_cluster_rsub *)sub;
+    if (sub->removed || !link_up(rs->link)) {
+        return false;
+    }
+    for (size_t i = 0; i < *n; i++) {
+        if (strcmp(names[i], rs->link->peer_name) == 0) {
+            return true;
+        }
+    }
+    if (*n == SRV_CLUSTER_LINKS_MAX) {
+        return false;
+    }
+    names[(*n)++] = rs->link->peer_name;
+    return true;
+}
+
+/* Does this node have a member of the queue group g locally? */
+static bool local_queue(struct srv_server *srv, const char *route,
+                        size_t route_len, const struct srv_sublist_qgroup *g)
+{
+    struct srv_sublist_result *r;
+    bool found = false;
+    if (srv_sublist_match(&srv->sublist, route, route_len, &r) != 0) {
+        return false;
+    }
+    for (size_t i = 0; i < r->nqgroups && !found; i++) {
+        found = r->qgroups[i].name_len == g->name_len &&
+                memcmp(r->qgroups[i].name, g->name, g->name_len) == 0;
+    }
+    srv_sublist_result_release(r);
+    return found;
+}
+
+/* Nodes that must get a delivery to route: every node with a plain
+ * subscription, and for a queue group without a local member one node
+ * that has members (the first linked one). Returns the count. */
+static size_t interested_nodes(struct srv_js *js, const char *route,
+                               size_t route_len, const char **names)
+{
+    struct srv_sublist_result *r;
+    size_t n = 0;
+    if (srv_sublist_match(&fwd.cl->rsublist, route, route_len, &r) != 0) {
+        return 0;
+    }
+    for (size_t i = 0; i < r->npsubs; i++) {
+        (void)add_node(r->psubs[i], names, &n);
+    }
+    for (size_t i = 0; i < r->nqgroups; i++) {
+        const struct srv_sublist_qgroup *g = &r->qgroups[i];
+        if (local_queue(srv_js_server(js), route, route_len, g)) {
+            continue; /* the local delivery served the group */
+        }
+        /* A receiving node serves every queue group it has members of,
+         * so one node holding a member is enough. */
+        for (size_t k = 0; k < g->n && !add_node(g->subs[k], names, &n); k++) {
+        }
+    }
+    srv_sublist_result_release(r);
+    return n;
+}
+
+bool srv_js_fwd_remote_interest(struct srv_js *js, const char *subject)
+{
+    const char *names[SRV_CLUSTER_LINKS_MAX];
+    if (fwd.cl == NULL || fwd.js != js || fwd.cl->rsublist.count == 0) {
+        return false;
+    }
+    return interested_nodes(js, subject, strlen(subject), names) > 0;
+}
+
+size_t srv_js_fwd_deliver(struct srv_js *js, const char *route,
+                          size_t route_len, const char *wire, size_t wire_len,
+                          const char *reply, const void *hdr, size_t hlen,
+                          const void *data, size_t dlen)
+{
+    const char *names[SRV_CLUSTER_LINKS_MAX];
+    size_t rlen = reply != NULL ? strlen(reply) : 0;
+    if (fwd.cl == NULL || fwd.js != js || fwd.inbound_deliver ||
+        fwd.cl->rsublist.count == 0) {
+        return 0;
+    }
+    size_t n = interested_nodes(js, route, route_len, names);
+    if (n == 0) {
+        return 0;
+    }
+    size_t need =
+        route_len + wire_len + rlen + hlen + dlen + 8 * SRV_MP_HEADER_BYTES_MAX;
+    uint8_t *buf = malloc(need);
+    if (buf == NULL) {
+        return 0;
+    }
+    uint8_t *w = srv_mp_put_array(buf, 6);
+    w = srv_mp_put_uint(w, FWD_DELIVER);
+    w = srv_mp_put_str(w, route, route_len);
+    w = srv_mp_put_str(w, wire, wire_len);
+    w = srv_mp_put_str(w, reply != NULL ? reply : "", rlen);
+    w = srv_mp_put_uint(w, hlen);
+    w = srv_mp_put_bin_header(w, hlen + dlen);
+    if (hlen > 0) {
+        memcpy(w, hdr, hlen);
+        w += hlen;
+    }
+    if (dlen > 0) {
+        memcpy(w, data, dlen);
+        w += dlen;
+    }
+    ASSERT((size_t)(w - buf) <= need);
+    size_t sent = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (srv_cluster_send_kind(fwd.cl, names[i], SRV_CLUSTER_JS_FWD, buf,
+                                  (size_t)(w - buf)) == 0) {
+            sent++;
+        } else {
+            fwd.stats.send_failures++;
+        }
+    }
+    free(buf);
+    fwd.stats.delivers_out += sent;
+    SRV_DEBUG("js", "delivery to %.*s sent to %zu nodes", (int)route_len, route,
+              sent);
+    return sent;
+}
+
+/* ---- receiving ---- */
+
+/* A string field as a NUL-terminated copy into out (cap bytes). */
+static int get_str(struct srv_mp_reader *r, char *out, size_t cap, size_t *len)
+{
+    const uint8_t *s;
+    size_t n = 0;
+    if (srv_mp_get_bytes(r, &s, &n) != 0 || n >= cap) {
+        return KEEL_EPROTO;
+    }
+    memcpy(out, s, n);
+    out[n] = '\0';
+    *len = n;
+    return 0;
+}
+
+static int on_request(struct srv_js *js, struct srv_mp_reader *r)
+{
+    char subject[SRV_CONTROL_LINE_BYTES_MAX + 1];
+    char reply[SRV_CONTROL_LINE_BYTES_MAX + 1];
+    size_t slen = 0, rlen = 0, dlen = 0;
+    uint64_t hdr = 0;
+    const uint8_t *data;
+    if (get_str(r, subject, sizeof subject, &slen) != 0 || slen == 0 ||
+        get_str(r, reply, sizeof reply, &rlen) != 0 ||
+        srv_mp_get_uint(r, &hdr) != 0 ||
+        srv_mp_get_bytes(r, &data, &dlen) != 0 || hdr > dlen) {
+        return KEEL_EPROTO;
+    }
+    struct srv_cmd cmd = {
+        .op = hdr > 0 ? SRV_OP_HPUB : SRV_OP_PUB,
+        .subject = {subject, slen},
+        .reply = {reply, rlen},
+        .hdr_bytes = (size_t)hdr,
+        .total_bytes = dlen,
+        .payload = (const char *)data,
+    };
+    fwd.stats.requests_in++;
+    fwd.inbound = true;
+    (void)srv_js_intercept(js, NULL, &cmd);
+    fwd.inbound = false;
+    return 0;
+}
+
+static int on_deliver(struct srv_js *js, struct srv_mp_reader *r)
+{
+    char route[SRV_CONTROL_LINE_BYTES_MAX + 1];
+    char wire[SRV_CONTROL_LINE_BYTES_MAX + 1];
+    char reply[SRV_CONTROL_LINE_BYTES_MAX + 1];
+    size_t route_len = 0, wire_len = 0, rlen = 0, dlen = 0;
+    uint64_t hdr = 0;
+    const uint8_t *data;
+    if (get_str(r, route, sizeof route, &route_len) != 0 || route_len == 0 ||
+        get_str(r, wire, sizeof wire, &wire_len) != 0 || wire_len == 0 ||
+        get_str(r, reply, sizeof reply, &rlen) != 0 ||
+        srv_mp_get_uint(r, &hdr) != 0 ||
+        srv_mp_get_bytes(r, &data, &dlen) != 0 || hdr > dlen) {
+        return KEEL_EPROTO;
+    }
+    fwd.stats.delivers_in++;
+    fwd.inbound_deliver = true;
+    int rv =
+        srv_route_deliver_internal(srv_js_server(js), route, route_len, wire,
+                                   wire_len, rlen > 0 ? reply : NULL, data,
+                                   (size_t)hdr, data + hdr, dlen - (size_t)hdr);
+    fwd.inbound_deliver = false;
+    return rv;
+}
+
+/* Dispatch of one SRV_CLUSTER_JS_FWD frame (bytes from the network: a
+ * malformed frame is dropped with a warning, never asserted on). */
+static void on_frame(void *arg, const char *from, const uint8_t *data,
+                     size_t len)
+{
+    struct srv_js *js = arg;
+    struct srv_mp_reader r = {data, data + len};
+    uint32_t n = 0;
+    uint64_t kind = 0;
+    int rv = KEEL_EPROTO;
+    if (js != fwd.js || js->stopping) {
+        return;
+    }
+    if (srv_mp_get_array(&r, &n) == 0 && n == 6 &&
+        srv_mp_get_uint(&r, &kind) == 0) {
+        rv = kind == FWD_REQUEST   ? on_request(js, &r)
+             : kind == FWD_DELIVER ? on_deliver(js, &r)
+                                   : 0; /* a newer kind: ignored */
+    }
+    if (rv == KEEL_EPROTO) {
+        SRV_WARN("js", "malformed forwarded JetStream frame from %s dropped",
+                 from);
+    }
+}
