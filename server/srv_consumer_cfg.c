@@ -723,6 +723,10 @@ int srv_js_time_parse(const char *s, int64_t *unix_ns)
         *unix_ns = 0; /* Go's zero time means "unset" */
         return 0;
     }
+    /* Years past 2262 do not fit int64 nanoseconds (found by fuzz_js_api). */
+    if (t > INT64_MAX / 1000000000LL - 1 || t < INT64_MIN / 1000000000LL + 1) {
+        return KEEL_EINVAL;
+    }
     *unix_ns = t * 1000000000LL + frac;
     return 0;
 }

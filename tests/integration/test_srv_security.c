@@ -456,6 +456,117 @@ static void allow_responses_lets_a_responder_answer_once(void **state)
                      NATS_TIMEOUT);
 }
 
+/* The last async error of nc is a publish permission error for subj. */
+static void assert_publish_denied(natsConnection *nc, const char *subj)
+{
+    char want[256];
+    const char *text = NULL;
+
+    assert_int_equal(natsConnection_Flush(nc), NATS_OK);
+    assert_int_equal(natsConnection_GetLastError(nc, &text),
+                     NATS_NOT_PERMITTED);
+    snprintf(want, sizeof want, "Permissions Violation for Publish to \"%s\"",
+             subj);
+    assert_string_equal(text, want);
+}
+
+static int64_t ack_pending(jsCtx *js)
+{
+    jsConsumerInfo *ci = NULL;
+    jsErrCode jerr = 0;
+    assert_int_equal(js_GetConsumerInfo(&ci, js, "S", "C", NULL, &jerr),
+                     NATS_OK);
+    int64_t n = ci->NumAckPending;
+    jsConsumerInfo_Destroy(ci);
+    return n;
+}
+
+static void js_and_admin_api_requests_honour_publish_permissions(void **state)
+{
+    struct fixture *f = *state;
+    jsCtx *js = NULL;
+    jsStreamConfig sc;
+    jsConsumerConfig cc;
+    jsStreamInfo *si = NULL;
+    jsConsumerInfo *ci = NULL;
+    jsErrCode jerr = 0;
+    const char *subjects[] = {"s.>"};
+    natsMsg *m = NULL;
+
+    start_with_conf(f, "authorization { users = [\n"
+                       "  {user: limited, password: p, permissions: {\n"
+                       "     publish: { deny: [\"$JS.API.STREAM.DELETE.>\", "
+                       "\"$JS.ACK.>\", \"$KEEL.API.>\"] } } }\n"
+                       "  {user: admin, password: p}\n] }\n");
+    assert_int_equal(
+        natsConnection_Connect(&f->nc[0], opts_for(f, "admin", "p", NULL)),
+        NATS_OK);
+    assert_int_equal(
+        natsConnection_Connect(&f->nc[1], opts_for(f, "limited", "p", NULL)),
+        NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, f->nc[0], NULL), NATS_OK);
+    jsStreamConfig_Init(&sc);
+    sc.Name = "S";
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 1;
+    assert_int_equal(js_AddStream(&si, js, &sc, NULL, &jerr), NATS_OK);
+    jsStreamInfo_Destroy(si);
+    si = NULL;
+    jsConsumerConfig_Init(&cc);
+    cc.Durable = "C";
+    cc.AckPolicy = js_AckExplicit;
+    assert_int_equal(js_AddConsumer(&ci, js, "S", &cc, NULL, &jerr), NATS_OK);
+    jsConsumerInfo_Destroy(ci);
+    jsPubAck *pa = NULL;
+    assert_int_equal(js_Publish(&pa, js, "s.1", "a", 1, NULL, &jerr), NATS_OK);
+    jsPubAck_Destroy(pa);
+
+    /* STREAM.DELETE denied: a permissions error and the stream stays. */
+    assert_int_equal(natsConnection_PublishRequestString(
+                         f->nc[1], "$JS.API.STREAM.DELETE.S", "_INBOX.d", ""),
+                     NATS_OK);
+    assert_publish_denied(f->nc[1], "$JS.API.STREAM.DELETE.S");
+    assert_int_equal(js_GetStreamInfo(&si, js, "S", NULL, &jerr), NATS_OK);
+    assert_int_equal(si->State.Msgs, 1);
+    jsStreamInfo_Destroy(si);
+
+    /* Other API requests are allowed: the limited user pulls the message
+     * (MSG.NEXT) but its ack is a denied publish, so it stays pending. */
+    assert_int_equal(
+        natsConnection_SubscribeSync(&f->sub[1], f->nc[1], "_INBOX.pull"),
+        NATS_OK);
+    assert_int_equal(natsConnection_PublishRequestString(
+                         f->nc[1], "$JS.API.CONSUMER.MSG.NEXT.S.C",
+                         "_INBOX.pull", "{\"batch\":1}"),
+                     NATS_OK);
+    assert_int_equal(natsSubscription_NextMsg(&m, f->sub[1], RECV_MS), NATS_OK);
+    assert_string_equal(natsMsg_GetData(m), "a");
+    const char *ack = natsMsg_GetReply(m);
+    assert_non_null(ack);
+    assert_int_equal(strncmp(ack, "$JS.ACK.S.C.", 12), 0);
+    assert_int_equal(natsConnection_PublishString(f->nc[1], ack, "+ACK"),
+                     NATS_OK);
+    assert_publish_denied(f->nc[1], ack);
+    assert_int_equal(ack_pending(js), 1);
+    /* The same ack from the admin goes through (the ack path works). */
+    assert_int_equal(natsConnection_PublishString(f->nc[0], ack, "+ACK"),
+                     NATS_OK);
+    assert_int_equal(natsConnection_Flush(f->nc[0]), NATS_OK);
+    for (int i = 0; i < 100 && ack_pending(js) != 0; i++) {
+        assert_int_equal(natsConnection_Flush(f->nc[0]), NATS_OK);
+    }
+    assert_int_equal(ack_pending(js), 0);
+    natsMsg_Destroy(m);
+
+    /* The future admin API is denied the same way. */
+    assert_int_equal(natsConnection_PublishRequestString(
+                         f->nc[1], "$KEEL.API.SERVER.STOP", "_INBOX.k", ""),
+                     NATS_OK);
+    assert_publish_denied(f->nc[1], "$KEEL.API.SERVER.STOP");
+    assert_false(natsConnection_IsClosed(f->nc[1]));
+    jsCtx_Destroy(js);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -470,6 +581,7 @@ int main(void)
         T(a_slow_hash_does_not_stall_other_conns),
         T(denied_publish_and_subscribe_get_permission_errors),
         T(allow_responses_lets_a_responder_answer_once),
+        T(js_and_admin_api_requests_honour_publish_permissions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
