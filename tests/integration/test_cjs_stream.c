@@ -525,6 +525,102 @@ killing_the_stream_leader_under_load_loses_no_acked_message(void **state)
     assert_int_equal(connect_node(leader), 0);
 }
 
+/* Stream info through node i names the leader and every follower is
+ * current with lag 0 (the leader's view: followers caught up). */
+static bool caught_up(void *arg)
+{
+    (void)arg;
+    json_t *o = stream_info(0);
+    json_t *reps = json_object_get(json_object_get(o, "cluster"), "replicas");
+    size_t k;
+    json_t *r;
+    bool ok = leader_index(0) >= 0 && json_array_size(reps) == NODES - 1;
+    json_array_foreach(reps, k, r)
+    {
+        ok = ok && json_is_true(json_object_get(r, "current")) &&
+             json_integer_value(json_object_get(r, "lag")) == 0;
+    }
+    json_decref(o);
+    return ok;
+}
+
+struct cut_off {
+    int leader;
+};
+
+/* The partitioned leader no longer answers as leader: its stream info
+ * request finds no reachable leader (503) instead of its own answer. */
+static bool stepped_down(void *arg)
+{
+    struct cut_off *c = arg;
+    json_t *o = stream_info(c->leader);
+    json_decref(o);
+    return o == NULL;
+}
+
+struct ack_through {
+    int via;
+    uint64_t seq;
+    char data[32];
+};
+
+static bool acked_through(void *arg)
+{
+    struct ack_through *a = arg;
+    jsPubAck *pa = NULL;
+    jsErrCode jerr = 0;
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = REQ_MS;
+    if (js_Publish(&pa, js[a->via], "ord.part", a->data, (int)strlen(a->data),
+                   &po, &jerr) != NATS_OK) {
+        return false; /* 503 while a new leader is elected: try again */
+    }
+    a->seq = pa->Sequence;
+    jsPubAck_Destroy(pa);
+    return true;
+}
+
+static void
+a_leader_cut_off_from_its_followers_stops_acking_and_catches_up_after_heal(
+    void **state)
+{
+    (void)state;
+    assert_true(h_poll(caught_up, NULL, WAIT_MS));
+    int leader = leader_index(0);
+    int f1 = follower_of(leader), f2 = follower_of(f1);
+    assert_int_equal(h_netns_partition(&net, leader, f1), 0);
+    assert_int_equal(h_netns_partition(&net, leader, f2), 0);
+    /* Check-quorum: the cut-off leader steps down; a publish through it
+     * is not acknowledged. */
+    struct cut_off c = {leader};
+    long long t0 = h_now_ms();
+    assert_true(h_poll(stepped_down, &c, FAILOVER_MS));
+    printf("# cut-off leader %s stopped answering as leader after %lld ms\n",
+           net.node[leader].name, h_now_ms() - t0);
+    jsPubAck *pa = NULL;
+    jsErrCode jerr = 0;
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = REQ_MS;
+    assert_int_not_equal(
+        js_Publish(&pa, js[leader], "ord.part", "lost", 4, &po, &jerr),
+        NATS_OK);
+    /* The majority side elects a leader and acknowledges. */
+    struct ack_through a = {f1, 0, "part1"};
+    assert_true(h_poll(acked_through, &a, FAILOVER_MS));
+    assert_int_equal(h_netns_heal(&net, leader, f1), 0);
+    assert_int_equal(h_netns_heal(&net, leader, f2), 0);
+    assert_int_equal(h_netns_wait_mesh(&net, WAIT_MS), 0);
+    assert_true(h_poll(caught_up, NULL, WAIT_MS));
+    /* Read back through the healed node (answered by the leader). */
+    natsMsg *m = NULL;
+    assert_int_equal(js_GetMsg(&m, js[leader], STREAM, a.seq, NULL, &jerr),
+                     NATS_OK);
+    assert_memory_equal(natsMsg_GetData(m), "part1", 5);
+    natsMsg_Destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -537,6 +633,8 @@ int main(void)
         cmocka_unit_test(a_leader_step_down_hands_the_stream_to_another_node),
         cmocka_unit_test(
             killing_the_stream_leader_under_load_loses_no_acked_message),
+        cmocka_unit_test(
+            a_leader_cut_off_from_its_followers_stops_acking_and_catches_up_after_heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
