@@ -17,7 +17,13 @@
  * Replies and consumer deliveries (srv_js_deliver) made on the leader go
  * to local subscribers and, in a SRV_CLUSTER_JS_FWD deliver frame, once to
  * each node with interest in the route subject (a pull request's inbox on
- * another node), which delivers them locally only.
+ * another node), which delivers them locally only. A queue group (push
+ * consumer deliver_group) with a member on the leader's node is served
+ * there; otherwise the frame goes to one node holding members. Known gap:
+ * a node that gets the frame also serves every local queue group of the
+ * subject, so a deliver_group with members on the leader's node AND on a
+ * node that has plain interest in the same subject gets that message
+ * twice (plain and queue subscribers on one deliver subject are unusual).
  *
  * Frames (msgpack arrays):
  *   request: [1, subject, reply, hdr_bytes, headers+payload, origin]
