@@ -171,6 +171,7 @@ enum opt_id {
     OPT_ADDR,
     OPT_PORT,
     OPT_HTTP_PORT,
+    OPT_HTTPS_PORT,
     OPT_NAME,
     OPT_CONFIG,
     OPT_STORE_DIR,
@@ -214,6 +215,7 @@ static const struct opt opts[] = {
     {{"a", "addr", "net", "host"}, OPT_ADDR, true},
     {{"p", "port"}, OPT_PORT, true},
     {{"m", "http_port"}, OPT_HTTP_PORT, true},
+    {{"ms", "https_port"}, OPT_HTTPS_PORT, true},
     {{"n", "name", "server_name"}, OPT_NAME, true},
     {{"c", "config"}, OPT_CONFIG, true},
     {{"sd", "store_dir"}, OPT_STORE_DIR, true},
@@ -377,6 +379,9 @@ static int apply_opt(struct srv_config *c, enum opt_id id, const char *v,
         return set_port(&c->port, v, true, errmsg);
     case OPT_HTTP_PORT:
         return set_port(&c->http_port, v, true, errmsg);
+    case OPT_HTTPS_PORT:
+        c->https = true; /* the monitoring port, served over TLS */
+        return set_port(&c->http_port, v, true, errmsg);
     case OPT_NAME:
         return copy_str(c->name, sizeof c->name, v, "server name", errmsg);
     case OPT_CONFIG:
@@ -444,6 +449,7 @@ static const struct {
     {"addr", OPT_ADDR},
     {"port", OPT_PORT},
     {"http_port", OPT_HTTP_PORT},
+    {"https_port", OPT_HTTPS_PORT},
     {"monitor_port", OPT_HTTP_PORT},
     {"server_name", OPT_NAME},
     {"name", OPT_NAME},
@@ -701,6 +707,10 @@ static int apply_key(struct srv_config *c, const char *key, const json_t *v,
         return apply_tls(c, v, errmsg);
     }
 
+    if (strcmp(key, "https") == 0) {
+        c->https = true; /* https: host:port, as http: but over TLS */
+        return apply_hostport(c, v, true, errmsg);
+    }
     if (strcmp(key, "listen") == 0 || strcmp(key, "http") == 0) {
         return apply_hostport(c, v, key[0] == 'h', errmsg);
     }
@@ -853,6 +863,7 @@ const char *srv_config_usage(void)
            "  -a, --addr, --net HOST     client listen address (0.0.0.0)\n"
            "  -p, --port PORT            client port (4222; 0 = any)\n"
            "  -m, --http_port PORT       monitoring port (off; 0 = any)\n"
+           "  -ms, --https_port PORT     monitoring over TLS (tls { } files)\n"
            "  -n, --name, --server_name  server name\n"
            "  -c, --config FILE          config file (flags override it)\n"
            "  -sd, --store_dir DIR       data directory (keel-data)\n"

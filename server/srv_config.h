@@ -65,6 +65,7 @@ struct srv_config {
     char tls_ca[PATH_MAX];
     uint64_t tls_timeout_ms;
     bool tls_handshake_first; /* TLS before INFO (tls { handshake_first }) */
+    bool https; /* monitoring over TLS (https_port / https:), tls { } keys */
     bool help;
     bool version;
 };

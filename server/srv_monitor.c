@@ -11,6 +11,7 @@
 
 #include "keel/error.h"
 #include "srv_log.h"
+#include "srv_monitor_tls.h"
 
 struct srv_monitor {
     struct MHD_Daemon *daemon;
@@ -138,10 +139,18 @@ int srv_monitor_start(struct srv_server *srv, const char *addr, int port,
                         "monitoring needs an IPv4 address, got '%s'", addr);
     }
     m->srv = srv;
+    unsigned tls_flags = 0; /* https: srv_monitor_tls.c */
+    const struct MHD_OptionItem *tls_opts = NULL;
+    int rv = srv_monitor_tls_options(srv->cfg, &tls_flags, &tls_opts, errmsg);
+    if (rv != 0) {
+        free(m);
+        return rv;
+    }
     m->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, (uint16_t)port,
-        NULL, NULL, handle, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-        MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | tls_flags,
+        (uint16_t)port, NULL, NULL, handle, m, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+        MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
     if (m->daemon == NULL) {
         free(m);
         return keel_err(KEEL_EIO, errmsg,

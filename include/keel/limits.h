@@ -84,6 +84,8 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 #define SRV_ROUTE_PROOF_BYTES 32
 #define SRV_CLUSTER_TLS_BATCH_BYTES (256 * 1024)
 #define SRV_CLUSTER_TLS_READ_ROUNDS_MAX 8
+/* A monitoring (https) certificate or key PEM file. */
+#define SRV_MON_TLS_PEM_BYTES_MAX (1024 * 1024)
 
 /* ---- server: JetStream API (srv_js_*, srv_stream_*, srv_consumer_*) ---- */
 #define SRV_JS_ERR_DESC_BYTES_MAX 512

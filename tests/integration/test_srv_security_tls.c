@@ -342,6 +342,37 @@ static void sighup_reloads_the_certificate_for_new_conns(void **state)
     round_trip(f->nc[0], &f->sub, "still.here");
 }
 
+/* The monitoring port over TLS (https_port) with the tls { } files: curl
+ * trusting the CA gets /healthz; plain HTTP to the same port gets no
+ * answer. */
+static void https_port_serves_monitoring_over_tls(void **state)
+{
+    struct fixture *f = *state;
+    const char *args[] = {"-c", f->conf, NULL};
+    char cmd[1024], out[64] = "";
+
+    FILE *fp = fopen(f->conf, "w");
+    assert_non_null(fp);
+    fprintf(fp,
+            "https_port: 0\ntls {\n  cert_file: \"%s/server.pem\"\n  "
+            "key_file: \"%s/server.key\"\n}\n",
+            f->certs, f->certs);
+    assert_int_equal(fclose(fp), 0);
+    assert_int_equal(h_keeld_start(&f->k, 0, true, args), 0);
+    snprintf(cmd, sizeof cmd,
+             "curl -s -o /dev/null -w '%%{http_code}' --max-time 5 --cacert "
+             "'%s/ca.pem' https://127.0.0.1:%d/healthz",
+             f->certs, f->k.http_port);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    assert_non_null(fgets(out, sizeof out, p));
+    assert_int_equal(pclose(p), 0);
+    assert_string_equal(out, "200");
+    char body[1024];
+    assert_int_not_equal(
+        h_http_get(f->k.http_port, "/healthz", body, sizeof body), 200);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -352,6 +383,7 @@ int main(void)
         T(verify_requires_a_client_certificate_from_the_ca),
         T(handshake_first_serves_openssl_s_client),
         T(sighup_reloads_the_certificate_for_new_conns),
+        T(https_port_serves_monitoring_over_tls),
         T(only_tls_1_2_and_newer_are_accepted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
