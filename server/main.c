@@ -15,6 +15,7 @@
 #include "srv_config.h"
 #include "srv_js.h"
 #include "srv_log.h"
+#include "srv_metrics.h"
 #include "srv_monitor.h"
 #include "srv_ports.h"
 #include "srv_server.h"
@@ -118,6 +119,9 @@ static int start(struct runtime *rt, const struct srv_config *cfg)
         rv = srv_js_open(&rt->srv, cfg->store_dir, &rt->srv.js, errmsg);
     }
     if (rv == 0 && cfg->http_port >= 0) {
+        rv = srv_metrics_init(&rt->srv, uv_default_loop(), &rt->srv.metrics);
+    }
+    if (rv == 0 && cfg->http_port >= 0) {
         rv = srv_monitor_start(&rt->srv, cfg->addr, cfg->http_port, &rt->mon,
                                &http_port, errmsg);
     }
@@ -160,6 +164,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "keeld: %s\n", errmsg);
         return EXIT_USAGE;
     }
+    if (cfg.log_level[0] != '\0') {
+        enum srv_log_level lvl = SRV_LOG_INFO;
+        if (srv_log_level_parse(cfg.log_level, &lvl, errmsg) == 0) {
+            srv_log_set_level(lvl, false);
+        }
+    }
     signal(SIGPIPE, SIG_IGN);
     /* Conn buffers of a few MB are freed and reallocated as traffic comes
      * and goes; keeping them on the heap (no mmap, no trim) reuses pages
@@ -183,6 +193,10 @@ int main(int argc, char **argv)
         unlink(rt.ports_path);
     }
     srv_monitor_stop(rt.mon);
+    /* Closed by srv_server_stop after a run; after a failed start the
+     * close runs in the next uv_run round. */
+    srv_metrics_stop(rt.srv.metrics);
+    uv_run(uv_default_loop(), UV_RUN_NOWAIT);
     if (rt.cluster_started) {
         if (code != 0) {
             /* The loop never ran: close the handles start opened. */
@@ -211,6 +225,7 @@ int main(int argc, char **argv)
     if (rt.lock_fd >= 0) {
         close(rt.lock_fd);
     }
+    srv_metrics_free(rt.srv.metrics);
     srv_config_release(&cfg);
     srv_log_close();
     return code;

@@ -179,6 +179,7 @@ enum opt_id {
     OPT_TRACE,
     OPT_DEBUG_TRACE,
     OPT_LOG,
+    OPT_LOG_LEVEL,
     OPT_PORTS_FILE_DIR,
     OPT_MAX_PAYLOAD,
     OPT_MAX_PENDING,
@@ -223,6 +224,7 @@ static const struct opt opts[] = {
     {{"V", "trace"}, OPT_TRACE, false},
     {{"DV"}, OPT_DEBUG_TRACE, false},
     {{"l", "log", "log_file"}, OPT_LOG, true},
+    {{"log-level", "log_level"}, OPT_LOG_LEVEL, true},
     {{"ports_file_dir"}, OPT_PORTS_FILE_DIR, true},
     {{"max_payload"}, OPT_MAX_PAYLOAD, true},
     {{"max_pending"}, OPT_MAX_PENDING, true},
@@ -405,6 +407,13 @@ static int apply_opt(struct srv_config *c, enum opt_id id, const char *v,
         return 0;
     case OPT_LOG:
         return copy_str(c->log_file, sizeof c->log_file, v, "log path", errmsg);
+    case OPT_LOG_LEVEL: {
+        enum srv_log_level lvl;
+        int rv = srv_log_level_parse(v, &lvl, errmsg);
+        return rv != 0 ? rv
+                       : copy_str(c->log_level, sizeof c->log_level, v,
+                                  "log level", errmsg);
+    }
     case OPT_PORTS_FILE_DIR:
         return copy_str(c->ports_file_dir, sizeof c->ports_file_dir, v,
                         "ports_file_dir", errmsg);
@@ -458,6 +467,7 @@ static const struct {
     {"trace", OPT_TRACE},
     {"logfile", OPT_LOG},
     {"log_file", OPT_LOG},
+    {"log_level", OPT_LOG_LEVEL},
     {"ports_file_dir", OPT_PORTS_FILE_DIR},
     {"max_payload", OPT_MAX_PAYLOAD},
     {"max_pending", OPT_MAX_PENDING},
@@ -869,6 +879,8 @@ const char *srv_config_usage(void)
            "  -sd, --store_dir DIR       data directory (keel-data)\n"
            "  -l, --log FILE             log to FILE instead of stderr\n"
            "  -D, -V, -DV                debug, trace, both\n"
+           "  --log-level LEVEL          error|warn|info|debug|trace (SIGHUP\n"
+           "                             re-reads log_level from the config)\n"
            "  --ports_file_dir DIR       write keeld_<pid>.ports there\n"
            "  --max_payload SIZE         largest message (1MB)\n"
            "  --max_pending SIZE         per-connection outbound limit\n"

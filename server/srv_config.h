@@ -35,6 +35,7 @@ struct srv_config {
     unsigned ping_max;
     bool debug;
     bool trace;
+    char log_level[16]; /* --log-level / log_level; "" = from debug/trace */
     enum srv_fsync_mode fsync;
     uint64_t fsync_interval_ms;
     /* Clustering is a later issue: these are accepted and stored only. */

@@ -502,6 +502,7 @@ int srv_conn_accept(struct srv_server *srv, uv_stream_t *listener)
     c->handles_open = 2;
     c->srv = srv;
     c->cid = ++srv->next_cid;
+    c->mon.start_ms = srv_now_ms();
     c->echo = true;
     srv_parser_init(&c->parser, (size_t)srv->cfg->max_payload);
     srv_hmap_init(&c->subs);

@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "srv_hmap.h"
+#include "srv_metrics.h"
 #include "srv_outq.h"
 #include "srv_parser.h"
 #include "srv_server.h"
@@ -40,6 +41,7 @@ struct srv_conn {
     bool backed_up;    /* pending above srv->stall_bytes; in srv->nbacked */
     struct srv_conn *stall_next;
     char peer[64];
+    struct srv_conn_mon mon; /* /connz counters (loop thread) */
     /* Security: perms is NULL when the user has no permission lists. */
     const struct srv_perms *perms;
     bool auth_pending; /* a password hash is checked on the worker pool */

@@ -63,6 +63,7 @@ uint64_t srv_js_pending_add(struct srv_js *js, enum srv_js_pend_kind kind,
     }
     p->id = ++js->next_id;
     p->kind = kind;
+    p->added_us = kind == SRV_JS_PEND_PUB ? srv_metrics_now_us() : 0;
     p->st = st;
     memcpy(p->reply, reply, n + 1);
     if (srv_hmap_put(&js->pending, (const char *)&p->id, sizeof p->id, p) !=
@@ -79,7 +80,12 @@ struct srv_js_pending *srv_js_pending_take(struct srv_js *js, uint64_t ctx)
     if (ctx == 0) {
         return NULL;
     }
-    return srv_hmap_del(&js->pending, (const char *)&ctx, sizeof ctx);
+    struct srv_js_pending *p =
+        srv_hmap_del(&js->pending, (const char *)&ctx, sizeof ctx);
+    if (p != NULL && p->kind == SRV_JS_PEND_PUB) {
+        srv_metrics_puback_observe(js->srv, srv_metrics_now_us() - p->added_us);
+    }
+    return p;
 }
 
 void srv_js_pending_drop_stream(struct srv_js *js, struct srv_stream *st)
@@ -273,6 +279,9 @@ static void meta_create(struct srv_js *js, const json_t *e,
     int rv = srv_stream_open_placed(js, cfg, nonce, created, &pl, &st, err);
     if (rv != 0) {
         SRV_ERROR("js", "stream %s not opened: %s", cfg->name, err);
+        js->streams_unopened++;
+        snprintf(js->unopened_why, sizeof js->unopened_why,
+                 "stream %.64s not opened: %.160s", cfg->name, err);
         meta_reply_err(js, ctx, SRV_JS_EUNAVAILABLE, NULL);
         return;
     }
@@ -402,6 +411,9 @@ static void meta_role(struct replica *r, uint8_t role, raft_node leader,
     (void)leader;
     js->meta_leader = role == RAFT_LEADER;
     srv_js_meta_role_cluster(js, r, leader);
+    if (js->meta_leader) {
+        srv_metrics_election(js->srv);
+    }
 }
 
 static void meta_failed(struct replica *r, int rv, const char *msg, void *arg)

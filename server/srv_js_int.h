@@ -41,6 +41,7 @@ struct srv_js_pending {
     uint64_t id;
     enum srv_js_pend_kind kind;
     struct srv_stream *st; /* NULL while a meta entry awaits commit */
+    uint64_t added_us;     /* srv_metrics_now_us() at add (PubAck latency) */
     char reply[];          /* NUL-terminated reply subject ("" = none) */
 };
 
@@ -83,6 +84,9 @@ struct srv_js {
     bool tick_open;
     bool stopping;
     uint64_t api_total, api_errors;
+    /* Streams the meta state names that failed to open (/healthz 503). */
+    uint32_t streams_unopened;
+    char unopened_why[256];
     /* Clustered JetStream (NULL when keeld runs without --cluster). */
     struct srv_jsc *jc;
     struct raft_config meta_cfg; /* latest applied meta configuration */

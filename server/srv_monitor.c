@@ -11,6 +11,7 @@
 
 #include "keel/error.h"
 #include "srv_log.h"
+#include "srv_metrics.h"
 #include "srv_monitor_tls.h"
 
 struct srv_monitor {
@@ -18,30 +19,33 @@ struct srv_monitor {
     struct srv_server *srv;
 };
 
-static void rfc3339_now(char *buf, size_t len)
+static json_t *varz_jetstream(const struct srv_mon_snap *snap)
 {
-    struct timespec ts;
-    struct tm tm;
-    char base[32];
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, len, "%s.%09ldZ", base, ts.tv_nsec);
+    if (!snap->js_enabled) {
+        return NULL;
+    }
+    return json_pack(
+        "{s:{s:s}, s:{s:I, s:I, s:I, s:I, s:I, s:{s:I, s:I}}, "
+        "s:{s:s, s:I, s:I}}",
+        "config", "store_dir", snap->store_dir, "stats", "memory",
+        (json_int_t)0, "storage", (json_int_t)snap->bytes, "streams",
+        (json_int_t)snap->nstreams, "consumers", (json_int_t)snap->consumers,
+        "messages", (json_int_t)snap->messages, "api", "total",
+        (json_int_t)snap->api_total, "errors", (json_int_t)snap->api_errors,
+        "meta", "role", snap->meta.role, "leader",
+        (json_int_t)snap->meta.leader, "term", (json_int_t)snap->meta.term);
 }
 
-static char *varz_json(struct srv_monitor *m)
+static char *varz_json(struct srv_monitor *m, const struct srv_mon_snap *snap)
 {
     struct srv_server *srv = m->srv;
     const struct srv_config *cfg = srv->cfg;
-    struct srv_stats st;
+    const struct srv_stats *st = &snap->stats;
     char now[64];
     char uptime[64];
 
-    srv_server_stats(srv, &st);
-    rfc3339_now(now, sizeof now);
-    uint64_t up_s = (srv_now_ms() - srv->start_ms) / 1000;
-    snprintf(uptime, sizeof uptime, "%llus", (unsigned long long)up_s);
+    srv_mon_rfc3339(snap->taken_ms, now, sizeof now);
+    srv_mon_duration(snap->taken_ms - snap->start_ms, uptime, sizeof uptime);
     json_t *o = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
         "s:I, s:I}",
@@ -49,12 +53,12 @@ static char *varz_json(struct srv_monitor *m)
         cfg->name[0] != '\0' ? cfg->name : srv->server_id, "version",
         SRV_VERSION_ADVERTISED, "now", now, "uptime", uptime, "port", srv->port,
         "max_payload", (json_int_t)cfg->max_payload, "connections",
-        (json_int_t)st.connections, "total_connections",
-        (json_int_t)st.total_connections, "in_msgs", (json_int_t)st.in_msgs,
-        "out_msgs", (json_int_t)st.out_msgs, "in_bytes",
-        (json_int_t)st.in_bytes, "out_bytes", (json_int_t)st.out_bytes,
-        "subscriptions", (json_int_t)st.subscriptions, "slow_consumers",
-        (json_int_t)st.slow_consumers);
+        (json_int_t)st->connections, "total_connections",
+        (json_int_t)st->total_connections, "in_msgs", (json_int_t)st->in_msgs,
+        "out_msgs", (json_int_t)st->out_msgs, "in_bytes",
+        (json_int_t)st->in_bytes, "out_bytes", (json_int_t)st->out_bytes,
+        "subscriptions", (json_int_t)st->subscriptions, "slow_consumers",
+        (json_int_t)st->slow_consumers);
     if (o == NULL) {
         return NULL;
     }
@@ -66,26 +70,164 @@ static char *varz_json(struct srv_monitor *m)
         }
         free(cj);
     }
+    json_t *js = varz_jetstream(snap);
+    if (js != NULL) {
+        json_object_set_new(o, "jetstream", js);
+    }
     char *s = json_dumps(o, JSON_PRESERVE_ORDER | JSON_INDENT(2));
     json_decref(o);
     return s;
 }
 
-static enum MHD_Result reply(struct MHD_Connection *conn, unsigned code,
-                             char *body)
+/* Queue body (malloc'ed, consumed; NULL means out of memory: 500). */
+static enum MHD_Result reply_typed(struct MHD_Connection *conn, unsigned code,
+                                   char *body, const char *type)
 {
-    struct MHD_Response *r = MHD_create_response_from_buffer(
-        strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    static char oom[] = "{\"error\":\"out of memory\"}";
+    struct MHD_Response *r;
     enum MHD_Result ret;
 
+    if (body == NULL) {
+        r = MHD_create_response_from_buffer(strlen(oom), oom,
+                                            MHD_RESPMEM_PERSISTENT);
+        code = 500;
+        type = "application/json";
+    } else {
+        r = MHD_create_response_from_buffer(strlen(body), body,
+                                            MHD_RESPMEM_MUST_FREE);
+    }
     if (r == NULL) {
         free(body);
         return MHD_NO;
     }
-    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Content-Type", type);
     ret = MHD_queue_response(conn, code, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned code,
+                             char *body)
+{
+    return reply_typed(conn, code, body, "application/json");
+}
+
+/* A query flag: present with no value, "true" or "1". */
+static bool query_flag(struct MHD_Connection *conn, const char *key)
+{
+    const char *v =
+        MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
+    if (v == NULL) {
+        return false;
+    }
+    return v[0] == '\0' || strcmp(v, "true") == 0 || strcmp(v, "1") == 0;
+}
+
+static uint64_t query_uint(struct MHD_Connection *conn, const char *key,
+                           uint64_t dflt)
+{
+    const char *v =
+        MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
+    if (v == NULL || v[0] < '0' || v[0] > '9') {
+        return dflt;
+    }
+    return strtoull(v, NULL, 10);
+}
+
+/* Warnings that do not make the node unhealthy (DESIGN §6). */
+static json_t *health_warnings(const struct srv_mon_snap *snap)
+{
+    json_t *w = json_array();
+    char text[4400];
+    if (w != NULL && snap->quarantined_orphans > 0) {
+        snprintf(text, sizeof text,
+                 "%u quarantined orphan file(s) in %s/js/quarantine/orphans: "
+                 "inspect, then restore or remove them",
+                 snap->quarantined_orphans, snap->store_dir);
+        json_array_append_new(w, json_string(text));
+    }
+    if (w != NULL && snap->quarantined_files > 0) {
+        snprintf(text, sizeof text,
+                 "%u quarantined file(s) in %s/js/quarantine (damaged data "
+                 "kept for inspection)",
+                 snap->quarantined_files, snap->store_dir);
+        json_array_append_new(w, json_string(text));
+    }
+    return w;
+}
+
+static enum MHD_Result healthz(struct MHD_Connection *conn,
+                               const struct srv_mon_snap *snap)
+{
+    char why[256] = "";
+    bool ok = true;
+    if (!query_flag(conn, "js-server-only") &&
+        !query_flag(conn, "js-enabled-only")) {
+        ok = srv_mon_healthy(snap, why, sizeof why);
+    }
+    json_t *o =
+        ok ? json_pack("{s:s}", "status", "ok")
+           : json_pack("{s:s, s:s}", "status", "unavailable", "error", why);
+    json_t *w = health_warnings(snap);
+    if (o != NULL && w != NULL && json_array_size(w) > 0) {
+        json_object_set_new(o, "warnings", w);
+        w = NULL;
+    }
+    json_decref(w);
+    char *body = NULL;
+    if (o != NULL) {
+        body = json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT);
+        json_decref(o);
+    }
+    return reply(conn, ok ? 200 : 503, body);
+}
+
+/* Endpoints served from a stats snapshot; NULL snap: 503. */
+static enum MHD_Result serve_snap(struct srv_monitor *m,
+                                  struct MHD_Connection *conn, const char *url,
+                                  const struct srv_mon_snap *snap)
+{
+    const char *id = m->srv->server_id;
+    if (snap == NULL) {
+        return reply(conn, 503,
+                     strdup("{\"error\":\"no stats yet: retry shortly\"}"));
+    }
+    if (strcmp(url, "/healthz") == 0) {
+        return healthz(conn, snap);
+    }
+    if (strcmp(url, "/varz") == 0) {
+        return reply(conn, 200, varz_json(m, snap));
+    }
+    if (strcmp(url, "/connz") == 0) {
+        uint64_t limit = query_uint(conn, "limit", SRV_MON_CONNZ_LIMIT_DEFAULT);
+        return reply(conn, 200,
+                     srv_mon_connz_json(snap, id, query_uint(conn, "offset", 0),
+                                        limit > SRV_MON_CONNS_MAX
+                                            ? SRV_MON_CONNS_MAX
+                                            : limit));
+    }
+    if (strcmp(url, "/jsz") == 0) {
+        bool detail =
+            query_flag(conn, "streams") || query_flag(conn, "consumers");
+        return reply(conn, 200, srv_mon_jsz_json(snap, id, detail));
+    }
+    char why[8];
+    return reply_typed(
+        conn, 200,
+        srv_mon_metrics_text(snap, srv_mon_healthy(snap, why, sizeof why)),
+        "text/plain; version=0.0.4; charset=utf-8");
+}
+
+static bool snap_endpoint(const char *url)
+{
+    static const char *const urls[] = {"/healthz", "/varz", "/connz", "/jsz",
+                                       "/metrics"};
+    for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++) {
+        if (strcmp(url, urls[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
@@ -102,15 +244,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
     if (strcmp(method, "GET") != 0) {
         return reply(conn, 405, strdup("{\"error\":\"use GET\"}"));
     }
-    if (strcmp(url, "/healthz") == 0) {
-        return reply(conn, 200, strdup("{\"status\":\"ok\"}"));
-    }
-    if (strcmp(url, "/varz") == 0) {
-        char *s = varz_json(m);
-        if (s == NULL) {
-            return reply(conn, 500, strdup("{\"error\":\"out of memory\"}"));
-        }
-        return reply(conn, 200, s);
+    if (snap_endpoint(url)) {
+        struct srv_mon_snap *snap = srv_metrics_acquire(m->srv->metrics);
+        enum MHD_Result ret = serve_snap(m, conn, url, snap);
+        srv_metrics_release(m->srv->metrics, snap);
+        return ret;
     }
     if (strcmp(url, "/routez") == 0) {
         char *s = srv_server_cluster_json(m->srv, true);
@@ -118,7 +256,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
                      s != NULL ? s
                                : strdup("{\"num_routes\":0,\"routes\":[]}"));
     }
-    return reply(conn, 404, strdup("{\"error\":\"not found\"}"));
+    return reply(conn, 404,
+                 strdup("{\"error\":\"not found: try /healthz, /varz, "
+                        "/connz, /jsz, /routez or /metrics\"}"));
 }
 
 int srv_monitor_start(struct srv_server *srv, const char *addr, int port,
@@ -127,6 +267,7 @@ int srv_monitor_start(struct srv_server *srv, const char *addr, int port,
     struct srv_monitor *m = calloc(1, sizeof *m);
     struct sockaddr_in sa;
 
+    ASSERT(srv->metrics != NULL);
     if (m == NULL) {
         return KEEL_ENOMEM;
     }

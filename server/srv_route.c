@@ -198,6 +198,9 @@ static bool deliver(struct srv_conn *pub, struct srv_sub *sub,
     }
     d->srv->stats.out_msgs++;
     d->srv->stats.out_bytes += total;
+    d->mon.out_msgs++;
+    d->mon.out_bytes += total;
+    d->mon.last_ms = uv_now(d->srv->loop);
     mark_dirty(d);
     if (d->out.bytes >= SRV_CONN_FLUSH_BYTES && !d->writing) {
         srv_conn_flush(d);
@@ -327,6 +330,9 @@ static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
 
     srv->stats.in_msgs++;
     srv->stats.in_bytes += cmd->total_bytes;
+    c->mon.in_msgs++;
+    c->mon.in_bytes += cmd->total_bytes;
+    c->mon.last_ms = uv_now(srv->loop);
     if (c->pedantic &&
         !srv_subject_valid(cmd->subject.ptr, cmd->subject.len, false)) {
         send_err(c, "Invalid Publish Subject");
@@ -386,6 +392,17 @@ static bool json_flag(const json_t *o, const char *key, bool dflt)
     return v == NULL ? dflt : json_is_true(v);
 }
 
+/* CONNECT's name, lang and version, for /connz (truncated to fit). */
+static void conn_identity(struct srv_conn *c, const json_t *o)
+{
+    const char *v = json_string_value(json_object_get(o, "name"));
+    snprintf(c->mon.name, sizeof c->mon.name, "%s", v != NULL ? v : "");
+    v = json_string_value(json_object_get(o, "lang"));
+    snprintf(c->mon.lang, sizeof c->mon.lang, "%s", v != NULL ? v : "");
+    v = json_string_value(json_object_get(o, "version"));
+    snprintf(c->mon.version, sizeof c->mon.version, "%s", v != NULL ? v : "");
+}
+
 static int on_connect(struct srv_conn *c, const struct srv_cmd *cmd)
 {
     json_error_t jerr;
@@ -412,6 +429,7 @@ static int on_connect(struct srv_conn *c, const struct srv_cmd *cmd)
         err = "no responders requires headers support";
         goto out;
     }
+    conn_identity(c, o);
     struct srv_auth_creds creds = {
         json_string_value(json_object_get(o, "user")),
         json_string_value(json_object_get(o, "pass")),

@@ -139,6 +139,9 @@ static void sighup_cb(uv_signal_t *s, int signum)
     char errmsg[KEEL_ERRMSG_MAX] = "";
 
     (void)signum;
+    if (srv_log_reload(srv->cfg->config_file, errmsg) != 0) {
+        SRV_ERROR("server", "log level not reloaded: %s", errmsg);
+    }
     if (srv->tls == NULL) {
         SRV_INFO("server", "received SIGHUP: no TLS files to reload");
         return;
@@ -368,6 +371,7 @@ void srv_server_stop(struct srv_server *srv)
         return;
     }
     srv->stopping = true;
+    srv_metrics_stop(srv->metrics);
     if (srv->cluster != NULL) {
         srv_cluster_stop(srv->cluster);
     }

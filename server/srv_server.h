@@ -21,6 +21,7 @@ struct srv_conn;
 struct srv_js;
 struct srv_monitor;
 struct srv_cluster;
+struct srv_metrics;
 
 struct srv_stats {
     uint64_t in_msgs;
@@ -72,6 +73,7 @@ struct srv_server {
     struct srv_cluster *cluster; /* NULL when not clustered */
     char *cluster_json;          /* /varz "cluster", under stats_mu */
     char *routez_json;           /* /routez, under stats_mu */
+    struct srv_metrics *metrics; /* monitoring snapshots; NULL when off */
     char read_buf[SRV_READ_BYTES];
     char tls_plain[SRV_TLS_CHUNK_BYTES]; /* decrypted input, like read_buf */
 };

@@ -10,6 +10,7 @@
 #include "keel/error.h"
 #include "srv_js_int.h"
 #include "srv_log.h"
+#include "srv_metrics.h"
 #include "srv_server.h"
 
 const char *srv_stream_name(const struct srv_stream *st)
@@ -433,6 +434,7 @@ static void stream_role(struct replica *r, uint8_t role, raft_node leader,
     st->leader = role == RAFT_LEADER;
     srv_stream_role_cluster(st, r, leader);
     if (st->leader) {
+        srv_metrics_election(st->js->srv);
         /* The latest meta config, at a log point every replica sees
          * (also heals a crash between the meta commit and this entry). */
         propose_config(st);

@@ -151,6 +151,21 @@ _Static_assert(SRV_CLUSTER_PING_MS * 3 <= SRV_CLUSTER_DEAD_MS,
 _Static_assert(SRV_CLUSTER_FRAME_BYTES_MAX < SRV_CLUSTER_LINK_PENDING_BYTES_MAX,
                "a link queue must hold at least one frame");
 
+/* ---- server: monitoring (srv_monitor*, srv_metrics*) ---- */
+/* Conns copied into one stats snapshot (/connz lists at most these). */
+#define SRV_MON_CONNS_MAX 4096
+/* /connz default and largest page. */
+#define SRV_MON_CONNZ_LIMIT_DEFAULT 1024
+/* The HTTP thread waits this long for the loop to refresh the snapshot,
+ * then serves the previous one. */
+#define SRV_MON_REFRESH_WAIT_MS 1000
+/* Applied this far behind commit counts as "not caught up" in /healthz. */
+#define SRV_MON_HEALTH_LAG_MAX 10000
+/* Buckets of the latency histograms in /metrics (the last is +Inf). */
+#define SRV_MON_HIST_BUCKETS 16
+/* Bytes of one /metrics or /jsz body. */
+#define SRV_MON_BODY_BYTES_MAX (16u * 1024 * 1024)
+
 /* ---- server: JetStream across the cluster (srv_js_cluster*, srv_js_meta*)
  */
 #define SRV_JSC_NODES_MAX 64         /* node directory entries */
@@ -277,6 +292,17 @@ _Static_assert(SNAP_CHUNK_DATA_BYTES + 64 <= RAFT_MSG_BYTES_MAX,
 #define CLI_BENCH_WAIT_MS_MAX (60ll * 60 * 1000)
 #define CLI_BENCH_TICK_MS 100
 #define CLI_BENCH_FETCH_BATCH_MAX 10000 /* messages per pull request */
+/* Human output (cli_fmt): table rows kept (more are counted), columns. */
+#define CLI_TABLE_ROWS_MAX 1024
+#define CLI_TABLE_COLS_MAX 8
+#define CLI_PROGRESS_MS 200 /* progress bar redraw interval */
+/* JetStream commands: pages read by ls (x 256 names), messages per
+ * consumer next, and the backup archive (cli_backup). */
+#define CLI_JS_PAGES_MAX 64
+#define CLI_NEXT_MSGS_MAX 100000
+#define CLI_BACKUP_MSGS_MAX (1ll << 40)
+#define CLI_BACKUP_CONFIG_BYTES_MAX (1024 * 1024)
+#define CLI_BACKUP_WINDOW 1024 /* restore: publishes in flight */
 /* keel store dump (cli_store*.c): group directories listed, streams named
  * by the meta log, meta entries decoded. */
 #define CLI_STORE_GROUPS_MAX 4096

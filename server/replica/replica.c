@@ -688,7 +688,10 @@ void replica_info(const struct replica *r, struct replica_info *out)
                                  .commit = r->raft.commit,
                                  .applied = r->applied,
                                  .persisted = r->persisted,
-                                 .started = r->started};
+                                 .started = r->started,
+                                 .leader = r->raft.leader,
+                                 .faulty = r->raft.faulty,
+                                 .amnesiac = r->raft.amnesiac};
 }
 
 struct store_group *replica_store_group(struct replica *r)

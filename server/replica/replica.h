@@ -149,6 +149,9 @@ struct replica_info {
     raft_index applied;
     raft_index persisted; /* last persisted index reported to raft */
     bool started;
+    raft_node leader;  /* known leader; 0: none (monitoring) */
+    raft_index faulty; /* first faulty index; 0: none (monitoring) */
+    bool amnesiac;     /* (monitoring, /healthz) */
 };
 void replica_info(const struct replica *r, struct replica_info *out);
 struct store_group *replica_store_group(struct replica *r);

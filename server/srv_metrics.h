@@ -1,0 +1,142 @@
+/* srv_metrics: the stats the monitoring thread serves (DESIGN §6).
+ *
+ * The loop thread owns every counter. On request (an HTTP query asks
+ * through a uv_async and waits at most SRV_MON_REFRESH_WAIT_MS) it copies
+ * what /connz, /jsz, /healthz and /metrics need into an immutable,
+ * reference-counted struct srv_mon_snap. The HTTP thread reads only such
+ * snapshots; it never touches loop-owned structures.
+ */
+#ifndef SRV_METRICS_H
+#define SRV_METRICS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "keel/assert.h"
+#include "keel/limits.h"
+#include "srv_server.h"
+
+/* Per-conn counters kept in struct srv_conn (loop thread). */
+struct srv_conn_mon {
+    char name[64]; /* from CONNECT; truncated */
+    char lang[16];
+    char version[32];
+    uint64_t in_msgs, in_bytes, out_msgs, out_bytes;
+    uint64_t start_ms; /* srv_now_ms() at accept */
+    uint64_t last_ms;  /* uv_now of the last message in or out */
+};
+
+/* A latency histogram: counts[i] counts observations at or below
+ * srv_mon_hist_bounds_us[i] (cumulative sums are made when printed). */
+struct srv_mon_hist {
+    uint64_t counts[SRV_MON_HIST_BUCKETS];
+    uint64_t count;
+    uint64_t sum_us;
+};
+
+/* Upper bounds in microseconds; the last bucket is +Inf (UINT64_MAX). */
+extern const uint64_t srv_mon_hist_bounds_us[SRV_MON_HIST_BUCKETS];
+
+/* Add one observation (pure; no locking: the owner serialises). */
+void srv_mon_hist_add(struct srv_mon_hist *h, uint64_t us);
+
+struct srv_mon_conn {
+    uint64_t cid;
+    char ip[64];
+    int port;
+    struct srv_conn_mon mon;
+    uint64_t subscriptions;
+    uint64_t pending_bytes;
+};
+
+/* One Raft group on this node. */
+struct srv_mon_group {
+    char name[SRV_JS_NAME_BYTES_MAX + 8]; /* "_meta_" or the stream name */
+    bool is_meta;
+    bool started;
+    const char *role; /* "leader", "follower", "candidate", ... (static) */
+    uint64_t leader;  /* raft node id of the known leader; 0: none */
+    uint64_t term, last_index, commit, applied;
+    uint64_t faulty; /* first faulty index; 0: none */
+    bool amnesiac;
+    bool failed; /* the group hit a store error */
+};
+
+struct srv_mon_stream {
+    char name[SRV_JS_NAME_BYTES_MAX + 1];
+    uint64_t messages, bytes, first_seq, last_seq, consumers;
+    int64_t replicas;
+    struct srv_mon_group group;
+};
+
+struct srv_mon_snap {
+    int refs; /* under the metrics mutex */
+    uint64_t gen;
+    uint64_t taken_ms;    /* srv_now_ms() when gathered */
+    uint64_t loop_now_ms; /* uv_now() then (the clock of conns' last_ms) */
+    struct srv_stats stats;
+    uint64_t start_ms;
+    /* Conns: the first SRV_MON_CONNS_MAX in accept order. */
+    struct srv_mon_conn *conns;
+    size_t nconns;
+    size_t nconns_total;
+    /* JetStream (js_enabled false: the rest is zero). */
+    bool js_enabled;
+    char store_dir[4096]; /* as srv_config.store_dir */
+    struct srv_mon_group meta;
+    struct srv_mon_stream *streams;
+    size_t nstreams;
+    uint64_t consumers, messages, bytes;
+    uint64_t api_total, api_errors;
+    uint32_t streams_unopened; /* named by the meta state, not opened */
+    char unopened_why[256];
+    uint64_t fdatasyncs, batches, records_written;
+    uint64_t elections;           /* times a local group became leader */
+    unsigned quarantined_files;   /* <data>/quarantine, orphans aside */
+    unsigned quarantined_orphans; /* <data>/quarantine/orphans */
+    struct srv_mon_hist puback;   /* publish proposal to PubAck */
+};
+
+struct srv_metrics;
+
+/* Create the metrics hub on the loop thread (after srv_server_init). The
+ * async handle is unref'd: it never keeps the loop alive. Returns 0 or
+ * KEEL_ENOMEM. */
+KEEL_MUST_USE int srv_metrics_init(struct srv_server *srv, uv_loop_t *loop,
+                                   struct srv_metrics **out);
+
+/* Loop thread, as the server stops: close the async handle and release
+ * every waiting HTTP query (they get the last snapshot). Idempotent; NULL
+ * is fine. */
+void srv_metrics_stop(struct srv_metrics *m);
+
+/* After the loop ended and the monitor thread stopped: free m. */
+void srv_metrics_free(struct srv_metrics *m);
+
+/* Any thread but the loop's: a snapshot refreshed through the loop (a
+ * bounded wait; the previous snapshot if the loop does not answer). Returns a
+ * reference the caller drops with srv_metrics_release, or NULL when none could
+ * be made (out of memory before the first snapshot). */
+struct srv_mon_snap *srv_metrics_acquire(struct srv_metrics *m);
+void srv_metrics_release(struct srv_metrics *m, struct srv_mon_snap *s);
+
+/* Loop-thread hooks (m may be NULL: monitoring off or not yet created). */
+void srv_metrics_puback_observe(struct srv_server *srv, uint64_t us);
+void srv_metrics_election(struct srv_server *srv);
+
+/* Monotonic microseconds (for latency stamps). */
+uint64_t srv_metrics_now_us(void);
+
+/* ---- srv_metrics_js.c: the JetStream part of a gather (loop thread) ---- */
+/* Fill snap's JetStream fields from srv->js (absent: js_enabled false).
+ * Returns 0 or KEEL_ENOMEM. */
+int srv_metrics_gather_js(struct srv_server *srv, struct srv_mon_snap *snap);
+
+/* Health per DESIGN §6: writes a reason into why (len bytes) and returns
+ * false while any local group is failed, faulty, amnesiac or not caught
+ * up, or JetStream has no meta leader. Pure over snap. */
+bool srv_mon_healthy(const struct srv_mon_snap *snap, char *why, size_t len);
+
+#endif

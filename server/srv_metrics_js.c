@@ -1,0 +1,191 @@
+/* srv_metrics_js: the JetStream half of a stats snapshot (loop thread) and
+ * the /healthz verdict over a snapshot (pure).
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keel/error.h"
+#include "srv_js_int.h"
+#include "srv_metrics.h"
+#include "srv_server.h"
+
+static const char *role_name(uint8_t role)
+{
+    switch (role) {
+    case RAFT_FOLLOWER:
+        return "follower";
+    case RAFT_PRE_CANDIDATE:
+        return "pre-candidate";
+    case RAFT_CANDIDATE:
+        return "candidate";
+    case RAFT_LEADER:
+        return "leader";
+    default:
+        return "none";
+    }
+}
+
+static void group_of(struct replica *r, const char *name, bool is_meta,
+                     struct srv_mon_group *g)
+{
+    struct replica_info ri;
+    memset(g, 0, sizeof *g);
+    snprintf(g->name, sizeof g->name, "%s", name);
+    g->is_meta = is_meta;
+    g->role = "none";
+    if (r == NULL) {
+        return;
+    }
+    replica_info(r, &ri);
+    g->started = ri.started;
+    g->role = role_name(ri.role);
+    g->leader = ri.leader;
+    g->term = ri.term;
+    g->last_index = ri.last_index;
+    g->commit = ri.commit;
+    g->applied = ri.applied;
+    g->faulty = ri.faulty;
+    g->amnesiac = ri.amnesiac;
+}
+
+/* Entries of dir, without "." and ".." and without a subdirectory named
+ * skip (may be NULL). Bounded by SRV_MON_CONNS_MAX: a count past it is
+ * reported as that. */
+static unsigned count_entries(const char *dir, const char *skip)
+{
+    DIR *d = opendir(dir);
+    unsigned n = 0;
+    if (d == NULL) {
+        return 0;
+    }
+    struct dirent *e;
+    while (n < SRV_MON_CONNS_MAX && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+            (skip != NULL && strcmp(e->d_name, skip) == 0)) {
+            continue;
+        }
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static void gather_quarantine(const char *store_dir, struct srv_mon_snap *s)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/js/quarantine", store_dir);
+    s->quarantined_files = count_entries(path, "orphans");
+    snprintf(path, sizeof path, "%s/js/quarantine/orphans", store_dir);
+    s->quarantined_orphans = count_entries(path, NULL);
+}
+
+static void gather_stream(struct srv_stream *st, struct srv_mon_stream *ms)
+{
+    const struct srv_consumer_ops *ops = srv_js_consumer_ops(st->js);
+    struct srv_stream_state state;
+
+    srv_stream_state(st, &state);
+    snprintf(ms->name, sizeof ms->name, "%s", st->cfg.name);
+    ms->messages = state.msgs;
+    ms->bytes = state.bytes;
+    ms->first_seq = state.first_seq;
+    ms->last_seq = state.last_seq;
+    ms->consumers = ops != NULL && ops->consumer_count != NULL
+                        ? ops->consumer_count(st)
+                        : 0;
+    ms->replicas = st->cfg.num_replicas;
+    group_of(st->r, st->cfg.name, false, &ms->group);
+    ms->group.failed = st->failed;
+}
+
+int srv_metrics_gather_js(struct srv_server *srv, struct srv_mon_snap *s)
+{
+    struct srv_js *js = srv->js;
+    if (js == NULL) {
+        return 0;
+    }
+    s->js_enabled = true;
+    snprintf(s->store_dir, sizeof s->store_dir, "%s", srv->cfg->store_dir);
+    group_of(js->meta, "_meta_", true, &s->meta);
+    s->api_total = js->api_total;
+    s->api_errors = js->api_errors;
+    s->streams_unopened = js->streams_unopened;
+    snprintf(s->unopened_why, sizeof s->unopened_why, "%s", js->unopened_why);
+    if (js->store != NULL) {
+        struct store_stats ss;
+        store_stats(js->store, &ss);
+        s->fdatasyncs = ss.fdatasyncs;
+        s->batches = ss.batches;
+        s->records_written = ss.records_written;
+    }
+    gather_quarantine(srv->cfg->store_dir, s);
+    ASSERT(js->nstreams <= SRV_JS_STREAMS_MAX);
+    if (js->nstreams == 0) {
+        return 0;
+    }
+    s->streams = calloc(js->nstreams, sizeof *s->streams);
+    if (s->streams == NULL) {
+        return KEEL_ENOMEM;
+    }
+    for (uint32_t i = 0; i < js->nstreams; i++) {
+        struct srv_mon_stream *ms = &s->streams[i];
+        gather_stream(js->streams[i], ms);
+        s->consumers += ms->consumers;
+        s->messages += ms->messages;
+        s->bytes += ms->bytes;
+    }
+    s->nstreams = js->nstreams;
+    return 0;
+}
+
+static bool group_healthy(const struct srv_mon_group *g, char *why, size_t len)
+{
+    if (g->failed) {
+        snprintf(why, len, "group %s stopped on a store error", g->name);
+        return false;
+    }
+    if (g->faulty != 0) {
+        snprintf(why, len, "group %s has a faulty log range from index %llu",
+                 g->name, (unsigned long long)g->faulty);
+        return false;
+    }
+    if (g->amnesiac) {
+        snprintf(why, len, "group %s is amnesiac (lost synced state)", g->name);
+        return false;
+    }
+    if (!g->started || g->applied + SRV_MON_HEALTH_LAG_MAX < g->commit) {
+        snprintf(why, len, "group %s is not caught up (applied %llu of %llu)",
+                 g->name, (unsigned long long)g->applied,
+                 (unsigned long long)g->commit);
+        return false;
+    }
+    return true;
+}
+
+bool srv_mon_healthy(const struct srv_mon_snap *snap, char *why, size_t len)
+{
+    if (!snap->js_enabled) {
+        return true;
+    }
+    if (snap->meta.leader == 0 && strcmp(snap->meta.role, "leader") != 0) {
+        snprintf(why, len,
+                 "JetStream has not established contact with a meta leader");
+        return false;
+    }
+    if (!group_healthy(&snap->meta, why, len)) {
+        return false;
+    }
+    if (snap->streams_unopened > 0) {
+        snprintf(why, len, "%u stream(s) could not open; last: %s",
+                 snap->streams_unopened, snap->unopened_why);
+        return false;
+    }
+    for (size_t i = 0; i < snap->nstreams; i++) {
+        if (!group_healthy(&snap->streams[i].group, why, len)) {
+            return false;
+        }
+    }
+    return true;
+}

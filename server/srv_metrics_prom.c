@@ -1,0 +1,172 @@
+/* srv_metrics_prom: /metrics in the Prometheus text exposition format
+ * (version 0.0.4), built from a stats snapshot only. Every family has one
+ * HELP and one TYPE line before its samples; counters end in _total.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srv_metrics.h"
+#include "srv_monitor.h"
+
+static void family(FILE *f, const char *name, const char *type,
+                   const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void scalar(FILE *f, const char *name, const char *type,
+                   const char *help, uint64_t v)
+{
+    family(f, name, type, help);
+    fprintf(f, "%s %llu\n", name, (unsigned long long)v);
+}
+
+/* A label value with backslash, double quote and newline escaped. */
+static void label_value(FILE *f, const char *v)
+{
+    for (size_t i = 0; v[i] != '\0' && i < SRV_JS_NAME_BYTES_MAX + 8; i++) {
+        if (v[i] == '\\' || v[i] == '"') {
+            fputc('\\', f);
+            fputc(v[i], f);
+        } else if (v[i] == '\n') {
+            fputs("\\n", f);
+        } else {
+            fputc(v[i], f);
+        }
+    }
+}
+
+static void histogram(FILE *f, const char *name, const char *help,
+                      const struct srv_mon_hist *h)
+{
+    uint64_t cum = 0;
+    family(f, name, "histogram", help);
+    for (size_t i = 0; i < SRV_MON_HIST_BUCKETS; i++) {
+        cum += h->counts[i];
+        if (srv_mon_hist_bounds_us[i] == UINT64_MAX) {
+            fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name,
+                    (unsigned long long)cum);
+        } else {
+            fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name,
+                    (double)srv_mon_hist_bounds_us[i] / 1e6,
+                    (unsigned long long)cum);
+        }
+    }
+    fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, (double)h->sum_us / 1e6,
+            name, (unsigned long long)h->count);
+}
+
+static void server_families(FILE *f, const struct srv_mon_snap *s)
+{
+    const struct srv_stats *st = &s->stats;
+    scalar(f, "keel_connections", "gauge", "Client connections open now.",
+           st->connections);
+    scalar(f, "keel_connections_total", "counter",
+           "Client connections accepted since start.", st->total_connections);
+    scalar(f, "keel_subscriptions", "gauge", "Subscriptions registered now.",
+           st->subscriptions);
+    scalar(f, "keel_in_msgs_total", "counter",
+           "Messages received from clients and routes.", st->in_msgs);
+    scalar(f, "keel_in_bytes_total", "counter",
+           "Payload bytes received from clients and routes.", st->in_bytes);
+    scalar(f, "keel_out_msgs_total", "counter",
+           "Messages delivered to clients.", st->out_msgs);
+    scalar(f, "keel_out_bytes_total", "counter",
+           "Payload bytes delivered to clients.", st->out_bytes);
+    scalar(f, "keel_slow_consumers_total", "counter",
+           "Connections cut off as slow consumers.", st->slow_consumers);
+    scalar(f, "keel_uptime_seconds", "gauge", "Seconds since keeld started.",
+           (s->taken_ms - s->start_ms) / 1000);
+}
+
+/* One gauge family with a sample per Raft group (label group="..."). */
+static void per_group(FILE *f, const struct srv_mon_snap *s, const char *name,
+                      const char *help, size_t field)
+{
+    family(f, name, "gauge", help);
+    for (size_t i = 0; i <= s->nstreams; i++) {
+        const struct srv_mon_group *g =
+            i == 0 ? &s->meta : &s->streams[i - 1].group;
+        uint64_t v = *(const uint64_t *)((const char *)g + field);
+        fprintf(f, "%s{group=\"", name);
+        label_value(f, g->name);
+        fprintf(f, "\"} %llu\n", (unsigned long long)v);
+    }
+}
+
+static void raft_families(FILE *f, const struct srv_mon_snap *s)
+{
+    per_group(f, s, "keel_raft_term", "Current Raft term of the group.",
+              offsetof(struct srv_mon_group, term));
+    per_group(f, s, "keel_raft_commit_index", "Highest committed index.",
+              offsetof(struct srv_mon_group, commit));
+    per_group(f, s, "keel_raft_applied_index", "Highest applied index.",
+              offsetof(struct srv_mon_group, applied));
+    per_group(f, s, "keel_raft_last_index", "Last index in the local log.",
+              offsetof(struct srv_mon_group, last_index));
+    family(f, "keel_raft_leader", "gauge",
+           "1 while this node leads the group.");
+    for (size_t i = 0; i <= s->nstreams; i++) {
+        const struct srv_mon_group *g =
+            i == 0 ? &s->meta : &s->streams[i - 1].group;
+        fprintf(f, "keel_raft_leader{group=\"");
+        label_value(f, g->name);
+        fprintf(f, "\"} %d\n", strcmp(g->role, "leader") == 0 ? 1 : 0);
+    }
+    scalar(f, "keel_raft_elections_total", "counter",
+           "Times a local group became leader.", s->elections);
+}
+
+static void js_families(FILE *f, const struct srv_mon_snap *s)
+{
+    scalar(f, "keel_js_streams", "gauge", "Streams on this node.", s->nstreams);
+    scalar(f, "keel_js_consumers", "gauge", "Consumers on this node.",
+           s->consumers);
+    scalar(f, "keel_js_messages", "gauge", "Messages stored in streams.",
+           s->messages);
+    scalar(f, "keel_js_bytes", "gauge", "Bytes stored in streams.", s->bytes);
+    scalar(f, "keel_js_api_requests_total", "counter",
+           "JetStream API requests answered.", s->api_total);
+    scalar(f, "keel_js_api_errors_total", "counter",
+           "JetStream API requests answered with an error.", s->api_errors);
+    histogram(f, "keel_js_puback_latency_seconds",
+              "Time from a publish's Raft proposal to its PubAck.", &s->puback);
+    scalar(f, "keel_store_fdatasyncs_total", "counter",
+           "Segment fdatasyncs issued by the store.", s->fdatasyncs);
+    scalar(f, "keel_store_batches_total", "counter",
+           "Write batches (group commits) of the store.", s->batches);
+    scalar(f, "keel_store_records_written_total", "counter",
+           "Log records written; divided by batches it is the batch size.",
+           s->records_written);
+    scalar(f, "keel_quarantined_files", "gauge",
+           "Files in <data>/quarantine (damaged, kept for inspection).",
+           s->quarantined_files);
+    scalar(f, "keel_quarantined_orphans", "gauge",
+           "Files in <data>/quarantine/orphans.", s->quarantined_orphans);
+    raft_families(f, s);
+}
+
+char *srv_mon_metrics_text(const struct srv_mon_snap *s, bool healthy)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (f == NULL) {
+        return NULL;
+    }
+    server_families(f, s);
+    scalar(f, "keel_healthy", "gauge", "1 when /healthz answers 200, else 0.",
+           healthy ? 1 : 0);
+    scalar(f, "keel_jetstream_enabled", "gauge",
+           "1 when this node keeps streams.", s->js_enabled ? 1 : 0);
+    if (s->js_enabled) {
+        js_families(f, s);
+    }
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
