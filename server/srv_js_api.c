@@ -635,6 +635,17 @@ void srv_js_api(struct srv_js *js, const char *subject, size_t slen,
     if (slen > SRV_JS_SUBJECT_BYTES_MAX || reply == NULL || reply[0] == '\0') {
         return; /* no reply: nothing to answer (PROTOCOL §2.1) */
     }
+    if (len > SRV_JS_API_REQUEST_BYTES_MAX) {
+        /* Refused unparsed: a huge body would cost parse time and memory
+         * before any handler could look at it. */
+        char d[96];
+        snprintf(d, sizeof d,
+                 "request body of %zu bytes is over the %u "
+                 "byte limit",
+                 len, SRV_JS_API_REQUEST_BYTES_MAX);
+        srv_js_reply_err(js, reply, "api_response", SRV_JS_EBAD_REQUEST, d);
+        return;
+    }
     memcpy(subj, subject, slen);
     subj[slen] = '\0';
     const char *rest = subj + 8; /* after "$JS.API." */

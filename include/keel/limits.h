@@ -86,6 +86,10 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 #define SRV_CLUSTER_TLS_READ_ROUNDS_MAX 8
 /* A monitoring (https) certificate or key PEM file. */
 #define SRV_MON_TLS_PEM_BYTES_MAX (1024 * 1024)
+/* A $JS.API request body is refused unparsed past this: room for a stream
+ * config with every subject at its longest (asserted below, after the
+ * JetStream section), far below what max_payload may be raised to. */
+#define SRV_JS_API_REQUEST_BYTES_MAX (1280u * 1024)
 
 /* ---- server: JetStream API (srv_js_*, srv_stream_*, srv_consumer_*) ---- */
 #define SRV_JS_ERR_DESC_BYTES_MAX 512
@@ -179,6 +183,10 @@ _Static_assert(SRV_CLUSTER_FRAME_BYTES_MAX < SRV_CLUSTER_LINK_PENDING_BYTES_MAX,
  * AppendEntries and frame framing around one entry. */
 #define SRV_JSC_ENTRY_OVERHEAD_BYTES (64 * 1024)
 /* AppendEntries are split by bytes to fit one frame; one entry must fit. */
+_Static_assert(SRV_JS_API_REQUEST_BYTES_MAX >=
+                   SRV_JS_SUBJECTS_MAX * (SRV_JS_SUBJECT_BYTES_MAX + 3) +
+                       64 * 1024,
+               "a stream config with every subject must fit one request");
 _Static_assert(SRV_JS_MSG_BYTES_MAX + SRV_JS_SUBJECT_BYTES_MAX +
                        SRV_JSC_ENTRY_OVERHEAD_BYTES <=
                    SRV_CLUSTER_FRAME_BYTES_MAX,

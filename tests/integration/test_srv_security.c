@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <jansson.h>
 #include <nats/nats.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -567,6 +568,71 @@ static void js_and_admin_api_requests_honour_publish_permissions(void **state)
     jsCtx_Destroy(js);
 }
 
+/* JetStream limits: a $JS.API body over SRV_JS_API_REQUEST_BYTES_MAX is
+ * refused with a JSON error before it is parsed; a stream's
+ * max_consumers refuses one more consumer. */
+static void js_request_size_and_max_consumers_are_enforced(void **state)
+{
+    struct fixture *f = *state;
+    const char *args[] = {"--max_payload", "4MB", NULL};
+    jsCtx *js = NULL;
+    jsStreamConfig sc;
+    jsConsumerConfig cc;
+    jsStreamInfo *si = NULL;
+    jsConsumerInfo *ci = NULL;
+    jsErrCode jerr = 0;
+    natsMsg *reply = NULL;
+    const char *subjects[] = {"lim.>"};
+
+    assert_int_equal(h_keeld_start(&f->k, 0, false, args), 0);
+    assert_int_equal(
+        natsConnection_Connect(&f->nc[0], opts_for(f, NULL, NULL, NULL)),
+        NATS_OK);
+    /* 2 MiB of JSON (valid: spaces around an empty config). */
+    size_t n = 2u * 1024 * 1024;
+    char *big = malloc(n + 1);
+    assert_non_null(big);
+    memset(big, ' ', n);
+    memcpy(big + n / 2, "{}", 2);
+    big[n] = '\0';
+    assert_int_equal(natsConnection_Request(&reply, f->nc[0],
+                                            "$JS.API.STREAM.CREATE.BIG", big,
+                                            (int)n, RECV_MS),
+                     NATS_OK);
+    free(big);
+    json_t *r = json_loadb(natsMsg_GetData(reply),
+                           (size_t)natsMsg_GetDataLength(reply), 0, NULL);
+    natsMsg_Destroy(reply);
+    json_t *e = json_object_get(r, "error");
+    assert_int_equal(json_integer_value(json_object_get(e, "code")), 400);
+    const char *d = json_string_value(json_object_get(e, "description"));
+    assert_non_null(d);
+    assert_non_null(strstr(d, "byte limit"));
+    json_decref(r);
+
+    assert_int_equal(natsConnection_JetStream(&js, f->nc[0], NULL), NATS_OK);
+    assert_int_not_equal(js_GetStreamInfo(&si, js, "BIG", NULL, &jerr),
+                         NATS_OK);
+    jsStreamConfig_Init(&sc);
+    sc.Name = "LIM";
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 1;
+    sc.MaxConsumers = 1;
+    assert_int_equal(js_AddStream(&si, js, &sc, NULL, &jerr), NATS_OK);
+    jsStreamInfo_Destroy(si);
+    jsConsumerConfig_Init(&cc);
+    cc.Durable = "C1";
+    cc.AckPolicy = js_AckExplicit;
+    assert_int_equal(js_AddConsumer(&ci, js, "LIM", &cc, NULL, &jerr), NATS_OK);
+    jsConsumerInfo_Destroy(ci);
+    ci = NULL;
+    cc.Durable = "C2";
+    assert_int_not_equal(js_AddConsumer(&ci, js, "LIM", &cc, NULL, &jerr),
+                         NATS_OK);
+    assert_int_equal(jerr, JSMaximumConsumersLimitErr);
+    jsCtx_Destroy(js);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -582,6 +648,7 @@ int main(void)
         T(denied_publish_and_subscribe_get_permission_errors),
         T(allow_responses_lets_a_responder_answer_once),
         T(js_and_admin_api_requests_honour_publish_permissions),
+        T(js_request_size_and_max_consumers_are_enforced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
