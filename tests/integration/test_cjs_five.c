@@ -1,6 +1,7 @@
 /* Five keelds in network namespaces (netns.c) with libnats: an R3 stream
- * is served through the two nodes that do not host it (their publishes and
- * reads are forwarded to its leader), and a rolling restart of all five
+ * is served through the two nodes that do not host it (their publishes,
+ * reads and a pull consumer's fetches and acks are forwarded to its
+ * leader, its deliveries come back), and a rolling restart of all five
  * nodes, twice, with publishes through a running node at every step, loses
  * no acknowledged message. */
 #include <setjmp.h>
@@ -218,6 +219,48 @@ static void check_acked(int i)
     }
 }
 
+static int first_outside(const bool *hosts)
+{
+    for (int i = 0; i < NODES; i++) {
+        if (!hosts[i]) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* A durable pull consumer made through node i (which need not host the
+ * stream) fetches messages 1..n in order and acks each. */
+static void fetch_all_through(int i, int n)
+{
+    jsSubOptions so;
+    jsErrCode jerr = 0;
+    natsSubscription *sub = NULL;
+    uint64_t next = 1;
+    assert_true(i >= 0);
+    jsSubOptions_Init(&so);
+    so.Stream = STREAM;
+    assert_int_equal(
+        js_PullSubscribe(&sub, js[i], "five.>", "OUT", NULL, &so, &jerr),
+        NATS_OK);
+    while (next <= (uint64_t)n) {
+        natsMsgList l = {0};
+        assert_int_equal(
+            natsSubscription_Fetch(&l, sub, n - (int)next + 1, WAIT_MS, &jerr),
+            NATS_OK);
+        for (int k = 0; k < l.Count; k++) {
+            jsMsgMetaData *md = NULL;
+            assert_int_equal(natsMsg_GetMetaData(&md, l.Msgs[k]), NATS_OK);
+            assert_int_equal(md->Sequence.Stream, next);
+            jsMsgMetaData_Destroy(md);
+            assert_int_equal(natsMsg_AckSync(l.Msgs[k], NULL, &jerr), NATS_OK);
+            next++;
+        }
+        natsMsgList_Destroy(&l);
+    }
+    natsSubscription_Destroy(sub);
+}
+
 static void
 an_r3_stream_is_served_through_the_nodes_that_do_not_host_it(void **state)
 {
@@ -248,6 +291,7 @@ an_r3_stream_is_served_through_the_nodes_that_do_not_host_it(void **state)
         check_acked(i);
     }
     assert_int_equal(outside, NODES - 3);
+    fetch_all_through(first_outside(hosts), outside * PER_STEP);
 }
 
 /* Node i restarted: wait until it rejoined and the stream is led again. */
