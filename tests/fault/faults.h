@@ -24,7 +24,7 @@
 #define F_SEQS_MAX (F_PUBS_MAX * F_PER_PUB_MAX)
 #define F_VALUE_BYTES 24
 #define F_PUB_WAIT_MS 2000      /* one publish's ack wait */
-#define F_RECOVERY_MS_MAX 30000 /* heal to first successful publish */
+#define F_RECOVERY_MS_MAX 20000 /* heal to first successful publish */
 #define F_READ_MS_MAX 60000     /* the final read */
 #define F_STREAM "FAULTS"
 #define F_SUBJECT "faults.v"
@@ -53,6 +53,9 @@ struct f_nemesis {
     /* Injure node i while it is stopped (NULL: nothing but the stop). */
     int (*injure)(struct f_run_ctx *ctx, int node);
     bool stop; /* SIGSTOP/SIGCONT instead of kill -9 + restart */
+    /* Power loss (tools/faults-powerloss --mode): NULL none, "drop" or
+     * "reorder"; keeld runs under the LD_PRELOAD shim. */
+    const char *power;
 };
 
 struct f_config {
@@ -63,10 +66,12 @@ struct f_config {
     int rounds;   /* nemesis events */
     int round_ms; /* traffic between events */
     uint64_t seed;
-    const char *urls; /* external cluster: no nemesis, no dump */
-    const char *keel; /* keel binary for store dump */
-    const char *work; /* temp root (default /tmp) */
-    bool nats_server; /* nodes run nats-server -js (no store dump) */
+    const char *urls;    /* external cluster: no nemesis, no dump */
+    const char *keel;    /* keel binary for store dump */
+    const char *work;    /* temp root (default /tmp) */
+    bool nats_server;    /* nodes run nats-server -js (no store dump) */
+    const char *pl_shim; /* $KEEL_PL_SHIM: libkeel_powerloss.so */
+    const char *pl_tool; /* $KEEL_PL_TOOL: tools/faults-powerloss */
     bool verbose;
 };
 

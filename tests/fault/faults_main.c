@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,13 +24,15 @@
 #include "faults.h"
 
 static const struct f_nemesis nemeses[] = {
-    {"none", F_EXPECT_ALL, NULL, false},
-    {"kill", F_EXPECT_ALL, NULL, false},
-    {"stop", F_EXPECT_ALL, NULL, true},
-    {"bitflip", F_EXPECT_FLAGGED, f_inject_bitflip, false},
-    {"truncate", F_EXPECT_FLAGGED, f_inject_truncate, false},
-    {"meta", F_EXPECT_FLAGGED, f_inject_meta, false},
-    {"snapshot", F_EXPECT_FLAGGED, f_inject_snapshot, false},
+    {"none", F_EXPECT_ALL, NULL, false, NULL},
+    {"kill", F_EXPECT_ALL, NULL, false, NULL},
+    {"stop", F_EXPECT_ALL, NULL, true, NULL},
+    {"bitflip", F_EXPECT_FLAGGED, f_inject_bitflip, false, NULL},
+    {"truncate", F_EXPECT_FLAGGED, f_inject_truncate, false, NULL},
+    {"meta", F_EXPECT_FLAGGED, f_inject_meta, false, NULL},
+    {"snapshot", F_EXPECT_FLAGGED, f_inject_snapshot, false, NULL},
+    {"powerloss", F_EXPECT_ALL, NULL, false, "drop"},
+    {"powerloss-reorder", F_EXPECT_ALL, NULL, false, "reorder"},
 };
 
 /* kill(-1 or 0, sig) would signal every process: never. */
@@ -147,13 +150,52 @@ static int nats_start(struct f_run_ctx *c, int i, int port)
     return 0;
 }
 
+/* The shim's environment for node i (set around the spawn only). */
+static void power_env(struct f_run_ctx *c, int i, bool on)
+{
+    char path[600];
+    if (!on) {
+        unsetenv("LD_PRELOAD");
+        unsetenv("KEEL_PL_DIR");
+        unsetenv("KEEL_PL_JOURNAL");
+        unsetenv("KEEL_PL_BOOT_ID");
+        return;
+    }
+    setenv("LD_PRELOAD", c->cfg.pl_shim, 1);
+    setenv("KEEL_PL_DIR", c->k[i].data_dir, 1);
+    snprintf(path, sizeof path, "%s/pl.journal", c->k[i].dir);
+    setenv("KEEL_PL_JOURNAL", path, 1);
+    snprintf(path, sizeof path, "%s/boot_id", c->k[i].dir);
+    setenv("KEEL_PL_BOOT_ID", path, 1);
+}
+
 static int node_start(struct f_run_ctx *c, int i, int port)
 {
     const char *extra[] = {"--fsync", c->cfg.policy, NULL};
     if (c->cfg.nats_server) {
-        return nats_start(c, i, port);
+        power_env(c, i, c->nem->power != NULL);
+        int rv = nats_start(c, i, port);
+        power_env(c, i, false);
+        return rv;
     }
-    return h_keeld_start(&c->k[i], port, false, extra);
+    power_env(c, i, c->nem->power != NULL);
+    int rv = h_keeld_start(&c->k[i], port, false, extra);
+    power_env(c, i, false);
+    return rv;
+}
+
+/* The power goes out on node i (already killed): unsynced writes and
+ * directory entries are dropped, and the boot id changes. */
+static int power_loss(struct f_run_ctx *c, int i)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "'%s' '%s/pl.journal' --mode %s --seed %llu --boot-id "
+             "'%s/boot_id' 1>&2",
+             c->cfg.pl_tool, c->k[i].dir, c->nem->power,
+             (unsigned long long)f_rand(c), c->k[i].dir);
+    c->injured++;
+    return system(cmd) == 0 ? 0 : -1;
 }
 
 /* One nemesis event on node i: pause, or kill -9 (+ injury) + restart on
@@ -187,6 +229,10 @@ static int event(struct f_run_ctx *c, int i)
     }
     if (c->nem->injure != NULL) {
         f_note_destroyed(c, i);
+    }
+    if (c->nem->power != NULL && power_loss(c, i) != 0) {
+        fprintf(stderr, "keel-faults: power loss tool failed on node %d\n", i);
+        return -1;
     }
     for (int tries = 0; tries < 5; tries++) {
         if (node_start(c, i, port) == 0) {
@@ -254,6 +300,27 @@ static int traffic(struct f_run_ctx *c, const char *urls)
     return rv;
 }
 
+/* The data dir exists before the shim starts (it resolves it once), and
+ * the node's boot id file starts as the machine's. */
+static int boot_id_init(struct h_keeld *k)
+{
+    char path[600];
+    char id[64] = "";
+    FILE *in = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (in != NULL) {
+        (void)!fgets(id, sizeof id, in);
+        fclose(in);
+    }
+    snprintf(path, sizeof path, "%s/boot_id", k->dir);
+    FILE *out = fopen(path, "w");
+    if (out == NULL) {
+        return -1;
+    }
+    fputs(id, out);
+    fclose(out);
+    return mkdir(k->data_dir, 0755) == 0 ? 0 : -1;
+}
+
 static int run(struct f_run_ctx *c)
 {
     char urls[512] = "";
@@ -262,7 +329,8 @@ static int run(struct f_run_ctx *c)
     struct f_result r;
     memset(nodes, 0, sizeof nodes);
     for (int i = 0; c->cfg.urls == NULL && i < c->cfg.nodes; i++) {
-        if (h_keeld_init(&c->k[i]) != 0 || node_start(c, i, 0) != 0) {
+        if (h_keeld_init(&c->k[i]) != 0 || boot_id_init(&c->k[i]) != 0 ||
+            node_start(c, i, 0) != 0) {
             return -1;
         }
         snprintf(urls + strlen(urls), sizeof urls - strlen(urls), "%s%s",
@@ -313,6 +381,14 @@ int main(int argc, char **argv)
         }
     }
     c.cfg.keel = getenv("KEEL");
+    c.cfg.pl_shim = getenv("KEEL_PL_SHIM");
+    c.cfg.pl_tool = getenv("KEEL_PL_TOOL");
+    if (c.nem != NULL && c.nem->power != NULL &&
+        (c.cfg.pl_shim == NULL || c.cfg.pl_tool == NULL)) {
+        fprintf(stderr, "keel-faults: %s needs KEEL_PL_SHIM and KEEL_PL_TOOL\n",
+                c.nem->name);
+        return 2;
+    }
     if (c.nem == NULL ||
         (c.cfg.urls == NULL && !c.cfg.nats_server && c.cfg.keel == NULL)) {
         return usage();

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "faults.h"
 
 struct pub_arg {
@@ -77,34 +79,57 @@ static int connect_to(const char *urls, bool reconnect, natsConnection **nc,
     return 0;
 }
 
+/* STREAM.CREATE as raw JSON: keeld's keel_fsync extension field carries
+ * the policy (other servers ignore unknown fields; keel-faults leaves it
+ * out for nats-server). */
+static int create_once(struct f_run_ctx *c, natsConnection *nc)
+{
+    int replicas = c->cfg.nodes >= 3 ? (c->cfg.nodes >= 5 ? 5 : 3) : 1;
+    json_t *cfg =
+        json_pack("{s:s, s:[s], s:i, s:s}", "name", F_STREAM, "subjects",
+                  F_SUBJECT, "num_replicas", replicas, "storage", "file");
+    if (!c->cfg.nats_server && c->cfg.urls == NULL) {
+        json_object_set_new(cfg, "keel_fsync", json_string(c->cfg.policy));
+    }
+    char *body = json_dumps(cfg, JSON_COMPACT);
+    json_decref(cfg);
+    natsMsg *reply = NULL;
+    natsStatus s =
+        natsConnection_Request(&reply, nc, "$JS.API.STREAM.CREATE." F_STREAM,
+                               body, (int)strlen(body), 2000);
+    free(body);
+    int rv = -1;
+    if (s == NATS_OK) {
+        json_t *r = json_loadb(natsMsg_GetData(reply),
+                               (size_t)natsMsg_GetDataLength(reply), 0, NULL);
+        rv = r != NULL && json_object_get(r, "error") == NULL ? 0 : -1;
+        if (rv != 0 && r != NULL && c->cfg.verbose) {
+            fprintf(stderr, "keel-faults: create: %.*s\n",
+                    natsMsg_GetDataLength(reply), natsMsg_GetData(reply));
+        }
+        json_decref(r);
+    }
+    natsMsg_Destroy(reply);
+    return rv;
+}
+
 int f_stream_create(struct f_run_ctx *c, const char *url)
 {
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
-    jsStreamConfig cfg;
-    jsStreamInfo *si = NULL;
-    jsErrCode jerr = 0;
-    const char *subj[] = {F_SUBJECT};
     if (connect_to(url, false, &nc, &js) != 0) {
         return -1;
     }
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = F_STREAM;
-    cfg.Subjects = subj;
-    cfg.SubjectsLen = 1;
-    cfg.Replicas = c->cfg.nodes >= 3 ? (c->cfg.nodes >= 5 ? 5 : 3) : 1;
-    cfg.Storage = js_FileStorage;
-    natsStatus s = NATS_ERR;
-    for (int i = 0; i < 100 && s != NATS_OK; i++) {
-        s = js_AddStream(&si, js, &cfg, NULL, &jerr);
-        if (s != NATS_OK) {
+    int rv = -1;
+    for (int i = 0; i < 100 && rv != 0; i++) {
+        rv = create_once(c, nc);
+        if (rv != 0) {
             pause_ms(100); /* JetStream may still be starting */
         }
     }
-    jsStreamInfo_Destroy(si);
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
-    return s == NATS_OK ? 0 : -1;
+    return rv;
 }
 
 /* Record one attempt's outcome. A JetStream error reply means the server
