@@ -182,6 +182,8 @@ enum opt_id {
     OPT_LOG_LEVEL,
     OPT_PORTS_FILE_DIR,
     OPT_MAX_PAYLOAD,
+    OPT_SEGMENT_SIZE,
+    OPT_SNAPSHOT_ENTRIES,
     OPT_MAX_PENDING,
     OPT_PING_INTERVAL,
     OPT_PING_MAX,
@@ -227,6 +229,8 @@ static const struct opt opts[] = {
     {{"log-level", "log_level"}, OPT_LOG_LEVEL, true},
     {{"ports_file_dir"}, OPT_PORTS_FILE_DIR, true},
     {{"max_payload"}, OPT_MAX_PAYLOAD, true},
+    {{"segment_size"}, OPT_SEGMENT_SIZE, true},
+    {{"snapshot_entries"}, OPT_SNAPSHOT_ENTRIES, true},
     {{"max_pending"}, OPT_MAX_PENDING, true},
     {{"ping_interval"}, OPT_PING_INTERVAL, true},
     {{"ping_max"}, OPT_PING_MAX, true},
@@ -420,6 +424,18 @@ static int apply_opt(struct srv_config *c, enum opt_id id, const char *v,
     case OPT_MAX_PAYLOAD:
         return set_size(&c->max_payload, v, SRV_PAYLOAD_BYTES_MAX,
                         "max_payload", errmsg);
+    case OPT_SEGMENT_SIZE: {
+        int rv = set_size(&c->segment_bytes, v, STORE_SEGMENT_BYTES_MAX,
+                          "segment_size", errmsg);
+        if (rv == 0 && c->segment_bytes < STORE_SEGMENT_BYTES_MIN) {
+            rv = keel_err(KEEL_EUSAGE, errmsg, "segment_size below %u bytes",
+                          STORE_SEGMENT_BYTES_MIN);
+        }
+        return rv;
+    }
+    case OPT_SNAPSHOT_ENTRIES:
+        return set_size(&c->snapshot_entries, v, UINT32_MAX,
+                        "snapshot_entries", errmsg);
     case OPT_MAX_PENDING:
         return set_size(&c->max_pending, v, SRV_CONN_WRITE_BYTES_MAX,
                         "max_pending", errmsg);
@@ -470,6 +486,8 @@ static const struct {
     {"log_level", OPT_LOG_LEVEL},
     {"ports_file_dir", OPT_PORTS_FILE_DIR},
     {"max_payload", OPT_MAX_PAYLOAD},
+    {"segment_size", OPT_SEGMENT_SIZE},
+    {"snapshot_entries", OPT_SNAPSHOT_ENTRIES},
     {"max_pending", OPT_MAX_PENDING},
     {"ping_interval", OPT_PING_INTERVAL},
     {"ping_max", OPT_PING_MAX},
@@ -883,6 +901,9 @@ const char *srv_config_usage(void)
            "                             re-reads log_level from the config)\n"
            "  --ports_file_dir DIR       write keeld_<pid>.ports there\n"
            "  --max_payload SIZE         largest message (1MB)\n"
+           "  --segment_size SIZE        store segment file size (64MB)\n"
+           "  --snapshot_entries N       snapshot a stream every N entries\n"
+           "                             (65536)\n"
            "  --max_pending SIZE         per-connection outbound limit\n"
            "  --ping_interval DUR        server ping interval (2m)\n"
            "  --ping_max N               unanswered pings before close "

@@ -38,6 +38,10 @@ struct srv_config {
     char log_level[16]; /* --log-level / log_level; "" = from debug/trace */
     enum srv_fsync_mode fsync;
     uint64_t fsync_interval_ms;
+    /* Store segment size and stream snapshot interval in applied entries
+     * (0: the store's and replica's defaults; tests use small ones). */
+    uint64_t segment_bytes;
+    uint64_t snapshot_entries;
     /* Clustering is a later issue: these are accepted and stored only. */
     char cluster_listen[256];
     char cluster_name[128];

@@ -784,6 +784,8 @@ static const struct srv_consumer_ops ops = {
     .stream_closed = hook_stream_closed,
     .stream_opened = hook_stream_opened,
     .consumer_count = hook_consumer_count,
+    .snapshot = srv_consumer_snap_encode,
+    .restore = srv_consumer_snap_restore,
 };
 
 static void check_cb(uv_check_t *h)

@@ -95,6 +95,12 @@ struct srv_cengine {
 
 struct srv_cengine *srv_cengine_get(void);
 struct srv_cstream *srv_cstream_of(struct srv_stream *st);
+/* srv_consumer_ops.snapshot / .restore (srv_consumer_snap.c): the stream's
+ * consumer set in a stream snapshot (DESIGN §5). */
+int srv_consumer_snap_encode(const struct srv_stream *st, uint8_t **out,
+                             size_t *len);
+int srv_consumer_snap_restore(struct srv_stream *st, const uint8_t *buf,
+                              size_t len);
 struct srv_clive *srv_clive_get(struct srv_cstream *cs, const char *name);
 void srv_cstream_view(struct srv_cstream *cs, struct srv_csm_stream *out);
 int64_t srv_cnow_ms(const struct srv_cengine *e);

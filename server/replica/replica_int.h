@@ -51,7 +51,8 @@ struct replica_snap {
     uint64_t taken;
     uint64_t restored_index;
     bool must_not_lead;
-    struct replica_snap_job *job; /* at most one in flight */
+    const struct raft_config *restore_cfg; /* during the restore callback */
+    struct replica_snap_job *job;          /* at most one in flight */
     void (*user_apply)(struct replica *r, uint64_t index, uint64_t term,
                        uint8_t type, const void *payload, uint32_t len,
                        uint64_t ctx, void *arg);

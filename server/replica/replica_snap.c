@@ -46,6 +46,13 @@ static const struct raft_config *config_at(const struct raft *rf,
     return c;
 }
 
+/* Only a group of one compacts its raft log and drops log prefixes (see
+ * restore). */
+static bool single(const struct replica *r)
+{
+    return raft_config_current(&r->raft)->n == 1;
+}
+
 static int env_encode(const struct raft_config *c, const uint8_t *sm,
                       size_t sm_len, uint8_t **out, size_t *len)
 {
@@ -205,8 +212,10 @@ static void after_cb(uv_work_t *req, int status)
         struct raft_in in = {.type = RAFT_IN_SNAPSHOT_TAKEN,
                              .snapshot = {.index = j->index, .term = j->term}};
         job_free(j);
-        (void)replica__step(r, &in);
-        drop_prefix(r);
+        if (single(r)) {
+            (void)replica__step(r, &in);
+            drop_prefix(r);
+        }
         maybe_take_now(r);
         return;
     }
@@ -282,7 +291,14 @@ static void snap_apply(struct replica *r, uint64_t index, uint64_t term,
     }
 }
 
+/* Restore the state machine from lr. *from: the first log index raft
+ * loads. A group of one loads raft from the snapshot (its core compacts).
+ * A group with peers keeps its whole log in raft while the log starts at
+ * index 1: InstallSnapshot is not wired in the driver yet, so a follower
+ * behind the snapshot must still be served by AppendEntries; only the
+ * state machine starts at the snapshot (apply resumes after it). */
 static int restore(struct replica *r, const struct snap_load_report *lr,
+                   const struct store_recovery *rep, uint64_t *from,
                    char *errmsg)
 {
     struct raft_config c;
@@ -291,19 +307,25 @@ static int restore(struct replica *r, const struct snap_load_report *lr,
     ASSERT(lr->body != NULL);
     ASSERT(lr->index > 0);
     int rv = env_decode(lr->body, lr->body_len, &c, &sm, &sm_len, errmsg);
-    if (rv == 0) {
-        rv = r->cbs.restore(r, lr->index, sm, sm_len, r->cbs.arg);
-        if (rv != 0) {
-            rv = keel_err(rv, errmsg, "the state machine refused snapshot %llu",
-                          (unsigned long long)lr->index);
-        }
+    if (rv != 0) {
+        return rv;
     }
-    if (rv == 0) {
+    if (c.n == 1 || rep->first_index > 1) {
         raft_load_snapshot(&r->raft, lr->index, lr->term, &c);
-        r->applied = lr->index;
-        r->snap.restored_index = lr->index;
+        *from = lr->index + 1;
+    } else {
+        *from = rep->first_index;
     }
-    return rv;
+    r->snap.restore_cfg = &c; /* replica_config during the callback */
+    rv = r->cbs.restore(r, lr->index, sm, sm_len, r->cbs.arg);
+    r->snap.restore_cfg = NULL;
+    if (rv != 0) {
+        return keel_err(rv, errmsg, "the state machine refused snapshot %llu",
+                        (unsigned long long)lr->index);
+    }
+    r->applied = lr->index;
+    r->snap.restored_index = lr->index;
+    return 0;
 }
 
 int replica__snap_open(struct replica *r, const struct replica_options *opt,
@@ -331,8 +353,7 @@ int replica__snap_open(struct replica *r, const struct replica_options *opt,
                         s->load);
     }
     if (lr.source == SNAP_SOURCE_NEWEST || lr.source == SNAP_SOURCE_OLDER) {
-        rv = restore(r, &lr, errmsg);
-        *from = lr.index + 1;
+        rv = restore(r, &lr, rep, from, errmsg);
     } else {
         *from = rep->first_index; /* rebuilt from index 1 (snap_open) */
     }
@@ -367,8 +388,8 @@ int replica_compact(struct replica *r, uint64_t upto, char *errmsg)
                         (unsigned long long)upto,
                         (unsigned long long)r->applied);
     }
-    if (r->snap.sn == NULL || upto <= r->snap.cut) {
-        return 0;
+    if (r->snap.sn == NULL || upto <= r->snap.cut || !single(r)) {
+        return 0; /* with peers the prefix waits for InstallSnapshot */
     }
     r->snap.cut = upto;
     drop_prefix(r);
@@ -396,6 +417,26 @@ void replica_snap_info(const struct replica *r, struct replica_snap_info *out)
     out->writing = s->job != NULL;
     out->restored_index = s->restored_index;
     memcpy(out->load, s->load, sizeof out->load);
+}
+
+const struct raft_config *replica_config(const struct replica *r)
+{
+    ASSERT(r != NULL);
+    if (r->snap.restore_cfg != NULL) {
+        return r->snap.restore_cfg;
+    }
+    return raft_config_current(&r->raft);
+}
+
+int replica_host_delete_snapshots(struct replica_host *h,
+                                  const struct store_group_id *gid,
+                                  char *errmsg)
+{
+    ASSERT(h != NULL && gid != NULL);
+    if (!h->snapshots) {
+        return 0;
+    }
+    return snap_group_delete(&h->snap_cfg, gid, errmsg);
 }
 
 int replica_host_snapshots(struct replica_host *h, const char *data_dir,

@@ -1,0 +1,39 @@
+/* srv_js_snap: the meta group's snapshots (DESIGN §5) and the orphan
+ * check of the node's group directories. The meta state (every stream's
+ * config, id nonce, creation time and placement) is written as the list
+ * of create entries that rebuild it; a restore applies them as the log
+ * would. Loop thread only. */
+#ifndef KEEL_SRV_JS_SNAP_H
+#define KEEL_SRV_JS_SNAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "keel/assert.h"
+
+struct srv_js;
+struct replica;
+
+/* replica_callbacks.snapshot / .restore of the meta group (arg: js). */
+int srv_js_snap_encode(struct replica *r, uint64_t index, uint8_t **out,
+                       size_t *len, void *arg);
+int srv_js_snap_restore(struct replica *r, uint64_t index, const uint8_t *body,
+                        size_t len, void *arg);
+
+/* srv_js.c: apply one meta entry (create, update, delete), as from the
+ * log. ctx 0: nobody waits for an answer. */
+void srv_js_meta_apply_json(struct srv_js *js, const json_t *e, uint64_t ctx);
+
+/* A node that is not clustered, once its meta state is applied: move every
+ * group directory the meta state does not name (a stream of its, or the
+ * meta group) to quarantine/orphans/ (DESIGN §5: never deleted) and
+ * remember how many. Returns the number moved now. */
+unsigned srv_js_orphans_check(struct srv_js *js);
+
+/* Orphans held in quarantine/orphans/ (monitoring: /healthz warnings,
+ * /metrics): count, and up to cap bytes of comma-separated names. */
+void srv_js_orphans(struct srv_js *js, size_t *count, char *names, size_t cap);
+
+#endif
