@@ -1,0 +1,381 @@
+/* The JetStream meta group and stream placement across three real keelds
+ * in network namespaces (netns.c; issue 7, DESIGN §3): the meta group is
+ * bootstrapped once from the full seed list and every node learns its
+ * leader; a stream created through one node is known on every node with
+ * one leader; more replicas than meta voters is refused (10023); R1
+ * streams are placed on the least-loaded nodes (ties by name); a publish
+ * through the stream leader's node is acked and is in the store of all
+ * three nodes (read with `keel store dump` from each stopped node); after
+ * a restart of every node the meta group opens from disk (no second
+ * bootstrap) and the streams and messages are all there. The cases share
+ * one cluster and run in order. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <nats/nats.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "netns.h"
+
+#define NODES 3
+#define STREAM "META3"
+#define MSGS 20
+#define WAIT_MS 15000 /* bounded waits for the cluster to agree */
+#define REQ_MS 2000   /* one request's timeout */
+#define DUMP_LINE_BYTES (64 * 1024)
+
+static struct h_netns net; /* one cluster for the whole file */
+static natsConnection *nc[NODES];
+
+struct fx {
+    int unused; /* the cluster is file-wide: see group_setup */
+};
+
+static void disconnect_all(void)
+{
+    for (int i = 0; i < NODES; i++) {
+        natsConnection_Destroy(nc[i]);
+        nc[i] = NULL;
+    }
+}
+
+static int connect_all(void)
+{
+    for (int i = 0; i < NODES; i++) {
+        natsOptions *o = NULL;
+        natsStatus s = natsOptions_Create(&o);
+        /* One server only: a case must know which node answers. */
+        if (s == NATS_OK) {
+            s = natsOptions_SetURL(o, net.node[i].k.url);
+        }
+        if (s == NATS_OK) {
+            s = natsOptions_SetAllowReconnect(o, false);
+        }
+        if (s == NATS_OK) {
+            s = natsConnection_Connect(&nc[i], o);
+        }
+        natsOptions_Destroy(o);
+        if (s != NATS_OK) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Request subject on node i; the reply as JSON (NULL: no reply). */
+static json_t *request(int i, const char *subject, const char *body)
+{
+    natsMsg *m = NULL;
+    if (natsConnection_RequestString(&m, nc[i], subject, body, REQ_MS) !=
+        NATS_OK) {
+        return NULL;
+    }
+    json_t *o = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
+                           0, NULL);
+    natsMsg_Destroy(m);
+    return o;
+}
+
+static bool is_error(const json_t *o)
+{
+    return o == NULL || json_object_get(o, "error") != NULL;
+}
+
+static bool meta_ready(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < NODES; i++) {
+        json_t *o = request(i, "$JS.API.INFO", "");
+        bool ok = !is_error(o);
+        json_decref(o);
+        if (!ok) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The leader name of stream name as node i reports it (copied into out);
+ * false when unknown. */
+static bool leader_of(int i, const char *name, char *out, size_t len)
+{
+    char subj[128];
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.INFO.%s", name);
+    json_t *o = request(i, subj, "");
+    const char *l = json_string_value(
+        json_object_get(json_object_get(o, "cluster"), "leader"));
+    bool ok = !is_error(o) && l != NULL && l[0] != '\0';
+    if (ok) {
+        snprintf(out, len, "%s", l);
+    }
+    json_decref(o);
+    return ok;
+}
+
+/* Every node names the same leader of STREAM. */
+static bool stream_agreed(void *arg)
+{
+    char first[64] = "";
+    char l[64];
+    (void)arg;
+    for (int i = 0; i < NODES; i++) {
+        if (!leader_of(i, STREAM, l, sizeof l)) {
+            return false;
+        }
+        if (i > 0 && strcmp(l, first) != 0) {
+            return false;
+        }
+        snprintf(first, sizeof first, "%s", l);
+    }
+    return true;
+}
+
+static int node_named(const char *name)
+{
+    for (int i = 0; i < NODES; i++) {
+        if (strcmp(net.node[i].name, name) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (h_netns_start(&net, NODES, "cjsm", NULL) != 0 || connect_all() != 0) {
+        return -1;
+    }
+    if (!h_poll(meta_ready, NULL, WAIT_MS)) {
+        fprintf(stderr, "no meta leader within %d ms\n", WAIT_MS);
+        return -1;
+    }
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    disconnect_all();
+    int rv = h_netns_cleanup(&net);
+    nats_Close();
+    return rv;
+}
+
+static int setup(void **state)
+{
+    static struct fx f;
+    memset(&f, 0, sizeof f);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return 0;
+}
+
+static json_t *create(int via, const char *name, const char *subject, int r)
+{
+    char subj[128];
+    char body[256];
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.CREATE.%s", name);
+    snprintf(body, sizeof body,
+             "{\"name\":\"%s\",\"subjects\":[\"%s\"],\"num_replicas\":%d}",
+             name, subject, r);
+    return request(via, subj, body);
+}
+
+static void
+a_stream_created_through_one_node_is_known_on_every_node(void **state)
+{
+    (void)state;
+    json_t *o = create(1, STREAM, "meta3.>", 3);
+    assert_false(is_error(o));
+    json_decref(o);
+    assert_true(h_poll(stream_agreed, NULL, WAIT_MS));
+    for (int i = 0; i < NODES; i++) {
+        json_t *n = request(i, "$JS.API.STREAM.NAMES", "");
+        json_t *names = json_object_get(n, "streams");
+        assert_int_equal(json_array_size(names), 1);
+        assert_string_equal(json_string_value(json_array_get(names, 0)),
+                            STREAM);
+        json_decref(n);
+    }
+}
+
+static void
+more_replicas_than_meta_voters_is_insufficient_resources(void **state)
+{
+    (void)state;
+    json_t *o = create(0, "TOOMANY", "toomany.>", 5);
+    json_t *e = json_object_get(o, "error");
+    assert_non_null(e);
+    assert_int_equal(json_integer_value(json_object_get(e, "err_code")), 10023);
+    json_decref(o);
+    json_t *n = request(2, "$JS.API.STREAM.INFO.TOOMANY", "");
+    assert_true(is_error(n));
+    json_decref(n);
+}
+
+static bool r1_led(void *arg)
+{
+    char l[64];
+    return leader_of(0, arg, l, sizeof l);
+}
+
+static void r1_streams_go_to_the_least_loaded_nodes_ties_by_name(void **state)
+{
+    (void)state;
+    /* Each node hosts one group (the R3 stream): the first R1 goes to n1
+     * (tie, by name), the next to n2, then n3. */
+    static const char *const names[] = {"ONE1", "ONE2", "ONE3"};
+    static const char *const subjects[] = {"one1.>", "one2.>", "one3.>"};
+    for (int k = 0; k < 3; k++) {
+        char l[64];
+        json_t *o = create(k, names[k], subjects[k], 1);
+        assert_false(is_error(o));
+        json_decref(o);
+        assert_true(h_poll(r1_led, (void *)names[k], WAIT_MS));
+        assert_true(leader_of(0, names[k], l, sizeof l));
+        assert_string_equal(l, net.node[k].name);
+    }
+}
+
+/* Count the publish records of STREAM whose payload starts "cjsm-" in the
+ * store of stopped node i. */
+static int dumped_publishes(int i)
+{
+    char cmd[1024];
+    const char *keel = getenv("KEEL");
+    assert_non_null(keel);
+    snprintf(cmd, sizeof cmd, "%s store dump --data %s --stream %s", keel,
+             net.node[i].k.data_dir, STREAM);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    static char line[DUMP_LINE_BYTES];
+    int n = 0;
+    while (fgets(line, sizeof line, p) != NULL) {
+        json_t *o = json_loads(line, 0, NULL);
+        const char *entry = json_string_value(json_object_get(o, "entry"));
+        const char *payload = json_string_value(json_object_get(o, "payload"));
+        if (entry != NULL && strcmp(entry, "publish") == 0 && payload != NULL &&
+            strncmp(payload, "cjsm-", 5) == 0) {
+            n++;
+        }
+        json_decref(o);
+    }
+    assert_int_equal(pclose(p), 0);
+    return n;
+}
+
+static void
+a_publish_acked_by_the_leader_is_in_the_store_of_every_node(void **state)
+{
+    (void)state;
+    char l[64];
+    assert_true(leader_of(0, STREAM, l, sizeof l));
+    int ld = node_named(l);
+    assert_true(ld >= 0);
+    for (int k = 0; k < MSGS; k++) {
+        char data[32];
+        snprintf(data, sizeof data, "cjsm-%d", k);
+        json_t *a = request(ld, "meta3.x", data);
+        assert_false(is_error(a));
+        assert_int_equal(json_integer_value(json_object_get(a, "seq")), k + 1);
+        json_decref(a);
+    }
+    /* Stop every node (cleanly: the acked entries are on a majority of
+     * disks already; a follower may still be catching up, so each dump is
+     * taken after all stopped and every follower had its chance). */
+    disconnect_all();
+    for (int i = 0; i < NODES; i++) {
+        assert_int_equal(h_netns_node_stop(&net, i), 0);
+    }
+    int majority = 0;
+    for (int i = 0; i < NODES; i++) {
+        int n = dumped_publishes(i);
+        fprintf(stderr, "node %s holds %d of %d acked publishes\n",
+                net.node[i].name, n, MSGS);
+        assert_true(n == 0 || n == MSGS);
+        majority += n == MSGS ? 1 : 0;
+    }
+    /* PubAck after a majority commit: at least two stores hold them. */
+    assert_true(majority >= 2);
+}
+
+/* The leader reports both followers current with lag 0. */
+static bool followers_current(void *arg)
+{
+    (void)arg;
+    json_t *o = request(0, "$JS.API.STREAM.INFO." STREAM, "");
+    json_t *reps = json_object_get(json_object_get(o, "cluster"), "replicas");
+    size_t n = 0;
+    for (size_t k = 0; k < json_array_size(reps); k++) {
+        json_t *r = json_array_get(reps, k);
+        n += json_is_true(json_object_get(r, "current")) &&
+                     json_integer_value(json_object_get(r, "lag")) == 0
+                 ? 1
+                 : 0;
+    }
+    json_int_t msgs = json_integer_value(
+        json_object_get(json_object_get(o, "state"), "messages"));
+    json_decref(o);
+    return n == NODES - 1 && msgs == MSGS;
+}
+
+static void
+after_a_restart_of_every_node_the_meta_group_opens_from_disk(void **state)
+{
+    (void)state;
+    for (int i = 0; i < NODES; i++) {
+        assert_int_equal(h_netns_node_start(&net, i), 0);
+    }
+    assert_int_equal(h_netns_wait_mesh(&net, WAIT_MS), 0);
+    assert_int_equal(connect_all(), 0);
+    assert_true(h_poll(meta_ready, NULL, WAIT_MS));
+    assert_true(h_poll(stream_agreed, NULL, WAIT_MS));
+    for (int i = 0; i < NODES; i++) {
+        json_t *n = request(i, "$JS.API.STREAM.NAMES", "");
+        assert_int_equal(json_array_size(json_object_get(n, "streams")), 4);
+        json_decref(n);
+    }
+    assert_true(h_poll(followers_current, NULL, WAIT_MS));
+    /* Every store holds every acked publish once followers caught up. */
+    disconnect_all();
+    for (int i = 0; i < NODES; i++) {
+        assert_int_equal(h_netns_node_stop(&net, i), 0);
+    }
+    for (int i = 0; i < NODES; i++) {
+        assert_int_equal(dumped_publishes(i), MSGS);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            a_stream_created_through_one_node_is_known_on_every_node, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            more_replicas_than_meta_voters_is_insufficient_resources, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            r1_streams_go_to_the_least_loaded_nodes_ties_by_name, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            a_publish_acked_by_the_leader_is_in_the_store_of_every_node, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            after_a_restart_of_every_node_the_meta_group_opens_from_disk, setup,
+            teardown),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
