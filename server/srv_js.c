@@ -16,6 +16,7 @@
 #include "srv_conn.h"
 #include "srv_js_forward.h"
 #include "srv_js_int.h"
+#include "srv_js_snap.h"
 #include "srv_log.h"
 #include "srv_parser.h"
 #include "srv_route.h"
@@ -341,7 +342,7 @@ static void meta_delete(struct srv_js *js, struct srv_stream *st, uint64_t ctx)
 }
 
 /* Apply one meta entry (create, update or delete of a stream config). */
-static void meta_apply_json(struct srv_js *js, const json_t *e, uint64_t ctx)
+void srv_js_meta_apply_json(struct srv_js *js, const json_t *e, uint64_t ctx)
 {
     const char *op = json_string_value(json_object_get(e, "op"));
     const char *name = json_string_value(json_object_get(e, "name"));
@@ -399,7 +400,7 @@ static void meta_apply(struct replica *r, uint64_t index, uint64_t term,
         meta_reply_err(js, ctx, SRV_JS_EBAD_REQUEST, NULL);
         return;
     }
-    meta_apply_json(js, e, ctx);
+    srv_js_meta_apply_json(js, e, ctx);
     json_decref(e);
 }
 
@@ -460,6 +461,7 @@ static int open_store(struct srv_js *js, const char *dir, char *errmsg)
         return rv;
     }
     struct store_config sc = {.data_dir = path,
+                              .segment_bytes = js->srv->cfg->segment_bytes,
                               .wakeup_cb = replica_host_wakeup,
                               .wakeup_arg = js->host,
                               .fatal_cb = store_fatal,
@@ -470,6 +472,11 @@ static int open_store(struct srv_js *js, const char *dir, char *errmsg)
         return rv;
     }
     replica_host_attach(js->host, js->store);
+    /* Stream and meta groups snapshot their state (DESIGN §5). */
+    rv = replica_host_snapshots(js->host, path, store_fatal, js, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
     js->inc = replica_incarnation_of(rep.incarnation);
     if (rep.meta_reset) {
         SRV_WARN("js", "store metadata was reset: %s", rep.meta_reset_reason);
@@ -495,10 +502,13 @@ static int open_meta(struct srv_js *js, const struct raft_config *boot,
         .election_timeout_ms = SRV_JS_ELECTION_MS,
         .heartbeat_ms = SRV_JS_ELECTION_MS / 5,
         .seed = (uint64_t)srv_js_now_ns(),
+        .snap_entries = js->srv->cfg->snapshot_entries,
     };
     struct replica_callbacks cbs = {.apply = meta_apply,
                                     .role_changed = meta_role,
                                     .failed = meta_failed,
+                                    .snapshot = srv_js_snap_encode,
+                                    .restore = srv_js_snap_restore,
                                     .arg = js};
     if (js->jc != NULL) {
         int rv = srv_js_meta_cluster_opts(js, boot, &opt, &cbs, errmsg);
@@ -594,6 +604,11 @@ int srv_js_open(struct srv_server *srv, const char *store_dir,
     uv_timer_start(&js->tick, on_tick, SRV_JS_TICK_MS, SRV_JS_TICK_MS);
     if (js->jc == NULL) {
         wait_ready(js); /* clustered: the meta group forms after start */
+        /* Only a complete meta state with every stream open may say a
+         * group directory is an orphan (DESIGN §5: moved, never deleted). */
+        if (ready(js) && js->streams_unopened == 0) {
+            (void)srv_js_orphans_check(js);
+        }
     }
     *out = js;
     return 0;

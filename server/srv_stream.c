@@ -12,6 +12,7 @@
 #include "srv_log.h"
 #include "srv_metrics.h"
 #include "srv_server.h"
+#include "srv_stream_snap.h"
 
 const char *srv_stream_name(const struct srv_stream *st)
 {
@@ -230,6 +231,7 @@ void srv_stream_maybe_tick(struct srv_stream *st, int64_t now_ns)
 {
     const struct srv_stream_sm *sm = &st->sm;
     char err[KEEL_ERRMSG_MAX];
+    srv_stream_cut_maybe(st);
     if (!srv_stream_is_leader(st) || sm->lim.max_age_ns <= 0 ||
         sm->count == 0 ||
         sm->ring[sm->head].ts_ns > now_ns - sm->lim.max_age_ns) {
@@ -366,6 +368,10 @@ static void stream_apply(struct replica *r, uint64_t index, uint64_t term,
     (void)r;
     (void)term;
     if (type != RAFT_ENTRY_NORMAL || len == 0) {
+        return;
+    }
+    if (b[0] == SRV_STREAM_KIND_CUT) {
+        srv_stream_cut_apply(st, index, b, len);
         return;
     }
     if (b[0] >= SRV_STREAM_KIND_CONSUMER_MIN &&
@@ -511,10 +517,13 @@ static int stream_replica_open(struct srv_stream *st, char *errmsg)
         .election_timeout_ms = SRV_JS_ELECTION_MS,
         .heartbeat_ms = SRV_JS_ELECTION_MS / 5,
         .seed = st->nonce,
+        .snap_entries = srv_js_server(js)->cfg->snapshot_entries,
     };
     struct replica_callbacks cbs = {.apply = stream_apply,
                                     .role_changed = stream_role,
                                     .failed = stream_failed,
+                                    .snapshot = srv_stream_snap_encode,
+                                    .restore = srv_stream_snap_restore,
                                     .arg = st};
     if (st->place.n > 0) {
         /* Clustered: the placement is the index-1 configuration. */
@@ -592,6 +601,10 @@ void srv_stream_close(struct srv_stream *st, bool deleted)
         store_group_delete(js->store, &st->gid, err) != 0) {
         SRV_WARN("js", "stream %s deleted, its files stay: %s", st->cfg.name,
                  err);
+    } else if (deleted && st->placed &&
+               replica_host_delete_snapshots(js->host, &st->gid, err) != 0) {
+        SRV_WARN("js", "stream %s deleted, its snapshots stay: %s",
+                 st->cfg.name, err);
     }
     srv_stream_sm_close(&st->sm);
     srv_stream_config_free(&st->cfg);

@@ -110,6 +110,9 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 /* ---- server: JetStream streams (srv_js, srv_stream) ---- */
 #define SRV_STREAM_MSGS_MAX (64u * 1024 * 1024) /* seqs one stream tracks */
 #define SRV_STREAM_SCAN_MAX 4096 /* seqs one srv_stream_next_seq visits */
+/* A stream leader proposes a retention cut (DESIGN §5) once this many
+ * log entries below its first live message are not covered by one. */
+#define SRV_STREAM_CUT_ENTRIES_MIN 1024
 #define SRV_JS_STREAMS_MAX 1024  /* streams per node */
 #define SRV_JS_PENDING_MAX 65536 /* requests awaiting commit per node */
 #define SRV_JS_LIST_PAGE 256     /* STREAM.NAMES / LIST page size */

@@ -669,6 +669,9 @@ void replica_close(struct replica *r)
     struct replica_host *h = r->host;
     r->closing = true;
     replica__snap_wait(r);
+    /* The group's queued store work (prefix drops included) runs now, so
+     * no store completion names it once the host is gone. */
+    store_group_close(r->g);
     for (uint32_t i = 0; i < h->n; i++) {
         if (h->groups[i] == r) {
             h->groups[i] = h->groups[--h->n];

@@ -111,6 +111,18 @@ int replica_open(struct replica_host *h, const struct store_group_id *gid,
  * KEEL_EINVAL when upto is above the applied index. */
 int replica_compact(struct replica *r, uint64_t upto, char *errmsg);
 
+/* After an explicit, committed deletion of a closed group and
+ * store_group_delete: remove its snapshot files (snap_group_delete). 0
+ * when snapshots are off. Never because metadata says the group should
+ * not exist (DESIGN §5: those go to quarantine/orphans/). */
+int replica_host_delete_snapshots(struct replica_host *h,
+                                  const struct store_group_id *gid,
+                                  char *errmsg);
+
+/* The Raft configuration in effect (a restore callback sees the one its
+ * snapshot holds). */
+const struct raft_config *replica_config(const struct replica *r);
+
 /* Snapshot state of a group (monitoring, tests). */
 struct replica_snap_info {
     bool enabled;
@@ -135,9 +147,10 @@ int replica_propose(struct replica *r, uint8_t type, const void *payload,
 /* A message from a peer (cluster; unused by a group of one). */
 int replica_receive(struct replica *r, const struct raft_msg *m, char *errmsg);
 
-/* Stop the group: pending proposals are dropped (never acked). The store
- * group stays open until store_close (store has no per-group close). Run
- * the loop until it returns for the handle closes to complete. */
+/* Stop the group: pending proposals are dropped (never acked). Blocks
+ * until a snapshot being written and the group's queued store work are
+ * done, then closes the store group (store_group_close). Run the loop
+ * until it returns for the handle closes to complete. */
 void replica_close(struct replica *r);
 
 /* Introspection (tests, bench, monitoring). */
