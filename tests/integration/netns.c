@@ -298,6 +298,23 @@ int h_netns_node_start(struct h_netns *c, int i)
     return 0;
 }
 
+/* The cluster of this process, for the signal handler. */
+static struct h_netns *active;
+
+/* The test was killed (meson's timeout sends SIGTERM): SIGKILL its keelds
+ * (kill is async-signal-safe) so none keeps running; the namespaces, now
+ * empty, are reaped by the next test process (h_netns_reap_stale). */
+static void on_fatal_signal(int sig)
+{
+    for (int i = 0; active != NULL && i < active->n; i++) {
+        if (active->node[i].k.pid > 0) {
+            kill(active->node[i].k.pid, SIGKILL);
+        }
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 int h_netns_start(struct h_netns *c, int n, const char *name,
                   const char *const *extra)
 {
@@ -307,6 +324,10 @@ int h_netns_start(struct h_netns *c, int n, const char *name,
     if (n < 1 || n > H_NETNS_NODES_MAX) {
         return -1;
     }
+    active = c;
+    signal(SIGTERM, on_fatal_signal);
+    signal(SIGINT, on_fatal_signal);
+    signal(SIGABRT, on_fatal_signal);
     h_netns_reap_stale();
     c->n = n;
     c->owner = getpid();
@@ -541,6 +562,7 @@ int h_netns_cleanup(struct h_netns *c)
             kill_ns_pids(nd->ns);
             (void)sh(true, "ip netns del %s", nd->ns);
             (void)sh(true, "ip link del %s", nd->veth);
+            nd->ns[0] = '\0'; /* a second cleanup does nothing */
         }
         h_keeld_cleanup(&nd->k);
     }
@@ -548,5 +570,6 @@ int h_netns_cleanup(struct h_netns *c)
         (void)sh(true, "ip link del %s", c->bridge);
         c->net_up = false;
     }
+    active = NULL;
     return rv;
 }

@@ -84,7 +84,7 @@ static bool meta_ready(void *arg)
     return true;
 }
 
-static int group_setup(void **state)
+static int group_start(void **state)
 {
     (void)state;
     if (h_netns_start(&net, NODES, "cjs5", NULL) != 0) {
@@ -96,6 +96,19 @@ static int group_setup(void **state)
         }
     }
     return h_poll(meta_ready, NULL, WAIT_MS) ? 0 : -1;
+}
+
+static int group_teardown(void **state);
+
+/* A failed setup cleans up itself (namespaces, keelds); cleaning up twice
+ * is harmless. */
+static int group_setup(void **state)
+{
+    int rv = group_start(state);
+    if (rv != 0) {
+        (void)group_teardown(state);
+    }
+    return rv;
 }
 
 static int group_teardown(void **state)

@@ -26,7 +26,11 @@ static struct h_netns net; /* one cluster for the whole file */
 static int group_setup(void **state)
 {
     (void)state;
-    return h_netns_start(&net, NODES, "itns", NULL);
+    if (h_netns_start(&net, NODES, "itns", NULL) != 0) {
+        (void)h_netns_cleanup(&net); /* twice is harmless */
+        return -1;
+    }
+    return 0;
 }
 
 static int group_teardown(void **state)

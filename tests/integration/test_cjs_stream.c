@@ -95,7 +95,7 @@ static bool meta_ready(void *arg)
     return true;
 }
 
-static int group_setup(void **state)
+static int group_start(void **state)
 {
     (void)state;
     static const char *const extra[] = {"-D", NULL};
@@ -113,6 +113,19 @@ static int group_setup(void **state)
         return -1;
     }
     return 0;
+}
+
+static int group_teardown(void **state);
+
+/* A failed setup cleans up itself (namespaces, keelds); cleaning up twice
+ * is harmless. */
+static int group_setup(void **state)
+{
+    int rv = group_start(state);
+    if (rv != 0) {
+        (void)group_teardown(state);
+    }
+    return rv;
 }
 
 static int group_teardown(void **state)
