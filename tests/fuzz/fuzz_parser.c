@@ -29,7 +29,9 @@ static void log_put(struct log *l, const void *p, size_t n)
         l->buf = b;
         l->cap = cap;
     }
-    memcpy(l->buf + l->len, p, n);
+    if (n > 0) { /* an empty slice may have a NULL ptr */
+        memcpy(l->buf + l->len, p, n);
+    }
     l->len += n;
 }
 

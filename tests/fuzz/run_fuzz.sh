@@ -4,6 +4,8 @@
 # usage: run_fuzz.sh BINARY SEED_CORPUS_DIR SECONDS
 set -euo pipefail
 bin=$1 seeds=$2 secs=$3
+# Undefined behaviour is a bug like a crash: stop at the first report.
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # libFuzzer exits 77 on a crash by default, which meson reads as "skipped":
