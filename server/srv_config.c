@@ -746,6 +746,17 @@ static int apply_key(struct srv_config *c, const char *key, const json_t *v,
         return apply_cluster(c, v, errmsg);
     }
     if (strcmp(key, "jetstream") == 0) {
+        const json_t *ms = json_object_get(v, "max_streams");
+        if (ms != NULL) {
+            /* Server-wide stream limit, at most SRV_JS_STREAMS_MAX. */
+            json_int_t n = json_integer_value(ms);
+            if (!json_is_integer(ms) || n < 1 || n > SRV_JS_STREAMS_MAX) {
+                return keel_err(KEEL_EUSAGE, errmsg,
+                                "max_streams: expected 1..%d",
+                                SRV_JS_STREAMS_MAX);
+            }
+            c->js_max_streams = (uint64_t)n;
+        }
         const json_t *sd = json_object_get(v, "store_dir");
         if (sd != NULL && scalar_str(sd, buf, sizeof buf)) {
             return apply_opt(c, OPT_STORE_DIR, buf, errmsg);

@@ -71,6 +71,7 @@ struct srv_config {
     uint64_t tls_timeout_ms;
     bool tls_handshake_first; /* TLS before INFO (tls { handshake_first }) */
     bool https; /* monitoring over TLS (https_port / https:), tls { } keys */
+    uint64_t js_max_streams; /* jetstream { max_streams }; 0 = the maximum */
     bool help;
     bool version;
 };

@@ -112,6 +112,16 @@ static void api_info(struct api_req *q)
 
 /* Parse and check a CREATE/UPDATE body against the subject's name.
  * Returns 0 with *cfg filled, else answered the error already. */
+/* jetstream { max_streams }, checked when a create is requested (not when
+ * the meta entry applies: replicas must agree whatever their config). */
+static size_t max_streams(const struct srv_js *js)
+{
+    uint64_t n = js->srv != NULL && js->srv->cfg != NULL
+                     ? js->srv->cfg->js_max_streams
+                     : 0;
+    return n > 0 && n < SRV_JS_STREAMS_MAX ? (size_t)n : SRV_JS_STREAMS_MAX;
+}
+
 static int config_from_request(struct api_req *q, const char *kind,
                                struct srv_stream_config *cfg)
 {
@@ -212,7 +222,7 @@ static void api_create(struct api_req *q)
             srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_NAME_IN_USE,
                              NULL);
         }
-    } else if (q->js->nstreams >= SRV_JS_STREAMS_MAX) {
+    } else if (q->js->nstreams >= max_streams(q->js)) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EMAX_STREAMS, NULL);
     } else {
         meta_write(q, "create", kind, SRV_JS_PEND_CREATE, &cfg);

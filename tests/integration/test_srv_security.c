@@ -633,6 +633,40 @@ static void js_request_size_and_max_consumers_are_enforced(void **state)
     jsCtx_Destroy(js);
 }
 
+/* jetstream { max_streams } caps streams server-wide: one more create
+ * gets 10027 and is not created. */
+static void server_wide_max_streams_refuses_one_more_stream(void **state)
+{
+    struct fixture *f = *state;
+    jsCtx *js = NULL;
+    jsStreamConfig sc;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    const char *names[] = {"M1", "M2", "M3"};
+
+    start_with_conf(f, "jetstream { max_streams: 2 }\n");
+    assert_int_equal(
+        natsConnection_Connect(&f->nc[0], opts_for(f, NULL, NULL, NULL)),
+        NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, f->nc[0], NULL), NATS_OK);
+    for (int i = 0; i < 3; i++) {
+        jsStreamConfig_Init(&sc);
+        sc.Name = names[i];
+        jerr = 0;
+        natsStatus s = js_AddStream(&si, js, &sc, NULL, &jerr);
+        jsStreamInfo_Destroy(si);
+        si = NULL;
+        if (i < 2) {
+            assert_int_equal(s, NATS_OK);
+        } else {
+            assert_int_not_equal(s, NATS_OK);
+            assert_int_equal(jerr, JSMaximumStreamsLimitErr);
+        }
+    }
+    assert_int_not_equal(js_GetStreamInfo(&si, js, "M3", NULL, &jerr), NATS_OK);
+    jsCtx_Destroy(js);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -649,6 +683,7 @@ int main(void)
         T(allow_responses_lets_a_responder_answer_once),
         T(js_and_admin_api_requests_honour_publish_permissions),
         T(js_request_size_and_max_consumers_are_enforced),
+        T(server_wide_max_streams_refuses_one_more_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
