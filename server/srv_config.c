@@ -434,8 +434,8 @@ static int apply_opt(struct srv_config *c, enum opt_id id, const char *v,
         return rv;
     }
     case OPT_SNAPSHOT_ENTRIES:
-        return set_size(&c->snapshot_entries, v, UINT32_MAX,
-                        "snapshot_entries", errmsg);
+        return set_size(&c->snapshot_entries, v, UINT32_MAX, "snapshot_entries",
+                        errmsg);
     case OPT_MAX_PENDING:
         return set_size(&c->max_pending, v, SRV_CONN_WRITE_BYTES_MAX,
                         "max_pending", errmsg);
