@@ -24,11 +24,27 @@ enum fwd_frame {
     FWD_DELIVER = 2,
 };
 
+/* A request waiting for its leader to be known (copied: subject, reply,
+ * headers + payload). */
+struct parked {
+    struct parked *next;
+    uint64_t deadline_ms;
+    size_t slen, rlen, hdr, total;
+    char buf[];
+};
+
 static struct {
-    struct srv_js *js;      /* attached engine, NULL when detached */
-    struct srv_cluster *cl; /* its cluster */
-    bool inbound;           /* running a forwarded request right now */
-    bool inbound_deliver;   /* delivering a deliver frame right now */
+    struct srv_js *js;          /* attached engine, NULL when detached */
+    struct srv_cluster *cl;     /* its cluster */
+    bool inbound;               /* running a forwarded request right now */
+    bool inbound_deliver;       /* delivering a deliver frame right now */
+    bool replaying;             /* running a parked request again */
+    bool expired;               /* ... whose wait is over */
+    bool keep;                  /* ... which must wait on */
+    struct parked *head, *tail; /* FIFO: requests keep their order */
+    size_t nparked, parked_bytes;
+    uv_timer_t timer;
+    bool timer_open;
     struct srv_js_fwd_stats stats;
 } fwd;
 
@@ -120,6 +136,19 @@ void srv_js_fwd_detach(struct srv_js *js)
     if (fwd.js != js || fwd.cl == NULL) {
         return;
     }
+    /* Shutting down: parked requests get no answer (clients time out). */
+    while (fwd.head != NULL) {
+        struct parked *p = fwd.head;
+        fwd.head = p->next;
+        free(p);
+    }
+    fwd.tail = NULL;
+    fwd.nparked = 0;
+    fwd.parked_bytes = 0;
+    if (fwd.timer_open) {
+        uv_close((uv_handle_t *)&fwd.timer, NULL);
+        fwd.timer_open = false;
+    }
     /* Clearing the handler of an extension kind cannot fail. */
     int rv = srv_cluster_register_kind(fwd.cl, SRV_CLUSTER_JS_FWD, NULL, NULL);
     ASSERT(rv == 0);
@@ -196,13 +225,69 @@ static void unavailable(struct srv_js *js, const char *reply,
     srv_js_reply_json(js, reply, o);
 }
 
+static void on_park_tick(uv_timer_t *t);
+
+/* Keep a copy of cmd until its leader is known (at most
+ * SRV_JS_FWD_PARK_MS); 503 when the parking lot is full. */
+static void park(struct srv_js *js, const struct srv_cmd *cmd,
+                 const char *reply, const char *stream, bool publish)
+{
+    size_t n = cmd->subject.len + cmd->reply.len + cmd->total_bytes;
+    struct parked *p = NULL;
+    if (fwd.nparked < SRV_JS_FWD_PARKED_MAX &&
+        fwd.parked_bytes + n <= SRV_JS_FWD_PARKED_BYTES_MAX) {
+        p = malloc(sizeof *p + n);
+    }
+    if (!fwd.timer_open && p != NULL) {
+        if (uv_timer_init(srv_js_server(js)->loop, &fwd.timer) != 0) {
+            free(p);
+            p = NULL;
+        } else {
+            fwd.timer_open = true;
+        }
+    }
+    if (p == NULL) {
+        unavailable(js, reply, stream, publish,
+                    "too many requests wait for a leader; retry");
+        return;
+    }
+    p->next = NULL;
+    p->deadline_ms = uv_now(srv_js_server(js)->loop) + SRV_JS_FWD_PARK_MS;
+    p->slen = cmd->subject.len;
+    p->rlen = cmd->reply.len;
+    p->hdr = cmd->hdr_bytes;
+    p->total = cmd->total_bytes;
+    memcpy(p->buf, cmd->subject.ptr, p->slen);
+    memcpy(p->buf + p->slen, cmd->reply.ptr, p->rlen);
+    if (p->total > 0) {
+        memcpy(p->buf + p->slen + p->rlen, cmd->payload, p->total);
+    }
+    if (fwd.tail != NULL) {
+        fwd.tail->next = p;
+    } else {
+        fwd.head = p;
+    }
+    fwd.tail = p;
+    fwd.nparked++;
+    fwd.parked_bytes += n;
+    fwd.stats.parked++;
+    if (!uv_is_active((uv_handle_t *)&fwd.timer)) {
+        (void)uv_timer_start(&fwd.timer, on_park_tick, SRV_JS_FWD_PARK_TICK_MS,
+                             SRV_JS_FWD_PARK_TICK_MS);
+    }
+}
+
 /* Forward cmd to leader (a node name, NULL unknown) unless this node is
- * it. Returns true when handled (forwarded or answered 503). */
+ * it. Returns true when handled (forwarded, parked or answered 503). */
 static bool forward_to(struct srv_js *js, const char *leader,
                        const struct srv_cmd *cmd, const char *reply,
                        const char *stream, bool publish)
 {
     const char *self = srv_js_self_name(js);
+    if (!fwd.inbound && !fwd.replaying && fwd.head != NULL) {
+        park(js, cmd, reply, stream, publish); /* behind earlier ones */
+        return true;
+    }
     if (leader != NULL && strcmp(leader, self) == 0) {
         return false; /* answer here */
     }
@@ -210,6 +295,14 @@ static bool forward_to(struct srv_js *js, const char *leader,
         /* Forwarded once already: never again (no loops, one answer). */
         unavailable(js, reply, stream, publish,
                     "this node is no longer the leader; retry");
+        return true;
+    }
+    if (leader == NULL && fwd.replaying && !fwd.expired) {
+        fwd.keep = true; /* still electing: wait on, in order */
+        return true;
+    }
+    if (leader == NULL && !fwd.replaying) {
+        park(js, cmd, reply, stream, publish); /* e.g. a first election */
         return true;
     }
     if (leader == NULL) {
@@ -263,6 +356,44 @@ bool srv_js_fwd_publish(struct srv_js *js, struct srv_stream *st,
     }
     return forward_to(js, srv_stream_leader_name(st), cmd,
                       st->cfg.no_ack ? "" : reply, st->cfg.name, true);
+}
+
+/* Run parked requests again in order, up to the first still waiting for
+ * its leader; requests whose wait is over get the 503 answer. */
+static void on_park_tick(uv_timer_t *t)
+{
+    struct srv_js *js = fwd.js;
+    uint64_t now = uv_now(t->loop);
+    for (size_t i = 0; i < SRV_JS_FWD_PARKED_MAX && fwd.head != NULL; i++) {
+        struct parked *p = fwd.head;
+        struct srv_cmd cmd = {
+            .op = p->hdr > 0 ? SRV_OP_HPUB : SRV_OP_PUB,
+            .subject = {p->buf, p->slen},
+            .reply = {p->buf + p->slen, p->rlen},
+            .hdr_bytes = p->hdr,
+            .total_bytes = p->total,
+            .payload = p->buf + p->slen + p->rlen,
+        };
+        if (js == NULL || js->stopping) {
+            break;
+        }
+        fwd.replaying = true;
+        fwd.expired = now >= p->deadline_ms;
+        fwd.keep = false;
+        (void)srv_js_intercept(js, NULL, &cmd);
+        fwd.replaying = false;
+        if (fwd.keep) {
+            break;
+        }
+        fwd.head = p->next;
+        fwd.tail = fwd.head != NULL ? fwd.tail : NULL;
+        fwd.nparked--;
+        fwd.parked_bytes -= p->slen + p->rlen + p->total;
+        free(p);
+    }
+    if (fwd.head == NULL) {
+        uv_timer_stop(t);
+    }
 }
 
 /* ---- leader step-down ---- */

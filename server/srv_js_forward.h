@@ -14,6 +14,12 @@
  * dropped when not, and never stored. Core delivery of a publish to
  * subscribers is done only by the node the client published on.
  *
+ * While a request's leader is unknown (a new stream's first election, a
+ * failover) the request waits here, copied, up to SRV_JS_FWD_PARK_MS and
+ * is retried every SRV_JS_FWD_PARK_TICK_MS; then it gets the 503 answer.
+ * Waiting requests keep their order: while any waits, later requests
+ * queue behind it (also those this node would answer itself).
+ *
  * Replies and consumer deliveries (srv_js_deliver) made on the leader go
  * to local subscribers and, in a SRV_CLUSTER_JS_FWD deliver frame, once to
  * each node with interest in the route subject (a pull request's inbox on
@@ -120,6 +126,7 @@ struct srv_js_fwd_stats {
     uint64_t delivers_out;  /* deliver frames sent */
     uint64_t delivers_in;   /* deliver frames received */
     uint64_t send_failures; /* no link to the leader / queue full */
+    uint64_t parked;        /* requests that waited for a leader */
 };
 void srv_js_fwd_stats(struct srv_js_fwd_stats *out);
 

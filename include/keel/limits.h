@@ -197,6 +197,16 @@ _Static_assert(SRV_JS_MSG_BYTES_MAX + SRV_JS_SUBJECT_BYTES_MAX +
 _Static_assert(SRV_JSC_LEADER_STALE_MS >= 3 * SRV_JSC_ANNOUNCE_MS,
                "a leader must miss several announcements to be forgotten");
 
+/* ---- server: JetStream request forwarding (srv_js_forward*) ---- */
+/* A request whose leader is unknown (a new stream's first election, a
+ * failover) waits this long for one, then gets the 503 answer. */
+#define SRV_JS_FWD_PARK_MS 3000
+#define SRV_JS_FWD_PARK_TICK_MS 20  /* parked requests retried this often */
+#define SRV_JS_FWD_PARKED_MAX 16384 /* requests waiting at once */
+#define SRV_JS_FWD_PARKED_BYTES_MAX (64u * 1024 * 1024) /* their bytes */
+_Static_assert(SRV_JS_FWD_PARK_MS >= 2 * SRV_JSC_ELECTION_MS,
+               "a parked request must outlast a first election");
+
 /* ---- store ---- */
 #define STORE_SEGMENT_BYTES_DEFAULT (64u * 1024 * 1024)
 #define STORE_SEGMENT_BYTES_MIN (8u * 1024)

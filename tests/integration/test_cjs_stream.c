@@ -602,15 +602,18 @@ a_leader_cut_off_from_its_followers_stops_acking_and_catches_up_after_heal(
     assert_true(h_poll(caught_up, NULL, WAIT_MS));
     int leader = leader_index(0);
     int f1 = follower_of(leader), f2 = follower_of(f1);
+    long long t0 = h_now_ms();
     assert_int_equal(h_netns_partition(&net, leader, f1), 0);
     assert_int_equal(h_netns_partition(&net, leader, f2), 0);
+    /* The majority side elects a leader and acknowledges. */
+    struct ack_through a = {f1, 0, "part1"};
+    assert_true(h_poll(acked_through, &a, FAILOVER_MS));
+    printf("# majority side acked %lld ms after the leader was cut off\n",
+           h_now_ms() - t0);
     /* Check-quorum: the cut-off leader steps down; a publish through it
      * is not acknowledged. */
     struct cut_off c = {leader};
-    long long t0 = h_now_ms();
     assert_true(h_poll(stepped_down, &c, FAILOVER_MS));
-    printf("# cut-off leader %s stopped answering as leader after %lld ms\n",
-           net.node[leader].name, h_now_ms() - t0);
     jsPubAck *pa = NULL;
     jsErrCode jerr = 0;
     jsPubOptions po;
@@ -619,9 +622,6 @@ a_leader_cut_off_from_its_followers_stops_acking_and_catches_up_after_heal(
     assert_int_not_equal(
         js_Publish(&pa, js[leader], "ord.part", "lost", 4, &po, &jerr),
         NATS_OK);
-    /* The majority side elects a leader and acknowledges. */
-    struct ack_through a = {f1, 0, "part1"};
-    assert_true(h_poll(acked_through, &a, FAILOVER_MS));
     assert_int_equal(h_netns_heal(&net, leader, f1), 0);
     assert_int_equal(h_netns_heal(&net, leader, f2), 0);
     assert_int_equal(h_netns_wait_mesh(&net, WAIT_MS), 0);
@@ -632,6 +632,67 @@ a_leader_cut_off_from_its_followers_stops_acking_and_catches_up_after_heal(
                      NATS_OK);
     assert_memory_equal(natsMsg_GetData(m), "part1", 5);
     natsMsg_Destroy(m);
+}
+
+struct first_pub {
+    int via;
+    uint64_t seq;
+    natsStatus st;
+    jsErrCode jerr;
+};
+
+/* One publish to the new stream through node via. Only "no responders"
+ * (the node has not applied the stream's create yet: nothing was stored)
+ * is tried again; an ack or any other answer ends the poll. */
+static bool first_publish(void *arg)
+{
+    struct first_pub *p = arg;
+    jsPubAck *pa = NULL;
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = 2 * WAIT_MS;
+    p->st = js_Publish(&pa, js[p->via], "new.a", "first", 5, &po, &p->jerr);
+    if (p->st == NATS_NO_RESPONDERS) {
+        return false;
+    }
+    p->seq = p->st == NATS_OK ? pa->Sequence : 0;
+    jsPubAck_Destroy(pa);
+    return true;
+}
+
+/* No wait for an election: the stream's first leader is elected while
+ * the publishes wait for it (srv_js_forward.h parking), each acked once,
+ * none answered 503. */
+static void
+a_publish_right_after_a_stream_is_created_is_acked_on_every_node(void **state)
+{
+    (void)state;
+    jsStreamConfig cfg;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    const char *subjects[] = {"new.>"};
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = "NEW";
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.Replicas = 3;
+    natsStatus cs = js_AddStream(&si, js[0], &cfg, NULL, &jerr);
+    if (cs != NATS_OK) {
+        fprintf(stderr, "create: %s (%d) %s\n", natsStatus_GetText(cs),
+                (int)jerr, nats_GetLastError(NULL));
+    }
+    assert_int_equal(cs, NATS_OK);
+    jsStreamInfo_Destroy(si);
+    for (int i = 0; i < NODES; i++) {
+        struct first_pub p = {i, 0, NATS_OK, 0};
+        assert_true(h_poll(first_publish, &p, WAIT_MS));
+        if (p.st != NATS_OK) {
+            fprintf(stderr, "publish through %s: %s (%d)\n", net.node[i].name,
+                    natsStatus_GetText(p.st), (int)p.jerr);
+        }
+        assert_int_equal(p.st, NATS_OK); /* never a 503 */
+        assert_int_equal(p.seq, (uint64_t)i + 1);
+    }
 }
 
 int main(void)
@@ -648,6 +709,8 @@ int main(void)
             killing_the_stream_leader_under_load_loses_no_acked_message),
         cmocka_unit_test(
             a_leader_cut_off_from_its_followers_stops_acking_and_catches_up_after_heal),
+        cmocka_unit_test(
+            a_publish_right_after_a_stream_is_created_is_acked_on_every_node),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
