@@ -187,6 +187,57 @@ static void the_token_flag_is_auth(void **state)
     assert_false(f->cfg.tls_verify);
 }
 
+static void cluster_authorization_and_tls_blocks_set_link_security(void **state)
+{
+    struct fixture *f = *state;
+
+    assert_int_equal(
+        apply(f, "cluster {\n  name: c\n"
+                 "  authorization { user: route, password: \"s3 cret\" }\n"
+                 "  tls { cert_file: n.pem, key_file: n.key, ca_file: ca.pem "
+                 "}\n}\n"),
+        0);
+    assert_string_equal(f->cfg.cluster_user, "route");
+    assert_string_equal(f->cfg.cluster_pass, "s3 cret");
+    assert_string_equal(f->cfg.cluster_tls_cert, "n.pem");
+    assert_string_equal(f->cfg.cluster_tls_key, "n.key");
+    assert_string_equal(f->cfg.cluster_tls_ca, "ca.pem");
+    /* The client tls block and users are untouched. */
+    assert_false(f->cfg.tls);
+    assert_string_equal(f->cfg.auth_user, "");
+    assert_int_not_equal(apply(f, "cluster { authorization: route }\n"), 0);
+    assert_int_not_equal(apply(f, "cluster { tls: [1] }\n"), 0);
+}
+
+static void https_port_and_https_serve_monitoring_over_tls(void **state)
+{
+    struct fixture *f = *state;
+    const char *argv[] = {"keeld", "--https_port", "8443"};
+
+    assert_false(f->cfg.https);
+    assert_int_equal(apply(f, "https: 127.0.0.1:9443\n"), 0);
+    assert_true(f->cfg.https);
+    assert_int_equal(f->cfg.http_port, 9443);
+    srv_config_release(&f->cfg);
+    srv_config_defaults(&f->cfg);
+    assert_int_equal(srv_config_from_args(&f->cfg, 3, (char **)argv, f->errmsg),
+                     0);
+    assert_true(f->cfg.https);
+    assert_int_equal(f->cfg.http_port, 8443);
+}
+
+static void jetstream_max_streams_is_bounded(void **state)
+{
+    struct fixture *f = *state;
+
+    assert_int_equal(f->cfg.js_max_streams, 0);
+    assert_int_equal(apply(f, "jetstream { max_streams: 10 }\n"), 0);
+    assert_int_equal(f->cfg.js_max_streams, 10);
+    assert_int_not_equal(apply(f, "jetstream { max_streams: 0 }\n"), 0);
+    assert_int_not_equal(apply(f, "jetstream { max_streams: 100000 }\n"), 0);
+    assert_int_not_equal(apply(f, "jetstream { max_streams: many }\n"), 0);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -198,6 +249,9 @@ int main(void)
         T(limit_keys_set_the_limits),
         T(the_tls_block_sets_files_verify_and_timeout),
         T(flags_spelled_like_nats_server_override_the_file),
+        T(cluster_authorization_and_tls_blocks_set_link_security),
+        T(https_port_and_https_serve_monitoring_over_tls),
+        T(jetstream_max_streams_is_bounded),
         T(the_token_flag_is_auth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
