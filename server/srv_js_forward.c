@@ -284,6 +284,11 @@ static bool forward_to(struct srv_js *js, const char *leader,
                        const char *stream, bool publish)
 {
     const char *self = srv_js_self_name(js);
+    if (fwd.js != js) {
+        /* A request before the first tick: attach now, so the parking
+         * timer is closed by srv_js_fwd_detach. */
+        srv_js_fwd_tick(js);
+    }
     if (!fwd.inbound && !fwd.replaying && fwd.head != NULL) {
         park(js, cmd, reply, stream, publish); /* behind earlier ones */
         return true;
