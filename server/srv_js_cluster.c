@@ -167,24 +167,22 @@ enum srv_jsc_state srv_jsc_state(const struct srv_jsc *jc)
 static void on_group_frame(void *arg, const char *from, const uint8_t *data,
                            size_t len)
 {
+    /* Loop thread only, used within one call: decoded entries point into
+     * data and live until replica_receive returns. */
+    static struct raft_entry es[RAFT_APPEND_ENTRIES_MAX];
     struct replica **slot = arg;
     struct raft_msg m;
-    struct raft_entry *es = NULL;
     char err[KEEL_ERRMSG_MAX];
     if (*slot == NULL) {
         return; /* the group is closing or not open yet: Raft retries */
     }
-    es = malloc(RAFT_APPEND_ENTRIES_MAX * sizeof *es);
-    if (es == NULL) {
+    if (raft_msg_decode(data, len, &m, es, err) != 0) {
+        SRV_DEBUG("js", "undecodable Raft frame from %s: %s", from, err);
         return;
     }
-    int rv = raft_msg_decode(data, len, &m, es, err);
-    if (rv == 0) {
-        rv = replica_receive(*slot, &m, err);
-    } else {
-        SRV_DEBUG("js", "undecodable Raft frame from %s: %s", from, err);
+    if (replica_receive(*slot, &m, err) != 0) {
+        SRV_DEBUG("js", "Raft message from %s refused: %s", from, err);
     }
-    free(es);
 }
 
 static int group_to_cluster(struct srv_jsc *jc, struct jsc_group *g)

@@ -15,8 +15,19 @@ void srv_stream_cluster_place(struct srv_stream *st,
                               const struct srv_jsc_placement *pl)
 {
     struct srv_jsc *jc = st->js->jc;
-    if (pl == NULL || pl->n == 0 || jc == NULL) {
+    if (pl == NULL || pl->n == 0) {
         st->placed = true; /* a group of one on this node */
+        return;
+    }
+    if (jc == NULL) {
+        /* Never open a fresh group of one in place of a replicated one:
+         * the stream would look empty. */
+        SRV_ERROR("js",
+                  "stream %s is replicated across a cluster: start keeld "
+                  "with --cluster, -n and --routes to serve it",
+                  st->cfg.name);
+        st->placed = false;
+        st->failed = true; /* not served here: refuse, never look empty */
         return;
     }
     ASSERT(pl->n <= SRV_JS_REPLICAS_MAX);
