@@ -147,8 +147,11 @@ int f_inject_snapshot(struct f_run_ctx *c, int node);
 int f_dump_node(struct f_run_ctx *c, int node, struct f_view *v);
 void f_check(struct f_run_ctx *c, const struct f_view *read,
              const struct f_view *nodes, int n, struct f_result *r);
-/* After an injury of node i: mark acked values no longer on its disk. */
-void f_note_destroyed(struct f_run_ctx *c, int node);
+/* Value tokens on node i's disk now (malloc'ed, per slot). */
+uint8_t *f_disk_snapshot(struct f_run_ctx *c, int node);
+/* After an injury of node i: mark acked values that were on its disk
+ * before the injury (before) and are gone now. */
+void f_note_destroyed(struct f_run_ctx *c, int node, const uint8_t *before);
 void f_view_free(struct f_view *v);
 
 #endif

@@ -186,21 +186,33 @@ static void scan_dir(const char *dir, uint8_t *seen, int depth)
     }
 }
 
-void f_note_destroyed(struct f_run_ctx *c, int node)
+uint8_t *f_disk_snapshot(struct f_run_ctx *c, int node)
 {
     uint8_t *seen = calloc(F_SEQS_MAX, 1);
-    if (seen == NULL) {
+    if (seen != NULL) {
+        scan_dir(c->k[node].data_dir, seen, 0);
+    }
+    return seen;
+}
+
+/* Only what this injury took: on disk before it (after the kill), gone
+ * after it. A value already missing before the injury was deleted by the
+ * server and stays unexplained. */
+void f_note_destroyed(struct f_run_ctx *c, int node, const uint8_t *before)
+{
+    uint8_t *after = f_disk_snapshot(c, node);
+    if (after == NULL || before == NULL) {
+        free(after);
         return;
     }
-    scan_dir(c->k[node].data_dir, seen, 0);
     pthread_mutex_lock(&c->mu);
     for (uint32_t s = 0; s < F_SEQS_MAX; s++) {
-        if (c->att[s].outcome == F_ACKED && !seen[s]) {
+        if (c->att[s].outcome == F_ACKED && before[s] && !after[s]) {
             c->destroyed[s] = 1;
         }
     }
     pthread_mutex_unlock(&c->mu);
-    free(seen);
+    free(after);
 }
 
 static uint8_t *disk_tokens(struct f_run_ctx *c)

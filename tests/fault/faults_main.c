@@ -171,7 +171,10 @@ static void power_env(struct f_run_ctx *c, int i, bool on)
 
 static int node_start(struct f_run_ctx *c, int i, int port)
 {
-    const char *extra[] = {"--fsync", c->cfg.policy, NULL};
+    /* The snapshot nemesis needs snapshot files: take them often. */
+    bool snap = strcmp(c->nem->name, "snapshot") == 0;
+    const char *extra[] = {"--fsync", c->cfg.policy,
+                           snap ? "--snapshot_entries" : NULL, "500", NULL};
     if (c->cfg.nats_server) {
         power_env(c, i, c->nem->power != NULL);
         int rv = nats_start(c, i, port);
@@ -224,12 +227,14 @@ static int event(struct f_run_ctx *c, int i)
         return -1;
     }
     k->pid = 0;
+    uint8_t *before = c->nem->injure != NULL ? f_disk_snapshot(c, i) : NULL;
     if (c->nem->injure != NULL && c->nem->injure(c, i) != 0) {
         fprintf(stderr, "keel-faults: injury failed on node %d\n", i);
     }
     if (c->nem->injure != NULL) {
-        f_note_destroyed(c, i);
+        f_note_destroyed(c, i, before);
     }
+    free(before);
     if (c->nem->power != NULL && power_loss(c, i) != 0) {
         fprintf(stderr, "keel-faults: power loss tool failed on node %d\n", i);
         return -1;
