@@ -18,6 +18,11 @@
 #define ROUTE_AUTH_SCHEME "hmac-sha256"
 
 struct srv_cluster_sec {
+    /* Refusal log lines: at most SRV_CLUSTER_REFUSE_LOGS_PER_SEC per
+     * second, so a stranger hammering the port cannot flood the log. */
+    uint64_t log_window_ms;
+    unsigned logged;
+    unsigned suppressed;
     bool has_secret;
     struct srv_route_secret secret;
     SSL_CTX *accept_ctx; /* NULL without TLS */
@@ -261,16 +266,45 @@ static const char *peer_addr(struct srv_cluster_link *l, char *buf, size_t len)
     return buf;
 }
 
+/* May a refusal be logged now? Counts what it suppresses and reports the
+ * count when the next second opens. */
+static bool refusal_log_ok(struct srv_cluster *cl)
+{
+    struct srv_cluster_sec *sec = cl->sec;
+    uint64_t now = uv_now(cl->loop);
+
+    if (sec == NULL) {
+        return true;
+    }
+    if (now - sec->log_window_ms >= 1000) {
+        if (sec->suppressed > 0) {
+            SRV_ERROR("cluster", "%u more link refusals not logged",
+                      sec->suppressed);
+        }
+        sec->log_window_ms = now;
+        sec->logged = 0;
+        sec->suppressed = 0;
+    }
+    if (sec->logged >= SRV_CLUSTER_REFUSE_LOGS_PER_SEC) {
+        sec->suppressed++;
+        return false;
+    }
+    sec->logged++;
+    return true;
+}
+
 /* Refuse the link: ERROR with the peer's address, the dialer backs off to
  * the maximum, the link is dropped before any other frame is read. */
 static int refuse(struct srv_cluster_link *l, const char *why)
 {
     char addr[96];
 
-    SRV_ERROR("cluster", "refusing %s link with %s (%s): %s",
-              l->outbound ? "dialed" : "accepted",
-              l->peer_name[0] != '\0' ? l->peer_name : "an unknown node",
-              peer_addr(l, addr, sizeof addr), why);
+    if (refusal_log_ok(l->cl)) {
+        SRV_ERROR("cluster", "refusing %s link with %s (%s): %s",
+                  l->outbound ? "dialed" : "accepted",
+                  l->peer_name[0] != '\0' ? l->peer_name : "an unknown node",
+                  peer_addr(l, addr, sizeof addr), why);
+    }
     if (l->node != NULL) {
         l->node->refused = true;
         l->node->backoff_ms = SRV_CLUSTER_BACKOFF_MS_MAX;
@@ -403,10 +437,12 @@ int srv_cluster_tls_on_read(struct srv_cluster_link *l, size_t n, char *errmsg)
     rv = srv_tls_feed(&ls->tls, (const char *)l->rbuf + l->rlen, n, errmsg);
     if (rv == 0 && !ls->tls.established) {
         rv = srv_tls_handshake(&ls->tls, errmsg);
-        if (rv != 0) {
+        if (rv != 0 && refusal_log_ok(l->cl)) {
             SRV_ERROR("cluster", "refusing %s link with %s: %s",
                       l->outbound ? "dialed" : "accepted",
                       peer_addr(l, addr, sizeof addr), errmsg);
+        }
+        if (rv != 0) {
             if (l->node != NULL) {
                 l->node->refused = true;
                 l->node->backoff_ms = SRV_CLUSTER_BACKOFF_MS_MAX;

@@ -84,6 +84,9 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 #define SRV_ROUTE_PROOF_BYTES 32
 #define SRV_CLUSTER_TLS_BATCH_BYTES (256 * 1024)
 #define SRV_CLUSTER_TLS_READ_ROUNDS_MAX 8
+/* Link refusals (bad route proof, failed TLS handshake) logged per second;
+ * the rest are counted in one line. */
+#define SRV_CLUSTER_REFUSE_LOGS_PER_SEC 10
 /* A monitoring (https) certificate or key PEM file. */
 #define SRV_MON_TLS_PEM_BYTES_MAX (1024 * 1024)
 /* A $JS.API request body is refused unparsed past this: room for a stream
