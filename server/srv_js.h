@@ -98,6 +98,11 @@ const char *srv_js_self_name(const struct srv_js *js);
 const char *srv_js_meta_leader_name(const struct srv_js *js);
 /* True while this node leads the meta group. */
 bool srv_js_is_meta_leader(const struct srv_js *js);
+/* This node's place in the meta group, for logs and monitoring:
+ * "standalone" (not clustered), "forming" (empty, waiting for every seed),
+ * "member", or "not a member" (empty, found an existing cluster: waits to
+ * be added, issue 9). */
+const char *srv_js_meta_membership(const struct srv_js *js);
 
 /* Called by the publish path for every PUB/HPUB before core delivery.
  * Handles $JS.API.* requests, hands $JS.ACK.* (etc.) to the consumer

@@ -214,3 +214,18 @@ uint64_t srv_js_meta_answer(struct srv_js *js, struct srv_stream *st,
     free(p);
     return 0;
 }
+
+const char *srv_js_meta_membership(const struct srv_js *js)
+{
+    if (js->jc == NULL) {
+        return "standalone";
+    }
+    switch (srv_jsc_state(js->jc)) {
+    case SRV_JSC_MEMBER:
+        return "member";
+    case SRV_JSC_WAITING:
+        return "not a member";
+    default:
+        return "forming";
+    }
+}
