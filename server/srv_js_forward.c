@@ -33,6 +33,23 @@ struct parked {
     char buf[];
 };
 
+/* The answer to a STREAM.CREATE forwarded from this node, held until this
+ * node applied the create too (the client's next publish through this
+ * node must find the stream), at most SRV_JS_FWD_PARK_MS. */
+struct held {
+    struct held *next;
+    uint64_t deadline_ms;
+    char stream[SRV_JS_NAME_BYTES_MAX + 1];
+    size_t route_len, wire_len, rlen, hdr, dlen;
+    char buf[]; /* route, wire, reply, headers + data */
+};
+
+/* A STREAM.CREATE forwarded from here whose answer has not come back. */
+struct await_create {
+    char *reply; /* malloc'ed; NULL: free slot */
+    char stream[SRV_JS_NAME_BYTES_MAX + 1];
+};
+
 static struct {
     struct srv_js *js;          /* attached engine, NULL when detached */
     struct srv_cluster *cl;     /* its cluster */
@@ -45,6 +62,10 @@ static struct {
     size_t nparked, parked_bytes;
     uv_timer_t timer;
     bool timer_open;
+    struct held *held; /* answers awaiting the local create */
+    size_t nheld;
+    struct await_create await[SRV_JS_FWD_AWAIT_MAX];
+    size_t await_next; /* ring: the oldest is overwritten */
     struct srv_js_fwd_stats stats;
 } fwd;
 
@@ -145,6 +166,16 @@ void srv_js_fwd_detach(struct srv_js *js)
     fwd.tail = NULL;
     fwd.nparked = 0;
     fwd.parked_bytes = 0;
+    while (fwd.held != NULL) {
+        struct held *h = fwd.held;
+        fwd.held = h->next;
+        free(h);
+    }
+    fwd.nheld = 0;
+    for (size_t i = 0; i < SRV_JS_FWD_AWAIT_MAX; i++) {
+        free(fwd.await[i].reply);
+        fwd.await[i].reply = NULL;
+    }
     if (fwd.timer_open) {
         uv_close((uv_handle_t *)&fwd.timer, NULL);
         fwd.timer_open = false;
@@ -226,6 +257,27 @@ static void unavailable(struct srv_js *js, const char *reply,
 }
 
 static void on_park_tick(uv_timer_t *t);
+static void release_held(struct srv_js *js, uint64_t now);
+
+/* Run the parking timer (open) unless it runs. */
+static void park_timer_start(void)
+{
+    if (!uv_is_active((uv_handle_t *)&fwd.timer)) {
+        (void)uv_timer_start(&fwd.timer, on_park_tick, SRV_JS_FWD_PARK_TICK_MS,
+                             SRV_JS_FWD_PARK_TICK_MS);
+    }
+}
+
+/* Open the parking timer on js's loop. Returns 0 or a libuv error. */
+static int park_timer_open(struct srv_js *js)
+{
+    if (fwd.timer_open) {
+        return 0;
+    }
+    int rv = uv_timer_init(srv_js_server(js)->loop, &fwd.timer);
+    fwd.timer_open = rv == 0;
+    return rv;
+}
 
 /* Keep a copy of cmd until its leader is known (at most
  * SRV_JS_FWD_PARK_MS); 503 when the parking lot is full. */
@@ -238,13 +290,9 @@ static void park(struct srv_js *js, const struct srv_cmd *cmd,
         fwd.parked_bytes + n <= SRV_JS_FWD_PARKED_BYTES_MAX) {
         p = malloc(sizeof *p + n);
     }
-    if (!fwd.timer_open && p != NULL) {
-        if (uv_timer_init(srv_js_server(js)->loop, &fwd.timer) != 0) {
-            free(p);
-            p = NULL;
-        } else {
-            fwd.timer_open = true;
-        }
+    if (p != NULL && park_timer_open(js) != 0) {
+        free(p);
+        p = NULL;
     }
     if (p == NULL) {
         unavailable(js, reply, stream, publish,
@@ -271,10 +319,7 @@ static void park(struct srv_js *js, const struct srv_cmd *cmd,
     fwd.nparked++;
     fwd.parked_bytes += n;
     fwd.stats.parked++;
-    if (!uv_is_active((uv_handle_t *)&fwd.timer)) {
-        (void)uv_timer_start(&fwd.timer, on_park_tick, SRV_JS_FWD_PARK_TICK_MS,
-                             SRV_JS_FWD_PARK_TICK_MS);
-    }
+    park_timer_start();
 }
 
 /* Forward cmd to leader (a node name, NULL unknown) unless this node is
@@ -328,6 +373,32 @@ static bool forward_to(struct srv_js *js, const char *leader,
     return true;
 }
 
+/* Remember a forwarded STREAM.CREATE of stream answered to reply. */
+static void await_add(const char *reply, const char *stream)
+{
+    struct await_create *a = &fwd.await[fwd.await_next];
+    fwd.await_next = (fwd.await_next + 1) % SRV_JS_FWD_AWAIT_MAX;
+    free(a->reply);
+    a->reply = strdup(reply);
+    snprintf(a->stream, sizeof a->stream, "%s", stream);
+}
+
+/* Was route the reply of a forwarded STREAM.CREATE? Then forget it and
+ * copy its stream name into stream. */
+static bool await_take(const char *route, char *stream)
+{
+    for (size_t i = 0; i < SRV_JS_FWD_AWAIT_MAX; i++) {
+        struct await_create *a = &fwd.await[i];
+        if (a->reply != NULL && strcmp(a->reply, route) == 0) {
+            memcpy(stream, a->stream, sizeof a->stream);
+            free(a->reply);
+            a->reply = NULL;
+            return true;
+        }
+    }
+    return false;
+}
+
 bool srv_js_fwd_request(struct srv_js *js, const struct srv_cmd *cmd,
                         const char *reply)
 {
@@ -338,8 +409,15 @@ bool srv_js_fwd_request(struct srv_js *js, const struct srv_cmd *cmd,
     enum srv_js_fwd_target t =
         srv_js_fwd_classify(cmd->subject.ptr, cmd->subject.len, stream);
     if (t == SRV_JS_FWD_META) {
-        return forward_to(js, srv_js_meta_leader_name(js), cmd, reply, "",
-                          false);
+        uint64_t sent = fwd.stats.requests_out;
+        bool done =
+            forward_to(js, srv_js_meta_leader_name(js), cmd, reply, "", false);
+        if (fwd.stats.requests_out > sent && reply[0] != '\0' &&
+            cmd->subject.len > 22 &&
+            memcmp(cmd->subject.ptr, "$JS.API.STREAM.CREATE.", 22) == 0) {
+            await_add(reply, stream);
+        }
+        return done;
     }
     struct srv_stream *st = NULL;
     if (t != SRV_JS_FWD_STREAM || srv_js_find_stream(js, stream, &st) != 0) {
@@ -396,7 +474,10 @@ static void on_park_tick(uv_timer_t *t)
         fwd.parked_bytes -= p->slen + p->rlen + p->total;
         free(p);
     }
-    if (fwd.head == NULL) {
+    if (js != NULL && !js->stopping) {
+        release_held(js, now);
+    }
+    if (fwd.head == NULL && fwd.held == NULL) {
         uv_timer_stop(t);
     }
 }
@@ -620,6 +701,81 @@ static int on_request(struct srv_js *js, struct srv_mp_reader *r)
     return 0;
 }
 
+static int deliver_local(struct srv_js *js, const char *route, size_t route_len,
+                         const char *wire, size_t wire_len, const char *reply,
+                         const uint8_t *data, size_t hdr, size_t dlen)
+{
+    fwd.inbound_deliver = true;
+    int rv = srv_route_deliver_internal(srv_js_server(js), route, route_len,
+                                        wire, wire_len, reply, data, hdr,
+                                        data + hdr, dlen - hdr);
+    fwd.inbound_deliver = false;
+    return rv;
+}
+
+/* Hold a create answer (copied) until the stream is known here. Returns
+ * false when it cannot be held (deliver it now). */
+static bool hold(struct srv_js *js, const char *stream, const char *route,
+                 size_t route_len, const char *wire, size_t wire_len,
+                 const char *reply, size_t rlen, const uint8_t *data,
+                 size_t hdr, size_t dlen)
+{
+    if (fwd.nheld >= SRV_JS_FWD_AWAIT_MAX || park_timer_open(js) != 0) {
+        return false;
+    }
+    struct held *h = malloc(sizeof *h + route_len + wire_len + rlen + dlen);
+    if (h == NULL) {
+        return false;
+    }
+    *h = (struct held){.next = fwd.held,
+                       .deadline_ms =
+                           uv_now(fwd.timer.loop) + SRV_JS_FWD_PARK_MS,
+                       .route_len = route_len,
+                       .wire_len = wire_len,
+                       .rlen = rlen,
+                       .hdr = hdr,
+                       .dlen = dlen};
+    snprintf(h->stream, sizeof h->stream, "%s", stream);
+    memcpy(h->buf, route, route_len);
+    memcpy(h->buf + route_len, wire, wire_len);
+    memcpy(h->buf + route_len + wire_len, reply, rlen);
+    memcpy(h->buf + route_len + wire_len + rlen, data, dlen);
+    fwd.held = h;
+    fwd.nheld++;
+    park_timer_start();
+    return true;
+}
+
+/* Deliver held create answers whose stream this node knows now, or whose
+ * wait is over (at most SRV_JS_FWD_AWAIT_MAX are held). */
+static void release_held(struct srv_js *js, uint64_t now)
+{
+    struct held **pp = &fwd.held;
+    while (*pp != NULL) {
+        struct held *h = *pp;
+        struct srv_stream *st = NULL;
+        if (srv_js_find_stream(js, h->stream, &st) != 0 &&
+            now < h->deadline_ms) {
+            pp = &h->next;
+            continue;
+        }
+        char route[SRV_CONTROL_LINE_BYTES_MAX + 1];
+        char reply[SRV_CONTROL_LINE_BYTES_MAX + 1];
+        const char *wire = h->buf + h->route_len;
+        memcpy(route, h->buf, h->route_len);
+        route[h->route_len] = '\0';
+        memcpy(reply, wire + h->wire_len, h->rlen);
+        reply[h->rlen] = '\0';
+        (void)deliver_local(js, route, h->route_len, wire, h->wire_len,
+                            h->rlen > 0 ? reply : NULL,
+                            (const uint8_t *)wire + h->wire_len + h->rlen,
+                            h->hdr, h->dlen);
+        *pp = h->next;
+        fwd.nheld--;
+        free(h);
+    }
+}
+
 static int on_deliver(struct srv_js *js, struct srv_mp_reader *r)
 {
     char route[SRV_CONTROL_LINE_BYTES_MAX + 1];
@@ -636,13 +792,15 @@ static int on_deliver(struct srv_js *js, struct srv_mp_reader *r)
         return KEEL_EPROTO;
     }
     fwd.stats.delivers_in++;
-    fwd.inbound_deliver = true;
-    int rv =
-        srv_route_deliver_internal(srv_js_server(js), route, route_len, wire,
-                                   wire_len, rlen > 0 ? reply : NULL, data,
-                                   (size_t)hdr, data + hdr, dlen - (size_t)hdr);
-    fwd.inbound_deliver = false;
-    return rv;
+    char stream[SRV_JS_NAME_BYTES_MAX + 1];
+    struct srv_stream *st = NULL;
+    if (await_take(route, stream) && srv_js_find_stream(js, stream, &st) != 0 &&
+        hold(js, stream, route, route_len, wire, wire_len, reply, rlen, data,
+             (size_t)hdr, dlen)) {
+        return 0; /* answered once this node applied the create */
+    }
+    return deliver_local(js, route, route_len, wire, wire_len,
+                         rlen > 0 ? reply : NULL, data, (size_t)hdr, dlen);
 }
 
 /* Dispatch of one SRV_CLUSTER_JS_FWD frame (bytes from the network: a

@@ -207,6 +207,9 @@ _Static_assert(SRV_JSC_LEADER_STALE_MS >= 3 * SRV_JSC_ANNOUNCE_MS,
 #define SRV_JS_FWD_PARK_TICK_MS 20  /* parked requests retried this often */
 #define SRV_JS_FWD_PARKED_MAX 16384 /* requests waiting at once */
 #define SRV_JS_FWD_PARKED_BYTES_MAX (64u * 1024 * 1024) /* their bytes */
+/* Forwarded STREAM.CREATEs remembered, and answers held, until the node
+ * they came through applied the create (a ring; the oldest is dropped). */
+#define SRV_JS_FWD_AWAIT_MAX 64
 _Static_assert(SRV_JS_FWD_PARK_MS >= 2 * SRV_JSC_ELECTION_MS,
                "a parked request must outlast a first election");
 

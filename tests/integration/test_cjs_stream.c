@@ -636,6 +636,8 @@ a_leader_cut_off_from_its_followers_stops_acking_and_catches_up_after_heal(
 
 struct first_pub {
     int via;
+    bool created_here; /* the create was answered through via */
+    const char *subject;
     uint64_t seq;
     natsStatus st;
     jsErrCode jerr;
@@ -643,7 +645,9 @@ struct first_pub {
 
 /* One publish to the new stream through node via. Only "no responders"
  * (the node has not applied the stream's create yet: nothing was stored)
- * is tried again; an ack or any other answer ends the poll. */
+ * is tried again, and not on the node the create went through: it
+ * answers the create only once it applied it. An ack or any other answer
+ * ends the poll. */
 static bool first_publish(void *arg)
 {
     struct first_pub *p = arg;
@@ -651,8 +655,8 @@ static bool first_publish(void *arg)
     jsPubOptions po;
     jsPubOptions_Init(&po);
     po.MaxWait = 2 * WAIT_MS;
-    p->st = js_Publish(&pa, js[p->via], "new.a", "first", 5, &po, &p->jerr);
-    if (p->st == NATS_NO_RESPONDERS) {
+    p->st = js_Publish(&pa, js[p->via], p->subject, "first", 5, &po, &p->jerr);
+    if (p->st == NATS_NO_RESPONDERS && !p->created_here) {
         return false;
     }
     p->seq = p->st == NATS_OK ? pa->Sequence : 0;
@@ -660,38 +664,52 @@ static bool first_publish(void *arg)
     return true;
 }
 
-/* No wait for an election: the stream's first leader is elected while
- * the publishes wait for it (srv_js_forward.h parking), each acked once,
- * none answered 503. */
-static void
-a_publish_right_after_a_stream_is_created_is_acked_on_every_node(void **state)
+/* Create stream NEW<c> (subjects new<c>.>) through node c, then publish
+ * to it through every node at once: each acked, none answered 503. */
+static void create_and_publish_at_once(int c)
 {
-    (void)state;
+    char name[16], subj[16];
     jsStreamConfig cfg;
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
-    const char *subjects[] = {"new.>"};
+    snprintf(name, sizeof name, "NEW%d", c);
+    snprintf(subj, sizeof subj, "new%d.>", c);
+    const char *subjects[] = {subj};
     jsStreamConfig_Init(&cfg);
-    cfg.Name = "NEW";
+    cfg.Name = name;
     cfg.Subjects = subjects;
     cfg.SubjectsLen = 1;
     cfg.Replicas = 3;
-    natsStatus cs = js_AddStream(&si, js[0], &cfg, NULL, &jerr);
+    natsStatus cs = js_AddStream(&si, js[c], &cfg, NULL, &jerr);
     if (cs != NATS_OK) {
         fprintf(stderr, "create: %s (%d) %s\n", natsStatus_GetText(cs),
                 (int)jerr, nats_GetLastError(NULL));
     }
     assert_int_equal(cs, NATS_OK);
     jsStreamInfo_Destroy(si);
+    snprintf(subj, sizeof subj, "new%d.a", c);
     for (int i = 0; i < NODES; i++) {
-        struct first_pub p = {i, 0, NATS_OK, 0};
+        struct first_pub p = {i, i == c, subj, 0, NATS_OK, 0};
         assert_true(h_poll(first_publish, &p, WAIT_MS));
         if (p.st != NATS_OK) {
-            fprintf(stderr, "publish through %s: %s (%d)\n", net.node[i].name,
-                    natsStatus_GetText(p.st), (int)p.jerr);
+            fprintf(stderr, "publish to %s through %s: %s (%d)\n", name,
+                    net.node[i].name, natsStatus_GetText(p.st), (int)p.jerr);
         }
         assert_int_equal(p.st, NATS_OK); /* never a 503 */
         assert_int_equal(p.seq, (uint64_t)i + 1);
+    }
+}
+
+/* No wait for an election: a new stream's first leader is elected while
+ * the publishes wait for it (srv_js_forward.h parking), and the node a
+ * create went through answers it only once it knows the stream. Created
+ * through every node, so most creates do not go through the meta leader. */
+static void
+a_publish_right_after_a_stream_is_created_is_acked_on_every_node(void **state)
+{
+    (void)state;
+    for (int c = 0; c < NODES; c++) {
+        create_and_publish_at_once(c);
     }
 }
 
