@@ -190,6 +190,13 @@ const char *srv_js_meta_leader_name(const struct srv_js *js)
     if (js->jc == NULL) {
         return NULL;
     }
+    /* A member knows the leader from Raft; others from announcements. */
+    const char *n = js->meta != NULL && js->meta_leader_node != 0
+                        ? srv_jsc_name_of(js->jc, js->meta_leader_node)
+                        : NULL;
+    if (n != NULL) {
+        return n;
+    }
     srv_js_meta_gid(&gid);
     return srv_jsc_leader_name(js->jc, gid.b);
 }
