@@ -23,6 +23,10 @@ struct cli_conn_opts {
     const char *servers; /* comma list; NULL: $NATS_URL, then the default */
     const char *user;
     const char *password;
+    const char *creds;   /* NATS credentials file (JWT + NKey seed) */
+    const char *tlscert; /* client certificate (with tlskey) */
+    const char *tlskey;
+    const char *tlsca; /* CA bundle that signed the server's certificate */
     int64_t timeout_ms;
 };
 

@@ -11,6 +11,7 @@
 
 #include "keel/assert.h"
 #include "cli.h"
+#include "cli_js.h"
 #include "cli_passwd.h"
 #include "cli_store.h"
 
@@ -42,6 +43,11 @@ static const struct cli_cmd commands[] = {
      "Answer requests on SUBJECT with BODY until --count or ^C.", 2, 2},
     {"bench", cli_bench, "pub|sub|pubsub|req SUBJECT",
      "Measure throughput (msgs/s, MB/s) or request latency.", 2, 2},
+    {"stream", cli_stream, "add|ls|info|edit|rm|purge|get|backup|restore",
+     "Manage streams (JetStream); 'keel stream' lists the commands.", 0, 8},
+    {"consumer", cli_consumer, "add|ls|info|rm|next",
+     "Manage consumers and fetch messages; 'keel consumer' lists them.", 0,
+     8},
     {"passwd", cli_passwd, "[--iterations N]",
      "Print a password hash for keeld's authorization block.", 0, 0},
     {"store", cli_store, "dump --data DIR",
@@ -56,11 +62,12 @@ static void print_help(FILE *out)
                  "Client for Keel, the NATS-compatible stream server.\n\n"
                  "commands:\n");
     for (size_t i = 0; i < COMMANDS_COUNT; i++) {
-        fprintf(out, "  %-7s %s\n", commands[i].name, commands[i].summary);
+        fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
     }
     fprintf(out, "\nRun 'keel <command> --help' for its flags. Connection "
-                 "flags: -s/--server, --user,\n--password, --timeout; "
-                 "NATS_URL sets the default server.\n"
+                 "flags: -s/--server, --user,\n--password, --creds, "
+                 "--tlscert, --tlskey, --tlsca, --timeout; NATS_URL sets\n"
+                 "the default server. Read commands take --json.\n"
                  "Exit status: 0 ok, 1 operation failed, 2 usage error.\n");
 }
 

@@ -29,6 +29,14 @@ static void common_flags(struct cli_conn_opts *conn, struct cli_flag *out)
          ")"},
         {"user", 0, CLI_FLAG_STR, &conn->user, "USER", "user name"},
         {"password", 0, CLI_FLAG_STR, &conn->password, "PASSWORD", "password"},
+        {"creds", 0, CLI_FLAG_STR, &conn->creds, "FILE",
+         "user credentials file (JWT and seed)"},
+        {"tlscert", 0, CLI_FLAG_STR, &conn->tlscert, "FILE",
+         "client certificate for TLS (with --tlskey)"},
+        {"tlskey", 0, CLI_FLAG_STR, &conn->tlskey, "FILE",
+         "client private key for TLS"},
+        {"tlsca", 0, CLI_FLAG_STR, &conn->tlsca, "FILE",
+         "CA certificates to verify the server (turns TLS on)"},
         {"timeout", 0, CLI_FLAG_DURATION, &conn->timeout_ms, "DURATION",
          "connect and request timeout, e.g. 500ms, 5s (default 5s)"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
@@ -36,7 +44,7 @@ static void common_flags(struct cli_conn_opts *conn, struct cli_flag *out)
     memcpy(out, rows, sizeof rows);
 }
 
-#define COMMON_FLAGS_ROWS 5
+#define COMMON_FLAGS_ROWS 9
 
 static int parse_int(const char *name, const char *value, int64_t *out,
                      char **end, char *errmsg)
@@ -274,6 +282,29 @@ int cli_parse(const struct cli_cmd *cmd, const struct cli_flag *flags,
     return 0;
 }
 
+/* --creds, --tlscert/--tlskey, --tlsca (any of the TLS ones turns TLS
+ * on, as in the nats CLI). */
+static natsStatus tls_options(const struct cli_conn_opts *conn,
+                              natsOptions *opts)
+{
+    natsStatus s = NATS_OK;
+    if (conn->creds != NULL) {
+        s = natsOptions_SetUserCredentialsFromFiles(opts, conn->creds, NULL);
+    }
+    bool tls = conn->tlsca != NULL || conn->tlscert != NULL;
+    if (s == NATS_OK && tls) {
+        s = natsOptions_SetSecure(opts, true);
+    }
+    if (s == NATS_OK && conn->tlsca != NULL) {
+        s = natsOptions_LoadCATrustedCertificates(opts, conn->tlsca);
+    }
+    if (s == NATS_OK && conn->tlscert != NULL) {
+        s = natsOptions_LoadCertificatesChain(opts, conn->tlscert,
+                                              conn->tlskey);
+    }
+    return s;
+}
+
 int cli_options_create(const struct cli_conn_opts *conn, natsOptions **out,
                        char *errmsg)
 {
@@ -315,6 +346,9 @@ int cli_options_create(const struct cli_conn_opts *conn, natsOptions **out,
     }
     if (s == NATS_OK) {
         s = natsOptions_SetTimeout(opts, conn->timeout_ms);
+    }
+    if (s == NATS_OK) {
+        s = tls_options(conn, opts);
     }
     if (s == NATS_OK) {
         /* Shows in the server's connection list (monitoring). */

@@ -1,4 +1,5 @@
 /* keel pub and keel req: the commands that send. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,6 +54,59 @@ err_msg:
     return rv;
 }
 
+static _Atomic int64_t js_acked, js_failed;
+
+static void js_ack_cb(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
+                      void *closure)
+{
+    (void)js;
+    (void)closure;
+    atomic_fetch_add(pa != NULL && pae == NULL ? &js_acked : &js_failed, 1);
+    natsMsg_Destroy(msg);
+}
+
+/* --jetstream: publish count copies with acks, CLI_BACKUP_WINDOW in
+ * flight; fails unless every copy was acknowledged as stored. */
+static int pub_jetstream(natsConnection *nc, const char *subject,
+                         const char *body, const struct cli_list *headers,
+                         int64_t count, int64_t timeout_ms, char *errmsg)
+{
+    jsCtx *js = NULL;
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Wait = timeout_ms;
+    jo.PublishAsync.AckHandler = js_ack_cb;
+    jo.PublishAsync.MaxPending = CLI_BACKUP_WINDOW;
+    jo.PublishAsync.StallWait = timeout_ms;
+    natsStatus s = natsConnection_JetStream(&js, nc, &jo);
+    int rv = s == NATS_OK ? 0 : cli_nats_err(s, errmsg, "JetStream context");
+    for (int64_t i = 0; rv == 0 && i < count; i++) {
+        natsMsg *msg = NULL;
+        rv = build_msg(subject, NULL, body, headers, &msg, errmsg);
+        s = rv == 0 ? js_PublishMsgAsync(js, &msg, NULL) : NATS_OK;
+        natsMsg_Destroy(msg); /* NULL once the library owns it */
+        if (s != NATS_OK) {
+            rv = cli_nats_err(s, errmsg, "JetStream publish");
+        }
+    }
+    if (rv == 0) {
+        jsPubOptions po;
+        jsPubOptions_Init(&po);
+        po.MaxWait = timeout_ms;
+        s = js_PublishAsyncComplete(js, &po);
+        rv = s == NATS_OK ? 0 : cli_nats_err(s, errmsg, "waiting for acks");
+    }
+    if (rv == 0 && atomic_load(&js_acked) != count) {
+        rv = keel_err(KEEL_EIO, errmsg,
+                      "%lld of %lld publishes were not stored (no stream "
+                      "captures \"%s\"? see keel stream ls)",
+                      (long long)(count - atomic_load(&js_acked)),
+                      (long long)count, subject);
+    }
+    jsCtx_Destroy(js);
+    return rv;
+}
+
 int cli_pub(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
 {
     struct cli_conn_opts conn;
@@ -61,6 +115,7 @@ int cli_pub(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
     int64_t count = 1;
     const char *reply = NULL;
     bool help;
+    bool jetstream = false;
     natsConnection *nc = NULL;
     natsMsg *msg = NULL;
     int rv;
@@ -70,6 +125,8 @@ int cli_pub(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
         {"count", 0, CLI_FLAG_INT, &count, "N", "publish N copies (default 1)"},
         {"header", 'H', CLI_FLAG_LIST, &headers, "'Key:Value'", "add a header"},
         {"reply", 0, CLI_FLAG_STR, &reply, "SUBJECT", "reply subject to set"},
+        {"jetstream", 'J', CLI_FLAG_BOOL, &jetstream, NULL,
+         "wait for each copy's stream ack (fails if one is not stored)"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
     rv = cli_parse(cmd, flags, &conn, argc, argv, &args, &help, errmsg);
@@ -85,6 +142,15 @@ int cli_pub(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
     rv = cli_connect_default(&conn, &nc, errmsg);
     if (rv != 0) {
         goto out_msg;
+    }
+    if (jetstream) {
+        rv = pub_jetstream(nc, subject, body, &headers, count, conn.timeout_ms,
+                           errmsg);
+        if (rv == 0) {
+            fprintf(stderr, "Stored %lld message%s in JetStream\n",
+                    (long long)count, count == 1 ? "" : "s");
+        }
+        goto out_conn;
     }
     for (int64_t i = 0; i < count; i++) {
         ASSERT(i < CLI_COUNT_MAX);

@@ -330,6 +330,7 @@ _Static_assert(SNAP_CHUNK_DATA_BYTES + 64 <= RAFT_MSG_BYTES_MAX,
 #define CLI_BACKUP_MSGS_MAX (1ll << 40)
 #define CLI_BACKUP_CONFIG_BYTES_MAX (1024 * 1024)
 #define CLI_BACKUP_WINDOW 1024 /* restore: publishes in flight */
+#define CLI_SUBJECT_BYTES_MAX 1024 /* an API subject or message subject */
 /* keel store dump (cli_store*.c): group directories listed, streams named
  * by the meta log, meta entries decoded. */
 #define CLI_STORE_GROUPS_MAX 4096

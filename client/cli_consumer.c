@@ -1,0 +1,315 @@
+/* keel consumer add|ls|info|rm|next (PROTOCOL.md §2.6-2.8). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keel/assert.h"
+#include "cli_js.h"
+#include "cli_stream_cfg.h"
+
+struct cons_flags {
+    const char *deliver; /* push: deliver subject */
+    const char *filter;
+    const char *ack;
+    const char *policy;
+    const char *ack_wait;
+    int64_t start_seq, max_deliver, max_ack_pending;
+    bool json, force;
+};
+
+static int start(const struct cli_cmd *cmd, const struct cli_flag *flags,
+                 struct cli_conn_opts *conn, int argc, char **argv,
+                 struct cli_args *args, natsConnection **nc, bool *help,
+                 char *errmsg)
+{
+    cli_conn_opts_init(conn);
+    int rv = cli_parse(cmd, flags, conn, argc, argv, args, help, errmsg);
+    if (rv != 0 || *help) {
+        return rv;
+    }
+    return cli_connect_default(conn, nc, errmsg);
+}
+
+static void print_info(const json_t *info)
+{
+    const json_t *cfg = json_object_get(info, "config");
+    const json_t *del = json_object_get(info, "delivered");
+    const json_t *fl = json_object_get(info, "ack_floor");
+    char a[32], b[32], c[32], d[32], w[32];
+    cli_fmt_count((uint64_t)cli_js_int(info, "num_pending", 0), a, sizeof a);
+    cli_fmt_count((uint64_t)cli_js_int(info, "num_ack_pending", 0), b,
+                  sizeof b);
+    cli_fmt_count((uint64_t)cli_js_int(del, "stream_seq", 0), c, sizeof c);
+    cli_fmt_count((uint64_t)cli_js_int(fl, "stream_seq", 0), d, sizeof d);
+    cli_fmt_duration_ns(cli_js_int(cfg, "ack_wait", 0), w, sizeof w);
+    const char *ds = cli_js_str(cfg, "deliver_subject", NULL);
+    printf("Consumer %s on stream %s (created %s)\n\n",
+           cli_js_str(info, "name", "?"), cli_js_str(info, "stream_name", "?"),
+           cli_js_str(info, "created", "?"));
+    printf("Configuration:\n");
+    printf("  %-18s %s\n", "Mode:", ds != NULL ? "push" : "pull");
+    if (ds != NULL) {
+        printf("  %-18s %s\n", "Deliver Subject:", ds);
+    }
+    printf("  %-18s %s\n", "Filter:", cli_js_str(cfg, "filter_subject", "-"));
+    printf("  %-18s %s\n",
+           "Deliver Policy:", cli_js_str(cfg, "deliver_policy", "?"));
+    printf("  %-18s %s\n", "Ack Policy:", cli_js_str(cfg, "ack_policy", "?"));
+    printf("  %-18s %s\n\n", "Ack Wait:", w);
+    printf("State:\n");
+    printf("  %-18s %s\n", "Last Delivered:", c);
+    printf("  %-18s %s\n", "Ack Floor:", d);
+    printf("  %-18s %s\n", "Unprocessed:", a);
+    printf("  %-18s %s\n", "Ack Pending:", b);
+}
+
+static int build_cfg(const struct cons_flags *cf, const char *stream,
+                     const char *name, char **body, char *errmsg)
+{
+    json_t *cfg =
+        json_pack("{s:s, s:s, s:s}", "durable_name", name, "ack_policy",
+                  cf->ack, "deliver_policy", cf->policy);
+    int rv = cfg == NULL ? KEEL_ENOMEM : 0;
+    if (rv == 0 && cf->deliver != NULL) {
+        json_object_set_new(cfg, "deliver_subject", json_string(cf->deliver));
+    }
+    if (rv == 0 && cf->filter != NULL) {
+        json_object_set_new(cfg, "filter_subject", json_string(cf->filter));
+    }
+    if (rv == 0 && cf->start_seq > 0) {
+        json_object_set_new(cfg, "opt_start_seq", json_integer(cf->start_seq));
+    }
+    if (rv == 0 && cf->max_deliver > 0) {
+        json_object_set_new(cfg, "max_deliver", json_integer(cf->max_deliver));
+    }
+    if (rv == 0 && cf->max_ack_pending > 0) {
+        json_object_set_new(cfg, "max_ack_pending",
+                            json_integer(cf->max_ack_pending));
+    }
+    if (rv == 0 && cf->ack_wait != NULL) {
+        int64_t ns = 0;
+        rv = cli_parse_duration_ns("ack-wait", cf->ack_wait, &ns, errmsg);
+        json_object_set_new(cfg, "ack_wait", json_integer(ns));
+    }
+    json_t *req =
+        rv == 0 ? json_pack("{s:s, s:o}", "stream_name", stream, "config", cfg)
+                : NULL;
+    if (rv == 0 && req == NULL) {
+        rv = KEEL_ENOMEM;
+    } else if (rv != 0) {
+        json_decref(cfg);
+    }
+    *body = req != NULL ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_decref(req);
+    return rv == 0 && *body == NULL ? KEEL_ENOMEM : rv;
+}
+
+static int cons_add(const struct cli_cmd *cmd, int argc, char **argv,
+                    char *errmsg)
+{
+    struct cons_flags cf = {.ack = "explicit", .policy = "all"};
+    struct cli_flag flags[] = {
+        {"deliver", 0, CLI_FLAG_STR, &cf.deliver, "SUBJECT",
+         "push consumer delivering to SUBJECT (default: pull)"},
+        {"filter", 0, CLI_FLAG_STR, &cf.filter, "SUBJECT",
+         "only messages on SUBJECT"},
+        {"ack", 0, CLI_FLAG_STR, &cf.ack, "POLICY",
+         "explicit (default), all or none"},
+        {"deliver-policy", 0, CLI_FLAG_STR, &cf.policy, "POLICY",
+         "all (default), last, new, by_start_sequence"},
+        {"start-seq", 0, CLI_FLAG_INT, &cf.start_seq, "N",
+         "first sequence (with by_start_sequence)"},
+        {"max-deliver", 0, CLI_FLAG_INT, &cf.max_deliver, "N",
+         "deliveries per message (default unlimited)"},
+        {"max-ack-pending", 0, CLI_FLAG_INT, &cf.max_ack_pending, "N",
+         "unacknowledged messages in flight (default 1000)"},
+        {"ack-wait", 0, CLI_FLAG_STR, &cf.ack_wait, "DURATION",
+         "redeliver after this long without an ack (default 30s)"},
+        {"json", 0, CLI_FLAG_BOOL, &cf.json, NULL, "print the API reply"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    natsConnection *nc = NULL;
+    json_t *reply = NULL;
+    char *body = NULL;
+    char api[CLI_SUBJECT_BYTES_MAX];
+    bool help = false;
+    int rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+    if (rv == 0 && !help) {
+        rv = build_cfg(&cf, args.items[0], args.items[1], &body, errmsg);
+    }
+    if (rv == 0 && !help) {
+        snprintf(api, sizeof api, "CONSUMER.CREATE.%s.%s", args.items[0],
+                 args.items[1]);
+        rv = cli_js_request(nc, conn.timeout_ms, "consumer add", api, body,
+                            &reply, NULL, errmsg);
+    }
+    if (rv == 0 && !help) {
+        if (cf.json) {
+            cli_js_print_json(reply);
+        } else {
+            print_info(reply);
+        }
+    }
+    free(body);
+    json_decref(reply);
+    natsConnection_Destroy(nc);
+    return rv;
+}
+
+static int ls_rows(struct cli_table *t, const json_t *list)
+{
+    size_t i;
+    const json_t *info;
+    json_array_foreach(list, i, info)
+    {
+        const json_t *cfg = json_object_get(info, "config");
+        char pend[32], ackp[32], del[32];
+        cli_fmt_count((uint64_t)cli_js_int(info, "num_pending", 0), pend,
+                      sizeof pend);
+        cli_fmt_count((uint64_t)cli_js_int(info, "num_ack_pending", 0), ackp,
+                      sizeof ackp);
+        cli_fmt_count((uint64_t)cli_js_int(json_object_get(info, "delivered"),
+                                           "stream_seq", 0),
+                      del, sizeof del);
+        const char *row[] = {cli_js_str(info, "name", "?"),
+                             json_object_get(cfg, "deliver_subject") ? "push"
+                                                                     : "pull",
+                             cli_js_str(cfg, "ack_policy", "?"),
+                             del,
+                             pend,
+                             ackp};
+        int rv = cli_table_add(t, row);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    return 0;
+}
+
+static int cons_ls(const struct cli_cmd *cmd, int argc, char **argv,
+                   char *errmsg)
+{
+    static const char *const heads[] = {"Name",         "Mode",
+                                        "Ack",          ">Last Delivered",
+                                        ">Unprocessed", ">Ack Pending"};
+    bool json = false, help = false;
+    struct cli_flag flags[] = {
+        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the API reply"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    natsConnection *nc = NULL;
+    json_t *reply = NULL;
+    char api[CLI_SUBJECT_BYTES_MAX];
+    struct cli_table *t = calloc(1, sizeof *t);
+    int rv = t == NULL ? KEEL_ENOMEM : 0;
+    if (rv == 0) {
+        rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+    }
+    if (rv == 0 && !help) {
+        snprintf(api, sizeof api, "CONSUMER.LIST.%s", args.items[0]);
+        rv = cli_js_request(nc, conn.timeout_ms, "consumer ls", api, NULL,
+                            &reply, NULL, errmsg);
+    }
+    if (rv == 0 && !help) {
+        rv = cli_table_init(t, 6, heads);
+    }
+    if (rv == 0 && !help) {
+        const json_t *list = json_object_get(reply, "consumers");
+        rv = ls_rows(t, list);
+        if (rv == 0 && json) {
+            cli_js_print_json(list);
+        } else if (rv == 0 && json_array_size(list) == 0) {
+            printf("No consumers on stream %s (add one with 'keel consumer "
+                   "add')\n",
+                   args.items[0]);
+        } else if (rv == 0) {
+            cli_table_print(t, stdout, cli_color(stdout));
+        }
+    }
+    if (t != NULL) {
+        cli_table_free(t);
+    }
+    free(t);
+    json_decref(reply);
+    natsConnection_Destroy(nc);
+    return rv;
+}
+
+/* info and rm: STREAM NAME. */
+static int cons_simple(const struct cli_cmd *cmd, int argc, char **argv,
+                       char *errmsg, const char *verb)
+{
+    bool json = false, help = false, force = false;
+    struct cli_flag flags[] = {
+        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the API reply"},
+        {"force", 'f', CLI_FLAG_BOOL, &force, NULL, "rm: do not ask"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    natsConnection *nc = NULL;
+    json_t *reply = NULL;
+    char api[CLI_SUBJECT_BYTES_MAX];
+    int rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+    if (rv != 0 || help) {
+        goto out;
+    }
+    if (strcmp(verb, "DELETE") == 0 && !force) {
+        rv = cli_confirm("delete consumer", args.items[1], errmsg);
+    }
+    snprintf(api, sizeof api, "CONSUMER.%s.%s.%s", verb, args.items[0],
+             args.items[1]);
+    if (rv == 0) {
+        rv = cli_js_request(nc, conn.timeout_ms, cmd->name, api, NULL, &reply,
+                            NULL, errmsg);
+    }
+    if (rv == 0 && json) {
+        cli_js_print_json(reply);
+    } else if (rv == 0 && strcmp(verb, "INFO") == 0) {
+        print_info(reply);
+    } else if (rv == 0) {
+        printf("Consumer %s > %s deleted\n", args.items[0], args.items[1]);
+    }
+out:
+    json_decref(reply);
+    natsConnection_Destroy(nc);
+    return rv;
+}
+
+static int cons_info(const struct cli_cmd *cmd, int argc, char **argv,
+                     char *errmsg)
+{
+    return cons_simple(cmd, argc, argv, errmsg, "INFO");
+}
+
+static int cons_rm(const struct cli_cmd *cmd, int argc, char **argv,
+                   char *errmsg)
+{
+    return cons_simple(cmd, argc, argv, errmsg, "DELETE");
+}
+
+static const struct cli_subcmd subs[] = {
+    {{"consumer add", NULL, "STREAM NAME",
+      "Create a durable consumer (pull, or push with --deliver).", 2, 2},
+     cons_add},
+    {{"consumer ls", NULL, "STREAM", "List a stream's consumers.", 1, 1},
+     cons_ls},
+    {{"consumer info", NULL, "STREAM NAME",
+      "Show a consumer's config and progress.", 2, 2},
+     cons_info},
+    {{"consumer rm", NULL, "STREAM NAME", "Delete a consumer.", 2, 2}, cons_rm},
+    {{"consumer next", NULL, "STREAM NAME",
+      "Fetch and print the next --count messages of a pull consumer.", 2, 2},
+     cli_consumer_next},
+};
+
+int cli_consumer(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+{
+    (void)cmd;
+    return cli_subcmd_dispatch("consumer", subs, sizeof subs / sizeof subs[0],
+                               argc, argv, errmsg);
+}

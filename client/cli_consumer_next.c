@@ -1,0 +1,88 @@
+/* keel consumer next STREAM NAME [--count N] [--no-ack]: pull the next
+ * messages of a pull consumer, print them and acknowledge each (+ACK).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_js.h"
+
+struct next_state {
+    natsConnection *nc;
+    bool ack;
+    bool raw;
+};
+
+static int print_one(natsMsg *m, void *arg, char *errmsg)
+{
+    struct next_state *ns = arg;
+    uint64_t seq = 0, pending = 0;
+    int64_t ts = 0;
+    const char *reply = natsMsg_GetReply(m);
+    if (cli_js_ack_meta(reply, &seq, &ts, &pending) != 0) {
+        return keel_err(KEEL_EPROTO, errmsg,
+                        "consumer next: a delivery without a JetStream ack "
+                        "subject ('%s')",
+                        reply != NULL ? reply : "");
+    }
+    if (!ns->raw) {
+        char p[32];
+        cli_fmt_count(pending, p, sizeof p);
+        printf("[#%llu] %s (%s pending)\n", (unsigned long long)seq,
+               natsMsg_GetSubject(m), p);
+    }
+    fwrite(natsMsg_GetData(m), 1, (size_t)natsMsg_GetDataLength(m), stdout);
+    printf("\n");
+    if (ns->ack) {
+        natsStatus s = natsConnection_PublishString(ns->nc, reply, "+ACK");
+        if (s != NATS_OK) {
+            return cli_nats_err(s, errmsg, "ack");
+        }
+    }
+    return 0;
+}
+
+int cli_consumer_next(const struct cli_cmd *cmd, int argc, char **argv,
+                      char *errmsg)
+{
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    struct next_state ns = {.ack = true};
+    int64_t count = 1;
+    int64_t got = 0;
+    bool no_ack = false, help = false;
+    struct cli_flag flags[] = {
+        {"count", 'n', CLI_FLAG_INT, &count, "N", "messages to fetch (1)"},
+        {"no-ack", 0, CLI_FLAG_BOOL, &no_ack, NULL,
+         "do not acknowledge (they are redelivered after ack_wait)"},
+        {"raw", 0, CLI_FLAG_BOOL, &ns.raw, NULL, "print only the bodies"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    cli_conn_opts_init(&conn);
+    int rv = cli_parse(cmd, flags, &conn, argc, argv, &args, &help, errmsg);
+    if (rv != 0 || help) {
+        return rv;
+    }
+    if (count < 1 || count > CLI_NEXT_MSGS_MAX) {
+        return keel_err(KEEL_EUSAGE, errmsg, "--count wants 1 to %d",
+                        CLI_NEXT_MSGS_MAX);
+    }
+    ns.ack = !no_ack;
+    rv = cli_connect_default(&conn, &ns.nc, errmsg);
+    if (rv == 0) {
+        rv = cli_js_pull(ns.nc, args.items[0], args.items[1], count,
+                         conn.timeout_ms, print_one, &ns, &got, errmsg);
+    }
+    if (rv == 0 && ns.ack) {
+        natsStatus s = natsConnection_FlushTimeout(ns.nc, conn.timeout_ms);
+        rv = s == NATS_OK ? 0 : cli_nats_err(s, errmsg, "flush acks");
+    }
+    if (rv == 0 && got == 0) {
+        rv = keel_err(KEEL_ENOENT, errmsg,
+                      "no message arrived within --timeout (%lld ms): the "
+                      "consumer has nothing pending",
+                      (long long)conn.timeout_ms);
+    }
+    natsConnection_Destroy(ns.nc);
+    return rv;
+}

@@ -1,0 +1,221 @@
+/* JetStream API plumbing shared by keel stream / consumer (cli_js.h). */
+#include "cli_js.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keel/assert.h"
+
+int cli_subcmd_dispatch(const char *group, const struct cli_subcmd *subs,
+                        size_t n, int argc, char **argv, char *errmsg)
+{
+    const char *name = argc >= 2 ? argv[1] : NULL;
+    bool help =
+        name != NULL && (strcmp(name, "--help") == 0 ||
+                         strcmp(name, "-h") == 0 || strcmp(name, "help") == 0);
+    for (size_t i = 0; name != NULL && !help && i < n; i++) {
+        const char *sub = strchr(subs[i].cmd.name, ' ');
+        ASSERT(sub != NULL);
+        if (strcmp(sub + 1, name) == 0) {
+            return subs[i].fn(&subs[i].cmd, argc - 1, argv + 1, errmsg);
+        }
+    }
+    FILE *out = help ? stdout : stderr;
+    fprintf(out, "usage: keel %s <command> [args] [flags]\n\ncommands:\n",
+            group);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(out, "  %-16s %s\n", subs[i].cmd.name, subs[i].cmd.summary);
+    }
+    fprintf(out, "\nRun 'keel %s <command> --help' for its flags.\n", group);
+    if (help) {
+        return 0;
+    }
+    if (name == NULL) {
+        return keel_err(KEEL_EUSAGE, errmsg, "which %s command? (see above)",
+                        group);
+    }
+    return keel_err(KEEL_EUSAGE, errmsg, "unknown %s command '%s'", group,
+                    name);
+}
+
+static int api_error(const json_t *err, const char *what, char *errmsg)
+{
+    int64_t code = cli_js_int(err, "code", 0);
+    int64_t ecode = cli_js_int(err, "err_code", 0);
+    const char *desc = cli_js_str(err, "description", "unknown error");
+    const char *hint = "";
+    switch (ecode) {
+    case 10059:
+        hint = " — list streams with 'keel stream ls'";
+        break;
+    case 10014:
+        hint = " — list consumers with 'keel consumer ls STREAM'";
+        break;
+    case 10058:
+        hint = " — change it with 'keel stream edit', or pick another name";
+        break;
+    case 10065:
+        hint = " — another stream already captures these subjects";
+        break;
+    default:
+        break;
+    }
+    return keel_err(code == 404 ? KEEL_ENOENT : KEEL_EIO, errmsg,
+                    "%s: %s (error %lld)%s", what, desc, (long long)ecode,
+                    hint);
+}
+
+int cli_js_request(natsConnection *nc, int64_t timeout_ms, const char *what,
+                   const char *api, const char *body, json_t **out, char **raw,
+                   char *errmsg)
+{
+    char subject[CLI_SUBJECT_BYTES_MAX];
+    natsMsg *reply = NULL;
+    json_error_t jerr;
+    int n = snprintf(subject, sizeof subject, "$JS.API.%s", api);
+    if (n < 0 || (size_t)n >= sizeof subject) {
+        return keel_err(KEEL_EUSAGE, errmsg, "%s: name too long", what);
+    }
+    natsStatus s = natsConnection_Request(
+        &reply, nc, subject, body != NULL ? body : "",
+        body != NULL ? (int)strlen(body) : 0, timeout_ms);
+    if (s == NATS_NO_RESPONDERS || s == NATS_TIMEOUT) {
+        return keel_err(s == NATS_TIMEOUT ? KEEL_ETIMEOUT : KEEL_EIO, errmsg,
+                        "%s: no JetStream answer (%s) — is JetStream on? "
+                        "start keeld with -sd DIR, or raise --timeout",
+                        what, natsStatus_GetText(s));
+    }
+    if (s != NATS_OK) {
+        return cli_nats_err(s, errmsg, what);
+    }
+    const char *data = natsMsg_GetData(reply);
+    int len = natsMsg_GetDataLength(reply);
+    json_t *o = json_loadb(data, (size_t)len, 0, &jerr);
+    if (o == NULL || !json_is_object(o)) {
+        json_decref(o);
+        natsMsg_Destroy(reply);
+        return keel_err(KEEL_EPROTO, errmsg, "%s: the reply is not JSON (%s)",
+                        what, jerr.text);
+    }
+    const json_t *err = json_object_get(o, "error");
+    if (err != NULL) {
+        int rv = api_error(err, what, errmsg);
+        json_decref(o);
+        natsMsg_Destroy(reply);
+        return rv;
+    }
+    if (raw != NULL) {
+        *raw = strndup(data, (size_t)len);
+    }
+    natsMsg_Destroy(reply);
+    if (out != NULL) {
+        *out = o;
+    } else {
+        json_decref(o);
+    }
+    return 0;
+}
+
+void cli_js_print_json(const json_t *o)
+{
+    char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (s != NULL) {
+        printf("%s\n", s);
+        free(s);
+    }
+}
+
+int64_t cli_js_int(const json_t *o, const char *key, int64_t dflt)
+{
+    const json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? (int64_t)json_integer_value(v) : dflt;
+}
+
+const char *cli_js_str(const json_t *o, const char *key, const char *dflt)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v != NULL ? v : dflt;
+}
+
+int cli_js_ack_meta(const char *reply, uint64_t *sseq, int64_t *ts_ns,
+                    uint64_t *pending)
+{
+    /* $JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<cseq>.<ts>.<pending> */
+    const char *tok[9];
+    int n = 0;
+    if (reply == NULL || strncmp(reply, "$JS.ACK.", 8) != 0) {
+        return KEEL_EPROTO;
+    }
+    for (const char *p = reply; *p != '\0' && n < 9; p++) {
+        if (p == reply || p[-1] == '.') {
+            tok[n++] = p;
+        }
+    }
+    if (n != 9 || strchr(tok[8], '.') != NULL) {
+        return KEEL_EPROTO;
+    }
+    *sseq = strtoull(tok[5], NULL, 10);
+    *ts_ns = strtoll(tok[7], NULL, 10);
+    *pending = strtoull(tok[8], NULL, 10);
+    return 0;
+}
+
+static int pull_request(natsConnection *nc, const char *stream,
+                        const char *consumer, const char *inbox, int64_t batch,
+                        int64_t expires_ms, char *errmsg)
+{
+    char subj[CLI_SUBJECT_BYTES_MAX];
+    char body[128];
+    snprintf(subj, sizeof subj, "$JS.API.CONSUMER.MSG.NEXT.%s.%s", stream,
+             consumer);
+    snprintf(body, sizeof body, "{\"batch\":%lld,\"expires\":%lld}",
+             (long long)batch, (long long)expires_ms * 1000000ll);
+    natsStatus s = natsConnection_PublishRequestString(nc, subj, inbox, body);
+    return s == NATS_OK ? 0 : cli_nats_err(s, errmsg, "pull request");
+}
+
+int cli_js_pull(natsConnection *nc, const char *stream, const char *consumer,
+                int64_t batch, int64_t expires_ms, cli_pull_cb cb, void *arg,
+                int64_t *got, char *errmsg)
+{
+    natsInbox *inbox = NULL;
+    natsSubscription *sub = NULL;
+    natsMsg *m = NULL;
+    *got = 0;
+    natsStatus s = natsInbox_Create(&inbox);
+    if (s == NATS_OK) {
+        s = natsConnection_SubscribeSync(&sub, nc, inbox);
+    }
+    if (s == NATS_OK) {
+        s = natsSubscription_SetPendingLimits(sub, -1, -1);
+    }
+    int rv = s == NATS_OK ? 0 : cli_nats_err(s, errmsg, "pull subscribe");
+    if (rv == 0) {
+        rv = pull_request(nc, stream, consumer, inbox, batch, expires_ms,
+                          errmsg);
+    }
+    /* Bounded by batch; each wait by the request's expiry plus a margin. */
+    while (rv == 0 && *got < batch) {
+        s = natsSubscription_NextMsg(&m, sub, expires_ms + CLI_WAIT_SLICE_MS);
+        if (s == NATS_TIMEOUT) {
+            break;
+        }
+        if (s != NATS_OK) {
+            rv = cli_nats_err(s, errmsg, "pull");
+            break;
+        }
+        const char *status = NULL;
+        if (natsMsgHeader_Get(m, "Status", &status) == NATS_OK &&
+            natsMsg_GetDataLength(m) == 0) {
+            natsMsg_Destroy(m);
+            break; /* 404 no messages, 408 expired, 409 ...: done */
+        }
+        (*got)++;
+        rv = cb(m, arg, errmsg);
+        natsMsg_Destroy(m);
+    }
+    natsSubscription_Destroy(sub);
+    natsInbox_Destroy(inbox);
+    return rv;
+}

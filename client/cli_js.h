@@ -1,0 +1,80 @@
+/* cli_js: what the keel stream / consumer / backup commands share — the
+ * JetStream API request helper (PROTOCOL.md §2) and sub-command dispatch.
+ */
+#ifndef KEEL_CLI_JS_H
+#define KEEL_CLI_JS_H
+
+#include <jansson.h>
+#include <nats/nats.h>
+
+#include "cli.h"
+#include "cli_fmt.h"
+
+/* One sub-command ("stream add"): the row cli_parse and --help use. */
+struct cli_subcmd {
+    struct cli_cmd cmd; /* cmd.name is the full "stream add" */
+    cli_cmd_fn fn;
+};
+
+/* Find argv[1] among subs (n rows) and run it with argv shifted by one
+ * (its argv[0] is the sub-command). With no or an unknown sub-command,
+ * prints the list and returns KEEL_EUSAGE. */
+int cli_subcmd_dispatch(const char *group, const struct cli_subcmd *subs,
+                        size_t n, int argc, char **argv, char *errmsg);
+
+/* Send a JetStream API request: subject is "$JS.API." + api (e.g.
+ * "STREAM.INFO.ORDERS"), body may be NULL (empty). On success *out (may be
+ * NULL) owns the parsed reply and *raw (may be NULL) the reply text
+ * (free()). An API error returns KEEL_ENOENT (404) or KEEL_EIO with
+ * errmsg "<what>: <description> (error <err_code>)"; a timeout says that
+ * JetStream may be off ("start keeld with -sd DIR").
+ */
+int cli_js_request(natsConnection *nc, int64_t timeout_ms, const char *what,
+                   const char *api, const char *body, json_t **out, char **raw,
+                   char *errmsg);
+
+/* Print JSON o to stdout, indented (the --json output). */
+void cli_js_print_json(const json_t *o);
+
+/* An int64 member of o, or dflt when absent. */
+int64_t cli_js_int(const json_t *o, const char *key, int64_t dflt);
+
+/* A string member of o, or dflt. */
+const char *cli_js_str(const json_t *o, const char *key, const char *dflt);
+
+/* The stream sequence, stored time and pending count of a delivered
+ * message, from its $JS.ACK reply subject (PROTOCOL.md §2.7). Returns 0 or
+ * KEEL_EPROTO. */
+int cli_js_ack_meta(const char *reply, uint64_t *sseq, int64_t *ts_ns,
+                    uint64_t *pending);
+
+/* Called for each message a pull delivers; return non-zero to stop. */
+typedef int (*cli_pull_cb)(natsMsg *m, void *arg, char *errmsg);
+
+/* One pull request (PROTOCOL.md §2.8) for up to batch messages of a pull
+ * consumer, expiring after expires_ms: cb gets each message in order; ends
+ * at batch, a status (404/408/409) or a silent timeout. *got counts the
+ * messages. Returns 0, cb's error, or a KEEL_E* from the connection. */
+int cli_js_pull(natsConnection *nc, const char *stream, const char *consumer,
+                int64_t batch, int64_t expires_ms, cli_pull_cb cb, void *arg,
+                int64_t *got, char *errmsg);
+
+/* base64 (standard or URL alphabet, padding optional) into out (cap
+ * bytes). Returns 0, KEEL_EPROTO (bad character) or KEEL_ETOOBIG. */
+int cli_b64_decode(const char *in, unsigned char *out, size_t cap, size_t *len);
+
+/* keel consumer next STREAM NAME (cli_consumer_next.c). */
+int cli_consumer_next(const struct cli_cmd *cmd, int argc, char **argv,
+                      char *errmsg);
+
+/* Command handlers. */
+int cli_stream(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
+int cli_consumer(const struct cli_cmd *cmd, int argc, char **argv,
+                 char *errmsg);
+/* stream backup / restore (cli_backup.c); argv[0] is the sub-command. */
+int cli_stream_backup(const struct cli_cmd *cmd, int argc, char **argv,
+                      char *errmsg);
+int cli_stream_restore(const struct cli_cmd *cmd, int argc, char **argv,
+                       char *errmsg);
+
+#endif

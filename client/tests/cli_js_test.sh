@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# CLI integration test of the JetStream commands against a real keeld:
+# keel stream add|ls|info|edit|get|purge|rm|backup|restore and
+# keel consumer add|ls|info|next|rm — exit codes, --json that parses,
+# human output with the expected fields, and a 100,000-message backup and
+# restore round trip.
+# usage: cli_js_test.sh KEEL     env KEELD=<keeld binary> (unset: skip, 77)
+#
+# Every wait is a bounded poll on a condition; keeld is started here and
+# stopped by its PID.
+set -uo pipefail
+
+KEEL=${1:?usage: cli_js_test.sh KEEL}
+POLL_TRIES=400 # x 0.025 s = 10 s for any one condition
+ROUND_TRIP_MSGS=${KEEL_TEST_BACKUP_MSGS:-100000}
+TMP=$(mktemp -d)
+SERVER_PID=
+PASS=0
+FAIL=0
+
+cleanup() {
+  [[ -n $SERVER_PID ]] && kill "$SERVER_PID" 2>/dev/null
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+poll_for() {
+  local i
+  for ((i = 0; i < POLL_TRIES; i++)); do
+    "$@" && return 0
+    sleep 0.025
+  done
+  return 1
+}
+
+if [[ -z ${KEELD:-} || ! -x ${KEELD} ]]; then
+  echo "keeld is not built yet: skipping the CLI JetStream test"
+  exit 77
+fi
+mkdir -p "$TMP/data"
+"$KEELD" -a 127.0.0.1 -p 0 -m 0 -sd "$TMP/data" --ports_file_dir "$TMP" \
+  2>"$TMP/server.log" &
+SERVER_PID=$!
+if ! poll_for test -s "$TMP/keeld_${SERVER_PID}.ports"; then
+  echo "keeld wrote no ports file; its log:" >&2
+  cat "$TMP/server.log" >&2
+  exit 1
+fi
+NATS_URL=$(grep -o 'nats://[^"]*' "$TMP/keeld_${SERVER_PID}.ports" | head -n1)
+export NATS_URL
+
+check() { # check "behaviour sentence" test_function
+  local desc=$1
+  shift
+  if "$@"; then
+    echo "ok - $desc"
+    PASS=$((PASS + 1))
+  else
+    echo "not ok - $desc"
+    FAIL=$((FAIL + 1))
+  fi
+}
+
+# json_get FILE EXPR: evaluate a python expression on the parsed JSON `j`.
+json_get() {
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+
+t_stream_add_prints_config_and_json() {
+  "$KEEL" stream add ORDERS --subjects 'orders.>' --max-msgs 1000 \
+    --max-age 7d --fsync group >"$TMP/add.out" 2>&1 || return 1
+  grep -q '^Stream ORDERS created' "$TMP/add.out" &&
+    grep -q 'Subjects: *orders.>' "$TMP/add.out" &&
+    grep -q 'Max Messages: *1,000' "$TMP/add.out" &&
+    grep -q 'Max Age: *7d0h' "$TMP/add.out" || return 1
+  "$KEEL" stream info ORDERS --json >"$TMP/info.json" || return 1
+  [[ $(json_get "$TMP/info.json" 'j["config"]["max_msgs"]') == 1000 ]]
+}
+
+t_stream_add_from_config_file() {
+  echo '{"subjects":["cfg.*"],"max_bytes":1048576}' >"$TMP/cfg.json"
+  "$KEEL" stream add FROMFILE --config "$TMP/cfg.json" --json \
+    >"$TMP/ff.json" || return 1
+  [[ $(json_get "$TMP/ff.json" 'j["config"]["max_bytes"]') == 1048576 ]]
+}
+
+t_stream_ls_lists_both_in_a_table() {
+  "$KEEL" pub orders.new hello --count 3 >/dev/null 2>&1 || return 1
+  "$KEEL" stream ls >"$TMP/ls.out" || return 1
+  head -n1 "$TMP/ls.out" | grep -q 'Name *Subjects *Messages *Bytes' &&
+    grep -Eq '^ORDERS +orders.> +3 ' "$TMP/ls.out" &&
+    grep -q '^FROMFILE' "$TMP/ls.out" || return 1
+  "$KEEL" stream ls --json >"$TMP/ls.json" || return 1
+  [[ $(json_get "$TMP/ls.json" 'len(j)') == 2 ]]
+}
+
+t_stream_edit_changes_one_field() {
+  "$KEEL" stream edit ORDERS --max-msgs 5000 >/dev/null || return 1
+  "$KEEL" stream info ORDERS --json >"$TMP/e.json" || return 1
+  [[ $(json_get "$TMP/e.json" 'j["config"]["max_msgs"]') == 5000 &&
+    $(json_get "$TMP/e.json" 'j["config"]["subjects"][0]') == 'orders.>' ]]
+}
+
+t_stream_get_prints_the_message() {
+  "$KEEL" pub orders.hdr body-with-header -H 'X-Trace: 7' >/dev/null 2>&1 ||
+    return 1
+  "$KEEL" stream get ORDERS 4 >"$TMP/get.out" || return 1
+  grep -q 'orders.hdr' "$TMP/get.out" && grep -q '^X-Trace: 7' "$TMP/get.out" &&
+    grep -q '^body-with-header$' "$TMP/get.out" || return 1
+  "$KEEL" stream get ORDERS --last-for orders.new --json >"$TMP/get.json" ||
+    return 1
+  [[ $(json_get "$TMP/get.json" 'j["message"]["seq"]') == 3 ]]
+}
+
+t_missing_stream_exits_1_with_hint() {
+  local rc=0
+  "$KEEL" stream info NOPE 2>"$TMP/nope.err" || rc=$?
+  [[ $rc == 1 ]] && grep -q 'stream not found' "$TMP/nope.err" &&
+    grep -q "keel stream ls" "$TMP/nope.err"
+}
+
+t_usage_errors_exit_2() {
+  local rc1=0 rc2=0 rc3=0
+  "$KEEL" stream 2>/dev/null || rc1=$?
+  "$KEEL" stream add 2>/dev/null || rc2=$?
+  "$KEEL" stream add X --retention forever 2>/dev/null || rc3=$?
+  [[ $rc1 == 2 && $rc2 == 2 && $rc3 == 2 ]]
+}
+
+t_consumer_add_ls_info_next_rm() {
+  "$KEEL" consumer add ORDERS worker --filter 'orders.new' \
+    >"$TMP/cadd.out" || return 1
+  grep -q 'Mode: *pull' "$TMP/cadd.out" &&
+    grep -q 'Unprocessed: *3' "$TMP/cadd.out" || return 1
+  "$KEEL" consumer ls ORDERS >"$TMP/cls.out" || return 1
+  grep -Eq '^worker +pull +explicit' "$TMP/cls.out" || return 1
+  "$KEEL" consumer next ORDERS worker --count 2 >"$TMP/next.out" || return 1
+  [[ $(grep -c '^hello$' "$TMP/next.out") == 2 ]] || return 1
+  "$KEEL" consumer info ORDERS worker --json >"$TMP/ci.json" || return 1
+  [[ $(json_get "$TMP/ci.json" 'j["num_pending"]') == 1 ]] || return 1
+  poll_for consumer_acked || return 1
+  "$KEEL" consumer rm ORDERS worker --force >/dev/null || return 1
+  local rc=0
+  "$KEEL" consumer info ORDERS worker 2>/dev/null || rc=$?
+  [[ $rc == 1 ]]
+}
+
+consumer_acked() {
+  "$KEEL" consumer info ORDERS worker --json >"$TMP/ca.json" &&
+    [[ $(json_get "$TMP/ca.json" 'j["ack_floor"]["stream_seq"]') == 2 ]]
+}
+
+t_rm_without_terminal_needs_force() {
+  local rc=0
+  "$KEEL" stream rm FROMFILE </dev/null 2>"$TMP/rm.err" || rc=$?
+  [[ $rc == 2 ]] && grep -q -- '--force' "$TMP/rm.err" || return 1
+  "$KEEL" stream rm FROMFILE --force >/dev/null || return 1
+  "$KEEL" stream purge ORDERS --force >"$TMP/purge.out" || return 1
+  grep -q 'Purged 4 messages' "$TMP/purge.out"
+}
+
+# keel pub --jetstream waits for every copy's ack: the stream holds them
+# all when it returns (checked anyway).
+big_has_all() {
+  "$KEEL" stream info BIG --json >"$TMP/big.json" 2>/dev/null &&
+    [[ $(json_get "$TMP/big.json" 'j["state"]["messages"]') == "$1" ]]
+}
+
+t_backup_restore_round_trip() {
+  "$KEEL" stream add BIG --subjects 'big.>' >/dev/null || return 1
+  "$KEEL" pub big.h with-header -H "X-Seq: first" --jetstream >/dev/null 2>&1 || return 1
+  "$KEEL" pub big.data 0123456789abcdef --jetstream \
+    --count $((ROUND_TRIP_MSGS - 1)) >/dev/null 2>&1 || return 1
+  big_has_all "$ROUND_TRIP_MSGS" || return 1
+  local t0=$SECONDS
+  "$KEEL" stream backup BIG "$TMP/big.bak" >"$TMP/bak.out" || return 1
+  grep -Eq "^Backed up [0-9,]+ messages of stream BIG" "$TMP/bak.out" ||
+    return 1
+  "$KEEL" stream info BIG --json >"$TMP/before.json" || return 1
+  "$KEEL" stream rm BIG --force >/dev/null || return 1
+  "$KEEL" stream restore "$TMP/big.bak" >"$TMP/restore.out" || {
+    cat "$TMP/restore.out"
+    return 1
+  }
+  echo "# backup + restore of $ROUND_TRIP_MSGS messages: $((SECONDS - t0)) s"
+  "$KEEL" stream info BIG --json >"$TMP/after.json" || return 1
+  for k in messages bytes first_seq last_seq; do
+    [[ $(json_get "$TMP/before.json" "j['state']['$k']") == \
+      $(json_get "$TMP/after.json" "j['state']['$k']") ]] || return 1
+  done
+  "$KEEL" stream get BIG 1 >"$TMP/first.out" || return 1
+  grep -q '^X-Seq: first' "$TMP/first.out" &&
+    grep -q '^with-header$' "$TMP/first.out"
+}
+
+t_corrupt_archive_is_refused() {
+  cp "$TMP/big.bak" "$TMP/bad.bak"
+  printf '\xff' | dd of="$TMP/bad.bak" bs=1 seek=200 conv=notrunc 2>/dev/null
+  local rc=0
+  "$KEEL" stream restore "$TMP/bad.bak" --name BAD 2>"$TMP/bad.err" || rc=$?
+  [[ $rc == 1 ]] && grep -q 'checksum' "$TMP/bad.err" || return 1
+  # Nothing was created from a bad archive.
+  rc=0
+  "$KEEL" stream info BAD 2>/dev/null || rc=$?
+  [[ $rc == 1 ]]
+}
+
+check "stream add prints the config and stream info --json parses" \
+  t_stream_add_prints_config_and_json
+check "stream add --config FILE.json takes the file's fields" \
+  t_stream_add_from_config_file
+check "stream ls prints an aligned table and --json an array" \
+  t_stream_ls_lists_both_in_a_table
+check "stream edit changes only the flags given" t_stream_edit_changes_one_field
+check "stream get prints subject, headers and body" \
+  t_stream_get_prints_the_message
+check "a missing stream exits 1 and says how to list streams" \
+  t_missing_stream_exits_1_with_hint
+check "usage errors exit 2" t_usage_errors_exit_2
+check "consumer add, ls, next (acks), info and rm" \
+  t_consumer_add_ls_info_next_rm
+check "rm and purge need --force without a terminal" \
+  t_rm_without_terminal_needs_force
+check "backup and restore of $ROUND_TRIP_MSGS messages keep every message" \
+  t_backup_restore_round_trip
+check "a corrupted archive is refused before anything is created" \
+  t_corrupt_archive_is_refused
+
+kill "$SERVER_PID" 2>/dev/null
+wait "$SERVER_PID" 2>/dev/null
+SERVER_PID=
+echo "$PASS passed, $FAIL failed"
+[[ $FAIL == 0 ]]
