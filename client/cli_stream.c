@@ -39,10 +39,12 @@ static void print_state(const json_t *info)
     printf("State:\n");
     printf("  %-18s %s\n", "Messages:", msgs);
     printf("  %-18s %s\n", "Bytes:", bytes);
-    printf("  %-18s %s @ %s\n", "First Sequence:", first,
-           cli_js_str(st, "first_ts", "-"));
-    printf("  %-18s %s @ %s\n", "Last Sequence:", last,
-           cli_js_str(st, "last_ts", "-"));
+    /* An empty stream has zero times ("0001-01-01..."): print none. */
+    bool empty = cli_js_int(st, "messages", 0) == 0;
+    printf("  %-18s %s%s%s\n", "First Sequence:", first, empty ? "" : " @ ",
+           empty ? "" : cli_js_str(st, "first_ts", "-"));
+    printf("  %-18s %s%s%s\n", "Last Sequence:", last, empty ? "" : " @ ",
+           empty ? "" : cli_js_str(st, "last_ts", "-"));
     printf("  %-18s %s\n", "Consumers:", cons);
 }
 

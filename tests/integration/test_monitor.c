@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -309,6 +310,60 @@ static void metrics_parse_and_count_publishes(void **state)
     assert_int_equal((int)sample(f->body, "keel_healthy "), 1);
 }
 
+static void write_file(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+struct log_want {
+    const char *path;
+    const char *text;
+};
+
+static bool log_has(void *arg)
+{
+    struct log_want *w = arg;
+    char buf[16384];
+    FILE *fp = fopen(w->path, "r");
+    if (fp == NULL) {
+        return false;
+    }
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    return strstr(buf, w->text) != NULL;
+}
+
+static void sighup_rereads_log_level_from_the_config_file(void **state)
+{
+    struct fixture *f = *state;
+    struct h_keeld k;
+    char conf[300];
+    natsConnection *nc = NULL;
+    (void)f;
+    assert_int_equal(h_keeld_init(&k), 0);
+    snprintf(conf, sizeof conf, "%s/keeld.conf", k.dir);
+    write_file(conf, "log_level: warn\n");
+    const char *extra[] = {"-c", conf, NULL};
+    assert_int_equal(h_keeld_start(&k, 0, false, extra), 0);
+    struct log_want debug = {k.log_path, "DEBUG [conn]"};
+    struct log_want hup = {k.log_path, "received SIGHUP"};
+    assert_int_equal(natsConnection_ConnectTo(&nc, k.url), NATS_OK);
+    natsConnection_Destroy(nc);
+    assert_false(log_has(&hup));
+    assert_false(log_has(&debug)); /* warn: no INFO, no DEBUG */
+    write_file(conf, "log_level: debug\n");
+    assert_int_equal(kill(k.pid, SIGHUP), 0);
+    assert_true(h_poll(log_has, &hup, POLL_MS));
+    assert_int_equal(natsConnection_ConnectTo(&nc, k.url), NATS_OK);
+    natsConnection_Destroy(nc);
+    assert_true(h_poll(log_has, &debug, POLL_MS));
+    h_keeld_cleanup(&k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,6 +379,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(metrics_parse_and_count_publishes,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            sighup_rereads_log_level_from_the_config_file, setup, teardown),
     };
     int rv = cmocka_run_group_tests(tests, NULL, NULL);
     nats_Close();
