@@ -329,17 +329,6 @@ _Static_assert(SNAP_CHUNK_DATA_BYTES + 64 <= RAFT_MSG_BYTES_MAX,
 #define CLI_NEXT_MSGS_MAX 100000
 #define CLI_BACKUP_MSGS_MAX (1ll << 40)
 #define CLI_BACKUP_CONFIG_BYTES_MAX (1024 * 1024)
-#define CLI_BACKUP_WINDOW 1024 /* restore: publishes in flight */
-/* Human output (cli_fmt): table rows kept (more are counted), columns. */
-#define CLI_TABLE_ROWS_MAX 1024
-#define CLI_TABLE_COLS_MAX 8
-#define CLI_PROGRESS_MS 200 /* progress bar redraw interval */
-/* JetStream commands: pages read by ls (x 256 names), messages per
- * consumer next, and the backup archive (cli_backup). */
-#define CLI_JS_PAGES_MAX 64
-#define CLI_NEXT_MSGS_MAX 100000
-#define CLI_BACKUP_MSGS_MAX (1ll << 40)
-#define CLI_BACKUP_CONFIG_BYTES_MAX (1024 * 1024)
 #define CLI_BACKUP_WINDOW 1024     /* restore: publishes in flight */
 #define CLI_SUBJECT_BYTES_MAX 1024 /* an API subject or message subject */
 /* keel store dump (cli_store*.c): group directories listed, streams named
