@@ -6,7 +6,9 @@
 #include "internal.h"
 
 /* Group facts from LMDB: hard state, snapshot, recorded amnesia. */
-static void load_facts(struct store_group *g, struct store_recovery *rep)
+/* Returns true when the group's hard state could not be read (missing
+ * or bad): its term is then unknown, not 0. */
+static bool load_facts(struct store_group *g, struct store_recovery *rep)
 {
     struct store *s = g->s;
     struct store_meta_amnesia a;
@@ -17,8 +19,13 @@ static void load_facts(struct store_group *g, struct store_recovery *rep)
     ASSERT(s != NULL);
     ASSERT(rep != NULL);
     rv = store_meta_hs_get(s->meta, g->id.b, &g->hard_term, vote, &vote_len);
-    if (rv != 0) {
-        g->hard_term = 0;
+    bool hs_unknown = rv != 0;
+    if (hs_unknown) {
+        /* Unknown, not 0: a scan bounded by term 0 would call every record
+         * stale and zero the whole log (fault suite finding F2: a flipped
+         * byte in the LMDB key lost every acked message). No bound; if
+         * the log does hold records of a term, the group is amnesiac. */
+        g->hard_term = UINT64_MAX;
     }
     rv = store_meta_snap_get(s->meta, g->id.b, &g->snap);
     if (rv != 0) {
@@ -50,6 +57,26 @@ static void load_facts(struct store_group *g, struct store_recovery *rep)
     if (s->os_crash && g->policy.policy == STORE_FSYNC_INTERVAL) {
         rep->amnesia = true;
         rep->amnesia_reason = STORE_AMNESIA_INTERVAL_CRASH;
+    }
+    return hs_unknown;
+}
+
+/* The hard state was unreadable: term := the highest term the log shows
+ * (DESIGN §3: term := max(hard state, last log term, snapshot term)). A
+ * log that holds records of a term cannot be trusted to know its vote:
+ * amnesiac (rule 3), so it votes for nobody until a leader caught it up;
+ * nothing is dropped. An empty or term-0 log is a group whose first hard
+ * state never became durable, nothing more. */
+static void hs_unknown_after_scan(struct store_group *g,
+                                  struct store_recovery *rep)
+{
+    ASSERT(g->hard_term == UINT64_MAX);
+    ASSERT(rep != NULL);
+    g->hard_term =
+        rep->max_term_seen > g->snap.term ? rep->max_term_seen : g->snap.term;
+    if (g->hard_term > 0 && !rep->amnesia) {
+        rep->amnesia = true;
+        rep->amnesia_reason = STORE_AMNESIA_BAD_VALUE;
     }
 }
 
@@ -174,8 +201,11 @@ int store_group_open(struct store *s, const struct store_group_id *id,
         free(g);
         return rv;
     }
-    load_facts(g, rep);
+    bool hs_unknown = load_facts(g, rep);
     rv = store__scan(g, rep, errmsg);
+    if (rv == 0 && hs_unknown) {
+        hs_unknown_after_scan(g, rep);
+    }
     if (rv == 0 && rep->amnesia && !s->cfg.read_only) {
         rv = record_amnesia(g, rep, errmsg);
     }

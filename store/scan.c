@@ -826,8 +826,10 @@ static void fill_extent(struct scan *sc, const struct walk *w)
     rep->extent_index = ti;
     rep->extent_term = tt;
     rep->max_term_seen = tt > rep->max_term_seen ? tt : rep->max_term_seen;
-    rep->max_term_seen =
-        sc->hs_term > rep->max_term_seen ? sc->hs_term : rep->max_term_seen;
+    /* UINT64_MAX is "hard state unknown" (group.c), not a term seen. */
+    if (sc->hs_term != UINT64_MAX && sc->hs_term > rep->max_term_seen) {
+        rep->max_term_seen = sc->hs_term;
+    }
 }
 
 static int adopt(struct scan *sc, const struct walk *w)
