@@ -3,6 +3,7 @@
  * Each sub-command speaks the JetStream API (PROTOCOL.md §2.4). Read
  * commands print a human summary, or with --json the API's own reply.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,24 @@ static void print_state(const json_t *info)
     printf("  %-18s %s\n", "Consumers:", cons);
 }
 
+/* One line per follower: name, current or outdated, lag, last heard. */
+static void print_replicas(const json_t *reps)
+{
+    size_t i;
+    const json_t *r;
+    json_array_foreach(reps, i, r)
+    {
+        char active[32];
+        cli_fmt_duration_ns(cli_js_int(r, "active", 0), active, sizeof active);
+        printf("  %-18s %s, %s, lag %" PRId64 ", seen %s ago%s\n",
+               "Replica:", cli_js_str(r, "name", "?"),
+               json_is_true(json_object_get(r, "current")) ? "current"
+                                                           : "outdated",
+               cli_js_int(r, "lag", 0), active,
+               json_is_true(json_object_get(r, "offline")) ? ", OFFLINE" : "");
+    }
+}
+
 static void print_info(const json_t *info)
 {
     const json_t *cfg = json_object_get(info, "config");
@@ -56,8 +75,10 @@ static void print_info(const json_t *info)
            cli_js_str(info, "created", "?"));
     cli_stream_cfg_print(cfg);
     if (cl != NULL) {
-        printf("Cluster:\n  %-18s %s\n\n",
+        printf("Cluster:\n  %-18s %s\n",
                "Leader:", cli_js_str(cl, "leader", "(none)"));
+        print_replicas(json_object_get(cl, "replicas"));
+        printf("\n");
     }
     print_state(info);
 }
