@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "keel/error.h"
 #include "srv_cluster.h"
 #include "srv_js.h"
@@ -776,6 +778,17 @@ static void release_held(struct srv_js *js, uint64_t now)
     }
 }
 
+/* Is a create answer an API error? A refused create is never applied, so
+ * holding it until this node applies the stream only delays it past the
+ * client's timeout (cjs_meta's R5-on-three-nodes case timed out so). */
+static bool answer_is_error(const uint8_t *body, size_t len)
+{
+    json_t *o = json_loadb((const char *)body, len, 0, NULL);
+    bool err = o == NULL || json_object_get(o, "error") != NULL;
+    json_decref(o);
+    return err;
+}
+
 static int on_deliver(struct srv_js *js, struct srv_mp_reader *r)
 {
     char route[SRV_CONTROL_LINE_BYTES_MAX + 1];
@@ -795,6 +808,7 @@ static int on_deliver(struct srv_js *js, struct srv_mp_reader *r)
     char stream[SRV_JS_NAME_BYTES_MAX + 1];
     struct srv_stream *st = NULL;
     if (await_take(route, stream) && srv_js_find_stream(js, stream, &st) != 0 &&
+        !answer_is_error(data + hdr, dlen - (size_t)hdr) &&
         hold(js, stream, route, route_len, wire, wire_len, reply, rlen, data,
              (size_t)hdr, dlen)) {
         return 0; /* answered once this node applied the create */
