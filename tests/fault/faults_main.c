@@ -43,6 +43,9 @@ static const struct f_nemesis nemeses[] = {
         }                                                                      \
     } while (0)
 
+/* Time, not synchronisation: how long a nemesis holds a fault (SIGSTOP)
+ * and how long the workload runs between faults; also the pace of bounded
+ * retries. Waits for a condition use f_wait_recovery and bounded polls. */
 static void pause_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
