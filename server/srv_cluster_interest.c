@@ -160,6 +160,19 @@ static struct srv_cluster_rsub *rsub_new(struct srv_cluster_link *l,
     return rs;
 }
 
+/* A queue name from a peer: printable, no spaces (as SUB allows). A NUL
+ * inside it made the sublist's copy shorter than its length, and removing
+ * the interest read past it (found by fuzz_cluster_frame). */
+static bool queue_name_valid(const uint8_t *q, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (q[i] <= ' ' || q[i] == 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
 int srv_cluster_on_interest(struct srv_cluster *cl, struct srv_cluster_link *l,
                             const uint8_t *p, size_t len)
 {
@@ -174,7 +187,8 @@ int srv_cluster_on_interest(struct srv_cluster *cl, struct srv_cluster_link *l,
         srv_mp_get_bytes(&r, &subj, &slen) != 0 ||
         srv_mp_get_bytes(&r, &queue, &qlen) != 0 ||
         srv_mp_get_uint(&r, &count) != 0 || slen + qlen + 1 > KEY_BYTES_MAX ||
-        !srv_subject_valid((const char *)subj, slen, true)) {
+        !srv_subject_valid((const char *)subj, slen, true) ||
+        !queue_name_valid(queue, qlen)) {
         return KEEL_EPROTO;
     }
     size_t kn =
