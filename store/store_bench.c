@@ -1,6 +1,8 @@
 /* keel-store-bench: appends/s and MB/s per fsync policy, record size and
  * number of concurrent appenders (each waits for its record to be
- * persisted, like a publisher waiting for its PubAck); the raw fdatasync
+ * persisted, like a publisher waiting for its PubAck; with a window W each
+ * keeps W records outstanding, like an async publisher with W acks
+ * pending, as a Raft leader does with a stream of client batches); the raw fdatasync
  * latency of the same disk; recovery scan speed over a large log.
  * usage: keel-store-bench DIR [SECONDS_PER_CASE] [RECOVERY_MB]
  *        keel-store-bench DIR groups [N]   (open cost of N groups)
@@ -105,7 +107,7 @@ static uint64_t drain(struct store *s)
 }
 
 static int run_case(const char *dir, const char *policy, uint32_t size,
-                    unsigned appenders, double secs)
+                    unsigned appenders, unsigned window, double secs)
 {
     static uint8_t payload[1024];
     struct bench b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
@@ -115,7 +117,8 @@ static int run_case(const char *dir, const char *policy, uint32_t size,
     struct store_stats st;
     char sub[512];
 
-    snprintf(sub, sizeof sub, "%s/case-%s-%u-%u", dir, policy, size, appenders);
+    snprintf(sub, sizeof sub, "%s/case-%s-%u-%u-%u", dir, policy, size,
+             appenders, window);
     for (char *c = sub + strlen(dir); *c != '\0'; c++) {
         *c = *c == ':' ? '_' : *c;
     }
@@ -130,7 +133,7 @@ static int run_case(const char *dir, const char *policy, uint32_t size,
     uint64_t acked = 0;
     double t0 = now_s();
     while (now_s() - t0 < secs) {
-        while (next - 1 - acked < appenders) {
+        while (next - 1 - acked < (uint64_t)appenders * window) {
             struct store_record r = {next, 1, 1, 0, size, payload};
             if (store_append(g, &r, 1, NULL) != 0) {
                 return 1;
@@ -143,9 +146,9 @@ static int run_case(const char *dir, const char *policy, uint32_t size,
     }
     double dt = now_s() - t0;
     store_stats(s, &st);
-    printf("%-12s %5u B %3u appenders: %9.0f appends/s %8.2f MB/s "
+    printf("%-12s %5u B %3u appenders x%-3u: %9.0f appends/s %8.2f MB/s "
            "(%llu fdatasyncs)\n",
-           policy, size, appenders, (double)acked / dt,
+           policy, size, appenders, window, (double)acked / dt,
            (double)acked * size / dt / 1e6, (unsigned long long)st.fdatasyncs);
     store_close(s, true);
     return 0;
@@ -339,7 +342,8 @@ int main(int argc, char **argv)
 {
     const char *policies[] = {"always", "group", "interval:10"};
     uint32_t sizes[] = {128, 1024};
-    unsigned apps[] = {1, 64};
+    /* (appenders, window): closed-loop 1 and 64, then 64 pipelined. */
+    unsigned apps[][2] = {{1, 1}, {64, 1}, {64, 16}};
 
     if (argc < 2) {
         fprintf(stderr,
@@ -358,8 +362,9 @@ int main(int argc, char **argv)
     raw_fdatasync(argv[1]);
     for (int p = 0; p < 3 && secs > 0; p++) {
         for (int z = 0; z < 2; z++) {
-            for (int a = 0; a < 2; a++) {
-                if (run_case(argv[1], policies[p], sizes[z], apps[a], secs)) {
+            for (int a = 0; a < 3; a++) {
+                if (run_case(argv[1], policies[p], sizes[z], apps[a][0],
+                             apps[a][1], secs)) {
                     return 1;
                 }
             }
