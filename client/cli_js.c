@@ -73,7 +73,8 @@ int cli_js_request(natsConnection *nc, int64_t timeout_ms, const char *what,
     char subject[CLI_SUBJECT_BYTES_MAX];
     natsMsg *reply = NULL;
     json_error_t jerr;
-    int n = snprintf(subject, sizeof subject, "$JS.API.%s", api);
+    int n = snprintf(subject, sizeof subject, "%s%s",
+                     api[0] == '$' ? "" : "$JS.API.", api);
     if (n < 0 || (size_t)n >= sizeof subject) {
         return keel_err(KEEL_EUSAGE, errmsg, "%s: name too long", what);
     }

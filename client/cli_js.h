@@ -23,8 +23,9 @@ int cli_subcmd_dispatch(const char *group, const struct cli_subcmd *subs,
                         size_t n, int argc, char **argv, char *errmsg);
 
 /* Send a JetStream API request: subject is "$JS.API." + api (e.g.
- * "STREAM.INFO.ORDERS"), body may be NULL (empty). On success *out (may be
- * NULL) owns the parsed reply and *raw (may be NULL) the reply text
+ * "STREAM.INFO.ORDERS"; an api starting with '$' is the whole subject, as
+ * "$KEEL.API.CLUSTER.PEER.ADD"), body may be NULL (empty). On success *out (may
+ * be NULL) owns the parsed reply and *raw (may be NULL) the reply text
  * (free()). An API error returns KEEL_ENOENT (404) or KEEL_EIO with
  * errmsg "<what>: <description> (error <err_code>)"; a timeout says that
  * JetStream may be off ("start keeld with -sd DIR").
@@ -71,6 +72,8 @@ int cli_consumer_next(const struct cli_cmd *cmd, int argc, char **argv,
 int cli_stream(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
 int cli_consumer(const struct cli_cmd *cmd, int argc, char **argv,
                  char *errmsg);
+/* keel cluster ... (cli_cluster.c). */
+int cli_cluster(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
 /* stream backup / restore (cli_backup.c); argv[0] is the sub-command. */
 int cli_stream_backup(const struct cli_cmd *cmd, int argc, char **argv,
                       char *errmsg);

@@ -49,6 +49,10 @@ static const struct cli_cmd commands[] = {
      "Manage consumers and fetch messages; 'keel consumer' lists them.", 0, 8},
     {"passwd", cli_passwd, "[--iterations N]",
      "Print a password hash for keeld's authorization block.", 0, 0},
+    {"cluster", cli_cluster,
+     "add-peer|remove-peer|replace-peer|transfer-leader",
+     "Change the cluster's membership; 'keel cluster' lists the commands.", 0,
+     8},
     {"store", cli_store, "dump --data DIR",
      "Dump a stopped node's store as JSON lines (read-only).", 1, 1},
 };

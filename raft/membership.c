@@ -205,7 +205,8 @@ int change_membership(struct raft *r, const struct raft_in *in,
     if (rv != 0) {
         return rv;
     }
-    if (!change_is_safe(r, &next)) {
+    if (!(in->change.force && in->change.op != RAFT_CHANGE_PROMOTE) &&
+        !change_is_safe(r, &next)) {
         return KEEL_EBUSY;
     }
     uint32_t len =

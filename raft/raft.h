@@ -247,6 +247,11 @@ struct raft_in {
             uint8_t op; /* enum raft_change_op */
             raft_node node;
             raft_incarnation incarnation;
+            /* The operator's --force: skip membership rule 4 (a majority
+             * of the new voters healthy) for ADD_LEARNER and REMOVE. Rule 3
+             * (one change at a time, after a commit of this term) and a
+             * learner's catch-up before PROMOTE still hold. */
+            uint8_t force;
         } change;
     };
 };

@@ -12,6 +12,7 @@
 #include <xxhash.h>
 
 #include "keel/error.h"
+#include "srv_admin.h"
 #include "srv_consumer.h"
 #include "srv_conn.h"
 #include "srv_js_forward.h"
@@ -389,6 +390,8 @@ static void meta_apply(struct replica *r, uint64_t index, uint64_t term,
         raft_config_decode(payload, len, &js->meta_cfg) != 0) {
         SRV_WARN("js", "meta index %" PRIu64 ": undecodable configuration",
                  index);
+    } else if (type == RAFT_ENTRY_CONFIG) {
+        srv_admin_config_applied(js, index, ctx);
     }
     if (type != RAFT_ENTRY_NORMAL || js->stopping) {
         return;
@@ -433,6 +436,7 @@ static void on_tick(uv_timer_t *t)
     struct srv_js *js = t->data;
     int64_t now = srv_js_now_ns();
     srv_js_fwd_tick(js);
+    srv_admin_tick(js);
     for (uint32_t i = 0; i < js->nstreams; i++) {
         srv_stream_maybe_tick(js->streams[i], now);
     }
@@ -657,6 +661,7 @@ void srv_js_close(struct srv_js *js)
         free(s->value);
     }
     srv_hmap_close(&js->pending);
+    srv_admin_free(js);
     free(js->streams);
     srv_jsc_free(js->jc);
     free(js);
@@ -721,6 +726,10 @@ bool srv_js_intercept(struct srv_js *js, struct srv_conn *c,
     size_t blen = cmd->total_bytes - cmd->hdr_bytes;
     /* Clustered: only the leader answers (forwarded there otherwise). */
     if (srv_js_fwd_request(js, cmd, reply)) {
+        return true;
+    }
+    if (srv_admin_request(js, s, n, reply, body, blen)) {
+        js->api_total++;
         return true;
     }
     if (n > 8 && memcmp(s, "$JS.API.", 8) == 0) {

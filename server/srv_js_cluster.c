@@ -80,6 +80,8 @@ struct srv_jsc {
     char why[SRV_JSC_WHY_BYTES]; /* last bootstrap wait reason logged */
 };
 
+static void send_meta(struct srv_jsc *jc, const char *to);
+
 static uint64_t now_ms(const struct srv_jsc *jc)
 {
     return uv_now(jc->js->loop);
@@ -145,6 +147,33 @@ bool srv_jsc_peer_up(const struct srv_jsc *jc, const char *name)
         }
     }
     return false;
+}
+
+bool srv_jsc_peer_report(const struct srv_jsc *jc, const char *name,
+                         struct srv_jsc_peer_report *out)
+{
+    for (size_t i = 0; i < SRV_JSC_NODES_MAX; i++) {
+        const struct jsc_node *n = &jc->nodes[i];
+        if (n->used && n->reported && strcmp(n->name, name) == 0) {
+            *out = (struct srv_jsc_peer_report){
+                .up = n->up, .inc = n->inc, .state = n->state};
+            return true;
+        }
+    }
+    return false;
+}
+
+void srv_jsc_config_applied(struct srv_jsc *jc, const struct raft_config *cfg)
+{
+    if (jc->state != SRV_JSC_WAITING ||
+        raft_config_find(cfg, jc->self_node) == NULL) {
+        return;
+    }
+    SRV_INFO("js", "this node was added to the JetStream meta group");
+    jc->state = SRV_JSC_MEMBER;
+    if (jc->cl != NULL) {
+        send_meta(jc, NULL);
+    }
 }
 
 const char *srv_jsc_self_name(const struct srv_jsc *jc)
@@ -524,7 +553,13 @@ static void boot_check(struct srv_jsc *jc)
         return;
     }
     if (b == SRV_JSC_BOOT_JOIN) {
+        char err[KEEL_ERRMSG_MAX];
         jc->state = SRV_JSC_WAITING;
+        /* The meta group on an empty log with no configuration: it takes
+         * the leader's AppendEntries once an operator adds this node. */
+        if (srv_js_meta_bootstrap(jc->js, NULL, err) != 0) {
+            SRV_ERROR("js", "JetStream meta group not opened: %s", err);
+        }
         send_meta(jc, NULL);
     }
     if (strcmp(why, jc->why) != 0) {

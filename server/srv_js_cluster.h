@@ -183,4 +183,18 @@ KEEL_MUST_USE int srv_jsc_place_stream(struct srv_jsc *jc, uint32_t r,
 /* Link state of a node by name (stream info "offline"). */
 bool srv_jsc_peer_up(const struct srv_jsc *jc, const char *name);
 
+/* What node name last reported on its link (membership changes). */
+struct srv_jsc_peer_report {
+    bool up;
+    raft_incarnation inc;
+    enum srv_jsc_state state;
+};
+/* Returns false when name was never seen on a link. */
+bool srv_jsc_peer_report(const struct srv_jsc *jc, const char *name,
+                         struct srv_jsc_peer_report *out);
+
+/* The meta group applied configuration cfg: a waiting node named in it
+ * becomes a member (issue 9), and says so on its links. */
+void srv_jsc_config_applied(struct srv_jsc *jc, const struct raft_config *cfg);
+
 #endif

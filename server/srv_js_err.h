@@ -62,7 +62,13 @@
     X(SRV_JS_EEPHEMERAL_DURABLE, 400, 10020,                                   \
       "consumer expected to be ephemeral but a durable name was set in "       \
       "request")                                                               \
-    X(SRV_JS_ECONSUMER_CONFIG, 400, 10012, "")
+    X(SRV_JS_ECONSUMER_CONFIG, 400, 10012, "")                                 \
+    X(SRV_JS_EPEER_NOT_MEMBER, 400, 10040, "peer not a member")                \
+    X(SRV_JS_ESERVER_NOT_MEMBER, 400, 10044,                                   \
+      "server is not a member of the cluster")                                 \
+    X(SRV_JS_ECLUSTER_BUSY, 503, 10008,                                        \
+      "JetStream system temporarily unavailable: ")                            \
+    X(SRV_JS_ECLUSTER_REFUSED, 400, 10003, "bad request: ")
 
 /* 0 means "no JetStream error"; the table starts at 1. */
 enum srv_js_err {

@@ -89,6 +89,9 @@ static const struct route_prefix prefixes[] = {
     {"$JS.API.STREAM.NAMES", SRV_JS_FWD_META, false},
     {"$JS.API.STREAM.LIST", SRV_JS_FWD_META, false},
     {"$JS.API.META.LEADER.STEPDOWN", SRV_JS_FWD_META, false},
+    {"$JS.API.SERVER.REMOVE", SRV_JS_FWD_META, false},
+    {"$KEEL.API.CLUSTER.PEER.ADD", SRV_JS_FWD_META, false},
+    {"$KEEL.API.CLUSTER.PEER.INFO", SRV_JS_FWD_META, false},
     {"$JS.API.STREAM.INFO.", SRV_JS_FWD_STREAM, true},
     {"$JS.API.STREAM.PURGE.", SRV_JS_FWD_STREAM, true},
     {"$JS.API.STREAM.MSG.GET.", SRV_JS_FWD_STREAM, true},
@@ -110,7 +113,8 @@ static const struct route_prefix prefixes[] = {
 enum srv_js_fwd_target srv_js_fwd_classify(const char *subject, size_t len,
                                            char *stream)
 {
-    if (len < 4 || memcmp(subject, "$JS.", 4) != 0) {
+    if ((len < 4 || memcmp(subject, "$JS.", 4) != 0) &&
+        (len < 10 || memcmp(subject, "$KEEL.API.", 10) != 0)) {
         return SRV_JS_FWD_HERE;
     }
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {

@@ -91,6 +91,7 @@ struct srv_js {
     struct srv_jsc *jc;
     struct raft_config meta_cfg; /* latest applied meta configuration */
     raft_node meta_leader_node;
+    struct srv_admin *admin; /* membership requests (srv_admin.c) */
 };
 
 /* ---- srv_js.c ---- */

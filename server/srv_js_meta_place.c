@@ -199,6 +199,19 @@ enum srv_jsc_boot srv_jsc_boot_decide(const struct srv_jsc_report *self,
         cfg->servers[cfg->n++] = (struct raft_server){
             .node = id, .incarnation = r->inc, .role = RAFT_VOTER};
     }
+    for (size_t i = 0; !self_seed && i < npeers; i++) {
+        if (peers[i].state == SRV_JSC_MEMBER) {
+            /* Not a seed, and the seeds formed the meta group: a new node
+             * started with --routes naming the cluster (issue 9). */
+            snprintf(why, SRV_JSC_WHY_BYTES,
+                     "this node is not a seed and node %s has the "
+                     "JetStream meta group: it waits to be added (keel "
+                     "cluster add-peer)",
+                     peers[i].name);
+            memset(cfg, 0, sizeof *cfg);
+            return SRV_JSC_BOOT_JOIN;
+        }
+    }
     if (!self_seed) {
         snprintf(why, SRV_JSC_WHY_BYTES,
                  "this node's cluster URL %s is not in its --routes: list "

@@ -80,7 +80,7 @@ cleanup:
     free(se);
 }
 
-static uint64_t ctx_take(struct replica *r, raft_index index)
+static uint64_t ctx_take(struct replica *r, raft_index index, raft_term term)
 {
     while (r->ctx_n > 0) {
         struct replica_ctx *c = &r->ctxs[r->ctx_head];
@@ -90,17 +90,26 @@ static uint64_t ctx_take(struct replica *r, raft_index index)
         r->ctx_head = (r->ctx_head + 1) % REPLICA_QUEUE_MAX;
         r->ctx_n--;
         if (c->index == index) {
-            return c->ctx;
+            return c->term == term ? c->ctx : 0;
         }
     }
     return 0;
+}
+
+static void ctx_push(struct replica *r, raft_index index, raft_term term,
+                     uint64_t ctx)
+{
+    ASSERT(r->ctx_n < REPLICA_QUEUE_MAX);
+    uint32_t k = (r->ctx_head + r->ctx_n) % REPLICA_QUEUE_MAX;
+    r->ctxs[k] = (struct replica_ctx){.index = index, .term = term, .ctx = ctx};
+    r->ctx_n++;
 }
 
 /* Apply (applied, commit] from the store, then report applied. */
 static int apply_one(void *arg, const struct store_entry *e)
 {
     struct replica *r = arg;
-    uint64_t ctx = ctx_take(r, e->index);
+    uint64_t ctx = ctx_take(r, e->index, e->term);
     ASSERT(e->index == r->applied + 1);
     if (r->cbs.apply != NULL) {
         r->cbs.apply(r, e->index, e->term, e->type, e->payload, e->len, ctx,
@@ -230,10 +239,8 @@ static void flush_queue(struct replica *r)
         if (rv == 0) {
             ASSERT(r->out.entries_first == first);
             for (uint32_t i = 0; i < n; i++) {
-                uint32_t k = (r->ctx_head + r->ctx_n) % REPLICA_QUEUE_MAX;
-                r->ctxs[k] = (struct replica_ctx){
-                    .index = first + i, .ctx = r->queue[done + i].ctx};
-                r->ctx_n++;
+                ctx_push(r, first + i, r->out.entries[i].term,
+                         r->queue[done + i].ctx);
             }
         }
         (void)handle_out(r);
@@ -741,4 +748,110 @@ int replica_transfer_leader(struct replica *r, raft_node to, char *errmsg)
                         keel_strerror(rv));
     }
     return 0;
+}
+
+/* Why raft refused a membership change, in words that say what to do. */
+static int change_refused(struct replica *r, const struct raft_in *in, int rv,
+                          char *errmsg)
+{
+    const struct raft *rf = &r->raft;
+    unsigned long long node = (unsigned long long)in->change.node;
+    switch (rv) {
+    case KEEL_ENOTLEADER:
+        return keel_err(rv, errmsg,
+                        "this node does not lead the group: send the change "
+                        "to its leader");
+    case KEEL_EEXIST:
+        return keel_err(rv, errmsg,
+                        "node %016llx is in the configuration already (a "
+                        "replaced disk: remove the old incarnation first)",
+                        node);
+    case KEEL_ENOENT:
+        return keel_err(rv, errmsg,
+                        "node %016llx with that incarnation is not in the "
+                        "configuration",
+                        node);
+    case KEEL_ELIMIT:
+        return keel_err(rv, errmsg,
+                        "the configuration has %d servers already: remove "
+                        "one first",
+                        RAFT_SERVERS_MAX);
+    case KEEL_EINVAL:
+        if (in->change.op == RAFT_CHANGE_REMOVE) {
+            return keel_err(rv, errmsg,
+                            "this node leads the group: transfer leadership "
+                            "first (membership rule 4)");
+        }
+        return keel_err(rv, errmsg,
+                        "node %016llx is not a learner of the configuration",
+                        node);
+    case KEEL_EBUSY:
+        break;
+    default:
+        return keel_err(rv, errmsg, "membership change refused: %s",
+                        keel_strerror(rv));
+    }
+    if (rf->transfer_to != 0) {
+        return keel_err(rv, errmsg,
+                        "a leadership transfer is running: retry when it "
+                        "ends");
+    }
+    if (rf->commit < rf->term_start) {
+        return keel_err(rv, errmsg,
+                        "the leader has not committed an entry of its term "
+                        "yet: retry in a moment");
+    }
+    if (raft_config_current_index(rf) > rf->commit) {
+        return keel_err(rv, errmsg,
+                        "another membership change (index %llu) has not "
+                        "committed yet: one change at a time, retry when it "
+                        "has",
+                        (unsigned long long)raft_config_current_index(rf));
+    }
+    if (in->change.op == RAFT_CHANGE_PROMOTE) {
+        return keel_err(rv, errmsg,
+                        "the learner has not caught up to the commit index "
+                        "%llu or was not heard within an election timeout: "
+                        "wait for it",
+                        (unsigned long long)rf->commit);
+    }
+    return keel_err(rv, errmsg,
+                    "afterwards fewer than a majority of the voters would be "
+                    "healthy (answering and caught up): bring the other "
+                    "nodes back first, or override with --force");
+}
+
+int replica_change(struct replica *r, const struct replica_change *c,
+                   uint64_t ctx, uint64_t *index, char *errmsg)
+{
+    ASSERT(r != NULL && c != NULL && index != NULL);
+    ASSERT(!r->closing);
+    *index = 0;
+    if (!r->started) {
+        return keel_err(KEEL_EAGAIN, errmsg, "group is still opening");
+    }
+    if (r->ctx_n >= REPLICA_QUEUE_MAX) {
+        return keel_err(KEEL_EBUSY, errmsg,
+                        "%u proposals await commit: retry after acks",
+                        REPLICA_QUEUE_MAX);
+    }
+    raft_index first = r->raft.last_index + 1;
+    struct raft_in in = {.type = RAFT_IN_CHANGE};
+    in.change.op = c->op;
+    in.change.node = c->node;
+    in.change.incarnation = c->incarnation;
+    in.change.force = c->force ? 1 : 0;
+    in.now_ms = now_ms(r);
+    int rv = raft_step(&r->raft, &in, &r->out);
+    if (rv == 0) {
+        ASSERT(r->out.n_entries == 1 && r->out.entries_first == first);
+        ASSERT(r->out.entries[0].type == RAFT_ENTRY_CONFIG);
+        ctx_push(r, first, r->out.entries[0].term, ctx);
+        *index = first;
+    }
+    int hv = handle_out(r);
+    if (rv != 0) {
+        return change_refused(r, &in, rv, errmsg);
+    }
+    return hv != 0 ? keel_err(hv, errmsg, "the change could not be stored") : 0;
 }

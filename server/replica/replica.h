@@ -190,4 +190,26 @@ size_t replica_peers(const struct replica *r, struct replica_peer *out,
 KEEL_MUST_USE int replica_transfer_leader(struct replica *r, raft_node to,
                                           char *errmsg);
 
+/* One membership change (DESIGN §3 rules 1-4; raft's RAFT_IN_CHANGE). */
+struct replica_change {
+    uint8_t op; /* enum raft_change_op */
+    raft_node node;
+    raft_incarnation incarnation;
+    bool force; /* skip rule 4 (healthy majority); never rule 3 */
+};
+
+/* Propose a membership change on the leader. The configuration entry
+ * takes effect when appended (rule 2); when it commits, the apply callback
+ * gets it (type RAFT_ENTRY_CONFIG) with ctx on this leader, and *index is
+ * its index. A leader change before the commit may replace the entry: then
+ * apply sees another entry at *index with ctx 0 (the caller times out).
+ * Returns 0, KEEL_EAGAIN (still opening), or raft's refusal with errmsg
+ * saying what to do: KEEL_ENOTLEADER, KEEL_EBUSY (another change or a
+ * transfer in flight, no healthy majority afterwards, a learner not caught
+ * up), KEEL_EEXIST, KEEL_ENOENT, KEEL_EINVAL (removing the leader itself:
+ * transfer first), KEEL_ELIMIT. */
+KEEL_MUST_USE int replica_change(struct replica *r,
+                                 const struct replica_change *c, uint64_t ctx,
+                                 uint64_t *index, char *errmsg);
+
 #endif

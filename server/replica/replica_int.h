@@ -15,8 +15,12 @@ struct replica_prop {
     uint64_t ctx;
 };
 
+/* A leader's ctx is for the entry it proposed: (index, term). A deposed
+ * leader's entry at index may be replaced by another leader's; that one
+ * must not be answered with this ctx. */
 struct replica_ctx {
     raft_index index;
+    raft_term term;
     uint64_t ctx;
 };
 

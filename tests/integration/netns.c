@@ -318,10 +318,16 @@ static void on_fatal_signal(int sig)
 int h_netns_start(struct h_netns *c, int n, const char *name,
                   const char *const *extra)
 {
+    return h_netns_start_seeds(c, n, n, name, extra);
+}
+
+int h_netns_start_seeds(struct h_netns *c, int n, int seeds, const char *name,
+                        const char *const *extra)
+{
     size_t len = 0;
 
     memset(c, 0, sizeof *c);
-    if (n < 1 || n > H_NETNS_NODES_MAX) {
+    if (n < 1 || n > H_NETNS_NODES_MAX || seeds < 1 || seeds > n) {
         return -1;
     }
     active = c;
@@ -345,6 +351,8 @@ int h_netns_start(struct h_netns *c, int n, const char *name,
     char routes[sizeof c->routes];
     for (int i = 0; i < n; i++) {
         c->node[i].k.pid = -1;
+    }
+    for (int i = 0; i < seeds; i++) {
         len += (size_t)snprintf(routes + len, sizeof routes - len,
                                 "%snats://10.%d.%d.%d:%d", i > 0 ? "," : "",
                                 c->a, c->b, i + 1, H_NETNS_CLUSTER_PORT);
@@ -358,7 +366,7 @@ int h_netns_start(struct h_netns *c, int n, const char *name,
     if (net_up(c) != 0) {
         return -1;
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < seeds; i++) {
         if (h_netns_node_start(c, i) != 0) {
             return -1;
         }

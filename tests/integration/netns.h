@@ -61,6 +61,12 @@ void h_netns_reap_stale(void);
 int h_netns_start(struct h_netns *c, int n, const char *name,
                   const char *const *extra);
 
+/* As h_netns_start, but only nodes 0..seeds-1 are seeds (--routes) and
+ * started; the others are ready to start (h_netns_node_start) with the
+ * same --routes, as new nodes joining the cluster. */
+int h_netns_start_seeds(struct h_netns *c, int n, int seeds, const char *name,
+                        const char *const *extra);
+
 /* Start node i (0-based) again in its own data dir; waits for its ports
  * file, not for links. Returns 0 or -1. */
 int h_netns_node_start(struct h_netns *c, int i);

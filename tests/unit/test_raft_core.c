@@ -381,6 +381,28 @@ static void unsafe_changes_are_refused(void **state)
     assert_int_equal(change(f, RAFT_CHANGE_PROMOTE, 4, 400), 0);
 }
 
+/* --force skips rule 4 (healthy majority) but never rule 3. */
+static void force_skips_only_the_healthy_majority_rule(void **state)
+{
+    struct fixture *f = *state;
+    elect(f);
+    commit_barrier(f);
+    /* {1, 3}: node 3 has nothing yet, so 1 of 2 voters is healthy. */
+    assert_int_equal(change(f, RAFT_CHANGE_REMOVE, 2, 101), KEEL_EBUSY);
+    struct raft_in in = {.type = RAFT_IN_CHANGE};
+    in.change.op = RAFT_CHANGE_REMOVE;
+    in.change.node = 2;
+    in.change.incarnation = 101;
+    in.change.force = 1;
+    assert_int_equal(step(f, 0, &in), 0);
+    assert_int_equal(f->out.entries[0].type, RAFT_ENTRY_CONFIG);
+    /* One at a time, forced or not. */
+    in.change.op = RAFT_CHANGE_ADD_LEARNER;
+    in.change.node = 4;
+    in.change.incarnation = 400;
+    assert_int_equal(step(f, 0, &in), KEEL_EBUSY);
+}
+
 static void a_truncated_configuration_entry_stops_applying(void **state)
 {
     struct fixture *f = *state;
@@ -543,6 +565,7 @@ int main(void)
         T(a_node_with_an_empty_log_never_votes_nor_campaigns),
         T(a_configuration_change_waits_for_a_current_term_commit),
         T(unsafe_changes_are_refused),
+        T(force_skips_only_the_healthy_majority_rule),
         T(a_truncated_configuration_entry_stops_applying),
         T(read_index_waits_for_a_heartbeat_round_of_this_term),
         T(an_installed_snapshot_counts_only_once_durable),

@@ -216,6 +216,33 @@ static void bootstrap_refuses_a_node_missing_from_its_own_seeds(void **state)
     assert_int_equal(f->cfg.n, 0);
 }
 
+/* A node that is not a seed, started with --routes naming a cluster
+ * whose seeds formed the meta group, waits to be added (issue 9). */
+static void a_new_node_outside_the_seeds_joins(void **state)
+{
+    struct fx *f = *state;
+    struct raft_config seeds_cfg;
+    f->peers[2] = f->peers[1];
+    f->peers[2].name = "n1";
+    f->peers[2].url = "10.0.0.1:6222";
+    f->peers[2].inc = 100;
+    assert_int_equal(
+        srv_jsc_boot_decide(&f->peers[2], f->peers, 2, &seeds_cfg, f->why),
+        SRV_JSC_BOOT_CREATE);
+    for (int i = 0; i < 3; i++) {
+        f->peers[i].state = SRV_JSC_MEMBER;
+        f->peers[i].fp = srv_jsc_config_fp(&seeds_cfg);
+    }
+    f->self.name = "n4";
+    f->self.url = "10.0.0.4:6222";
+    f->self.inc = 104;
+    assert_int_equal(
+        srv_jsc_boot_decide(&f->self, f->peers, 3, &f->cfg, f->why),
+        SRV_JSC_BOOT_JOIN);
+    assert_non_null(strstr(f->why, "add-peer"));
+    assert_int_equal(f->cfg.n, 0);
+}
+
 static void placement_survives_its_json_form(void **state)
 {
     struct fx *f = *state;
@@ -258,6 +285,8 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(
             every_seed_computes_the_same_configuration, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_new_node_outside_the_seeds_joins,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(bootstrap_waits_for_a_missing_seed,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(

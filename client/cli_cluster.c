@@ -1,0 +1,318 @@
+/* keel cluster add-peer|remove-peer|replace-peer|transfer-leader: cluster
+ * reconfiguration (issue 9) over the admin subjects srv_admin.h lists.
+ *
+ * Changes go one at a time: add-peer waits until the new node is a voter
+ * (printing its catch-up), replace-peer adds then removes. A refusal the
+ * server calls retryable (503, err_code 10008: another change in flight,
+ * leadership moving) is retried until --wait runs out; anything else is
+ * printed as the server said it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "keel/assert.h"
+#include "cli_js.h"
+
+#define CLUSTER_WAIT_MS_DEFAULT 60000
+#define CLUSTER_POLL_MS 500
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void nap(int64_t ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000,
+                          .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static bool retryable(const char *errmsg)
+{
+    return strstr(errmsg, "(error 10008)") != NULL ||
+           strstr(errmsg, "no JetStream answer") != NULL;
+}
+
+/* One request to subject with body; retried while the server says retry,
+ * until deadline (monotonic ms). */
+static int request_retry(natsConnection *nc, const struct cli_conn_opts *conn,
+                         const char *what, const char *subject,
+                         const char *body, int64_t deadline, json_t **out,
+                         char *errmsg)
+{
+    for (;;) {
+        int rv = cli_js_request(nc, conn->timeout_ms, what, subject, body, out,
+                                NULL, errmsg);
+        if (rv == 0 || !retryable(errmsg) || mono_ms() >= deadline) {
+            return rv;
+        }
+        nap(CLUSTER_POLL_MS);
+    }
+}
+
+static int start(const struct cli_cmd *cmd, const struct cli_flag *flags,
+                 struct cli_conn_opts *conn, int argc, char **argv,
+                 struct cli_args *args, natsConnection **nc, bool *help,
+                 char *errmsg)
+{
+    cli_conn_opts_init(conn);
+    int rv = cli_parse(cmd, flags, conn, argc, argv, args, help, errmsg);
+    if (rv != 0 || *help) {
+        return rv;
+    }
+    return cli_connect_default(conn, nc, errmsg);
+}
+
+static char *peer_body(const char *peer, bool force)
+{
+    json_t *o = json_pack("{s:s}", "peer", peer);
+    if (o != NULL && force) {
+        json_object_set_new(o, "force", json_true());
+    }
+    char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return s;
+}
+
+/* Add peer as a learner and wait until the meta leader promoted it,
+ * printing its catch-up whenever it moves. */
+static int add_peer(natsConnection *nc, const struct cli_conn_opts *conn,
+                    const char *what, const char *peer, int64_t wait_ms,
+                    bool json, char *errmsg)
+{
+    int64_t deadline = mono_ms() + wait_ms;
+    char *body = peer_body(peer, false);
+    json_t *reply = NULL;
+    int64_t last_lag = -1;
+    int reply_n = 0;
+    int rv = body == NULL ? KEEL_ENOMEM : 0;
+    while (rv == 0) {
+        json_decref(reply);
+        reply = NULL;
+        rv = request_retry(nc, conn, what,
+                           reply_n++ == 0 ? "$KEEL.API.CLUSTER.PEER.ADD"
+                                          : "$KEEL.API.CLUSTER.PEER.INFO",
+                           body, deadline, &reply, errmsg);
+        if (rv != 0) {
+            break;
+        }
+        const char *role = cli_js_str(reply, "role", "learner");
+        int64_t lag = cli_js_int(reply, "lag", 0);
+        if (strcmp(role, "voter") == 0) {
+            break;
+        }
+        if (!json && lag != last_lag) {
+            printf("%s: learner, %lld of %lld entries (%lld behind)\n", peer,
+                   (long long)cli_js_int(reply, "match", 0),
+                   (long long)cli_js_int(reply, "commit", 0), (long long)lag);
+            fflush(stdout);
+            last_lag = lag;
+        }
+        if (mono_ms() >= deadline) {
+            rv = keel_err(KEEL_ETIMEOUT, errmsg,
+                          "%s: %s is a learner %lld entries behind after "
+                          "--wait; it is promoted once caught up (run "
+                          "add-peer again to follow it)",
+                          what, peer, (long long)lag);
+            break;
+        }
+        nap(CLUSTER_POLL_MS);
+    }
+    if (rv == 0 && json) {
+        cli_js_print_json(reply);
+    } else if (rv == 0) {
+        printf("%s is a voter of the meta group\n", peer);
+    }
+    json_decref(reply);
+    free(body);
+    return rv;
+}
+
+static int remove_peer(natsConnection *nc, const struct cli_conn_opts *conn,
+                       const char *what, const char *peer, bool force,
+                       int64_t wait_ms, bool json, char *errmsg)
+{
+    char *body = peer_body(peer, force);
+    json_t *reply = NULL;
+    if (body == NULL) {
+        return KEEL_ENOMEM;
+    }
+    if (force) {
+        fprintf(stderr,
+                "WARNING: --force skips the check that a majority of the "
+                "remaining voters is healthy: the meta group may stop "
+                "answering until enough of them are back\n");
+    }
+    int rv = request_retry(nc, conn, what, "$JS.API.SERVER.REMOVE", body,
+                           mono_ms() + wait_ms, &reply, errmsg);
+    if (rv == 0 && json) {
+        cli_js_print_json(reply);
+    } else if (rv == 0) {
+        printf("%s removed from the meta group\n", peer);
+    }
+    json_decref(reply);
+    free(body);
+    return rv;
+}
+
+static int cluster_add_peer(const struct cli_cmd *cmd, int argc, char **argv,
+                            char *errmsg)
+{
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    natsConnection *nc = NULL;
+    int64_t wait_ms = CLUSTER_WAIT_MS_DEFAULT;
+    bool json = false, help = false;
+    struct cli_flag flags[] = {
+        {"wait", 0, CLI_FLAG_DURATION, &wait_ms, "DURATION",
+         "give up waiting for the promotion after this long (default 60s)"},
+        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the last API reply"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    int rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+    if (rv == 0 && !help) {
+        rv = add_peer(nc, &conn, cmd->name, args.items[0], wait_ms, json,
+                      errmsg);
+    }
+    natsConnection_Destroy(nc);
+    return rv;
+}
+
+static int cluster_remove_peer(const struct cli_cmd *cmd, int argc, char **argv,
+                               char *errmsg)
+{
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    natsConnection *nc = NULL;
+    int64_t wait_ms = CLUSTER_WAIT_MS_DEFAULT;
+    bool json = false, help = false, force = false;
+    struct cli_flag flags[] = {
+        {"force", 0, CLI_FLAG_BOOL, &force, NULL,
+         "remove even if a majority of the remaining voters is not healthy"},
+        {"wait", 0, CLI_FLAG_DURATION, &wait_ms, "DURATION",
+         "retry a busy cluster this long (default 60s)"},
+        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the API reply"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    int rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+    if (rv == 0 && !help) {
+        rv = remove_peer(nc, &conn, cmd->name, args.items[0], force, wait_ms,
+                         json, errmsg);
+    }
+    natsConnection_Destroy(nc);
+    return rv;
+}
+
+static int cluster_replace_peer(const struct cli_cmd *cmd, int argc,
+                                char **argv, char *errmsg)
+{
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    natsConnection *nc = NULL;
+    int64_t wait_ms = CLUSTER_WAIT_MS_DEFAULT;
+    bool help = false, force = false;
+    struct cli_flag flags[] = {
+        {"force", 0, CLI_FLAG_BOOL, &force, NULL,
+         "remove OLD even if a majority of the remaining voters is not "
+         "healthy"},
+        {"wait", 0, CLI_FLAG_DURATION, &wait_ms, "DURATION",
+         "limit of each step (default 60s)"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    int rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+    if (rv == 0 && !help) {
+        /* One change at a time: the new voter first, so the group never
+         * has fewer voters than before. */
+        rv = add_peer(nc, &conn, cmd->name, args.items[1], wait_ms, false,
+                      errmsg);
+    }
+    if (rv == 0 && !help) {
+        rv = remove_peer(nc, &conn, cmd->name, args.items[0], force, wait_ms,
+                         false, errmsg);
+    }
+    natsConnection_Destroy(nc);
+    return rv;
+}
+
+static int cluster_transfer_leader(const struct cli_cmd *cmd, int argc,
+                                   char **argv, char *errmsg)
+{
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    natsConnection *nc = NULL;
+    const char *stream = NULL, *to = NULL;
+    bool json = false, help = false;
+    struct cli_flag flags[] = {
+        {"stream", 0, CLI_FLAG_STR, &stream, "NAME",
+         "the stream's group instead of the meta group"},
+        {"to", 0, CLI_FLAG_STR, &to, "NODE",
+         "the voter to hand leadership to (default: the most caught-up)"},
+        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the API reply"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    char subject[CLI_SUBJECT_BYTES_MAX];
+    json_t *reply = NULL;
+    char *body = NULL;
+    int rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+    if (rv != 0 || help) {
+        goto out;
+    }
+    snprintf(subject, sizeof subject, "%s%s",
+             stream != NULL ? "$JS.API.STREAM.LEADER.STEPDOWN."
+                            : "$JS.API.META.LEADER.STEPDOWN",
+             stream != NULL ? stream : "");
+    if (to != NULL) {
+        json_t *o = json_pack("{s:{s:s}}", "placement", "preferred", to);
+        body = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        rv = body == NULL ? KEEL_ENOMEM : 0;
+    }
+    if (rv == 0) {
+        rv = cli_js_request(nc, conn.timeout_ms, cmd->name, subject, body,
+                            &reply, NULL, errmsg);
+    }
+    if (rv == 0 && json) {
+        cli_js_print_json(reply);
+    } else if (rv == 0) {
+        printf("Leadership transfer of %s%s started\n",
+               stream != NULL ? "stream " : "the meta group",
+               stream != NULL ? stream : "");
+    }
+out:
+    free(body);
+    json_decref(reply);
+    natsConnection_Destroy(nc);
+    return rv;
+}
+
+/* One row per sub-command (keel cluster status lives in
+ * cli_cluster_status.c). */
+static const struct cli_subcmd subs[] = {
+    {{"cluster add-peer", NULL, "NAME",
+      "Add a waiting node to the meta group (learner, then voter).", 1, 1},
+     cluster_add_peer},
+    {{"cluster remove-peer", NULL, "NAME",
+      "Remove a node from the meta group (refused without a healthy "
+      "majority).",
+      1, 1},
+     cluster_remove_peer},
+    {{"cluster replace-peer", NULL, "OLD NEW",
+      "Add NEW (waits until it is a voter), then remove OLD.", 2, 2},
+     cluster_replace_peer},
+    {{"cluster transfer-leader", NULL, "",
+      "Hand the meta group's (or --stream's) leadership to another voter.", 0,
+      0},
+     cluster_transfer_leader},
+};
+
+int cli_cluster(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+{
+    (void)cmd;
+    return cli_subcmd_dispatch("cluster", subs, sizeof subs / sizeof subs[0],
+                               argc, argv, errmsg);
+}

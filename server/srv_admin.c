@@ -1,0 +1,446 @@
+/* srv_admin: cluster reconfiguration requests (see srv_admin.h). */
+#include "srv_admin.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "keel/error.h"
+#include "srv_js_err.h"
+#include "srv_js_int.h"
+#include "srv_log.h"
+
+#define ADMIN_PENDING_MAX 16
+/* A change not committed within this long is answered "not confirmed". */
+#define ADMIN_CONFIRM_MS 10000
+
+#define JS_TYPE "io.nats.jetstream.api.v1."
+#define KEEL_TYPE "io.keel.api.v1."
+
+/* A membership change awaiting its commit (the reply goes out then). */
+struct admin_pending {
+    uint64_t ctx; /* 0: free slot */
+    uint64_t index;
+    uint64_t deadline_ms;
+    char type[64];
+    char peer[SRV_JSC_NAME_BYTES];
+    char *reply;
+};
+
+struct srv_admin {
+    uint64_t next_ctx;
+    struct admin_pending p[ADMIN_PENDING_MAX];
+};
+
+static struct srv_admin *admin_of(struct srv_js *js)
+{
+    if (js->admin == NULL) {
+        js->admin = calloc(1, sizeof *js->admin);
+    }
+    return js->admin;
+}
+
+static void reply_err(struct srv_js *js, const char *reply, const char *type,
+                      enum srv_js_err err, const char *detail)
+{
+    json_t *o = NULL;
+    char msg[KEEL_ERRMSG_MAX];
+    js->api_errors++;
+    if (srv_js_err_json("x", err, detail, &o, msg) == 0) {
+        json_object_set_new(o, "type", json_string(type));
+        srv_js_reply_json(js, reply, o);
+    }
+}
+
+static void reply_ok(struct srv_js *js, const char *reply, const char *type,
+                     json_t *o)
+{
+    if (o == NULL) {
+        o = json_object();
+    }
+    if (o != NULL) {
+        json_object_set_new(o, "type", json_string(type));
+        json_object_set_new(o, "success", json_true());
+    }
+    srv_js_reply_json(js, reply, o);
+}
+
+/* A refusal from replica_change / replica_transfer_leader: retryable ones
+ * are 503 (10008), the rest a bad request; both carry errmsg. */
+static void reply_refused(struct srv_js *js, const char *reply,
+                          const char *type, int rv, const char *errmsg)
+{
+    char d[KEEL_ERRMSG_MAX + 8];
+    snprintf(d, sizeof d, "%s", errmsg);
+    bool retry = rv == KEEL_EBUSY || rv == KEEL_EAGAIN ||
+                 rv == KEEL_ENOTLEADER || rv == KEEL_ENOMEM;
+    reply_err(js, reply, type,
+              retry ? SRV_JS_ECLUSTER_BUSY : SRV_JS_ECLUSTER_REFUSED, d);
+}
+
+static const struct raft_server *member_of(const struct raft_config *c,
+                                           raft_node node)
+{
+    return raft_config_find(c, node);
+}
+
+/* The leader's view of node's match (0 when never heard). */
+static uint64_t match_of(struct srv_js *js, raft_node node)
+{
+    struct replica_peer peers[RAFT_SERVERS_MAX];
+    size_t n = replica_peers(js->meta, peers, RAFT_SERVERS_MAX);
+    for (size_t i = 0; i < n; i++) {
+        if (peers[i].node == node) {
+            return peers[i].match;
+        }
+    }
+    return 0;
+}
+
+static json_t *member_json(struct srv_js *js, const char *name,
+                           const struct raft_server *s)
+{
+    struct replica_info ri;
+    replica_info(js->meta, &ri);
+    uint64_t match = s->node == srv_jsc_self_node(js->jc)
+                         ? ri.last_index
+                         : match_of(js, s->node);
+    uint64_t lag = ri.commit > match ? ri.commit - match : 0;
+    return json_pack("{s:s, s:s, s:I, s:I, s:I}", "peer", name, "role",
+                     s->role == RAFT_VOTER ? "voter" : "learner", "match",
+                     (json_int_t)match, "commit", (json_int_t)ri.commit, "lag",
+                     (json_int_t)lag);
+}
+
+static int pending_add(struct srv_js *js, const char *reply, const char *type,
+                       const char *peer, uint64_t *ctx)
+{
+    struct srv_admin *a = admin_of(js);
+    if (a == NULL) {
+        return KEEL_ENOMEM;
+    }
+    for (size_t i = 0; i < ADMIN_PENDING_MAX; i++) {
+        struct admin_pending *p = &a->p[i];
+        if (p->ctx != 0) {
+            continue;
+        }
+        p->reply = strdup(reply);
+        if (p->reply == NULL) {
+            return KEEL_ENOMEM;
+        }
+        p->ctx = ++a->next_ctx;
+        p->index = 0;
+        p->deadline_ms = uv_now(js->loop) + ADMIN_CONFIRM_MS;
+        snprintf(p->type, sizeof p->type, "%s", type);
+        snprintf(p->peer, sizeof p->peer, "%s", peer);
+        *ctx = p->ctx;
+        return 0;
+    }
+    return KEEL_EBUSY;
+}
+
+static struct admin_pending *pending_find(struct srv_js *js, uint64_t ctx)
+{
+    struct srv_admin *a = js->admin;
+    for (size_t i = 0; a != NULL && ctx != 0 && i < ADMIN_PENDING_MAX; i++) {
+        if (a->p[i].ctx == ctx) {
+            return &a->p[i];
+        }
+    }
+    return NULL;
+}
+
+static void pending_free(struct admin_pending *p)
+{
+    free(p->reply);
+    memset(p, 0, sizeof *p);
+}
+
+/* Propose a change and answer when it commits. */
+static void change(struct srv_js *js, const char *reply, const char *type,
+                   const char *peer, const struct replica_change *c)
+{
+    char err[KEEL_ERRMSG_MAX];
+    uint64_t ctx = 0;
+    uint64_t index = 0;
+    int rv = pending_add(js, reply, type, peer, &ctx);
+    if (rv != 0) {
+        reply_refused(js, reply, type, KEEL_EBUSY,
+                      "too many membership requests await their commit: "
+                      "retry in a moment");
+        return;
+    }
+    rv = replica_change(js->meta, c, ctx, &index, err);
+    struct admin_pending *p = pending_find(js, ctx);
+    ASSERT(p != NULL);
+    if (rv != 0) {
+        pending_free(p);
+        reply_refused(js, reply, type, rv, err);
+        return;
+    }
+    p->index = index;
+    SRV_INFO("js", "meta group: %s %s proposed at index %" PRIu64,
+             c->op == RAFT_CHANGE_ADD_LEARNER ? "adding learner"
+             : c->op == RAFT_CHANGE_REMOVE    ? "removing"
+                                              : "promoting",
+             peer, index);
+}
+
+/* The body's "peer" (a node name), or NULL after answering the error. */
+static const char *peer_of(struct srv_js *js, const json_t *body,
+                           const char *reply, const char *type)
+{
+    const char *peer = json_string_value(json_object_get(body, "peer"));
+    if (peer == NULL || peer[0] == '\0' || strlen(peer) >= SRV_JSC_NAME_BYTES) {
+        reply_err(js, reply, type, SRV_JS_ECLUSTER_REFUSED,
+                  "the request needs {\"peer\": \"<node name>\"}");
+        return NULL;
+    }
+    return peer;
+}
+
+static bool is_meta_leader(struct srv_js *js, const char *reply,
+                           const char *type)
+{
+    if (js->jc != NULL && srv_js_is_meta_leader(js)) {
+        return true;
+    }
+    reply_err(js, reply, type, SRV_JS_ECLUSTER_BUSY,
+              js->jc == NULL ? "this node is not clustered"
+                             : "this node does not lead the meta group now");
+    return false;
+}
+
+static void peer_add(struct srv_js *js, const json_t *body, const char *reply)
+{
+    static const char type[] = KEEL_TYPE "peer_add_response";
+    const char *peer = peer_of(js, body, reply, type);
+    if (peer == NULL || !is_meta_leader(js, reply, type)) {
+        return;
+    }
+    raft_node node = srv_jsc_node_id(peer);
+    const struct raft_server *s = member_of(replica_config(js->meta), node);
+    struct srv_jsc_peer_report rep;
+    bool known = srv_jsc_peer_report(js->jc, peer, &rep);
+    if (s != NULL && known && rep.inc != s->incarnation &&
+        node != srv_jsc_self_node(js->jc)) {
+        reply_err(js, reply, type, SRV_JS_ECLUSTER_REFUSED,
+                  "that node is a member with another data directory (its "
+                  "disk was replaced): remove it first (keel cluster "
+                  "remove-peer), then add it");
+        return;
+    }
+    if (s != NULL) {
+        reply_ok(js, reply, type, member_json(js, peer, s));
+        return;
+    }
+    if (!known || !rep.up) {
+        reply_err(js, reply, type, SRV_JS_ECLUSTER_REFUSED,
+                  "that node is not linked to the meta leader: start it "
+                  "with --routes naming the cluster and check the name");
+        return;
+    }
+    if (rep.state != SRV_JSC_WAITING && rep.state != SRV_JSC_MEMBER) {
+        reply_err(js, reply, type, SRV_JS_ECLUSTER_BUSY,
+                  "that node has not reported that it waits to be added "
+                  "yet: retry in a moment");
+        return;
+    }
+    struct replica_change c = {
+        .op = RAFT_CHANGE_ADD_LEARNER, .node = node, .incarnation = rep.inc};
+    change(js, reply, type, peer, &c);
+}
+
+static void peer_info(struct srv_js *js, const json_t *body, const char *reply)
+{
+    static const char type[] = KEEL_TYPE "peer_info_response";
+    const char *peer = peer_of(js, body, reply, type);
+    if (peer == NULL || !is_meta_leader(js, reply, type)) {
+        return;
+    }
+    const struct raft_server *s =
+        member_of(replica_config(js->meta), srv_jsc_node_id(peer));
+    if (s == NULL) {
+        reply_err(js, reply, type, SRV_JS_EPEER_NOT_MEMBER, NULL);
+        return;
+    }
+    reply_ok(js, reply, type, member_json(js, peer, s));
+}
+
+static void server_remove(struct srv_js *js, const json_t *body,
+                          const char *reply)
+{
+    static const char type[] = JS_TYPE "meta_server_remove_response";
+    char err[KEEL_ERRMSG_MAX];
+    const char *peer = peer_of(js, body, reply, type);
+    if (peer == NULL || !is_meta_leader(js, reply, type)) {
+        return;
+    }
+    raft_node node = srv_jsc_node_id(peer);
+    const struct raft_server *s = member_of(replica_config(js->meta), node);
+    if (s == NULL) {
+        reply_err(js, reply, type, SRV_JS_ESERVER_NOT_MEMBER, NULL);
+        return;
+    }
+    if (node == srv_jsc_self_node(js->jc)) {
+        /* Rule 4: the leader is never removed; it hands over first. */
+        int rv = replica_transfer_leader(js->meta, 0, err);
+        SRV_INFO("js",
+                 "meta group: removal of the leader %s asked: "
+                 "transferring leadership first",
+                 peer);
+        reply_err(js, reply, type, SRV_JS_ECLUSTER_BUSY,
+                  rv == 0 ? "this node leads the meta group: leadership is "
+                            "moving to another node, retry the removal"
+                          : err);
+        return;
+    }
+    bool force = json_is_true(json_object_get(body, "force"));
+    if (force) {
+        SRV_WARN("js",
+                 "meta group: removing %s with --force (the healthy "
+                 "majority check is skipped)",
+                 peer);
+    }
+    struct replica_change c = {.op = RAFT_CHANGE_REMOVE,
+                               .node = node,
+                               .incarnation = s->incarnation,
+                               .force = force};
+    change(js, reply, type, peer, &c);
+}
+
+static void meta_stepdown(struct srv_js *js, const json_t *body,
+                          const char *reply)
+{
+    static const char type[] = JS_TYPE "meta_leader_stepdown_response";
+    char err[KEEL_ERRMSG_MAX];
+    if (!is_meta_leader(js, reply, type)) {
+        return;
+    }
+    const char *pref = json_string_value(
+        json_object_get(json_object_get(body, "placement"), "preferred"));
+    raft_node to = 0;
+    if (pref != NULL && pref[0] != '\0') {
+        to = srv_jsc_node_id(pref);
+        const struct raft_server *s = member_of(replica_config(js->meta), to);
+        if (s == NULL || s->role != RAFT_VOTER) {
+            reply_err(js, reply, type, SRV_JS_EPEER_NOT_MEMBER, NULL);
+            return;
+        }
+    }
+    int rv = replica_transfer_leader(js->meta, to, err);
+    if (rv != 0) {
+        reply_refused(js, reply, type, rv, err);
+        return;
+    }
+    SRV_INFO("js", "meta group: leadership transfer started (step-down%s%s)",
+             pref != NULL ? " to " : "", pref != NULL ? pref : "");
+    reply_ok(js, reply, type, NULL);
+}
+
+bool srv_admin_request(struct srv_js *js, const char *subject, size_t slen,
+                       const char *reply, const char *body, size_t len)
+{
+    static const struct {
+        const char *subject;
+        void (*fn)(struct srv_js *, const json_t *, const char *);
+    } routes[] = {
+        {"$KEEL.API.CLUSTER.PEER.ADD", peer_add},
+        {"$KEEL.API.CLUSTER.PEER.INFO", peer_info},
+        {"$JS.API.SERVER.REMOVE", server_remove},
+        {"$JS.API.META.LEADER.STEPDOWN", meta_stepdown},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        if (strlen(routes[i].subject) != slen ||
+            memcmp(routes[i].subject, subject, slen) != 0) {
+            continue;
+        }
+        if (reply == NULL || reply[0] == '\0') {
+            return true; /* nobody to answer: not acted on */
+        }
+        json_t *b = len > 0 ? json_loadb(body, len, 0, NULL) : json_object();
+        if (b == NULL || !json_is_object(b)) {
+            reply_err(js, reply, KEEL_TYPE "api_response",
+                      SRV_JS_ECLUSTER_REFUSED, "the body is not a JSON object");
+        } else {
+            routes[i].fn(js, b, reply);
+        }
+        json_decref(b);
+        return true;
+    }
+    return false;
+}
+
+void srv_admin_config_applied(struct srv_js *js, uint64_t index, uint64_t ctx)
+{
+    struct admin_pending *p = pending_find(js, ctx);
+    if (js->jc != NULL) {
+        srv_jsc_config_applied(js->jc, &js->meta_cfg);
+    }
+    if (p == NULL || p->index != index) {
+        return;
+    }
+    const struct raft_server *s =
+        member_of(&js->meta_cfg, srv_jsc_node_id(p->peer));
+    json_t *o = s != NULL ? member_json(js, p->peer, s)
+                          : json_pack("{s:s}", "peer", p->peer);
+    SRV_INFO("js", "meta group: change for %s committed at index %" PRIu64,
+             p->peer, index);
+    reply_ok(js, p->reply, p->type, o);
+    pending_free(p);
+}
+
+/* Promote the meta group's learners that caught up (rule 4: raft refuses
+ * the others; they are tried again at the next tick). */
+static void promote_learners(struct srv_js *js)
+{
+    const struct raft_config *c = replica_config(js->meta);
+    char err[KEEL_ERRMSG_MAX];
+    for (uint32_t i = 0; i < c->n; i++) {
+        if (c->servers[i].role != RAFT_LEARNER) {
+            continue;
+        }
+        struct replica_change ch = {.op = RAFT_CHANGE_PROMOTE,
+                                    .node = c->servers[i].node,
+                                    .incarnation = c->servers[i].incarnation};
+        uint64_t index = 0;
+        const char *name = srv_jsc_name_of(js->jc, ch.node);
+        if (replica_change(js->meta, &ch, 0, &index, err) == 0) {
+            SRV_INFO("js",
+                     "meta group: promoting %s to voter at index %" PRIu64,
+                     name != NULL ? name : "?", index);
+        }
+        return; /* one change at a time */
+    }
+}
+
+void srv_admin_tick(struct srv_js *js)
+{
+    struct srv_admin *a = js->admin;
+    uint64_t now = uv_now(js->loop);
+    for (size_t i = 0; a != NULL && i < ADMIN_PENDING_MAX; i++) {
+        struct admin_pending *p = &a->p[i];
+        if (p->ctx != 0 && now >= p->deadline_ms) {
+            reply_err(js, p->reply, p->type, SRV_JS_ECLUSTER_BUSY,
+                      "the change did not commit in time (a leader change, "
+                      "or no majority): check the membership and retry");
+            pending_free(p);
+        }
+    }
+    if (js->jc != NULL && srv_js_is_meta_leader(js)) {
+        promote_learners(js);
+    }
+}
+
+void srv_admin_free(struct srv_js *js)
+{
+    struct srv_admin *a = js->admin;
+    for (size_t i = 0; a != NULL && i < ADMIN_PENDING_MAX; i++) {
+        free(a->p[i].reply);
+    }
+    free(a);
+    js->admin = NULL;
+}

@@ -1,0 +1,277 @@
+/* Cluster reconfiguration under a publish load (issue 9), four keelds in
+ * network namespaces (netns.c): n1..n3 are the seeds and form the meta
+ * group; an R3 stream takes acked publishes from a thread all along.
+ * n4 starts later on an empty data directory with --routes naming the
+ * seeds, waits, and `keel cluster add-peer n4` makes it a learner, then a
+ * voter of the meta group. n3 is killed and `keel cluster remove-peer n3`
+ * takes it out. Every acked message reads back at its sequence. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <nats/nats.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "netns.h"
+
+#define NODES 4
+#define SEEDS 3
+#define STREAM "RC"
+#define WAIT_MS 20000 /* bounded waits for the cluster to agree */
+#define REQ_MS 2000   /* one request's timeout */
+#define SEQ_MAX 100000
+
+static struct h_netns net;
+static natsConnection *nc[NODES];
+static jsCtx *js[NODES];
+static char **acked; /* payload acked at each sequence */
+static atomic_int n_acked;
+static atomic_bool stop_pub;
+
+static int connect_node(int i)
+{
+    natsOptions *o = NULL;
+    int rv = -1;
+    if (natsOptions_Create(&o) == NATS_OK &&
+        natsOptions_SetURL(o, net.node[i].k.url) == NATS_OK &&
+        natsOptions_SetAllowReconnect(o, false) == NATS_OK &&
+        natsConnection_Connect(&nc[i], o) == NATS_OK &&
+        natsConnection_JetStream(&js[i], nc[i], NULL) == NATS_OK) {
+        rv = 0;
+    }
+    natsOptions_Destroy(o);
+    return rv;
+}
+
+static void disconnect(int i)
+{
+    jsCtx_Destroy(js[i]);
+    natsConnection_Destroy(nc[i]);
+    js[i] = NULL;
+    nc[i] = NULL;
+}
+
+/* A request's JSON reply, errors included; NULL on timeout. */
+static json_t *request(int i, const char *subject, const char *body)
+{
+    natsMsg *m = NULL;
+    if (nc[i] == NULL || natsConnection_RequestString(&m, nc[i], subject, body,
+                                                      REQ_MS) != NATS_OK) {
+        return NULL;
+    }
+    json_t *o = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
+                           0, NULL);
+    natsMsg_Destroy(m);
+    return o;
+}
+
+static bool answers_info(void *arg)
+{
+    int i = *(int *)arg;
+    json_t *o = request(i, "$JS.API.INFO", "");
+    bool ok = o != NULL && json_object_get(o, "error") == NULL;
+    json_decref(o);
+    return ok;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    acked = calloc(SEQ_MAX + 1, sizeof *acked);
+    if (acked == NULL ||
+        h_netns_start_seeds(&net, NODES, SEEDS, "cjsrc", NULL) != 0) {
+        return -1;
+    }
+    for (int i = 0; i < SEEDS; i++) {
+        if (connect_node(i) != 0 || !h_poll(answers_info, &i, WAIT_MS)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i < NODES; i++) {
+        disconnect(i);
+    }
+    for (int s = 0; acked != NULL && s <= SEQ_MAX; s++) {
+        free(acked[s]);
+    }
+    free(acked);
+    int rv = h_netns_cleanup(&net);
+    nats_Close();
+    return rv;
+}
+
+/* The publish load: through n1 (never stopped), each payload once; a
+ * failed publish (a leader moving) leaves its outcome open, the next one
+ * has a new payload. */
+static void *publisher(void *arg)
+{
+    jsPubOptions po;
+    (void)arg;
+    jsPubOptions_Init(&po);
+    po.MaxWait = REQ_MS;
+    for (int k = 0; !atomic_load(&stop_pub); k++) {
+        char data[32];
+        jsPubAck *pa = NULL;
+        jsErrCode jerr = 0;
+        snprintf(data, sizeof data, "m%d", k);
+        if (js_Publish(&pa, js[0], "rc.x", data, (int)strlen(data), &po,
+                       &jerr) != NATS_OK) {
+            continue;
+        }
+        uint64_t seq = pa->Sequence;
+        jsPubAck_Destroy(pa);
+        if (seq >= 1 && seq <= SEQ_MAX && acked[seq] == NULL) {
+            acked[seq] = strdup(data);
+            atomic_fetch_add(&n_acked, 1);
+        }
+    }
+    return NULL;
+}
+
+/* Run keel (the CLI) with args; its stdout into out. Exit status. */
+static int keel(char *out, size_t len, const char *fmt, ...)
+{
+    char cmd[1024];
+    va_list ap;
+    const char *bin = getenv("KEEL");
+    assert_non_null(bin);
+    int n = snprintf(cmd, sizeof cmd, "%s ", bin);
+    va_start(ap, fmt);
+    vsnprintf(cmd + n, sizeof cmd - (size_t)n, fmt, ap);
+    va_end(ap);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t got = fread(out, 1, len - 1, p);
+    out[got] = '\0';
+    int st = pclose(p);
+    printf("# %s ->\n%s", cmd, out);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static bool acked_at_least(void *arg)
+{
+    return atomic_load(&n_acked) >= *(int *)arg;
+}
+
+/* More acks arrive (the load goes on through the change). */
+static void load_goes_on(int more)
+{
+    int want = atomic_load(&n_acked) + more;
+    assert_true(h_poll(acked_at_least, &want, WAIT_MS));
+}
+
+/* The meta leader's view of a peer ("none": not a member). */
+static char *role_of(const char *peer)
+{
+    char body[64];
+    snprintf(body, sizeof body, "{\"peer\":\"%s\"}", peer);
+    json_t *o = request(0, "$KEEL.API.CLUSTER.PEER.INFO", body);
+    const char *r = json_string_value(json_object_get(o, "role"));
+    char *s = strdup(r != NULL ? r : "none");
+    json_decref(o);
+    return s;
+}
+
+static void check_acked(int i)
+{
+    int checked = 0;
+    for (uint64_t s = 1; s <= SEQ_MAX; s++) {
+        natsMsg *m = NULL;
+        jsErrCode jerr = 0;
+        if (acked[s] == NULL) {
+            continue;
+        }
+        assert_int_equal(js_GetMsg(&m, js[i], STREAM, s, NULL, &jerr), NATS_OK);
+        assert_int_equal(natsMsg_GetDataLength(m), (int)strlen(acked[s]));
+        assert_memory_equal(natsMsg_GetData(m), acked[s], strlen(acked[s]));
+        natsMsg_Destroy(m);
+        checked++;
+    }
+    assert_int_equal(checked, atomic_load(&n_acked));
+}
+
+static void a_node_is_added_and_a_dead_one_removed_under_load(void **state)
+{
+    (void)state;
+    char out[4096];
+    jsStreamConfig cfg;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    const char *subjects[] = {"rc.>"};
+    pthread_t th;
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = STREAM;
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.Replicas = 3;
+    assert_int_equal(js_AddStream(&si, js[0], &cfg, NULL, &jerr), NATS_OK);
+    jsStreamInfo_Destroy(si);
+    assert_int_equal(pthread_create(&th, NULL, publisher, NULL), 0);
+    load_goes_on(50);
+
+    /* A new node on empty storage: not a member until added. */
+    assert_int_equal(h_netns_node_start(&net, 3), 0);
+    assert_int_equal(h_netns_wait_mesh(&net, WAIT_MS), 0);
+    assert_int_equal(connect_node(3), 0);
+    char *r = role_of("n4");
+    assert_string_equal(r, "none");
+    free(r);
+    assert_int_equal(keel(out, sizeof out,
+                          "cluster add-peer n4 -s %s --wait 60s 2>&1",
+                          net.node[1].k.url),
+                     0);
+    assert_non_null(strstr(out, "n4 is a voter"));
+    r = role_of("n4");
+    assert_string_equal(r, "voter");
+    free(r);
+    int four = 3;
+    assert_true(h_poll(answers_info, &four, WAIT_MS));
+    load_goes_on(50);
+
+    /* A node dies; the operator removes it. The stream keeps its two
+     * other replicas and goes on. */
+    disconnect(2);
+    assert_int_equal(h_netns_node_kill(&net, 2), 0);
+    assert_int_equal(keel(out, sizeof out,
+                          "cluster remove-peer n3 -s %s --wait 60s 2>&1",
+                          net.node[3].k.url),
+                     0);
+    assert_non_null(strstr(out, "n3 removed"));
+    r = role_of("n3");
+    assert_string_equal(r, "none");
+    free(r);
+    /* Removing it again: not a member (10044). */
+    assert_int_not_equal(keel(out, sizeof out,
+                              "cluster remove-peer n3 -s %s 2>&1",
+                              net.node[0].k.url),
+                         0);
+    assert_non_null(strstr(out, "10044"));
+    load_goes_on(50);
+
+    atomic_store(&stop_pub, true);
+    pthread_join(th, NULL);
+    printf("# %d acked publishes through the changes\n", atomic_load(&n_acked));
+    check_acked(0);
+    check_acked(3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_node_is_added_and_a_dead_one_removed_under_load),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
