@@ -134,9 +134,10 @@ static int add_peer(natsConnection *nc, const struct cli_conn_opts *conn,
 }
 
 static int remove_peer(natsConnection *nc, const struct cli_conn_opts *conn,
-                       const char *what, const char *peer, bool force,
-                       int64_t wait_ms, bool json, char *errmsg)
+                       const char *what, const char *peer, const char *stream,
+                       bool force, int64_t wait_ms, bool json, char *errmsg)
 {
+    char subject[CLI_SUBJECT_BYTES_MAX];
     char *body = peer_body(peer, force);
     json_t *reply = NULL;
     if (body == NULL) {
@@ -148,10 +149,17 @@ static int remove_peer(natsConnection *nc, const struct cli_conn_opts *conn,
                 "remaining voters is healthy: the meta group may stop "
                 "answering until enough of them are back\n");
     }
-    int rv = request_retry(nc, conn, what, "$JS.API.SERVER.REMOVE", body,
-                           mono_ms() + wait_ms, &reply, errmsg);
+    snprintf(subject, sizeof subject, "%s%s",
+             stream != NULL ? "$JS.API.STREAM.PEER.REMOVE."
+                            : "$JS.API.SERVER.REMOVE",
+             stream != NULL ? stream : "");
+    int rv = request_retry(nc, conn, what, subject, body, mono_ms() + wait_ms,
+                           &reply, errmsg);
     if (rv == 0 && json) {
         cli_js_print_json(reply);
+    } else if (rv == 0 && stream != NULL) {
+        printf("the replica of stream %s on %s moves to another node\n", stream,
+               peer);
     } else if (rv == 0) {
         printf("%s removed from the meta group\n", peer);
     }
@@ -190,10 +198,14 @@ static int cluster_remove_peer(const struct cli_cmd *cmd, int argc, char **argv,
     struct cli_args args;
     natsConnection *nc = NULL;
     int64_t wait_ms = CLUSTER_WAIT_MS_DEFAULT;
+    const char *stream = NULL;
     bool json = false, help = false, force = false;
     struct cli_flag flags[] = {
         {"force", 0, CLI_FLAG_BOOL, &force, NULL,
          "remove even if a majority of the remaining voters is not healthy"},
+        {"stream", 0, CLI_FLAG_STR, &stream, "NAME",
+         "move only this stream's replica off the node "
+         "(STREAM.PEER.REMOVE)"},
         {"wait", 0, CLI_FLAG_DURATION, &wait_ms, "DURATION",
          "retry a busy cluster this long (default 60s)"},
         {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the API reply"},
@@ -201,8 +213,8 @@ static int cluster_remove_peer(const struct cli_cmd *cmd, int argc, char **argv,
     };
     int rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
     if (rv == 0 && !help) {
-        rv = remove_peer(nc, &conn, cmd->name, args.items[0], force, wait_ms,
-                         json, errmsg);
+        rv = remove_peer(nc, &conn, cmd->name, args.items[0], stream, force,
+                         wait_ms, json, errmsg);
     }
     natsConnection_Destroy(nc);
     return rv;
@@ -232,8 +244,8 @@ static int cluster_replace_peer(const struct cli_cmd *cmd, int argc,
                       errmsg);
     }
     if (rv == 0 && !help) {
-        rv = remove_peer(nc, &conn, cmd->name, args.items[0], force, wait_ms,
-                         false, errmsg);
+        rv = remove_peer(nc, &conn, cmd->name, args.items[0], NULL, force,
+                         wait_ms, false, errmsg);
     }
     natsConnection_Destroy(nc);
     return rv;

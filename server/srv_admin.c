@@ -33,7 +33,11 @@ struct admin_pending {
 struct srv_admin {
     uint64_t next_ctx;
     struct admin_pending p[ADMIN_PENDING_MAX];
+    uint64_t warned_ms; /* last "no node to move a replica to" warning */
 };
+
+/* How often at most the meta leader warns that a replica cannot move. */
+#define ADMIN_WARN_MS 30000
 
 static struct srv_admin *admin_of(struct srv_js *js)
 {
@@ -341,9 +345,85 @@ static void meta_stepdown(struct srv_js *js, const json_t *body,
     reply_ok(js, reply, type, NULL);
 }
 
+/* Propose the meta entry moving st's replica off node `from` to `to`. */
+static int propose_move(struct srv_js *js, struct srv_stream *st,
+                        const char *from, const struct srv_jsc_member *to,
+                        char *errmsg)
+{
+    struct srv_jsc_placement one;
+    memset(&one, 0, sizeof one);
+    memcpy(one.gid, st->gid.b, sizeof one.gid);
+    one.n = 1;
+    one.m[0] = *to;
+    json_t *e = json_pack("{s:s, s:s, s:s}", "op", "move", "name", st->cfg.name,
+                          "from", from);
+    if (e == NULL || srv_jsc_placement_to_json(&one, e) != 0) {
+        json_decref(e);
+        return keel_err(KEEL_ENOMEM, errmsg, "move entry");
+    }
+    SRV_INFO("js", "stream %s: moving its replica off %s to %s", st->cfg.name,
+             from, to->name);
+    return srv_js_meta_propose(js, e, 0, errmsg);
+}
+
+static const struct srv_jsc_member *placed_member(const struct srv_stream *st,
+                                                  const char *name)
+{
+    for (uint32_t i = 0; i < st->place.n; i++) {
+        if (strcmp(st->place.m[i].name, name) == 0) {
+            return &st->place.m[i];
+        }
+    }
+    return NULL;
+}
+
+static void stream_peer_remove(struct srv_js *js, const char *stream,
+                               const json_t *body, const char *reply)
+{
+    static const char type[] = JS_TYPE "stream_remove_peer_response";
+    char err[KEEL_ERRMSG_MAX];
+    struct srv_stream *st = NULL;
+    struct srv_jsc_member to;
+    const char *peer = peer_of(js, body, reply, type);
+    if (peer == NULL || !is_meta_leader(js, reply, type)) {
+        return;
+    }
+    if (srv_js_find_stream(js, stream, &st) != 0) {
+        reply_err(js, reply, type, SRV_JS_ESTREAM_NOT_FOUND, NULL);
+        return;
+    }
+    if (st->place.n == 0 || placed_member(st, peer) == NULL) {
+        reply_err(js, reply, type, SRV_JS_EPEER_NOT_MEMBER, NULL);
+        return;
+    }
+    int rv = srv_jsc_place_replacement(js->jc, &st->place, &to, err);
+    if (rv == 0) {
+        rv = propose_move(js, st, peer, &to, err);
+    }
+    if (rv != 0) {
+        reply_refused(js, reply, type, rv, err);
+        return;
+    }
+    reply_ok(js, reply, type, NULL);
+}
+
 bool srv_admin_request(struct srv_js *js, const char *subject, size_t slen,
                        const char *reply, const char *body, size_t len)
 {
+    static const char peer_remove[] = "$JS.API.STREAM.PEER.REMOVE.";
+    const size_t prl = sizeof peer_remove - 1;
+    if (slen > prl && slen - prl <= SRV_JS_NAME_BYTES_MAX &&
+        memcmp(subject, peer_remove, prl) == 0) {
+        char stream[SRV_JS_NAME_BYTES_MAX + 1];
+        memcpy(stream, subject + prl, slen - prl);
+        stream[slen - prl] = '\0';
+        json_t *b = len > 0 ? json_loadb(body, len, 0, NULL) : json_object();
+        if (reply != NULL && reply[0] != '\0' && b != NULL) {
+            stream_peer_remove(js, stream, b, reply);
+        }
+        json_decref(b);
+        return true;
+    }
     static const struct {
         const char *subject;
         void (*fn)(struct srv_js *, const json_t *, const char *);
@@ -417,6 +497,101 @@ static void promote_learners(struct srv_js *js)
     }
 }
 
+/* The meta leader: a stream placed on a node the meta group no longer
+ * has gets a replacement (one move per tick, only while the meta log is
+ * applied: a proposed move must apply before the next is chosen). */
+static void move_off_removed(struct srv_js *js)
+{
+    struct replica_info ri;
+    char err[KEEL_ERRMSG_MAX];
+    const struct raft_config *c = replica_config(js->meta);
+    replica_info(js->meta, &ri);
+    if (ri.applied != ri.last_index) {
+        return;
+    }
+    for (uint32_t i = 0; i < js->nstreams; i++) {
+        struct srv_stream *st = js->streams[i];
+        for (uint32_t k = 0; k < st->place.n; k++) {
+            struct srv_jsc_member to;
+            const struct srv_jsc_member *m = &st->place.m[k];
+            if (member_of(c, m->node) != NULL) {
+                continue;
+            }
+            int rv = srv_jsc_place_replacement(js->jc, &st->place, &to, err);
+            if (rv == 0) {
+                rv = propose_move(js, st, m->name, &to, err);
+            }
+            uint64_t now = uv_now(js->loop);
+            if (rv != 0 && now - js->admin->warned_ms >= ADMIN_WARN_MS) {
+                js->admin->warned_ms = now;
+                SRV_WARN("js",
+                         "stream %s keeps its replica on removed node "
+                         "%s: %s",
+                         st->cfg.name, m->name, err);
+            }
+            return;
+        }
+    }
+}
+
+/* The stream leader carries out its placement (DESIGN §3 rule 5): a
+ * placed node missing from the group is added as a learner, a caught-up
+ * learner promoted, and a voter no longer placed removed once every
+ * placed node votes (the leader hands over first). One change a tick. */
+static void stream_reconcile(struct srv_stream *st)
+{
+    const struct raft_config *c = replica_config(st->r);
+    char err[KEEL_ERRMSG_MAX];
+    uint64_t index = 0;
+    struct replica_change ch = {0};
+    bool all_vote = true;
+    for (uint32_t i = 0; i < st->place.n && ch.op == 0; i++) {
+        const struct srv_jsc_member *m = &st->place.m[i];
+        const struct raft_server *s = raft_config_find(c, m->node);
+        if (s == NULL) {
+            ch = (struct replica_change){.op = RAFT_CHANGE_ADD_LEARNER,
+                                         .node = m->node,
+                                         .incarnation = m->inc};
+        } else if (s->role == RAFT_LEARNER && s->incarnation == m->inc) {
+            ch = (struct replica_change){.op = RAFT_CHANGE_PROMOTE,
+                                         .node = m->node,
+                                         .incarnation = m->inc};
+        }
+        all_vote = all_vote && s != NULL && s->role == RAFT_VOTER;
+    }
+    for (uint32_t i = 0; i < c->n && ch.op == 0 && all_vote; i++) {
+        const struct raft_server *s = &c->servers[i];
+        bool placed = false;
+        for (uint32_t k = 0; k < st->place.n; k++) {
+            placed = placed || (st->place.m[k].node == s->node &&
+                                st->place.m[k].inc == s->incarnation);
+        }
+        if (placed) {
+            continue;
+        }
+        if (s->node == srv_jsc_self_node(st->js->jc)) {
+            if (replica_transfer_leader(st->r, 0, err) == 0) {
+                SRV_INFO("js",
+                         "stream %s: handing leadership over before "
+                         "leaving the group",
+                         st->cfg.name);
+            }
+            return;
+        }
+        ch = (struct replica_change){.op = RAFT_CHANGE_REMOVE,
+                                     .node = s->node,
+                                     .incarnation = s->incarnation};
+    }
+    if (ch.op != 0 && replica_change(st->r, &ch, 0, &index, err) == 0) {
+        const char *name = srv_jsc_name_of(st->js->jc, ch.node);
+        SRV_INFO("js", "stream %s: %s %s at index %" PRIu64, st->cfg.name,
+                 ch.op == RAFT_CHANGE_ADD_LEARNER ? "adding learner"
+                 : ch.op == RAFT_CHANGE_PROMOTE   ? "promoting"
+                                                  : "removing",
+                 name != NULL ? name : "?", index);
+    }
+}
+
 void srv_admin_tick(struct srv_js *js)
 {
     struct srv_admin *a = js->admin;
@@ -430,8 +605,18 @@ void srv_admin_tick(struct srv_js *js)
             pending_free(p);
         }
     }
-    if (js->jc != NULL && srv_js_is_meta_leader(js)) {
+    if (js->jc == NULL) {
+        return;
+    }
+    if (srv_js_is_meta_leader(js) && admin_of(js) != NULL) {
         promote_learners(js);
+        move_off_removed(js);
+    }
+    for (uint32_t i = 0; i < js->nstreams; i++) {
+        struct srv_stream *st = js->streams[i];
+        if (st->r != NULL && st->place.n > 0 && srv_stream_is_leader(st)) {
+            stream_reconcile(st);
+        }
     }
 }
 

@@ -357,6 +357,12 @@ void srv_js_meta_apply_json(struct srv_js *js, const json_t *e, uint64_t ctx)
         return;
     }
     bool found = srv_js_find_stream(js, name, &st) == 0;
+    if (strcmp(op, "move") == 0) {
+        if (found) {
+            srv_stream_cluster_move(st, e);
+        }
+        return;
+    }
     if (strcmp(op, "delete") == 0) {
         if (found) {
             meta_delete(js, st, ctx);

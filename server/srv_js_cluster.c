@@ -588,31 +588,68 @@ static uint32_t hosted_by(const struct srv_js *js, raft_node node)
     return n;
 }
 
-int srv_jsc_place_stream(struct srv_jsc *jc, uint32_t r,
-                         struct srv_jsc_placement *pl, char *errmsg)
+static bool placed_on(const struct srv_jsc_placement *pl, raft_node node)
+{
+    for (uint32_t i = 0; pl != NULL && i < pl->n; i++) {
+        if (pl->m[i].node == node) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Candidates for a placement: meta voters linked now (a placement on a
+ * node that is down could not elect a leader), none of those in skip. */
+static size_t candidates(struct srv_jsc *jc,
+                         const struct srv_jsc_placement *skip,
+                         struct srv_jsc_member *cand, uint32_t *hosted)
 {
     const struct srv_js *js = jc->js;
-    struct srv_jsc_member cand[RAFT_SERVERS_MAX];
-    uint32_t hosted[RAFT_SERVERS_MAX];
-    size_t chosen[RAFT_SERVERS_MAX];
     size_t n = 0;
-    memset(pl, 0, sizeof *pl);
     ASSERT(js->meta_cfg.n <= RAFT_SERVERS_MAX);
-    /* Candidates: meta voters linked now (a placement on a node that is
-     * down could not elect a leader). */
     for (uint32_t i = 0; i < js->meta_cfg.n; i++) {
         const struct raft_server *v = &js->meta_cfg.servers[i];
         const char *name = srv_jsc_name_of(jc, v->node);
         if (v->role != RAFT_VOTER || name == NULL ||
-            !srv_jsc_peer_up(jc, name)) {
+            !srv_jsc_peer_up(jc, name) || placed_on(skip, v->node)) {
             continue;
         }
         snprintf(cand[n].name, sizeof cand[n].name, "%s", name);
         cand[n].node = v->node;
         cand[n].inc = v->incarnation;
+        cand[n].added = false;
         hosted[n] = hosted_by(js, v->node);
         n++;
     }
+    return n;
+}
+
+int srv_jsc_place_replacement(struct srv_jsc *jc,
+                              const struct srv_jsc_placement *cur,
+                              struct srv_jsc_member *out, char *errmsg)
+{
+    struct srv_jsc_member cand[RAFT_SERVERS_MAX];
+    uint32_t hosted[RAFT_SERVERS_MAX];
+    size_t chosen[1];
+    size_t n = candidates(jc, cur, cand, hosted);
+    if (srv_jsc_place(cand, n, hosted, 1, chosen) != 0) {
+        return keel_err(KEEL_ELIMIT, errmsg,
+                        "no JetStream node is up that does not host the "
+                        "stream already: add one (keel cluster add-peer)");
+    }
+    *out = cand[chosen[0]];
+    out->added = true;
+    return 0;
+}
+
+int srv_jsc_place_stream(struct srv_jsc *jc, uint32_t r,
+                         struct srv_jsc_placement *pl, char *errmsg)
+{
+    struct srv_jsc_member cand[RAFT_SERVERS_MAX];
+    uint32_t hosted[RAFT_SERVERS_MAX];
+    size_t chosen[RAFT_SERVERS_MAX];
+    memset(pl, 0, sizeof *pl);
+    size_t n = candidates(jc, NULL, cand, hosted);
     if (srv_jsc_place(cand, n, hosted, r, chosen) != 0) {
         return keel_err(KEEL_ELIMIT, errmsg,
                         "%u replicas asked, %zu JetStream nodes are up", r, n);

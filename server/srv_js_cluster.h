@@ -57,6 +57,10 @@ struct srv_jsc_member {
     char name[SRV_JSC_NAME_BYTES];
     raft_node node;
     raft_incarnation inc;
+    /* Joined by a move (issue 9), not in the index-1 configuration: while
+     * any member is, no placed node bootstraps the group (an empty log
+     * waits for the leader's AppendEntries). */
+    bool added;
 };
 
 /* Where a stream's group lives: committed in the meta create entry. */
@@ -179,6 +183,14 @@ void srv_jsc_leader_seen(struct srv_jsc *jc, const uint8_t *gid, uint64_t term,
 KEEL_MUST_USE int srv_jsc_place_stream(struct srv_jsc *jc, uint32_t r,
                                        struct srv_jsc_placement *pl,
                                        char *errmsg);
+
+/* One node to take a replica of a stream placed on cur (the meta leader
+ * only): the least loaded meta voter up that is not in cur, marked added.
+ * Returns 0 or KEEL_ELIMIT (none; errmsg says what to do). */
+KEEL_MUST_USE int srv_jsc_place_replacement(struct srv_jsc *jc,
+                                            const struct srv_jsc_placement *cur,
+                                            struct srv_jsc_member *out,
+                                            char *errmsg);
 
 /* Link state of a node by name (stream info "offline"). */
 bool srv_jsc_peer_up(const struct srv_jsc *jc, const char *name);

@@ -23,6 +23,27 @@ static json_t *replica_json(const struct srv_stream_peer *p)
     return o;
 }
 
+/* The leader's group configuration is not (yet) the placement: every
+ * placed (node, incarnation) a voter and nobody else (a move under way). */
+static bool reconfiguring(const struct srv_stream *st)
+{
+    if (st->r == NULL || !srv_stream_is_leader(st)) {
+        return false;
+    }
+    const struct raft_config *c = replica_config(st->r);
+    if (c->n != st->place.n) {
+        return true;
+    }
+    for (uint32_t i = 0; i < st->place.n; i++) {
+        const struct raft_server *s = raft_config_find(c, st->place.m[i].node);
+        if (s == NULL || s->role != RAFT_VOTER ||
+            s->incarnation != st->place.m[i].inc) {
+            return true;
+        }
+    }
+    return false;
+}
+
 json_t *srv_js_cluster_info_json(struct srv_js *js, const struct srv_stream *st)
 {
     struct srv_stream_peer peers[SRV_JS_REPLICAS_MAX];
@@ -51,5 +72,8 @@ json_t *srv_js_cluster_info_json(struct srv_js *js, const struct srv_stream *st)
         }
     }
     json_object_set_new(o, "replicas", reps);
+    if (reconfiguring(st)) {
+        json_object_set_new(o, "reconfiguring", json_true());
+    }
     return o;
 }

@@ -67,6 +67,14 @@ int srv_stream_cluster_opts(struct srv_stream *st, struct raft_config *rc,
     }
     opt->self = srv_jsc_self_node(jc);
     opt->bootstrap = rc;
+    for (uint32_t i = 0; i < st->place.n; i++) {
+        if (st->place.m[i].added) {
+            /* The index-1 configuration is not the placement any more: an
+             * empty log waits for the leader (a voter that lost its group
+             * directory is brought back by AppendEntries from index 1). */
+            opt->bootstrap = NULL;
+        }
+    }
     opt->election_timeout_ms = SRV_JSC_ELECTION_MS;
     opt->heartbeat_ms = SRV_JSC_HEARTBEAT_MS;
     opt->seed ^= opt->self;
@@ -75,6 +83,53 @@ int srv_stream_cluster_opts(struct srv_stream *st, struct raft_config *rc,
         return keel_err(rv, errmsg, "stream %s: group transport", st->cfg.name);
     }
     return 0;
+}
+
+void srv_stream_cluster_move(struct srv_stream *st, const json_t *e)
+{
+    struct srv_js *js = st->js;
+    struct srv_jsc_placement to;
+    char err[KEEL_ERRMSG_MAX];
+    const char *from = json_string_value(json_object_get(e, "from"));
+    if (js->jc == NULL || from == NULL ||
+        srv_jsc_placement_from_json(e, &to) != 0 || to.n != 1 ||
+        memcmp(to.gid, st->gid.b, sizeof to.gid) != 0) {
+        SRV_WARN("js", "stream %s: malformed move entry ignored", st->cfg.name);
+        return;
+    }
+    uint32_t k = st->place.n;
+    for (uint32_t i = 0; i < st->place.n; i++) {
+        if (strcmp(st->place.m[i].name, from) == 0) {
+            k = i;
+        }
+        if (st->place.m[i].node == to.m[0].node) {
+            return; /* placed there already: nothing moves */
+        }
+    }
+    if (k == st->place.n) {
+        return; /* moved already (the same on every node) */
+    }
+    to.m[0].added = true;
+    st->place.m[k] = to.m[0];
+    srv_js_meta_learn(js, &to);
+    SRV_INFO("js", "stream %s: replica moves from %s to %s", st->cfg.name, from,
+             to.m[0].name);
+    if (to.m[0].node != srv_jsc_self_node(js->jc) || st->r != NULL) {
+        return; /* the node that left keeps its group until removed */
+    }
+    if (to.m[0].inc != js->inc) {
+        SRV_ERROR("js",
+                  "stream %s was moved to this node's data directory "
+                  "of another incarnation: not opening its group",
+                  st->cfg.name);
+        return;
+    }
+    st->placed = true;
+    if (srv_stream_open_replica(st, err) != 0) {
+        SRV_ERROR("js", "stream %s: group not opened: %s", st->cfg.name, err);
+        st->placed = false;
+        st->failed = true;
+    }
 }
 
 void srv_stream_cluster_close(struct srv_stream *st)

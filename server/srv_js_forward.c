@@ -97,6 +97,7 @@ static const struct route_prefix prefixes[] = {
     {"$JS.API.STREAM.MSG.GET.", SRV_JS_FWD_STREAM, true},
     {"$JS.API.STREAM.MSG.DELETE.", SRV_JS_FWD_STREAM, true},
     {"$JS.API.STREAM.LEADER.STEPDOWN.", SRV_JS_FWD_STREAM, true},
+    {"$JS.API.STREAM.PEER.REMOVE.", SRV_JS_FWD_META, true},
     {"$JS.API.DIRECT.GET.", SRV_JS_FWD_STREAM, true},
     {"$JS.API.CONSUMER.CREATE.", SRV_JS_FWD_STREAM, true},
     {"$JS.API.CONSUMER.DURABLE.CREATE.", SRV_JS_FWD_STREAM, true},

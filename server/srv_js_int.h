@@ -176,6 +176,12 @@ void srv_stream_cluster_place(struct srv_stream *st,
  * bootstrap, timers; registers the transport. */
 int srv_stream_cluster_opts(struct srv_stream *st, struct raft_config *rc,
                             struct replica_options *opt, char *errmsg);
+/* A committed meta "move" entry: the replica on node "from" goes to the
+ * one-member placement of e (same group); the node it goes to opens the
+ * group on an empty log. The stream leader carries it out (srv_admin). */
+void srv_stream_cluster_move(struct srv_stream *st, const json_t *e);
+/* Open st's replica now (a move placed st on this node). */
+int srv_stream_open_replica(struct srv_stream *st, char *errmsg);
 /* Before the replica closes: leave the transport and leader directory. */
 void srv_stream_cluster_close(struct srv_stream *st);
 /* stream role_changed: leader node, term and the leader directory. */

@@ -305,6 +305,9 @@ int srv_jsc_placement_to_json(const struct srv_jsc_placement *pl, json_t *e)
         snprintf(inc, sizeof inc, "%016" PRIx64, pl->m[i].inc);
         json_t *o = json_pack("{s:s, s:s, s:s}", "name", pl->m[i].name, "node",
                               node, "inc", inc);
+        if (o != NULL && pl->m[i].added) {
+            json_object_set_new(o, "added", json_true());
+        }
         if (o == NULL || json_array_append_new(a, o) != 0) {
             rv = KEEL_ENOMEM;
         }
@@ -375,6 +378,7 @@ int srv_jsc_placement_from_json(const json_t *e, struct srv_jsc_placement *pl)
             return KEEL_EPROTO;
         }
         snprintf(m->name, sizeof m->name, "%s", name);
+        m->added = json_is_true(json_object_get(o, "added"));
     }
     pl->n = (uint32_t)json_array_size(a);
     ASSERT(pl->n <= SRV_JS_REPLICAS_MAX);

@@ -536,6 +536,12 @@ static int stream_replica_open(struct srv_stream *st, char *errmsg)
     return replica_open(js->host, &st->gid, &opt, &cbs, &st->r, errmsg);
 }
 
+int srv_stream_open_replica(struct srv_stream *st, char *errmsg)
+{
+    ASSERT(st->r == NULL && st->placed);
+    return stream_replica_open(st, errmsg);
+}
+
 int srv_stream_open(struct srv_js *js, const struct srv_stream_config *cfg,
                     uint64_t nonce, int64_t created_ns, struct srv_stream **out,
                     char *errmsg)

@@ -4,7 +4,10 @@
  * n4 starts later on an empty data directory with --routes naming the
  * seeds, waits, and `keel cluster add-peer n4` makes it a learner, then a
  * voter of the meta group. n3 is killed and `keel cluster remove-peer n3`
- * takes it out. Every acked message reads back at its sequence. */
+ * takes it out; the meta leader moves the stream's replica from n3 to n4
+ * (learner, caught up, promoted; n3 removed from the stream's group), and
+ * with n1 killed too, n2 and n4 commit. Every acked message reads back
+ * at its sequence. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -185,6 +188,55 @@ static char *role_of(const char *peer)
     return s;
 }
 
+/* Stream info through node i names exactly the replicas in want (a
+ * comma list), each current. */
+static bool replicas_are(void *arg)
+{
+    const char *want = arg;
+    json_t *o = request(1, "$JS.API.STREAM.INFO." STREAM, "");
+    json_t *c = json_object_get(o, "cluster");
+    const char *leader = json_string_value(json_object_get(c, "leader"));
+    bool ok = leader != NULL && strstr(want, leader) != NULL;
+    size_t n = leader != NULL ? 1 : 0;
+    size_t k;
+    json_t *r;
+    json_array_foreach(json_object_get(c, "replicas"), k, r)
+    {
+        const char *name = json_string_value(json_object_get(r, "name"));
+        ok = ok && name != NULL && strstr(want, name) != NULL &&
+             json_is_true(json_object_get(r, "current"));
+        n++;
+    }
+    ok = ok && json_object_get(c, "reconfiguring") == NULL;
+    json_decref(o);
+    return ok && n == 3;
+}
+
+/* Publish through node i until acked (the load thread has stopped). */
+static void publish_more(int i, int k)
+{
+    char data[32];
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = REQ_MS;
+    snprintf(data, sizeof data, "late%d", k);
+    long long t0 = h_now_ms();
+    for (;;) {
+        jsPubAck *pa = NULL;
+        jsErrCode jerr = 0;
+        if (js_Publish(&pa, js[i], "rc.y", data, (int)strlen(data), &po,
+                       &jerr) == NATS_OK) {
+            assert_true(pa->Sequence <= SEQ_MAX);
+            assert_null(acked[pa->Sequence]);
+            acked[pa->Sequence] = strdup(data);
+            atomic_fetch_add(&n_acked, 1);
+            jsPubAck_Destroy(pa);
+            return;
+        }
+        assert_true(h_now_ms() - t0 < WAIT_MS);
+    }
+}
+
 static void check_acked(int i)
 {
     int checked = 0;
@@ -259,12 +311,22 @@ static void a_node_is_added_and_a_dead_one_removed_under_load(void **state)
                               net.node[0].k.url),
                          0);
     assert_non_null(strstr(out, "10044"));
+    /* The meta leader moves the stream's replica off n3: n4 joins the
+     * stream's group as a learner, catches up, is promoted, n3 leaves. */
+    assert_true(h_poll(replicas_are, "n1,n2,n4", 3 * WAIT_MS));
     load_goes_on(50);
 
     atomic_store(&stop_pub, true);
     pthread_join(th, NULL);
     printf("# %d acked publishes through the changes\n", atomic_load(&n_acked));
     check_acked(0);
+    check_acked(3);
+    /* n4 is a voter of the stream: with n1 gone, n2 and n4 commit. */
+    disconnect(0);
+    assert_int_equal(h_netns_node_kill(&net, 0), 0);
+    for (int k = 0; k < 10; k++) {
+        publish_more(3, k);
+    }
     check_acked(3);
 }
 
