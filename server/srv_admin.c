@@ -335,6 +335,10 @@ static void meta_stepdown(struct srv_js *js, const json_t *body,
             return;
         }
     }
+    if (to == srv_jsc_self_node(js->jc)) {
+        reply_ok(js, reply, type, NULL); /* leads already */
+        return;
+    }
     int rv = replica_transfer_leader(js->meta, to, err);
     if (rv != 0) {
         reply_refused(js, reply, type, rv, err);
@@ -514,8 +518,9 @@ static void move_off_removed(struct srv_js *js)
         for (uint32_t k = 0; k < st->place.n; k++) {
             struct srv_jsc_member to;
             const struct srv_jsc_member *m = &st->place.m[k];
-            if (member_of(c, m->node) != NULL) {
-                continue;
+            const struct raft_server *s = member_of(c, m->node);
+            if (s != NULL && s->incarnation == m->inc) {
+                continue; /* still a member, with the placed disk */
             }
             int rv = srv_jsc_place_replacement(js->jc, &st->place, &to, err);
             if (rv == 0) {

@@ -588,10 +588,13 @@ static uint32_t hosted_by(const struct srv_js *js, raft_node node)
     return n;
 }
 
-static bool placed_on(const struct srv_jsc_placement *pl, raft_node node)
+/* (node, inc) is a member of pl: a node whose disk was replaced (same
+ * node, new incarnation) is not, and may take the replica again. */
+static bool placed_on(const struct srv_jsc_placement *pl, raft_node node,
+                      raft_incarnation inc)
 {
     for (uint32_t i = 0; pl != NULL && i < pl->n; i++) {
-        if (pl->m[i].node == node) {
+        if (pl->m[i].node == node && pl->m[i].inc == inc) {
             return true;
         }
     }
@@ -611,7 +614,8 @@ static size_t candidates(struct srv_jsc *jc,
         const struct raft_server *v = &js->meta_cfg.servers[i];
         const char *name = srv_jsc_name_of(jc, v->node);
         if (v->role != RAFT_VOTER || name == NULL ||
-            !srv_jsc_peer_up(jc, name) || placed_on(skip, v->node)) {
+            !srv_jsc_peer_up(jc, name) ||
+            placed_on(skip, v->node, v->incarnation)) {
             continue;
         }
         snprintf(cand[n].name, sizeof cand[n].name, "%s", name);

@@ -102,7 +102,8 @@ void srv_stream_cluster_move(struct srv_stream *st, const json_t *e)
         if (strcmp(st->place.m[i].name, from) == 0) {
             k = i;
         }
-        if (st->place.m[i].node == to.m[0].node) {
+        if (st->place.m[i].node == to.m[0].node &&
+            st->place.m[i].inc == to.m[0].inc) {
             return; /* placed there already: nothing moves */
         }
     }

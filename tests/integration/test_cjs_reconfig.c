@@ -1,13 +1,16 @@
-/* Cluster reconfiguration under a publish load (issue 9), four keelds in
+/* Cluster reconfiguration under a publish load (issue 9), keelds in
  * network namespaces (netns.c): n1..n3 are the seeds and form the meta
- * group; an R3 stream takes acked publishes from a thread all along.
- * n4 starts later on an empty data directory with --routes naming the
- * seeds, waits, and `keel cluster add-peer n4` makes it a learner, then a
- * voter of the meta group. n3 is killed and `keel cluster remove-peer n3`
- * takes it out; the meta leader moves the stream's replica from n3 to n4
- * (learner, caught up, promoted; n3 removed from the stream's group), and
- * with n1 killed too, n2 and n4 commit. Every acked message reads back
- * at its sequence. */
+ * group, n4 and n5 start later on empty data directories with --routes
+ * naming the seeds; an R3 stream takes acked publishes from a thread all
+ * along, and every acked message reads back at its sequence at the end.
+ *
+ * 1. `keel cluster add-peer n4` (learner, then voter); n3 is killed and
+ *    `remove-peer n3` takes it out; the meta leader moves the stream's
+ *    replica from n3 to n4; with n1 killed too, n2 and n4 commit.
+ * 2. Grow 3 -> 5 (add n4, n5), transfer the meta leadership to n4, shrink
+ *    back (remove the leader n4: it hands over first; remove n5); then
+ *    n2's disk is wiped: remove the old n2, add the new one, the stream's
+ *    replica moves to it, and with n1 killed n2 and n3 commit. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,7 +28,7 @@
 
 #include "netns.h"
 
-#define NODES 4
+#define NODES 5
 #define SEEDS 3
 #define STREAM "RC"
 #define WAIT_MS 20000 /* bounded waits for the cluster to agree */
@@ -38,6 +41,8 @@ static jsCtx *js[NODES];
 static char **acked; /* payload acked at each sequence */
 static atomic_int n_acked;
 static atomic_bool stop_pub;
+static pthread_t pub_th;
+static bool pub_running; /* teardown stops it after a failed assertion */
 
 static int connect_node(int i)
 {
@@ -85,9 +90,12 @@ static bool answers_info(void *arg)
     return ok;
 }
 
-static int group_setup(void **state)
+/* A fresh cluster per test: n1..n3 seeds, n4 and n5 ready to start. */
+static int setup(void **state)
 {
     (void)state;
+    atomic_store(&n_acked, 0);
+    atomic_store(&stop_pub, false);
     acked = calloc(SEQ_MAX + 1, sizeof *acked);
     if (acked == NULL ||
         h_netns_start_seeds(&net, NODES, SEEDS, "cjsrc", NULL) != 0) {
@@ -101,9 +109,12 @@ static int group_setup(void **state)
     return 0;
 }
 
-static int group_teardown(void **state)
+static void stop_load(void);
+
+static int teardown(void **state)
 {
     (void)state;
+    stop_load();
     for (int i = 0; i < NODES; i++) {
         disconnect(i);
     }
@@ -111,9 +122,8 @@ static int group_teardown(void **state)
         free(acked[s]);
     }
     free(acked);
-    int rv = h_netns_cleanup(&net);
-    nats_Close();
-    return rv;
+    acked = NULL;
+    return h_netns_cleanup(&net);
 }
 
 /* The publish load: through n1 (never stopped), each payload once; a
@@ -255,15 +265,13 @@ static void check_acked(int i)
     assert_int_equal(checked, atomic_load(&n_acked));
 }
 
-static void a_node_is_added_and_a_dead_one_removed_under_load(void **state)
+/* The R3 stream on n1..n3 and the publish load through n1. */
+static void start_load(void)
 {
-    (void)state;
-    char out[4096];
     jsStreamConfig cfg;
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
     const char *subjects[] = {"rc.>"};
-    pthread_t th;
     jsStreamConfig_Init(&cfg);
     cfg.Name = STREAM;
     cfg.Subjects = subjects;
@@ -271,8 +279,124 @@ static void a_node_is_added_and_a_dead_one_removed_under_load(void **state)
     cfg.Replicas = 3;
     assert_int_equal(js_AddStream(&si, js[0], &cfg, NULL, &jerr), NATS_OK);
     jsStreamInfo_Destroy(si);
-    assert_int_equal(pthread_create(&th, NULL, publisher, NULL), 0);
+    assert_int_equal(pthread_create(&pub_th, NULL, publisher, NULL), 0);
+    pub_running = true;
     load_goes_on(50);
+}
+
+static void stop_load(void)
+{
+    atomic_store(&stop_pub, true);
+    if (pub_running) {
+        pthread_join(pub_th, NULL);
+        pub_running = false;
+        printf("# %d acked publishes through the changes\n",
+               atomic_load(&n_acked));
+    }
+}
+
+/* Start node i (empty data directory) and add it: a voter afterwards. */
+static void add_node(int i, int via)
+{
+    char out[4096];
+    assert_int_equal(h_netns_node_start(&net, i), 0);
+    assert_int_equal(h_netns_wait_mesh(&net, WAIT_MS), 0);
+    assert_int_equal(connect_node(i), 0);
+    assert_int_equal(keel(out, sizeof out,
+                          "cluster add-peer %s -s %s --wait 60s 2>&1",
+                          net.node[i].name, net.node[via].k.url),
+                     0);
+    char *r = role_of(net.node[i].name);
+    assert_string_equal(r, "voter");
+    free(r);
+    assert_true(h_poll(answers_info, &i, WAIT_MS));
+}
+
+static void remove_node(const char *name, int via)
+{
+    char out[4096];
+    assert_int_equal(keel(out, sizeof out,
+                          "cluster remove-peer %s -s %s --wait 60s 2>&1", name,
+                          net.node[via].k.url),
+                     0);
+    assert_non_null(strstr(out, "removed from the meta group"));
+    char *r = role_of(name);
+    assert_string_equal(r, "none");
+    free(r);
+}
+
+/* Node i leads the meta group (its /jsz). */
+static bool meta_led_by(void *arg)
+{
+    int i = *(int *)arg;
+    char body[16384];
+    if (h_netns_http_get(&net, i, "/jsz", body, sizeof body) != 200) {
+        return false;
+    }
+    json_t *o = json_loads(body, 0, NULL);
+    const char *r = json_string_value(
+        json_object_get(json_object_get(o, "meta_cluster"), "leader_role"));
+    bool ok = r != NULL && strcmp(r, "leader") == 0;
+    json_decref(o);
+    return ok;
+}
+
+static void grow_to_five_shrink_back_and_replace_a_wiped_node(void **state)
+{
+    (void)state;
+    char out[4096];
+    start_load();
+    /* Grow 3 -> 5, one node at a time. */
+    add_node(3, 1);
+    add_node(4, 2);
+    load_goes_on(50);
+    /* Hand the meta group to n4, then shrink back to 3: removing the
+     * leader n4 makes it hand over first (the CLI retries meanwhile). */
+    assert_int_equal(keel(out, sizeof out,
+                          "cluster transfer-leader --to n4 -s %s 2>&1",
+                          net.node[0].k.url),
+                     0);
+    int n4 = 3;
+    assert_true(h_poll(meta_led_by, &n4, WAIT_MS));
+    remove_node("n4", 0);
+    remove_node("n5", 1);
+    disconnect(3);
+    disconnect(4);
+    assert_int_equal(h_netns_node_stop(&net, 3), 0);
+    assert_int_equal(h_netns_node_stop(&net, 4), 0);
+    load_goes_on(50);
+    /* n2's disk is replaced: same name, empty data directory. It waits;
+     * the operator removes the old n2 and adds the new one, and the
+     * stream's replica moves to it. */
+    disconnect(1);
+    assert_int_equal(h_netns_node_kill(&net, 1), 0);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir '%s'",
+             net.node[1].k.data_dir, net.node[1].k.data_dir);
+    assert_int_equal(system(cmd), 0);
+    load_goes_on(50);
+    remove_node("n2", 2);
+    add_node(1, 2);
+    assert_true(h_poll(replicas_are, "n1,n2,n3", 3 * WAIT_MS));
+    load_goes_on(50);
+    stop_load();
+    check_acked(0);
+    check_acked(1);
+    /* The new n2 votes in the stream's group: with n1 gone, n2 and n3
+     * commit. */
+    disconnect(0);
+    assert_int_equal(h_netns_node_kill(&net, 0), 0);
+    for (int k = 0; k < 10; k++) {
+        publish_more(1, k);
+    }
+    check_acked(1);
+}
+
+static void a_node_is_added_and_a_dead_one_removed_under_load(void **state)
+{
+    (void)state;
+    char out[4096];
+    start_load();
 
     /* A new node on empty storage: not a member until added. */
     assert_int_equal(h_netns_node_start(&net, 3), 0);
@@ -316,9 +440,7 @@ static void a_node_is_added_and_a_dead_one_removed_under_load(void **state)
     assert_true(h_poll(replicas_are, "n1,n2,n4", 3 * WAIT_MS));
     load_goes_on(50);
 
-    atomic_store(&stop_pub, true);
-    pthread_join(th, NULL);
-    printf("# %d acked publishes through the changes\n", atomic_load(&n_acked));
+    stop_load();
     check_acked(0);
     check_acked(3);
     /* n4 is a voter of the stream: with n1 gone, n2 and n4 commit. */
@@ -333,7 +455,12 @@ static void a_node_is_added_and_a_dead_one_removed_under_load(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_node_is_added_and_a_dead_one_removed_under_load),
+        cmocka_unit_test_setup_teardown(
+            a_node_is_added_and_a_dead_one_removed_under_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            grow_to_five_shrink_back_and_replace_a_wiped_node, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    int rv = cmocka_run_group_tests(tests, NULL, NULL);
+    nats_Close();
+    return rv;
 }
