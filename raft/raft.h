@@ -504,6 +504,12 @@ void raft_start(struct raft *r, uint64_t now_ms);
  * refused request (propose, transfer, change); out is valid either way. */
 int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out);
 
+/* Follower: the driver could not take the snapshot being received (a
+ * chunk failed its checksum, the spool or the install failed): forget it.
+ * The next chunk at a non-zero offset is answered with failure, so the
+ * leader restarts the transfer at offset 0. */
+void raft_snapshot_abort(struct raft *r);
+
 /* Membership: the configuration in effect (the latest in the log). */
 const struct raft_config *raft_config_current(const struct raft *r);
 raft_index raft_config_current_index(const struct raft *r);

@@ -98,6 +98,15 @@ void recv_snapshot(struct raft *r, const struct raft_msg *m,
     reply(r, m, 1, out);
 }
 
+void raft_snapshot_abort(struct raft *r)
+{
+    ASSERT(r != NULL);
+    r->recv_snap_index = 0;
+    r->recv_snap_term = 0;
+    r->recv_offset = 0;
+    r->recv_done = false;
+}
+
 /* Follower: the driver made the snapshot, the retained log and their LMDB
  * records durable. Keep our entries after X if ours at X matches. */
 void snapshot_installed(struct raft *r, raft_index index, raft_term term,

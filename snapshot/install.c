@@ -55,6 +55,9 @@ struct snap_recv {
     bool done;
     bool validated;
     bool log_applied;
+    /* The local log cannot continue the leader's: the retained log is
+     * written as a whole new log, swapped in at commit. */
+    struct store_replace *rp;
     struct xf_manifest m;
     struct snap_header h; /* of the received snapshot file */
     XXH3_state_t *hs;
@@ -252,6 +255,14 @@ static uint64_t frames_total(uint64_t data_bytes)
 int snap_send_open(struct snap *sn, uint64_t log_first, struct snap_send **out,
                    uint64_t *total, char *errmsg)
 {
+    ASSERT(sn != NULL);
+    return snap_send_open_at(sn, sn->newest.index, log_first, out, total,
+                             errmsg);
+}
+
+int snap_send_open_at(struct snap *sn, uint64_t index, uint64_t log_first,
+                      struct snap_send **out, uint64_t *total, char *errmsg)
+{
     static unsigned seq;
     struct snap_send *ss;
     uint8_t *body = NULL;
@@ -260,14 +271,18 @@ int snap_send_open(struct snap *sn, uint64_t log_first, struct snap_send **out,
 
     ASSERT(sn != NULL);
     ASSERT(out != NULL && total != NULL);
-    if (log_first == 0 || log_first > sn->newest.index + 1) {
+    if (index == 0) {
+        return keel_err(KEEL_ENOENT, errmsg, "no valid snapshot held");
+    }
+    if (log_first == 0 || log_first > index + 1) {
         return keel_err(KEEL_EINVAL, errmsg, "retained log start %llu invalid",
                         (unsigned long long)log_first);
     }
-    rv = snap_read_newest(sn, &body, &len, errmsg);
+    rv = snap_read_held(sn, index, &body, &len, errmsg);
     if (rv != 0) {
         return rv;
     }
+    uint64_t term = index == sn->older.index ? sn->older.term : sn->newest.term;
     ss = calloc(1, sizeof *ss);
     XXH3_state_t *hs = XXH3_createState();
     uint8_t *wbuf = malloc(SNAP_IO_BYTES);
@@ -282,8 +297,8 @@ int snap_send_open(struct snap *sn, uint64_t log_first, struct snap_send **out,
     ss->hs = hs;
     ss->wbuf = wbuf;
     memcpy(ss->m.group, sn->gid, 16);
-    ss->m.index = sn->newest.index;
-    ss->m.term = sn->newest.term;
+    ss->m.index = index;
+    ss->m.term = term;
     ss->m.log_first = log_first;
     ss->off = XF_MANIFEST_BYTES;
     snap__fmt(ss->path, sizeof ss->path, "%s/send-%020llu-%u.tmp", sn->dir,
@@ -499,7 +514,8 @@ static int rec_read(struct snap_recv *sr, uint64_t off, struct store_entry *e,
     int rv = spool_read(sr, off, h, sizeof h, errmsg);
 
     ASSERT(e != NULL);
-    ASSERT(off % 8 == 0);
+    /* Records are 8-aligned within the log section; the section itself
+     * follows the snapshot file, whose length is any. */
     if (rv != 0) {
         return rv;
     }
@@ -683,7 +699,9 @@ static int batch_flush(struct snap_recv *sr, struct batch *b, bool write,
 
     ASSERT(sr != NULL && b != NULL);
     ASSERT(b->n <= SNAP_INSTALL_BATCH_RECORDS);
-    if (write && b->n > 0) {
+    if (write && b->n > 0 && sr->rp != NULL) {
+        rv = store_replace_append(sr->rp, b->recs, b->n, errmsg);
+    } else if (write && b->n > 0) {
         rv = store_append(sr->sn->g, b->recs, b->n, errmsg);
     }
     for (size_t i = 0; i < b->n; i++) {
@@ -719,43 +737,59 @@ static int batch_add(struct snap_recv *sr, struct batch *b,
     return 0;
 }
 
-/* May the local log be made to continue the leader's retained log with the
- * store's append and truncate? Only when the local log is empty and starts
- * at log_first, or holds log_first (then Log Matching decides per entry):
- * any other shape needs its own entries below log_first dropped, which the
- * store cannot do yet. */
-static int check_shape(const struct snap_recv *sr,
-                       const struct store_group_info *gi, char *errmsg)
+/* How the local log becomes the leader's retained log (§5: drop our own
+ * entries below log_first, never discard one that matches the leader's):
+ *   KEEP    we hold the snapshot's (index, term): by Log Matching every
+ *           entry we hold up to it matches, and those after it may too;
+ *   APPEND  the log is empty at log_first, or holds log_first with the
+ *           leader's term: append what we lack, truncating at the first
+ *           mismatch (the current leader sends a different entry there);
+ *   REPLACE anything else: the retained log becomes the whole log (no
+ *           local entry after the snapshot matches: we do not hold it). */
+enum shape { SHAPE_KEEP, SHAPE_APPEND, SHAPE_REPLACE };
+
+static int choose_shape(struct snap_recv *sr, const struct store_group_info *gi,
+                        enum shape *out, char *errmsg)
 {
     bool empty = gi->last_index < gi->first_index;
+    uint64_t t = 0;
 
-    ASSERT(sr != NULL);
-    ASSERT(gi != NULL);
-    if ((empty && gi->first_index == sr->log_first) ||
-        (!empty && gi->first_index <= sr->log_first &&
-         sr->log_first <= gi->last_index)) {
+    ASSERT(sr != NULL && gi != NULL);
+    *out = SHAPE_REPLACE;
+    if (!empty && gi->first_index <= sr->index && sr->index <= gi->last_index &&
+        store_term_at(sr->sn->g, sr->index, &t) == 0 && t == sr->term) {
+        *out = SHAPE_KEEP;
         return 0;
     }
-    return keel_err(KEEL_EPERM, errmsg,
-                    "install needs the local log (%llu..%llu) replaced by "
-                    "one starting at %llu: the store has no log-replace API",
-                    (unsigned long long)gi->first_index,
-                    (unsigned long long)gi->last_index,
-                    (unsigned long long)sr->log_first);
+    if (empty && gi->first_index == sr->log_first) {
+        *out = SHAPE_APPEND;
+        return 0;
+    }
+    if (!empty && sr->m.records > 0 && gi->first_index <= sr->log_first &&
+        sr->log_first <= gi->last_index &&
+        store_term_at(sr->sn->g, sr->log_first, &t) == 0) {
+        struct store_entry e;
+        int rv = rec_read(sr, XF_MANIFEST_BYTES + sr->m.file_bytes, &e, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+        *out = e.term == t ? SHAPE_APPEND : SHAPE_REPLACE;
+    }
+    return 0;
 }
 
-static int apply_records(struct snap_recv *sr, struct batch *b, char *errmsg)
+/* APPEND: Log Matching at log_first holds, so the first mismatch (if any)
+ * is above it and truncation never reaches below log_first. */
+static int apply_records(struct snap_recv *sr, struct batch *b,
+                         const struct store_group_info *gi, char *errmsg)
 {
-    struct store_group_info gi;
     uint64_t off = XF_MANIFEST_BYTES + sr->m.file_bytes;
     struct store_entry e;
-    int rv;
+    int rv = 0;
 
     ASSERT(sr->validated);
     ASSERT(b->n == 0);
-    store_group_info(sr->sn->g, &gi);
-    rv = check_shape(sr, &gi, errmsg);
-    uint64_t last = gi.last_index;
+    uint64_t last = gi->last_index;
     for (uint64_t i = 0; rv == 0 && i < sr->m.records; i++) {
         ASSERT(i < SNAP_INSTALL_BYTES_MAX / XF_REC_HEADER_BYTES);
         rv = rec_read(sr, off, &e, errmsg);
@@ -765,14 +799,7 @@ static int apply_records(struct snap_recv *sr, struct batch *b, char *errmsg)
                 off += rec_bytes(e.len); /* never discard a matching entry */
                 continue;
             }
-            if (e.index == sr->log_first && gi.first_index < sr->log_first) {
-                /* Our entries below log_first may be as divergent. */
-                return keel_err(KEEL_EPERM, errmsg,
-                                "install: the local entry at %llu differs "
-                                "and entries below it cannot be dropped "
-                                "without a store log-replace API",
-                                (unsigned long long)e.index);
-            }
+            ASSERT(e.index > sr->log_first);
             rv = store_truncate(sr->sn->g, e.index, errmsg);
             last = e.index - 1;
         }
@@ -783,8 +810,29 @@ static int apply_records(struct snap_recv *sr, struct batch *b, char *errmsg)
     return rv;
 }
 
+/* REPLACE: our entries from log_first on (if any) differ from the
+ * leader's; the rest of the old log goes at commit, in the same LMDB
+ * transaction that names the new one. */
+static int start_replace(struct snap_recv *sr,
+                         const struct store_group_info *gi, char *errmsg)
+{
+    int rv = 0;
+
+    ASSERT(sr->rp == NULL);
+    if (gi->last_index >= gi->first_index && gi->last_index >= sr->log_first) {
+        uint64_t from =
+            sr->log_first > gi->first_index ? sr->log_first : gi->first_index;
+        rv = store_truncate(sr->sn->g, from, errmsg);
+    }
+    return rv == 0 ? store_replace_begin(sr->sn->g, sr->log_first, &sr->rp,
+                                         errmsg)
+                   : rv;
+}
+
 int snap_recv_apply_log(struct snap_recv *sr, char *errmsg)
 {
+    struct store_group_info gi;
+    enum shape shape = SHAPE_REPLACE;
     struct batch *b;
     int rv;
 
@@ -794,16 +842,50 @@ int snap_recv_apply_log(struct snap_recv *sr, char *errmsg)
     if (rv != 0) {
         return rv;
     }
+    store_group_info(sr->sn->g, &gi);
+    rv = choose_shape(sr, &gi, &shape, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    if (shape == SHAPE_KEEP) {
+        sr->log_applied = true;
+        return 0;
+    }
     b = calloc(1, sizeof *b);
     if (b == NULL) {
         return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
     }
-    rv = apply_records(sr, b, errmsg);
+    if (shape == SHAPE_APPEND) {
+        rv = apply_records(sr, b, &gi, errmsg);
+    } else {
+        rv = start_replace(sr, &gi, errmsg);
+        uint64_t off = XF_MANIFEST_BYTES + sr->m.file_bytes;
+        for (uint64_t i = 0; rv == 0 && i < sr->m.records; i++) {
+            struct store_entry e;
+            rv = rec_read(sr, off, &e, errmsg);
+            rv = rv == 0 ? batch_add(sr, b, &e, off, errmsg) : rv;
+            off += rv == 0 ? rec_bytes(e.len) : 0;
+        }
+    }
     int frv = batch_flush(sr, b, rv == 0, errmsg);
     rv = rv == 0 ? frv : rv;
     free(b);
+    if (rv == 0 && sr->rp != NULL) {
+        /* Segments and directory durable before anything names them. */
+        rv = store_replace_sync(sr->rp, errmsg);
+    }
+    if (rv != 0 && sr->rp != NULL) {
+        store_replace_abort(sr->rp);
+        sr->rp = NULL;
+    }
     sr->log_applied = rv == 0;
     return rv;
+}
+
+bool snap_recv_replacing(const struct snap_recv *sr)
+{
+    ASSERT(sr != NULL);
+    return sr->rp != NULL;
 }
 
 static int spool_body_read(void *arg, uint64_t off, uint8_t *buf, size_t n,
@@ -823,10 +905,38 @@ int snap_recv_commit(struct snap_recv *sr, char *errmsg)
 
     ASSERT(sr != NULL);
     ASSERT(sr->log_applied && sr->validated);
-    /* store_snapshot_record refuses (KEEL_EAGAIN) until the retained log is
-     * persisted through index (§5), and the unrecorded file is removed. */
+    if (sr->rp == NULL) {
+        /* store_snapshot_record refuses (KEEL_EAGAIN) until the retained
+         * log is persisted through index (§5), and the unrecorded file is
+         * removed. */
+        rv = snap__write_file(sr->sn, &sr->h, spool_body_read, sr, errmsg);
+        return rv == 0 ? snap__record(sr->sn, sr->index, sr->term, errmsg)
+                       : rv;
+    }
+    /* §5 order: segments (synced by apply_log), then the snapshot file,
+     * then catalogue and snapshot record in one synced LMDB transaction. */
     rv = snap__write_file(sr->sn, &sr->h, spool_body_read, sr, errmsg);
-    return rv == 0 ? snap__record(sr->sn, sr->index, sr->term, errmsg) : rv;
+    if (rv != 0) {
+        return rv;
+    }
+    if (snap__crash_here(sr->sn, SNAP_CRASH_BEFORE_RECORD)) {
+        return keel_err(KEEL_ECANCELED, errmsg, "crash before LMDB record");
+    }
+    struct store_replace *rp = sr->rp;
+    rv = store_replace_commit(rp, sr->index, sr->term, errmsg);
+    if (rv != 0) {
+        return rv; /* tests' killed store: the caller aborts */
+    }
+    sr->rp = NULL;
+    struct store_snapshot_pair pair;
+    rv = store_snapshot_get(sr->sn->g, &pair, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    ASSERT(pair.index == sr->index);
+    snap__adopt_replaced(sr->sn, pair.index, pair.term, pair.older_index,
+                         pair.older_term);
+    return 0;
 }
 
 void snap_recv_close(struct snap_recv *sr)
@@ -838,6 +948,7 @@ void snap_recv_close(struct snap_recv *sr)
     ASSERT(sr->f != NULL);
     sr->sn->fs->close(sr->sn->fs, sr->f);
     (void)sr->sn->fs->unlink(sr->sn->fs, sr->path, NULL);
+    store_replace_abort(sr->rp);
     XXH3_freeState(sr->hs);
     free(sr);
 }

@@ -41,6 +41,8 @@ struct snap {
 };
 
 void snap__named(struct snap *sn, struct snap_named *out);
+/* Tests: true (and the crash point cleared) if asked to die here. */
+bool snap__crash_here(struct snap *sn, enum snap_crash_point point);
 
 /* Little-endian field access. */
 void snap_put64(uint8_t *p, uint64_t v);
@@ -74,6 +76,11 @@ int snap__write_file(struct snap *sn, const struct snap_header *h,
 /* Record (index, term) in LMDB, update the held pair, delete the file the
  * record pushed out (the §5 keep-two rule). */
 int snap__record(struct snap *sn, uint64_t index, uint64_t term, char *errmsg);
+/* After store_replace_commit recorded (index, term) with the older kept
+ * pair (older_index: the previous newest, or 0 when the new log does not
+ * continue it): update the held pair and delete pushed-out files. */
+void snap__adopt_replaced(struct snap *sn, uint64_t index, uint64_t term,
+                          uint64_t older_index, uint64_t older_term);
 /* Open a snapshot file and validate it against exp; on success *body is
  * malloc'ed (may be NULL when body_len is 0 and want_body is false). */
 int snap__load_file(struct snap *sn, const char *path,

@@ -499,21 +499,31 @@ void snap_info(const struct snap *sn, struct snap_info *out)
     out->must_not_lead = sn->must_not_lead;
 }
 
-int snap_read_newest(struct snap *sn, uint8_t **body, size_t *len, char *errmsg)
+int snap_read_held(struct snap *sn, uint64_t index, uint8_t **body,
+                   size_t *len, char *errmsg)
 {
     struct snap_expect exp;
     char path[SNAP_PATH_BYTES];
 
     ASSERT(sn != NULL);
     ASSERT(body != NULL && len != NULL);
-    if (sn->newest.index == 0) {
-        return keel_err(KEEL_ENOENT, errmsg, "no valid snapshot held");
+    const struct snap_held *h = index == sn->older.index && index != 0
+                                    ? &sn->older
+                                    : &sn->newest;
+    if (h->index == 0 || (index != 0 && h->index != index)) {
+        return keel_err(KEEL_ENOENT, errmsg, "no valid snapshot %llu held",
+                        (unsigned long long)index);
     }
     memcpy(exp.group, sn->gid, 16);
-    exp.index = sn->newest.index;
-    exp.term = sn->newest.term;
+    exp.index = h->index;
+    exp.term = h->term;
     snap_path(sn, exp.index, path, sizeof path);
     return snap__load_file(sn, path, &exp, true, body, len, errmsg);
+}
+
+int snap_read_newest(struct snap *sn, uint8_t **body, size_t *len, char *errmsg)
+{
+    return snap_read_held(sn, 0, body, len, errmsg);
 }
 
 int snap_group_delete(const struct snap_config *cfg,

@@ -176,6 +176,11 @@ void snap_info(const struct snap *sn, struct snap_info *out);
 KEEL_MUST_USE int snap_read_newest(struct snap *sn, uint8_t **body, size_t *len,
                                    char *errmsg);
 
+/* The same for the held snapshot at index (newest or older; 0: newest).
+ * KEEL_ENOENT when this node holds no valid file of it. */
+KEEL_MUST_USE int snap_read_held(struct snap *sn, uint64_t index,
+                                 uint8_t **body, size_t *len, char *errmsg);
+
 /* Path of the snapshot file of index (tests, the sender). */
 void snap_path(const struct snap *sn, uint64_t index, char *out, size_t cap);
 
@@ -219,6 +224,13 @@ struct snap_send;
 KEEL_MUST_USE int snap_send_open(struct snap *sn, uint64_t log_first,
                                  struct snap_send **out, uint64_t *total,
                                  char *errmsg);
+/* As snap_send_open for the held snapshot at index (newest or older: the
+ * one the Raft core names; a group with peers compacts its core only to
+ * the older kept snapshot, so a follower just behind the newest one is
+ * still served by AppendEntries). KEEL_ENOENT when not held. */
+KEEL_MUST_USE int snap_send_open_at(struct snap *sn, uint64_t index,
+                                    uint64_t log_first, struct snap_send **out,
+                                    uint64_t *total, char *errmsg);
 /* Fill the frame at Raft offset off (a multiple of SNAP_FRAME_BYTES below
  * the total) into buf (cap >= SNAP_FRAME_BYTES): *len bytes, *done for the
  * last frame. KEEL_EINVAL for an offset that is not a frame start. */
@@ -249,18 +261,26 @@ KEEL_MUST_USE int snap_recv_chunk(struct snap_recv *sr, uint64_t off,
                                   uint64_t *next, bool *done, char *errmsg);
 /* After the last frame: validate the whole transfer (manifest, the
  * snapshot file's header and XXH3-128 against (index, term, group), the
- * retained log's hash and record order), then write the retained log
- * through the store: records already held with the same term are kept
- * (never discard a matching entry); from the first mismatch the local log
- * is truncated and the leader's records appended. KEEL_ECORRUPT (nothing
- * written), KEEL_EPERM when the local log cannot be made to continue the
- * leader's without a store log-replace API (see FORMAT.md). Then wait for
- * the store to report persisted >= index and call snap_recv_commit. */
+ * retained log's hash and record order), then make the local log the
+ * leader's (DESIGN.md §5: drop our own entries below log_first, never
+ * discard one that matches the leader's):
+ *   - we hold (index, term): the log is kept as it is;
+ *   - the log is empty at log_first, or holds log_first with the leader's
+ *     term: the records we lack are appended through the store (truncating
+ *     at the first mismatch); wait for the store to report persisted >=
+ *     index, then snap_recv_commit (KEEL_EAGAIN before);
+ *   - otherwise the retained log replaces the whole log
+ *     (store_replace_*): written and synced now (blocking), swapped in by
+ *     snap_recv_commit (snap_recv_replacing is true).
+ * KEEL_ECORRUPT (nothing written), KEEL_ENOSPC, KEEL_EEXIST. */
 KEEL_MUST_USE int snap_recv_apply_log(struct snap_recv *sr, char *errmsg);
-/* Write the snapshot file (temp, fsync, rename, directory fsync) and
- * record it in LMDB (synced); only then may the caller report
- * persisted(index) (RAFT_IN_SNAPSHOT_INSTALLED). KEEL_EAGAIN while the
- * retained log is not yet persisted. */
+/* Whether snap_recv_apply_log chose the whole-log replacement. */
+bool snap_recv_replacing(const struct snap_recv *sr);
+/* Write the snapshot file (temp, fsync, rename, directory fsync), then
+ * record it in LMDB (synced) — with a replacement, in the one transaction
+ * that swaps the catalogue; only then may the caller report
+ * persisted(index) (RAFT_IN_SNAPSHOT_INSTALLED). KEEL_EAGAIN while an
+ * appended retained log is not yet persisted. */
 KEEL_MUST_USE int snap_recv_commit(struct snap_recv *sr, char *errmsg);
 /* Remove the spool file and free (after commit, or to abandon). */
 void snap_recv_close(struct snap_recv *sr);

@@ -23,7 +23,7 @@ void snap_debug_crash_at(struct snap *sn, enum snap_crash_point point)
 }
 
 /* True (and the crash point cleared) if the test asked to die here. */
-static bool crash_here(struct snap *sn, enum snap_crash_point point)
+bool snap__crash_here(struct snap *sn, enum snap_crash_point point)
 {
     ASSERT(sn != NULL);
     ASSERT(point != SNAP_CRASH_NONE);
@@ -117,7 +117,7 @@ int snap__write_file(struct snap *sn, const struct snap_header *h,
         (void)sn->fs->unlink(sn->fs, tmp, NULL);
         return rv;
     }
-    if (crash_here(sn, SNAP_CRASH_AFTER_TEMP_WRITE)) {
+    if (snap__crash_here(sn, SNAP_CRASH_AFTER_TEMP_WRITE)) {
         sn->fs->close(sn->fs, f);
         return keel_err(KEEL_ECANCELED, errmsg, "crash after temp write");
     }
@@ -126,14 +126,14 @@ int snap__write_file(struct snap *sn, const struct snap_header *h,
     if (rv != 0) {
         snap__fatal(sn, "fsync snapshot", errmsg);
     }
-    if (crash_here(sn, SNAP_CRASH_AFTER_TEMP_SYNC)) {
+    if (snap__crash_here(sn, SNAP_CRASH_AFTER_TEMP_SYNC)) {
         return keel_err(KEEL_ECANCELED, errmsg, "crash after temp sync");
     }
     rv = sn->fs->rename(sn->fs, tmp, dst, errmsg);
     if (rv != 0) {
         snap__fatal(sn, "rename snapshot", errmsg);
     }
-    if (crash_here(sn, SNAP_CRASH_AFTER_RENAME)) {
+    if (snap__crash_here(sn, SNAP_CRASH_AFTER_RENAME)) {
         return keel_err(KEEL_ECANCELED, errmsg, "crash after rename");
     }
     rv = sn->fs->fsync_dir(sn->fs, sn->dir, errmsg);
@@ -148,6 +148,27 @@ static bool held_is(const struct snap *sn, uint64_t index)
     ASSERT(sn != NULL);
     ASSERT(index >= 1);
     return sn->newest.index == index || sn->older.index == index;
+}
+
+/* Delete the files of gone[0..n) this node no longer holds (the §5
+ * keep-two rule), then fsync the directory. */
+static void unlink_gone(struct snap *sn, const uint64_t *gone, unsigned n)
+{
+    char path[SNAP_PATH_BYTES];
+    char errmsg[KEEL_ERRMSG_MAX];
+    bool unlinked = false;
+
+    ASSERT(n <= 3);
+    for (unsigned i = 0; i < n; i++) {
+        if (gone[i] == 0 || held_is(sn, gone[i])) {
+            continue;
+        }
+        snap_path(sn, gone[i], path, sizeof path);
+        unlinked = sn->fs->unlink(sn->fs, path, NULL) == 0 || unlinked;
+    }
+    if (unlinked && sn->fs->fsync_dir(sn->fs, sn->dir, errmsg) != 0) {
+        snap__fatal(sn, "fsync snapshot directory", errmsg);
+    }
 }
 
 int snap__record(struct snap *sn, uint64_t index, uint64_t term, char *errmsg)
@@ -165,7 +186,7 @@ int snap__record(struct snap *sn, uint64_t index, uint64_t term, char *errmsg)
     nm = sn->named;
     gone[0] = sn->older.index;
     gone[1] = nm.older_index;
-    if (crash_here(sn, SNAP_CRASH_BEFORE_RECORD)) {
+    if (snap__crash_here(sn, SNAP_CRASH_BEFORE_RECORD)) {
         return keel_err(KEEL_ECANCELED, errmsg, "crash before LMDB record");
     }
     rv = store_snapshot_record(sn->g, index, term, errmsg);
@@ -190,24 +211,27 @@ int snap__record(struct snap *sn, uint64_t index, uint64_t term, char *errmsg)
     }
     sn->newest = (struct snap_held){index, term};
     sn->must_not_lead = false;
-    if (crash_here(sn, SNAP_CRASH_BEFORE_DELETE)) {
+    if (snap__crash_here(sn, SNAP_CRASH_BEFORE_DELETE)) {
         return keel_err(KEEL_ECANCELED, errmsg, "crash before delete");
     }
-    bool unlinked = false;
-    for (unsigned i = 0; i < 2; i++) {
-        if (gone[i] == 0 || held_is(sn, gone[i])) {
-            continue;
-        }
-        snap_path(sn, gone[i], path, sizeof path);
-        unlinked = sn->fs->unlink(sn->fs, path, NULL) == 0 || unlinked;
-    }
-    if (unlinked) {
-        rv = sn->fs->fsync_dir(sn->fs, sn->dir, errmsg);
-        if (rv != 0) {
-            snap__fatal(sn, "fsync snapshot directory", errmsg);
-        }
-    }
+    unlink_gone(sn, gone, 2);
     return 0;
+}
+
+void snap__adopt_replaced(struct snap *sn, uint64_t index, uint64_t term,
+                          uint64_t older_index, uint64_t older_term)
+{
+    uint64_t gone[3] = {sn->older.index, sn->named.older_index,
+                        sn->newest.index};
+
+    ASSERT(sn != NULL);
+    ASSERT(index > sn->newest.index);
+    ASSERT(older_index == 0 || older_index == sn->newest.index);
+    sn->named = (struct snap_named){index, term, older_index, older_term};
+    sn->older = (struct snap_held){older_index, older_term};
+    sn->newest = (struct snap_held){index, term};
+    sn->must_not_lead = false;
+    unlink_gone(sn, gone, 3);
 }
 
 struct mem_body {

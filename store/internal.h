@@ -222,6 +222,8 @@ void store__seg_path(const struct store_group *g, uint64_t base, char *out,
 int store__mkdirs(struct store *s, const char *dir, char *errmsg);
 void store__seg_create(struct store_group *g, struct seg *seg);
 void store__seg_delete(struct store_group *g, struct seg *seg);
+int store__seg_make(struct store_group *g, struct seg *seg,
+                    struct fs_file **out, char *errmsg);
 void store__prealloc(struct store_group *g);
 void store__spare_check(struct store_group *g);
 uint64_t store__next_seg_size(const struct store_group *g, uint64_t need);

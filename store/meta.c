@@ -751,13 +751,11 @@ int store_meta_debug_corrupt(struct store_meta *m, char kind,
     return put2(m, key, kn, bad, sizeof bad, NULL, 0, NULL, 0, NULL);
 }
 
-/* Delete every key of a group in an open write txn: 'H' T/V, 'S', 'A' and
- * all 'C' entries (bounded by the catalogue size). */
-static int group_del_txn(struct store_meta *m, MDB_txn *txn,
-                         const uint8_t gid[16])
+/* Delete every catalogue ('C') entry of a group in an open write txn
+ * (bounded by the catalogue size). */
+static int cat_del_all_txn(struct store_meta *m, MDB_txn *txn,
+                           const uint8_t gid[16])
 {
-    static const char singles[][2] = {
-        {'H', 'T'}, {'H', 'V'}, {'S', 0}, {'A', 0}};
     uint8_t key[META_KEY_MAX];
     MDB_cursor *cur;
     MDB_val k;
@@ -767,14 +765,6 @@ static int group_del_txn(struct store_meta *m, MDB_txn *txn,
 
     ASSERT(m != NULL);
     ASSERT(txn != NULL);
-    for (size_t i = 0; i < sizeof singles / sizeof singles[0]; i++) {
-        kn = key_make(key, singles[i][0], gid, singles[i][1], 0);
-        k = (MDB_val){kn, key};
-        rc = mdb_del(txn, m->dbi, &k, NULL);
-        if (rc != 0 && rc != MDB_NOTFOUND) {
-            return rc;
-        }
-    }
     kn = key_make(key, 'C', gid, 0, 0);
     rc = mdb_cursor_open(txn, m->dbi, &cur);
     if (rc != 0) {
@@ -792,6 +782,87 @@ static int group_del_txn(struct store_meta *m, MDB_txn *txn,
     }
     mdb_cursor_close(cur);
     return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* Delete every key of a group in an open write txn: 'H' T/V, 'S', 'A' and
+ * all 'C' entries. */
+static int group_del_txn(struct store_meta *m, MDB_txn *txn,
+                         const uint8_t gid[16])
+{
+    static const char singles[][2] = {
+        {'H', 'T'}, {'H', 'V'}, {'S', 0}, {'A', 0}};
+    uint8_t key[META_KEY_MAX];
+    MDB_val k;
+    int rc;
+
+    ASSERT(m != NULL);
+    ASSERT(txn != NULL);
+    for (size_t i = 0; i < sizeof singles / sizeof singles[0]; i++) {
+        size_t kn = key_make(key, singles[i][0], gid, singles[i][1], 0);
+        k = (MDB_val){kn, key};
+        rc = mdb_del(txn, m->dbi, &k, NULL);
+        if (rc != 0 && rc != MDB_NOTFOUND) {
+            return rc;
+        }
+    }
+    return cat_del_all_txn(m, txn, gid);
+}
+
+/* Put one enveloped value in an open write txn. */
+static int txn_put_body(struct store_meta *m, MDB_txn *txn,
+                        const uint8_t *key, size_t kn, uint16_t kind,
+                        const uint8_t *body, uint32_t len)
+{
+    uint8_t val[META_ENV_HDR + META_BODY_MAX + 8];
+    size_t vn = env_wrap(val, kind, body, len);
+    MDB_val k = {kn, (void *)key};
+    MDB_val v = {vn, val};
+
+    ASSERT(vn <= sizeof val);
+    ASSERT(len <= META_BODY_MAX);
+    return mdb_put(txn, m->dbi, &k, &v, 0);
+}
+
+int store_meta_log_replace(struct store_meta *m, const uint8_t gid[16],
+                           const struct store_meta_seg *segs, size_t n,
+                           const struct store_meta_snap *sn, char *errmsg)
+{
+    uint8_t key[META_KEY_MAX];
+    uint8_t body[32];
+    MDB_txn *txn;
+    int rc;
+
+    ASSERT(m != NULL && sn != NULL);
+    ASSERT(n <= STORE_SEGMENTS_PER_GROUP_MAX);
+    ASSERT(sn->older_index <= sn->index);
+    rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    if (rc != 0) {
+        return map_mdb(rc, errmsg, "begin");
+    }
+    rc = cat_del_all_txn(m, txn, gid);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        size_t kn = key_make(key, 'C', gid, 0, segs[i].base_index);
+        store_fmt_put64(body, segs[i].base_index);
+        store_fmt_put64(body + 8, segs[i].salt);
+        store_fmt_put64(body + 16, segs[i].size_bytes);
+        store_fmt_put64(body + 24, segs[i].first_index);
+        rc = txn_put_body(m, txn, key, kn, 'C', body, sizeof body);
+    }
+    if (rc == 0) {
+        store_fmt_put64(body, sn->index);
+        store_fmt_put64(body + 8, sn->term);
+        store_fmt_put64(body + 16, sn->older_index);
+        store_fmt_put64(body + 24, sn->older_term);
+        rc = txn_put_body(m, txn, key, key_make(key, 'S', gid, 0, 0), 'S',
+                          body, sizeof body);
+    }
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return map_mdb(rc, errmsg, "replace log");
+    }
+    /* mdb_txn_commit syncs: old catalogue out, new catalogue and snapshot
+     * in, all in one commit. */
+    return map_mdb(mdb_txn_commit(txn), errmsg, "commit");
 }
 
 int store_meta_group_del(struct store_meta *m, const uint8_t gid[16],

@@ -97,6 +97,12 @@ int store_meta_amnesia_put(struct store_meta *m, const uint8_t gid[16],
 int store_meta_amnesia_del(struct store_meta *m, const uint8_t gid[16],
                            char *errmsg);
 
+/* InstallSnapshot (DESIGN.md §5): in one synced transaction, replace the
+ * group's whole catalogue by segs[0..n) and record the snapshot pair. */
+int store_meta_log_replace(struct store_meta *m, const uint8_t gid[16],
+                           const struct store_meta_seg *segs, size_t n,
+                           const struct store_meta_snap *sn, char *errmsg);
+
 /* Remove every key of a group (hard state, catalogue, snapshot, amnesia)
  * in one synced transaction (DESIGN.md §5: an explicit, committed stream
  * deletion). */

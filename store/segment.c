@@ -174,6 +174,36 @@ static int make_zeroed(struct store_group *g, const char *path, uint64_t size,
     return 0;
 }
 
+/* A segment file for an InstallSnapshot log replacement (replace.c):
+ * zero-filled, header written, fsynced; the caller fsyncs the directory
+ * and catalogues it (in the replacement's one LMDB transaction). An
+ * existing file of that name is refused (KEEL_EEXIST): it may be one LMDB
+ * names. KEEL_ENOSPC. */
+int store__seg_make(struct store_group *g, struct seg *seg,
+                    struct fs_file **out, char *errmsg)
+{
+    struct store *s = g->s;
+    char path[STORE_PATH_BYTES_MAX];
+    struct fs_file *f;
+
+    ASSERT(seg->f == NULL);
+    store__seg_path(g, seg->base, path, sizeof path);
+    if (s->fs->stat(s->fs, path, NULL) == 0) {
+        return keel_err(KEEL_EEXIST, errmsg, "segment %s exists", path);
+    }
+    int rv = make_zeroed(g, path, seg->size, false, &f, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    rv = write_header(g, seg, f, errmsg);
+    rv = rv == 0 ? s->fs->fsync(s->fs, f, errmsg) : rv;
+    if (rv != 0) {
+        store__fatal(s, "write segment header", errmsg);
+    }
+    *out = f;
+    return 0;
+}
+
 /* Size of the group's next segment: STORE_SEGMENT_BYTES_FIRST, then twice
  * the tail's, at most segment_bytes; large enough for a record of need
  * bytes (append_check guarantees one fits segment_bytes). */

@@ -303,6 +303,40 @@ KEEL_MUST_USE int store_snapshot_get(struct store_group *g,
 KEEL_MUST_USE int store_drop_prefix(struct store_group *g, uint64_t upto,
                                     char *errmsg);
 
+/* InstallSnapshot log replacement (DESIGN.md §5): the leader's retained
+ * log [first, X] becomes the group's whole log, with the snapshot at X.
+ * Blocking (segment writes and fsyncs on the caller's thread, which must
+ * make no other store call for the group meanwhile); the loop thread may
+ * call it while the group is quiet.
+ *   begin   waits until the group's queued work is done; the local log
+ *           must hold no index >= first (KEEL_EINVAL: truncate first);
+ *   append  records first, first+1, ... into new segment files (not yet
+ *           catalogued: a crash leaves files the next open quarantines);
+ *   sync    writes the sync marker after the last record, fsyncs every new
+ *           file, then the directory;
+ *   commit  (after the caller made the snapshot file at X durable) swaps
+ *           the catalogue and records the snapshot pair (X, the previous
+ *           newest as older only if the new log continues it) in one
+ *           synced LMDB transaction, then queues the old segments'
+ *           deletion (unlink, directory fsync). Persisted becomes X.
+ *           Frees rp; KEEL_ECANCELED only in tests (store_debug_kill).
+ *   abort   removes the uncatalogued files and frees rp (any time before
+ *           commit returned 0).
+ * KEEL_ENOSPC, KEEL_ETOOBIG, KEEL_ENOMEM, KEEL_EEXIST (a file of a new
+ * segment's name exists). */
+struct store_replace;
+KEEL_MUST_USE int store_replace_begin(struct store_group *g, uint64_t first,
+                                      struct store_replace **out,
+                                      char *errmsg);
+KEEL_MUST_USE int store_replace_append(struct store_replace *rp,
+                                       const struct store_record *recs,
+                                       size_t n, char *errmsg);
+KEEL_MUST_USE int store_replace_sync(struct store_replace *rp, char *errmsg);
+KEEL_MUST_USE int store_replace_commit(struct store_replace *rp,
+                                       uint64_t snap_index, uint64_t snap_term,
+                                       char *errmsg);
+void store_replace_abort(struct store_replace *rp);
+
 /* Amnesia state (rule 3), recorded synced. */
 KEEL_MUST_USE int store_amnesia_enter(struct store_group *g, uint64_t t0,
                                       uint64_t target, char *errmsg);

@@ -46,6 +46,13 @@ static void send_msg(struct replica *r, const struct raft_msg *m)
     if (r->cbs.send == NULL) {
         return;
     }
+    if (m->type == RAFT_MSG_SNAPSHOT && m->snapshot.chunk == NULL) {
+        struct raft_msg copy;
+        if (replica__snap_fill(r, m, &copy) == 0) {
+            r->cbs.send(r, &copy, r->cbs.arg);
+        }
+        return; /* not filled: the core resends on a heartbeat */
+    }
     if (m->type != RAFT_MSG_APPEND || m->append.n_entries == 0) {
         r->cbs.send(r, m, r->cbs.arg);
         return;
@@ -188,6 +195,9 @@ static int handle_out(struct replica *r)
     if (rv != 0) {
         return rv;
     }
+    if (o->has_snapshot) {
+        replica__snap_chunk(r, &o->snapshot); /* may install (blocking) */
+    }
     for (uint32_t i = 0; i < o->n_msgs; i++) {
         if (r->hs_pending == 0) {
             send_msg(r, &o->msgs[i]);
@@ -207,7 +217,9 @@ static int handle_out(struct replica *r)
         uint64_t t = o->timeout_ms > now ? o->timeout_ms - now : 0;
         uv_timer_start(&r->timer, on_timer, t, 0);
     }
-    return apply_to(r, o->commit);
+    rv = apply_to(r, o->commit);
+    replica__snap_install_step(r); /* o is not used past apply_to */
+    return rv;
 }
 
 static void on_timer(uv_timer_t *t)
@@ -295,6 +307,9 @@ int replica_receive(struct replica *r, const struct raft_msg *m, char *errmsg)
     if (!r->started) {
         return keel_err(KEEL_EAGAIN, errmsg, "group is still opening");
     }
+    if (!replica__snap_receive(r, m)) {
+        return 0; /* dropped (a bad snapshot frame aborts its transfer) */
+    }
     struct raft_in in = {.type = RAFT_IN_RECEIVE, .msg = m};
     return step(r, &in);
 }
@@ -352,6 +367,7 @@ static void on_event(struct replica *r, const struct store_event *ev)
                          .persisted = {.index = ev->index, .term = ev->term}};
     (void)step(r, &in);
     replica__snap_kick(r);
+    replica__snap_install_kick(r);
 }
 
 static struct replica *host_find(struct replica_host *h, struct store_group *g)

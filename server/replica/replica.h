@@ -138,6 +138,18 @@ struct replica_snap_info {
 };
 void replica_snap_info(const struct replica *r, struct replica_snap_info *out);
 
+/* InstallSnapshot counters of a group (monitoring, tests). */
+struct replica_install_info {
+    uint64_t installs;        /* snapshots installed from a leader */
+    uint64_t sends;           /* transfers spooled as leader */
+    uint64_t failures;        /* aborted transfers (both sides) */
+    bool receiving;           /* a transfer is being received */
+    uint64_t installed_index; /* the last installed (0: none) */
+    char last_error[KEEL_ERRMSG_MAX];
+};
+void replica_install_info(const struct replica *r,
+                          struct replica_install_info *out);
+
 /* Queue a proposal (payload copied). All proposals of one loop iteration
  * go to the store as one append batch. KEEL_ENOTLEADER when not leader,
  * KEEL_EBUSY when REPLICA_QUEUE_MAX proposals await commit. */

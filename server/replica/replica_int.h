@@ -44,6 +44,29 @@ struct replica_snap_job {
     char err[KEEL_ERRMSG_MAX];
 };
 
+/* InstallSnapshot transfers (replica_install.c). */
+struct replica_xfer {
+    /* Leader: the spool of the snapshot the core sends (one per group). */
+    struct snap_send *ss;
+    uint64_t ss_index;
+    bool ss_stale; /* a follower reported a failed transfer */
+    uint8_t *frame; /* SNAP_FRAME_BYTES: the chunk being sent */
+    /* Follower: the transfer being received. */
+    struct snap_recv *sr;
+    uint64_t sr_index;
+    uint64_t sr_term;
+    bool sr_complete; /* every frame is in */
+    bool sr_waiting;  /* appended log not yet persisted */
+    struct raft_config cfg;
+    bool install_due; /* durable and restored: step INSTALLED */
+    uint64_t installed_index;
+    uint64_t installed_term;
+    uint64_t installs;
+    uint64_t sends;
+    uint64_t failures;
+    char last_error[KEEL_ERRMSG_MAX];
+};
+
 struct replica_snap {
     struct snap *sn;        /* NULL: snapshots off for this group */
     uint64_t every_entries; /* trigger */
@@ -57,6 +80,7 @@ struct replica_snap {
     bool must_not_lead;
     const struct raft_config *restore_cfg; /* during the restore callback */
     struct replica_snap_job *job;          /* at most one in flight */
+    struct replica_xfer xfer;
     void (*user_apply)(struct replica *r, uint64_t index, uint64_t term,
                        uint8_t type, const void *payload, uint32_t len,
                        uint64_t ctx, void *arg);
@@ -125,5 +149,31 @@ void replica__snap_wait(struct replica *r);
 /* The store reported persisted: a waiting snapshot may be written. */
 void replica__snap_kick(struct replica *r);
 void replica__snap_free(struct replica *r);
+/* No local snapshot is being written (a waiting one at or below index is
+ * dropped: the install supersedes it): an install may touch the snap. */
+bool replica__snap_idle(struct replica *r, uint64_t index);
+/* Replace the state machine with a snapshot body (*c: its config). */
+int replica__snap_restore_body(struct replica *r, uint64_t index,
+                               const uint8_t *body, size_t len,
+                               struct raft_config *c, char *errmsg);
+
+/* replica_install.c */
+/* Leader: fill the chunk of a RAFT_MSG_SNAPSHOT the core emitted into
+ * *copy; non-zero: drop the message (the core resends it). */
+int replica__snap_fill(struct replica *r, const struct raft_msg *m,
+                       struct raft_msg *copy);
+/* Before a received message is stepped: false drops it (a frame failing
+ * its checksum aborts the transfer). */
+bool replica__snap_receive(struct replica *r, const struct raft_msg *m);
+/* Follower: out.has_snapshot (during handle_out): spool the chunk and,
+ * after the last one, install. */
+void replica__snap_chunk(struct replica *r, const struct raft_msg_snapshot *s);
+/* Outside handle_out (a persisted report, a local snapshot written): a
+ * complete transfer may install now; then step INSTALLED if due. */
+void replica__snap_install_kick(struct replica *r);
+/* After handle_out: step RAFT_IN_SNAPSHOT_INSTALLED if an install became
+ * durable. */
+void replica__snap_install_step(struct replica *r);
+void replica__xfer_free(struct replica *r);
 
 #endif

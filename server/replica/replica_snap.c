@@ -46,8 +46,8 @@ static const struct raft_config *config_at(const struct raft *rf,
     return c;
 }
 
-/* Only a group of one compacts its raft log and drops log prefixes (see
- * restore). */
+/* A group of one compacts its raft core to the newest snapshot; a group
+ * with peers to the older one (see after_cb). */
 static bool single(const struct replica *r)
 {
     return raft_config_current(&r->raft)->n == 1;
@@ -212,17 +212,47 @@ static void after_cb(uv_work_t *req, int status)
         struct raft_in in = {.type = RAFT_IN_SNAPSHOT_TAKEN,
                              .snapshot = {.index = j->index, .term = j->term}};
         job_free(j);
-        if (single(r)) {
-            (void)replica__step(r, &in);
-            drop_prefix(r);
+        if (!single(r)) {
+            /* With peers the core compacts only to the older kept
+             * snapshot: a follower up to one interval behind is still
+             * served by AppendEntries, one further behind by
+             * InstallSnapshot of that snapshot (replica_install.c). */
+            struct snap_info si;
+            snap_info(s->sn, &si);
+            in.snapshot.index = si.older_index;
+            in.snapshot.term = si.older_term;
         }
+        if (in.snapshot.index > r->raft.snap_index &&
+            in.snapshot.index <= r->raft.last_index &&
+            raft_term_at(&r->raft, in.snapshot.index) == in.snapshot.term) {
+            (void)replica__step(r, &in);
+        }
+        drop_prefix(r);
         maybe_take_now(r);
+        replica__snap_install_kick(r);
         return;
     }
     /* ENOSPC and the like: the previous snapshots stay; the next
      * interval tries again. */
     memcpy(s->load, j->err, sizeof s->load);
     job_free(j);
+    replica__snap_install_kick(r);
+}
+
+bool replica__snap_idle(struct replica *r, uint64_t index)
+{
+    struct replica_snap_job *j = r->snap.job;
+    if (j == NULL) {
+        return true;
+    }
+    if (j->queued) {
+        return false;
+    }
+    if (j->index <= index) {
+        job_free(j);
+        r->snap.job = NULL;
+    }
+    return true;
 }
 
 void replica__snap_kick(struct replica *r)
@@ -291,22 +321,51 @@ static void snap_apply(struct replica *r, uint64_t index, uint64_t term,
     }
 }
 
+/* Replace the state machine with a snapshot body (the envelope: its
+ * configuration, then the state machine's bytes); *c gets the
+ * configuration. At open and after an install. */
+int replica__snap_restore_body(struct replica *r, uint64_t index,
+                               const uint8_t *body, size_t len,
+                               struct raft_config *c, char *errmsg)
+{
+    const uint8_t *sm = NULL;
+    size_t sm_len = 0;
+    ASSERT(body != NULL);
+    ASSERT(index > 0);
+    int rv = env_decode(body, len, c, &sm, &sm_len, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    r->snap.restore_cfg = c; /* replica_config during the callback */
+    rv = r->cbs.restore(r, index, sm, sm_len, r->cbs.arg);
+    r->snap.restore_cfg = NULL;
+    if (rv != 0) {
+        return keel_err(rv, errmsg, "the state machine refused snapshot %llu",
+                        (unsigned long long)index);
+    }
+    r->applied = index;
+    r->snap.restored_index = index;
+    r->snap.floor = index > r->snap.floor ? index : r->snap.floor;
+    r->snap.since_entries = 0;
+    r->snap.since_bytes = 0;
+    return 0;
+}
+
 /* Restore the state machine from lr. *from: the first log index raft
- * loads. A group of one loads raft from the snapshot (its core compacts).
- * A group with peers keeps its whole log in raft while the log starts at
- * index 1: InstallSnapshot is not wired in the driver yet, so a follower
- * behind the snapshot must still be served by AppendEntries; only the
- * state machine starts at the snapshot (apply resumes after it). */
+ * loads. Raft loads the snapshot (its core starts compacted there) when
+ * the group is of one or the log no longer starts at index 1; a group
+ * with peers whose log starts at 1 keeps it all in raft (followers behind
+ * the snapshot are served by AppendEntries) and only the state machine
+ * starts at the snapshot (apply resumes after it). */
 static int restore(struct replica *r, const struct snap_load_report *lr,
                    const struct store_recovery *rep, uint64_t *from,
                    char *errmsg)
 {
     struct raft_config c;
-    const uint8_t *sm = NULL;
-    size_t sm_len = 0;
     ASSERT(lr->body != NULL);
     ASSERT(lr->index > 0);
-    int rv = env_decode(lr->body, lr->body_len, &c, &sm, &sm_len, errmsg);
+    int rv = replica__snap_restore_body(r, lr->index, lr->body, lr->body_len,
+                                        &c, errmsg);
     if (rv != 0) {
         return rv;
     }
@@ -316,15 +375,6 @@ static int restore(struct replica *r, const struct snap_load_report *lr,
     } else {
         *from = rep->first_index;
     }
-    r->snap.restore_cfg = &c; /* replica_config during the callback */
-    rv = r->cbs.restore(r, lr->index, sm, sm_len, r->cbs.arg);
-    r->snap.restore_cfg = NULL;
-    if (rv != 0) {
-        return keel_err(rv, errmsg, "the state machine refused snapshot %llu",
-                        (unsigned long long)lr->index);
-    }
-    r->applied = lr->index;
-    r->snap.restored_index = lr->index;
     return 0;
 }
 
@@ -372,6 +422,7 @@ int replica__snap_open(struct replica *r, const struct replica_options *opt,
 void replica__snap_free(struct replica *r)
 {
     struct replica_snap *s = &r->snap;
+    replica__xfer_free(r);
     ASSERT(s->job == NULL || !s->job->queued);
     job_free(s->job);
     s->job = NULL;
@@ -388,8 +439,8 @@ int replica_compact(struct replica *r, uint64_t upto, char *errmsg)
                         (unsigned long long)upto,
                         (unsigned long long)r->applied);
     }
-    if (r->snap.sn == NULL || upto <= r->snap.cut || !single(r)) {
-        return 0; /* with peers the prefix waits for InstallSnapshot */
+    if (r->snap.sn == NULL || upto <= r->snap.cut) {
+        return 0;
     }
     r->snap.cut = upto;
     drop_prefix(r);

@@ -220,9 +220,9 @@ static void matching_entries_are_kept_and_divergent_ones_replaced(void **state)
     assert_int_equal(fx->f.lr.index, 250);
 }
 
-/* A local log that ends before the leader's retained log starts cannot be
- * continued with append and truncate: refused, nothing written. */
-static void a_log_needing_replacement_is_refused(void **state)
+/* A local log that ends before the leader's retained log starts is
+ * replaced as a whole (DESIGN §5: drop our own entries below log_first). */
+static void a_log_behind_the_leaders_first_index_is_replaced(void **state)
 {
     struct fixture *fx = *state;
     struct snap_recv *sr = NULL;
@@ -231,29 +231,124 @@ static void a_log_needing_replacement_is_refused(void **state)
     ts_append(&fx->f.t, 1, 10, 1, 100, 1);
     assert_true(ts_wait_persisted(&fx->f.t, 10));
     transfer(fx, 200, &sr);
-    assert_int_equal(snap_recv_apply_log(sr, fx->f.errmsg), KEEL_EPERM);
+    assert_int_equal(snap_recv_apply_log(sr, fx->f.errmsg), 0);
+    assert_true(snap_recv_replacing(sr));
+    /* Nothing names the new segments yet: the old log is the log. */
     store_group_info(fx->f.t.g, &gi);
+    assert_int_equal(gi.first_index, 1);
     assert_int_equal(gi.last_index, 10);
+    assert_int_equal(snap_recv_commit(sr, fx->f.errmsg), 0);
     snap_recv_close(sr);
+    store_group_info(fx->f.t.g, &gi);
+    assert_int_equal(gi.first_index, 200);
+    assert_int_equal(gi.last_index, 250);
+    assert_int_equal(gi.persisted_index, 250);
+    /* The replaced log takes appends after it. */
+    ts_append(&fx->f.t, 251, 260, 2, 100, 1);
+    assert_true(ts_wait_persisted(&fx->f.t, 260));
+    tsn_crash_reopen(&fx->f, FS_CUT_DROP);
+    assert_int_equal(fx->f.lr.source, SNAP_SOURCE_NEWEST);
+    assert_int_equal(fx->f.lr.index, 250);
+    assert_int_equal(fx->f.t.rep.first_index, 200);
+    assert_int_equal(fx->f.t.rep.last_index, 260);
+    assert_false(fx->f.t.rep.amnesia);
+    assert_int_equal(fx->f.t.rep.n_faulty, 0);
+    ts_expect(&fx->f.t, 200, 2, 1);
+    ts_expect(&fx->f.t, 250, 2, 1);
+    ts_expect(&fx->f.t, 260, 2, 1);
 }
 
-/* The local entry at log_first differs and entries below it exist (they may
- * be as divergent): refused, and the local log is left as it was. */
+/* The local entry at log_first differs (so does every later one): the
+ * divergent tail is truncated and the whole log replaced. */
 static void
-a_divergent_entry_at_the_leaders_first_index_is_refused(void **state)
+a_divergent_entry_at_the_leaders_first_index_is_replaced(void **state)
 {
     struct fixture *fx = *state;
     struct snap_recv *sr = NULL;
-    struct store_group_info gi;
 
     ts_append(&fx->f.t, 1, 220, 1, 100, 1);
     assert_true(ts_wait_persisted(&fx->f.t, 220));
     transfer(fx, 150, &sr);
-    assert_int_equal(snap_recv_apply_log(sr, fx->f.errmsg), KEEL_EPERM);
-    store_group_info(fx->f.t.g, &gi);
-    assert_int_equal(gi.last_index, 220);
-    ts_expect(&fx->f.t, 150, 1, 1);
+    assert_int_equal(snap_recv_apply_log(sr, fx->f.errmsg), 0);
+    assert_true(snap_recv_replacing(sr));
+    assert_int_equal(snap_recv_commit(sr, fx->f.errmsg), 0);
     snap_recv_close(sr);
+    tsn_crash_reopen(&fx->f, FS_CUT_DROP);
+    assert_int_equal(fx->f.lr.index, 250);
+    assert_int_equal(fx->f.t.rep.first_index, 150);
+    assert_int_equal(fx->f.t.rep.last_index, 250);
+    ts_expect(&fx->f.t, 150, 2, 1);
+    ts_expect(&fx->f.t, 250, 2, 1);
+}
+
+/* Crash at each step of a replacement (DESIGN §5 order: segments synced,
+ * snapshot file, then one LMDB transaction): the old state or the new,
+ * never a mix; LMDB names only synced files. */
+enum replace_crash {
+    CRASH_AFTER_SEGMENTS,   /* new segments synced, nothing named */
+    CRASH_AFTER_SNAP_FILE,  /* + the snapshot file, LMDB not written */
+    CRASH_AFTER_LMDB,       /* named; the old segments not yet unlinked */
+};
+
+static void replace_and_crash(struct fixture *fx, enum replace_crash at)
+{
+    struct snap_recv *sr = NULL;
+
+    /* Manual sync: the old segments' deletion stays queued. */
+    tsn_restart(&fx->f, true);
+    ts_append(&fx->f.t, 1, 10, 1, 100, 1);
+    assert_true(ts_wait_persisted(&fx->f.t, 10));
+    transfer(fx, 200, &sr);
+    assert_int_equal(snap_recv_apply_log(sr, fx->f.errmsg), 0);
+    if (at == CRASH_AFTER_SNAP_FILE) {
+        snap_debug_crash_at(fx->f.sn, SNAP_CRASH_BEFORE_RECORD);
+        assert_int_equal(snap_recv_commit(sr, NULL), KEEL_ECANCELED);
+    } else if (at == CRASH_AFTER_LMDB) {
+        assert_int_equal(snap_recv_commit(sr, fx->f.errmsg), 0);
+    }
+    store_debug_kill(fx->f.t.s); /* the process dies: no more writes */
+    snap_recv_close(sr);
+    tsn_crash_reopen(&fx->f, FS_CUT_DROP);
+    assert_false(fx->f.t.rep.amnesia);
+    assert_int_equal(fx->f.t.rep.n_faulty, 0);
+    assert_int_equal(fx->f.t.rep.n_lost, 0);
+    assert_true(fx->f.t.rep.quarantined_files >= 1);
+}
+
+static void a_crash_after_the_new_segments_keeps_the_old_log(void **state)
+{
+    struct fixture *fx = *state;
+
+    replace_and_crash(fx, CRASH_AFTER_SEGMENTS);
+    assert_int_equal(fx->f.t.rep.first_index, 1);
+    assert_int_equal(fx->f.t.rep.last_index, 10);
+    assert_int_equal(fx->f.lr.named_index, 0);
+    ts_expect(&fx->f.t, 10, 1, 1);
+}
+
+static void a_crash_before_the_lmdb_swap_keeps_the_old_log(void **state)
+{
+    struct fixture *fx = *state;
+
+    replace_and_crash(fx, CRASH_AFTER_SNAP_FILE);
+    assert_int_equal(fx->f.t.rep.first_index, 1);
+    assert_int_equal(fx->f.t.rep.last_index, 10);
+    assert_int_equal(fx->f.lr.named_index, 0);
+    assert_int_equal(fx->f.lr.unnamed, 1); /* the snapshot file */
+    ts_expect(&fx->f.t, 1, 1, 1);
+}
+
+static void a_crash_after_the_lmdb_swap_has_the_new_log(void **state)
+{
+    struct fixture *fx = *state;
+
+    replace_and_crash(fx, CRASH_AFTER_LMDB);
+    assert_int_equal(fx->f.t.rep.first_index, 200);
+    assert_int_equal(fx->f.t.rep.last_index, 250);
+    assert_int_equal(fx->f.lr.source, SNAP_SOURCE_NEWEST);
+    assert_int_equal(fx->f.lr.index, 250);
+    ts_expect(&fx->f.t, 200, 2, 1);
+    ts_expect(&fx->f.t, 250, 2, 1);
 }
 
 static void a_crash_before_the_record_leaves_the_install_uncounted(void **state)
@@ -289,11 +384,17 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             matching_entries_are_kept_and_divergent_ones_replaced, setup,
             teardown),
-        cmocka_unit_test_setup_teardown(a_log_needing_replacement_is_refused,
-                                        setup, teardown),
         cmocka_unit_test_setup_teardown(
-            a_divergent_entry_at_the_leaders_first_index_is_refused, setup,
+            a_log_behind_the_leaders_first_index_is_replaced, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_divergent_entry_at_the_leaders_first_index_is_replaced, setup,
             teardown),
+        cmocka_unit_test_setup_teardown(
+            a_crash_after_the_new_segments_keeps_the_old_log, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_crash_before_the_lmdb_swap_keeps_the_old_log, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_crash_after_the_lmdb_swap_has_the_new_log, setup, teardown),
         cmocka_unit_test_setup_teardown(
             a_crash_before_the_record_leaves_the_install_uncounted, setup,
             teardown),

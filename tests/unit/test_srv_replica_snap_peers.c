@@ -1,8 +1,9 @@
 /* Snapshots in a group with peers (three replicas on one loop, messages
- * through the Raft codec): InstallSnapshot is not wired in the driver yet,
- * so such a group takes snapshots (a restart restores from them) but
- * neither compacts raft nor drops log prefixes; a follower that was down
- * restores its own snapshot and catches up by AppendEntries. */
+ * through the Raft codec): such a group takes snapshots (a restart
+ * restores from them), compacts its raft core to the older kept snapshot
+ * and drops log prefixes under a committed cut; a follower that was down
+ * restores its own snapshot and catches up by AppendEntries, or, when the
+ * leader compacted past its log, by InstallSnapshot (DESIGN §5). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -39,6 +40,7 @@ struct fixture {
     struct store_group_id gid;
     struct qmsg q[QUEUE_MAX];
     size_t nq;
+    int corrupt_snaps; /* flip a byte in this many snapshot chunks */
 };
 
 static struct fixture *fx;
@@ -52,7 +54,22 @@ static void on_send(struct replica *r, const struct raft_msg *m, void *arg)
         return; /* a lost message: raft resends */
     }
     struct qmsg *q = &fx->q[fx->nq];
-    if (raft_msg_encode(m, &q->buf, &q->len, NULL) == 0) {
+    struct raft_msg bad;
+    uint8_t *chunk = NULL;
+    if (m->type == RAFT_MSG_SNAPSHOT && fx->corrupt_snaps > 0 &&
+        m->snapshot.len > 0) {
+        /* Damage on the way: the receiver's frame check must catch it. */
+        fx->corrupt_snaps--;
+        chunk = malloc(m->snapshot.len);
+        memcpy(chunk, m->snapshot.chunk, m->snapshot.len);
+        chunk[m->snapshot.len - 1] ^= 0x40;
+        bad = *m;
+        bad.snapshot.chunk = chunk;
+        m = &bad;
+    }
+    int erv = raft_msg_encode(m, &q->buf, &q->len, NULL);
+    free(chunk);
+    if (erv == 0) {
         q->to = to;
         fx->nq++;
     }
@@ -286,7 +303,7 @@ static void propose(int n)
     }
 }
 
-static void peers_snapshot_but_keep_their_log(void **state)
+static void peers_compact_to_the_older_snapshot(void **state)
 {
     (void)state;
     uint64_t total = 0;
@@ -303,9 +320,13 @@ static void peers_snapshot_but_keep_their_log(void **state)
     struct replica_snap_info si;
     replica_snap_info(r, &si);
     assert_true(si.newest_index > 0);
-    assert_int_equal(si.cut, 0);             /* no cut with peers */
-    assert_int_equal(si.first_index, 1);     /* nothing dropped */
-    assert_int_equal(r->raft.snap_index, 0); /* raft not compacted */
+    assert_true(si.older_index > 0);
+    assert_int_equal(si.cut, ri.applied);
+    /* The core compacts to the older kept snapshot, the store drops
+     * whole segments at or below it (never past it, DESIGN §5). */
+    assert_int_equal(r->raft.snap_index, si.older_index);
+    assert_true(si.first_index > 1);
+    assert_true(si.first_index <= si.older_index + 1);
 }
 
 static bool node_caught_up(uint64_t i)
@@ -341,10 +362,95 @@ static void a_restarted_follower_restores_and_catches_up(void **state)
     assert_int_equal(fx->n[f].count, total + 40);
 }
 
+/* Stop follower f, then publish and compact on the leader until its log
+ * starts past everything f holds. */
+static int behind_the_leader(uint64_t *total)
+{
+    for (int b = 0; b < 3; b++) {
+        propose(15);
+        *total += 15;
+        assert_true(wait_for(all_counted, *total));
+    }
+    assert_true(wait_for(has_leader, 0));
+    int f = (leader() + 1) % N;
+    struct replica_info fi;
+    replica_info(fx->n[f].r, &fi);
+    stop_node(f);
+    for (int b = 0; b < 40; b++) {
+        propose(15);
+        *total += 15;
+        assert_true(wait_for(all_counted, *total));
+        struct replica *r = fx->n[leader()].r;
+        struct replica_info ri;
+        replica_info(r, &ri);
+        assert_int_equal(replica_compact(r, ri.applied, NULL), 0);
+        struct replica_snap_info si;
+        replica_snap_info(r, &si);
+        if (si.first_index > fi.last_index + 1 && !si.writing) {
+            return f;
+        }
+    }
+    fail_msg("the leader never compacted past the stopped follower");
+    return -1;
+}
+
+static void
+a_follower_behind_the_leaders_log_installs_a_snapshot(void **state)
+{
+    (void)state;
+    uint64_t total = 0;
+    int f = behind_the_leader(&total);
+    open_store(&fx->n[f]);
+    open_replica(f);
+    assert_true(wait_for(node_caught_up, (uint64_t)f));
+    assert_int_equal(fx->n[f].count, total);
+    struct replica_install_info ii;
+    replica_install_info(fx->n[f].r, &ii);
+    assert_true(ii.installs >= 1);
+    assert_true(ii.installed_index > 0);
+    /* Its log now starts where the leader's retained log started. */
+    struct replica_snap_info si;
+    replica_snap_info(fx->n[f].r, &si);
+    assert_true(si.first_index > 1);
+    assert_int_equal(si.newest_index >= ii.installed_index, true);
+    /* And it keeps up afterwards, by AppendEntries. */
+    propose(15);
+    total += 15;
+    assert_true(wait_for(all_counted, total));
+    /* A restart restores from the installed snapshot and the new log. */
+    stop_node(f);
+    open_store(&fx->n[f]);
+    open_replica(f);
+    assert_true(fx->n[f].restored_at >= ii.installed_index);
+    assert_true(wait_for(node_caught_up, (uint64_t)f));
+}
+
+static void a_damaged_chunk_restarts_the_transfer(void **state)
+{
+    (void)state;
+    uint64_t total = 0;
+    int f = behind_the_leader(&total);
+    fx->corrupt_snaps = 1;
+    open_store(&fx->n[f]);
+    open_replica(f);
+    assert_true(wait_for(node_caught_up, (uint64_t)f));
+    assert_int_equal(fx->corrupt_snaps, 0);
+    assert_int_equal(fx->n[f].count, total);
+    struct replica_install_info ii;
+    replica_install_info(fx->n[f].r, &ii);
+    assert_true(ii.installs >= 1);
+    assert_true(ii.failures >= 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(peers_snapshot_but_keep_their_log,
+        cmocka_unit_test_setup_teardown(peers_compact_to_the_older_snapshot,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_follower_behind_the_leaders_log_installs_a_snapshot, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(a_damaged_chunk_restarts_the_transfer,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(
             a_restarted_follower_restores_and_catches_up, setup, teardown),

@@ -1,0 +1,319 @@
+/* InstallSnapshot in the driver (DESIGN §5, docs/raft.md "InstallSnapshot",
+ * snapshot/FORMAT.md "Transfer").
+ *
+ * Leader: the core emits RAFT_MSG_SNAPSHOT with no chunk for the snapshot
+ * it compacted to; the driver spools that snapshot and its retained log
+ * from the store's first index (snap_send_open_at: a consistent copy) and
+ * fills one checksummed frame per message. One spool per group serves
+ * every follower; it is made again when a follower reports a failed
+ * transfer (its restart may be due to a bad spool).
+ *
+ * Follower: every frame is checked before the core sees it; a bad one
+ * aborts the transfer (raft_snapshot_abort: the leader restarts at 0).
+ * Frames go to a spool in the group's snap/ directory; after the last one
+ * the install runs on the loop thread (blocking: validation, the retained
+ * log written and synced, the snapshot file, then one synced LMDB
+ * transaction), the state machine is restored from the installed snapshot,
+ * and only then is RAFT_IN_SNAPSHOT_INSTALLED stepped.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <keel/assert.h>
+#include <keel/error.h>
+
+#include "replica_int.h"
+
+static void send_close(struct replica_xfer *x)
+{
+    snap_send_close(x->ss);
+    x->ss = NULL;
+    x->ss_index = 0;
+}
+
+static void recv_close(struct replica_xfer *x)
+{
+    snap_recv_close(x->sr);
+    x->sr = NULL;
+    x->sr_index = 0;
+    x->sr_waiting = false;
+    x->sr_complete = false;
+}
+
+void replica__xfer_free(struct replica *r)
+{
+    struct replica_xfer *x = &r->snap.xfer;
+    send_close(x);
+    recv_close(x);
+    free(x->frame);
+    x->frame = NULL;
+}
+
+static void note(struct replica *r, int rv, const char *what, const char *err)
+{
+    struct replica_xfer *x = &r->snap.xfer;
+    x->failures++;
+    snprintf(x->last_error, sizeof x->last_error, "%s: %s (%s)", what, err,
+             keel_strerror(rv));
+}
+
+int replica__snap_fill(struct replica *r, const struct raft_msg *m,
+                       struct raft_msg *copy)
+{
+    struct replica_xfer *x = &r->snap.xfer;
+    char err[KEEL_ERRMSG_MAX];
+    uint64_t total = 0;
+    int rv = 0;
+    ASSERT(m->type == RAFT_MSG_SNAPSHOT);
+    if (r->snap.sn == NULL) {
+        return KEEL_ENOENT;
+    }
+    if (x->frame == NULL) {
+        x->frame = malloc(SNAP_FRAME_BYTES);
+        if (x->frame == NULL) {
+            return KEEL_ENOMEM;
+        }
+    }
+    if (x->ss != NULL &&
+        (x->ss_index != m->snapshot.index ||
+         (m->snapshot.offset == 0 && x->ss_stale))) {
+        send_close(x);
+    }
+    if (x->ss == NULL) {
+        struct store_group_info gi;
+        store_group_info(r->g, &gi);
+        rv = snap_send_open_at(r->snap.sn, m->snapshot.index, gi.first_index,
+                               &x->ss, &total, err);
+        if (rv != 0) {
+            x->ss = NULL;
+            note(r, rv, "snapshot send", err);
+            return rv;
+        }
+        x->ss_index = m->snapshot.index;
+        x->ss_stale = false;
+        x->sends++;
+    }
+    uint64_t index = 0, term = 0, log_first = 0;
+    snap_send_info(x->ss, &index, &term, &log_first);
+    ASSERT(index == m->snapshot.index);
+    size_t len = 0;
+    bool done = false;
+    rv = snap_send_chunk(x->ss, m->snapshot.offset, x->frame, SNAP_FRAME_BYTES,
+                         &len, &done, err);
+    if (rv != 0) {
+        note(r, rv, "snapshot chunk", err);
+        return rv;
+    }
+    *copy = *m;
+    copy->snapshot.log_first = log_first;
+    copy->snapshot.chunk = x->frame;
+    copy->snapshot.len = (uint32_t)len;
+    copy->snapshot.done = done;
+    return 0;
+}
+
+/* Forget the transfer being received; the leader restarts it. */
+static void recv_abort(struct replica *r, int rv, const char *what,
+                       const char *err)
+{
+    note(r, rv, what, err);
+    recv_close(&r->snap.xfer);
+    raft_snapshot_abort(&r->raft);
+}
+
+bool replica__snap_receive(struct replica *r, const struct raft_msg *m)
+{
+    struct replica_xfer *x = &r->snap.xfer;
+    char err[KEEL_ERRMSG_MAX];
+    if (m->type == RAFT_MSG_SNAPSHOT_RESP && !m->snapshot_resp.success) {
+        x->ss_stale = true; /* the next restart spools again */
+        return true;
+    }
+    if (m->type == RAFT_MSG_APPEND && x->sr_waiting) {
+        /* The retained log is being appended outside the core: a new
+         * leader's entries wait until the install is recorded (the core
+         * answers on its next heartbeat). */
+        return false;
+    }
+    if (m->type != RAFT_MSG_SNAPSHOT || r->snap.sn == NULL) {
+        return r->snap.sn != NULL || m->type != RAFT_MSG_SNAPSHOT;
+    }
+    struct snap_frame fm;
+    if (m->snapshot.chunk == NULL ||
+        snap_frame_check(m->snapshot.chunk, m->snapshot.len, &fm, err) != 0) {
+        if (m->snapshot.chunk == NULL) {
+            snprintf(err, sizeof err, "empty chunk");
+        }
+        recv_abort(r, KEEL_ECORRUPT, "snapshot chunk", err);
+        return false;
+    }
+    return true;
+}
+
+/* Restore the state machine from the snapshot just installed. */
+static int restore_installed(struct replica *r, struct raft_config *c,
+                             char *err)
+{
+    struct replica_xfer *x = &r->snap.xfer;
+    uint8_t *body = NULL;
+    size_t len = 0;
+    int rv = snap_read_held(r->snap.sn, x->sr_index, &body, &len, err);
+    if (rv == 0) {
+        rv = replica__snap_restore_body(r, x->sr_index, body, len, c, err);
+    }
+    free(body);
+    return rv;
+}
+
+/* Commit the install (snapshot file, LMDB), restore the state machine and
+ * mark INSTALLED due. KEEL_EAGAIN while an appended log is not persisted. */
+static int install_commit(struct replica *r)
+{
+    struct replica_xfer *x = &r->snap.xfer;
+    char err[KEEL_ERRMSG_MAX];
+    int rv = snap_recv_commit(x->sr, err);
+    if (rv == KEEL_EAGAIN) {
+        x->sr_waiting = true;
+        return rv;
+    }
+    if (rv != 0) {
+        recv_abort(r, rv, "snapshot install", err);
+        return rv;
+    }
+    x->sr_waiting = false;
+    rv = restore_installed(r, &x->cfg, err);
+    if (rv != 0) {
+        /* The install is durable; the state machine refused it (another
+         * version wrote it): stop this group rather than diverge. */
+        recv_close(x);
+        if (r->cbs.failed != NULL) {
+            r->cbs.failed(r, rv, err, r->cbs.arg);
+        }
+        return rv;
+    }
+    struct store_group_info gi;
+    store_group_info(r->g, &gi);
+    x->installed_index = x->sr_index;
+    x->installed_term = x->sr_term;
+    x->install_due = true;
+    x->installs++;
+    if (gi.persisted_index > r->persisted) {
+        r->persisted = gi.persisted_index;
+    }
+    recv_close(x);
+    return 0;
+}
+
+/* The whole transfer is in: install it unless a local snapshot is being
+ * written by a worker (the snap functions are not concurrent; the job's
+ * end kicks us again). */
+static void install_try(struct replica *r)
+{
+    struct replica_xfer *x = &r->snap.xfer;
+    char err[KEEL_ERRMSG_MAX];
+    ASSERT(x->sr != NULL && x->sr_complete);
+    if (x->sr_waiting) {
+        if (r->persisted >= x->sr_index) {
+            (void)install_commit(r);
+        }
+        return;
+    }
+    if (!replica__snap_idle(r, x->sr_index)) {
+        return;
+    }
+    int rv = snap_recv_apply_log(x->sr, err);
+    if (rv != 0) {
+        recv_abort(r, rv, "snapshot install", err);
+        return;
+    }
+    (void)install_commit(r);
+}
+
+void replica__snap_chunk(struct replica *r, const struct raft_msg_snapshot *s)
+{
+    struct replica_xfer *x = &r->snap.xfer;
+    char err[KEEL_ERRMSG_MAX];
+    uint64_t next = 0;
+    bool done = false;
+    int rv = 0;
+    if (r->snap.sn == NULL) {
+        return;
+    }
+    if (s->offset == 0 && x->sr != NULL) {
+        recv_close(x); /* a restart, or another snapshot */
+    }
+    if (x->sr == NULL) {
+        if (s->offset != 0) {
+            recv_abort(r, KEEL_ESTALE, "snapshot chunk", "no transfer open");
+            return;
+        }
+        rv = snap_recv_open(r->snap.sn, s->index, s->term, s->log_first,
+                            &x->sr, err);
+        if (rv != 0) {
+            x->sr = NULL;
+            recv_abort(r, rv, "snapshot receive", err);
+            return;
+        }
+        x->sr_index = s->index;
+        x->sr_term = s->term;
+        x->cfg = s->config;
+    }
+    rv = snap_recv_chunk(x->sr, s->offset, s->chunk, s->len, &next, &done,
+                         err);
+    if (rv != 0) {
+        recv_abort(r, rv, "snapshot chunk", err);
+        return;
+    }
+    if (!s->done) {
+        return;
+    }
+    if (!done) {
+        recv_abort(r, KEEL_ECORRUPT, "snapshot transfer", "ends early");
+        return;
+    }
+    x->sr_complete = true;
+    install_try(r);
+}
+
+void replica__snap_install_kick(struct replica *r)
+{
+    struct replica_xfer *x = &r->snap.xfer;
+    if (x->sr != NULL && x->sr_complete) {
+        install_try(r);
+    }
+    replica__snap_install_step(r);
+}
+
+void replica__snap_install_step(struct replica *r)
+{
+    struct replica_xfer *x = &r->snap.xfer;
+    if (!x->install_due || r->closing) {
+        return;
+    }
+    x->install_due = false;
+    struct store_group_info gi;
+    store_group_info(r->g, &gi);
+    struct raft_in in = {.type = RAFT_IN_SNAPSHOT_INSTALLED,
+                         .snapshot = {.index = x->installed_index,
+                                      .term = x->installed_term,
+                                      .config = &x->cfg,
+                                      .faulty = gi.first_faulty > x->installed_index
+                                                    ? gi.first_faulty
+                                                    : 0}};
+    (void)replica__step(r, &in);
+}
+
+void replica_install_info(const struct replica *r,
+                          struct replica_install_info *out)
+{
+    const struct replica_xfer *x = &r->snap.xfer;
+    ASSERT(r != NULL && out != NULL);
+    memset(out, 0, sizeof *out);
+    out->installs = x->installs;
+    out->sends = x->sends;
+    out->failures = x->failures;
+    out->receiving = x->sr != NULL;
+    out->installed_index = x->installed_index;
+    memcpy(out->last_error, x->last_error, sizeof out->last_error);
+}
