@@ -824,9 +824,9 @@ static int start_replace(struct snap_recv *sr,
             sr->log_first > gi->first_index ? sr->log_first : gi->first_index;
         rv = store_truncate(sr->sn->g, from, errmsg);
     }
-    return rv == 0 ? store_replace_begin(sr->sn->g, sr->log_first, &sr->rp,
-                                         errmsg)
-                   : rv;
+    return rv == 0
+               ? store_replace_begin(sr->sn->g, sr->log_first, &sr->rp, errmsg)
+               : rv;
 }
 
 int snap_recv_apply_log(struct snap_recv *sr, char *errmsg)
@@ -910,8 +910,7 @@ int snap_recv_commit(struct snap_recv *sr, char *errmsg)
          * log is persisted through index (§5), and the unrecorded file is
          * removed. */
         rv = snap__write_file(sr->sn, &sr->h, spool_body_read, sr, errmsg);
-        return rv == 0 ? snap__record(sr->sn, sr->index, sr->term, errmsg)
-                       : rv;
+        return rv == 0 ? snap__record(sr->sn, sr->index, sr->term, errmsg) : rv;
     }
     /* §5 order: segments (synced by apply_log), then the snapshot file,
      * then catalogue and snapshot record in one synced LMDB transaction. */

@@ -499,17 +499,16 @@ void snap_info(const struct snap *sn, struct snap_info *out)
     out->must_not_lead = sn->must_not_lead;
 }
 
-int snap_read_held(struct snap *sn, uint64_t index, uint8_t **body,
-                   size_t *len, char *errmsg)
+int snap_read_held(struct snap *sn, uint64_t index, uint8_t **body, size_t *len,
+                   char *errmsg)
 {
     struct snap_expect exp;
     char path[SNAP_PATH_BYTES];
 
     ASSERT(sn != NULL);
     ASSERT(body != NULL && len != NULL);
-    const struct snap_held *h = index == sn->older.index && index != 0
-                                    ? &sn->older
-                                    : &sn->newest;
+    const struct snap_held *h =
+        index == sn->older.index && index != 0 ? &sn->older : &sn->newest;
     if (h->index == 0 || (index != 0 && h->index != index)) {
         return keel_err(KEEL_ENOENT, errmsg, "no valid snapshot %llu held",
                         (unsigned long long)index);

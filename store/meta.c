@@ -809,9 +809,9 @@ static int group_del_txn(struct store_meta *m, MDB_txn *txn,
 }
 
 /* Put one enveloped value in an open write txn. */
-static int txn_put_body(struct store_meta *m, MDB_txn *txn,
-                        const uint8_t *key, size_t kn, uint16_t kind,
-                        const uint8_t *body, uint32_t len)
+static int txn_put_body(struct store_meta *m, MDB_txn *txn, const uint8_t *key,
+                        size_t kn, uint16_t kind, const uint8_t *body,
+                        uint32_t len)
 {
     uint8_t val[META_ENV_HDR + META_BODY_MAX + 8];
     size_t vn = env_wrap(val, kind, body, len);
@@ -853,8 +853,8 @@ int store_meta_log_replace(struct store_meta *m, const uint8_t gid[16],
         store_fmt_put64(body + 8, sn->term);
         store_fmt_put64(body + 16, sn->older_index);
         store_fmt_put64(body + 24, sn->older_term);
-        rc = txn_put_body(m, txn, key, key_make(key, 'S', gid, 0, 0), 'S',
-                          body, sizeof body);
+        rc = txn_put_body(m, txn, key, key_make(key, 'S', gid, 0, 0), 'S', body,
+                          sizeof body);
     }
     if (rc != 0) {
         mdb_txn_abort(txn);

@@ -75,8 +75,7 @@ static int wait_idle(struct store_group *g, char *errmsg)
  * before first) but their names are the new log's: delete them now
  * (catalogue, unlink, directory fsync) and make the next append, if the
  * replacement is abandoned, start a new segment. */
-static int drop_empty_tail(struct store_group *g, uint64_t first,
-                           char *errmsg)
+static int drop_empty_tail(struct store_group *g, uint64_t first, char *errmsg)
 {
     bool dropped = false;
 
@@ -253,8 +252,7 @@ int store_replace_append(struct store_replace *rp,
                                    r->len,   r->type, r->flags, r->payload};
         rp->prev = store_fmt_rec_encode(rp->buf + rp->len, &fr, seg->salt);
         rp->ents[rp->nents++] = (struct ient){
-            r->term, rp->prev, seg, (uint32_t)rp->tail_off, (uint32_t)bytes,
-            0};
+            r->term, rp->prev, seg, (uint32_t)rp->tail_off, (uint32_t)bytes, 0};
         rp->len += bytes;
         rp->tail_off += bytes;
         rp->last_term = r->term;
@@ -278,8 +276,8 @@ int store_replace_sync(struct store_replace *rp, char *errmsg)
     if (rp->nents > 0) {
         /* Rule 2: a marker names the last record, as after a batch. */
         struct seg *seg = rp->segs[rp->nsegs - 1];
-        struct store_fmt_marker m = {rp->next - 1, rp->last_term, rp->prev,
-                                     {0}};
+        struct store_fmt_marker m = {
+            rp->next - 1, rp->last_term, rp->prev, {0}};
         memcpy(m.boot_id, s->boot_id, STORE_BOOT_ID_BYTES);
         if (grow((void **)&rp->buf, &rp->cap, rp->len + STORE_MARKER_BYTES,
                  1) != 0) {
@@ -437,4 +435,3 @@ void store_replace_abort(struct store_replace *rp)
     }
     replace_free(rp);
 }
-

@@ -326,8 +326,7 @@ KEEL_MUST_USE int store_drop_prefix(struct store_group *g, uint64_t upto,
  * segment's name exists). */
 struct store_replace;
 KEEL_MUST_USE int store_replace_begin(struct store_group *g, uint64_t first,
-                                      struct store_replace **out,
-                                      char *errmsg);
+                                      struct store_replace **out, char *errmsg);
 KEEL_MUST_USE int store_replace_append(struct store_replace *rp,
                                        const struct store_record *recs,
                                        size_t n, char *errmsg);

@@ -75,9 +75,8 @@ int replica__snap_fill(struct replica *r, const struct raft_msg *m,
             return KEEL_ENOMEM;
         }
     }
-    if (x->ss != NULL &&
-        (x->ss_index != m->snapshot.index ||
-         (m->snapshot.offset == 0 && x->ss_stale))) {
+    if (x->ss != NULL && (x->ss_index != m->snapshot.index ||
+                          (m->snapshot.offset == 0 && x->ss_stale))) {
         send_close(x);
     }
     if (x->ss == NULL) {
@@ -248,8 +247,8 @@ void replica__snap_chunk(struct replica *r, const struct raft_msg_snapshot *s)
             recv_abort(r, KEEL_ESTALE, "snapshot chunk", "no transfer open");
             return;
         }
-        rv = snap_recv_open(r->snap.sn, s->index, s->term, s->log_first,
-                            &x->sr, err);
+        rv = snap_recv_open(r->snap.sn, s->index, s->term, s->log_first, &x->sr,
+                            err);
         if (rv != 0) {
             x->sr = NULL;
             recv_abort(r, rv, "snapshot receive", err);
@@ -259,8 +258,7 @@ void replica__snap_chunk(struct replica *r, const struct raft_msg_snapshot *s)
         x->sr_term = s->term;
         x->cfg = s->config;
     }
-    rv = snap_recv_chunk(x->sr, s->offset, s->chunk, s->len, &next, &done,
-                         err);
+    rv = snap_recv_chunk(x->sr, s->offset, s->chunk, s->len, &next, &done, err);
     if (rv != 0) {
         recv_abort(r, rv, "snapshot chunk", err);
         return;
@@ -294,13 +292,14 @@ void replica__snap_install_step(struct replica *r)
     x->install_due = false;
     struct store_group_info gi;
     store_group_info(r->g, &gi);
-    struct raft_in in = {.type = RAFT_IN_SNAPSHOT_INSTALLED,
-                         .snapshot = {.index = x->installed_index,
-                                      .term = x->installed_term,
-                                      .config = &x->cfg,
-                                      .faulty = gi.first_faulty > x->installed_index
-                                                    ? gi.first_faulty
-                                                    : 0}};
+    struct raft_in in = {
+        .type = RAFT_IN_SNAPSHOT_INSTALLED,
+        .snapshot = {.index = x->installed_index,
+                     .term = x->installed_term,
+                     .config = &x->cfg,
+                     .faulty = gi.first_faulty > x->installed_index
+                                   ? gi.first_faulty
+                                   : 0}};
     (void)replica__step(r, &in);
 }
 

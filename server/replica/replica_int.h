@@ -49,7 +49,7 @@ struct replica_xfer {
     /* Leader: the spool of the snapshot the core sends (one per group). */
     struct snap_send *ss;
     uint64_t ss_index;
-    bool ss_stale; /* a follower reported a failed transfer */
+    bool ss_stale;  /* a follower reported a failed transfer */
     uint8_t *frame; /* SNAP_FRAME_BYTES: the chunk being sent */
     /* Follower: the transfer being received. */
     struct snap_recv *sr;

@@ -285,9 +285,9 @@ a_divergent_entry_at_the_leaders_first_index_is_replaced(void **state)
  * snapshot file, then one LMDB transaction): the old state or the new,
  * never a mix; LMDB names only synced files. */
 enum replace_crash {
-    CRASH_AFTER_SEGMENTS,   /* new segments synced, nothing named */
-    CRASH_AFTER_SNAP_FILE,  /* + the snapshot file, LMDB not written */
-    CRASH_AFTER_LMDB,       /* named; the old segments not yet unlinked */
+    CRASH_AFTER_SEGMENTS,  /* new segments synced, nothing named */
+    CRASH_AFTER_SNAP_FILE, /* + the snapshot file, LMDB not written */
+    CRASH_AFTER_LMDB,      /* named; the old segments not yet unlinked */
 };
 
 static void replace_and_crash(struct fixture *fx, enum replace_crash at)

@@ -394,8 +394,7 @@ static int behind_the_leader(uint64_t *total)
     return -1;
 }
 
-static void
-a_follower_behind_the_leaders_log_installs_a_snapshot(void **state)
+static void a_follower_behind_the_leaders_log_installs_a_snapshot(void **state)
 {
     (void)state;
     uint64_t total = 0;
