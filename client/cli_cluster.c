@@ -55,19 +55,6 @@ static int request_retry(natsConnection *nc, const struct cli_conn_opts *conn,
     }
 }
 
-static int start(const struct cli_cmd *cmd, const struct cli_flag *flags,
-                 struct cli_conn_opts *conn, int argc, char **argv,
-                 struct cli_args *args, natsConnection **nc, bool *help,
-                 char *errmsg)
-{
-    cli_conn_opts_init(conn);
-    int rv = cli_parse(cmd, flags, conn, argc, argv, args, help, errmsg);
-    if (rv != 0 || *help) {
-        return rv;
-    }
-    return cli_connect_default(conn, nc, errmsg);
-}
-
 static char *peer_body(const char *peer, bool force)
 {
     json_t *o = json_pack("{s:s}", "peer", peer);
@@ -182,7 +169,8 @@ static int cluster_add_peer(const struct cli_cmd *cmd, int argc, char **argv,
         {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the last API reply"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    int rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+    int rv =
+        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
     if (rv == 0 && !help) {
         rv = add_peer(nc, &conn, cmd->name, args.items[0], wait_ms, json,
                       errmsg);
@@ -211,7 +199,8 @@ static int cluster_remove_peer(const struct cli_cmd *cmd, int argc, char **argv,
         {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the API reply"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    int rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+    int rv =
+        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
     if (rv == 0 && !help) {
         rv = remove_peer(nc, &conn, cmd->name, args.items[0], stream, force,
                          wait_ms, json, errmsg);
@@ -236,7 +225,8 @@ static int cluster_replace_peer(const struct cli_cmd *cmd, int argc,
          "limit of each step (default 60s)"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    int rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+    int rv =
+        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
     if (rv == 0 && !help) {
         /* One change at a time: the new voter first, so the group never
          * has fewer voters than before. */
@@ -270,7 +260,8 @@ static int cluster_transfer_leader(const struct cli_cmd *cmd, int argc,
     char subject[CLI_SUBJECT_BYTES_MAX];
     json_t *reply = NULL;
     char *body = NULL;
-    int rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+    int rv =
+        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
     if (rv != 0 || help) {
         goto out;
     }

@@ -17,19 +17,6 @@ struct cons_flags {
     bool json, force;
 };
 
-static int start(const struct cli_cmd *cmd, const struct cli_flag *flags,
-                 struct cli_conn_opts *conn, int argc, char **argv,
-                 struct cli_args *args, natsConnection **nc, bool *help,
-                 char *errmsg)
-{
-    cli_conn_opts_init(conn);
-    int rv = cli_parse(cmd, flags, conn, argc, argv, args, help, errmsg);
-    if (rv != 0 || *help) {
-        return rv;
-    }
-    return cli_connect_default(conn, nc, errmsg);
-}
-
 static void print_info(const json_t *info)
 {
     const json_t *cfg = json_object_get(info, "config");
@@ -135,7 +122,8 @@ static int cons_add(const struct cli_cmd *cmd, int argc, char **argv,
     char *body = NULL;
     char api[CLI_SUBJECT_BYTES_MAX];
     bool help = false;
-    int rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+    int rv =
+        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
     if (rv == 0 && !help) {
         rv = build_cfg(&cf, args.items[0], args.items[1], &body, errmsg);
     }
@@ -207,7 +195,8 @@ static int cons_ls(const struct cli_cmd *cmd, int argc, char **argv,
     struct cli_table *t = calloc(1, sizeof *t);
     int rv = t == NULL ? KEEL_ENOMEM : 0;
     if (rv == 0) {
-        rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+        rv = cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help,
+                          errmsg);
     }
     if (rv == 0 && !help) {
         snprintf(api, sizeof api, "CONSUMER.LIST.%s", args.items[0]);
@@ -254,7 +243,8 @@ static int cons_simple(const struct cli_cmd *cmd, int argc, char **argv,
     natsConnection *nc = NULL;
     json_t *reply = NULL;
     char api[CLI_SUBJECT_BYTES_MAX];
-    int rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+    int rv =
+        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
     if (rv != 0 || help) {
         goto out;
     }

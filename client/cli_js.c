@@ -39,6 +39,19 @@ int cli_subcmd_dispatch(const char *group, const struct cli_subcmd *subs,
                     name);
 }
 
+int cli_js_start(const struct cli_cmd *cmd, const struct cli_flag *flags,
+                 struct cli_conn_opts *conn, int argc, char **argv,
+                 struct cli_args *args, natsConnection **nc, bool *help,
+                 char *errmsg)
+{
+    cli_conn_opts_init(conn);
+    int rv = cli_parse(cmd, flags, conn, argc, argv, args, help, errmsg);
+    if (rv != 0 || *help) {
+        return rv;
+    }
+    return cli_connect_default(conn, nc, errmsg);
+}
+
 static int api_error(const json_t *err, const char *what, char *errmsg)
 {
     int64_t code = cli_js_int(err, "code", 0);

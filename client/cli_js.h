@@ -22,6 +22,14 @@ struct cli_subcmd {
 int cli_subcmd_dispatch(const char *group, const struct cli_subcmd *subs,
                         size_t n, int argc, char **argv, char *errmsg);
 
+/* The start of every sub-command: init conn, parse argv against flags
+ * (positionals into args; --help prints and sets *help), then connect.
+ * Returns 0 or the cli_parse / cli_connect error. */
+int cli_js_start(const struct cli_cmd *cmd, const struct cli_flag *flags,
+                 struct cli_conn_opts *conn, int argc, char **argv,
+                 struct cli_args *args, natsConnection **nc, bool *help,
+                 char *errmsg);
+
 /* Send a JetStream API request: subject is "$JS.API." + api (e.g.
  * "STREAM.INFO.ORDERS"; an api starting with '$' is the whole subject, as
  * "$KEEL.API.CLUSTER.PEER.ADD"), body may be NULL (empty). On success *out (may

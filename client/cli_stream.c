@@ -12,20 +12,6 @@
 #include "cli_js.h"
 #include "cli_stream_cfg.h"
 
-/* Parse flags and connect: the start of every sub-command. */
-static int start(const struct cli_cmd *cmd, const struct cli_flag *flags,
-                 struct cli_conn_opts *conn, int argc, char **argv,
-                 struct cli_args *args, natsConnection **nc, bool *help,
-                 char *errmsg)
-{
-    cli_conn_opts_init(conn);
-    int rv = cli_parse(cmd, flags, conn, argc, argv, args, help, errmsg);
-    if (rv != 0 || *help) {
-        return rv;
-    }
-    return cli_connect_default(conn, nc, errmsg);
-}
-
 static void print_state(const json_t *info)
 {
     const json_t *st = json_object_get(info, "state");
@@ -97,7 +83,8 @@ static int stream_add_edit(const struct cli_cmd *cmd, int argc, char **argv,
     bool help = false;
 
     cli_stream_flags_init(&sf, flags);
-    int rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+    int rv =
+        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
     if (rv != 0 || help) {
         goto out;
     }
@@ -201,7 +188,8 @@ static int stream_ls(const struct cli_cmd *cmd, int argc, char **argv,
     json_t *all = json_array();
     int rv = t == NULL || all == NULL ? KEEL_ENOMEM : 0;
     if (rv == 0) {
-        rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+        rv = cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help,
+                          errmsg);
     }
     if (rv == 0 && !help) {
         rv = cli_table_init(t, 5, heads);
@@ -261,7 +249,8 @@ static int stream_simple(const struct cli_cmd *cmd, int argc, char **argv,
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
     char api[CLI_SUBJECT_BYTES_MAX];
-    int rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+    int rv =
+        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
     if (rv != 0 || help) {
         goto out;
     }
@@ -325,7 +314,8 @@ static int stream_purge(const struct cli_cmd *cmd, int argc, char **argv,
     char api[CLI_SUBJECT_BYTES_MAX];
     int rv = body == NULL ? KEEL_ENOMEM : 0;
     if (rv == 0) {
-        rv = start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+        rv = cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help,
+                          errmsg);
     }
     if (rv != 0 || help) {
         goto out;

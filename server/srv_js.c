@@ -303,10 +303,17 @@ static void meta_create(struct srv_js *js, const json_t *e,
 }
 
 static void meta_update(struct srv_js *js, struct srv_stream *st,
-                        const struct srv_stream_config *cfg, uint64_t ctx)
+                        const json_t *e, const struct srv_stream_config *cfg,
+                        uint64_t ctx)
 {
     char err[KEEL_ERRMSG_MAX];
+    struct srv_jsc_placement pl;
     struct srv_stream_config copy;
+    /* A num_replicas change carries the new placement (issue 9). */
+    if (js->jc != NULL && srv_jsc_placement_from_json(e, &pl) == 0 &&
+        pl.n > 0 && memcmp(pl.gid, st->gid.b, sizeof pl.gid) == 0) {
+        srv_stream_cluster_replace(st, &pl);
+    }
     memset(&copy, 0, sizeof copy);
     if (srv_stream_config_copy(cfg, &copy, err) != 0) {
         meta_reply_err(js, ctx, SRV_JS_EUNAVAILABLE, NULL);
@@ -377,7 +384,7 @@ void srv_js_meta_apply_json(struct srv_js *js, const json_t *e, uint64_t ctx)
     } else if (strcmp(op, "create") == 0) {
         meta_create(js, e, &cfg, ctx);
     } else if (strcmp(op, "update") == 0 && found) {
-        meta_update(js, st, &cfg, ctx);
+        meta_update(js, st, e, &cfg, ctx);
     } else {
         meta_reply_err(js, ctx, SRV_JS_ESTREAM_NOT_FOUND, NULL);
     }

@@ -246,11 +246,11 @@ static void api_update(struct api_req *q)
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
                          "stream configuration update can not change "
                          "retention or storage");
-    } else if (cfg.num_replicas != st->cfg.num_replicas) {
-        /* Placement changes are issue 9 (membership): refuse, never guess. */
+    } else if (cfg.num_replicas != st->cfg.num_replicas && st->place.n == 0) {
+        /* Only a placed (clustered) stream's group can change members. */
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
                          "stream configuration update can not change "
-                         "num_replicas yet");
+                         "num_replicas of a stream that is not clustered");
     } else {
         meta_write(q, "update", kind, SRV_JS_PEND_UPDATE, &cfg);
     }

@@ -57,9 +57,10 @@ struct srv_jsc_member {
     char name[SRV_JSC_NAME_BYTES];
     raft_node node;
     raft_incarnation inc;
-    /* Joined by a move (issue 9), not in the index-1 configuration: while
-     * any member is, no placed node bootstraps the group (an empty log
-     * waits for the leader's AppendEntries). */
+    /* The placement changed since the index-1 configuration (a move or a
+     * num_replicas change, issue 9): while any member is marked, no placed
+     * node bootstraps the group (an empty log waits for the leader's
+     * AppendEntries). */
     bool added;
 };
 

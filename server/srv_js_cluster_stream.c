@@ -89,7 +89,6 @@ void srv_stream_cluster_move(struct srv_stream *st, const json_t *e)
 {
     struct srv_js *js = st->js;
     struct srv_jsc_placement to;
-    char err[KEEL_ERRMSG_MAX];
     const char *from = json_string_value(json_object_get(e, "from"));
     if (js->jc == NULL || from == NULL ||
         srv_jsc_placement_from_json(e, &to) != 0 || to.n != 1 ||
@@ -110,20 +109,30 @@ void srv_stream_cluster_move(struct srv_stream *st, const json_t *e)
     if (k == st->place.n) {
         return; /* moved already (the same on every node) */
     }
-    to.m[0].added = true;
-    st->place.m[k] = to.m[0];
-    srv_js_meta_learn(js, &to);
+    struct srv_jsc_placement pl = st->place;
+    pl.m[k] = to.m[0];
+    pl.m[k].added = true;
     SRV_INFO("js", "stream %s: replica moves from %s to %s", st->cfg.name, from,
              to.m[0].name);
-    if (to.m[0].node != srv_jsc_self_node(js->jc) || st->r != NULL) {
-        return; /* the node that left keeps its group until removed */
+    srv_stream_cluster_replace(st, &pl);
+}
+
+void srv_stream_cluster_replace(struct srv_stream *st,
+                                const struct srv_jsc_placement *pl)
+{
+    struct srv_js *js = st->js;
+    char err[KEEL_ERRMSG_MAX];
+    ASSERT(js->jc != NULL && pl->n > 0 && pl->n <= SRV_JS_REPLICAS_MAX);
+    ASSERT(memcmp(pl->gid, st->gid.b, sizeof pl->gid) == 0);
+    st->place = *pl;
+    srv_js_meta_learn(js, pl);
+    bool here = false;
+    for (uint32_t i = 0; i < pl->n; i++) {
+        here = here || (pl->m[i].node == srv_jsc_self_node(js->jc) &&
+                        pl->m[i].inc == js->inc);
     }
-    if (to.m[0].inc != js->inc) {
-        SRV_ERROR("js",
-                  "stream %s was moved to this node's data directory "
-                  "of another incarnation: not opening its group",
-                  st->cfg.name);
-        return;
+    if (!here || st->r != NULL) {
+        return; /* a node that left keeps its group until removed */
     }
     st->placed = true;
     if (srv_stream_open_replica(st, err) != 0) {

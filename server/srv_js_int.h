@@ -180,6 +180,12 @@ int srv_stream_cluster_opts(struct srv_stream *st, struct raft_config *rc,
  * one-member placement of e (same group); the node it goes to opens the
  * group on an empty log. The stream leader carries it out (srv_admin). */
 void srv_stream_cluster_move(struct srv_stream *st, const json_t *e);
+/* A committed new placement pl of st (same group id; a move, or a
+ * num_replicas update): a node newly placed opens the group on an empty
+ * log; a node no longer placed keeps its group until the stream leader
+ * removed it from the group. */
+void srv_stream_cluster_replace(struct srv_stream *st,
+                                const struct srv_jsc_placement *pl);
 /* Open st's replica now (a move placed st on this node). */
 int srv_stream_open_replica(struct srv_stream *st, char *errmsg);
 /* Before the replica closes: leave the transport and leader directory. */

@@ -115,11 +115,48 @@ void srv_js_meta_role_cluster(struct srv_js *js, struct replica *r,
     }
 }
 
+/* An update changing num_replicas to r: the new placement keeps the
+ * members it can (the stream's leader last), adds the least loaded free
+ * voters, and is marked changed (no member bootstraps any more). */
+static int replace_placement(struct srv_js *js, json_t *entry, uint32_t r,
+                             char *errmsg)
+{
+    struct srv_stream *st = NULL;
+    const char *name = json_string_value(json_object_get(entry, "name"));
+    if (name == NULL || srv_js_find_stream(js, name, &st) != 0 ||
+        st->place.n == 0 || st->place.n == r) {
+        return 0;
+    }
+    struct srv_jsc_placement pl = st->place;
+    const char *leader = srv_stream_leader_name(st);
+    while (pl.n > r) {
+        uint32_t k = pl.n - 1;
+        if (leader != NULL && strcmp(pl.m[k].name, leader) == 0) {
+            k--; /* r >= 1: another member is left to drop */
+        }
+        memmove(&pl.m[k], &pl.m[k + 1], (pl.n - k - 1) * sizeof pl.m[0]);
+        pl.n--;
+    }
+    while (pl.n < r) {
+        int rv = srv_jsc_place_replacement(js->jc, &pl, &pl.m[pl.n], errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+        pl.n++;
+    }
+    for (uint32_t i = 0; i < pl.n; i++) {
+        pl.m[i].added = true;
+    }
+    SRV_INFO("js", "stream %s: %u replicas asked, placement changes", name, r);
+    return srv_jsc_placement_to_json(&pl, entry);
+}
+
 int srv_js_meta_place(struct srv_js *js, json_t *entry, char *errmsg)
 {
     struct srv_jsc_placement pl;
     const char *op = json_string_value(json_object_get(entry, "op"));
-    if (js->jc == NULL || op == NULL || strcmp(op, "create") != 0) {
+    if (js->jc == NULL || op == NULL ||
+        (strcmp(op, "create") != 0 && strcmp(op, "update") != 0)) {
         return 0;
     }
     json_int_t r = json_integer_value(
@@ -130,6 +167,9 @@ int srv_js_meta_place(struct srv_js *js, json_t *entry, char *errmsg)
     if (r > SRV_JS_REPLICAS_MAX) {
         return keel_err(KEEL_ELIMIT, errmsg, "replicas > %d not supported",
                         SRV_JS_REPLICAS_MAX);
+    }
+    if (strcmp(op, "update") == 0) {
+        return replace_placement(js, entry, (uint32_t)r, errmsg);
     }
     int rv = srv_jsc_place_stream(js->jc, (uint32_t)r, &pl, errmsg);
     if (rv == 0) {

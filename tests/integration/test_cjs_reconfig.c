@@ -59,6 +59,12 @@ static int connect_node(int i)
     return rv;
 }
 
+static bool connected(void *arg)
+{
+    int i = *(int *)arg;
+    return connect_node(i) == 0;
+}
+
 static void disconnect(int i)
 {
     jsCtx_Destroy(js[i]);
@@ -198,28 +204,62 @@ static char *role_of(const char *peer)
     return s;
 }
 
-/* Stream info through node i names exactly the replicas in want (a
- * comma list), each current. */
-static bool replicas_are(void *arg)
+/* Stream info (through n2) lists want_n replicas, each current, all named
+ * in want (NULL: any names), and the group's voters are its placement. */
+static bool replicas_match(const char *want, size_t want_n)
 {
-    const char *want = arg;
     json_t *o = request(1, "$JS.API.STREAM.INFO." STREAM, "");
     json_t *c = json_object_get(o, "cluster");
     const char *leader = json_string_value(json_object_get(c, "leader"));
-    bool ok = leader != NULL && strstr(want, leader) != NULL;
+    bool ok = leader != NULL && (want == NULL || strstr(want, leader) != NULL);
     size_t n = leader != NULL ? 1 : 0;
     size_t k;
     json_t *r;
     json_array_foreach(json_object_get(c, "replicas"), k, r)
     {
         const char *name = json_string_value(json_object_get(r, "name"));
-        ok = ok && name != NULL && strstr(want, name) != NULL &&
+        ok = ok && name != NULL &&
+             (want == NULL || strstr(want, name) != NULL) &&
              json_is_true(json_object_get(r, "current"));
         n++;
     }
     ok = ok && json_object_get(c, "reconfiguring") == NULL;
     json_decref(o);
-    return ok && n == 3;
+    return ok && n == want_n;
+}
+
+/* arg: a comma list of exactly the replicas wanted. */
+static bool replicas_are(void *arg)
+{
+    const char *want = arg;
+    size_t want_n = 1;
+    for (const char *p = want; *p != '\0'; p++) {
+        want_n += *p == ',' ? 1 : 0;
+    }
+    return replicas_match(want, want_n);
+}
+
+static bool three_replicas(void *arg)
+{
+    (void)arg;
+    return replicas_match(NULL, 3);
+}
+
+/* Change the stream's num_replicas through node i. */
+static void set_replicas(int i, int r)
+{
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    jsStreamConfig cfg;
+    const char *subjects[] = {"rc.>"};
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = STREAM;
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.Replicas = r;
+    assert_int_equal(js_UpdateStream(&si, js[i], &cfg, NULL, &jerr), NATS_OK);
+    assert_int_equal((int)si->Config->Replicas, r);
+    jsStreamInfo_Destroy(si);
 }
 
 /* Publish through node i until acked (the load thread has stopped). */
@@ -295,13 +335,28 @@ static void stop_load(void)
     }
 }
 
+/* Stop the load, check every ack through n1 and node i, kill n1 and
+ * publish through node i: the stream's two other voters must commit. */
+static void finish_without_n1(int i)
+{
+    stop_load();
+    check_acked(0);
+    check_acked(i);
+    disconnect(0);
+    assert_int_equal(h_netns_node_kill(&net, 0), 0);
+    for (int k = 0; k < 10; k++) {
+        publish_more(i, k);
+    }
+    check_acked(i);
+}
+
 /* Start node i (empty data directory) and add it: a voter afterwards. */
 static void add_node(int i, int via)
 {
     char out[4096];
     assert_int_equal(h_netns_node_start(&net, i), 0);
     assert_int_equal(h_netns_wait_mesh(&net, WAIT_MS), 0);
-    assert_int_equal(connect_node(i), 0);
+    assert_true(h_poll(connected, &i, WAIT_MS));
     assert_int_equal(keel(out, sizeof out,
                           "cluster add-peer %s -s %s --wait 60s 2>&1",
                           net.node[i].name, net.node[via].k.url),
@@ -350,6 +405,12 @@ static void grow_to_five_shrink_back_and_replace_a_wiped_node(void **state)
     add_node(3, 1);
     add_node(4, 2);
     load_goes_on(50);
+    /* The stream follows: R5 on every node, then back to R3. */
+    set_replicas(0, 5);
+    assert_true(h_poll(replicas_are, "n1,n2,n3,n4,n5", 3 * WAIT_MS));
+    load_goes_on(50);
+    set_replicas(1, 3);
+    assert_true(h_poll(three_replicas, NULL, 3 * WAIT_MS));
     /* Hand the meta group to n4, then shrink back to 3: removing the
      * leader n4 makes it hand over first (the CLI retries meanwhile). */
     assert_int_equal(keel(out, sizeof out,
@@ -379,17 +440,9 @@ static void grow_to_five_shrink_back_and_replace_a_wiped_node(void **state)
     add_node(1, 2);
     assert_true(h_poll(replicas_are, "n1,n2,n3", 3 * WAIT_MS));
     load_goes_on(50);
-    stop_load();
-    check_acked(0);
-    check_acked(1);
     /* The new n2 votes in the stream's group: with n1 gone, n2 and n3
      * commit. */
-    disconnect(0);
-    assert_int_equal(h_netns_node_kill(&net, 0), 0);
-    for (int k = 0; k < 10; k++) {
-        publish_more(1, k);
-    }
-    check_acked(1);
+    finish_without_n1(1);
 }
 
 static void a_node_is_added_and_a_dead_one_removed_under_load(void **state)
@@ -401,7 +454,8 @@ static void a_node_is_added_and_a_dead_one_removed_under_load(void **state)
     /* A new node on empty storage: not a member until added. */
     assert_int_equal(h_netns_node_start(&net, 3), 0);
     assert_int_equal(h_netns_wait_mesh(&net, WAIT_MS), 0);
-    assert_int_equal(connect_node(3), 0);
+    int four = 3;
+    assert_true(h_poll(connected, &four, WAIT_MS));
     char *r = role_of("n4");
     assert_string_equal(r, "none");
     free(r);
@@ -413,7 +467,6 @@ static void a_node_is_added_and_a_dead_one_removed_under_load(void **state)
     r = role_of("n4");
     assert_string_equal(r, "voter");
     free(r);
-    int four = 3;
     assert_true(h_poll(answers_info, &four, WAIT_MS));
     load_goes_on(50);
 
@@ -440,16 +493,8 @@ static void a_node_is_added_and_a_dead_one_removed_under_load(void **state)
     assert_true(h_poll(replicas_are, "n1,n2,n4", 3 * WAIT_MS));
     load_goes_on(50);
 
-    stop_load();
-    check_acked(0);
-    check_acked(3);
     /* n4 is a voter of the stream: with n1 gone, n2 and n4 commit. */
-    disconnect(0);
-    assert_int_equal(h_netns_node_kill(&net, 0), 0);
-    for (int k = 0; k < 10; k++) {
-        publish_more(3, k);
-    }
-    check_acked(3);
+    finish_without_n1(3);
 }
 
 int main(void)
