@@ -690,6 +690,42 @@ static void amnesia_output(struct raft *r, struct raft_out *out)
     ASSERT(!out->amnesiac || out->amnesia_t0 > 0);
 }
 
+/* Was this node the only voter in every configuration its log and
+ * snapshot name? Then no other node could ever have led or voted here. */
+static bool sole_voter_ever(const struct raft *r)
+{
+    if (r->snap_config.n > 0 &&
+        (config_n_voters(&r->snap_config) != 1 ||
+         !config_is_voter(r, &r->snap_config, r->id, r->incarnation))) {
+        return false;
+    }
+    ASSERT(r->n_configs <= RAFT_CONFIGS_MAX);
+    for (uint32_t k = 0; k < r->n_configs; k++) {
+        const struct raft_config *c = &r->configs[k].config;
+        if (config_n_voters(c) != 1 ||
+            !config_is_voter(r, c, r->id, r->incarnation)) {
+            return false;
+        }
+    }
+    return r->n_configs > 0 || r->snap_config.n > 0;
+}
+
+/* A group of one (DESIGN §4 rule 5, finding F1): when this node has been
+ * the only voter of every configuration, everything it persisted was
+ * durable on a majority when persisted, so it is committed, leader or not.
+ * That lets a faulty group of one, which must not lead and has nobody to
+ * repair from, still apply (and serve) the intact records before its first
+ * fault instead of nothing. An amnesiac one keeps waiting: rule 4 (only the
+ * operator's recover ends it). */
+static void sole_voter_commit(struct raft *r)
+{
+    if (r->amnesiac || r->role == RAFT_LEADER || r->persisted <= r->commit ||
+        !sole_voter_ever(r)) {
+        return;
+    }
+    r->commit = r->persisted;
+}
+
 /* Dispatch one input. A switch over input types: longer than 70 lines would
  * be only because of the cases, each of which calls one handler. */
 int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out)
@@ -766,6 +802,7 @@ int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out)
         out->hs_changed = true;
     }
     amnesia_output(r, out);
+    sole_voter_commit(r);
     if (r->commit > commit_before) {
         log_configs_committed(r);
     }

@@ -543,11 +543,14 @@ int srv_js_meta_bootstrap(struct srv_js *js, const struct raft_config *cfg,
     return js->meta != NULL ? 0 : open_meta(js, cfg, errmsg);
 }
 
+/* A damaged group (faulty or amnesiac) never leads until repaired or
+ * caught up by a peer: waiting for it would only delay the others. */
 static bool group_caught_up(struct replica *r)
 {
     struct replica_info ri;
     replica_info(r, &ri);
-    return ri.role == RAFT_LEADER && ri.applied == ri.last_index;
+    return (ri.role == RAFT_LEADER && ri.applied == ri.last_index) ||
+           (ri.faulty != 0 && ri.applied + 1 >= ri.faulty) || ri.amnesiac;
 }
 
 static bool ready(struct srv_js *js)

@@ -265,6 +265,15 @@ static struct srv_stream *need_stream(struct api_req *q, const char *kind)
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_NOT_FOUND, NULL);
         return NULL;
     }
+    if (srv_stream_amnesiac(st)) {
+        /* Never look empty (or short): the state is not the stream's. */
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EUNAVAILABLE,
+                         "the stream's storage on this node lost records "
+                         "(amnesia): it waits for a leader to catch it up; "
+                         "/healthz says why, `keel cluster recover` is the "
+                         "operator's override");
+        return NULL;
+    }
     return st;
 }
 
@@ -603,7 +612,8 @@ static void direct(struct api_req *q, const char *rest)
     }
     memcpy(name, rest, n);
     name[n] = '\0';
-    if (srv_js_find_stream(q->js, name, &st) != 0 || !st->cfg.allow_direct) {
+    if (srv_js_find_stream(q->js, name, &st) != 0 || !st->cfg.allow_direct ||
+        srv_stream_amnesiac(st)) {
         static const char none[] = "NATS/1.0 503\r\n\r\n";
         send_raw(q->js, q->reply, NULL, none, sizeof none - 1, NULL, 0);
         return;

@@ -35,6 +35,16 @@ bool srv_stream_is_leader(const struct srv_stream *st)
     return st->leader && !st->failed;
 }
 
+bool srv_stream_amnesiac(const struct srv_stream *st)
+{
+    struct replica_info ri;
+    if (st->r == NULL) {
+        return false;
+    }
+    replica_info(st->r, &ri);
+    return ri.amnesiac;
+}
+
 void **srv_stream_consumers_slot(struct srv_stream *st)
 {
     return &st->consumers;

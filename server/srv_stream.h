@@ -72,6 +72,10 @@ void srv_stream_state(const struct srv_stream *st,
 /* True while this node is the leader of the stream's group (always true
  * for a started group of one). Consumers propose only on the leader. */
 bool srv_stream_is_leader(const struct srv_stream *st);
+/* The stream's group lost records it may have acked (DESIGN §4 rule 3): its
+ * applied state is not the stream's, so nothing is served from it until a
+ * leader caught it up (or the operator ran `keel cluster recover`). */
+bool srv_stream_amnesiac(const struct srv_stream *st);
 
 /* The stream group's leader name: self's name when this node leads, NULL
  * while unknown. Known on every node, also those not hosting the group

@@ -616,7 +616,9 @@ static void cut_file(struct fs_fault *ff, struct node *nd,
     /* What reached the medium is durable now. */
     uint8_t *d = realloc(nd->ddata, ilen == 0 ? 1 : ilen);
     if (d != NULL) {
-        memcpy(d, img, ilen);
+        if (ilen > 0) {
+            memcpy(d, img, ilen);
+        }
         nd->ddata = d;
         nd->dlen = ilen;
     }

@@ -49,6 +49,30 @@ static int successor_prev(struct store_group *g, uint64_t index, uint64_t *prev,
     return rv;
 }
 
+/* The predecessor ended a batch: its sync marker sits between it and the
+ * damaged run (README design note 3: batches start after the marker), so
+ * the run starts after that marker. A marker that does not decode, or
+ * names another record, is not skipped (the length check then refuses). */
+static void skip_marker(struct store_group *g, struct target *t,
+                        uint64_t pred_index)
+{
+    uint8_t buf[STORE_MARKER_BYTES];
+    struct store_fmt_marker m;
+    size_t got = 0;
+    char err[KEEL_ERRMSG_MAX];
+
+    if (t->seg->f == NULL || t->start + STORE_MARKER_BYTES > t->seg->size ||
+        g->s->fs->pread(g->s->fs, t->seg->f, buf, sizeof buf, t->start, &got,
+                        err) != 0 ||
+        got != sizeof buf) {
+        return;
+    }
+    if (store_fmt_marker_decode(buf, got, t->seg->salt, &m) == 0 &&
+        m.index == pred_index) {
+        t->start += STORE_MARKER_BYTES;
+    }
+}
+
 static int find_target(struct store_group *g, uint64_t a, uint64_t b,
                        struct target *t, char *errmsg)
 {
@@ -68,6 +92,8 @@ static int find_target(struct store_group *g, uint64_t a, uint64_t b,
         if (store__ent(g, a)->seg != p->seg) {
             t->seg = store__ent(g, a)->seg;
             t->start = STORE_SEG_HEADER_BYTES;
+        } else {
+            skip_marker(g, t, a - 1);
         }
     } else if (g->first_index == 1) {
         t->prev = 0;

@@ -31,6 +31,10 @@ static int step(struct replica *r, struct raft_in *in)
     in->now_ms = now_ms(r);
     int rv = raft_step(&r->raft, in, &r->out);
     int hv = handle_out(r);
+    if (r->fault_check && !r->closing) {
+        r->fault_check = false; /* a read of this step found damage */
+        replica__fault_report(r);
+    }
     return rv != 0 ? rv : hv;
 }
 
@@ -39,6 +43,11 @@ int replica__step(struct replica *r, struct raft_in *in)
     ASSERT(r != NULL && in != NULL);
     ASSERT(!r->closing);
     return step(r, in);
+}
+
+static void send_raw(struct replica *r, const struct raft_msg *m)
+{
+    r->cbs.send(r, m, r->cbs.arg);
 }
 
 static void send_msg(struct replica *r, const struct raft_msg *m)
@@ -52,6 +61,10 @@ static void send_msg(struct replica *r, const struct raft_msg *m)
             r->cbs.send(r, &copy, r->cbs.arg);
         }
         return; /* not filled: the core resends on a heartbeat */
+    }
+    if (m->type == RAFT_MSG_FETCH_RESP) {
+        replica__fill_fetch(r, m, send_raw);
+        return;
     }
     if (m->type != RAFT_MSG_APPEND || m->append.n_entries == 0) {
         r->cbs.send(r, m, r->cbs.arg);
@@ -68,8 +81,11 @@ static void send_msg(struct replica *r, const struct raft_msg *m)
         goto cleanup;
     }
     for (; got < n; got++) {
-        if (store_read(r->g, m->append.prev_index + 1 + got, &se[got], err)) {
-            goto cleanup; /* a fault: raft learns it from the store later */
+        int rv = store_read(r->g, m->append.prev_index + 1 + got, &se[got], err);
+        if (rv != 0) {
+            /* Damage found now: the core learns it after this step. */
+            r->fault_check = rv == KEEL_ECORRUPT || rv == KEEL_EFAULTY;
+            goto cleanup;
         }
         es[got] = (struct raft_entry){.term = se[got].term,
                                       .type = se[got].type,
@@ -135,7 +151,11 @@ static int apply_to(struct replica *r, raft_index commit)
     if (r->applied < commit) {
         int rv =
             store_read_range(r->g, r->applied + 1, commit, apply_one, r, err);
-        if (rv != 0) {
+        if (rv == KEEL_ECORRUPT || rv == KEEL_EFAULTY) {
+            /* Rule 5: a damaged record is never applied; the core stops
+             * apply before it and the group repairs or waits. */
+            r->fault_check = true;
+        } else if (rv != 0) {
             fail(r, rv, err);
             return rv;
         }
@@ -161,6 +181,10 @@ static int persist_out(struct replica *r, const struct raft_out *o)
             goto cleanup;
         }
         r->hs_pending++;
+    }
+    rv = replica__fault_out(r, o, err);
+    if (rv != 0) {
+        goto cleanup;
     }
     if (o->truncate_from != 0) {
         rv = store_truncate(r->g, o->truncate_from, err);
@@ -348,8 +372,14 @@ static void on_event(struct replica *r, const struct store_event *ev)
         on_event(r, &pe);
         return;
     }
+    if (ev->type == STORE_EV_REPAIRED) {
+        if (r->started) {
+            replica__fault_report(r); /* the next fault, or intact again */
+        }
+        return;
+    }
     if (ev->type != STORE_EV_PERSISTED) {
-        return; /* repair/space events: issue 5/8 */
+        return; /* space events */
     }
     if (!r->started) {
         if (r->boot_wait != 0 && ev->index >= r->boot_wait) {
@@ -460,34 +490,18 @@ static int check_report(const struct store_group_id *gid,
 {
     char hex[33];
     store_group_id_hex(gid, hex);
-    if (rep->n_faulty > 0) {
-        return keel_err(KEEL_EFAULTY, errmsg,
-                        "group %s has %u faulty ranges (first at %llu): "
-                        "refusing to open until repair is supported",
-                        hex, rep->n_faulty,
-                        (unsigned long long)rep->faulty[0].from);
-    }
-    if (rep->n_lost > 0) {
-        return keel_err(KEEL_ELOST, errmsg,
-                        "group %s lost %u ranges: refusing to open until "
-                        "amnesia catch-up is supported",
-                        hex, rep->n_lost);
-    }
-    if (rep->amnesia) {
+    /* Faulty records (rule 1) and amnesia (rule 3) open: the core keeps
+     * such a group from leading or voting until it is repaired or caught
+     * up (replica_fault.c). Only a log that does not continue its snapshot
+     * cannot be loaded at all (InstallSnapshot from a leader restores it). */
+    if (rep->amnesia && rep->amnesia_reason == STORE_AMNESIA_SNAPSHOT_GAP) {
         return keel_err(KEEL_EAMNESIA, errmsg,
-                        "group %s is amnesiac (reason %d): refusing to open "
-                        "until amnesia catch-up is supported",
-                        hex, (int)rep->amnesia_reason);
+                        "group %s: its log does not continue its snapshot "
+                        "(a gap after index %llu); it needs a snapshot from a "
+                        "leader",
+                        hex, (unsigned long long)rep->snapshot_index);
     }
     return 0;
-}
-
-static int load_cb(void *arg, const struct store_entry *e)
-{
-    struct replica *r = arg;
-    struct raft_entry re = {
-        .term = e->term, .type = e->type, .len = e->len, .buf = e->payload};
-    return raft_load_entry(&r->raft, e->index, &re);
 }
 
 static int load_hard_state(struct replica *r, char *errmsg)
@@ -564,12 +578,12 @@ static int load_group(struct replica *r, const struct replica_options *opt,
     /* Raft holds the log after its snapshot; the store may retain more
      * (the prefix goes only under a committed cut, DESIGN §5). */
     from = from > rep->first_index ? from : rep->first_index;
+    rv = replica__load_amnesia(r, rep, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
     if (rep->last_index >= from && rep->last_index > 0) {
-        rv = store_iterate(r->g, from, rep->last_index, load_cb, r, errmsg);
-        if (rv != 0) {
-            return rv;
-        }
-        return 0;
+        return replica__load_log(r, from, rep, errmsg);
     }
     if (opt->bootstrap != NULL && rep->snapshot_index == 0 && r->applied == 0) {
         return bootstrap(r, opt->bootstrap, errmsg);

@@ -114,6 +114,14 @@ struct replica {
     uint32_t ctx_head, ctx_n;
     struct replica_ctx *ctxs;
     struct raft_out out;
+    /* Storage faults (replica_fault.c): the extent the core votes with,
+     * a read that found damage (reported after the current step), and
+     * repair copies written / refused by the store. */
+    raft_index fault_extent_index;
+    raft_term fault_extent_term;
+    bool fault_check;
+    uint64_t repairs_queued;
+    uint64_t repairs_refused;
     int handles_open; /* timer, idle, and a snapshot job in flight */
     struct replica_snap snap;
 };
@@ -133,6 +141,26 @@ struct replica_host {
 int replica__step(struct replica *r, struct raft_in *in);
 /* Drop one of handles_open; the last frees r. */
 void replica__release(struct replica *r);
+
+/* replica_fault.c */
+/* Load [from, rep->last_index] into the core, damaged records as
+ * placeholders, and tell it about the first one (rule 1). */
+int replica__load_log(struct replica *r, uint64_t from,
+                      const struct store_recovery *rep, char *errmsg);
+/* Rule 3: an amnesiac group (lost range, OS crash under interval, reset
+ * metadata) opens amnesiac with its recorded target. */
+int replica__load_amnesia(struct replica *r, const struct store_recovery *rep,
+                          char *errmsg);
+/* Amnesia record and repair writes of one step, before its messages. */
+int replica__fault_out(struct replica *r, const struct raft_out *o,
+                       char *errmsg);
+/* The store's first faulty index changed (a read found damage, a repair
+ * finished): one RAFT_IN_FAULTY step. */
+void replica__fault_report(struct replica *r);
+/* Send a FETCH answer with the record filled from the store. */
+void replica__fill_fetch(struct replica *r, const struct raft_msg *m,
+                         void (*send)(struct replica *,
+                                      const struct raft_msg *));
 
 /* replica_snap.c */
 /* At open, after store_group_open: open the group's snapshots, restore

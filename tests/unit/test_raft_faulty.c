@@ -523,6 +523,65 @@ a_discard_round_convinces_the_configuration_at_the_index(void **state)
     assert_int_equal(f->out.truncate_from, 3);
 }
 
+/* A node that has been the only voter of every configuration of its log:
+ * entries 2..4 of term 1, the record at `faulty` damaged (0: none). */
+static void boot_sole(struct fixture *f, raft_index faulty, bool amnesiac)
+{
+    struct raft_config one = {.n = 1};
+    one.servers[0] = (struct raft_server){1, 100, RAFT_VOTER};
+    f->cfglen = raft_config_encode(&one, f->cfgbuf, sizeof f->cfgbuf);
+    struct raft_params p = {.id = 1,
+                            .incarnation = 100,
+                            .seed = 1,
+                            .election_timeout_ms = ET,
+                            .heartbeat_ms = 20};
+    assert_int_equal(raft_init(&f->r[0], &p), 0);
+    raft_load_hard_state(&f->r[0], 1, 0);
+    struct raft_entry c = {1, RAFT_ENTRY_CONFIG, f->cfglen, f->cfgbuf};
+    assert_int_equal(raft_load_entry(&f->r[0], 1, &c), 0);
+    for (raft_index k = 2; k <= 4; k++) {
+        struct raft_entry e = {1, RAFT_ENTRY_NORMAL, 1, "x"};
+        assert_int_equal(raft_load_entry(&f->r[0], k, &e), 0);
+    }
+    if (faulty != 0) {
+        raft_load_faulty(&f->r[0], faulty, 4, 1);
+    }
+    if (amnesiac) {
+        raft_load_amnesia(&f->r[0], 1, 0);
+    }
+    raft_start(&f->r[0], f->now);
+}
+
+/* Finding F1: a faulty group of one never leads and has nobody to repair
+ * from; what it persisted was committed, so it applies up to its fault
+ * (and keeps refusing to lead). */
+static void a_faulty_sole_voter_applies_up_to_its_fault(void **state)
+{
+    struct fixture *f = *state;
+    boot_sole(f, 3, false);
+    tick(f, 0, 1);
+    assert_int_equal(f->out.commit, 2);
+    for (uint64_t t = 1; t <= 20 * ET; t += ET / 2) {
+        tick(f, 0, t);
+        assert_int_not_equal(f->out.role, RAFT_LEADER);
+    }
+    assert_int_equal(f->out.commit, 2);
+}
+
+/* The rule is only for a node that was always the sole voter: a faulty
+ * voter of three learns its commit from a leader (apply_stops_before_the_
+ * fault), and an amnesiac group of one waits for the operator (rule 4). */
+static void only_an_intact_memory_of_being_alone_commits(void **state)
+{
+    struct fixture *f = *state;
+    boot(f, 1, 3, 1);
+    tick(f, 1, 1);
+    assert_int_equal(f->out.commit, 0);
+    boot_sole(f, 0, true);
+    tick(f, 0, 1);
+    assert_int_equal(f->out.commit, 0);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -544,6 +603,8 @@ int main(void)
         T(recover_bumps_the_term_truncates_and_ends_amnesia),
         T(recover_is_refused_over_a_fault_or_an_old_term),
         T(a_discard_round_convinces_the_configuration_at_the_index),
+        T(a_faulty_sole_voter_applies_up_to_its_fault),
+        T(only_an_intact_memory_of_being_alone_commits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -200,6 +200,39 @@ static struct store_record rec_of(uint64_t index, uint64_t term,
     return (struct store_record){index, term, 1, 0, l, buf};
 }
 
+/* Repair between two batches: records appended one batch each (sync
+ * publishes) sit between sync markers, the one before the damaged record
+ * included; the copy goes in right after that marker, where the record
+ * was (found by the cluster repair test, test_cjs_repair). */
+static void repair_of_a_record_between_markers_lands_in_place(void **state)
+{
+    struct fixture *f = *state;
+    char path[512];
+    uint64_t off;
+    uint8_t buf[64];
+
+    for (uint64_t k = 1; k <= 10; k++) {
+        ts_append(&f->t, k, k, 3, 16, 1);
+        assert_true(ts_wait_persisted(&f->t, k));
+    }
+    ts_where(&f->t, 5, path, &off);
+    ts_close(&f->t, false);
+    assert_int_equal(fs_fault_flip_bit(f->t.ff, path, off + 20, 0), 0);
+    ts_open(&f->t);
+    assert_int_equal(f->t.rep.n_faulty, 1);
+    assert_int_equal(f->t.rep.faulty[0].from, 5);
+    struct store_record good = rec_of(5, 3, 1, 16, buf);
+    assert_int_equal(store_repair(f->t.g, &good, 1, NULL), 0);
+    assert_true(ts_wait_repaired(&f->t, 5));
+    ts_expect(&f->t, 5, 3, 1);
+    ts_close(&f->t, true);
+    ts_open(&f->t);
+    assert_int_equal(f->t.rep.n_faulty, 0);
+    for (uint64_t k = 1; k <= 10; k++) {
+        ts_expect(&f->t, k, 3, 1);
+    }
+}
+
 /* TRACES §4 rule 2 (b) and Repair: the marker names the highest index,
  * repair appends none; a stale candidate fails the chain, the true copy is
  * written; a later flip at 900 is still faulty: extent (t5, 1000). */
@@ -479,6 +512,9 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(
             repair_works_in_a_segment_before_the_tail, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            repair_of_a_record_between_markers_lands_in_place, setup,
+            teardown),
         cmocka_unit_test_setup_teardown(reads_verify_and_never_truncate, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(

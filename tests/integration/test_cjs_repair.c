@@ -1,0 +1,278 @@
+/* Repair from peers (DESIGN §4 recovery rule 1, issue 8): a follower of an
+ * R3 stream whose `.blk` file has one flipped byte inside an acked record
+ * opens anyway, reports the group faulty (/healthz 503), gets an intact
+ * copy of the record from the leader, verifies it against its own hash
+ * chain and writes it in place: the byte on disk is the original again,
+ * /healthz returns to 200, and the stream keeps every acked message on
+ * every node. Before the driver handled storage faults the follower
+ * refused to open the group and stayed out of it for good. Real keelds in
+ * network namespaces (netns.c) and libnats. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <nats/nats.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "netns.h"
+
+#define NODES 3
+#define STREAM "REP"
+#define MSGS 60
+#define VICTIM_MSG 42     /* the message whose record gets the flip */
+#define WAIT_MS 20000     /* bounded waits for the cluster to agree */
+#define REQ_MS 2000       /* one request's timeout */
+#define FILE_BYTES_MAX (64u << 20)
+
+static struct h_netns net;
+static natsConnection *nc;
+static jsCtx *js;
+
+static json_t *request(const char *subject, const char *body)
+{
+    natsMsg *m = NULL;
+    if (natsConnection_RequestString(&m, nc, subject, body, REQ_MS) !=
+        NATS_OK) {
+        return NULL;
+    }
+    json_t *o = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
+                           0, NULL);
+    natsMsg_Destroy(m);
+    return o;
+}
+
+static bool meta_ready(void *arg)
+{
+    (void)arg;
+    json_t *o = request("$JS.API.INFO", "");
+    bool ok = o != NULL && json_object_get(o, "error") == NULL;
+    json_decref(o);
+    return ok;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    natsOptions *o = NULL;
+    if (h_netns_start(&net, NODES, "rep3", NULL) != 0 ||
+        natsOptions_Create(&o) != NATS_OK ||
+        natsOptions_SetURL(o, net.node[0].k.url) != NATS_OK ||
+        natsOptions_SetAllowReconnect(o, false) != NATS_OK ||
+        natsConnection_Connect(&nc, o) != NATS_OK ||
+        natsConnection_JetStream(&js, nc, NULL) != NATS_OK ||
+        !h_poll(meta_ready, NULL, WAIT_MS)) {
+        natsOptions_Destroy(o);
+        fprintf(stderr, "cluster setup failed\n");
+        return -1;
+    }
+    natsOptions_Destroy(o);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    (void)h_netns_cleanup(&net);
+    return 0;
+}
+
+/* The token of message k: unique, so it marks one record on disk. */
+static void token(int k, char *out, size_t len)
+{
+    snprintf(out, len, "repair-value-%05d-end", k);
+}
+
+/* ---- finding the record on disk ---- */
+
+static struct {
+    const char *want;
+    char path[512];
+    off_t off;
+} found;
+
+static int find_cb(const char *path, const struct stat *sb, int type,
+                   struct FTW *ftw)
+{
+    (void)ftw;
+    size_t n = strlen(path);
+    if (type != FTW_F || n < 4 || strcmp(path + n - 4, ".blk") != 0 ||
+        sb->st_size <= 0 || (uint64_t)sb->st_size > FILE_BYTES_MAX) {
+        return 0;
+    }
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        return 0;
+    }
+    char *buf = malloc((size_t)sb->st_size);
+    ssize_t got = buf != NULL ? pread(fd, buf, (size_t)sb->st_size, 0) : -1;
+    close(fd);
+    size_t wl = strlen(found.want);
+    for (ssize_t i = 0; got > 0 && i + (ssize_t)wl <= got; i++) {
+        if (memcmp(buf + i, found.want, wl) == 0) {
+            snprintf(found.path, sizeof found.path, "%s", path);
+            found.off = (off_t)i;
+            free(buf);
+            return 1;
+        }
+    }
+    free(buf);
+    return 0;
+}
+
+static bool find_token(int node, const char *want)
+{
+    found.want = want;
+    found.path[0] = '\0';
+    return nftw(net.node[node].k.data_dir, find_cb, 16, FTW_PHYS) == 1;
+}
+
+static int byte_at(const char *path, off_t off)
+{
+    unsigned char c = 0;
+    int fd = open(path, O_RDONLY);
+    ssize_t n = fd >= 0 ? pread(fd, &c, 1, off) : -1;
+    if (fd >= 0) {
+        close(fd);
+    }
+    return n == 1 ? c : -1;
+}
+
+static int flip_byte(const char *path, off_t off)
+{
+    int c = byte_at(path, off);
+    unsigned char x = (unsigned char)(c ^ 0x20);
+    int fd = open(path, O_WRONLY);
+    ssize_t n = fd >= 0 && c >= 0 ? pwrite(fd, &x, 1, off) : -1;
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    return n == 1 ? 0 : -1;
+}
+
+/* ---- cluster state ---- */
+
+static int node_of(const char *name)
+{
+    for (int i = 0; i < NODES; i++) {
+        if (strcmp(net.node[i].name, name) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static char leader_name[32];
+
+static bool have_leader(void *arg)
+{
+    (void)arg;
+    json_t *o = request("$JS.API.STREAM.INFO." STREAM, "");
+    const char *l = json_string_value(
+        json_object_get(json_object_get(o, "cluster"), "leader"));
+    bool ok = l != NULL && node_of(l) >= 0;
+    if (ok) {
+        snprintf(leader_name, sizeof leader_name, "%s", l);
+    }
+    json_decref(o);
+    return ok;
+}
+
+static int healthz_node;
+
+static bool healthy(void *arg)
+{
+    (void)arg;
+    char body[4096];
+    return h_netns_http_get(&net, healthz_node, "/healthz", body,
+                            sizeof body) == 200;
+}
+
+static bool stream_has(void *arg)
+{
+    json_t *o = request("$JS.API.STREAM.INFO." STREAM, "");
+    json_int_t n = json_integer_value(
+        json_object_get(json_object_get(o, "state"), "messages"));
+    json_decref(o);
+    return n == *(json_int_t *)arg;
+}
+
+static void publish(int from, int to)
+{
+    for (int k = from; k < to; k++) {
+        char v[64];
+        token(k, v, sizeof v);
+        jsPubAck *pa = NULL;
+        jsErrCode jerr = 0;
+        assert_int_equal(js_Publish(&pa, js, "rep.v", v, (int)strlen(v), NULL,
+                                    &jerr),
+                         NATS_OK);
+        assert_int_equal(pa->Sequence, (uint64_t)k + 1);
+        jsPubAck_Destroy(pa);
+    }
+}
+
+static void a_follower_repairs_a_flipped_byte_from_the_leader(void **state)
+{
+    (void)state;
+    json_t *o = request("$JS.API.STREAM.CREATE." STREAM,
+                        "{\"name\":\"" STREAM "\",\"subjects\":[\"rep.>\"],"
+                        "\"num_replicas\":3}");
+    assert_non_null(o);
+    assert_null(json_object_get(o, "error"));
+    json_decref(o);
+    publish(0, MSGS);
+    assert_true(h_poll(have_leader, NULL, WAIT_MS));
+    /* A follower, and not node 0 (the test's client stays connected). */
+    int victim = node_of(leader_name) == 1 ? 2 : 1;
+    healthz_node = victim;
+    assert_true(h_poll(healthy, NULL, WAIT_MS));
+    assert_int_equal(h_netns_node_stop(&net, victim), 0);
+
+    char want[64];
+    token(VICTIM_MSG, want, sizeof want);
+    assert_true(find_token(victim, want));
+    off_t off = found.off + 13; /* a digit of the token: payload bytes */
+    int original = byte_at(found.path, off);
+    assert_true(original >= 0);
+    assert_int_equal(flip_byte(found.path, off), 0);
+    assert_int_not_equal(byte_at(found.path, off), original);
+
+    assert_int_equal(h_netns_node_start(&net, victim), 0);
+    /* Faulty (503) until repaired, then 200. */
+    if (!h_poll(healthy, NULL, WAIT_MS)) {
+        char body[4096];
+        int code = h_netns_http_get(&net, victim, "/healthz", body, sizeof body);
+        fprintf(stderr, "healthz %d: %s\n", code, body);
+        h_netns_print_log(&net, victim);
+        fail_msg("node %d did not become healthy after the repair", victim);
+    }
+    publish(MSGS, MSGS + 10);
+    json_int_t total = MSGS + 10;
+    assert_true(h_poll(stream_has, &total, WAIT_MS));
+
+    /* The repaired byte is on disk, in place. */
+    assert_int_equal(h_netns_node_stop(&net, victim), 0);
+    assert_int_equal(byte_at(found.path, off), original);
+    assert_true(find_token(victim, want));
+    assert_int_equal(h_netns_node_start(&net, victim), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_follower_repairs_a_flipped_byte_from_the_leader),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
