@@ -101,6 +101,11 @@ struct bench_result {
 int cli_bench_latency(const struct bench *b, struct bench_result *r,
                       char *errmsg);
 
+/* Sort the n latency samples in `v` (in place) and fill the p50/p90/p99/
+ * max/mean fields of `r`; nothing for n == 0.
+ */
+void cli_bench_lat_summary(int64_t *v, int64_t n, struct bench_result *r);
+
 /* Print `r` as text (or one JSON object with cfg->json) to stdout. */
 void cli_bench_report(const struct bench_cfg *cfg,
                       const struct bench_result *r);

@@ -1,8 +1,14 @@
 /* keel bench js pub: JetStream publish throughput with acks. P publisher
  * connections each publish --msgs/P messages asynchronously, keeping at
  * most --window unacknowledged (libnats' MaxPending); the time runs from
- * the first publish to the last ack. The bench creates the stream
- * (--stream, capturing SUBJECT) and deletes it afterwards.
+ * the first publish to the last ack. With --sync each publisher waits for
+ * every ack before the next publish and the report adds the ack latency
+ * percentiles. The bench creates the stream (--stream, capturing SUBJECT,
+ * --replicas R) and deletes it afterwards. With several servers in -s,
+ * publisher i tries them starting from the (i mod n)-th, so publishers
+ * spread over the nodes of a cluster. Each publisher first publishes one
+ * message untimed (not counted), so the run starts with the stream's
+ * leader elected.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -15,14 +21,15 @@
 #include <nats/nats.h>
 
 #include "cli.h"
+#include "cli_bench.h"
 #include "keel/error.h"
 #include "keel/limits.h"
 
 struct bjs_cfg {
     const char *subject;
     const char *stream;
-    int64_t size, msgs, pubs, window;
-    bool json;
+    int64_t size, msgs, pubs, window, replicas;
+    bool json, sync;
     struct cli_conn_opts conn;
 };
 
@@ -33,6 +40,8 @@ struct bjs_pub {
     jsCtx *js;
     pthread_t th;
     int64_t msgs;
+    int64_t *lat_ns; /* --sync: one ack latency per publish */
+    int64_t sent;
     natsStatus status;
 };
 
@@ -64,6 +73,22 @@ static void *pub_thread(void *arg)
     jsPubOptions_Init(&po);
     po.MaxWait = CLI_BENCH_STALL_MS_DEFAULT;
     p->status = NATS_OK;
+    if (p->cfg->sync) {
+        /* Bounded by p->msgs; each js_Publish waits for its ack. */
+        for (int64_t i = 0; i < p->msgs && p->status == NATS_OK; i++) {
+            jsPubAck *pa = NULL;
+            int64_t t0 = now_ns();
+            p->status = js_Publish(&pa, p->js, p->cfg->subject, p->payload,
+                                   (int)p->cfg->size, &po, NULL);
+            p->lat_ns[i] = now_ns() - t0;
+            jsPubAck_Destroy(pa);
+            if (p->status == NATS_OK) {
+                p->sent++;
+                atomic_fetch_add(&acked, 1);
+            }
+        }
+        return NULL;
+    }
     /* Bounded by p->msgs; js_PublishAsync blocks while --window acks are
      * outstanding. */
     for (int64_t i = 0; i < p->msgs && p->status == NATS_OK; i++) {
@@ -76,7 +101,34 @@ static void *pub_thread(void *arg)
     return NULL;
 }
 
-static int pub_open(struct bjs_pub *p, char *errmsg)
+/* `list` rotated to start at its (i mod n)-th URL, into out[cap]. */
+static int rotate_servers(const char *list, int64_t i, char *out, size_t cap,
+                          char *errmsg)
+{
+    const char *urls[CLI_SERVERS_MAX];
+    size_t lens[CLI_SERVERS_MAX];
+    int64_t n = 0;
+    for (const char *t = list; *t != '\0' && n < CLI_SERVERS_MAX;) {
+        size_t len = strcspn(t, ", ");
+        if (len > 0) {
+            urls[n] = t;
+            lens[n++] = len;
+        }
+        t += len + (t[len] != '\0');
+    }
+    if (strlen(list) >= cap) {
+        return keel_err(KEEL_EUSAGE, errmsg, "--server list is too long");
+    }
+    out[0] = '\0';
+    for (int64_t k = 0; k < n; k++) {
+        int64_t j = (i + k) % n;
+        strncat(out, urls[j], lens[j]);
+        strcat(out, k + 1 < n ? "," : "");
+    }
+    return 0;
+}
+
+static int pub_open(struct bjs_pub *p, int64_t i, char *errmsg)
 {
     jsOptions jo;
     jsOptions_Init(&jo);
@@ -84,7 +136,16 @@ static int pub_open(struct bjs_pub *p, char *errmsg)
     jo.PublishAsync.AckHandler = on_ack;
     jo.PublishAsync.MaxPending = p->cfg->window;
     jo.PublishAsync.StallWait = CLI_BENCH_STALL_MS_DEFAULT;
-    int rv = cli_connect_default(&p->cfg->conn, &p->nc, errmsg);
+    struct cli_conn_opts conn = p->cfg->conn;
+    char servers[CLI_SERVERS_BYTES_MAX];
+    int rv = 0;
+    if (conn.servers != NULL) {
+        rv = rotate_servers(conn.servers, i, servers, sizeof servers, errmsg);
+        conn.servers = servers;
+    }
+    if (rv == 0) {
+        rv = cli_connect_default(&conn, &p->nc, errmsg);
+    }
     if (rv != 0) {
         return rv;
     }
@@ -103,6 +164,7 @@ static int make_stream(jsCtx *js, const struct bjs_cfg *c, char *errmsg)
     cfg.Name = c->stream;
     cfg.Subjects = subjects;
     cfg.SubjectsLen = 1;
+    cfg.Replicas = c->replicas;
     (void)js_DeleteStream(js, c->stream, NULL, &jerr);
     natsStatus s = js_AddStream(&si, js, &cfg, NULL, &jerr);
     jsStreamInfo_Destroy(si);
@@ -116,7 +178,8 @@ static int make_stream(jsCtx *js, const struct bjs_cfg *c, char *errmsg)
     return 0;
 }
 
-static void report(const struct bjs_cfg *c, int64_t ns)
+static void report(const struct bjs_cfg *c, int64_t ns,
+                   const struct bench_result *lat)
 {
     double s = (double)ns / 1e9;
     int64_t n = atomic_load(&acked);
@@ -124,19 +187,56 @@ static void report(const struct bjs_cfg *c, int64_t ns)
     double mbs = rate * (double)c->size / (1024.0 * 1024.0);
     if (c->json) {
         printf("{\"mode\":\"js_pub\",\"size\":%" PRId64 ",\"pubs\":%" PRId64
-               ",\"window\":%" PRId64 ",\"acked\":%" PRId64
-               ",\"errors\":%" PRId64 ",\"seconds\":%.3f,\"msgs_per_s\":%.0f,"
-               "\"mb_per_s\":%.2f}\n",
-               c->size, c->pubs, c->window, n, atomic_load(&ack_errors), s,
-               rate, mbs);
+               ",\"window\":%" PRId64 ",\"replicas\":%" PRId64
+               ",\"sync\":%s,\"acked\":%" PRId64 ",\"errors\":%" PRId64
+               ",\"seconds\":%.3f,\"msgs_per_s\":%.0f,\"mb_per_s\":%.2f",
+               c->size, c->pubs, c->sync ? 1 : c->window, c->replicas,
+               c->sync ? "true" : "false", n, atomic_load(&ack_errors), s, rate,
+               mbs);
+        if (c->sync) {
+            printf(",\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,"
+                   "\"max_us\":%.1f,\"mean_us\":%.1f",
+                   (double)lat->p50_ns / 1e3, (double)lat->p90_ns / 1e3,
+                   (double)lat->p99_ns / 1e3, (double)lat->max_ns / 1e3,
+                   lat->mean_ns / 1e3);
+        }
+        printf("}\n");
         return;
     }
-    printf("js pub: %" PRId64 " acked msgs of %" PRId64
+    printf("js pub%s: %" PRId64 " acked msgs of %" PRId64
            " B in %.3f s from %" PRId64 " publishers (window %" PRId64
-           "): %.0f msgs/s, %.2f "
-           "MB/s, %" PRId64 " errors\n",
-           n, c->size, s, c->pubs, c->window, rate, mbs,
+           ", R%" PRId64 "): %.0f msgs/s, %.2f MB/s, %" PRId64 " errors\n",
+           c->sync ? " --sync" : "", n, c->size, s, c->pubs,
+           c->sync ? 1 : c->window, c->replicas, rate, mbs,
            atomic_load(&ack_errors));
+    if (c->sync) {
+        printf("  ack latency p50 %.1f us, p90 %.1f us, p99 %.1f us, max "
+               "%.1f us, mean %.1f us\n",
+               (double)lat->p50_ns / 1e3, (double)lat->p90_ns / 1e3,
+               (double)lat->p99_ns / 1e3, (double)lat->max_ns / 1e3,
+               lat->mean_ns / 1e3);
+    }
+}
+
+/* Merge every publisher's ack latencies into `r` (--sync only). */
+static int sync_latency(const struct bjs_cfg *c, const struct bjs_pub *pubs,
+                        struct bench_result *r, char *errmsg)
+{
+    int64_t n = 0, k = 0;
+    for (int64_t i = 0; i < c->pubs; i++) {
+        n += pubs[i].sent;
+    }
+    int64_t *all = malloc((size_t)(n > 0 ? n : 1) * sizeof *all);
+    if (all == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "no memory to sort latencies");
+    }
+    for (int64_t i = 0; i < c->pubs; i++) {
+        memcpy(all + k, pubs[i].lat_ns, (size_t)pubs[i].sent * sizeof *all);
+        k += pubs[i].sent;
+    }
+    cli_bench_lat_summary(all, n, r);
+    free(all);
+    return 0;
 }
 
 static int bjs_run(const struct bjs_cfg *c, char *errmsg)
@@ -151,10 +251,33 @@ static int bjs_run(const struct bjs_cfg *c, char *errmsg)
     for (i = 0; rv == 0 && i < c->pubs; i++) {
         pubs[i] = (struct bjs_pub){.cfg = c, .payload = payload};
         pubs[i].msgs = c->msgs / c->pubs + (i < c->msgs % c->pubs);
-        rv = pub_open(&pubs[i], errmsg);
+        if (c->sync) {
+            pubs[i].lat_ns = calloc((size_t)pubs[i].msgs + 1, sizeof(int64_t));
+            if (pubs[i].lat_ns == NULL) {
+                rv = keel_err(KEEL_ENOMEM, errmsg, "latency samples");
+                break;
+            }
+        }
+        rv = pub_open(&pubs[i], i, errmsg);
     }
     if (rv == 0) {
         rv = make_stream(pubs[0].js, c, errmsg);
+    }
+    /* One untimed publish per connection first: a replicated stream may
+     * still be electing its leader when the create returns (Keel answers
+     * the create once the group is placed), and the run measures the
+     * steady state. */
+    for (i = 0; rv == 0 && i < c->pubs; i++) {
+        jsPubAck *pa = NULL;
+        jsPubOptions po;
+        jsPubOptions_Init(&po);
+        po.MaxWait = CLI_BENCH_STALL_MS_DEFAULT;
+        natsStatus s = js_Publish(&pa, pubs[i].js, c->subject, payload,
+                                  (int)c->size, &po, NULL);
+        jsPubAck_Destroy(pa);
+        if (s != NATS_OK) {
+            rv = cli_nats_err(s, errmsg, "first (untimed) publish");
+        }
     }
     int64_t t0 = now_ns();
     for (i = 0; rv == 0 && i < c->pubs; i++, started++) {
@@ -169,14 +292,19 @@ static int bjs_run(const struct bjs_cfg *c, char *errmsg)
         }
     }
     int64_t t1 = now_ns();
+    struct bench_result lat = {0};
+    if (rv == 0 && c->sync) {
+        rv = sync_latency(c, pubs, &lat, errmsg);
+    }
     if (rv == 0) {
-        report(c, t1 - t0);
+        report(c, t1 - t0, &lat);
         jsErrCode jerr = 0;
         (void)js_DeleteStream(pubs[0].js, c->stream, NULL, &jerr);
     }
     for (i = 0; pubs != NULL && i < c->pubs; i++) {
         jsCtx_Destroy(pubs[i].js);
         natsConnection_Destroy(pubs[i].nc);
+        free(pubs[i].lat_ns);
     }
     free(pubs);
     free(payload);
@@ -205,7 +333,8 @@ int cli_bench_js(const struct cli_cmd *parent, int argc, char **argv,
                         .size = 128,
                         .msgs = 100000,
                         .pubs = 1,
-                        .window = 256};
+                        .window = 256,
+                        .replicas = 1};
     struct cli_args args;
     bool help = false;
     cli_conn_opts_init(&c.conn);
@@ -219,6 +348,10 @@ int cli_bench_js(const struct cli_cmd *parent, int argc, char **argv,
          "unacked publishes per publisher (default 256)"},
         {"stream", 0, CLI_FLAG_STR, &c.stream, "NAME",
          "stream to create on SUBJECT and delete after (default BENCH)"},
+        {"replicas", 0, CLI_FLAG_INT, &c.replicas, "R",
+         "replicas of the stream (default 1)"},
+        {"sync", 0, CLI_FLAG_BOOL, &c.sync, NULL,
+         "wait for each ack before the next publish; report ack latency"},
         {"json", 0, CLI_FLAG_BOOL, &c.json, NULL, "print one JSON object"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
@@ -234,10 +367,11 @@ int cli_bench_js(const struct cli_cmd *parent, int argc, char **argv,
     if (c.size < 0 || c.size > CLI_BENCH_SIZE_BYTES_MAX || c.msgs < 1 ||
         c.msgs > CLI_BENCH_MSGS_MAX || c.pubs < 1 ||
         c.pubs > CLI_BENCH_CONNS_MAX || c.window < 1 ||
-        c.window > CLI_BENCH_PENDING_MSGS) {
+        c.window > CLI_BENCH_PENDING_MSGS || c.replicas < 1 ||
+        c.replicas > SRV_JS_REPLICAS_MAX) {
         return keel_err(KEEL_EUSAGE, errmsg,
                         "--size 0..%d, --msgs 1..%lld, --pub 1..%d, --window "
-                        "1..%d",
+                        "1..%d, --replicas 1..5",
                         CLI_BENCH_SIZE_BYTES_MAX, (long long)CLI_BENCH_MSGS_MAX,
                         CLI_BENCH_CONNS_MAX, CLI_BENCH_PENDING_MSGS);
     }

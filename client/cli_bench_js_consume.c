@@ -37,7 +37,7 @@ struct bjc_cfg {
     const char *stream_prefix;
     const char *ack;
     char stream[64];
-    int64_t size, msgs, batch, window, stall_ms, expires_ms;
+    int64_t size, msgs, batch, window, stall_ms, expires_ms, replicas;
     bool json, unfiltered;
     struct cli_conn_opts conn;
 };
@@ -102,6 +102,7 @@ static int bjc_preload(struct bjc *b, char *errmsg)
     cfg.Name = c->stream;
     cfg.Subjects = subjects;
     cfg.SubjectsLen = 1;
+    cfg.Replicas = c->replicas;
     natsStatus s = js_AddStream(&si, b->js, &cfg, NULL, &jerr);
     jsStreamInfo_Destroy(si);
     if (s != NATS_OK) {
@@ -386,12 +387,13 @@ static int bjc_check(struct bjc_cfg *c, const char *mode, char *errmsg)
         c->window > CLI_BENCH_PENDING_MSGS || c->stall_ms < 1 ||
         c->stall_ms > CLI_BENCH_WAIT_MS_MAX || c->expires_ms < 1 ||
         c->expires_ms > CLI_BENCH_WAIT_MS_MAX ||
-        strlen(c->stream_prefix) > 32) {
+        strlen(c->stream_prefix) > 32 || c->replicas < 1 ||
+        c->replicas > SRV_JS_REPLICAS_MAX) {
         return keel_err(
             KEEL_EUSAGE, errmsg,
             "--size 0..%d, --msgs 1..%lld, --batch 1..%d, "
             "--window 1..%d, --stall and --expires 1ms..1h, --stream up to 32 "
-            "characters",
+            "characters, --replicas 1..5",
             CLI_BENCH_SIZE_BYTES_MAX, (long long)CLI_BENCH_MSGS_MAX,
             CLI_BENCH_FETCH_BATCH_MAX, CLI_BENCH_PENDING_MSGS);
     }
@@ -420,7 +422,8 @@ int cli_bench_js_consume(const struct cli_cmd *parent, int argc, char **argv,
                         .batch = 100,
                         .window = 256,
                         .stall_ms = CLI_BENCH_STALL_MS_DEFAULT,
-                        .expires_ms = 1000};
+                        .expires_ms = 1000,
+                        .replicas = 1};
     struct cli_args args;
     bool help = false;
     cli_conn_opts_init(&c.conn);
@@ -443,6 +446,8 @@ int cli_bench_js_consume(const struct cli_cmd *parent, int argc, char **argv,
          "fetch: how long one pull request waits (default 1s)"},
         {"stall", 0, CLI_FLAG_DURATION, &c.stall_ms, "DURATION",
          "fail when no message arrives for this long (default 10s)"},
+        {"replicas", 0, CLI_FLAG_INT, &c.replicas, "R",
+         "replicas of the stream (default 1)"},
         {"unfiltered", 0, CLI_FLAG_BOOL, &c.unfiltered, NULL,
          "create the consumer without a filter subject and bind to it"},
         {"json", 0, CLI_FLAG_BOOL, &c.json, NULL, "print one JSON object"},

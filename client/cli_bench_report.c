@@ -26,6 +26,23 @@ static int64_t percentile(const int64_t *v, int64_t n, int pct)
     return v[rank > 0 ? rank - 1 : 0];
 }
 
+void cli_bench_lat_summary(int64_t *v, int64_t n, struct bench_result *r)
+{
+    if (n == 0) {
+        return;
+    }
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        sum += (double)v[i];
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_i64);
+    r->p50_ns = percentile(v, n, 50);
+    r->p90_ns = percentile(v, n, 90);
+    r->p99_ns = percentile(v, n, 99);
+    r->max_ns = v[n - 1];
+    r->mean_ns = sum / (double)n;
+}
+
 int cli_bench_latency(const struct bench *b, struct bench_result *r,
                       char *errmsg)
 {
@@ -41,21 +58,14 @@ int cli_bench_latency(const struct bench *b, struct bench_result *r,
         return keel_err(KEEL_ENOMEM, errmsg, "no memory to sort latencies");
     }
     int64_t k = 0;
-    double sum = 0;
     for (int64_t i = 0; i < b->npubs; i++) {
         const struct bench_pub *p = &b->pubs[i];
         for (int64_t j = 0; j < p->sent; j++) {
             ASSERT(k < n);
             all[k++] = p->lat_ns[j];
-            sum += (double)p->lat_ns[j];
         }
     }
-    qsort(all, (size_t)n, sizeof *all, cmp_i64);
-    r->p50_ns = percentile(all, n, 50);
-    r->p90_ns = percentile(all, n, 90);
-    r->p99_ns = percentile(all, n, 99);
-    r->max_ns = all[n - 1];
-    r->mean_ns = sum / (double)n;
+    cli_bench_lat_summary(all, n, r);
     free(all);
     return 0;
 }
