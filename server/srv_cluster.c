@@ -234,6 +234,7 @@ static void link_close_cb(uv_handle_t *h)
     ASSERT(cl->links[l->slot] == l);
     cl->links[l->slot] = NULL;
     srv_outq_close(&l->out, &cl->pool);
+    free(l->batch);
     srv_hmap_close(&l->rsubs);
     srv_cluster_sec_link_free(l);
     free(l->rbuf);
@@ -252,6 +253,9 @@ int srv_cluster_link_send(struct srv_cluster_link *l, unsigned kind,
 
     if (l->closing || !l->connected) {
         return KEEL_ENOENT;
+    }
+    if (kind != SRV_CLUSTER_GROUP_BATCH) {
+        srv_cluster_batch_flush(l); /* frames keep their order */
     }
     if (len + sizeof hdr > SRV_CLUSTER_FRAME_BYTES_MAX) {
         return KEEL_ETOOBIG;
@@ -538,9 +542,9 @@ static int on_hello(struct srv_cluster *cl, struct srv_cluster_link *l,
     return hello_done(cl, l);
 }
 
-static void on_group(struct srv_cluster *cl, struct srv_cluster_link *l,
-                     const uint8_t *g, size_t glen, const uint8_t *p,
-                     size_t len)
+void srv_cluster_on_group(struct srv_cluster *cl, struct srv_cluster_link *l,
+                          const uint8_t *g, size_t glen, const uint8_t *p,
+                          size_t len)
 {
     if (glen != SRV_CLUSTER_GROUP_ID_BYTES) {
         return;
@@ -586,8 +590,10 @@ static int on_frame(struct srv_cluster_link *l, const uint8_t *body, size_t len)
     case SRV_CLUSTER_MSG:
         return cl->srv != NULL ? srv_cluster_on_msg(cl, l, p, plen) : 0;
     case SRV_CLUSTER_GROUP:
-        on_group(cl, l, g, glen, p, plen);
+        srv_cluster_on_group(cl, l, g, glen, p, plen);
         return 0;
+    case SRV_CLUSTER_GROUP_BATCH:
+        return srv_cluster_on_group_batch(cl, l, p, plen);
     default:
         ASSERT(kind >= SRV_CLUSTER_KIND_EXT_MIN &&
                kind <= SRV_CLUSTER_KIND_MAX);
@@ -776,22 +782,39 @@ static void tick_cb(uv_timer_t *t)
             (void)srv_cluster_link_send(l, SRV_CLUSTER_PING, NULL, 0, NULL, 0);
         }
     }
-    if (cl->snapshot_dirty && cl->srv != NULL) {
+    /* Link or interest changes at once; the frame and byte counters of
+     * /routez at least every ping interval. */
+    if ((cl->snapshot_dirty || now - cl->snapshot_ms >= SRV_CLUSTER_PING_MS) &&
+        cl->srv != NULL) {
         cl->snapshot_dirty = false;
+        cl->snapshot_ms = now;
         srv_server_cluster_snapshot(cl->srv);
     }
 }
 
-/* After each loop iteration: write what the iteration queued. */
-static void check_cb(uv_check_t *h)
+/* Write what the loop iteration queued, batches first. */
+static void flush_links(struct srv_cluster *cl)
 {
-    struct srv_cluster *cl = h->data;
-
     for (size_t i = 0; i < SRV_CLUSTER_LINKS_MAX; i++) {
         if (cl->links[i] != NULL) {
+            srv_cluster_batch_flush(cl->links[i]);
             link_flush(cl->links[i]);
         }
     }
+}
+
+/* After the I/O callbacks of an iteration. */
+static void check_cb(uv_check_t *h)
+{
+    flush_links(h->data);
+}
+
+/* Before the loop blocks: frames queued by timers and idle callbacks (Raft
+ * heartbeats, a leader's AppendEntries) go out now, not after the next
+ * wakeup. */
+static void prepare_cb(uv_prepare_t *h)
+{
+    flush_links(h->data);
 }
 
 static void free_handle_cb(uv_handle_t *h)
@@ -920,7 +943,10 @@ int srv_cluster_start(struct srv_cluster *cl, uv_loop_t *loop,
     uv_check_init(loop, &cl->check);
     cl->check.data = cl;
     uv_check_start(&cl->check, check_cb);
-    cl->handles_open += 2;
+    uv_prepare_init(loop, &cl->prepare);
+    cl->prepare.data = cl;
+    uv_prepare_start(&cl->prepare, prepare_cb);
+    cl->handles_open += 3;
     cl->timers_inited = true;
     cl->snapshot_dirty = true;
     SRV_INFO("cluster",
@@ -953,12 +979,14 @@ void srv_cluster_stop(struct srv_cluster *cl)
     if (cl->timers_inited) {
         uv_close((uv_handle_t *)&cl->tick, handle_closed_cb);
         uv_close((uv_handle_t *)&cl->check, handle_closed_cb);
+        uv_close((uv_handle_t *)&cl->prepare, handle_closed_cb);
     }
     if (cl->listener_inited) {
         uv_close((uv_handle_t *)&cl->listener, handle_closed_cb);
     }
     for (size_t i = 0; i < SRV_CLUSTER_LINKS_MAX; i++) {
         if (cl->links[i] != NULL) {
+            srv_cluster_batch_flush(cl->links[i]);
             link_flush(cl->links[i]);
             srv_cluster_link_fail(cl->links[i], "shutting down");
         }

@@ -47,8 +47,10 @@ enum srv_cluster_kind {
     SRV_CLUSTER_JS_FWD = 8,    /* JetStream request forwarded to a leader */
     SRV_CLUSTER_JS_LEADER = 9, /* group leader announcements */
     SRV_CLUSTER_JS_META = 10,  /* meta bootstrap / membership exchange */
-    SRV_CLUSTER_EXT_11 = 11,   /* spare */
-    SRV_CLUSTER_EXT_12 = 12,   /* spare */
+    /* [gid, raft msg, gid, raft msg, ...] of several groups
+     * (srv_cluster_batch.c); handled by the core, not a registered kind. */
+    SRV_CLUSTER_GROUP_BATCH = 11,
+    SRV_CLUSTER_EXT_12 = 12, /* spare */
     SRV_CLUSTER_KIND_MAX = 12,
 };
 #define SRV_CLUSTER_KIND_EXT_MIN 8
@@ -116,7 +118,13 @@ struct srv_cluster_link {
     uint64_t last_rx_ms;
     uint64_t last_ping_ms;
     uint64_t frames_in, frames_out, bytes_in, bytes_out;
-    struct srv_hmap rsubs; /* "subject\0queue" -> struct srv_cluster_rsub */
+    /* Group frames waiting to go as one GROUP_BATCH (srv_cluster_batch.c):
+     * batch_n items in batch_len bytes after a 5-byte header slot. */
+    uint8_t *batch;
+    size_t batch_len, batch_cap;
+    uint32_t batch_n;
+    uint64_t batch_items_out; /* group messages sent in batches */
+    struct srv_hmap rsubs;    /* "subject\0queue" -> struct srv_cluster_rsub */
     struct srv_cluster_link_sec *sec; /* auth + TLS state; NULL = none */
 };
 
@@ -140,6 +148,7 @@ struct srv_cluster {
     uv_tcp_t listener;
     uv_timer_t tick;
     uv_check_t check;
+    uv_prepare_t prepare; /* flushes batches and links before the loop blocks */
     struct srv_outpool pool; /* link output blocks */
     bool stopping;
     bool listener_inited;
@@ -168,6 +177,7 @@ struct srv_cluster {
     uint64_t msgs_forwarded;
     uint64_t msgs_received;
     bool snapshot_dirty;
+    uint64_t snapshot_ms;        /* last /varz /routez snapshot */
     struct srv_cluster_sec *sec; /* route secret + TLS; NULL = none */
 };
 
@@ -198,7 +208,10 @@ void srv_cluster_stop(struct srv_cluster *cl);
 /* Free what start allocated, after the loop finished. */
 void srv_cluster_close(struct srv_cluster *cl);
 
-/* Send one frame of group_id to the node named node. Returns 0 (queued),
+/* Send one frame of group_id to the node named node: up to
+ * SRV_CLUSTER_BATCH_ITEM_BYTES_MAX bytes it joins the link's batch (one
+ * GROUP_BATCH frame per loop iteration, srv_cluster_batch.c), larger ones go
+ * as a GROUP frame of their own, after the batch. Returns 0 (queued),
  * KEEL_ENOENT (no link to that node now: the caller treats it as a lost
  * message, Raft retries), KEEL_ETOOBIG (over SRV_CLUSTER_FRAME_BYTES_MAX)
  * or KEEL_ELIMIT (the link's queue was full: the link is dropped and
@@ -263,6 +276,22 @@ struct srv_cluster_link *srv_cluster_peer_link(const struct srv_cluster *cl,
                                                const char *name);
 /* Drop a link (it reconnects if this node dialed it). */
 void srv_cluster_link_fail(struct srv_cluster_link *l, const char *why);
+/* Dispatch one group's message to its registered handler (none: dropped,
+ * Raft retries). */
+void srv_cluster_on_group(struct srv_cluster *cl, struct srv_cluster_link *l,
+                          const uint8_t *g, size_t glen, const uint8_t *p,
+                          size_t len);
+/* Batching of group frames (srv_cluster_batch.c). add: queue one group
+ * message (len <= SRV_CLUSTER_BATCH_ITEM_BYTES_MAX) on l's batch, 0 or
+ * KEEL_ENOENT (link down) / KEEL_ENOMEM; flush: send the batch as one
+ * frame (nothing when empty); on_group_batch: an inbound GROUP_BATCH
+ * payload, 0 or KEEL_EPROTO. */
+int srv_cluster_batch_add(struct srv_cluster_link *l, const uint8_t *gid,
+                          const void *data, size_t len);
+void srv_cluster_batch_flush(struct srv_cluster_link *l);
+int srv_cluster_on_group_batch(struct srv_cluster *cl,
+                               struct srv_cluster_link *l, const uint8_t *p,
+                               size_t len);
 /* xorshift64 of the cluster (queue-group choice, backoff jitter). */
 uint64_t srv_cluster_rand(struct srv_cluster *cl);
 /* Scratch buffer of at least n bytes, or NULL. */

@@ -18,6 +18,9 @@ int srv_cluster_send(struct srv_cluster *cl, const char *node,
     if (l == NULL) {
         return KEEL_ENOENT;
     }
+    if (len <= SRV_CLUSTER_BATCH_ITEM_BYTES_MAX) {
+        return srv_cluster_batch_add(l, group_id, data, len);
+    }
     return srv_cluster_link_send(l, SRV_CLUSTER_GROUP, group_id,
                                  SRV_CLUSTER_GROUP_ID_BYTES, data, len);
 }

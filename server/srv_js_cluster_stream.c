@@ -77,6 +77,7 @@ int srv_stream_cluster_opts(struct srv_stream *st, struct raft_config *rc,
     }
     opt->election_timeout_ms = SRV_JSC_ELECTION_MS;
     opt->heartbeat_ms = SRV_JSC_HEARTBEAT_MS;
+    opt->align_heartbeats = true; /* one heartbeat frame per peer and tick */
     opt->seed ^= opt->self;
     int rv = srv_jsc_group_register(jc, st->gid.b, &st->r);
     if (rv != 0) {

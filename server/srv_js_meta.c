@@ -89,6 +89,7 @@ int srv_js_meta_cluster_opts(struct srv_js *js, const struct raft_config *boot,
     opt->bootstrap = boot;
     opt->election_timeout_ms = SRV_JSC_ELECTION_MS;
     opt->heartbeat_ms = SRV_JSC_HEARTBEAT_MS;
+    opt->align_heartbeats = true; /* one heartbeat frame per peer and tick */
     opt->seed ^= opt->self;
     cbs->send = meta_send;
     int rv = srv_jsc_group_register(js->jc, gid.b, &js->meta);

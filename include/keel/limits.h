@@ -152,6 +152,11 @@ _Static_assert(SRV_CONSUMER_ENTRY_ACKS_MAX <= SRV_CONSUMER_ACKED_MAX,
 #define SRV_CLUSTER_BACKOFF_MS_MIN 50
 #define SRV_CLUSTER_BACKOFF_MS_MAX 5000
 #define SRV_CLUSTER_FRAMES_PER_READ_MAX 100000 /* frames parsed per read */
+/* Group messages up to this size share a GROUP_BATCH frame per link and
+ * loop iteration, up to SRV_CLUSTER_BATCH_BYTES_MAX of them; larger ones
+ * (AppendEntries with payloads) are framed alone, not copied twice. */
+#define SRV_CLUSTER_BATCH_ITEM_BYTES_MAX 2048
+#define SRV_CLUSTER_BATCH_BYTES_MAX (256 * 1024)
 #define SRV_CLUSTER_QUEUES_PER_MSG_MAX 64 /* queue groups named in one MSG */
 #define SRV_CLUSTER_INTEREST_MAX (1024 * 1024) /* subject/queue keys */
 #define SRV_CLUSTER_ROUTEZ_SUBS_MAX 1024 /* interest keys listed per link */

@@ -238,7 +238,11 @@ static int handle_out(struct replica *r)
     }
     if (!r->closing) {
         uint64_t now = now_ms(r);
-        uint64_t t = o->timeout_ms > now ? o->timeout_ms - now : 0;
+        uint64_t due = o->timeout_ms;
+        if (r->align_ms > 0 && r->role == RAFT_LEADER) {
+            due = (due + r->align_ms - 1) / r->align_ms * r->align_ms;
+        }
+        uint64_t t = due > now ? due - now : 0;
         uv_timer_start(&r->timer, on_timer, t, 0);
     }
     rv = apply_to(r, o->commit);
@@ -627,6 +631,7 @@ static int replica_alloc(struct replica_host *h,
     r->host = h;
     r->cbs = *cbs;
     r->role = RAFT_FOLLOWER;
+    r->align_ms = opt->align_heartbeats ? p.heartbeat_ms : 0;
     *out = r;
     return 0;
 }

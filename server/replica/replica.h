@@ -65,6 +65,12 @@ struct replica_options {
     struct store_fsync fsync;
     uint32_t election_timeout_ms; /* 0: 1000 */
     uint32_t heartbeat_ms;        /* 0: 100 */
+    /* While leading, fire the timer only at multiples of heartbeat_ms of
+     * the loop clock: every aligned group of a node then sends its
+     * heartbeats in the same loop iteration, so the cluster link carries
+     * them (and the responses) in one frame per peer and tick. A tick
+     * comes at most heartbeat_ms late. */
+    bool align_heartbeats;
     uint64_t seed;
     /* Snapshot every this many applied entries or entry bytes (0: the
      * REPLICA_SNAP_*_DEFAULT limits). */

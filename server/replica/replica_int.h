@@ -108,6 +108,7 @@ struct replica {
     raft_index applied;
     uint8_t role;
     raft_node leader;
+    uint32_t align_ms; /* leader timer quantum (align_heartbeats), 0: none */
     /* Proposals queued this iteration, then (index, ctx) awaiting apply. */
     uint32_t n_queue;
     struct replica_prop *queue;

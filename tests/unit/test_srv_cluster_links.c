@@ -310,6 +310,77 @@ static void two_nodes_dialing_each_other_keep_one_link(void **state)
     }
 }
 
+/* Batching (DESIGN §3): the messages of 20 groups sent to one node in one
+ * loop iteration arrive in one frame, each at its own group's handler, in
+ * the order sent; a message too large to batch is framed alone after them
+ * (it must not overtake them). */
+#define BATCH_GROUPS 20
+
+struct batch_rx {
+    struct fixture *f;
+    int group;
+};
+static int batch_order[BATCH_GROUPS + 1];
+static int batch_n;
+
+static void batch_cb(void *arg, const char *from, const uint8_t *data,
+                     size_t len)
+{
+    const struct batch_rx *rx = arg;
+    (void)from;
+    size_t want =
+        rx->group == BATCH_GROUPS ? SRV_CLUSTER_BATCH_ITEM_BYTES_MAX + 1 : 1;
+    assert_int_equal(len, want);
+    assert_int_equal(data[0], (uint8_t)rx->group);
+    if (batch_n <= BATCH_GROUPS) {
+        batch_order[batch_n++] = rx->group;
+    }
+}
+
+static bool batch_all(struct fixture *f)
+{
+    (void)f;
+    return batch_n == BATCH_GROUPS + 1;
+}
+
+static void group_messages_of_one_iteration_share_one_frame(void **state)
+{
+    struct fixture *f = *state;
+    static struct batch_rx rx[BATCH_GROUPS + 1];
+    static uint8_t big[SRV_CLUSTER_BATCH_ITEM_BYTES_MAX + 1];
+    uint8_t gid[BATCH_GROUPS + 1][SRV_CLUSTER_GROUP_ID_BYTES];
+
+    start_node(f, 0, "c1", "nats://127.0.0.1:0", "");
+    start_node(f, 1, "c1", "nats://127.0.0.1:0", f->url[0]);
+    for (int g = 0; g <= BATCH_GROUPS; g++) {
+        memset(gid[g], 0, sizeof gid[g]);
+        gid[g][0] = (uint8_t)(g + 1);
+        rx[g] = (struct batch_rx){.f = f, .group = g};
+        assert_int_equal(
+            srv_cluster_register_group(&f->cl[1], gid[g], batch_cb, &rx[g]), 0);
+    }
+    assert_true(run_until(f, mesh2));
+    struct srv_cluster_link *l = srv_cluster_peer_link(&f->cl[0], "n2");
+    assert_non_null(l);
+    uint64_t frames0 = l->frames_out;
+    batch_n = 0;
+    for (int g = 0; g < BATCH_GROUPS; g++) {
+        uint8_t b = (uint8_t)g;
+        assert_int_equal(srv_cluster_send(&f->cl[0], "n2", gid[g], &b, 1), 0);
+    }
+    big[0] = BATCH_GROUPS;
+    assert_int_equal(
+        srv_cluster_send(&f->cl[0], "n2", gid[BATCH_GROUPS], big, sizeof big),
+        0);
+    /* Queued, not yet framed: 20 items in the batch, the big one already
+     * after the flushed batch. */
+    assert_int_equal(l->frames_out - frames0, 2);
+    assert_true(run_until(f, batch_all));
+    for (int i = 0; i <= BATCH_GROUPS; i++) {
+        assert_int_equal(batch_order[i], i);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -331,6 +402,8 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(
             two_nodes_dialing_each_other_keep_one_link, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            group_messages_of_one_iteration_share_one_frame, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
