@@ -2,8 +2,8 @@
  * number of concurrent appenders (each waits for its record to be
  * persisted, like a publisher waiting for its PubAck; with a window W each
  * keeps W records outstanding, like an async publisher with W acks
- * pending, as a Raft leader does with a stream of client batches); the raw fdatasync
- * latency of the same disk; recovery scan speed over a large log.
+ * pending, as a Raft leader does with a stream of client batches); the raw
+ * fdatasync latency of the same disk; recovery scan speed over a large log.
  * usage: keel-store-bench DIR [SECONDS_PER_CASE] [RECOVERY_MB]
  *        keel-store-bench DIR groups [N]   (open cost of N groups)
  *        keel-store-bench DIR scan [N]     (reopen DIR/recovery N times)
