@@ -45,7 +45,10 @@ int srv_consumer_snap_restore(struct srv_stream *st, const uint8_t *buf,
         return KEEL_ECORRUPT;
     }
     if (len == 0) {
-        return 0; /* no consumers when the snapshot was taken */
+        /* No consumers when the snapshot was taken (an install on a
+         * running follower replaces the ones it has). */
+        srv_csm_set_close(&cs->set);
+        return 0;
     }
     int rv = srv_csm_snapshot_decode(&cs->set, buf, (uint32_t)len, err);
     if (rv != 0) {

@@ -74,6 +74,14 @@ int srv_js_snap_restore(struct replica *r, uint64_t index, const uint8_t *body,
         json_decref(a);
         return KEEL_ECORRUPT;
     }
+    struct replica_install_info ii;
+    replica_install_info(r, &ii);
+    if (ii.receiving) {
+        /* Streams the snapshot lacks stay as they are (a later meta entry
+         * deletes them): see docs/cluster.md "InstallSnapshot". */
+        SRV_INFO("js", "meta: installed snapshot %" PRIu64 " from the leader",
+                 index);
+    }
     /* The membership the snapshot holds (entries before it are gone). */
     js->meta_cfg = *replica_config(r);
     size_t i;

@@ -75,7 +75,6 @@ int srv_stream_snap_restore(struct replica *r, uint64_t index,
     struct srv_stream *st = arg;
     const struct srv_consumer_ops *ops = st->js->cops;
     char err[KEEL_ERRMSG_MAX];
-    (void)r;
     if (len < BODY_HEADER_BYTES + 8 ||
         (uint32_t)get64(body) != BODY_MAGIC) { /* get64 reads 8: len >= 12 */
         return KEEL_ECORRUPT;
@@ -90,6 +89,14 @@ int srv_stream_snap_restore(struct replica *r, uint64_t index,
     uint64_t cons_len = get64(p + 8 + sm_len);
     if (cons_len != left - 8 - sm_len - 8) {
         return KEEL_ECORRUPT;
+    }
+    struct replica_install_info ii;
+    replica_install_info(r, &ii);
+    if (ii.receiving) {
+        /* A running follower: the leader compacted past its log. */
+        SRV_INFO("js",
+                 "stream %s: installed snapshot %" PRIu64 " from the leader",
+                 st->cfg.name, index);
     }
     /* restore fills an initialised empty state machine */
     srv_stream_sm_close(&st->sm);
