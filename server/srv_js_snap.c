@@ -74,8 +74,10 @@ int srv_js_snap_restore(struct replica *r, uint64_t index, const uint8_t *body,
         json_decref(a);
         return KEEL_ECORRUPT;
     }
-    struct replica_install_info ii;
-    replica_install_info(r, &ii);
+    struct replica_install_info ii = {0};
+    if (r != NULL) {
+        replica_install_info(r, &ii);
+    }
     if (ii.receiving) {
         /* Streams the snapshot lacks stay as they are (a later meta entry
          * deletes them): see docs/cluster.md "InstallSnapshot". */

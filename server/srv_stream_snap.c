@@ -90,8 +90,10 @@ int srv_stream_snap_restore(struct replica *r, uint64_t index,
     if (cons_len != left - 8 - sm_len - 8) {
         return KEEL_ECORRUPT;
     }
-    struct replica_install_info ii;
-    replica_install_info(r, &ii);
+    struct replica_install_info ii = {0};
+    if (r != NULL) {
+        replica_install_info(r, &ii);
+    }
     if (ii.receiving) {
         /* A running follower: the leader compacted past its log. */
         SRV_INFO("js",
