@@ -589,7 +589,12 @@ static int load_group(struct replica *r, const struct replica_options *opt,
     if (rep->last_index >= from && rep->last_index > 0) {
         return replica__load_log(r, from, rep, errmsg);
     }
-    if (opt->bootstrap != NULL && rep->snapshot_index == 0 && r->applied == 0) {
+    /* An amnesiac group that lost its whole log never writes index 1
+     * again: the placement may have changed since its bootstrap, and a
+     * different entry at (1, term 1) would break log matching. It takes
+     * index 1 from the leader. */
+    if (opt->bootstrap != NULL && rep->snapshot_index == 0 && r->applied == 0 &&
+        !rep->amnesia) {
         return bootstrap(r, opt->bootstrap, errmsg);
     }
     return 0;

@@ -395,7 +395,10 @@ int replica__snap_open(struct replica *r, const struct replica_options *opt,
         return rv;
     }
     snap_report_describe(&lr, s->load, sizeof s->load);
-    if (lr.amnesia) {
+    /* A store-amnesiac group whose log or snapshot still loads opens
+     * amnesiac (replica_fault.c) and catches up from a leader; only a log
+     * that continues no valid snapshot cannot be loaded at all. */
+    if (lr.source == SNAP_SOURCE_AMNESIA) {
         snap_body_free(&lr);
         return keel_err(KEEL_EAMNESIA, errmsg,
                         "%s: it restores only by InstallSnapshot from a "

@@ -269,10 +269,57 @@ static void a_follower_repairs_a_flipped_byte_from_the_leader(void **state)
     assert_int_equal(h_netns_node_start(&net, victim), 0);
 }
 
+static bool file_short(const char *path, off_t off)
+{
+    struct stat sb;
+    return stat(path, &sb) != 0 || sb.st_size <= off;
+}
+
+/* Rule 3: a follower whose `.blk` file was cut short inside an acked record
+ * lost a range: the segment goes to quarantine, the group opens amnesiac
+ * (503, votes for nobody), catches up from the leader and leaves amnesia;
+ * the record is back in its log. */
+static void a_follower_that_lost_a_range_catches_up_from_the_leader(
+    void **state)
+{
+    (void)state;
+    assert_true(h_poll(have_leader, NULL, WAIT_MS));
+    int victim = node_of(leader_name) == 1 ? 2 : 1;
+    healthz_node = victim;
+    assert_true(h_poll(healthy, NULL, WAIT_MS));
+    assert_int_equal(h_netns_node_stop(&net, victim), 0);
+    char want[64];
+    token(VICTIM_MSG + 5, want, sizeof want);
+    assert_true(find_token(victim, want));
+    char path[512];
+    snprintf(path, sizeof path, "%s", found.path);
+    assert_int_equal(truncate(path, found.off), 0);
+    assert_true(file_short(path, found.off));
+
+    assert_int_equal(h_netns_node_start(&net, victim), 0);
+    if (!h_poll(healthy, NULL, WAIT_MS)) {
+        char body[4096];
+        int code = h_netns_http_get(&net, victim, "/healthz", body, sizeof body);
+        fprintf(stderr, "healthz %d: %s\n", code, body);
+        h_netns_print_log(&net, victim);
+        fail_msg("node %d did not catch up after losing a range", victim);
+    }
+    publish(MSGS + 10, MSGS + 20);
+    json_int_t total = MSGS + 20;
+    assert_true(h_poll(stream_has, &total, WAIT_MS));
+    assert_int_equal(h_netns_node_stop(&net, victim), 0);
+    /* Back in a live segment (the cut file went to quarantine/). */
+    assert_true(find_token(victim, want));
+    assert_null(strstr(found.path, "quarantine"));
+    assert_int_equal(h_netns_node_start(&net, victim), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_follower_repairs_a_flipped_byte_from_the_leader),
+        cmocka_unit_test(
+            a_follower_that_lost_a_range_catches_up_from_the_leader),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
