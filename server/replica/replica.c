@@ -870,7 +870,8 @@ int replica_change(struct replica *r, const struct replica_change *c,
     if (!r->started) {
         return keel_err(KEEL_EAGAIN, errmsg, "group is still opening");
     }
-    if (r->ctx_n >= REPLICA_QUEUE_MAX) {
+    /* Queued proposals take their ring slots at the next flush. */
+    if (r->n_queue + r->ctx_n >= REPLICA_QUEUE_MAX) {
         return keel_err(KEEL_EBUSY, errmsg,
                         "%u proposals await commit: retry after acks",
                         REPLICA_QUEUE_MAX);

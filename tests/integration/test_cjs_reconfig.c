@@ -7,7 +7,9 @@
  * 1. `keel cluster add-peer n4` (learner, then voter); n3 is killed and
  *    `remove-peer n3` takes it out; the meta leader moves the stream's
  *    replica from n3 to n4; with n1 killed too, n2 and n4 commit.
- * 2. Grow 3 -> 5 (add n4, n5), transfer the meta leadership to n4, shrink
+ * 2. Grow 3 -> 5 (add n4, n5), the stream R3 -> R5 -> R3, one replica
+ *    moved off a follower (remove-peer --stream), transfer the meta
+ *    leadership to n4, shrink
  *    back (remove the leader n4: it hands over first; remove n5); then
  *    n2's disk is wiped: remove the old n2, add the new one, the stream's
  *    replica moves to it, and with n1 killed n2 and n3 commit. */
@@ -245,6 +247,32 @@ static bool three_replicas(void *arg)
     return replicas_match(NULL, 3);
 }
 
+/* The first follower stream info names (its name copied into out). */
+static void a_follower(char *out, size_t len)
+{
+    json_t *o = request(1, "$JS.API.STREAM.INFO." STREAM, "");
+    json_t *r = json_array_get(
+        json_object_get(json_object_get(o, "cluster"), "replicas"), 0);
+    const char *name = json_string_value(json_object_get(r, "name"));
+    assert_non_null(name);
+    snprintf(out, len, "%s", name);
+    json_decref(o);
+}
+
+/* Three current replicas, none of them on node arg (a name). */
+static bool moved_off(void *arg)
+{
+    const char *gone = arg;
+    json_t *o = request(1, "$JS.API.STREAM.INFO." STREAM, "");
+    char *s = json_dumps(o, JSON_COMPACT);
+    char quoted[32];
+    snprintf(quoted, sizeof quoted, "\"%s\"", gone);
+    bool ok = s != NULL && strstr(s, quoted) == NULL;
+    free(s);
+    json_decref(o);
+    return ok && three_replicas(NULL);
+}
+
 /* Change the stream's num_replicas through node i. */
 static void set_replicas(int i, int r)
 {
@@ -411,6 +439,17 @@ static void grow_to_five_shrink_back_and_replace_a_wiped_node(void **state)
     load_goes_on(50);
     set_replicas(1, 3);
     assert_true(h_poll(three_replicas, NULL, 3 * WAIT_MS));
+    /* One replica moves off a node that stays (STREAM.PEER.REMOVE). */
+    char follower[16];
+    a_follower(follower, sizeof follower);
+    assert_int_equal(keel(out, sizeof out,
+                          "cluster remove-peer %s --stream " STREAM
+                          " -s %s 2>&1",
+                          follower, net.node[2].k.url),
+                     0);
+    assert_non_null(strstr(out, "moves to another node"));
+    assert_true(h_poll(moved_off, follower, 3 * WAIT_MS));
+    load_goes_on(50);
     /* Hand the meta group to n4, then shrink back to 3: removing the
      * leader n4 makes it hand over first (the CLI retries meanwhile). */
     assert_int_equal(keel(out, sizeof out,
@@ -421,6 +460,9 @@ static void grow_to_five_shrink_back_and_replace_a_wiped_node(void **state)
     assert_true(h_poll(meta_led_by, &n4, WAIT_MS));
     remove_node("n4", 0);
     remove_node("n5", 1);
+    /* Stop them only once the stream's replicas moved off them. */
+    assert_true(h_poll(moved_off, "n4", 3 * WAIT_MS));
+    assert_true(h_poll(moved_off, "n5", 3 * WAIT_MS));
     disconnect(3);
     disconnect(4);
     assert_int_equal(h_netns_node_stop(&net, 3), 0);
