@@ -81,7 +81,8 @@ static void send_msg(struct replica *r, const struct raft_msg *m)
         goto cleanup;
     }
     for (; got < n; got++) {
-        int rv = store_read(r->g, m->append.prev_index + 1 + got, &se[got], err);
+        int rv =
+            store_read(r->g, m->append.prev_index + 1 + got, &se[got], err);
         if (rv != 0) {
             /* Damage found now: the core learns it after this step. */
             r->fault_check = rv == KEEL_ECORRUPT || rv == KEEL_EFAULTY;

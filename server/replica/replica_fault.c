@@ -82,8 +82,8 @@ int replica__load_amnesia(struct replica *r, const struct store_recovery *rep,
     struct store_meta_amnesia a;
     memset(&a, 0, sizeof a);
     uint64_t target = 0;
-    int rv = store_meta_amnesia_get(store_debug_meta(r->host->store),
-                                    r->gid.b, &a);
+    int rv =
+        store_meta_amnesia_get(store_debug_meta(r->host->store), r->gid.b, &a);
     if (rv == 0) {
         target = a.target;
     } else if (rv != KEEL_ENOENT) {
@@ -152,7 +152,8 @@ void replica__fault_report(struct replica *r)
  * verified) from the store; a record that fails verification now is
  * answered FAULTY and reported to the core after this step. */
 void replica__fill_fetch(struct replica *r, const struct raft_msg *m,
-                         void (*send)(struct replica *, const struct raft_msg *))
+                         void (*send)(struct replica *,
+                                      const struct raft_msg *))
 {
     const struct raft_msg_discard_resp *a = &m->discard_resp;
     struct store_entry se;

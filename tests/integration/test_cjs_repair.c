@@ -28,9 +28,9 @@
 #define NODES 3
 #define STREAM "REP"
 #define MSGS 60
-#define VICTIM_MSG 42     /* the message whose record gets the flip */
-#define WAIT_MS 20000     /* bounded waits for the cluster to agree */
-#define REQ_MS 2000       /* one request's timeout */
+#define VICTIM_MSG 42 /* the message whose record gets the flip */
+#define WAIT_MS 20000 /* bounded waits for the cluster to agree */
+#define REQ_MS 2000   /* one request's timeout */
 #define FILE_BYTES_MAX (64u << 20)
 
 static struct h_netns net;
@@ -215,9 +215,9 @@ static void publish(int from, int to)
         token(k, v, sizeof v);
         jsPubAck *pa = NULL;
         jsErrCode jerr = 0;
-        assert_int_equal(js_Publish(&pa, js, "rep.v", v, (int)strlen(v), NULL,
-                                    &jerr),
-                         NATS_OK);
+        assert_int_equal(
+            js_Publish(&pa, js, "rep.v", v, (int)strlen(v), NULL, &jerr),
+            NATS_OK);
         assert_int_equal(pa->Sequence, (uint64_t)k + 1);
         jsPubAck_Destroy(pa);
     }
@@ -253,7 +253,8 @@ static void a_follower_repairs_a_flipped_byte_from_the_leader(void **state)
     /* Faulty (503) until repaired, then 200. */
     if (!h_poll(healthy, NULL, WAIT_MS)) {
         char body[4096];
-        int code = h_netns_http_get(&net, victim, "/healthz", body, sizeof body);
+        int code =
+            h_netns_http_get(&net, victim, "/healthz", body, sizeof body);
         fprintf(stderr, "healthz %d: %s\n", code, body);
         h_netns_print_log(&net, victim);
         fail_msg("node %d did not become healthy after the repair", victim);
@@ -279,8 +280,8 @@ static bool file_short(const char *path, off_t off)
  * lost a range: the segment goes to quarantine, the group opens amnesiac
  * (503, votes for nobody), catches up from the leader and leaves amnesia;
  * the record is back in its log. */
-static void a_follower_that_lost_a_range_catches_up_from_the_leader(
-    void **state)
+static void
+a_follower_that_lost_a_range_catches_up_from_the_leader(void **state)
 {
     (void)state;
     assert_true(h_poll(have_leader, NULL, WAIT_MS));
@@ -299,7 +300,8 @@ static void a_follower_that_lost_a_range_catches_up_from_the_leader(
     assert_int_equal(h_netns_node_start(&net, victim), 0);
     if (!h_poll(healthy, NULL, WAIT_MS)) {
         char body[4096];
-        int code = h_netns_http_get(&net, victim, "/healthz", body, sizeof body);
+        int code =
+            h_netns_http_get(&net, victim, "/healthz", body, sizeof body);
         fprintf(stderr, "healthz %d: %s\n", code, body);
         h_netns_print_log(&net, victim);
         fail_msg("node %d did not catch up after losing a range", victim);

@@ -163,8 +163,8 @@ static bool applied_to_fault(struct tr *t, uint64_t arg)
  * 10 does not keep the group closed; it applies everything before the
  * damage, never applies the damaged record, and never leads (so it takes
  * no write it could not place after a hole). */
-static void a_faulty_group_of_one_serves_up_to_its_fault_and_never_leads(
-    void **state)
+static void
+a_faulty_group_of_one_serves_up_to_its_fault_and_never_leads(void **state)
 {
     struct tr *t = *state;
     assert_true(tr_wait(t, tr_is_leader, 0));

@@ -513,8 +513,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             repair_works_in_a_segment_before_the_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(
-            repair_of_a_record_between_markers_lands_in_place, setup,
-            teardown),
+            repair_of_a_record_between_markers_lands_in_place, setup, teardown),
         cmocka_unit_test_setup_teardown(reads_verify_and_never_truncate, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(
