@@ -41,6 +41,13 @@ static void recv_close(struct replica_xfer *x)
     x->sr_complete = false;
 }
 
+bool replica__xfer_busy(const struct replica *r)
+{
+    const struct replica_xfer *x = &r->snap.xfer;
+    return x->ss != NULL && x->ss_progress_ms != 0 &&
+           uv_now(r->host->loop) - x->ss_progress_ms < REPLICA_XFER_HOLD_MS;
+}
+
 void replica__xfer_free(struct replica *r)
 {
     struct replica_xfer *x = &r->snap.xfer;
@@ -75,23 +82,41 @@ int replica__snap_fill(struct replica *r, const struct raft_msg *m,
             return KEEL_ENOMEM;
         }
     }
-    if (x->ss != NULL && (x->ss_index != m->snapshot.index ||
-                          (m->snapshot.offset == 0 && x->ss_stale))) {
-        send_close(x);
+    uint64_t now = uv_now(r->host->loop);
+    bool other = x->ss != NULL && x->ss_index != m->snapshot.index;
+    if (other && x->ss_progress_ms == 0 &&
+        now - x->ss_made_ms < REPLICA_XFER_RESPOOL_MS) {
+        /* Nobody is taking the spool we have (a follower that is down
+         * is sent a chunk every heartbeat): do not copy the snapshot and
+         * the retained log again at every compaction. */
+        return KEEL_EAGAIN;
     }
-    if (x->ss == NULL) {
+    if (x->ss == NULL || other || (m->snapshot.offset == 0 && x->ss_stale)) {
         struct store_group_info gi;
+        struct snap_send *ss = NULL;
         store_group_info(r->g, &gi);
         rv = snap_send_open_at(r->snap.sn, m->snapshot.index, gi.first_index,
-                               &x->ss, &total, err);
-        if (rv != 0) {
-            x->ss = NULL;
+                               &ss, &total, err);
+        if (rv != 0 && !other && x->ss != NULL) {
+            /* The snapshot is gone (a newer pair pushed it out while a
+             * transfer held the core's compaction): the spool we have is
+             * a consistent copy of it. */
+            x->ss_stale = false;
+        } else if (rv != 0) {
             note(r, rv, "snapshot send", err);
             return rv;
+        } else {
+            send_close(x);
+            x->ss = ss;
+            x->ss_index = m->snapshot.index;
+            x->ss_stale = false;
+            x->ss_made_ms = now;
+            x->ss_progress_ms = 0;
+            x->sends++;
         }
-        x->ss_index = m->snapshot.index;
-        x->ss_stale = false;
-        x->sends++;
+    }
+    if (m->snapshot.offset > 0) {
+        x->ss_progress_ms = now; /* a follower is taking it */
     }
     uint64_t index = 0, term = 0, log_first = 0;
     snap_send_info(x->ss, &index, &term, &log_first);

@@ -44,13 +44,22 @@ struct replica_snap_job {
     char err[KEEL_ERRMSG_MAX];
 };
 
-/* InstallSnapshot transfers (replica_install.c). */
+/* InstallSnapshot transfers (replica_install.c). While a follower takes
+ * a transfer (a chunk past offset 0 sent within REPLICA_XFER_HOLD_MS) the
+ * group neither compacts its core nor drops a prefix: the core restarts a
+ * transfer at 0 whenever it compacts, so a transfer longer than a snapshot
+ * interval would never finish. A spool nobody takes is made again at most
+ * every REPLICA_XFER_RESPOOL_MS. */
+#define REPLICA_XFER_HOLD_MS 5000u
+#define REPLICA_XFER_RESPOOL_MS 10000u
 struct replica_xfer {
     /* Leader: the spool of the snapshot the core sends (one per group). */
     struct snap_send *ss;
     uint64_t ss_index;
-    bool ss_stale;  /* a follower reported a failed transfer */
-    uint8_t *frame; /* SNAP_FRAME_BYTES: the chunk being sent */
+    bool ss_stale;           /* a follower reported a failed transfer */
+    uint64_t ss_made_ms;     /* loop time the spool was made */
+    uint64_t ss_progress_ms; /* last chunk past offset 0 sent (0: none) */
+    uint8_t *frame;          /* SNAP_FRAME_BYTES: the chunk being sent */
     /* Follower: the transfer being received. */
     struct snap_recv *sr;
     uint64_t sr_index;
@@ -204,5 +213,7 @@ void replica__snap_install_kick(struct replica *r);
  * durable. */
 void replica__snap_install_step(struct replica *r);
 void replica__xfer_free(struct replica *r);
+/* A follower is taking a transfer now: hold compaction. */
+bool replica__xfer_busy(const struct replica *r);
 
 #endif

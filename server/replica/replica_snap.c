@@ -121,7 +121,8 @@ static void drop_prefix(struct replica *r)
     struct snap_info si;
     char err[KEEL_ERRMSG_MAX];
     ASSERT(s->sn != NULL);
-    if (s->cut == 0 || (s->job != NULL && s->job->queued)) {
+    if (s->cut == 0 || (s->job != NULL && s->job->queued) ||
+        replica__xfer_busy(r)) {
         return;
     }
     snap_info(s->sn, &si);
@@ -222,7 +223,7 @@ static void after_cb(uv_work_t *req, int status)
             in.snapshot.index = si.older_index;
             in.snapshot.term = si.older_term;
         }
-        if (in.snapshot.index > r->raft.snap_index &&
+        if (!replica__xfer_busy(r) && in.snapshot.index > r->raft.snap_index &&
             in.snapshot.index <= r->raft.last_index &&
             raft_term_at(&r->raft, in.snapshot.index) == in.snapshot.term) {
             (void)replica__step(r, &in);
