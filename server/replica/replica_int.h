@@ -51,7 +51,7 @@ struct replica_snap_job {
  * interval would never finish. A spool nobody takes is made again at most
  * every REPLICA_XFER_RESPOOL_MS. */
 #define REPLICA_XFER_HOLD_MS 5000u
-#define REPLICA_XFER_RESPOOL_MS 10000u
+#define REPLICA_XFER_RESPOOL_MS 3000u
 struct replica_xfer {
     /* Leader: the spool of the snapshot the core sends (one per group). */
     struct snap_send *ss;
