@@ -28,6 +28,8 @@ _Static_assert(SRV_JSC_GID_BYTES == sizeof(struct store_group_id), "gid");
 #define JSC_SPLIT_DEPTH_MAX 8
 _Static_assert((1u << JSC_SPLIT_DEPTH_MAX) >= RAFT_APPEND_ENTRIES_MAX,
                "splitting must reach single entries");
+/* A waiting node repeats its report this often. */
+#define SRV_JSC_WAITING_REPORT_MS 2000
 /* Groups registered with the transport (streams + meta). */
 #define JSC_GROUPS_MAX (SRV_JS_STREAMS_MAX + 1)
 /* One announcement entry: bin16 gid + uint term, with headers. */
@@ -77,6 +79,7 @@ struct srv_jsc {
     bool stopping;
     bool announce_now;
     uint64_t last_announce_ms;
+    uint64_t last_report_ms; /* WAITING: last META broadcast */
     char why[SRV_JSC_WHY_BYTES]; /* last bootstrap wait reason logged */
 };
 
@@ -505,7 +508,9 @@ static void on_peer(void *arg, const char *name, bool up)
     struct jsc_node *n = node_by_name(jc, name, true);
     if (n != NULL) {
         n->up = up;
-        n->reported = false;
+        /* A report that arrived before this callback stays (the peer
+         * sends it once per link); a link down forgets it. */
+        n->reported = up && n->reported;
     }
     if (up) {
         send_meta(jc, name);
@@ -710,6 +715,13 @@ static void on_tick(uv_timer_t *t)
         boot_check(jc);
     }
     uint64_t now = now_ms(jc);
+    if (jc->state == SRV_JSC_WAITING &&
+        now - jc->last_report_ms >= SRV_JSC_WAITING_REPORT_MS) {
+        /* Waiting to be added: say so again (a lost report would leave
+         * the meta leader refusing the add). */
+        jc->last_report_ms = now;
+        send_meta(jc, NULL);
+    }
     if (jc->announce_now || now - jc->last_announce_ms >= SRV_JSC_ANNOUNCE_MS) {
         jc->announce_now = false;
         jc->last_announce_ms = now;
