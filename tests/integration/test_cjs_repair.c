@@ -199,6 +199,21 @@ static bool healthy(void *arg)
                             sizeof body) == 200;
 }
 
+/* Node i answers /healthz 200 within WAIT_MS, or the test fails with its
+ * last /healthz answer and its log. */
+static void wait_healthy(int i, const char *after)
+{
+    healthz_node = i;
+    if (h_poll(healthy, NULL, WAIT_MS)) {
+        return;
+    }
+    char body[4096];
+    int code = h_netns_http_get(&net, i, "/healthz", body, sizeof body);
+    fprintf(stderr, "healthz %d: %s\n", code, body);
+    h_netns_print_log(&net, i);
+    fail_msg("node %d not healthy within %d ms after %s", i, WAIT_MS, after);
+}
+
 static bool stream_has(void *arg)
 {
     json_t *o = request("$JS.API.STREAM.INFO." STREAM, "");
@@ -251,14 +266,7 @@ static void a_follower_repairs_a_flipped_byte_from_the_leader(void **state)
 
     assert_int_equal(h_netns_node_start(&net, victim), 0);
     /* Faulty (503) until repaired, then 200. */
-    if (!h_poll(healthy, NULL, WAIT_MS)) {
-        char body[4096];
-        int code =
-            h_netns_http_get(&net, victim, "/healthz", body, sizeof body);
-        fprintf(stderr, "healthz %d: %s\n", code, body);
-        h_netns_print_log(&net, victim);
-        fail_msg("node %d did not become healthy after the repair", victim);
-    }
+    wait_healthy(victim, "the repair");
     publish(MSGS, MSGS + 10);
     json_int_t total = MSGS + 10;
     assert_true(h_poll(stream_has, &total, WAIT_MS));
@@ -298,14 +306,7 @@ a_follower_that_lost_a_range_catches_up_from_the_leader(void **state)
     assert_true(file_short(path, found.off));
 
     assert_int_equal(h_netns_node_start(&net, victim), 0);
-    if (!h_poll(healthy, NULL, WAIT_MS)) {
-        char body[4096];
-        int code =
-            h_netns_http_get(&net, victim, "/healthz", body, sizeof body);
-        fprintf(stderr, "healthz %d: %s\n", code, body);
-        h_netns_print_log(&net, victim);
-        fail_msg("node %d did not catch up after losing a range", victim);
-    }
+    wait_healthy(victim, "losing a range");
     publish(MSGS + 10, MSGS + 20);
     json_int_t total = MSGS + 20;
     assert_true(h_poll(stream_has, &total, WAIT_MS));
