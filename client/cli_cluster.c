@@ -1,5 +1,6 @@
 /* keel cluster add-peer|remove-peer|replace-peer|transfer-leader: cluster
- * reconfiguration (issue 9) over the admin subjects srv_admin.h lists.
+ * reconfiguration (issue 9) over the admin subjects srv_admin.h lists;
+ * status and orphans run from cli_cluster_status.c and cli_orphans.c.
  *
  * Changes go one at a time: add-peer waits until the new node is a voter
  * (printing its catch-up), replace-peer adds then removes. A refusal the
@@ -13,6 +14,7 @@
 #include <time.h>
 
 #include "keel/assert.h"
+#include "cli_cluster.h"
 #include "cli_js.h"
 
 #define CLUSTER_WAIT_MS_DEFAULT 60000
@@ -307,6 +309,14 @@ static const struct cli_subcmd subs[] = {
     {{"cluster replace-peer", NULL, "OLD NEW",
       "Add NEW (waits until it is a voter), then remove OLD.", 2, 2},
      cluster_replace_peer},
+    {{"cluster status", NULL, "",
+      "Members, meta leader, each node's health, each stream's replicas.", 0,
+      0},
+     cli_cluster_status},
+    {{"cluster orphans", NULL, "ls|rm|restore",
+      "Quarantined data no stream names (DESIGN §5): list, remove, restore.", 0,
+      4},
+     cli_cluster_orphans},
     {{"cluster transfer-leader", NULL, "",
       "Hand the meta group's (or --stream's) leadership to another voter.", 0,
       0},

@@ -15,7 +15,8 @@ int cli_subcmd_dispatch(const char *group, const struct cli_subcmd *subs,
         name != NULL && (strcmp(name, "--help") == 0 ||
                          strcmp(name, "-h") == 0 || strcmp(name, "help") == 0);
     for (size_t i = 0; name != NULL && !help && i < n; i++) {
-        const char *sub = strchr(subs[i].cmd.name, ' ');
+        /* The last word: "stream add", "cluster orphans ls". */
+        const char *sub = strrchr(subs[i].cmd.name, ' ');
         ASSERT(sub != NULL);
         if (strcmp(sub + 1, name) == 0) {
             return subs[i].fn(&subs[i].cmd, argc - 1, argv + 1, errmsg);
@@ -24,8 +25,13 @@ int cli_subcmd_dispatch(const char *group, const struct cli_subcmd *subs,
     FILE *out = help ? stdout : stderr;
     fprintf(out, "usage: keel %s <command> [args] [flags]\n\ncommands:\n",
             group);
+    int w = 16; /* the widest name sets the column */
     for (size_t i = 0; i < n; i++) {
-        fprintf(out, "  %-16s %s\n", subs[i].cmd.name, subs[i].cmd.summary);
+        int len = (int)strlen(subs[i].cmd.name);
+        w = len > w ? len : w;
+    }
+    for (size_t i = 0; i < n; i++) {
+        fprintf(out, "  %-*s  %s\n", w, subs[i].cmd.name, subs[i].cmd.summary);
     }
     fprintf(out, "\nRun 'keel %s <command> --help' for its flags.\n", group);
     if (help) {
@@ -73,6 +79,10 @@ static int api_error(const json_t *err, const char *what, char *errmsg)
         break;
     default:
         break;
+    }
+    if (ecode == 0) { /* $KEEL.API errors carry only the HTTP-like code */
+        return keel_err(code == 404 ? KEEL_ENOENT : KEEL_EIO, errmsg, "%s: %s",
+                        what, desc);
     }
     return keel_err(code == 404 ? KEEL_ENOENT : KEEL_EIO, errmsg,
                     "%s: %s (error %lld)%s", what, desc, (long long)ecode,

@@ -16,6 +16,7 @@
 #include "srv_consumer.h"
 #include "srv_conn.h"
 #include "srv_js_forward.h"
+#include "srv_js_status.h"
 #include "srv_js_int.h"
 #include "srv_js_snap.h"
 #include "srv_log.h"
@@ -740,6 +741,10 @@ bool srv_js_intercept(struct srv_js *js, struct srv_conn *c,
     reply[cmd->reply.len] = '\0';
     const char *body = cmd->payload + cmd->hdr_bytes;
     size_t blen = cmd->total_bytes - cmd->hdr_bytes;
+    /* Every node answers these itself (srv_js_status.h). */
+    if (srv_js_status_intercept(js, cmd, reply)) {
+        return true;
+    }
     /* Clustered: only the leader answers (forwarded there otherwise). */
     if (srv_js_fwd_request(js, cmd, reply)) {
         return true;

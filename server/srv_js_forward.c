@@ -239,6 +239,27 @@ static int send_request(struct srv_js *js, const char *node,
     return rv;
 }
 
+bool srv_js_fwd_inbound(void)
+{
+    return fwd.inbound;
+}
+
+int srv_js_fwd_send(struct srv_js *js, const char *node,
+                    const struct srv_cmd *cmd)
+{
+    if (fwd.js != js) {
+        srv_js_fwd_tick(js);
+    }
+    if (fwd.cl == NULL) {
+        return KEEL_ENOENT;
+    }
+    int rv = send_request(js, node, cmd);
+    if (rv == 0) {
+        fwd.stats.requests_out++;
+    }
+    return rv;
+}
+
 /* The request could not reach its leader (unknown, no link, or this node
  * got it forwarded and is no longer the leader): nothing was proposed, so
  * a 503 says the outcome is "not done". A publish gets the PubAck form. */

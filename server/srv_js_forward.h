@@ -87,6 +87,17 @@ void srv_js_fwd_tick(struct srv_js *js);
 bool srv_js_fwd_request(struct srv_js *js, const struct srv_cmd *cmd,
                         const char *reply);
 
+/* Admin requests (srv_js_status.c) that every node answers itself: is
+ * the request running now one a peer forwarded here (never forwarded
+ * again)? */
+bool srv_js_fwd_inbound(void);
+
+/* Send cmd (reply and body as they are) to the node named node, whose
+ * srv_js_intercept runs it as a forwarded request. Returns 0, KEEL_ENOENT
+ * (no link to it now, or no cluster) or a KEEL_E* from the link. */
+KEEL_MUST_USE int srv_js_fwd_send(struct srv_js *js, const char *node,
+                                  const struct srv_cmd *cmd);
+
 /* A publish stream st captures: true when this node must not propose it
  * (forwarded to st's leader, or answered with the 503 PubAck error). */
 bool srv_js_fwd_publish(struct srv_js *js, struct srv_stream *st,

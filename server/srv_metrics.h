@@ -17,6 +17,7 @@
 #include "keel/assert.h"
 #include "keel/limits.h"
 #include "srv_server.h"
+#include "store.h"
 
 /* Per-conn counters kept in struct srv_conn (loop thread). */
 struct srv_conn_mon {
@@ -68,6 +69,7 @@ struct srv_mon_stream {
     char name[SRV_JS_NAME_BYTES_MAX + 1];
     uint64_t messages, bytes, first_seq, last_seq, consumers;
     int64_t replicas;
+    bool elsewhere; /* placed on other nodes only: no group here */
     struct srv_mon_group group;
 };
 
@@ -93,6 +95,10 @@ struct srv_mon_snap {
     uint32_t streams_unopened; /* named by the meta state, not opened */
     char unopened_why[256];
     uint64_t fdatasyncs, batches, records_written;
+    /* Power-of-two buckets (store_hist): fdatasync latency in us and
+     * records per write batch, as the store's sync threads counted them. */
+    uint64_t fsync_us_counts[STORE_HIST_BUCKETS], fsync_us_count, fsync_us_sum;
+    uint64_t batch_counts[STORE_HIST_BUCKETS], batch_count, batch_sum;
     uint64_t elections;           /* times a local group became leader */
     unsigned quarantined_files;   /* <data>/quarantine, orphans aside */
     unsigned quarantined_orphans; /* <data>/quarantine/orphans */
@@ -138,5 +144,10 @@ int srv_metrics_gather_js(struct srv_server *srv, struct srv_mon_snap *snap);
  * false while any local group is failed, faulty, amnesiac or not caught
  * up, or JetStream has no meta leader. Pure over snap. */
 bool srv_mon_healthy(const struct srv_mon_snap *snap, char *why, size_t len);
+
+/* The part of that verdict about one group (failed, faulty, amnesiac, not
+ * caught up). Pure. */
+bool srv_mon_group_healthy(const struct srv_mon_group *g, char *why,
+                           size_t len);
 
 #endif

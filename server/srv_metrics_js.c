@@ -96,6 +96,8 @@ static void gather_stream(struct srv_stream *st, struct srv_mon_stream *ms)
                         ? ops->consumer_count(st)
                         : 0;
     ms->replicas = st->cfg.num_replicas;
+    /* A clustered stream placed on other nodes has no group here. */
+    ms->elsewhere = st->r == NULL && !st->placed;
     group_of(st->r, st->cfg.name, false, &ms->group);
     ms->group.failed = st->failed;
 }
@@ -119,6 +121,17 @@ int srv_metrics_gather_js(struct srv_server *srv, struct srv_mon_snap *s)
         s->fdatasyncs = ss.fdatasyncs;
         s->batches = ss.batches;
         s->records_written = ss.records_written;
+        _Static_assert(sizeof s->fsync_us_counts ==
+                           sizeof ss.fdatasync_us.counts,
+                       "bucket arrays differ");
+        memcpy(s->fsync_us_counts, ss.fdatasync_us.counts,
+               sizeof s->fsync_us_counts);
+        s->fsync_us_count = ss.fdatasync_us.count;
+        s->fsync_us_sum = ss.fdatasync_us.sum;
+        memcpy(s->batch_counts, ss.batch_records.counts,
+               sizeof s->batch_counts);
+        s->batch_count = ss.batch_records.count;
+        s->batch_sum = ss.batch_records.sum;
     }
     gather_quarantine(srv->cfg->store_dir, s);
     ASSERT(js->nstreams <= SRV_JS_STREAMS_MAX);
@@ -140,7 +153,7 @@ int srv_metrics_gather_js(struct srv_server *srv, struct srv_mon_snap *s)
     return 0;
 }
 
-static bool group_healthy(const struct srv_mon_group *g, char *why, size_t len)
+bool srv_mon_group_healthy(const struct srv_mon_group *g, char *why, size_t len)
 {
     if (g->failed) {
         snprintf(why, len, "group %s stopped on a store error", g->name);
@@ -174,7 +187,7 @@ bool srv_mon_healthy(const struct srv_mon_snap *snap, char *why, size_t len)
                  "JetStream has not established contact with a meta leader");
         return false;
     }
-    if (!group_healthy(&snap->meta, why, len)) {
+    if (!srv_mon_group_healthy(&snap->meta, why, len)) {
         return false;
     }
     if (snap->streams_unopened > 0) {
@@ -183,7 +196,8 @@ bool srv_mon_healthy(const struct srv_mon_snap *snap, char *why, size_t len)
         return false;
     }
     for (size_t i = 0; i < snap->nstreams; i++) {
-        if (!group_healthy(&snap->streams[i].group, why, len)) {
+        if (!snap->streams[i].elsewhere &&
+            !srv_mon_group_healthy(&snap->streams[i].group, why, len)) {
             return false;
         }
     }

@@ -58,6 +58,26 @@ static void histogram(FILE *f, const char *name, const char *help,
             name, (unsigned long long)h->count);
 }
 
+/* A histogram with power-of-two buckets (store_hist: bucket i holds
+ * values up to 2^i; the last one is +Inf), values divided by scale when
+ * printed. The bucket set never changes between scrapes. */
+static void pow2_histogram(FILE *f, const char *name, const char *help,
+                           const uint64_t *counts, size_t n, uint64_t count,
+                           uint64_t sum, double scale)
+{
+    uint64_t cum = 0;
+    family(f, name, "histogram", help);
+    for (size_t i = 0; i + 1 < n; i++) {
+        cum += counts[i];
+        fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name,
+                (double)(1ull << i) / scale, (unsigned long long)cum);
+    }
+    fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name,
+            (unsigned long long)count);
+    fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, (double)sum / scale, name,
+            (unsigned long long)count);
+}
+
 static void server_families(FILE *f, const struct srv_mon_snap *s)
 {
     const struct srv_stats *st = &s->stats;
@@ -89,6 +109,9 @@ static void per_group(FILE *f, const struct srv_mon_snap *s, const char *name,
     for (size_t i = 0; i <= s->nstreams; i++) {
         const struct srv_mon_group *g =
             i == 0 ? &s->meta : &s->streams[i - 1].group;
+        if (i > 0 && s->streams[i - 1].elsewhere) {
+            continue; /* no group on this node */
+        }
         uint64_t v = *(const uint64_t *)((const char *)g + field);
         fprintf(f, "%s{group=\"", name);
         label_value(f, g->name);
@@ -111,6 +134,9 @@ static void raft_families(FILE *f, const struct srv_mon_snap *s)
     for (size_t i = 0; i <= s->nstreams; i++) {
         const struct srv_mon_group *g =
             i == 0 ? &s->meta : &s->streams[i - 1].group;
+        if (i > 0 && s->streams[i - 1].elsewhere) {
+            continue;
+        }
         fprintf(f, "keel_raft_leader{group=\"");
         label_value(f, g->name);
         fprintf(f, "\"} %d\n", strcmp(g->role, "leader") == 0 ? 1 : 0);
@@ -140,6 +166,14 @@ static void js_families(FILE *f, const struct srv_mon_snap *s)
     scalar(f, "keel_store_records_written_total", "counter",
            "Log records written; divided by batches it is the batch size.",
            s->records_written);
+    pow2_histogram(f, "keel_store_fdatasync_seconds",
+                   "Latency of the store's segment fdatasyncs.",
+                   s->fsync_us_counts, STORE_HIST_BUCKETS, s->fsync_us_count,
+                   s->fsync_us_sum, 1e6);
+    pow2_histogram(f, "keel_store_batch_records",
+                   "Records per store write batch (group commit size).",
+                   s->batch_counts, STORE_HIST_BUCKETS, s->batch_count,
+                   s->batch_sum, 1.0);
     scalar(f, "keel_quarantined_files", "gauge",
            "Files in <data>/quarantine (damaged, kept for inspection).",
            s->quarantined_files);

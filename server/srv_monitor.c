@@ -134,28 +134,6 @@ static uint64_t query_uint(struct MHD_Connection *conn, const char *key,
     return strtoull(v, NULL, 10);
 }
 
-/* Warnings that do not make the node unhealthy (DESIGN §6). */
-static json_t *health_warnings(const struct srv_mon_snap *snap)
-{
-    json_t *w = json_array();
-    char text[4400];
-    if (w != NULL && snap->quarantined_orphans > 0) {
-        snprintf(text, sizeof text,
-                 "%u quarantined orphan file(s) in %s/js/quarantine/orphans: "
-                 "inspect, then restore or remove them",
-                 snap->quarantined_orphans, snap->store_dir);
-        json_array_append_new(w, json_string(text));
-    }
-    if (w != NULL && snap->quarantined_files > 0) {
-        snprintf(text, sizeof text,
-                 "%u quarantined file(s) in %s/js/quarantine (damaged data "
-                 "kept for inspection)",
-                 snap->quarantined_files, snap->store_dir);
-        json_array_append_new(w, json_string(text));
-    }
-    return w;
-}
-
 static enum MHD_Result healthz(struct MHD_Connection *conn,
                                const struct srv_mon_snap *snap)
 {
@@ -168,7 +146,7 @@ static enum MHD_Result healthz(struct MHD_Connection *conn,
     json_t *o =
         ok ? json_pack("{s:s}", "status", "ok")
            : json_pack("{s:s, s:s}", "status", "unavailable", "error", why);
-    json_t *w = health_warnings(snap);
+    json_t *w = srv_mon_warnings_json(snap);
     if (o != NULL && w != NULL && json_array_size(w) > 0) {
         json_object_set_new(o, "warnings", w);
         w = NULL;

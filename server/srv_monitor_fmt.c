@@ -12,6 +12,28 @@
 #include "srv_metrics.h"
 #include "srv_monitor.h"
 
+/* Warnings that do not make the node unhealthy (DESIGN §6). */
+json_t *srv_mon_warnings_json(const struct srv_mon_snap *snap)
+{
+    json_t *w = json_array();
+    char text[4400];
+    if (w != NULL && snap->quarantined_orphans > 0) {
+        snprintf(text, sizeof text,
+                 "%u quarantined orphan file(s) in %s/js/quarantine/orphans: "
+                 "inspect, then restore or remove them",
+                 snap->quarantined_orphans, snap->store_dir);
+        json_array_append_new(w, json_string(text));
+    }
+    if (w != NULL && snap->quarantined_files > 0) {
+        snprintf(text, sizeof text,
+                 "%u quarantined file(s) in %s/js/quarantine (damaged data "
+                 "kept for inspection)",
+                 snap->quarantined_files, snap->store_dir);
+        json_array_append_new(w, json_string(text));
+    }
+    return w;
+}
+
 void srv_mon_rfc3339(uint64_t unix_ms, char *buf, size_t len)
 {
     time_t secs = (time_t)(unix_ms / 1000);

@@ -363,12 +363,26 @@ size_t store_poll(struct store *s, struct store_event *evs, size_t max);
 const struct store_group_id *store_group_get_id(struct store_group *g);
 void store_group_id_hex(const struct store_group_id *id, char out[33]);
 
-/* Test and bench hooks. */
+/* A histogram with power-of-two buckets: counts[i] counts values v with
+ * 2^(i-1) < v <= 2^i (counts[0]: v <= 1; the last bucket takes the rest).
+ * Adding is a few instructions, done under the lock the sync thread
+ * already takes for its counters (no extra lock, no allocation). */
+#define STORE_HIST_BUCKETS 24
+struct store_hist {
+    uint64_t counts[STORE_HIST_BUCKETS];
+    uint64_t count;
+    uint64_t sum;
+};
+void store_hist_add(struct store_hist *h, uint64_t v);
+
+/* Counters (monitoring: /metrics; tests and benches). */
 struct store_stats {
     uint64_t fdatasyncs; /* segment data syncs issued */
     uint64_t batches;
     uint64_t records_written;
-    uint64_t spares_attempted; /* preallocations started */
+    uint64_t spares_attempted;       /* preallocations started */
+    struct store_hist fdatasync_us;  /* segment fdatasync latency */
+    struct store_hist batch_records; /* records per write batch */
 };
 void store_stats(struct store *s, struct store_stats *out);
 /* Tests with manual_sync: run all queued sync work on this thread. */

@@ -23,6 +23,25 @@ static void must(struct store *s, int rv, const char *what, const char *errmsg)
     }
 }
 
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+void store_hist_add(struct store_hist *h, uint64_t v)
+{
+    /* Bucket i holds (2^(i-1), 2^i]: the bit length of v - 1. */
+    unsigned i = v <= 1 ? 0 : 64u - (unsigned)__builtin_clzll(v - 1);
+    if (i >= STORE_HIST_BUCKETS) {
+        i = STORE_HIST_BUCKETS - 1;
+    }
+    h->counts[i]++;
+    h->count++;
+    h->sum += v;
+}
+
 static void datasync(struct store_group *g, struct seg *seg)
 {
     struct store *s = g->s;
@@ -30,10 +49,13 @@ static void datasync(struct store_group *g, struct seg *seg)
 
     ASSERT(seg->state == SEG_LIVE);
     ASSERT(seg->f != NULL);
+    uint64_t t0 = now_us();
     must(s, s->fs->fdatasync(s->fs, seg->f, errmsg), "fdatasync segment",
          errmsg);
+    uint64_t us = now_us() - t0;
     pthread_mutex_lock(&s->mu);
     s->stats.fdatasyncs++;
+    store_hist_add(&s->stats.fdatasync_us, us);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -46,6 +68,8 @@ static void report_persisted(struct store_group *g, const struct op *op)
     pthread_mutex_lock(&s->mu);
     s->stats.batches++;
     s->stats.records_written += op->last_index - op->first_index + 1;
+    store_hist_add(&s->stats.batch_records,
+                   op->last_index - op->first_index + 1);
     if (!op->stale && op->last_index > g->persisted_index) {
         g->persisted_index = op->last_index;
         g->persisted_term = op->last_term;

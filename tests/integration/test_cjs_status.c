@@ -1,0 +1,331 @@
+/* keel cluster status on a 3-node cluster in network namespaces (netns.c),
+ * through the real keel binary ($KEEL) with --json and in table form:
+ * every node answers with its own view, the merged view shows three
+ * members and each stream's one leader; a node that hosts no replica of
+ * an R1 stream stays healthy (/healthz 200); after kill -9 of a follower
+ * the status names the node down, the leader reports its replica offline
+ * and keel exits 1; /metrics has the store's fdatasync and batch
+ * histograms with sane values. The cases share one cluster, in order. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "netns.h"
+
+#define NODES 3
+#define WAIT_MS 20000 /* bounded waits for the cluster to agree */
+#define OUT_BYTES (256 * 1024)
+
+static struct h_netns net;
+static char out[OUT_BYTES];
+
+/* Run keel with args against node i; stdout (and stderr after it unless
+ * quiet) into out. Returns its exit status (-1 when it did not run). */
+static int keel_run(int i, const char *args, bool quiet)
+{
+    char cmd[1024];
+    const char *bin = getenv("KEEL");
+    assert_non_null(bin);
+    snprintf(cmd, sizeof cmd, "%s %s -s %s --timeout 5s %s", bin, args,
+             net.node[i].k.url, quiet ? "2>/dev/null" : "2>&1");
+    FILE *p = popen(cmd, "r");
+    if (p == NULL) {
+        return -1;
+    }
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (rc != 0 && getenv("CST_DEBUG") != NULL) {
+        fprintf(stderr, "keel %s: exit %d:\n%s\n", args, rc, out);
+    }
+    return rc;
+}
+
+static int keel(int i, const char *args)
+{
+    return keel_run(i, args, false);
+}
+
+/* keel cluster status --json on node i: the parsed output (NULL when it
+ * printed none) and the exit status in *rc. */
+static json_t *status(int i, int *rc)
+{
+    *rc = keel_run(i, "cluster status --json", true);
+    return json_loads(out, 0, NULL);
+}
+
+static const json_t *node_reply(const json_t *st, const char *name)
+{
+    size_t k;
+    const json_t *r;
+    json_array_foreach(json_object_get(st, "nodes"), k, r)
+    {
+        const char *n = json_string_value(
+            json_object_get(json_object_get(r, "server"), "name"));
+        if (n != NULL && strcmp(n, name) == 0) {
+            return r;
+        }
+    }
+    return NULL;
+}
+
+static const json_t *group(const json_t *reply, const char *stream)
+{
+    size_t k;
+    const json_t *g;
+    json_array_foreach(json_object_get(reply, "groups"), k, g)
+    {
+        if (strcmp(json_string_value(json_object_get(g, "stream")), stream) ==
+            0) {
+            return g;
+        }
+    }
+    return NULL;
+}
+
+/* Every node answered, is healthy, and the meta group has a leader. */
+static bool all_healthy(void *arg)
+{
+    (void)arg;
+    int rc;
+    json_t *st = status(0, &rc);
+    bool ok = rc == 0 && st != NULL &&
+              json_array_size(json_object_get(st, "nodes")) == NODES &&
+              json_array_size(json_object_get(st, "missing")) == 0;
+    json_decref(st);
+    return ok;
+}
+
+static int group_start(void **state)
+{
+    (void)state;
+    if (h_netns_start(&net, NODES, "cst3", NULL) != 0) {
+        return -1;
+    }
+    if (!h_poll(all_healthy, NULL, WAIT_MS)) {
+        fprintf(stderr, "cluster status not healthy within %d ms: %s\n",
+                WAIT_MS, out);
+        return -1;
+    }
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    return h_netns_cleanup(&net) == 0 ? 0 : -1;
+}
+
+/* The R3 stream has one leader and three current replicas in every
+ * node's answer, as seen from node 1. */
+static bool r3_settled(void *arg)
+{
+    (void)arg;
+    int rc;
+    json_t *st = status(1, &rc);
+    int leaders = 0, ok = 0;
+    const char *leader = NULL;
+    for (int i = 0; st != NULL && i < NODES; i++) {
+        const json_t *g = group(node_reply(st, net.node[i].name), "ORD");
+        if (g == NULL) {
+            continue;
+        }
+        const char *role = json_string_value(json_object_get(g, "role"));
+        const char *state = json_string_value(json_object_get(g, "state"));
+        leaders += strcmp(role, "leader") == 0;
+        ok += state != NULL && strcmp(state, "ok") == 0;
+        leader = json_string_value(json_object_get(g, "leader"));
+    }
+    bool done = rc == 0 && leaders == 1 && ok == NODES && leader != NULL &&
+                leader[0] != '\0';
+    json_decref(st);
+    return done;
+}
+
+static void status_shows_three_members_and_the_stream_leader(void **state)
+{
+    (void)state;
+    assert_int_equal(keel(0, "stream add ORD --subjects 'ord.>' --replicas 3"),
+                     0);
+    assert_int_equal(keel(2, "pub --jetstream ord.x hello --count 20"), 0);
+    assert_true(h_poll(r3_settled, NULL, WAIT_MS));
+    int rc;
+    json_t *st = status(2, &rc);
+    assert_int_equal(rc, 0);
+    const json_t *r0 = node_reply(st, net.node[0].name);
+    assert_non_null(r0);
+    assert_int_equal(json_array_size(json_object_get(r0, "members")), NODES);
+    /* The node the client reached says whom it asked: all three. */
+    size_t k;
+    const json_t *r;
+    json_array_foreach(json_object_get(st, "nodes"), k, r)
+    {
+        const json_t *asked = json_object_get(r, "asked");
+        if (asked != NULL) {
+            assert_int_equal(json_array_size(asked), NODES);
+        }
+    }
+    json_decref(st);
+    /* The table form: one line per node, three replica rows. */
+    assert_int_equal(keel(1, "cluster status"), 0);
+    assert_non_null(strstr(out, "3 of 3 nodes answered"));
+    int rows = 0;
+    for (const char *p = out; (p = strstr(p, "\nORD ")) != NULL; p++) {
+        rows++;
+    }
+    assert_int_equal(rows, NODES);
+}
+
+/* An R1 stream lives on one node; the other two host no replica of it
+ * and must still answer /healthz 200 (no "not caught up" for a group that
+ * is not theirs). */
+static bool every_healthz_200(void *arg)
+{
+    (void)arg;
+    char body[8192];
+    for (int i = 0; i < NODES; i++) {
+        if (h_netns_http_get(&net, i, "/healthz", body, sizeof body) != 200) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void a_node_without_a_replica_of_an_r1_stream_is_healthy(void **state)
+{
+    (void)state;
+    assert_int_equal(keel(1, "stream add ONE --subjects 'one.>' --replicas 1"),
+                     0);
+    /* Through the node that created it (another may not know it yet). */
+    assert_int_equal(keel(1, "pub --jetstream one.x hi --count 3"), 0);
+    assert_true(h_poll(every_healthz_200, NULL, WAIT_MS));
+    int rc;
+    json_t *st = status(0, &rc);
+    assert_int_equal(rc, 0);
+    int hosts = 0;
+    for (int i = 0; i < NODES; i++) {
+        hosts += group(node_reply(st, net.node[i].name), "ONE") != NULL;
+    }
+    assert_int_equal(hosts, 1);
+    json_decref(st);
+}
+
+/* The number after the line start key in a /metrics body, or -1. */
+static double metric(const char *body, const char *key)
+{
+    char k[128];
+    snprintf(k, sizeof k, "\n%s ", key);
+    const char *p = strstr(body, k);
+    return p != NULL ? strtod(p + strlen(k), NULL) : -1;
+}
+
+static void metrics_have_fdatasync_and_batch_histograms(void **state)
+{
+    (void)state;
+    static char body[256 * 1024];
+    assert_int_equal(h_netns_http_get(&net, 0, "/metrics", body, sizeof body),
+                     200);
+    double n = metric(body, "keel_store_fdatasync_seconds_count");
+    double secs = metric(body, "keel_store_fdatasync_seconds_sum");
+    assert_true(n > 0);
+    assert_true(secs > 0 && secs / n < 10); /* sane: seconds, not garbage */
+    assert_true(
+        metric(body, "keel_store_fdatasync_seconds_bucket{le=\"+Inf\"}") == n);
+    double batches = metric(body, "keel_store_batch_records_count");
+    assert_true(batches > 0);
+    /* Every batch holds at least one record. */
+    assert_true(metric(body, "keel_store_batch_records_sum") >= batches);
+    /* A follower learns the commit index a heartbeat later: > 0 here. */
+    assert_true(metric(body, "keel_raft_commit_index{group=\"ORD\"}") > 0);
+}
+
+/* node 0's view names the killed node down, and the stream's leader
+ * reports its replica offline. */
+static int killed = -1;
+static bool down_seen(void *arg)
+{
+    (void)arg;
+    int rc;
+    int asker = (killed + 1) % NODES;
+    json_t *st = status(asker, &rc);
+    bool missing_or_down = false, offline = false;
+    const char *kname = net.node[killed].name;
+    for (int i = 0; st != NULL && i < NODES; i++) {
+        const json_t *r = node_reply(st, net.node[i].name);
+        size_t k;
+        const json_t *m;
+        json_array_foreach(json_object_get(r, "members"), k, m)
+        {
+            if (strcmp(json_string_value(json_object_get(m, "name")), kname) ==
+                    0 &&
+                !json_is_true(json_object_get(m, "up"))) {
+                missing_or_down = true;
+            }
+        }
+        const json_t *g = group(r, "ORD");
+        const json_t *p;
+        json_array_foreach(json_object_get(g, "peers"), k, p)
+        {
+            if (strcmp(json_string_value(json_object_get(p, "name")), kname) ==
+                    0 &&
+                (json_is_true(json_object_get(p, "offline")) ||
+                 json_is_false(json_object_get(p, "current")))) {
+                offline = true;
+            }
+        }
+    }
+    bool done =
+        rc == 1 && missing_or_down && offline && node_reply(st, kname) == NULL;
+    json_decref(st);
+    return done;
+}
+
+static void a_killed_follower_shows_down_and_offline(void **state)
+{
+    (void)state;
+    int rc;
+    json_t *st = status(0, &rc);
+    assert_int_equal(rc, 0);
+    /* A follower of ORD that does not lead the meta group either. */
+    for (int i = 0; i < NODES && killed < 0; i++) {
+        const json_t *r = node_reply(st, net.node[i].name);
+        const json_t *g = group(r, "ORD");
+        if (strcmp(json_string_value(json_object_get(g, "role")), "leader") !=
+                0 &&
+            strcmp(json_string_value(
+                       json_object_get(json_object_get(r, "meta"), "role")),
+                   "leader") != 0) {
+            killed = i;
+        }
+    }
+    json_decref(st);
+    assert_true(killed >= 0);
+    assert_int_equal(h_netns_node_kill(&net, killed), 0);
+    /* Publishes go on with two of three; the leader sees the third lag. */
+    assert_int_equal(
+        keel((killed + 1) % NODES, "pub --jetstream ord.x after --count 5"), 0);
+    assert_true(h_poll(down_seen, NULL, WAIT_MS));
+    assert_int_equal(keel((killed + 1) % NODES, "cluster status"), 1);
+    assert_non_null(strstr(out, "2 of 3 nodes answered"));
+    assert_non_null(strstr(out, "DOWN"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(status_shows_three_members_and_the_stream_leader),
+        cmocka_unit_test(a_node_without_a_replica_of_an_r1_stream_is_healthy),
+        cmocka_unit_test(metrics_have_fdatasync_and_batch_histograms),
+        cmocka_unit_test(a_killed_follower_shows_down_and_offline),
+    };
+    return cmocka_run_group_tests(tests, group_start, group_teardown);
+}
