@@ -1,6 +1,7 @@
 #include "harness.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -532,4 +533,37 @@ int h_cluster_cleanup(struct h_cluster *c)
         h_keeld_cleanup(&c->k[i]);
     }
     return rv;
+}
+
+int h_flip_segment_byte(const char *data_dir, const char *needle)
+{
+    static char buf[1 << 20];
+    char groups[512];
+    snprintf(groups, sizeof groups, "%s/js/groups", data_dir);
+    DIR *d = opendir(groups);
+    struct dirent *e;
+    bool done = false;
+    if (d == NULL) {
+        return -1;
+    }
+    while (!done && (e = readdir(d)) != NULL) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s/log/00000000000000000001.blk",
+                 groups, e->d_name);
+        FILE *fp = fopen(path, "r+b");
+        if (fp == NULL) {
+            continue;
+        }
+        size_t n = fread(buf, 1, sizeof buf, fp);
+        char *hit = memmem(buf, n, needle, strlen(needle));
+        if (hit != NULL) {
+            long off = (long)(hit - buf) + 3;
+            buf[off] ^= 1;
+            done = fseek(fp, off, SEEK_SET) == 0 &&
+                   fwrite(buf + off, 1, 1, fp) == 1;
+        }
+        fclose(fp);
+    }
+    closedir(d);
+    return done ? 0 : -1;
 }

@@ -71,6 +71,14 @@ int h_read_until(int fd, const char *want, char *buf, size_t len,
  * the body in body (len). */
 int h_http_get(int port, const char *path, char *body, size_t len);
 
+/* Flip one bit of the first segment of a stream group under data_dir
+ * (<data_dir>/js/groups/<hex>/log/00000000000000000001.blk), 3 bytes after
+ * the first occurrence of needle (a payload the test published), so the
+ * store finds a faulty record below its sync marker at the next start.
+ * The server must be stopped. Returns 0, or -1 when no segment holds
+ * needle. */
+int h_flip_segment_byte(const char *data_dir, const char *needle);
+
 /* ---- clusters (tests/integration/test_cluster_*.c) ---- */
 
 #define H_CLUSTER_NODES_MAX 5

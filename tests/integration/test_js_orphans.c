@@ -7,7 +7,6 @@
  * when there is no terminal to ask, then removed; /healthz and /metrics
  * follow. keel cluster status exits 1 naming a stream that cannot open.
  */
-#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -169,40 +168,6 @@ static void orphans_are_listed_restored_and_removed(void **state)
     assert_non_null(strstr(body, "\nkeel_quarantined_orphans 0\n"));
 }
 
-/* Flip one byte of the stream's first segment after its payload marker,
- * so the store finds a faulty record at the next start. */
-static void flip_payload_byte(const char *needle)
-{
-    char groups[512];
-    path_of(groups, sizeof groups, "groups");
-    DIR *d = opendir(groups);
-    struct dirent *e;
-    bool done = false;
-    assert_non_null(d);
-    while (!done && (e = readdir(d)) != NULL) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s/log/00000000000000000001.blk",
-                 groups, e->d_name);
-        FILE *fp = fopen(path, "r+b");
-        if (fp == NULL) {
-            continue;
-        }
-        static char buf[1 << 20];
-        size_t n = fread(buf, 1, sizeof buf, fp);
-        char *hit = memmem(buf, n, needle, strlen(needle));
-        if (hit != NULL) {
-            long off = (long)(hit - buf) + 3;
-            buf[off] ^= 1;
-            fseek(fp, off, SEEK_SET);
-            fwrite(buf + off, 1, 1, fp);
-            done = true;
-        }
-        fclose(fp);
-    }
-    closedir(d);
-    assert_true(done);
-}
-
 static void status_names_a_stream_that_cannot_open(void **state)
 {
     (void)state;
@@ -212,7 +177,7 @@ static void status_names_a_stream_that_cannot_open(void **state)
     assert_int_equal(keel("cluster status"), 0);
     assert_non_null(strstr(out, "1 of 1 nodes answered"));
     assert_int_equal(h_keeld_stop(&k, NULL), 0);
-    flip_payload_byte("payload-marker");
+    assert_int_equal(h_flip_segment_byte(k.data_dir, "payload-marker"), 0);
     assert_int_equal(h_keeld_start(&k, 0, true, NULL), 0);
     assert_int_equal(h_http_get(k.http_port, "/healthz", body, sizeof body),
                      503);

@@ -4,7 +4,6 @@
  * jetstream block.
  */
 #include <ctype.h>
-#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -129,40 +128,6 @@ static void healthz_warns_about_quarantined_orphans(void **state)
     json_decref(o);
 }
 
-/* Flip one payload byte of the stream's segment so the store finds a
- * faulty record below its sync marker at the next start. */
-static void flip_payload_byte(const char *data_dir, const char *needle)
-{
-    char groups[512];
-    snprintf(groups, sizeof groups, "%s/js/groups", data_dir);
-    DIR *d = opendir(groups);
-    struct dirent *e;
-    bool done = false;
-    assert_non_null(d);
-    while (!done && (e = readdir(d)) != NULL) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s/log/00000000000000000001.blk",
-                 groups, e->d_name);
-        FILE *fp = fopen(path, "r+b");
-        if (fp == NULL) {
-            continue;
-        }
-        static char buf[1 << 20];
-        size_t n = fread(buf, 1, sizeof buf, fp);
-        void *hit = memmem(buf, n, needle, strlen(needle));
-        if (hit != NULL) {
-            long off = (long)((char *)hit - buf) + 3;
-            buf[off] ^= 1;
-            fseek(fp, off, SEEK_SET);
-            fwrite(buf + off, 1, 1, fp);
-            done = true;
-        }
-        fclose(fp);
-    }
-    closedir(d);
-    assert_true(done);
-}
-
 static void healthz_is_503_when_a_stream_cannot_open(void **state)
 {
     struct fixture *f = *state;
@@ -170,7 +135,7 @@ static void healthz_is_503_when_a_stream_cannot_open(void **state)
     natsConnection_Destroy(f->nc);
     f->nc = NULL;
     assert_int_equal(h_keeld_stop(&f->k, NULL), 0);
-    flip_payload_byte(f->k.data_dir, "payload-number");
+    assert_int_equal(h_flip_segment_byte(f->k.data_dir, "payload-number"), 0);
     assert_int_equal(h_keeld_start(&f->k, 0, true, NULL), 0);
     json_t *o = get_json(f, "/healthz", 503);
     assert_string_equal(json_string_value(json_object_get(o, "status")),
