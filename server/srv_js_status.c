@@ -118,6 +118,11 @@ static json_t *group_json(const struct srv_mon_group *g, const char *leader)
         (json_int_t)(g->commit > g->applied ? g->commit - g->applied : 0),
         "amnesiac", g->amnesiac, "failed", g->failed);
     char why[256];
+    if (o != NULL && g->repairs + g->repairs_refused > 0) {
+        json_object_set_new(o, "repairs", json_integer((json_int_t)g->repairs));
+        json_object_set_new(o, "repairs_refused",
+                            json_integer((json_int_t)g->repairs_refused));
+    }
     if (o != NULL && g->faulty != 0) {
         json_object_set_new(o, "faulty_from",
                             json_integer((json_int_t)g->faulty));

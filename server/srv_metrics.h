@@ -62,7 +62,8 @@ struct srv_mon_group {
     uint64_t term, last_index, commit, applied;
     uint64_t faulty; /* first faulty index; 0: none */
     bool amnesiac;
-    bool failed; /* the group hit a store error */
+    bool failed;                       /* the group hit a store error */
+    uint64_t repairs, repairs_refused; /* replica_info */
 };
 
 struct srv_mon_stream {

@@ -48,6 +48,8 @@ static void group_of(struct replica *r, const char *name, bool is_meta,
     g->applied = ri.applied;
     g->faulty = ri.faulty;
     g->amnesiac = ri.amnesiac;
+    g->repairs = ri.repairs;
+    g->repairs_refused = ri.repairs_refused;
 }
 
 /* Entries of dir, without "." and ".." and without a subdirectory named

@@ -101,11 +101,14 @@ static void server_families(FILE *f, const struct srv_mon_snap *s)
            (s->taken_ms - s->start_ms) / 1000);
 }
 
-/* One gauge family with a sample per Raft group (label group="..."). */
+/* One family (gauge, or counter when name ends in _total) with a sample
+ * per Raft group this node holds (label group="..."). */
 static void per_group(FILE *f, const struct srv_mon_snap *s, const char *name,
                       const char *help, size_t field)
 {
-    family(f, name, "gauge", help);
+    size_t n = strlen(name);
+    bool counter = n > 6 && strcmp(name + n - 6, "_total") == 0;
+    family(f, name, counter ? "counter" : "gauge", help);
     for (size_t i = 0; i <= s->nstreams; i++) {
         const struct srv_mon_group *g =
             i == 0 ? &s->meta : &s->streams[i - 1].group;
@@ -141,6 +144,13 @@ static void raft_families(FILE *f, const struct srv_mon_snap *s)
         label_value(f, g->name);
         fprintf(f, "\"} %d\n", strcmp(g->role, "leader") == 0 ? 1 : 0);
     }
+    per_group(f, s, "keel_raft_repairs_total",
+              "Damaged records rewritten from a verified copy (DESIGN §4 "
+              "rule 1).",
+              offsetof(struct srv_mon_group, repairs));
+    per_group(f, s, "keel_raft_repairs_refused_total",
+              "Repair copies the store refused (they did not verify).",
+              offsetof(struct srv_mon_group, repairs_refused));
     scalar(f, "keel_raft_elections_total", "counter",
            "Times a local group became leader.", s->elections);
 }

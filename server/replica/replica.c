@@ -742,7 +742,9 @@ void replica_info(const struct replica *r, struct replica_info *out)
                                  .started = r->started,
                                  .leader = r->raft.leader,
                                  .faulty = r->raft.faulty,
-                                 .amnesiac = r->raft.amnesiac};
+                                 .amnesiac = r->raft.amnesiac,
+                                 .repairs = r->repairs_queued,
+                                 .repairs_refused = r->repairs_refused};
 }
 
 struct store_group *replica_store_group(struct replica *r)

@@ -183,6 +183,9 @@ struct replica_info {
     raft_node leader;  /* known leader; 0: none (monitoring) */
     raft_index faulty; /* first faulty index; 0: none (monitoring) */
     bool amnesiac;     /* (monitoring, /healthz) */
+    /* Verified copies of damaged records handed to store_repair, and
+     * those the store refused (monitoring). */
+    uint64_t repairs, repairs_refused;
 };
 void replica_info(const struct replica *r, struct replica_info *out);
 struct store_group *replica_store_group(struct replica *r);

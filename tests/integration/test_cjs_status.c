@@ -5,7 +5,9 @@
  * an R1 stream stays healthy (/healthz 200); after kill -9 of a follower
  * the status names the node down, the leader reports its replica offline
  * and keel exits 1; /metrics has the store's fdatasync and batch
- * histograms with sane values. The cases share one cluster, in order. */
+ * histograms with sane values; a follower whose segment has a flipped
+ * byte counts the repair (keel_raft_repairs_total) and the status turns
+ * ok again. The cases share one cluster, in order. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -248,6 +250,45 @@ static void metrics_have_fdatasync_and_batch_histograms(void **state)
     assert_true(metric(body, "keel_raft_commit_index{group=\"ORD\"}") > 0);
 }
 
+/* The repaired node's /metrics counts a repair of ORD and every node is
+ * healthy again. */
+static int repaired = -1;
+static bool repair_counted(void *arg)
+{
+    (void)arg;
+    static char body[256 * 1024];
+    if (h_netns_http_get(&net, repaired, "/metrics", body, sizeof body) !=
+        200) {
+        return false;
+    }
+    return metric(body, "keel_raft_repairs_total{group=\"ORD\"}") >= 1 &&
+           all_healthy(NULL);
+}
+
+static void a_follower_repair_is_counted_and_status_turns_ok(void **state)
+{
+    (void)state;
+    int rc;
+    json_t *st = status(0, &rc);
+    assert_int_equal(rc, 0);
+    for (int i = 0; i < NODES && repaired < 0; i++) {
+        const json_t *g = group(node_reply(st, net.node[i].name), "ORD");
+        if (strcmp(json_string_value(json_object_get(g, "role")), "leader") !=
+            0) {
+            repaired = i;
+        }
+    }
+    json_decref(st);
+    assert_true(repaired >= 0);
+    assert_int_equal(h_netns_node_stop(&net, repaired), 0);
+    /* A byte inside the first acked record ("hello"), below later sync
+     * markers: a faulty record, repaired from the leader's copy. */
+    assert_int_equal(
+        h_flip_segment_byte(net.node[repaired].k.data_dir, "hello"), 0);
+    assert_int_equal(h_netns_node_start(&net, repaired), 0);
+    assert_true(h_poll(repair_counted, NULL, WAIT_MS));
+}
+
 /* node 0's view names the killed node down, and the stream's leader
  * reports its replica offline. */
 static int killed = -1;
@@ -325,6 +366,7 @@ int main(void)
         cmocka_unit_test(status_shows_three_members_and_the_stream_leader),
         cmocka_unit_test(a_node_without_a_replica_of_an_r1_stream_is_healthy),
         cmocka_unit_test(metrics_have_fdatasync_and_batch_histograms),
+        cmocka_unit_test(a_follower_repair_is_counted_and_status_turns_ok),
         cmocka_unit_test(a_killed_follower_shows_down_and_offline),
     };
     return cmocka_run_group_tests(tests, group_start, group_teardown);
