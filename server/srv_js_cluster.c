@@ -79,7 +79,7 @@ struct srv_jsc {
     bool stopping;
     bool announce_now;
     uint64_t last_announce_ms;
-    uint64_t last_report_ms; /* WAITING: last META broadcast */
+    uint64_t last_report_ms;     /* WAITING: last META broadcast */
     char why[SRV_JSC_WHY_BYTES]; /* last bootstrap wait reason logged */
 };
 
