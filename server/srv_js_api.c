@@ -122,7 +122,44 @@ static size_t max_streams(const struct srv_js *js)
     return n > 0 && n < SRV_JS_STREAMS_MAX ? (size_t)n : SRV_JS_STREAMS_MAX;
 }
 
+/* A request without keel_fsync gets the policy it would have had: on
+ * CREATE the server's --fsync (DESIGN §4: the default for new streams,
+ * finding F4), on UPDATE the stream's current one, so leaving the field
+ * out never changes a stream's durability. The meta entry then names it,
+ * so every replica and every restart (whatever its --fsync) agrees. */
+static void default_fsync(const struct api_req *q,
+                          const struct srv_stream_config *prev,
+                          struct srv_stream_config *cfg)
+{
+    json_t *f = json_object_get(q->body, "keel_fsync");
+    if (f != NULL && !json_is_null(f)) {
+        return;
+    }
+    if (prev != NULL) {
+        cfg->fsync = prev->fsync;
+        cfg->fsync_interval_ms = prev->fsync_interval_ms;
+        return;
+    }
+    const struct srv_config *sc = q->js->srv != NULL ? q->js->srv->cfg : NULL;
+    if (sc == NULL) {
+        return;
+    }
+    static const enum srv_js_fsync pol[] = {
+        [SRV_FSYNC_GROUP] = SRV_JS_FSYNC_GROUP,
+        [SRV_FSYNC_ALWAYS] = SRV_JS_FSYNC_ALWAYS,
+        [SRV_FSYNC_INTERVAL] = SRV_JS_FSYNC_INTERVAL};
+    cfg->fsync = pol[sc->fsync];
+    if (sc->fsync == SRV_FSYNC_INTERVAL) {
+        uint64_t ms = sc->fsync_interval_ms;
+        ms = ms < 1 ? 1 : ms;
+        ms = ms > SRV_JS_FSYNC_INTERVAL_MS_MAX ? SRV_JS_FSYNC_INTERVAL_MS_MAX
+                                               : ms;
+        cfg->fsync_interval_ms = (uint32_t)ms;
+    }
+}
+
 static int config_from_request(struct api_req *q, const char *kind,
+                               const struct srv_stream_config *prev,
                                struct srv_stream_config *cfg)
 {
     enum srv_js_err jerr = SRV_JS_OK;
@@ -146,6 +183,7 @@ static int config_from_request(struct api_req *q, const char *kind,
         srv_stream_config_free(cfg);
         return KEEL_EINVAL;
     }
+    default_fsync(q, prev, cfg);
     if (cfg->num_replicas > 1 && !srv_js_clustered(q->js)) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EREPLICAS_STANDALONE,
                          NULL);
@@ -211,7 +249,7 @@ static void api_create(struct api_req *q)
     static const char kind[] = "stream_create_response";
     struct srv_stream_config cfg;
     struct srv_stream *st = NULL;
-    if (config_from_request(q, kind, &cfg) != 0) {
+    if (config_from_request(q, kind, NULL, &cfg) != 0) {
         return;
     }
     if (srv_js_find_stream(q->js, q->name, &st) == 0) {
@@ -239,7 +277,7 @@ static void api_update(struct api_req *q)
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_NOT_FOUND, NULL);
         return;
     }
-    if (config_from_request(q, kind, &cfg) != 0) {
+    if (config_from_request(q, kind, &st->cfg, &cfg) != 0) {
         return;
     }
     if (cfg.retention != st->cfg.retention || cfg.storage != st->cfg.storage) {

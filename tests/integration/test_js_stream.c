@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <jansson.h>
 #include <nats/nats.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -392,6 +393,77 @@ static void restart_keeps_streams_and_messages(void **state)
     assert_int_equal(publish(f, "r.x", "next", NULL, &jerr), 6);
 }
 
+/* The stream's keel_fsync as STREAM.INFO / CREATE / UPDATE report it
+ * (body is the raw request, NULL for INFO). Caller frees. */
+static char *api_fsync(struct fixture *f, const char *op, const char *name,
+                       const char *body)
+{
+    char subj[128];
+    natsMsg *m = NULL;
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.%s.%s", op, name);
+    assert_int_equal(natsConnection_Request(&m, f->nc, subj, body,
+                                            body != NULL ? (int)strlen(body)
+                                                         : 0,
+                                            WAIT_MS),
+                     NATS_OK);
+    json_t *r = json_loadb(natsMsg_GetData(m),
+                           (size_t)natsMsg_GetDataLength(m), 0, NULL);
+    natsMsg_Destroy(m);
+    assert_non_null(r);
+    assert_null(json_object_get(r, "error"));
+    const char *v = json_string_value(
+        json_object_get(json_object_get(r, "config"), "keel_fsync"));
+    assert_non_null(v);
+    char *out = strdup(v);
+    json_decref(r);
+    return out;
+}
+
+static void expect_fsync(struct fixture *f, const char *op, const char *name,
+                         const char *body, const char *want)
+{
+    char *got = api_fsync(f, op, name, body);
+    assert_string_equal(got, want);
+    free(got);
+}
+
+/* DESIGN §4: keeld's --fsync is the default for new streams (finding
+ * F4: it used to be ignored, every stream without keel_fsync got group).
+ * The policy is recorded in the stream's config, so an UPDATE without the
+ * field and a restart under another --fsync keep it. */
+static void fsync_flag_is_the_default_for_new_streams(void **state)
+{
+    struct fixture *f = *state;
+    const char *always[] = {"--fsync", "always", NULL};
+    const char *interval[] = {"--fsync", "interval:250", NULL};
+    disconnect_js(f);
+    assert_int_equal(h_keeld_stop(&f->k, NULL), 0);
+    assert_int_equal(h_keeld_start(&f->k, 0, false, always), 0);
+    assert_int_equal(connect_js(f), 0);
+    expect_fsync(f, "CREATE", "FA", "{\"subjects\":[\"fa.>\"]}", "always");
+    expect_fsync(f, "CREATE", "FG",
+                 "{\"subjects\":[\"fg.>\"],\"keel_fsync\":\"group\"}",
+                 "group");
+    /* An update that leaves the field out keeps the stream's policy. */
+    expect_fsync(f, "UPDATE", "FA",
+                 "{\"subjects\":[\"fa.>\"],\"max_msgs\":10}", "always");
+    expect_fsync(f, "UPDATE", "FG",
+                 "{\"subjects\":[\"fg.>\"],\"max_msgs\":10}", "group");
+    /* A create repeated without the field is the same config (idempotent). */
+    expect_fsync(f, "CREATE", "FA",
+                 "{\"subjects\":[\"fa.>\"],\"max_msgs\":10}", "always");
+    disconnect_js(f);
+    assert_int_equal(h_keeld_stop(&f->k, NULL), 0);
+    assert_int_equal(h_keeld_start(&f->k, 0, false, interval), 0);
+    assert_int_equal(connect_js(f), 0);
+    struct info_wait w = {f, "FA"};
+    assert_true(h_poll(stream_visible, &w, WAIT_MS));
+    expect_fsync(f, "INFO", "FA", NULL, "always");
+    expect_fsync(f, "INFO", "FG", NULL, "group");
+    expect_fsync(f, "CREATE", "FI", "{\"subjects\":[\"fi.>\"]}",
+                 "interval:250");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -406,6 +478,7 @@ int main(void)
         T(get_and_delete_message),
         T(direct_get_reads_by_seq_and_subject),
         T(restart_keeps_streams_and_messages),
+        T(fsync_flag_is_the_default_for_new_streams),
 #undef T
     };
     int rv = cmocka_run_group_tests(tests, NULL, NULL);
