@@ -17,6 +17,7 @@
 #include <nats/nats.h>
 
 #include "harness.h"
+#include "netns.h"
 
 #define F_PUBS_MAX 8
 #define F_PER_PUB_MAX 200000 /* attempts per publisher and run */
@@ -28,6 +29,9 @@
 #define F_READ_MS_MAX 60000     /* the final read */
 #define F_STREAM "FAULTS"
 #define F_SUBJECT "faults.v"
+#define F_CONVERGE_MS_MAX 30000 /* heal to every replica holding the log */
+#define F_NATS_PORT 4222        /* nats-server in a namespace: fixed ports */
+#define F_NATS_HTTP_PORT 8222
 
 struct f_run_ctx;
 
@@ -47,6 +51,28 @@ enum f_expect {
                          still on disk (never deleted) */
 };
 
+/* Which nodes one event hits in a cluster (one node: always node 0).
+ * Damage that stays (media faults, power loss) hits the same victims,
+ * chosen once per run among the stream's peers, so a stream group never
+ * has more damaged replicas than it tolerates. */
+enum f_who {
+    F_WHO_MINORITY = 0, /* kill/stop: a random minority of the stream's
+                           peers, drawn again for every event; damage: a
+                           fixed minority */
+    F_WHO_ONE,          /* one fixed peer */
+    F_WHO_LEADER,       /* the stream's leader at the time of the event */
+    F_WHO_ALL,          /* every node at once */
+};
+
+/* Partitions (cluster only): blackhole routes between node namespaces;
+ * clients still reach every node. */
+enum f_cut {
+    F_CUT_NONE = 0,
+    F_CUT_LEADER, /* the stream leader cut from every other node */
+    F_CUT_HALF,   /* a random minority of the nodes cut from the rest */
+    F_CUT_BRIDGE, /* two sides that only one node (the bridge) joins */
+};
+
 struct f_nemesis {
     const char *name;
     enum f_expect expect;
@@ -56,12 +82,15 @@ struct f_nemesis {
     /* Power loss (tools/faults-powerloss --mode): NULL none, "drop" or
      * "reorder"; keeld runs under the LD_PRELOAD shim. */
     const char *power;
+    enum f_who who;
+    enum f_cut cut;
 };
 
 struct f_config {
     const char *nemesis;
     const char *policy; /* keeld --fsync for the stream */
     int nodes;
+    int replicas; /* the stream's num_replicas (<= nodes) */
     int pubs;
     int rounds;   /* nemesis events */
     int round_ms; /* traffic between events */
@@ -84,7 +113,12 @@ struct f_run_ctx {
     struct f_config cfg;
     const struct f_nemesis *nem;
     uint64_t rng;
-    struct h_keeld k[F_NODES_MAX];
+    struct h_keeld k[F_NODES_MAX]; /* one node: loopback */
+    bool cluster;                  /* nodes > 1: c->net, one netns each */
+    struct h_netns net;
+    bool host[F_NODES_MAX];   /* node i holds a replica of the stream */
+    bool victim[F_NODES_MAX]; /* fixed victims of damage nemeses */
+    int converge_ms;          /* heal to identical logs (-1: never) */
     pthread_mutex_t mu;
     struct f_attempt *att; /* [pub * F_PER_PUB_MAX + n] */
     uint32_t next_n[F_PUBS_MAX];
@@ -126,8 +160,36 @@ struct f_result {
     bool pass;
 };
 
+/* Node i's process and directories (loopback or namespace). */
+static inline struct h_keeld *f_k(struct f_run_ctx *c, int i)
+{
+    return c->cluster ? &c->net.node[i].k : &c->k[i];
+}
+
+/* faults_cluster.c: the netns cluster (keeld or nats-server), the stream's
+ * peers and leader, partitions and the convergence wait. */
+/* Dirs and network of cfg.nodes namespaces (no node started yet). */
+int f_cluster_prepare(struct f_run_ctx *c);
+/* Start node i (keeld or nats-server) on its fixed ports. */
+int f_cluster_node_start(struct f_run_ctx *c, int i);
+/* c->host from STREAM.INFO (bounded wait for all replicas). 0 or -1. */
+int f_cluster_hosts(struct f_run_ctx *c, const char *urls);
+/* The stream leader's node index, or -1 (bounded wait). */
+int f_cluster_leader(struct f_run_ctx *c, const char *urls);
+/* Cut per c->nem->cut; cut[i * F_NODES_MAX + j] records each cut pair. */
+int f_cluster_cut(struct f_run_ctx *c, int leader, bool *cut);
+void f_cluster_heal(struct f_run_ctx *c, bool *cut);
+/* Wait (bounded) until every running, undamaged replica holds the same
+ * fully applied log: ms taken, or -1. */
+int f_cluster_converge(struct f_run_ctx *c);
+/* Node i's URL first, then the others: a client that fails over. */
+void f_urls_from(struct f_run_ctx *c, int first, char *out, size_t len);
+
 /* faults_work.c */
 uint64_t f_rand(struct f_run_ctx *c);
+/* A plain connection to the first node of urls that answers (no
+ * reconnect). 0 or -1. */
+int f_connect(const char *urls, natsConnection **nc);
 int f_stream_create(struct f_run_ctx *c, const char *url);
 int f_pubs_start(struct f_run_ctx *c, pthread_t *th);
 void f_pubs_stop(struct f_run_ctx *c, pthread_t *th);

@@ -101,7 +101,7 @@ int f_dump_node(struct f_run_ctx *c, int node, struct f_view *v)
     char cmd[1024];
     char *line = malloc(F_LINE_BYTES);
     snprintf(cmd, sizeof cmd, "'%s' store dump --data '%s' --stream %s",
-             c->cfg.keel, c->k[node].data_dir, F_STREAM);
+             c->cfg.keel, f_k(c, node)->data_dir, F_STREAM);
     FILE *p = line != NULL ? popen(cmd, "r") : NULL;
     if (p == NULL) {
         free(line);
@@ -190,7 +190,7 @@ uint8_t *f_disk_snapshot(struct f_run_ctx *c, int node)
 {
     uint8_t *seen = calloc(F_SEQS_MAX, 1);
     if (seen != NULL) {
-        scan_dir(c->k[node].data_dir, seen, 0);
+        scan_dir(f_k(c, node)->data_dir, seen, 0);
     }
     return seen;
 }
@@ -220,7 +220,7 @@ static uint8_t *disk_tokens(struct f_run_ctx *c)
     uint8_t *seen = calloc(F_SEQS_MAX, 1);
     for (int i = 0; seen != NULL && c->cfg.urls == NULL && i < c->cfg.nodes;
          i++) {
-        scan_dir(c->k[i].data_dir, seen, 0);
+        scan_dir(f_k(c, i)->data_dir, seen, 0);
     }
     return seen;
 }
@@ -250,7 +250,9 @@ static uint64_t *positions(const struct f_view *v, uint64_t *dup)
 static bool explained(const struct f_run_ctx *c, uint32_t s,
                       const struct f_view *nodes, uint64_t *const *npos, int n)
 {
-    if (c->nem->expect != F_EXPECT_FLAGGED) {
+    /* With replicas a damaged minority is repaired around: the intact
+     * majority must serve every acked value. */
+    if (c->nem->expect != F_EXPECT_FLAGGED || c->cfg.replicas > 1) {
         return false;
     }
     if (c->destroyed[s]) {

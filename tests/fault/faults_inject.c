@@ -67,7 +67,7 @@ static void list_files(const char *store, const char *sub, const char *suffix,
 
 static void store_dir(struct f_run_ctx *c, int node, char *out, size_t cap)
 {
-    snprintf(out, cap, "%s/js", c->k[node].data_dir);
+    snprintf(out, cap, "%s/js", f_k(c, node)->data_dir);
 }
 
 static void note(struct f_run_ctx *c, const char *what, const char *path,
@@ -210,7 +210,7 @@ int f_inject_meta(struct f_run_ctx *c, int node)
 {
     char path[600];
     size_t len = 0;
-    snprintf(path, sizeof path, "%s/js/meta.lmdb", c->k[node].data_dir);
+    snprintf(path, sizeof path, "%s/js/meta.lmdb", f_k(c, node)->data_dir);
     uint8_t *b = slurp(path, &len);
     int rv = -1;
     for (int tries = 0; b != NULL && len > 8192 && tries < 10000; tries++) {

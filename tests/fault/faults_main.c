@@ -2,8 +2,9 @@
  * docs/faults.md). Prints one table row and exits 0 when the run passes
  * (0 lost, 0 divergent), 1 when it does not, 2 on a usage error.
  *
- *   keel-faults --nemesis kill|stop|bitflip|truncate|meta|snapshot|none
- *               [--nodes 1] [--policy group|always] [--pubs 3]
+ *   keel-faults --nemesis NAME (the table below)
+ *               [--nodes 1|3|5] [--replicas 1|3|5]
+ *               [--policy group|always|interval:MS] [--pubs 3]
  *               [--rounds 6] [--round-ms 1500] [--seed N]
  *               [--urls nats://a,nats://b]   (an external cluster, e.g.
  *                                             nats-server: no nemesis)
@@ -23,16 +24,39 @@
 
 #include "faults.h"
 
+/* On one node every event hits node 0 and partitions do not exist; in a
+ * cluster `who` and `cut` say which nodes (faults.h). Media faults expect
+ * FLAGGED on one node (R1: no peer to repair from); with replicas the
+ * checker expects every acked value served (f_check). */
 static const struct f_nemesis nemeses[] = {
-    {"none", F_EXPECT_ALL, NULL, false, NULL},
-    {"kill", F_EXPECT_ALL, NULL, false, NULL},
-    {"stop", F_EXPECT_ALL, NULL, true, NULL},
-    {"bitflip", F_EXPECT_FLAGGED, f_inject_bitflip, false, NULL},
-    {"truncate", F_EXPECT_FLAGGED, f_inject_truncate, false, NULL},
-    {"meta", F_EXPECT_FLAGGED, f_inject_meta, false, NULL},
-    {"snapshot", F_EXPECT_FLAGGED, f_inject_snapshot, false, NULL},
-    {"powerloss", F_EXPECT_ALL, NULL, false, "drop"},
-    {"powerloss-reorder", F_EXPECT_ALL, NULL, false, "reorder"},
+    {"none", F_EXPECT_ALL, NULL, false, NULL, F_WHO_MINORITY, F_CUT_NONE},
+    {"kill", F_EXPECT_ALL, NULL, false, NULL, F_WHO_MINORITY, F_CUT_NONE},
+    {"kill-leader", F_EXPECT_ALL, NULL, false, NULL, F_WHO_LEADER,
+     F_CUT_NONE},
+    {"stop", F_EXPECT_ALL, NULL, true, NULL, F_WHO_MINORITY, F_CUT_NONE},
+    {"stop-leader", F_EXPECT_ALL, NULL, true, NULL, F_WHO_LEADER,
+     F_CUT_NONE},
+    {"partition-leader", F_EXPECT_ALL, NULL, false, NULL, F_WHO_MINORITY,
+     F_CUT_LEADER},
+    {"partition-half", F_EXPECT_ALL, NULL, false, NULL, F_WHO_MINORITY,
+     F_CUT_HALF},
+    {"partition-bridge", F_EXPECT_ALL, NULL, false, NULL, F_WHO_MINORITY,
+     F_CUT_BRIDGE},
+    {"bitflip", F_EXPECT_FLAGGED, f_inject_bitflip, false, NULL,
+     F_WHO_MINORITY, F_CUT_NONE},
+    {"truncate", F_EXPECT_FLAGGED, f_inject_truncate, false, NULL,
+     F_WHO_MINORITY, F_CUT_NONE},
+    {"meta", F_EXPECT_FLAGGED, f_inject_meta, false, NULL, F_WHO_MINORITY,
+     F_CUT_NONE},
+    {"snapshot", F_EXPECT_FLAGGED, f_inject_snapshot, false, NULL,
+     F_WHO_MINORITY, F_CUT_NONE},
+    {"powerloss", F_EXPECT_ALL, NULL, false, "drop", F_WHO_ONE, F_CUT_NONE},
+    {"powerloss-reorder", F_EXPECT_ALL, NULL, false, "reorder", F_WHO_ONE,
+     F_CUT_NONE},
+    {"powerloss-minority", F_EXPECT_ALL, NULL, false, "drop", F_WHO_MINORITY,
+     F_CUT_NONE},
+    {"powerloss-all", F_EXPECT_ALL, NULL, false, "drop", F_WHO_ALL,
+     F_CUT_NONE},
 };
 
 /* kill(-1 or 0, sig) would signal every process: never. */
@@ -54,11 +78,14 @@ static void pause_ms(long ms)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: keel-faults --nemesis "
-                    "kill|stop|bitflip|truncate|meta|snapshot|none "
-                    "[--nodes N] [--policy P] [--pubs N] [--rounds N] "
+    fprintf(stderr, "usage: keel-faults --nemesis NAME [--nodes 1|3|5] "
+                    "[--replicas 1|3|5] [--policy P] [--pubs N] [--rounds N] "
                     "[--round-ms MS] [--seed N] [--urls LIST] "
-                    "[--server keeld|nats-server]\n");
+                    "[--server keeld|nats-server]\nnemeses:");
+    for (size_t i = 0; i < sizeof nemeses / sizeof nemeses[0]; i++) {
+        fprintf(stderr, " %s", nemeses[i].name);
+    }
+    fprintf(stderr, "\n");
     return 2;
 }
 
@@ -88,6 +115,8 @@ static int parse(int argc, char **argv, struct f_config *cfg)
             cfg->policy = v;
         } else if (strcmp(a, "--nodes") == 0) {
             cfg->nodes = atoi(v);
+        } else if (strcmp(a, "--replicas") == 0) {
+            cfg->replicas = atoi(v);
         } else if (strcmp(a, "--pubs") == 0) {
             cfg->pubs = atoi(v);
         } else if (strcmp(a, "--rounds") == 0) {
@@ -107,7 +136,14 @@ static int parse(int argc, char **argv, struct f_config *cfg)
             return -1;
         }
     }
-    bool ok = cfg->nodes == 1 && cfg->pubs >= 1 && cfg->pubs <= F_PUBS_MAX &&
+    if (cfg->replicas == 0) {
+        cfg->replicas = cfg->nodes >= 5 ? 5 : cfg->nodes >= 3 ? 3 : 1;
+    }
+    bool ok = (cfg->nodes == 1 || cfg->nodes == 3 || cfg->nodes == 5) &&
+              (cfg->replicas == 1 || cfg->replicas == 3 ||
+               cfg->replicas == 5) &&
+              cfg->replicas <= cfg->nodes && cfg->pubs >= 1 &&
+              cfg->pubs <= F_PUBS_MAX &&
               cfg->rounds >= 0 && cfg->rounds <= 1000 && cfg->round_ms > 0;
     return ok ? 0 : -1;
 }
@@ -165,10 +201,10 @@ static void power_env(struct f_run_ctx *c, int i, bool on)
         return;
     }
     setenv("LD_PRELOAD", c->cfg.pl_shim, 1);
-    setenv("KEEL_PL_DIR", c->k[i].data_dir, 1);
-    snprintf(path, sizeof path, "%s/pl.journal", c->k[i].dir);
+    setenv("KEEL_PL_DIR", f_k(c, i)->data_dir, 1);
+    snprintf(path, sizeof path, "%s/pl.journal", f_k(c, i)->dir);
     setenv("KEEL_PL_JOURNAL", path, 1);
-    snprintf(path, sizeof path, "%s/boot_id", c->k[i].dir);
+    snprintf(path, sizeof path, "%s/boot_id", f_k(c, i)->dir);
     setenv("KEEL_PL_BOOT_ID", path, 1);
 }
 
@@ -178,14 +214,15 @@ static int node_start(struct f_run_ctx *c, int i, int port)
     bool snap = strcmp(c->nem->name, "snapshot") == 0;
     const char *extra[] = {"--fsync", c->cfg.policy,
                            snap ? "--snapshot_entries" : NULL, "500", NULL};
-    if (c->cfg.nats_server) {
-        power_env(c, i, c->nem->power != NULL);
-        int rv = nats_start(c, i, port);
-        power_env(c, i, false);
-        return rv;
-    }
+    int rv;
     power_env(c, i, c->nem->power != NULL);
-    int rv = h_keeld_start(&c->k[i], port, false, extra);
+    if (c->cluster) {
+        rv = f_cluster_node_start(c, i);
+    } else if (c->cfg.nats_server) {
+        rv = nats_start(c, i, port);
+    } else {
+        rv = h_keeld_start(&c->k[i], port, false, extra);
+    }
     power_env(c, i, false);
     return rv;
 }
@@ -198,38 +235,31 @@ static int power_loss(struct f_run_ctx *c, int i)
     snprintf(cmd, sizeof cmd,
              "'%s' '%s/pl.journal' --mode %s --seed %llu --boot-id "
              "'%s/boot_id' 1>&2",
-             c->cfg.pl_tool, c->k[i].dir, c->nem->power,
-             (unsigned long long)f_rand(c), c->k[i].dir);
+             c->cfg.pl_tool, f_k(c, i)->dir, c->nem->power,
+             (unsigned long long)f_rand(c), f_k(c, i)->dir);
     c->injured++;
     return system(cmd) == 0 ? 0 : -1;
 }
 
-/* One nemesis event on node i: pause, or kill -9 (+ injury) + restart on
- * the same port, so clients reconnect to the same address. */
-static int event(struct f_run_ctx *c, int i)
+/* kill -9 node i and reap it. */
+static int node_kill(struct f_run_ctx *c, int i)
 {
-    struct h_keeld *k = &c->k[i];
-    int status = 0;
-    if (k->pid <= 0) {
-        return 0; /* refused to restart earlier: never signal pid <= 0 */
+    struct h_keeld *k = f_k(c, i);
+    if (c->cluster) {
+        return h_netns_node_kill(&c->net, i);
     }
-    if (c->nem->stop) {
-        ASSERT_PID(k->pid);
-        kill(k->pid, SIGSTOP);
-        pause_ms(200 + (long)(f_rand(c) % 1500));
-        kill(k->pid, SIGCONT);
-        return 0;
-    }
-    if (strcmp(c->nem->name, "none") == 0) {
-        return 0;
-    }
-    int port = k->port;
     ASSERT_PID(k->pid);
     kill(k->pid, SIGKILL);
-    if (h_wait_pid(k->pid, H_STOP_TIMEOUT_MS, &status) != 0) {
-        return -1;
-    }
+    int rv = h_wait_pid(k->pid, H_STOP_TIMEOUT_MS, NULL);
     k->pid = 0;
+    return rv;
+}
+
+/* Node i is down: injure it, cut its power, start it again (on the same
+ * port, so clients reconnect to the same address). */
+static int revive(struct f_run_ctx *c, int i)
+{
+    int port = f_k(c, i)->port;
     uint8_t *before = c->nem->injure != NULL ? f_disk_snapshot(c, i) : NULL;
     if (c->nem->injure != NULL && c->nem->injure(c, i) != 0) {
         fprintf(stderr, "keel-faults: injury failed on node %d\n", i);
@@ -250,34 +280,162 @@ static int event(struct f_run_ctx *c, int i)
     }
     /* keeld refuses to start on this directory (it logged why): a finding
      * the row reports; the checker still looks at what is on disk. */
-    k->pid = 0;
+    f_k(c, i)->pid = 0;
     c->restart_failed++;
     return 0;
 }
 
-static void row(const struct f_run_ctx *c, const struct f_result *r,
-                const struct f_view *nodes)
+/* The nodes one event hits (faults.h enum f_who). */
+static int pick(struct f_run_ctx *c, const char *urls, bool *set)
 {
-    printf("| %-8s | %-6s | %d | %6llu | %6llu | %5llu | %5llu | %4llu | %5llu "
-           "| %4llu | %3llu | %6lld | %-4s | %s |\n",
+    int n = c->cfg.nodes;
+    memset(set, 0, F_NODES_MAX * sizeof *set);
+    if (!c->cluster) {
+        set[0] = true;
+        return 0;
+    }
+    bool damage = c->nem->injure != NULL || c->nem->power != NULL;
+    if (c->nem->who == F_WHO_ALL) {
+        for (int i = 0; i < n; i++) {
+            set[i] = true;
+        }
+    } else if (c->nem->who == F_WHO_LEADER) {
+        int l = f_cluster_leader(c, urls);
+        if (l < 0) {
+            return -1; /* no leader to hit: skip this event */
+        }
+        set[l] = true;
+    } else if (damage) {
+        memcpy(set, c->victim, F_NODES_MAX * sizeof *set);
+    } else {
+        /* 1 .. (replicas-1)/2 of the stream's peers. */
+        int want = 1 + (int)(f_rand(c) % (uint64_t)((c->cfg.replicas - 1) / 2));
+        for (int got = 0, guard = 0; got < want && guard < 1000; guard++) {
+            int i = (int)(f_rand(c) % (uint64_t)n);
+            if (c->host[i] && !set[i]) {
+                set[i] = true;
+                got++;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Damage that stays hits the same peers every time: one, or the largest
+ * minority of the stream's group. */
+static void pick_victims(struct f_run_ctx *c)
+{
+    int want = c->nem->who == F_WHO_ONE ? 1 : (c->cfg.replicas - 1) / 2;
+    for (int got = 0, guard = 0; got < want && guard < 1000; guard++) {
+        int i = (int)(f_rand(c) % (uint64_t)c->cfg.nodes);
+        if (c->host[i] && !c->victim[i]) {
+            c->victim[i] = true;
+            got++;
+        }
+    }
+}
+
+static void log_event(struct f_run_ctx *c, const char *what, const bool *set)
+{
+    size_t used = strlen(c->injury_log);
+    if (!c->cluster || used > sizeof c->injury_log / 2) {
+        return;
+    }
+    int w = snprintf(c->injury_log + used, sizeof c->injury_log - used,
+                     "%s%s", used > 0 ? "; " : "", what);
+    for (int i = 0; w > 0 && i < c->cfg.nodes; i++) {
+        used = strlen(c->injury_log);
+        if (set[i]) {
+            snprintf(c->injury_log + used, sizeof c->injury_log - used,
+                     " n%d", i + 1);
+        }
+    }
+}
+
+/* One nemesis event: pause, partition, or kill -9 (+ injury) + restart. */
+static int event(struct f_run_ctx *c, const char *urls)
+{
+    bool set[F_NODES_MAX];
+    if (strcmp(c->nem->name, "none") == 0) {
+        return 0;
+    }
+    if (c->nem->cut != F_CUT_NONE) {
+        static bool cut[F_NODES_MAX * F_NODES_MAX];
+        int l = c->nem->cut == F_CUT_LEADER ? f_cluster_leader(c, urls) : -1;
+        if (f_cluster_cut(c, l, cut) == 0) {
+            pause_ms(1000 + (long)(f_rand(c) % 2000));
+        }
+        f_cluster_heal(c, cut);
+        return 0;
+    }
+    if (pick(c, urls, set) != 0) {
+        return 0;
+    }
+    log_event(c, c->nem->stop ? "stop" : "kill", set);
+    if (c->nem->stop) {
+        for (int i = 0; i < c->cfg.nodes; i++) {
+            if (set[i] && f_k(c, i)->pid > 0) {
+                kill(f_k(c, i)->pid, SIGSTOP);
+            }
+        }
+        pause_ms(200 + (long)(f_rand(c) % 1500));
+        for (int i = 0; i < c->cfg.nodes; i++) {
+            if (set[i] && f_k(c, i)->pid > 0) {
+                kill(f_k(c, i)->pid, SIGCONT);
+            }
+        }
+        return 0;
+    }
+    for (int i = 0; i < c->cfg.nodes; i++) {
+        /* pid <= 0: refused to restart earlier; never signal it. */
+        if (set[i] && f_k(c, i)->pid > 0 && node_kill(c, i) != 0) {
+            return -1;
+        }
+    }
+    if (c->cluster) {
+        pause_ms((long)(f_rand(c) % 1000)); /* the others run without it */
+    }
+    for (int i = 0; i < c->cfg.nodes; i++) {
+        if (set[i] && f_k(c, i)->pid <= 0 && revive(c, i) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void row(const struct f_run_ctx *c, const struct f_result *r,
+                const struct f_view *nodes, int nviews)
+{
+    char flags[256] = "";
+    for (int i = 0; i < nviews; i++) {
+        size_t used = strlen(flags);
+        if (nodes[i].flags[0] != '\0' && used + 8 < sizeof flags) {
+            snprintf(flags + used, sizeof flags - used, "%s%s", used ? ";" : "",
+                     nodes[i].flags);
+        }
+    }
+    printf("| %-8s | %-6s | %d/R%d | %6llu | %6llu | %5llu | %5llu | %4llu "
+           "| %5llu | %4llu | %3llu | %6lld | %-4s | %s |\n",
            c->nem->name, c->cfg.nats_server ? "nats" : c->cfg.policy,
-           c->cfg.nodes, (unsigned long long)r->attempts,
+           c->cfg.nodes, c->cfg.replicas, (unsigned long long)r->attempts,
            (unsigned long long)r->acked, (unsigned long long)r->indet,
            (unsigned long long)r->failed, (unsigned long long)r->lost,
            (unsigned long long)r->unavailable, (unsigned long long)r->divergent,
            (unsigned long long)r->dup, c->recovery_ms,
            r->pass ? "PASS" : "FAIL",
-           c->cfg.urls != NULL ? "external" : nodes[0].flags);
+           c->cfg.urls != NULL ? "external" : flags);
     printf("keel-faults: nemesis=%s seed=%llu injuries=%d [%s] read=%llu "
            "misplaced=%llu never_published=%llu on_disk_missing=%llu "
-           "consumed=%llu consumer_missing=%llu restart_failed=%d\n",
+           "consumed=%llu consumer_missing=%llu restart_failed=%d "
+           "converge_ms=%d\n",
            c->nem->name, (unsigned long long)c->cfg.seed, c->injured,
            c->injury_log, (unsigned long long)r->read_total,
            (unsigned long long)r->misplaced,
            (unsigned long long)r->never_published,
            (unsigned long long)r->on_disk_missing,
            (unsigned long long)c->consumed,
-           (unsigned long long)r->consumer_missing, c->restart_failed);
+           (unsigned long long)r->consumer_missing, c->restart_failed,
+           c->converge_ms);
 }
 
 /* Traffic with nemesis events, then heal and measure recovery. */
@@ -289,6 +447,14 @@ static int traffic(struct f_run_ctx *c, const char *urls)
         fprintf(stderr, "keel-faults: stream not created at %s\n", urls);
         return -1;
     }
+    if (c->cluster && f_cluster_hosts(c, urls) != 0) {
+        fprintf(stderr, "keel-faults: the stream's peers are unknown\n");
+        return -1;
+    }
+    if (!c->cluster) {
+        c->host[0] = true;
+    }
+    pick_victims(c);
     if (f_consumer_start(c, &cons) != 0 || f_pubs_start(c, pubs) != 0) {
         return -1;
     }
@@ -297,14 +463,19 @@ static int traffic(struct f_run_ctx *c, const char *urls)
         pause_ms(c->cfg.round_ms / 2 +
                  (long)(f_rand(c) % (uint64_t)c->cfg.round_ms));
         if (c->cfg.urls == NULL) {
-            rv = event(c, (int)(f_rand(c) % (uint64_t)c->cfg.nodes));
+            rv = event(c, urls);
         }
     }
     pause_ms(c->cfg.round_ms / 2);
     f_pubs_stop(c, pubs);
-    c->recovery_ms = c->restart_failed > 0 ? -1 : f_wait_recovery(c, urls);
+    /* One node that stays down has nothing to recover to; a cluster
+     * recovers without the nodes that refused to start. */
+    c->recovery_ms = c->restart_failed > 0 && !c->cluster
+                         ? -1
+                         : f_wait_recovery(c, urls);
     pause_ms(500); /* let the consumer catch up a little (info only) */
     f_consumer_stop(c, cons);
+    c->converge_ms = c->cluster ? f_cluster_converge(c) : 0;
     return rv;
 }
 
@@ -329,24 +500,65 @@ static int boot_id_init(struct h_keeld *k)
     return mkdir(k->data_dir, 0755) == 0 ? 0 : -1;
 }
 
+/* Start every node; urls gets the client URL list. */
+static int start_all(struct f_run_ctx *c, char *urls, size_t len)
+{
+    if (c->cfg.nodes > 1 && f_cluster_prepare(c) != 0) {
+        return -1;
+    }
+    for (int i = 0; i < c->cfg.nodes; i++) {
+        if ((!c->cluster && h_keeld_init(&c->k[i]) != 0) ||
+            boot_id_init(f_k(c, i)) != 0 || node_start(c, i, 0) != 0) {
+            return -1;
+        }
+    }
+    if (c->cluster && h_netns_wait_mesh(&c->net, F_RECOVERY_MS_MAX) != 0) {
+        fprintf(stderr, "keel-faults: the cluster did not form a mesh\n");
+        return -1;
+    }
+    f_urls_from(c, 0, urls, len);
+    return 0;
+}
+
+/* Stop every node cleanly, dump the stream's peers; views[] gets one
+ * view per peer (the checker compares them). Returns the view count. */
+static int stop_and_dump(struct f_run_ctx *c, struct f_view *views)
+{
+    int nv = 0;
+    for (int i = 0; c->cfg.urls == NULL && i < c->cfg.nodes; i++) {
+        struct h_keeld *k = f_k(c, i);
+        if (k->pid > 0) {
+            int st = c->cluster ? h_netns_node_stop(&c->net, i)
+                                : h_keeld_stop(k, NULL);
+            if (st != 0 && !c->cfg.nats_server) {
+                fprintf(stderr, "keel-faults: node %d did not stop cleanly\n",
+                        i);
+            }
+        }
+        if (!c->cfg.nats_server && c->host[i]) {
+            (void)f_dump_node(c, i, &views[nv++]);
+        }
+    }
+    return nv;
+}
+
 static int run(struct f_run_ctx *c)
 {
     char urls[512] = "";
     struct f_view read = {0};
-    struct f_view nodes[F_NODES_MAX];
+    struct f_view views[F_NODES_MAX];
     struct f_result r;
-    memset(nodes, 0, sizeof nodes);
-    for (int i = 0; c->cfg.urls == NULL && i < c->cfg.nodes; i++) {
-        if (h_keeld_init(&c->k[i]) != 0 || boot_id_init(&c->k[i]) != 0 ||
-            node_start(c, i, 0) != 0) {
-            return -1;
+    memset(views, 0, sizeof views);
+    if (c->cfg.urls == NULL && start_all(c, urls, sizeof urls) != 0) {
+        if (c->cluster) {
+            (void)h_netns_cleanup(&c->net);
         }
-        snprintf(urls + strlen(urls), sizeof urls - strlen(urls), "%s%s",
-                 i > 0 ? "," : "", c->k[i].url);
+        return 1;
     }
     const char *u = c->cfg.urls != NULL ? c->cfg.urls : urls;
     int rv = traffic(c, u);
-    for (int tries = 0; rv == 0 && c->restart_failed == 0 && tries < 30;
+    for (int tries = 0; rv == 0 && (c->restart_failed == 0 || c->cluster) &&
+                        tries < 30;
          tries++) {
         memset(&read, 0, sizeof read);
         if (f_read_stream(c, u, &read) == 0) {
@@ -354,24 +566,23 @@ static int run(struct f_run_ctx *c)
         }
         pause_ms(500); /* stream info not served yet: retry, bounded */
     }
+    int nv = stop_and_dump(c, views);
+    f_check(c, &read, views, nv, &r);
+    r.pass = r.pass && rv == 0; /* a run that could not run fails */
+    row(c, &r, views, nv);
     for (int i = 0; c->cfg.urls == NULL && i < c->cfg.nodes; i++) {
-        if (h_keeld_stop(&c->k[i], NULL) != 0 && !c->cfg.nats_server) {
-            fprintf(stderr, "keel-faults: node %d did not stop cleanly\n", i);
-        }
-        if (!c->cfg.nats_server) {
-            (void)f_dump_node(c, i, &nodes[i]);
+        if (!r.pass) {
+            printf("keel-faults: node %d data kept in %s\n", i, f_k(c, i)->dir);
+        } else if (!c->cluster) {
+            h_keeld_cleanup(&c->k[i]);
         }
     }
-    f_check(c, &read, nodes,
-            c->cfg.urls == NULL && !c->cfg.nats_server ? c->cfg.nodes : 0, &r);
-    row(c, &r, nodes);
-    for (int i = 0; c->cfg.urls == NULL && i < c->cfg.nodes; i++) {
-        if (r.pass) {
-            h_keeld_cleanup(&c->k[i]);
-        } else {
-            printf("keel-faults: node %d data kept in %s\n", i, c->k[i].dir);
-        }
-        f_view_free(&nodes[i]);
+    if (c->cluster) {
+        c->net.keep_dirs = !r.pass;
+        (void)h_netns_cleanup(&c->net);
+    }
+    for (int i = 0; i < nv; i++) {
+        f_view_free(&views[i]);
     }
     f_view_free(&read);
     return rv == 0 && r.pass ? 0 : 1;
@@ -409,9 +620,13 @@ int main(int argc, char **argv)
     if (c.att == NULL || c.consumer_seen == NULL || c.destroyed == NULL) {
         return 1;
     }
-    printf("keel-faults: nemesis=%s policy=%s nodes=%d seed=%llu (repeat "
-           "with --seed)\n",
-           c.nem->name, c.cfg.policy, c.cfg.nodes,
+    if (c.nem->cut != F_CUT_NONE && c.cfg.nodes < 3) {
+        fprintf(stderr, "keel-faults: %s needs --nodes 3 or 5\n", c.nem->name);
+        return 2;
+    }
+    printf("keel-faults: nemesis=%s policy=%s nodes=%d replicas=%d seed=%llu "
+           "(repeat with --seed)\n",
+           c.nem->name, c.cfg.policy, c.cfg.nodes, c.cfg.replicas,
            (unsigned long long)c.cfg.seed);
     int rv = run(&c);
     free(c.att);

@@ -52,6 +52,22 @@ uint32_t f_slot_of(const char *value, int len)
     return k * F_PER_PUB_MAX + n + 1;
 }
 
+/* A comma list of URLs as a server pool: the installed libnats (3.3)
+ * takes natsOptions_SetURL's argument as one URL, so a list there never
+ * connects; natsOptions_SetServers takes the list. */
+static natsStatus set_servers(natsOptions *o, const char *urls)
+{
+    char buf[1024];
+    const char *srv[F_NODES_MAX * 2];
+    int n = 0;
+    snprintf(buf, sizeof buf, "%s", urls);
+    for (char *save = NULL, *u = strtok_r(buf, ", ", &save);
+         u != NULL && n < F_NODES_MAX * 2; u = strtok_r(NULL, ", ", &save)) {
+        srv[n++] = u;
+    }
+    return n > 0 ? natsOptions_SetServers(o, srv, n) : NATS_INVALID_ARG;
+}
+
 static int connect_to(const char *urls, bool reconnect, natsConnection **nc,
                       jsCtx **js)
 {
@@ -60,7 +76,9 @@ static int connect_to(const char *urls, bool reconnect, natsConnection **nc,
     jsOptions_Init(&jo);
     jo.Wait = F_PUB_WAIT_MS;
     natsStatus s = natsOptions_Create(&o);
-    s = s == NATS_OK ? natsOptions_SetURL(o, urls) : s; /* a comma list */
+    s = s == NATS_OK ? set_servers(o, urls) : s;
+    /* The list's order is the caller's: publisher k starts on node k. */
+    s = s == NATS_OK ? natsOptions_SetNoRandomize(o, true) : s;
     s = s == NATS_OK ? natsOptions_SetAllowReconnect(o, reconnect) : s;
     s = s == NATS_OK ? natsOptions_SetMaxReconnect(o, -1) : s;
     s = s == NATS_OK ? natsOptions_SetReconnectWait(o, 50) : s;
@@ -71,6 +89,10 @@ static int connect_to(const char *urls, bool reconnect, natsConnection **nc,
     s = s == NATS_OK ? natsConnection_Connect(nc, o) : s;
     s = s == NATS_OK ? natsConnection_JetStream(js, *nc, &jo) : s;
     natsOptions_Destroy(o);
+    if (s != NATS_OK && getenv("KEEL_FAULTS_DEBUG") != NULL) {
+        fprintf(stderr, "keel-faults: connect %s: %s\n", urls,
+                natsStatus_GetText(s));
+    }
     if (s != NATS_OK) {
         natsConnection_Destroy(*nc);
         *nc = NULL;
@@ -79,12 +101,22 @@ static int connect_to(const char *urls, bool reconnect, natsConnection **nc,
     return 0;
 }
 
+int f_connect(const char *urls, natsConnection **nc)
+{
+    jsCtx *js = NULL;
+    if (connect_to(urls, false, nc, &js) != 0) {
+        return -1;
+    }
+    jsCtx_Destroy(js);
+    return 0;
+}
+
 /* STREAM.CREATE as raw JSON: keeld's keel_fsync extension field carries
  * the policy (other servers ignore unknown fields; keel-faults leaves it
  * out for nats-server). */
 static int create_once(struct f_run_ctx *c, natsConnection *nc)
 {
-    int replicas = c->cfg.nodes >= 3 ? (c->cfg.nodes >= 5 ? 5 : 3) : 1;
+    int replicas = c->cfg.replicas;
     json_t *cfg =
         json_pack("{s:s, s:[s], s:i, s:s}", "name", F_STREAM, "subjects",
                   F_SUBJECT, "num_replicas", replicas, "storage", "file");
@@ -158,8 +190,12 @@ static void *publisher(void *arg)
     jsCtx *js = NULL;
     jsPubOptions po;
     char v[F_VALUE_BYTES];
-    const char *url =
-        c->cfg.urls != NULL ? c->cfg.urls : c->k[p->who % c->cfg.nodes].url;
+    char url[512];
+    if (c->cfg.urls != NULL) {
+        snprintf(url, sizeof url, "%s", c->cfg.urls);
+    } else {
+        f_urls_from(c, p->who % c->cfg.nodes, url, sizeof url);
+    }
     for (int i = 0; i < 200 && connect_to(url, true, &nc, &js) != 0; i++) {
         pause_ms(50);
     }
@@ -234,7 +270,13 @@ static void consume_batch(struct f_run_ctx *c, natsSubscription *sub)
 static void *consumer(void *arg)
 {
     struct f_run_ctx *c = arg;
-    const char *url = c->cfg.urls != NULL ? c->cfg.urls : c->k[0].url;
+    char url[512];
+    if (c->cfg.urls != NULL) {
+        snprintf(url, sizeof url, "%s", c->cfg.urls);
+    } else {
+        /* The last node first: publishers start on the first ones. */
+        f_urls_from(c, c->cfg.nodes - 1, url, sizeof url);
+    }
     while (!c->stop_consumer) {
         natsConnection *nc = NULL;
         jsCtx *js = NULL;

@@ -298,6 +298,62 @@ int h_netns_node_start(struct h_netns *c, int i)
     return 0;
 }
 
+static int tcp_connect_addr(const char *addr, int port);
+
+struct port_wait {
+    struct h_netns_node *nd;
+    bool exited;
+};
+
+static bool port_ready(void *arg)
+{
+    struct port_wait *w = arg;
+    int st = 0;
+
+    if (waitpid(w->nd->k.pid, &st, WNOHANG) == w->nd->k.pid) {
+        w->exited = true;
+        return true;
+    }
+    int fd = tcp_connect_addr(w->nd->addr, w->nd->k.port);
+    if (fd >= 0) {
+        close(fd);
+    }
+    return fd >= 0;
+}
+
+int h_netns_node_exec(struct h_netns *c, int i, const char *const *argv,
+                      int port, int http_port)
+{
+    struct h_netns_node *nd = &c->node[i];
+    struct h_keeld *k = &nd->k;
+
+    k->port = port;
+    k->http_port = http_port;
+    k->pid = fork();
+    if (k->pid == 0) {
+        exec_in_ns(nd->ns, argv, k->log_path);
+    }
+    if (k->pid < 0) {
+        return -1;
+    }
+    struct port_wait w = {nd, false};
+    if (!h_poll(port_ready, &w, H_START_TIMEOUT_MS) || w.exited) {
+        fprintf(stderr, "netns: %s on node %s did not start (%s)\n", argv[0],
+                nd->name, w.exited ? "exited" : "timeout");
+        h_netns_print_log(c, i);
+        if (!w.exited) {
+            (void)h_keeld_stop(k, NULL);
+        }
+        k->pid = -1;
+        return -1;
+    }
+    char url[sizeof k->url];
+    snprintf(url, sizeof url, "nats://%s:%d", nd->addr, port);
+    memcpy(k->url, url, sizeof url);
+    nd->running = true;
+    return 0;
+}
+
 /* The cluster of this process, for the signal handler. */
 static struct h_netns *active;
 
@@ -315,14 +371,9 @@ static void on_fatal_signal(int sig)
     raise(sig);
 }
 
-int h_netns_start(struct h_netns *c, int n, const char *name,
-                  const char *const *extra)
-{
-    return h_netns_start_seeds(c, n, n, name, extra);
-}
-
-int h_netns_start_seeds(struct h_netns *c, int n, int seeds, const char *name,
-                        const char *const *extra)
+/* Dirs and network of n nodes, the first seeds of them in --routes. */
+static int prepare_seeds(struct h_netns *c, int n, int seeds,
+                         const char *name, const char *const *extra)
 {
     size_t len = 0;
 
@@ -363,7 +414,19 @@ int h_netns_start_seeds(struct h_netns *c, int n, int seeds, const char *name,
             return -1;
         }
     }
-    if (net_up(c) != 0) {
+    return net_up(c);
+}
+
+int h_netns_prepare(struct h_netns *c, int n, const char *name,
+                    const char *const *extra)
+{
+    return prepare_seeds(c, n, n, name, extra);
+}
+
+int h_netns_start_seeds(struct h_netns *c, int n, int seeds, const char *name,
+                        const char *const *extra)
+{
+    if (prepare_seeds(c, n, seeds, name, extra) != 0) {
         return -1;
     }
     for (int i = 0; i < seeds; i++) {
@@ -379,6 +442,12 @@ int h_netns_start_seeds(struct h_netns *c, int n, int seeds, const char *name,
         return -1;
     }
     return 0;
+}
+
+int h_netns_start(struct h_netns *c, int n, const char *name,
+                  const char *const *extra)
+{
+    return h_netns_start_seeds(c, n, n, name, extra);
 }
 
 int h_netns_node_stop(struct h_netns *c, int i)
@@ -572,7 +641,9 @@ int h_netns_cleanup(struct h_netns *c)
             (void)sh(true, "ip link del %s", nd->veth);
             nd->ns[0] = '\0'; /* a second cleanup does nothing */
         }
-        h_keeld_cleanup(&nd->k);
+        if (!c->keep_dirs) {
+            h_keeld_cleanup(&nd->k);
+        }
     }
     if (c->net_up) {
         (void)sh(true, "ip link del %s", c->bridge);

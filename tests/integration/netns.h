@@ -45,6 +45,7 @@ struct h_netns {
     char routes[H_NETNS_NODES_MAX * 32];      /* the full seed list */
     const char *extra[H_NETNS_EXTRA_MAX + 1]; /* NULL-terminated */
     bool net_up;                              /* bridge made */
+    bool keep_dirs; /* cleanup leaves the temp dirs (a failing run's data) */
     struct h_netns_node node[H_NETNS_NODES_MAX];
 };
 
@@ -66,6 +67,19 @@ int h_netns_start(struct h_netns *c, int n, const char *name,
  * same --routes, as new nodes joining the cluster. */
 int h_netns_start_seeds(struct h_netns *c, int n, int seeds, const char *name,
                         const char *const *extra);
+
+/* h_netns_start without starting any node: dirs and network only, so the
+ * caller can start each node itself (its own environment, or another
+ * server with h_netns_node_exec), then h_netns_wait_mesh. */
+int h_netns_prepare(struct h_netns *c, int n, const char *name,
+                    const char *const *extra);
+
+/* Run argv (argv[0] a path) in node i's namespace, logging to its log
+ * file, and wait (bounded) until it accepts connections on its address at
+ * port; http_port is recorded for h_netns_http_get / wait_mesh (another
+ * NATS server: fixed ports, no ports file). Returns 0 or -1. */
+int h_netns_node_exec(struct h_netns *c, int i, const char *const *argv,
+                      int port, int http_port);
 
 /* Start node i (0-based) again in its own data dir; waits for its ports
  * file, not for links. Returns 0 or -1. */
@@ -99,7 +113,7 @@ int h_netns_http_get(struct h_netns *c, int i, const char *path, char *body,
 void h_netns_print_log(struct h_netns *c, int i);
 
 /* Stop every running node, delete the namespaces, veths and bridge, and
- * remove the temp dirs. Returns 0 if every node exited cleanly. Calling
+ * remove the temp dirs (unless keep_dirs). Returns 0 if every node exited cleanly. Calling
  * it again does nothing. (h_netns_start also makes SIGTERM/SIGINT/SIGABRT
  * of the test process SIGKILL its keelds first.) */
 int h_netns_cleanup(struct h_netns *c);
