@@ -543,7 +543,13 @@ static int stream_replica_open(struct srv_stream *st, char *errmsg)
         }
         cbs.send = stream_send;
     }
-    return replica_open(js->host, &st->gid, &opt, &cbs, &st->r, errmsg);
+    int rv = replica_open(js->host, &st->gid, &opt, &cbs, &st->r, errmsg);
+    if (rv != 0) {
+        /* The caller frees st: no Raft frame may reach its slot after
+         * (a refused group of a placed stream was a use-after-free). */
+        srv_stream_cluster_close(st);
+    }
+    return rv;
 }
 
 int srv_stream_open_replica(struct srv_stream *st, char *errmsg)
@@ -558,6 +564,13 @@ int srv_stream_open(struct srv_js *js, const struct srv_stream_config *cfg,
 {
     return srv_stream_open_placed(js, cfg, nonce, created_ns, NULL, out,
                                   errmsg);
+}
+
+/* Damage a replica cannot open with until repair / amnesia catch-up
+ * exist (replica.c check_report). */
+static bool refused_replica(int rv)
+{
+    return rv == KEEL_EFAULTY || rv == KEEL_ELOST || rv == KEEL_EAMNESIA;
 }
 
 int srv_stream_open_placed(struct srv_js *js,
@@ -585,6 +598,23 @@ int srv_stream_open_placed(struct srv_js *js,
             js->cops->stream_opened(st);
         }
         rv = st->placed ? stream_replica_open(st, errmsg) : 0;
+    }
+    if (rv != 0 && st->place.n > 0 && refused_replica(rv)) {
+        /* This replica's store is damaged (faulty, lost or amnesiac) and
+         * cannot be repaired yet: its data stays on disk untouched, and
+         * the stream stays served here as on a node that is not placed
+         * (requests go to the leader, the other replicas hold the log),
+         * rather than "stream not found" to this node's clients. */
+        SRV_ERROR("js",
+                  "stream %s: this node's replica is not opened (%s); "
+                  "serving the stream from its other replicas",
+                  cfg->name, errmsg);
+        js->streams_unopened++;
+        snprintf(js->unopened_why, sizeof js->unopened_why,
+                 "stream %.64s replica not opened: %.160s", cfg->name,
+                 errmsg);
+        st->placed = false;
+        rv = 0;
     }
     if (rv != 0) {
         if (js->cops != NULL && js->cops->stream_closed != NULL) {
