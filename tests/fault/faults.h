@@ -133,6 +133,7 @@ struct f_run_ctx {
     char injury_log[1024];   /* what was injured, for the report */
     long long recovery_ms;
     int restart_failed; /* keeld refused to start after an event */
+    int unclean_stops;  /* keeld did not exit 0 on the final SIGTERM */
 };
 
 /* One node's or the read's view: value slot per sequence/index. */
@@ -142,6 +143,7 @@ struct f_view {
     uint64_t bad;      /* unreadable (checksum bad / server error) */
     uint64_t alien;    /* a publish whose value is not ours */
     bool flagged;      /* the node reported damage (faulty, lost, amnesia) */
+    bool lagging;      /* the node was down at the end: it never caught up */
     uint64_t first_damage; /* lowest flagged index (1 when unknown) */
     char flags[128];
 };

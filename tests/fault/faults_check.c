@@ -9,7 +9,9 @@
  *   divergent    a value on some nodes only, a different value at one
  *                index across nodes, or (one node) the server serving what
  *                its disk lacks / its intact disk holding what it does not
- *                serve
+ *                serve; a peer that was down at the end is held only to
+ *                agreeing with the others up to the last entry it shares
+ *                with them (lag and an uncommitted tail are legal)
  *   misplaced    an acked sequence holding another value
  */
 #include <dirent.h>
@@ -297,6 +299,57 @@ static void check_acked(struct f_run_ctx *c, const uint64_t *rpos,
     }
 }
 
+/* The value the live (running, undamaged) peers hold at idx: 0 when none
+ * holds one; *differ when two of them disagree, *missing when one lacks a
+ * value another holds. */
+static uint32_t live_value(const struct f_view *nodes, int n, uint64_t idx,
+                           bool *differ, bool *missing)
+{
+    uint32_t first = 0;
+    bool lack = false;
+    *differ = false;
+    for (int i = 0; i < n; i++) {
+        if (nodes[i].lagging) {
+            continue;
+        }
+        uint32_t s = idx < nodes[i].n ? nodes[i].slot_at[idx] : 0;
+        if (s == 0) {
+            lack = lack || !nodes[i].flagged;
+            continue;
+        }
+        *differ = *differ || (first != 0 && s != first);
+        first = first == 0 ? s : first;
+    }
+    *missing = lack && first != 0;
+    return first;
+}
+
+/* A peer that was down at the end (it refused to restart) never caught
+ * up: what it lacks is lag, and entries past the last one it shares with
+ * the live peers may be an uncommitted tail a new leader replaced (Raft
+ * allows both). Below that point it must agree, and what it holds that
+ * no live peer holds is divergent. */
+static uint64_t lagging_divergence(const struct f_view *lag,
+                                   const struct f_view *nodes, int n)
+{
+    uint64_t agree = 0;
+    uint64_t d = 0;
+    bool differ;
+    bool missing;
+    for (uint64_t idx = 1; idx < lag->n; idx++) {
+        uint32_t s = lag->slot_at[idx];
+        if (s != 0 && live_value(nodes, n, idx, &differ, &missing) == s) {
+            agree = idx;
+        }
+    }
+    for (uint64_t idx = 1; idx <= agree; idx++) {
+        uint32_t s = lag->slot_at[idx];
+        uint32_t v = live_value(nodes, n, idx, &differ, &missing);
+        d += s != 0 && v != s;
+    }
+    return d;
+}
+
 /* Divergence among the node dumps (by index), and between the read and a
  * node whose disk reports no damage. */
 static void check_divergence(const struct f_view *read, const uint64_t *rpos,
@@ -308,21 +361,16 @@ static void check_divergence(const struct f_view *read, const uint64_t *rpos,
         top = nodes[i].n > top ? nodes[i].n : top;
     }
     for (uint64_t idx = 1; idx < top; idx++) {
-        uint32_t first = 0;
-        bool differ = false;
-        bool missing = false;
-        for (int i = 0; i < n; i++) {
-            uint32_t s = idx < nodes[i].n ? nodes[i].slot_at[idx] : 0;
-            if (s == 0) {
-                missing = missing || !nodes[i].flagged;
-                continue;
-            }
-            differ = differ || (first != 0 && s != first);
-            first = first == 0 ? s : first;
-        }
-        r->divergent += differ || (missing && first != 0 && n > 1);
+        bool differ;
+        bool missing;
+        (void)live_value(nodes, n, idx, &differ, &missing);
+        r->divergent += differ || (missing && n > 1);
     }
     for (int i = 0; i < n; i++) {
+        if (nodes[i].lagging) {
+            r->divergent += lagging_divergence(&nodes[i], nodes, n);
+            continue;
+        }
         uint64_t d = 0;
         uint64_t *npos = positions(&nodes[i], &d);
         for (uint64_t q = 1; npos != NULL && q < read->n; q++) {

@@ -264,7 +264,8 @@ void f_cluster_heal(struct f_run_ctx *c, bool *cut)
 }
 
 /* Did node i's keeld refuse to open a group (damage it cannot repair
- * yet: replica.c's "refusing to open")? Then it never lists the stream. */
+ * yet: replica.c's "refusing to open")? Then its replica never runs (the
+ * node serves the stream from the others) and cannot converge. */
 static bool refused(struct f_run_ctx *c, int i)
 {
     char line[1024];
@@ -317,10 +318,10 @@ static bool converged(struct f_run_ctx *c)
         if (!c->host[i] || f_k(c, i)->pid <= 0) {
             continue;
         }
-        long long last = replica_last(c, i);
-        if (last == -1 && refused(c, i)) {
-            continue; /* damaged replica, flagged in its dump */
+        if (refused(c, i)) {
+            continue; /* damaged replica, not opened: flagged in its dump */
         }
+        long long last = replica_last(c, i);
         if (last < 0 || (want >= 0 && last != want)) {
             return false;
         }

@@ -427,7 +427,7 @@ static void row(const struct f_run_ctx *c, const struct f_result *r,
     printf("keel-faults: nemesis=%s seed=%llu injuries=%d [%s] read=%llu "
            "misplaced=%llu never_published=%llu on_disk_missing=%llu "
            "consumed=%llu consumer_missing=%llu restart_failed=%d "
-           "converge_ms=%d\n",
+           "converge_ms=%d unclean_stops=%d\n",
            c->nem->name, (unsigned long long)c->cfg.seed, c->injured,
            c->injury_log, (unsigned long long)r->read_total,
            (unsigned long long)r->misplaced,
@@ -435,7 +435,7 @@ static void row(const struct f_run_ctx *c, const struct f_result *r,
            (unsigned long long)r->on_disk_missing,
            (unsigned long long)c->consumed,
            (unsigned long long)r->consumer_missing, c->restart_failed,
-           c->converge_ms);
+           c->converge_ms, c->unclean_stops);
 }
 
 /* Traffic with nemesis events, then heal and measure recovery. */
@@ -512,7 +512,10 @@ static int start_all(struct f_run_ctx *c, char *urls, size_t len)
             return -1;
         }
     }
-    if (c->cluster && h_netns_wait_mesh(&c->net, F_RECOVERY_MS_MAX) != 0) {
+    /* nats-server's /routez counts routes its own way: for it the stream
+     * create's bounded retries wait for the cluster instead. */
+    if (c->cluster && !c->cfg.nats_server &&
+        h_netns_wait_mesh(&c->net, F_RECOVERY_MS_MAX) != 0) {
         fprintf(stderr, "keel-faults: the cluster did not form a mesh\n");
         return -1;
     }
@@ -527,15 +530,18 @@ static int stop_and_dump(struct f_run_ctx *c, struct f_view *views)
     int nv = 0;
     for (int i = 0; c->cfg.urls == NULL && i < c->cfg.nodes; i++) {
         struct h_keeld *k = f_k(c, i);
+        bool down = k->pid <= 0; /* refused to restart */
         if (k->pid > 0) {
             int st = c->cluster ? h_netns_node_stop(&c->net, i)
                                 : h_keeld_stop(k, NULL);
             if (st != 0 && !c->cfg.nats_server) {
                 fprintf(stderr, "keel-faults: node %d did not stop cleanly\n",
                         i);
+                c->unclean_stops++; /* crashed or hung: fails the run */
             }
         }
         if (!c->cfg.nats_server && c->host[i]) {
+            views[nv].lagging = down && c->cluster;
             (void)f_dump_node(c, i, &views[nv++]);
         }
     }
@@ -551,6 +557,11 @@ static int run(struct f_run_ctx *c)
     memset(views, 0, sizeof views);
     if (c->cfg.urls == NULL && start_all(c, urls, sizeof urls) != 0) {
         if (c->cluster) {
+            c->net.keep_dirs = true; /* the logs say why */
+            for (int i = 0; i < c->cfg.nodes; i++) {
+                printf("keel-faults: node %d log in %s\n", i,
+                       c->net.node[i].k.log_path);
+            }
             (void)h_netns_cleanup(&c->net);
         }
         return 1;
@@ -568,17 +579,20 @@ static int run(struct f_run_ctx *c)
     }
     int nv = stop_and_dump(c, views);
     f_check(c, &read, views, nv, &r);
-    r.pass = r.pass && rv == 0; /* a run that could not run fails */
+    /* A run that could not run fails, and so does a keeld that crashed or
+     * hung on SIGTERM (its log says which). */
+    r.pass = r.pass && rv == 0 && c->unclean_stops == 0;
+    bool keep = !r.pass || getenv("KEEL_FAULTS_KEEP") != NULL;
     row(c, &r, views, nv);
     for (int i = 0; c->cfg.urls == NULL && i < c->cfg.nodes; i++) {
-        if (!r.pass) {
+        if (keep) {
             printf("keel-faults: node %d data kept in %s\n", i, f_k(c, i)->dir);
         } else if (!c->cluster) {
             h_keeld_cleanup(&c->k[i]);
         }
     }
     if (c->cluster) {
-        c->net.keep_dirs = !r.pass;
+        c->net.keep_dirs = keep;
         (void)h_netns_cleanup(&c->net);
     }
     for (int i = 0; i < nv; i++) {

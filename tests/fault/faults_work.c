@@ -153,7 +153,7 @@ int f_stream_create(struct f_run_ctx *c, const char *url)
         return -1;
     }
     int rv = -1;
-    for (int i = 0; i < 100 && rv != 0; i++) {
+    for (int i = 0; i < 200 && rv != 0; i++) {
         rv = create_once(c, nc);
         if (rv != 0) {
             pause_ms(100); /* JetStream may still be starting */
