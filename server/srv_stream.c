@@ -611,8 +611,7 @@ int srv_stream_open_placed(struct srv_js *js,
                   cfg->name, errmsg);
         js->streams_unopened++;
         snprintf(js->unopened_why, sizeof js->unopened_why,
-                 "stream %.64s replica not opened: %.160s", cfg->name,
-                 errmsg);
+                 "stream %.64s replica not opened: %.160s", cfg->name, errmsg);
         st->placed = false;
         rv = 0;
     }

@@ -31,19 +31,17 @@
 static const struct f_nemesis nemeses[] = {
     {"none", F_EXPECT_ALL, NULL, false, NULL, F_WHO_MINORITY, F_CUT_NONE},
     {"kill", F_EXPECT_ALL, NULL, false, NULL, F_WHO_MINORITY, F_CUT_NONE},
-    {"kill-leader", F_EXPECT_ALL, NULL, false, NULL, F_WHO_LEADER,
-     F_CUT_NONE},
+    {"kill-leader", F_EXPECT_ALL, NULL, false, NULL, F_WHO_LEADER, F_CUT_NONE},
     {"stop", F_EXPECT_ALL, NULL, true, NULL, F_WHO_MINORITY, F_CUT_NONE},
-    {"stop-leader", F_EXPECT_ALL, NULL, true, NULL, F_WHO_LEADER,
-     F_CUT_NONE},
+    {"stop-leader", F_EXPECT_ALL, NULL, true, NULL, F_WHO_LEADER, F_CUT_NONE},
     {"partition-leader", F_EXPECT_ALL, NULL, false, NULL, F_WHO_MINORITY,
      F_CUT_LEADER},
     {"partition-half", F_EXPECT_ALL, NULL, false, NULL, F_WHO_MINORITY,
      F_CUT_HALF},
     {"partition-bridge", F_EXPECT_ALL, NULL, false, NULL, F_WHO_MINORITY,
      F_CUT_BRIDGE},
-    {"bitflip", F_EXPECT_FLAGGED, f_inject_bitflip, false, NULL,
-     F_WHO_MINORITY, F_CUT_NONE},
+    {"bitflip", F_EXPECT_FLAGGED, f_inject_bitflip, false, NULL, F_WHO_MINORITY,
+     F_CUT_NONE},
     {"truncate", F_EXPECT_FLAGGED, f_inject_truncate, false, NULL,
      F_WHO_MINORITY, F_CUT_NONE},
     {"meta", F_EXPECT_FLAGGED, f_inject_meta, false, NULL, F_WHO_MINORITY,
@@ -55,8 +53,7 @@ static const struct f_nemesis nemeses[] = {
      F_CUT_NONE},
     {"powerloss-minority", F_EXPECT_ALL, NULL, false, "drop", F_WHO_MINORITY,
      F_CUT_NONE},
-    {"powerloss-all", F_EXPECT_ALL, NULL, false, "drop", F_WHO_ALL,
-     F_CUT_NONE},
+    {"powerloss-all", F_EXPECT_ALL, NULL, false, "drop", F_WHO_ALL, F_CUT_NONE},
 };
 
 /* kill(-1 or 0, sig) would signal every process: never. */
@@ -139,12 +136,12 @@ static int parse(int argc, char **argv, struct f_config *cfg)
     if (cfg->replicas == 0) {
         cfg->replicas = cfg->nodes >= 5 ? 5 : cfg->nodes >= 3 ? 3 : 1;
     }
-    bool ok = (cfg->nodes == 1 || cfg->nodes == 3 || cfg->nodes == 5) &&
-              (cfg->replicas == 1 || cfg->replicas == 3 ||
-               cfg->replicas == 5) &&
-              cfg->replicas <= cfg->nodes && cfg->pubs >= 1 &&
-              cfg->pubs <= F_PUBS_MAX &&
-              cfg->rounds >= 0 && cfg->rounds <= 1000 && cfg->round_ms > 0;
+    bool ok =
+        (cfg->nodes == 1 || cfg->nodes == 3 || cfg->nodes == 5) &&
+        (cfg->replicas == 1 || cfg->replicas == 3 || cfg->replicas == 5) &&
+        cfg->replicas <= cfg->nodes && cfg->pubs >= 1 &&
+        cfg->pubs <= F_PUBS_MAX && cfg->rounds >= 0 && cfg->rounds <= 1000 &&
+        cfg->round_ms > 0;
     return ok ? 0 : -1;
 }
 
@@ -341,13 +338,13 @@ static void log_event(struct f_run_ctx *c, const char *what, const bool *set)
     if (!c->cluster || used > sizeof c->injury_log / 2) {
         return;
     }
-    int w = snprintf(c->injury_log + used, sizeof c->injury_log - used,
-                     "%s%s", used > 0 ? "; " : "", what);
+    int w = snprintf(c->injury_log + used, sizeof c->injury_log - used, "%s%s",
+                     used > 0 ? "; " : "", what);
     for (int i = 0; w > 0 && i < c->cfg.nodes; i++) {
         used = strlen(c->injury_log);
         if (set[i]) {
-            snprintf(c->injury_log + used, sizeof c->injury_log - used,
-                     " n%d", i + 1);
+            snprintf(c->injury_log + used, sizeof c->injury_log - used, " n%d",
+                     i + 1);
         }
     }
 }
@@ -422,8 +419,7 @@ static void row(const struct f_run_ctx *c, const struct f_result *r,
            (unsigned long long)r->failed, (unsigned long long)r->lost,
            (unsigned long long)r->unavailable, (unsigned long long)r->divergent,
            (unsigned long long)r->dup, c->recovery_ms,
-           r->pass ? "PASS" : "FAIL",
-           c->cfg.urls != NULL ? "external" : flags);
+           r->pass ? "PASS" : "FAIL", c->cfg.urls != NULL ? "external" : flags);
     printf("keel-faults: nemesis=%s seed=%llu injuries=%d [%s] read=%llu "
            "misplaced=%llu never_published=%llu on_disk_missing=%llu "
            "consumed=%llu consumer_missing=%llu restart_failed=%d "
@@ -470,9 +466,8 @@ static int traffic(struct f_run_ctx *c, const char *urls)
     f_pubs_stop(c, pubs);
     /* One node that stays down has nothing to recover to; a cluster
      * recovers without the nodes that refused to start. */
-    c->recovery_ms = c->restart_failed > 0 && !c->cluster
-                         ? -1
-                         : f_wait_recovery(c, urls);
+    c->recovery_ms =
+        c->restart_failed > 0 && !c->cluster ? -1 : f_wait_recovery(c, urls);
     pause_ms(500); /* let the consumer catch up a little (info only) */
     f_consumer_stop(c, cons);
     c->converge_ms = c->cluster ? f_cluster_converge(c) : 0;
@@ -568,8 +563,8 @@ static int run(struct f_run_ctx *c)
     }
     const char *u = c->cfg.urls != NULL ? c->cfg.urls : urls;
     int rv = traffic(c, u);
-    for (int tries = 0; rv == 0 && (c->restart_failed == 0 || c->cluster) &&
-                        tries < 30;
+    for (int tries = 0;
+         rv == 0 && (c->restart_failed == 0 || c->cluster) && tries < 30;
          tries++) {
         memset(&read, 0, sizeof read);
         if (f_read_stream(c, u, &read) == 0) {

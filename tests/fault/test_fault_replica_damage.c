@@ -64,8 +64,8 @@ static bool publish_once(void *arg)
     jsPubAck *pa = NULL;
     jsErrCode jerr = 0;
     snprintf(data, sizeof data, "dmg-%04d", p->k);
-    if (js_Publish(&pa, p->js, "dmg.x", data, (int)strlen(data), NULL,
-                   &jerr) != NATS_OK) {
+    if (js_Publish(&pa, p->js, "dmg.x", data, (int)strlen(data), NULL, &jerr) !=
+        NATS_OK) {
         return false; /* a leader election: try again, bounded */
     }
     p->seq = pa->Sequence;
@@ -95,8 +95,8 @@ static bool replica_applied(void *arg)
     {
         const char *name = json_string_value(json_object_get(s, "name"));
         if (name != NULL && strcmp(name, STREAM) == 0) {
-            got = json_integer_value(json_object_get(
-                json_object_get(s, "group"), "applied"));
+            got = json_integer_value(
+                json_object_get(json_object_get(s, "group"), "applied"));
         }
     }
     json_decref(o);

@@ -372,8 +372,8 @@ static void on_fatal_signal(int sig)
 }
 
 /* Dirs and network of n nodes, the first seeds of them in --routes. */
-static int prepare_seeds(struct h_netns *c, int n, int seeds,
-                         const char *name, const char *const *extra)
+static int prepare_seeds(struct h_netns *c, int n, int seeds, const char *name,
+                         const char *const *extra)
 {
     size_t len = 0;
 

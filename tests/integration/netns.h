@@ -113,9 +113,9 @@ int h_netns_http_get(struct h_netns *c, int i, const char *path, char *body,
 void h_netns_print_log(struct h_netns *c, int i);
 
 /* Stop every running node, delete the namespaces, veths and bridge, and
- * remove the temp dirs (unless keep_dirs). Returns 0 if every node exited cleanly. Calling
- * it again does nothing. (h_netns_start also makes SIGTERM/SIGINT/SIGABRT
- * of the test process SIGKILL its keelds first.) */
+ * remove the temp dirs (unless keep_dirs). Returns 0 if every node exited
+ * cleanly. Calling it again does nothing. (h_netns_start also makes
+ * SIGTERM/SIGINT/SIGABRT of the test process SIGKILL its keelds first.) */
 int h_netns_cleanup(struct h_netns *c);
 
 #endif

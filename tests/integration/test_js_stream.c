@@ -401,13 +401,12 @@ static char *api_fsync(struct fixture *f, const char *op, const char *name,
     char subj[128];
     natsMsg *m = NULL;
     snprintf(subj, sizeof subj, "$JS.API.STREAM.%s.%s", op, name);
-    assert_int_equal(natsConnection_Request(&m, f->nc, subj, body,
-                                            body != NULL ? (int)strlen(body)
-                                                         : 0,
-                                            WAIT_MS),
-                     NATS_OK);
-    json_t *r = json_loadb(natsMsg_GetData(m),
-                           (size_t)natsMsg_GetDataLength(m), 0, NULL);
+    assert_int_equal(
+        natsConnection_Request(&m, f->nc, subj, body,
+                               body != NULL ? (int)strlen(body) : 0, WAIT_MS),
+        NATS_OK);
+    json_t *r = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
+                           0, NULL);
     natsMsg_Destroy(m);
     assert_non_null(r);
     assert_null(json_object_get(r, "error"));
@@ -442,16 +441,15 @@ static void fsync_flag_is_the_default_for_new_streams(void **state)
     assert_int_equal(connect_js(f), 0);
     expect_fsync(f, "CREATE", "FA", "{\"subjects\":[\"fa.>\"]}", "always");
     expect_fsync(f, "CREATE", "FG",
-                 "{\"subjects\":[\"fg.>\"],\"keel_fsync\":\"group\"}",
-                 "group");
+                 "{\"subjects\":[\"fg.>\"],\"keel_fsync\":\"group\"}", "group");
     /* An update that leaves the field out keeps the stream's policy. */
-    expect_fsync(f, "UPDATE", "FA",
-                 "{\"subjects\":[\"fa.>\"],\"max_msgs\":10}", "always");
-    expect_fsync(f, "UPDATE", "FG",
-                 "{\"subjects\":[\"fg.>\"],\"max_msgs\":10}", "group");
+    expect_fsync(f, "UPDATE", "FA", "{\"subjects\":[\"fa.>\"],\"max_msgs\":10}",
+                 "always");
+    expect_fsync(f, "UPDATE", "FG", "{\"subjects\":[\"fg.>\"],\"max_msgs\":10}",
+                 "group");
     /* A create repeated without the field is the same config (idempotent). */
-    expect_fsync(f, "CREATE", "FA",
-                 "{\"subjects\":[\"fa.>\"],\"max_msgs\":10}", "always");
+    expect_fsync(f, "CREATE", "FA", "{\"subjects\":[\"fa.>\"],\"max_msgs\":10}",
+                 "always");
     disconnect_js(f);
     assert_int_equal(h_keeld_stop(&f->k, NULL), 0);
     assert_int_equal(h_keeld_start(&f->k, 0, false, interval), 0);
