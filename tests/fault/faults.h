@@ -156,7 +156,8 @@ struct f_result {
     uint64_t divergent;
     uint64_t dup;
     uint64_t never_published;
-    uint64_t misplaced; /* acked seq holds another value */
+    uint64_t misplaced;     /* acked seq holds another value */
+    uint64_t failed_stored; /* an error reply, yet served (info) */
     uint64_t read_total;
     uint64_t consumer_missing;
     bool pass;

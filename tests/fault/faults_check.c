@@ -280,6 +280,9 @@ static void check_acked(struct f_run_ctx *c, const uint64_t *rpos,
         }
         r->attempts++;
         r->failed += o == F_FAILED;
+        /* An error reply says "not stored": served anyway is reported
+         * (info for now, docs/faults.md "Missing"). */
+        r->failed_stored += o == F_FAILED && rpos[s] != 0;
         r->indet += o == F_INDET || o == F_PENDING;
         if (o != F_ACKED) {
             continue;

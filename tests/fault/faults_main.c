@@ -212,7 +212,12 @@ static int node_start(struct f_run_ctx *c, int i, int port)
     const char *extra[] = {"--fsync", c->cfg.policy,
                            snap ? "--snapshot_entries" : NULL, "500", NULL};
     int rv;
-    power_env(c, i, c->nem->power != NULL);
+    bool power = c->nem->power != NULL;
+    /* setenv while other threads may read the environment: only when the
+     * shim is needed at all. */
+    if (power) {
+        power_env(c, i, true);
+    }
     if (c->cluster) {
         rv = f_cluster_node_start(c, i);
     } else if (c->cfg.nats_server) {
@@ -220,7 +225,9 @@ static int node_start(struct f_run_ctx *c, int i, int port)
     } else {
         rv = h_keeld_start(&c->k[i], port, false, extra);
     }
-    power_env(c, i, false);
+    if (power) {
+        power_env(c, i, false);
+    }
     return rv;
 }
 
@@ -420,18 +427,18 @@ static void row(const struct f_run_ctx *c, const struct f_result *r,
            (unsigned long long)r->unavailable, (unsigned long long)r->divergent,
            (unsigned long long)r->dup, c->recovery_ms,
            r->pass ? "PASS" : "FAIL", c->cfg.urls != NULL ? "external" : flags);
-    printf("keel-faults: nemesis=%s seed=%llu injuries=%d [%s] read=%llu "
-           "misplaced=%llu never_published=%llu on_disk_missing=%llu "
-           "consumed=%llu consumer_missing=%llu restart_failed=%d "
-           "converge_ms=%d unclean_stops=%d\n",
-           c->nem->name, (unsigned long long)c->cfg.seed, c->injured,
-           c->injury_log, (unsigned long long)r->read_total,
-           (unsigned long long)r->misplaced,
-           (unsigned long long)r->never_published,
-           (unsigned long long)r->on_disk_missing,
-           (unsigned long long)c->consumed,
-           (unsigned long long)r->consumer_missing, c->restart_failed,
-           c->converge_ms, c->unclean_stops);
+    printf(
+        "keel-faults: nemesis=%s seed=%llu injuries=%d [%s] read=%llu "
+        "misplaced=%llu never_published=%llu on_disk_missing=%llu "
+        "consumed=%llu consumer_missing=%llu restart_failed=%d "
+        "converge_ms=%d unclean_stops=%d failed_stored=%llu\n",
+        c->nem->name, (unsigned long long)c->cfg.seed, c->injured,
+        c->injury_log, (unsigned long long)r->read_total,
+        (unsigned long long)r->misplaced,
+        (unsigned long long)r->never_published,
+        (unsigned long long)r->on_disk_missing, (unsigned long long)c->consumed,
+        (unsigned long long)r->consumer_missing, c->restart_failed,
+        c->converge_ms, c->unclean_stops, (unsigned long long)r->failed_stored);
 }
 
 /* Traffic with nemesis events, then heal and measure recovery. */
