@@ -1,11 +1,12 @@
-/* One damaged replica of an R3 stream (found by keel-faults' cluster
- * bitflip nemesis): a bit flipped inside a record of node n3's segment,
- * n3 restarted. Its store reports the record faulty and the replica cannot
- * open (no repair yet), but the stream keeps being served through n3 from
- * the other two replicas (info, publish), and n3 exits cleanly on SIGTERM.
- * Before the fix n3 answered "stream not found" to its clients, and a
- * Raft frame for the group reached the freed stream (use-after-free:
- * SIGSEGV, or a hung node). */
+/* A damaged replica of an R3 stream on node n3 (found by keel-faults'
+ * cluster bitflip nemesis, finding F8):
+ * - a bit flipped inside a record: n3 keeps serving the stream (info,
+ *   publish through n3) and exits cleanly on SIGTERM;
+ * - a replica that cannot open at all (its group directory replaced by a
+ *   file, an I/O error at open): the group must leave the cluster
+ *   transport with the freed stream. Before the fix the next Raft frame
+ *   for the group read the freed stream: SIGSEGV (about every other run
+ *   in a release build) or a hung node. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -148,6 +149,47 @@ static bool flip_in(const char *dir, int depth)
     return done;
 }
 
+/* Does a .blk under dir hold the payload "dmg-0001"? */
+static bool flip_probe(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    bool found = false;
+    while (!found && d != NULL && (e = readdir(d)) != NULL) {
+        char path[1200];
+        struct stat st;
+        if (e->d_name[0] == '.' ||
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >=
+                (int)sizeof path ||
+            stat(path, &st) != 0) {
+            continue;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            found = flip_probe(path);
+            continue;
+        }
+        size_t nl = strlen(e->d_name);
+        if (nl < 4 || strcmp(e->d_name + nl - 4, ".blk") != 0 ||
+            st.st_size <= 0) {
+            continue;
+        }
+        FILE *f = fopen(path, "rb");
+        char *buf = malloc((size_t)st.st_size);
+        if (f != NULL && buf != NULL &&
+            fread(buf, 1, (size_t)st.st_size, f) == (size_t)st.st_size) {
+            found = memmem(buf, (size_t)st.st_size, "dmg-0001", 8) != NULL;
+        }
+        free(buf);
+        if (f != NULL) {
+            fclose(f);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return found;
+}
+
 static void damaged_replica_still_serves_and_stops_cleanly(void **state)
 {
     natsConnection *nc = NULL;
@@ -207,10 +249,89 @@ static void damaged_replica_still_serves_and_stops_cleanly(void **state)
     assert_int_equal(h_netns_cleanup(&net), 0);
 }
 
+/* The stream's group directory on node i (the one holding a .blk). */
+static bool group_dir(int i, char *out, size_t len)
+{
+    char groups[600];
+    snprintf(groups, sizeof groups, "%s/js/groups", net.node[i].k.data_dir);
+    DIR *d = opendir(groups);
+    struct dirent *e;
+    bool found = false;
+    while (!found && d != NULL && (e = readdir(d)) != NULL) {
+        char probe[1200];
+        snprintf(probe, sizeof probe, "%s/%s", groups, e->d_name);
+        if (e->d_name[0] == '.') {
+            continue;
+        }
+        /* The meta group holds no payload "dmg-": look for one that does. */
+        if (flip_probe(probe) && strlen(probe) < len) {
+            memcpy(out, probe, strlen(probe) + 1);
+            found = true;
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return found;
+}
+
+/* A replica that cannot open at all (its group directory replaced by a
+ * file: an I/O error at open): the node must drop the group from the
+ * cluster transport with the stream, or the next AppendEntries for it
+ * reads the freed stream (finding F8: SIGSEGV or a hung node). */
+static void unopenable_replica_leaves_no_dangling_group(void **state)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsStreamConfig cfg;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    const char *subjects[] = {"dmg.>"};
+    char dir[600], moved[700];
+    (void)state;
+    assert_int_equal(h_netns_start(&net, NODES, "dmg2", NULL), 0);
+    assert_int_equal(connect_node(0, &nc, &js), 0);
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = STREAM;
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.Replicas = 3;
+    for (int i = 0; i < 100 && si == NULL; i++) {
+        if (js_AddStream(&si, js, &cfg, NULL, &jerr) != NATS_OK) {
+            usleep(100 * 1000); /* the meta group is forming: retry */
+        }
+    }
+    assert_non_null(si);
+    jsStreamInfo_Destroy(si);
+    struct pub p = {js, 0, 0};
+    for (p.k = 1; p.k <= MSGS; p.k++) {
+        assert_true(h_poll(publish_once, &p, WAIT_MS));
+    }
+    struct applied a = {VICTIM, (long long)p.seq};
+    assert_true(h_poll(replica_applied, &a, WAIT_MS));
+    assert_int_equal(h_netns_node_stop(&net, VICTIM), 0);
+    assert_true(group_dir(VICTIM, dir, sizeof dir));
+    snprintf(moved, sizeof moved, "%s.moved", dir);
+    assert_int_equal(rename(dir, moved), 0);
+    int fd = open(dir, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(h_netns_node_start(&net, VICTIM), 0);
+    /* Traffic for the group reaches n3 (AppendEntries, heartbeats). */
+    for (p.k = MSGS + 1; p.k <= 3 * MSGS; p.k++) {
+        assert_true(h_poll(publish_once, &p, WAIT_MS));
+    }
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    assert_int_equal(h_netns_node_stop(&net, VICTIM), 0);
+    assert_int_equal(h_netns_cleanup(&net), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(damaged_replica_still_serves_and_stops_cleanly),
+        cmocka_unit_test(unopenable_replica_leaves_no_dangling_group),
     };
     int rv = cmocka_run_group_tests(tests, NULL, NULL);
     (void)h_netns_cleanup(&net);
