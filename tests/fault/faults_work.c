@@ -79,6 +79,10 @@ static int connect_to(const char *urls, bool reconnect, natsConnection **nc,
     s = s == NATS_OK ? set_servers(o, urls) : s;
     /* The list's order is the caller's: publisher k starts on node k. */
     s = s == NATS_OK ? natsOptions_SetNoRandomize(o, true) : s;
+    /* The list names every node already: no pool changes from INFO's
+     * connect_urls while links go up and down (two cluster runs of 50
+     * died in libnats with "double free or corruption"). */
+    s = s == NATS_OK ? natsOptions_SetIgnoreDiscoveredServers(o, true) : s;
     s = s == NATS_OK ? natsOptions_SetAllowReconnect(o, reconnect) : s;
     s = s == NATS_OK ? natsOptions_SetMaxReconnect(o, -1) : s;
     s = s == NATS_OK ? natsOptions_SetReconnectWait(o, 50) : s;
