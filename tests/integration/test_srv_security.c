@@ -559,11 +559,22 @@ static void js_and_admin_api_requests_honour_publish_permissions(void **state)
     assert_int_equal(ack_pending(js), 0);
     natsMsg_Destroy(m);
 
-    /* The future admin API is denied the same way. */
+    /* The admin API is denied the same way: keel cluster status and
+     * orphans rm answer the admin, never the user denied $KEEL.API.>. */
     assert_int_equal(natsConnection_PublishRequestString(
                          f->nc[1], "$KEEL.API.SERVER.STOP", "_INBOX.k", ""),
                      NATS_OK);
     assert_publish_denied(f->nc[1], "$KEEL.API.SERVER.STOP");
+    assert_int_equal(natsConnection_RequestString(
+                         &m, f->nc[0], "$KEEL.API.CLUSTER.STATUS", "", RECV_MS),
+                     NATS_OK);
+    assert_non_null(strstr(natsMsg_GetData(m), "cluster_status_response"));
+    natsMsg_Destroy(m);
+    assert_int_equal(
+        natsConnection_PublishRequestString(f->nc[1], "$KEEL.API.ORPHANS.RM.x",
+                                            "_INBOX.k", "{\"name\":\"y\"}"),
+        NATS_OK);
+    assert_publish_denied(f->nc[1], "$KEEL.API.ORPHANS.RM.x");
     assert_false(natsConnection_IsClosed(f->nc[1]));
     jsCtx_Destroy(js);
 }
