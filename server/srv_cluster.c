@@ -427,6 +427,19 @@ static bool lose_tie(struct srv_cluster *cl, struct srv_cluster_link *l)
     if (old == NULL || old == l) {
         return false;
     }
+    if (strcmp(old->peer_id, l->peer_id) != 0) {
+        /* Another process of the peer (its id is new at every start):
+         * the old one is gone even when TCP has not noticed (half-open
+         * after a power loss or a partition), so the old link is stale
+         * whatever the tie rule says. Keeping it left the restarted node
+         * unlinked until the old link's silence ran out (DEAD_MS). Its
+         * users see the peer go down and come up: it restarted. */
+        SRV_INFO("cluster",
+                 "%s restarted (server id %s, was %s): dropping the old link",
+                 l->peer_name, l->peer_id, old->peer_id);
+        srv_cluster_link_fail(old, "the peer restarted");
+        return false;
+    }
     bool self_smaller = strcmp(cl->node_name, l->peer_name) < 0;
     bool keep_new = l->outbound == self_smaller;
     SRV_DEBUG("cluster", "two links with %s: keeping the one dialed by %s",

@@ -7,9 +7,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "keel/error.h"
 #include "srv_cluster.h"
@@ -310,6 +314,81 @@ static void two_nodes_dialing_each_other_keep_one_link(void **state)
     }
 }
 
+/* A raw peer on 127.0.0.1:port that says HELLO as node name with server
+ * id id, then only PINGs (fake_ping): the link of a process that is gone
+ * while TCP has not noticed (half-open). Returns the socket. */
+static int fake_peer(int port, const char *name, const char *id)
+{
+    char hello[256];
+    uint8_t frame[512];
+    int n = snprintf(hello, sizeof hello,
+                     "{\"proto\":1,\"id\":\"%s\",\"name\":\"%s\","
+                     "\"cluster\":\"c1\",\"url\":\"127.0.0.1:1\","
+                     "\"client_url\":\"127.0.0.1:1\"}",
+                     id, name);
+    size_t h =
+        srv_cluster_frame_header(frame, SRV_CLUSTER_HELLO, NULL, 0, (size_t)n);
+    memcpy(frame + h, hello, (size_t)n);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(write(fd, frame, h + (size_t)n), (ssize_t)(h + (size_t)n));
+    return fd;
+}
+
+static int fake_fd = -1;
+
+static void fake_ping(void)
+{
+    uint8_t frame[64];
+    size_t h = srv_cluster_frame_header(frame, SRV_CLUSTER_PING, NULL, 0, 0);
+    /* After n1 dropped the link this fails: no SIGPIPE, it is ignored. */
+    (void)!send(fake_fd, frame, h, MSG_NOSIGNAL);
+}
+
+/* n1's link named n2 has server id id. */
+static bool n2_is(struct fixture *f, const char *id)
+{
+    struct srv_cluster_link *l = srv_cluster_peer_link(&f->cl[0], "n2");
+    return l != NULL && strcmp(l->peer_id, id) == 0;
+}
+
+static bool fake_linked(struct fixture *f)
+{
+    fake_ping();
+    return n2_is(f, "OLD2");
+}
+
+static bool restarted_linked(struct fixture *f)
+{
+    fake_ping(); /* the stale link never falls silent */
+    return n2_is(f, "ID2") && npeers(f, 1) == 1;
+}
+
+/* n2 restarts (a new server id) while n1 still holds a live-looking link
+ * to its old process: n1 takes the new link at once, although the tie
+ * rule (keep the link the smaller name dialed) would keep the old one. */
+static void a_restarted_peer_replaces_its_stale_link(void **state)
+{
+    struct fixture *f = *state;
+
+    start_node(f, 0, "c1", "nats://127.0.0.1:0", "");
+    srv_cluster_set_peer_cb(&f->cl[0], peer_cb, f);
+    const char *colon = strrchr(f->cl[0].url, ':');
+    assert_non_null(colon);
+    fake_fd = fake_peer(atoi(colon + 1), "n2", "OLD2");
+    assert_true(run_until(f, fake_linked));
+    start_node(f, 1, "c1", "nats://127.0.0.1:0", f->url[0]); /* id ID2 */
+    assert_true(run_until(f, restarted_linked));
+    assert_int_equal(f->downs, 1); /* its users saw it restart */
+    assert_string_equal(f->last_down, "n2");
+    close(fake_fd);
+    fake_fd = -1;
+}
+
 /* Batching (DESIGN §3): the messages of 20 groups sent to one node in one
  * loop iteration arrive in one frame, each at its own group's handler, in
  * the order sent; a message too large to batch is framed alone after them
@@ -404,6 +483,8 @@ int main(void)
             two_nodes_dialing_each_other_keep_one_link, setup, teardown),
         cmocka_unit_test_setup_teardown(
             group_messages_of_one_iteration_share_one_frame, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_restarted_peer_replaces_its_stale_link, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
