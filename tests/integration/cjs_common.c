@@ -1,0 +1,290 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "cjs_common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cjs_disconnect(struct cjs *c, int i)
+{
+    jsCtx_Destroy(c->js[i]);
+    natsConnection_Destroy(c->nc[i]);
+    c->js[i] = NULL;
+    c->nc[i] = NULL;
+}
+
+int cjs_connect(struct cjs *c, int i)
+{
+    natsOptions *o = NULL;
+    int rv = -1;
+    /* One server only: a test must know which node it talks to. */
+    if (natsOptions_Create(&o) == NATS_OK &&
+        natsOptions_SetURL(o, c->net.node[i].k.url) == NATS_OK &&
+        natsOptions_SetAllowReconnect(o, false) == NATS_OK &&
+        natsConnection_Connect(&c->nc[i], o) == NATS_OK &&
+        natsConnection_JetStream(&c->js[i], c->nc[i], NULL) == NATS_OK) {
+        rv = 0;
+    }
+    natsOptions_Destroy(o);
+    return rv;
+}
+
+json_t *cjs_request(struct cjs *c, int i, const char *subject,
+                    const char *body)
+{
+    natsMsg *m = NULL;
+    if (c->nc[i] == NULL ||
+        natsConnection_RequestString(&m, c->nc[i], subject, body,
+                                     CJS_REQ_MS) != NATS_OK) {
+        return NULL;
+    }
+    json_t *o = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
+                           0, NULL);
+    natsMsg_Destroy(m);
+    return o;
+}
+
+bool cjs_is_error(const json_t *o)
+{
+    return o == NULL || json_object_get(o, "error") != NULL;
+}
+
+json_t *cjs_request_ok(struct cjs *c, int i, const char *subject,
+                       const char *body)
+{
+    json_t *o = cjs_request(c, i, subject, body);
+    if (cjs_is_error(o)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* The meta group has a leader every node knows (INFO answered through
+ * each: a node that does not know it yet answers 503). */
+static bool meta_ready(void *arg)
+{
+    struct cjs *c = arg;
+    for (int i = 0; i < c->n; i++) {
+        json_t *o = cjs_request_ok(c, i, "$JS.API.INFO", "");
+        json_decref(o);
+        if (o == NULL) {
+            return false;
+        }
+    }
+    return true;
+}
+
+int cjs_start(struct cjs *c, int n, const char *name, const char *const *extra,
+              int wait_ms)
+{
+    static const char *const debug[] = {"-D", NULL};
+    memset(c, 0, sizeof *c);
+    c->n = n;
+    if (extra == NULL && getenv("CJS_DEBUG") != NULL) {
+        extra = debug;
+    }
+    int rv = h_netns_start(&c->net, n, name, extra);
+    for (int i = 0; rv == 0 && i < n; i++) {
+        rv = cjs_connect(c, i);
+    }
+    if (rv == 0 && !h_poll(meta_ready, c, wait_ms)) {
+        fprintf(stderr, "no meta leader within %d ms\n", wait_ms);
+        rv = -1;
+    }
+    if (rv != 0) {
+        (void)cjs_stop(c); /* namespaces and keelds; twice is harmless */
+    }
+    return rv;
+}
+
+int cjs_stop(struct cjs *c)
+{
+    for (int i = 0; i < c->n; i++) {
+        cjs_disconnect(c, i);
+    }
+    if (getenv("CJS_DEBUG") != NULL) {
+        for (int i = 0; i < c->n; i++) {
+            h_netns_print_log(&c->net, i);
+        }
+    }
+    int rv = h_netns_cleanup(&c->net);
+    nats_Close();
+    return rv;
+}
+
+json_t *cjs_stream_info(struct cjs *c, int i, const char *stream)
+{
+    char subj[160];
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.INFO.%s", stream);
+    return cjs_request_ok(c, i, subj, "");
+}
+
+int cjs_node_named(const struct cjs *c, const char *name)
+{
+    for (int k = 0; name != NULL && k < c->n; k++) {
+        if (strcmp(c->net.node[k].name, name) == 0) {
+            return k;
+        }
+    }
+    return -1;
+}
+
+int cjs_stream_leader(struct cjs *c, int i, const char *stream)
+{
+    json_t *o = cjs_stream_info(c, i, stream);
+    int idx = cjs_node_named(
+        c, json_string_value(
+               json_object_get(json_object_get(o, "cluster"), "leader")));
+    json_decref(o);
+    return idx;
+}
+
+bool cjs_stream_agreed(struct cjs *c, const char *stream, int *leader)
+{
+    int first = -1;
+    for (int i = 0; i < c->n; i++) {
+        if (!c->net.node[i].running) {
+            continue;
+        }
+        int l = cjs_stream_leader(c, i, stream);
+        if (l < 0 || (first >= 0 && l != first)) {
+            return false;
+        }
+        first = l;
+    }
+    if (leader != NULL) {
+        *leader = first;
+    }
+    return first >= 0;
+}
+
+struct led_wait {
+    struct cjs *c;
+    const char *stream;
+    int leader;
+};
+
+static bool led(void *arg)
+{
+    struct led_wait *w = arg;
+    return cjs_stream_agreed(w->c, w->stream, &w->leader);
+}
+
+int cjs_wait_stream_led(struct cjs *c, const char *stream, int wait_ms)
+{
+    struct led_wait w = {c, stream, -1};
+    return h_poll(led, &w, wait_ms) ? w.leader : -1;
+}
+
+void cjs_add_stream(struct cjs *c, int via, const char *name,
+                    const char *subject, int replicas, int wait_ms)
+{
+    jsStreamConfig cfg;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    const char *subjects[] = {subject};
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = name;
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.Replicas = replicas;
+    natsStatus s = js_AddStream(&si, c->js[via], &cfg, NULL, &jerr);
+    if (s != NATS_OK) {
+        fprintf(stderr, "add stream %s: %s (%d): %s\n", name,
+                natsStatus_GetText(s), (int)jerr, nats_GetLastError(NULL));
+    }
+    assert_int_equal(s, NATS_OK);
+    jsStreamInfo_Destroy(si);
+    assert_true(cjs_wait_stream_led(c, name, wait_ms) >= 0);
+}
+
+uint64_t cjs_stream_seq(natsMsg *m)
+{
+    jsMsgMetaData *md = NULL;
+    assert_int_equal(natsMsg_GetMetaData(&md, m), NATS_OK);
+    uint64_t s = md->Sequence.Stream;
+    jsMsgMetaData_Destroy(md);
+    return s;
+}
+
+void cjs_fetch_ack(natsSubscription *sub, int want, uint64_t *next,
+                   int wait_ms)
+{
+    jsErrCode jerr = 0;
+    while (want > 0) {
+        natsMsgList l = {0};
+        assert_int_equal(natsSubscription_Fetch(&l, sub, want, wait_ms, &jerr),
+                         NATS_OK);
+        for (int k = 0; k < l.Count; k++) {
+            assert_int_equal(cjs_stream_seq(l.Msgs[k]), *next);
+            (*next)++;
+            assert_int_equal(natsMsg_AckSync(l.Msgs[k], NULL, &jerr), NATS_OK);
+        }
+        want -= l.Count;
+        natsMsgList_Destroy(&l);
+    }
+}
+
+bool cjs_publish(struct cjs *c, int via, const char *subject, const char *data,
+                 struct cjs_ledger *l, int req_ms)
+{
+    jsPubAck *pa = NULL;
+    jsErrCode jerr = 0;
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = req_ms;
+    if (c->js[via] == NULL ||
+        js_Publish(&pa, c->js[via], subject, data, (int)strlen(data), &po,
+                   &jerr) != NATS_OK) {
+        return false;
+    }
+    uint64_t seq = pa->Sequence;
+    jsPubAck_Destroy(pa);
+    assert_true(seq >= 1 && seq <= CJS_SEQ_MAX);
+    if (l->payload[seq] != NULL) {
+        fail_msg("seq %llu acked for %s and again for %s",
+                 (unsigned long long)seq, l->payload[seq], data);
+    }
+    l->payload[seq] = strdup(data);
+    l->last = seq > l->last ? seq : l->last;
+    l->acked++;
+    return true;
+}
+
+void cjs_check_acked(struct cjs *c, int i, const char *stream,
+                     const struct cjs_ledger *l)
+{
+    for (uint64_t s = 1; s <= l->last; s++) {
+        natsMsg *m = NULL;
+        jsErrCode jerr = 0;
+        const char *want = l->payload[s];
+        if (want == NULL) {
+            continue; /* not acked (indeterminate): may or may not exist */
+        }
+        natsStatus st = js_GetMsg(&m, c->js[i], stream, s, NULL, &jerr);
+        if (st != NATS_OK) {
+            fail_msg("acked seq %llu (%s) through %s: %s (%d)",
+                     (unsigned long long)s, want, c->net.node[i].name,
+                     natsStatus_GetText(st), (int)jerr);
+        }
+        assert_int_equal(natsMsg_GetDataLength(m), (int)strlen(want));
+        assert_memory_equal(natsMsg_GetData(m), want, strlen(want));
+        natsMsg_Destroy(m);
+    }
+}
+
+void cjs_ledger_free(struct cjs_ledger *l)
+{
+    for (size_t s = 0; s <= CJS_SEQ_MAX; s++) {
+        free(l->payload[s]);
+        l->payload[s] = NULL;
+    }
+    l->last = 0;
+    l->acked = 0;
+}

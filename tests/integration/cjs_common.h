@@ -1,0 +1,106 @@
+/* Shared setup of the clustered JetStream tests (test_cjs_*.c): a netns
+ * cluster (netns.h) with one libnats connection and JetStream context per
+ * node, bound to that node only (a test must know which node answers), the
+ * JetStream API requests the tests make, the stream leader as each node
+ * reports it, a ledger of acknowledged publishes and the checks on it.
+ * Functions that assert use cmocka (call them from a test case).
+ */
+#ifndef KEEL_TEST_CJS_COMMON_H
+#define KEEL_TEST_CJS_COMMON_H
+
+#include <jansson.h>
+#include <nats/nats.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "netns.h"
+
+#define CJS_REQ_MS 2000  /* one request's timeout */
+#define CJS_SEQ_MAX 1024 /* highest sequence a ledger records */
+
+struct cjs {
+    int n;
+    struct h_netns net;
+    natsConnection *nc[H_NETNS_NODES_MAX]; /* NULL while disconnected */
+    jsCtx *js[H_NETNS_NODES_MAX];
+};
+
+/* Start n nodes (h_netns_start with extra, and -D when $CJS_DEBUG is set
+ * and extra is NULL), connect to each and wait (bounded by wait_ms) until
+ * every node answers $JS.API.INFO (the meta group has a leader all know).
+ * On failure it cleans up itself and returns -1. */
+int cjs_start(struct cjs *c, int n, const char *name, const char *const *extra,
+              int wait_ms);
+
+/* Disconnect every node, print the logs when $CJS_DEBUG is set, stop the
+ * cluster and close libnats. Returns h_netns_cleanup's result. */
+int cjs_stop(struct cjs *c);
+
+/* Connect to node i only, no reconnect. Returns 0 or -1. */
+int cjs_connect(struct cjs *c, int i);
+void cjs_disconnect(struct cjs *c, int i);
+
+/* Request subject (body may be "") on node i: the reply as JSON, NULL when
+ * there was none (or i is disconnected). */
+json_t *cjs_request(struct cjs *c, int i, const char *subject,
+                    const char *body);
+
+/* NULL or a JSON API error. */
+bool cjs_is_error(const json_t *o);
+
+/* cjs_request, with an error answer turned into NULL. */
+json_t *cjs_request_ok(struct cjs *c, int i, const char *subject,
+                       const char *body);
+
+/* Stream info of stream asked on node i; NULL on no answer or error. */
+json_t *cjs_stream_info(struct cjs *c, int i, const char *stream);
+
+/* Index of the node called name, or -1. */
+int cjs_node_named(const struct cjs *c, const char *name);
+
+/* The leader of stream as node i reports it (index), or -1. */
+int cjs_stream_leader(struct cjs *c, int i, const char *stream);
+
+/* Every running node names the same leader of stream; that leader's index
+ * (*leader may be NULL) when true. */
+bool cjs_stream_agreed(struct cjs *c, const char *stream, int *leader);
+
+/* Wait (bounded) until cjs_stream_agreed. Returns the leader or -1. */
+int cjs_wait_stream_led(struct cjs *c, const char *stream, int wait_ms);
+
+/* js_AddStream through node via (name, one subject, replicas) and wait
+ * until every running node names its leader; asserts both. */
+void cjs_add_stream(struct cjs *c, int via, const char *name,
+                    const char *subject, int replicas, int wait_ms);
+
+/* The stream sequence of a JetStream message (asserts its metadata). */
+uint64_t cjs_stream_seq(natsMsg *m);
+
+/* Fetch want messages on sub, acking each synchronously; *next is the
+ * stream sequence expected first, advanced past each message. */
+void cjs_fetch_ack(natsSubscription *sub, int want, uint64_t *next,
+                   int wait_ms);
+
+/* Acknowledged publishes by sequence: each sequence acked for one payload
+ * at most (asserted), so a lost or overwritten ack shows up on read back. */
+struct cjs_ledger {
+    char *payload[CJS_SEQ_MAX + 1];
+    uint64_t last; /* highest acked sequence */
+    int acked;
+};
+
+/* One publish of data on subject through node via, waiting req_ms for the
+ * ack; recorded in l when acked. False (not acked: 503 while a leader is
+ * elected, a timeout, a lost connection) leaves the outcome indeterminate:
+ * the caller may try again. */
+bool cjs_publish(struct cjs *c, int via, const char *subject, const char *data,
+                 struct cjs_ledger *l, int req_ms);
+
+/* Every payload of l reads back at its sequence of stream through node i
+ * (js_GetMsg: answered by the stream leader). */
+void cjs_check_acked(struct cjs *c, int i, const char *stream,
+                     const struct cjs_ledger *l);
+
+void cjs_ledger_free(struct cjs_ledger *l);
+
+#endif
