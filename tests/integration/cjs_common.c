@@ -65,9 +65,7 @@ json_t *cjs_request_ok(struct cjs *c, int i, const char *subject,
     return o;
 }
 
-/* The meta group has a leader every node knows (INFO answered through
- * each: a node that does not know it yet answers 503). */
-static bool meta_ready(void *arg)
+bool cjs_meta_ready(void *arg)
 {
     struct cjs *c = arg;
     for (int i = 0; i < c->n; i++) {
@@ -93,7 +91,7 @@ int cjs_start(struct cjs *c, int n, const char *name, const char *const *extra,
     for (int i = 0; rv == 0 && i < n; i++) {
         rv = cjs_connect(c, i);
     }
-    if (rv == 0 && !h_poll(meta_ready, c, wait_ms)) {
+    if (rv == 0 && !h_poll(cjs_meta_ready, c, wait_ms)) {
         fprintf(stderr, "no meta leader within %d ms\n", wait_ms);
         rv = -1;
     }

@@ -36,6 +36,11 @@ int cjs_start(struct cjs *c, int n, const char *name, const char *const *extra,
  * cluster and close libnats. Returns h_netns_cleanup's result. */
 int cjs_stop(struct cjs *c);
 
+/* Poll condition (arg: struct cjs): the meta group has a leader every
+ * node knows ($JS.API.INFO answered through each: a node that does not
+ * know it yet answers 503). */
+bool cjs_meta_ready(void *c);
+
 /* Connect to node i only, no reconnect. Returns 0 or -1. */
 int cjs_connect(struct cjs *c, int i);
 void cjs_disconnect(struct cjs *c, int i);

@@ -21,17 +21,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "netns.h"
+#include "cjs_common.h"
 
 #define NODES 3
 #define STREAM "META3"
 #define MSGS 20
 #define WAIT_MS 15000 /* bounded waits for the cluster to agree */
-#define REQ_MS 2000   /* one request's timeout */
 #define DUMP_LINE_BYTES (64 * 1024)
 
-static struct h_netns net; /* one cluster for the whole file */
-static natsConnection *nc[NODES];
+static struct cjs cj; /* one cluster for the whole file */
 
 struct fx {
     int unused; /* the cluster is file-wide: see group_setup */
@@ -40,65 +38,28 @@ struct fx {
 static void disconnect_all(void)
 {
     for (int i = 0; i < NODES; i++) {
-        natsConnection_Destroy(nc[i]);
-        nc[i] = NULL;
+        cjs_disconnect(&cj, i);
     }
 }
 
 static int connect_all(void)
 {
     for (int i = 0; i < NODES; i++) {
-        natsOptions *o = NULL;
-        natsStatus s = natsOptions_Create(&o);
-        /* One server only: a case must know which node answers. */
-        if (s == NATS_OK) {
-            s = natsOptions_SetURL(o, net.node[i].k.url);
-        }
-        if (s == NATS_OK) {
-            s = natsOptions_SetAllowReconnect(o, false);
-        }
-        if (s == NATS_OK) {
-            s = natsConnection_Connect(&nc[i], o);
-        }
-        natsOptions_Destroy(o);
-        if (s != NATS_OK) {
+        if (cjs_connect(&cj, i) != 0) {
             return -1;
         }
     }
     return 0;
 }
 
-/* Request subject on node i; the reply as JSON (NULL: no reply). */
 static json_t *request(int i, const char *subject, const char *body)
 {
-    natsMsg *m = NULL;
-    if (natsConnection_RequestString(&m, nc[i], subject, body, REQ_MS) !=
-        NATS_OK) {
-        return NULL;
-    }
-    json_t *o = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
-                           0, NULL);
-    natsMsg_Destroy(m);
-    return o;
+    return cjs_request(&cj, i, subject, body);
 }
 
 static bool is_error(const json_t *o)
 {
-    return o == NULL || json_object_get(o, "error") != NULL;
-}
-
-static bool meta_ready(void *arg)
-{
-    (void)arg;
-    for (int i = 0; i < NODES; i++) {
-        json_t *o = request(i, "$JS.API.INFO", "");
-        bool ok = !is_error(o);
-        json_decref(o);
-        if (!ok) {
-            return false;
-        }
-    }
-    return true;
+    return cjs_is_error(o);
 }
 
 /* The leader name of stream name as node i reports it (copied into out);
@@ -136,41 +97,16 @@ static bool stream_agreed(void *arg)
     return true;
 }
 
-static int node_named(const char *name)
-{
-    for (int i = 0; i < NODES; i++) {
-        if (strcmp(net.node[i].name, name) == 0) {
-            return i;
-        }
-    }
-    return -1;
-}
-
 static int group_setup(void **state)
 {
     (void)state;
-    if (h_netns_start(&net, NODES, "cjsm", NULL) != 0 || connect_all() != 0) {
-        return -1;
-    }
-    if (!h_poll(meta_ready, NULL, WAIT_MS)) {
-        fprintf(stderr, "no meta leader within %d ms\n", WAIT_MS);
-        return -1;
-    }
-    return 0;
+    return cjs_start(&cj, NODES, "cjsm", NULL, WAIT_MS);
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    disconnect_all();
-    if (getenv("CJS_DEBUG") != NULL) {
-        for (int i = 0; i < NODES; i++) {
-            h_netns_print_log(&net, i);
-        }
-    }
-    int rv = h_netns_cleanup(&net);
-    nats_Close();
-    return rv;
+    return cjs_stop(&cj);
 }
 
 static int setup(void **state)
@@ -270,7 +206,7 @@ static void r1_streams_go_to_the_least_loaded_nodes_ties_by_name(void **state)
         json_decref(o);
         assert_true(h_poll(r1_led, (void *)names[k], WAIT_MS));
         assert_true(leader_of(0, names[k], l, sizeof l));
-        assert_string_equal(l, net.node[k].name);
+        assert_string_equal(l, cj.net.node[k].name);
     }
 }
 
@@ -282,7 +218,7 @@ static int dumped_publishes(int i)
     const char *keel = getenv("KEEL");
     assert_non_null(keel);
     snprintf(cmd, sizeof cmd, "%s store dump --data %s --stream %s", keel,
-             net.node[i].k.data_dir, STREAM);
+             cj.net.node[i].k.data_dir, STREAM);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
     static char line[DUMP_LINE_BYTES];
@@ -307,7 +243,7 @@ a_publish_acked_by_the_leader_is_in_the_store_of_every_node(void **state)
     (void)state;
     char l[64];
     assert_true(leader_of(0, STREAM, l, sizeof l));
-    int ld = node_named(l);
+    int ld = cjs_node_named(&cj, l);
     assert_true(ld >= 0);
     for (int k = 0; k < MSGS; k++) {
         char data[32];
@@ -322,13 +258,13 @@ a_publish_acked_by_the_leader_is_in_the_store_of_every_node(void **state)
      * taken after all stopped and every follower had its chance). */
     disconnect_all();
     for (int i = 0; i < NODES; i++) {
-        assert_int_equal(h_netns_node_stop(&net, i), 0);
+        assert_int_equal(h_netns_node_stop(&cj.net, i), 0);
     }
     int majority = 0;
     for (int i = 0; i < NODES; i++) {
         int n = dumped_publishes(i);
         fprintf(stderr, "node %s holds %d of %d acked publishes\n",
-                net.node[i].name, n, MSGS);
+                cj.net.node[i].name, n, MSGS);
         assert_true(n == 0 || n == MSGS);
         majority += n == MSGS ? 1 : 0;
     }
@@ -361,11 +297,11 @@ after_a_restart_of_every_node_the_meta_group_opens_from_disk(void **state)
 {
     (void)state;
     for (int i = 0; i < NODES; i++) {
-        assert_int_equal(h_netns_node_start(&net, i), 0);
+        assert_int_equal(h_netns_node_start(&cj.net, i), 0);
     }
-    assert_int_equal(h_netns_wait_mesh(&net, WAIT_MS), 0);
+    assert_int_equal(h_netns_wait_mesh(&cj.net, WAIT_MS), 0);
     assert_int_equal(connect_all(), 0);
-    assert_true(h_poll(meta_ready, NULL, WAIT_MS));
+    assert_true(h_poll(cjs_meta_ready, &cj, WAIT_MS));
     assert_true(h_poll(stream_agreed, NULL, WAIT_MS));
     for (int i = 0; i < NODES; i++) {
         json_t *n = request(i, "$JS.API.STREAM.NAMES", "");
@@ -376,7 +312,7 @@ after_a_restart_of_every_node_the_meta_group_opens_from_disk(void **state)
     /* Every store holds every acked publish once followers caught up. */
     disconnect_all();
     for (int i = 0; i < NODES; i++) {
-        assert_int_equal(h_netns_node_stop(&net, i), 0);
+        assert_int_equal(h_netns_node_stop(&cj.net, i), 0);
     }
     for (int i = 0; i < NODES; i++) {
         assert_int_equal(dumped_publishes(i), MSGS);
