@@ -448,13 +448,22 @@ bool srv_js_fwd_request(struct srv_js *js, const struct srv_cmd *cmd,
         return done;
     }
     struct srv_stream *st = NULL;
-    if (t != SRV_JS_FWD_STREAM || srv_js_find_stream(js, stream, &st) != 0) {
-        return false; /* not routed, or an unknown stream: errors here */
+    if (t != SRV_JS_FWD_STREAM) {
+        return false; /* not routed: answered (or refused) here */
     }
     /* Acks and flow-control replies carry no API answer: when they cannot
      * reach the leader they are dropped (the message is redelivered). */
     bool api =
         cmd->subject.len > 8 && memcmp(cmd->subject.ptr, "$JS.API.", 8) == 0;
+    if (srv_js_find_stream(js, stream, &st) != 0) {
+        /* Unknown here, but this node's meta state may be behind (just
+         * restarted: it applies the meta log once a leader tells it the
+         * commit index): "stream not found" comes from the meta leader,
+         * which knows every stream; one it knows and does not lead gets
+         * the 503 retry answer there. */
+        return forward_to(js, srv_js_meta_leader_name(js), cmd,
+                          api ? reply : "", stream, false);
+    }
     return forward_to(js, srv_stream_leader_name(st), cmd, api ? reply : "",
                       stream, false);
 }
@@ -558,24 +567,26 @@ static bool link_up(const struct srv_cluster_link *l)
     return l != NULL && l->established && !l->closing;
 }
 
-/* Add the node of rsub's link to names[] unless already there. Returns
- * true when that node is in names[] afterwards. */
-static bool add_node(const struct srv_sub *sub, const char **names, size_t *n)
+/* Index of the node of rsub's link in names[], added unless already there
+ * when add; -1 when its link is down, it is not there (!add) or names[] is
+ * full. */
+static int node_index(const struct srv_sub *sub, const char **names,
+                      size_t *n, bool add)
 {
     const struct srv_cluster_rsub *rs = (const struct srv_cluster_rsub *)sub;
     if (sub->removed || !link_up(rs->link)) {
-        return false;
+        return -1;
     }
     for (size_t i = 0; i < *n; i++) {
         if (strcmp(names[i], rs->link->peer_name) == 0) {
-            return true;
+            return (int)i;
         }
     }
-    if (*n == SRV_CLUSTER_LINKS_MAX) {
-        return false;
+    if (!add || *n == SRV_CLUSTER_LINKS_MAX) {
+        return -1;
     }
-    names[(*n)++] = rs->link->peer_name;
-    return true;
+    names[*n] = rs->link->peer_name;
+    return (int)(*n)++;
 }
 
 /* Does this node have a member of the queue group g locally? */
@@ -595,41 +606,90 @@ static bool local_queue(struct srv_server *srv, const char *route,
     return found;
 }
 
-/* Nodes that must get a delivery to route: every node with a plain
- * subscription, and for a queue group without a local member one node
- * that has members (the first linked one). Returns the count. */
-static size_t interested_nodes(struct srv_js *js, const char *route,
-                               size_t route_len, const char **names)
+static size_t qgroups_routed(const struct srv_sublist_result *r)
 {
-    struct srv_sublist_result *r;
+    return r->nqgroups < SRV_CLUSTER_QUEUES_PER_MSG_MAX
+               ? r->nqgroups
+               : SRV_CLUSTER_QUEUES_PER_MSG_MAX;
+}
+
+/* Nodes that must get a delivery (r: the remote interest matching its
+ * route): every node with a plain subscription, and for each queue group
+ * without a local member one node that has members, choice[g] (-1: none;
+ * the local delivery served it). A receiving node serves only the groups
+ * it was chosen for: a node that gets the delivery for a plain
+ * subscription must not also hand it to its member of a group served
+ * elsewhere. Returns the count of names[]. */
+static size_t interested_nodes(struct srv_js *js, const char *route,
+                               size_t route_len,
+                               const struct srv_sublist_result *r,
+                               const char **names, int *choice)
+{
     size_t n = 0;
-    if (srv_sublist_match(&fwd.cl->rsublist, route, route_len, &r) != 0) {
-        return 0;
-    }
     for (size_t i = 0; i < r->npsubs; i++) {
-        (void)add_node(r->psubs[i], names, &n);
+        (void)node_index(r->psubs[i], names, &n, true);
     }
-    for (size_t i = 0; i < r->nqgroups; i++) {
+    for (size_t i = 0; i < qgroups_routed(r); i++) {
         const struct srv_sublist_qgroup *g = &r->qgroups[i];
+        choice[i] = -1;
         if (local_queue(srv_js_server(js), route, route_len, g)) {
             continue; /* the local delivery served the group */
         }
-        /* A receiving node serves every queue group it has members of,
-         * so one node holding a member is enough. */
-        for (size_t k = 0; k < g->n && !add_node(g->subs[k], names, &n); k++) {
+        /* A node that gets the delivery anyway first (one frame less),
+         * else the first linked one with a member. */
+        for (size_t k = 0; k < g->n && choice[i] < 0; k++) {
+            choice[i] = node_index(g->subs[k], names, &n, false);
+        }
+        for (size_t k = 0; k < g->n && choice[i] < 0; k++) {
+            choice[i] = node_index(g->subs[k], names, &n, true);
         }
     }
-    srv_sublist_result_release(r);
     return n;
 }
 
 bool srv_js_fwd_remote_interest(struct srv_js *js, const char *subject)
 {
     const char *names[SRV_CLUSTER_LINKS_MAX];
-    if (fwd.cl == NULL || fwd.js != js || fwd.cl->rsublist.count == 0) {
+    int choice[SRV_CLUSTER_QUEUES_PER_MSG_MAX];
+    struct srv_sublist_result *r;
+    if (fwd.cl == NULL || fwd.js != js || fwd.cl->rsublist.count == 0 ||
+        srv_sublist_match(&fwd.cl->rsublist, subject, strlen(subject), &r) !=
+            0) {
         return false;
     }
-    return interested_nodes(js, subject, strlen(subject), names) > 0;
+    size_t n = interested_nodes(js, subject, strlen(subject), r, names, choice);
+    srv_sublist_result_release(r);
+    return n > 0;
+}
+
+/* Send one deliver frame to each of names[]: the common part (prefix,
+ * plen bytes, buf has room for the rest) and the queue groups that node
+ * was chosen for. Returns how many were queued. */
+static size_t send_delivers(const struct srv_sublist_result *r,
+                            const char **names, size_t n, const int *choice,
+                            uint8_t *buf, size_t plen)
+{
+    size_t sent = 0;
+    for (size_t t = 0; t < n; t++) {
+        uint32_t nq = 0;
+        for (size_t i = 0; i < qgroups_routed(r); i++) {
+            nq += choice[i] == (int)t ? 1 : 0;
+        }
+        uint8_t *w = srv_mp_put_array(buf + plen, nq);
+        for (size_t i = 0; i < qgroups_routed(r); i++) {
+            if (choice[i] == (int)t) {
+                w = srv_mp_put_str(w, r->qgroups[i].name,
+                                   r->qgroups[i].name_len);
+            }
+        }
+        if (srv_cluster_send_kind(fwd.cl, names[t], SRV_CLUSTER_JS_FWD, buf,
+                                  (size_t)(w - buf)) == 0) {
+            sent++;
+        } else {
+            fwd.stats.send_failures++;
+        }
+    }
+    return sent;
 }
 
 size_t srv_js_fwd_deliver(struct srv_js *js, const char *route,
@@ -638,22 +698,28 @@ size_t srv_js_fwd_deliver(struct srv_js *js, const char *route,
                           const void *data, size_t dlen)
 {
     const char *names[SRV_CLUSTER_LINKS_MAX];
+    int choice[SRV_CLUSTER_QUEUES_PER_MSG_MAX];
+    struct srv_sublist_result *r;
     size_t rlen = reply != NULL ? strlen(reply) : 0;
     if (fwd.cl == NULL || fwd.js != js || fwd.inbound_deliver ||
-        fwd.cl->rsublist.count == 0) {
+        fwd.cl->rsublist.count == 0 ||
+        srv_sublist_match(&fwd.cl->rsublist, route, route_len, &r) != 0) {
         return 0;
     }
-    size_t n = interested_nodes(js, route, route_len, names);
-    if (n == 0) {
-        return 0;
+    size_t n = interested_nodes(js, route, route_len, r, names, choice);
+    size_t qbytes = 0;
+    for (size_t i = 0; i < qgroups_routed(r); i++) {
+        qbytes += r->qgroups[i].name_len + SRV_MP_HEADER_BYTES_MAX;
     }
-    size_t need =
-        route_len + wire_len + rlen + hlen + dlen + 8 * SRV_MP_HEADER_BYTES_MAX;
-    uint8_t *buf = malloc(need);
+    size_t need = route_len + wire_len + rlen + hlen + dlen + qbytes +
+                  8 * SRV_MP_HEADER_BYTES_MAX;
+    uint8_t *buf = n > 0 ? malloc(need) : NULL;
     if (buf == NULL) {
+        srv_sublist_result_release(r);
         return 0;
     }
-    uint8_t *w = srv_mp_put_array(buf, 6);
+    /* [kind, route, wire, reply, hdr bytes, hdr + data, [queue, ...]] */
+    uint8_t *w = srv_mp_put_array(buf, 7);
     w = srv_mp_put_uint(w, FWD_DELIVER);
     w = srv_mp_put_str(w, route, route_len);
     w = srv_mp_put_str(w, wire, wire_len);
@@ -668,16 +734,9 @@ size_t srv_js_fwd_deliver(struct srv_js *js, const char *route,
         memcpy(w, data, dlen);
         w += dlen;
     }
-    ASSERT((size_t)(w - buf) <= need);
-    size_t sent = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (srv_cluster_send_kind(fwd.cl, names[i], SRV_CLUSTER_JS_FWD, buf,
-                                  (size_t)(w - buf)) == 0) {
-            sent++;
-        } else {
-            fwd.stats.send_failures++;
-        }
-    }
+    ASSERT((size_t)(w - buf) + qbytes + SRV_MP_HEADER_BYTES_MAX <= need);
+    size_t sent = send_delivers(r, names, n, choice, buf, (size_t)(w - buf));
+    srv_sublist_result_release(r);
     free(buf);
     fwd.stats.delivers_out += sent;
     SRV_DEBUG("js", "delivery to %.*s sent to %zu nodes", (int)route_len, route,
@@ -729,14 +788,26 @@ static int on_request(struct srv_js *js, struct srv_mp_reader *r)
     return 0;
 }
 
+/* The queue groups a deliver frame names (this node serves only those). */
+struct fwd_queues {
+    bool all; /* a frame without the list, or a held answer: every group */
+    uint32_t n;
+    struct srv_slice q[SRV_CLUSTER_QUEUES_PER_MSG_MAX];
+};
+
 static int deliver_local(struct srv_js *js, const char *route, size_t route_len,
                          const char *wire, size_t wire_len, const char *reply,
-                         const uint8_t *data, size_t hdr, size_t dlen)
+                         const uint8_t *data, size_t hdr, size_t dlen,
+                         const struct fwd_queues *qs)
 {
     fwd.inbound_deliver = true;
-    int rv = srv_route_deliver_internal(srv_js_server(js), route, route_len,
-                                        wire, wire_len, reply, data, hdr,
-                                        data + hdr, dlen - hdr);
+    int rv = qs == NULL || qs->all
+                 ? srv_route_deliver_internal(srv_js_server(js), route,
+                                              route_len, wire, wire_len, reply,
+                                              data, hdr, data + hdr, dlen - hdr)
+                 : srv_route_deliver_internal_queues(
+                       srv_js_server(js), route, route_len, wire, wire_len,
+                       reply, data, hdr, data + hdr, dlen - hdr, qs->q, qs->n);
     fwd.inbound_deliver = false;
     return rv;
 }
@@ -797,7 +868,7 @@ static void release_held(struct srv_js *js, uint64_t now)
         (void)deliver_local(js, route, h->route_len, wire, h->wire_len,
                             h->rlen > 0 ? reply : NULL,
                             (const uint8_t *)wire + h->wire_len + h->rlen,
-                            h->hdr, h->dlen);
+                            h->hdr, h->dlen, NULL);
         *pp = h->next;
         fwd.nheld--;
         free(h);
@@ -815,7 +886,28 @@ static bool answer_is_error(const uint8_t *body, size_t len)
     return err;
 }
 
-static int on_deliver(struct srv_js *js, struct srv_mp_reader *r)
+/* The queue list of a 7-element deliver frame (pointing into the frame). */
+static int get_queues(struct srv_mp_reader *r, struct fwd_queues *qs)
+{
+    const uint8_t *q;
+    size_t qlen = 0;
+    if (srv_mp_get_array(r, &qs->n) != 0 ||
+        qs->n > SRV_CLUSTER_QUEUES_PER_MSG_MAX) {
+        return KEEL_EPROTO;
+    }
+    for (uint32_t i = 0; i < qs->n; i++) {
+        if (srv_mp_get_bytes(r, &q, &qlen) != 0) {
+            return KEEL_EPROTO;
+        }
+        qs->q[i] = (struct srv_slice){(const char *)q, qlen};
+    }
+    return 0;
+}
+
+/* fields: 6 = [kind, route, wire, reply, hdr, data] (serve every local
+ * queue group), 7 = with the list of the groups to serve. */
+static int on_deliver(struct srv_js *js, struct srv_mp_reader *r,
+                      uint32_t fields)
 {
     char route[SRV_CONTROL_LINE_BYTES_MAX + 1];
     char wire[SRV_CONTROL_LINE_BYTES_MAX + 1];
@@ -823,11 +915,13 @@ static int on_deliver(struct srv_js *js, struct srv_mp_reader *r)
     size_t route_len = 0, wire_len = 0, rlen = 0, dlen = 0;
     uint64_t hdr = 0;
     const uint8_t *data;
+    struct fwd_queues qs = {.all = fields == 6};
     if (get_str(r, route, sizeof route, &route_len) != 0 || route_len == 0 ||
         get_str(r, wire, sizeof wire, &wire_len) != 0 || wire_len == 0 ||
         get_str(r, reply, sizeof reply, &rlen) != 0 ||
         srv_mp_get_uint(r, &hdr) != 0 ||
-        srv_mp_get_bytes(r, &data, &dlen) != 0 || hdr > dlen) {
+        srv_mp_get_bytes(r, &data, &dlen) != 0 || hdr > dlen ||
+        (!qs.all && get_queues(r, &qs) != 0)) {
         return KEEL_EPROTO;
     }
     fwd.stats.delivers_in++;
@@ -840,7 +934,8 @@ static int on_deliver(struct srv_js *js, struct srv_mp_reader *r)
         return 0; /* answered once this node applied the create */
     }
     return deliver_local(js, route, route_len, wire, wire_len,
-                         rlen > 0 ? reply : NULL, data, (size_t)hdr, dlen);
+                         rlen > 0 ? reply : NULL, data, (size_t)hdr, dlen,
+                         &qs);
 }
 
 /* Dispatch of one SRV_CLUSTER_JS_FWD frame (bytes from the network: a
@@ -856,11 +951,12 @@ static void on_frame(void *arg, const char *from, const uint8_t *data,
     if (js != fwd.js || js->stopping) {
         return;
     }
-    if (srv_mp_get_array(&r, &n) == 0 && n == 6 &&
+    if (srv_mp_get_array(&r, &n) == 0 && (n == 6 || n == 7) &&
         srv_mp_get_uint(&r, &kind) == 0) {
-        rv = kind == FWD_REQUEST   ? on_request(js, &r)
-             : kind == FWD_DELIVER ? on_deliver(js, &r)
-                                   : 0; /* a newer kind: ignored */
+        rv = kind == FWD_REQUEST && n == 6 ? on_request(js, &r)
+             : kind == FWD_DELIVER         ? on_deliver(js, &r, n)
+             : kind == FWD_REQUEST         ? KEEL_EPROTO
+                                           : 0; /* a newer kind: ignored */
     }
     if (rv == KEEL_EPROTO) {
         SRV_WARN("js", "malformed forwarded JetStream frame from %s dropped",

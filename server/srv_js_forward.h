@@ -20,20 +20,29 @@
  * Waiting requests keep their order: while any waits, later requests
  * queue behind it (also those this node would answer itself).
  *
+ * A stream request that names a stream this node does not know goes to
+ * the meta leader, which knows every stream: a node whose meta state is
+ * behind (just restarted, before a leader told it the commit index) never
+ * answers "stream not found" (10059) for one that exists; the meta leader
+ * answers it itself when it leads the stream, else with the 503.
+ *
  * Replies and consumer deliveries (srv_js_deliver) made on the leader go
  * to local subscribers and, in a SRV_CLUSTER_JS_FWD deliver frame, once to
  * each node with interest in the route subject (a pull request's inbox on
- * another node), which delivers them locally only. A queue group (push
- * consumer deliver_group) with a member on the leader's node is served
- * there; otherwise the frame goes to one node holding members. Known gap:
- * a node that gets the frame also serves every local queue group of the
- * subject, so a deliver_group with members on the leader's node AND on a
- * node that has plain interest in the same subject gets that message
- * twice (plain and queue subscribers on one deliver subject are unusual).
+ * another node), which delivers them locally only. Each queue group (push
+ * consumer deliver_group) is served by one node: the leader's when it has
+ * a member, else one holding members (preferably one that gets the frame
+ * anyway); the frame names the groups the receiver must serve, and it
+ * serves only those, so a node that gets a delivery for a plain
+ * subscriber does not also hand it to its member of a group served
+ * elsewhere (each message reaches one member cluster-wide).
  *
  * Frames (msgpack arrays):
  *   request: [1, subject, reply, hdr_bytes, headers+payload, origin]
- *   deliver: [2, route, wire, reply, hdr_bytes, headers+payload]
+ *   deliver: [2, route, wire, reply, hdr_bytes, headers+payload,
+ *             [queue, ...]]
+ *   (a 6-element deliver frame, without the list, is served to every
+ *   local queue group, as before the list existed)
  *
  * Loop thread only. Without a cluster every call is a no-op that says
  * "answer here".

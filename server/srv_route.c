@@ -271,11 +271,26 @@ static int check_pub(struct srv_conn *c, const struct srv_cmd *cmd)
     return 0;
 }
 
-int srv_route_deliver_internal(struct srv_server *srv, const char *route,
-                               size_t route_len, const char *wire,
-                               size_t wire_len, const char *reply,
-                               const void *hdr, size_t hlen, const void *data,
-                               size_t dlen)
+/* Is queue group g one of queues[0..n)? */
+static bool queue_named(const struct srv_slice *queues, size_t n,
+                        const struct srv_sublist_qgroup *g)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (queues[k].len == g->name_len &&
+            memcmp(queues[k].ptr, g->name, g->name_len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* queues NULL: every queue group matching route is served. */
+static int deliver_internal(struct srv_server *srv, const char *route,
+                            size_t route_len, const char *wire,
+                            size_t wire_len, const char *reply,
+                            const void *hdr, size_t hlen, const void *data,
+                            size_t dlen, const struct srv_slice *queues,
+                            size_t nqueues)
 {
     struct srv_sublist_result *r;
     char *buf = NULL;
@@ -308,6 +323,9 @@ int srv_route_deliver_internal(struct srv_server *srv, const char *route,
             }
         }
         for (size_t i = 0; i < r->nqgroups; i++) {
+            if (queues != NULL && !queue_named(queues, nqueues, &r->qgroups[i])) {
+                continue; /* another node serves this group */
+            }
             struct srv_sub *sub =
                 srv_sublist_qgroup_pick(&r->qgroups[i], skip_for, NULL);
             if (sub != NULL) {
@@ -318,6 +336,28 @@ int srv_route_deliver_internal(struct srv_server *srv, const char *route,
     }
     free(buf);
     return rv;
+}
+
+int srv_route_deliver_internal(struct srv_server *srv, const char *route,
+                               size_t route_len, const char *wire,
+                               size_t wire_len, const char *reply,
+                               const void *hdr, size_t hlen, const void *data,
+                               size_t dlen)
+{
+    return deliver_internal(srv, route, route_len, wire, wire_len, reply, hdr,
+                            hlen, data, dlen, NULL, 0);
+}
+
+int srv_route_deliver_internal_queues(
+    struct srv_server *srv, const char *route, size_t route_len,
+    const char *wire, size_t wire_len, const char *reply, const void *hdr,
+    size_t hlen, const void *data, size_t dlen, const struct srv_slice *queues,
+    size_t nqueues)
+{
+    static const struct srv_slice none[1];
+    return deliver_internal(srv, route, route_len, wire, wire_len, reply, hdr,
+                            hlen, data, dlen, queues != NULL ? queues : none,
+                            nqueues);
 }
 
 static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
@@ -682,15 +722,10 @@ void srv_route_deliver_routed(struct srv_server *srv, const struct srv_cmd *cmd,
     /* Only the queue groups the sending node chose this node for. */
     for (size_t i = 0; i < r->nqgroups; i++) {
         struct srv_sublist_qgroup *g = &r->qgroups[i];
-        for (size_t k = 0; k < nqueues; k++) {
-            if (queues[k].len == g->name_len &&
-                memcmp(queues[k].ptr, g->name, g->name_len) == 0) {
-                struct srv_sub *sub =
-                    srv_sublist_qgroup_pick(g, skip_for, NULL);
-                if (sub != NULL) {
-                    (void)deliver(NULL, sub, cmd);
-                }
-                break;
+        if (queue_named(queues, nqueues, g)) {
+            struct srv_sub *sub = srv_sublist_qgroup_pick(g, skip_for, NULL);
+            if (sub != NULL) {
+                (void)deliver(NULL, sub, cmd);
             }
         }
     }

@@ -34,6 +34,16 @@ KEEL_MUST_USE int srv_route_deliver_internal(struct srv_server *srv,
                                              const void *hdr, size_t hlen,
                                              const void *data, size_t dlen);
 
+/* The same for a delivery another node routed here: every plain
+ * subscription and one member of each queue group named in queues only
+ * (the routing node chose this node for those; queues may be NULL when
+ * nqueues is 0). */
+KEEL_MUST_USE int srv_route_deliver_internal_queues(
+    struct srv_server *srv, const char *route, size_t route_len,
+    const char *wire, size_t wire_len, const char *reply, const void *hdr,
+    size_t hlen, const void *data, size_t dlen, const struct srv_slice *queues,
+    size_t nqueues);
+
 /* Deliver a message forwarded by another node to the local subscribers:
  * every plain subscription, and one member of each queue group named in
  * queues (the sender chose this node for those). Never forwarded again. */

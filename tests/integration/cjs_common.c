@@ -180,26 +180,32 @@ int cjs_wait_stream_led(struct cjs *c, const char *stream, int wait_ms)
     return h_poll(led, &w, wait_ms) ? w.leader : -1;
 }
 
+void cjs_add_stream_cfg(struct cjs *c, int via, jsStreamConfig *cfg,
+                        int wait_ms)
+{
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    natsStatus s = js_AddStream(&si, c->js[via], cfg, NULL, &jerr);
+    if (s != NATS_OK) {
+        fprintf(stderr, "add stream %s: %s (%d): %s\n", cfg->Name,
+                natsStatus_GetText(s), (int)jerr, nats_GetLastError(NULL));
+    }
+    assert_int_equal(s, NATS_OK);
+    jsStreamInfo_Destroy(si);
+    assert_true(cjs_wait_stream_led(c, cfg->Name, wait_ms) >= 0);
+}
+
 void cjs_add_stream(struct cjs *c, int via, const char *name,
                     const char *subject, int replicas, int wait_ms)
 {
     jsStreamConfig cfg;
-    jsStreamInfo *si = NULL;
-    jsErrCode jerr = 0;
     const char *subjects[] = {subject};
     jsStreamConfig_Init(&cfg);
     cfg.Name = name;
     cfg.Subjects = subjects;
     cfg.SubjectsLen = 1;
     cfg.Replicas = replicas;
-    natsStatus s = js_AddStream(&si, c->js[via], &cfg, NULL, &jerr);
-    if (s != NATS_OK) {
-        fprintf(stderr, "add stream %s: %s (%d): %s\n", name,
-                natsStatus_GetText(s), (int)jerr, nats_GetLastError(NULL));
-    }
-    assert_int_equal(s, NATS_OK);
-    jsStreamInfo_Destroy(si);
-    assert_true(cjs_wait_stream_led(c, name, wait_ms) >= 0);
+    cjs_add_stream_cfg(c, via, &cfg, wait_ms);
 }
 
 uint64_t cjs_stream_seq(natsMsg *m)
@@ -285,4 +291,69 @@ void cjs_ledger_free(struct cjs_ledger *l)
     }
     l->last = 0;
     l->acked = 0;
+}
+
+int cjs_store_count(struct cjs *c, int i, const char *stream,
+                    const char *prefix)
+{
+    static char line[64 * 1024];
+    char cmd[1024];
+    const char *keel = getenv("KEEL");
+    assert_non_null(keel);
+    assert_false(c->net.node[i].running);
+    snprintf(cmd, sizeof cmd, "%s store dump --data %s --stream %s", keel,
+             c->net.node[i].k.data_dir, stream);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    int n = 0;
+    while (fgets(line, sizeof line, p) != NULL) {
+        json_t *o = json_loads(line, 0, NULL);
+        const char *entry = json_string_value(json_object_get(o, "entry"));
+        const char *payload = json_string_value(json_object_get(o, "payload"));
+        if (entry != NULL && strcmp(entry, "publish") == 0 && payload != NULL &&
+            strncmp(payload, prefix, strlen(prefix)) == 0) {
+            n++;
+        }
+        json_decref(o);
+    }
+    assert_int_equal(pclose(p), 0);
+    return n;
+}
+
+int cjs_answers(struct cjs *c, int i, const char *subject, const char *body,
+                int first_ms, int absent_ms, natsMsg **first)
+{
+    natsInbox *inbox = NULL;
+    natsSubscription *sub = NULL;
+    natsMsg *m = NULL;
+    int n = 0;
+    if (first != NULL) {
+        *first = NULL;
+    }
+    assert_int_equal(natsInbox_Create(&inbox), NATS_OK);
+    assert_int_equal(natsConnection_SubscribeSync(&sub, c->nc[i], inbox),
+                     NATS_OK);
+    assert_int_equal(
+        natsConnection_PublishRequestString(c->nc[i], subject, inbox, body),
+        NATS_OK);
+    for (int wait = first_ms;
+         natsSubscription_NextMsg(&m, sub, wait) == NATS_OK;
+         wait = absent_ms) {
+        if (first != NULL && *first == NULL) {
+            *first = m;
+        } else {
+            natsMsg_Destroy(m);
+        }
+        n++;
+    }
+    natsSubscription_Destroy(sub);
+    natsInbox_Destroy(inbox);
+    return n;
+}
+
+bool cjs_has_interest(struct cjs *c, int i, int from, const char *key)
+{
+    static char body[65536];
+    return h_netns_http_get(&c->net, i, "/routez", body, sizeof body) == 200 &&
+           h_routez_has_interest(body, c->net.node[from].name, key);
 }

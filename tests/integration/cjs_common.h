@@ -78,6 +78,10 @@ int cjs_wait_stream_led(struct cjs *c, const char *stream, int wait_ms);
 void cjs_add_stream(struct cjs *c, int via, const char *name,
                     const char *subject, int replicas, int wait_ms);
 
+/* The same with a full configuration. */
+void cjs_add_stream_cfg(struct cjs *c, int via, jsStreamConfig *cfg,
+                        int wait_ms);
+
 /* The stream sequence of a JetStream message (asserts its metadata). */
 uint64_t cjs_stream_seq(natsMsg *m);
 
@@ -107,5 +111,22 @@ void cjs_check_acked(struct cjs *c, int i, const char *stream,
                      const struct cjs_ledger *l);
 
 void cjs_ledger_free(struct cjs_ledger *l);
+
+/* Publish records of stream whose payload starts with prefix in the store
+ * of stopped node i, read with `keel store dump` ($KEEL, meson sets it). */
+int cjs_store_count(struct cjs *c, int i, const char *stream,
+                    const char *prefix);
+
+/* Send subject (body) with a reply to a fresh inbox through node i and
+ * count the answers: the first within first_ms, then any other within
+ * absent_ms (a second answer from another node would come in that
+ * window). *first (may be NULL) gets the first answer, the caller
+ * destroys it. */
+int cjs_answers(struct cjs *c, int i, const char *subject, const char *body,
+                int first_ms, int absent_ms, natsMsg **first);
+
+/* Does node i list interest key ("subject" or "subject queue") from node
+ * from in its /routez? */
+bool cjs_has_interest(struct cjs *c, int i, int from, const char *key);
 
 #endif

@@ -491,24 +491,17 @@ int h_cluster_remote_subs(struct h_cluster *c, int i, int from)
     return subs;
 }
 
-bool h_cluster_has_interest(struct h_cluster *c, int i, int from,
-                            const char *key)
+bool h_routez_has_interest(const char *body, const char *from,
+                           const char *key)
 {
-    char body[65536];
-    char want[16];
     size_t k, j;
     json_t *r, *v;
     bool found = false;
-
-    snprintf(want, sizeof want, "n%d", from + 1);
-    if (h_http_get(c->k[i].http_port, "/routez", body, sizeof body) != 200) {
-        return false;
-    }
     json_t *root = json_loads(body, 0, NULL);
     json_array_foreach(json_object_get(root, "routes"), k, r)
     {
         const char *nm = json_string_value(json_object_get(r, "remote_name"));
-        if (nm == NULL || strcmp(nm, want) != 0) {
+        if (nm == NULL || strcmp(nm, from) != 0) {
             continue;
         }
         json_array_foreach(json_object_get(r, "subscriptions_list"), j, v)
@@ -519,6 +512,17 @@ bool h_cluster_has_interest(struct h_cluster *c, int i, int from,
     }
     json_decref(root);
     return found;
+}
+
+bool h_cluster_has_interest(struct h_cluster *c, int i, int from,
+                            const char *key)
+{
+    char body[65536];
+    char want[16];
+
+    snprintf(want, sizeof want, "n%d", from + 1);
+    return h_http_get(c->k[i].http_port, "/routez", body, sizeof body) == 200 &&
+           h_routez_has_interest(body, want, key);
 }
 
 int h_cluster_cleanup(struct h_cluster *c)

@@ -115,6 +115,11 @@ int h_cluster_remote_subs(struct h_cluster *c, int i, int from);
 bool h_cluster_has_interest(struct h_cluster *c, int i, int from,
                             const char *key);
 
+/* Does a /routez body list interest key ("subject" or "subject queue")
+ * received from the node named from? */
+bool h_routez_has_interest(const char *body, const char *from,
+                           const char *key);
+
 /* Stop every running node by PID (SIGTERM) and remove the temp dirs.
  * Returns 0 if each exited cleanly. */
 int h_cluster_cleanup(struct h_cluster *c);

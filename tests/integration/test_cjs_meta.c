@@ -27,7 +27,6 @@
 #define STREAM "META3"
 #define MSGS 20
 #define WAIT_MS 15000 /* bounded waits for the cluster to agree */
-#define DUMP_LINE_BYTES (64 * 1024)
 
 static struct cjs cj; /* one cluster for the whole file */
 
@@ -210,31 +209,9 @@ static void r1_streams_go_to_the_least_loaded_nodes_ties_by_name(void **state)
     }
 }
 
-/* Count the publish records of STREAM whose payload starts "cjsm-" in the
- * store of stopped node i. */
 static int dumped_publishes(int i)
 {
-    char cmd[1024];
-    const char *keel = getenv("KEEL");
-    assert_non_null(keel);
-    snprintf(cmd, sizeof cmd, "%s store dump --data %s --stream %s", keel,
-             cj.net.node[i].k.data_dir, STREAM);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    static char line[DUMP_LINE_BYTES];
-    int n = 0;
-    while (fgets(line, sizeof line, p) != NULL) {
-        json_t *o = json_loads(line, 0, NULL);
-        const char *entry = json_string_value(json_object_get(o, "entry"));
-        const char *payload = json_string_value(json_object_get(o, "payload"));
-        if (entry != NULL && strcmp(entry, "publish") == 0 && payload != NULL &&
-            strncmp(payload, "cjsm-", 5) == 0) {
-            n++;
-        }
-        json_decref(o);
-    }
-    assert_int_equal(pclose(p), 0);
-    return n;
+    return cjs_store_count(&cj, i, STREAM, "cjsm-");
 }
 
 static void

@@ -115,28 +115,9 @@ static void stream_info_agrees_on_every_node(void **state)
     json_decref(first);
 }
 
-/* Send subject with a reply to a fresh inbox on node i; count answers:
- * the first within REQ_MS, then any other within ABSENT_MS (a second
- * answer from another node would arrive in that window). */
 static int answers(int i, const char *subject, const char *body)
 {
-    natsInbox *inbox = NULL;
-    natsSubscription *sub = NULL;
-    natsMsg *m = NULL;
-    int n = 0;
-    assert_int_equal(natsInbox_Create(&inbox), NATS_OK);
-    assert_int_equal(natsConnection_SubscribeSync(&sub, cj.nc[i], inbox), NATS_OK);
-    assert_int_equal(
-        natsConnection_PublishRequestString(cj.nc[i], subject, inbox, body),
-        NATS_OK);
-    for (int wait = REQ_MS; natsSubscription_NextMsg(&m, sub, wait) == NATS_OK;
-         wait = ABSENT_MS) {
-        natsMsg_Destroy(m);
-        n++;
-    }
-    natsSubscription_Destroy(sub);
-    natsInbox_Destroy(inbox);
-    return n;
+    return cjs_answers(&cj, i, subject, body, REQ_MS, ABSENT_MS, NULL);
 }
 
 static void

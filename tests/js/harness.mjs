@@ -13,7 +13,7 @@ const PORTS_WAIT_MS = 10000;
 const POLL_MS = 20;
 const STOP_WAIT_MS = 5000;
 
-function serverCommand(dir) {
+function serverCommand(dir, extra) {
   const keeld = process.env.KEELD;
   if (keeld) {
     const data = join(dir, 'data');
@@ -22,7 +22,7 @@ function serverCommand(dir) {
       cmd: keeld,
       name: 'keeld',
       args: ['-a', '127.0.0.1', '-p', '0', '-m', '0', '-sd', data,
-        '--ports_file_dir', dir],
+        '--ports_file_dir', dir, ...extra],
     };
   }
   const nats = process.env.KEEL_TEST_NATS_SERVER;
@@ -36,21 +36,29 @@ function serverCommand(dir) {
   throw new Error('set KEELD to the keeld binary (meson test sets it)');
 }
 
+// The ports file's URLs by kind (client, monitoring, cluster), or null.
 function readPorts(path) {
   try {
     const ports = JSON.parse(readFileSync(path, 'utf8'));
     const urls = ports.client ?? ports.nats;
-    return urls && urls.length > 0 ? urls[0] : null;
+    return urls && urls.length > 0 ? ports : null;
   } catch {
     return null; // not written yet
   }
 }
 
+function portOf(url) {
+  return url ? Number(url.slice(url.lastIndexOf(':') + 1)) : -1;
+}
+
 // Start a server; resolves to { url, stop }. stop() sends SIGTERM to the PID
 // we started, waits (bounded) for it to exit, then removes the temp dir.
-export async function startServer() {
+// extra: more keeld arguments (keeld only). The result also has kill()
+// (SIGKILL, resolves when it exited), http (monitoring port) and
+// clusterUrl (when it listens for cluster links).
+export async function startServer(extra = []) {
   const dir = mkdtempSync(join(tmpdir(), 'keel-js-'));
-  const { cmd, name, args } = serverCommand(dir);
+  const { cmd, name, args } = serverCommand(dir, extra);
   const proc = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d; });
@@ -59,17 +67,22 @@ export async function startServer() {
   exited.then((c) => { code = c ?? -1; });
 
   const portsFile = join(dir, `${name}_${proc.pid}.ports`);
-  let url = null;
-  for (let waited = 0; waited < PORTS_WAIT_MS && url === null;
+  const wantCluster = extra.includes('--cluster');
+  let ports = null;
+  for (let waited = 0; waited < PORTS_WAIT_MS && ports === null;
     waited += POLL_MS) {
     if (code !== null) {
       break;
     }
-    url = readPorts(portsFile);
-    if (url === null) {
+    ports = readPorts(portsFile);
+    if (ports !== null && wantCluster && !(ports.cluster?.length > 0)) {
+      ports = null; // the cluster listener is not up yet
+    }
+    if (ports === null) {
       await delay(POLL_MS);
     }
   }
+  const url = ports !== null ? (ports.client ?? ports.nats)[0] : null;
   const stop = async () => {
     if (code === null) {
       proc.kill('SIGTERM');
@@ -87,7 +100,21 @@ export async function startServer() {
     throw new Error(`${cmd} wrote no ports file within ${PORTS_WAIT_MS} ms` +
       ` (exit ${code}): ${stderr}`);
   }
-  return { url, name, stop, stderr: () => stderr };
+  const kill = async () => {
+    if (code === null) {
+      proc.kill('SIGKILL');
+      await exited;
+    }
+  };
+  return {
+    url,
+    name,
+    stop,
+    kill,
+    stderr: () => stderr,
+    http: portOf(ports.monitoring?.[0]),
+    clusterUrl: ports.cluster?.[0] ?? null,
+  };
 }
 
 // Collect up to `max` messages from `sub`, giving up after `ms`.
@@ -102,4 +129,59 @@ export async function collect(sub, max, ms = 5000) {
   }
   clearTimeout(timer);
   return got;
+}
+
+// Bounded poll: resolves when cond() (may be async) is true, throws after
+// ms with what.
+export async function waitFor(cond, ms, what) {
+  for (let waited = 0; waited < ms; waited += POLL_MS) {
+    if (await cond()) {
+      return;
+    }
+    await delay(POLL_MS);
+  }
+  throw new Error(`${what}: not within ${ms} ms`);
+}
+
+async function numRoutes(server) {
+  try {
+    const r = await fetch(`http://127.0.0.1:${server.http}/routez`);
+    return (await r.json()).num_routes;
+  } catch {
+    return -1; // not answering (yet)
+  }
+}
+
+// A keeld cluster of n nodes n1..nN on loopback (keeld only): node 1
+// alone, then each with --routes to the running ones (gossip completes the
+// mesh); resolves once every node has n-1 links. stop() stops every node.
+export async function startCluster(n, clusterName) {
+  const nodes = [];
+  const stop = async () => {
+    for (const s of nodes) {
+      await s.stop();
+    }
+  };
+  try {
+    for (let i = 0; i < n; i++) {
+      const extra = ['-n', `n${i + 1}`, '--cluster', 'nats://127.0.0.1:0',
+        '--cluster_name', clusterName];
+      if (nodes.length > 0) {
+        extra.push('--routes', nodes.map((s) => s.clusterUrl).join(','));
+      }
+      nodes.push(await startServer(extra));
+    }
+    await waitFor(async () => {
+      for (const s of nodes) {
+        if (await numRoutes(s) !== n - 1) {
+          return false;
+        }
+      }
+      return true;
+    }, PORTS_WAIT_MS, `a full mesh of ${n} nodes`);
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return { nodes, stop };
 }
