@@ -177,7 +177,7 @@ static void a_pull_consumer_on_a_follower_node_fetches_and_acks(void **state)
      * leader): all MSGS acked, nothing pending, the same leader. */
     static const char *const keys[] = {"delivered", "ack_floor",
                                        "num_ack_pending", "num_redelivered",
-                                       "num_pending", "cluster"};
+                                       "num_pending"};
     json_t *first = NULL;
     for (int i = 0; i < NODES; i++) {
         json_t *o = request(i, "$JS.API.CONSUMER.INFO." STREAM ".PC", "");
@@ -196,6 +196,16 @@ static void a_pull_consumer_on_a_follower_node_fetches_and_acks(void **state)
                 fail_msg("consumer info %s differs on %s", keys[k],
                          cj.net.node[i].name);
             }
+        }
+        const char *l = json_string_value(
+            json_object_get(json_object_get(o, "cluster"), "leader"));
+        if (first != NULL &&
+            (l == NULL ||
+             strcmp(l, json_string_value(json_object_get(
+                           json_object_get(first, "cluster"), "leader"))) !=
+                 0)) {
+            fail_msg("consumer info leader %s on %s", l != NULL ? l : "none",
+                     cj.net.node[i].name);
         }
         if (first == NULL) {
             first = o;
