@@ -570,8 +570,8 @@ static bool link_up(const struct srv_cluster_link *l)
 /* Index of the node of rsub's link in names[], added unless already there
  * when add; -1 when its link is down, it is not there (!add) or names[] is
  * full. */
-static int node_index(const struct srv_sub *sub, const char **names,
-                      size_t *n, bool add)
+static int node_index(const struct srv_sub *sub, const char **names, size_t *n,
+                      bool add)
 {
     const struct srv_cluster_rsub *rs = (const struct srv_cluster_rsub *)sub;
     if (sub->removed || !link_up(rs->link)) {
@@ -934,8 +934,7 @@ static int on_deliver(struct srv_js *js, struct srv_mp_reader *r,
         return 0; /* answered once this node applied the create */
     }
     return deliver_local(js, route, route_len, wire, wire_len,
-                         rlen > 0 ? reply : NULL, data, (size_t)hdr, dlen,
-                         &qs);
+                         rlen > 0 ? reply : NULL, data, (size_t)hdr, dlen, &qs);
 }
 
 /* Dispatch of one SRV_CLUSTER_JS_FWD frame (bytes from the network: a

@@ -286,11 +286,10 @@ static bool queue_named(const struct srv_slice *queues, size_t n,
 
 /* queues NULL: every queue group matching route is served. */
 static int deliver_internal(struct srv_server *srv, const char *route,
-                            size_t route_len, const char *wire,
-                            size_t wire_len, const char *reply,
-                            const void *hdr, size_t hlen, const void *data,
-                            size_t dlen, const struct srv_slice *queues,
-                            size_t nqueues)
+                            size_t route_len, const char *wire, size_t wire_len,
+                            const char *reply, const void *hdr, size_t hlen,
+                            const void *data, size_t dlen,
+                            const struct srv_slice *queues, size_t nqueues)
 {
     struct srv_sublist_result *r;
     char *buf = NULL;
@@ -323,7 +322,8 @@ static int deliver_internal(struct srv_server *srv, const char *route,
             }
         }
         for (size_t i = 0; i < r->nqgroups; i++) {
-            if (queues != NULL && !queue_named(queues, nqueues, &r->qgroups[i])) {
+            if (queues != NULL &&
+                !queue_named(queues, nqueues, &r->qgroups[i])) {
                 continue; /* another node serves this group */
             }
             struct srv_sub *sub =
@@ -348,11 +348,13 @@ int srv_route_deliver_internal(struct srv_server *srv, const char *route,
                             hlen, data, dlen, NULL, 0);
 }
 
-int srv_route_deliver_internal_queues(
-    struct srv_server *srv, const char *route, size_t route_len,
-    const char *wire, size_t wire_len, const char *reply, const void *hdr,
-    size_t hlen, const void *data, size_t dlen, const struct srv_slice *queues,
-    size_t nqueues)
+int srv_route_deliver_internal_queues(struct srv_server *srv, const char *route,
+                                      size_t route_len, const char *wire,
+                                      size_t wire_len, const char *reply,
+                                      const void *hdr, size_t hlen,
+                                      const void *data, size_t dlen,
+                                      const struct srv_slice *queues,
+                                      size_t nqueues)
 {
     static const struct srv_slice none[1];
     return deliver_internal(srv, route, route_len, wire, wire_len, reply, hdr,

@@ -34,13 +34,12 @@ int cjs_connect(struct cjs *c, int i)
     return rv;
 }
 
-json_t *cjs_request(struct cjs *c, int i, const char *subject,
-                    const char *body)
+json_t *cjs_request(struct cjs *c, int i, const char *subject, const char *body)
 {
     natsMsg *m = NULL;
     if (c->nc[i] == NULL ||
-        natsConnection_RequestString(&m, c->nc[i], subject, body,
-                                     CJS_REQ_MS) != NATS_OK) {
+        natsConnection_RequestString(&m, c->nc[i], subject, body, CJS_REQ_MS) !=
+            NATS_OK) {
         return NULL;
     }
     json_t *o = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
@@ -136,9 +135,8 @@ int cjs_node_named(const struct cjs *c, const char *name)
 int cjs_stream_leader(struct cjs *c, int i, const char *stream)
 {
     json_t *o = cjs_stream_info(c, i, stream);
-    int idx = cjs_node_named(
-        c, json_string_value(
-               json_object_get(json_object_get(o, "cluster"), "leader")));
+    int idx = cjs_node_named(c, json_string_value(json_object_get(
+                                    json_object_get(o, "cluster"), "leader")));
     json_decref(o);
     return idx;
 }
@@ -217,8 +215,7 @@ uint64_t cjs_stream_seq(natsMsg *m)
     return s;
 }
 
-void cjs_fetch_ack(natsSubscription *sub, int want, uint64_t *next,
-                   int wait_ms)
+void cjs_fetch_ack(natsSubscription *sub, int want, uint64_t *next, int wait_ms)
 {
     jsErrCode jerr = 0;
     while (want > 0) {
@@ -337,8 +334,7 @@ int cjs_answers(struct cjs *c, int i, const char *subject, const char *body,
         natsConnection_PublishRequestString(c->nc[i], subject, inbox, body),
         NATS_OK);
     for (int wait = first_ms;
-         natsSubscription_NextMsg(&m, sub, wait) == NATS_OK;
-         wait = absent_ms) {
+         natsSubscription_NextMsg(&m, sub, wait) == NATS_OK; wait = absent_ms) {
         if (first != NULL && *first == NULL) {
             *first = m;
         } else {

@@ -491,8 +491,7 @@ int h_cluster_remote_subs(struct h_cluster *c, int i, int from)
     return subs;
 }
 
-bool h_routez_has_interest(const char *body, const char *from,
-                           const char *key)
+bool h_routez_has_interest(const char *body, const char *from, const char *key)
 {
     size_t k, j;
     json_t *r, *v;

@@ -117,8 +117,7 @@ bool h_cluster_has_interest(struct h_cluster *c, int i, int from,
 
 /* Does a /routez body list interest key ("subject" or "subject queue")
  * received from the node named from? */
-bool h_routez_has_interest(const char *body, const char *from,
-                           const char *key);
+bool h_routez_has_interest(const char *body, const char *from, const char *key);
 
 /* Stop every running node by PID (SIGTERM) and remove the temp dirs.
  * Returns 0 if each exited cleanly. */

@@ -49,12 +49,14 @@ static void hosts_of(bool *hosts)
     size_t k;
     json_t *r;
     memset(hosts, 0, NODES * sizeof *hosts);
-    int l = cjs_node_named(&cj, json_string_value(json_object_get(c, "leader")));
+    int l =
+        cjs_node_named(&cj, json_string_value(json_object_get(c, "leader")));
     assert_true(l >= 0);
     hosts[l] = true;
     json_array_foreach(json_object_get(c, "replicas"), k, r)
     {
-        int f = cjs_node_named(&cj, json_string_value(json_object_get(r, "name")));
+        int f =
+            cjs_node_named(&cj, json_string_value(json_object_get(r, "name")));
         assert_true(f >= 0);
         hosts[f] = true;
     }

@@ -104,8 +104,7 @@ static void assert_header(natsMsg *m, const char *key, const char *want)
 {
     const char *v = NULL;
     if (natsMsgHeader_Get(m, key, &v) != NATS_OK || strcmp(v, want) != 0) {
-        fail_msg("header %s: %s, want %s", key, v != NULL ? v : "(none)",
-                 want);
+        fail_msg("header %s: %s, want %s", key, v != NULL ? v : "(none)", want);
     }
 }
 
@@ -253,8 +252,7 @@ static void assert_each_once(const int *count, int n, const int *per_node,
  * deliver_group, each goes to one member cluster-wide, whichever nodes the
  * members (and other subscribers of the deliver subject) are on. */
 static void
-a_deliver_group_with_members_on_every_node_gets_each_message_once(
-    void **state)
+a_deliver_group_with_members_on_every_node_gets_each_message_once(void **state)
 {
     (void)state;
     natsSubscription *members[NODES] = {NULL};
@@ -283,8 +281,8 @@ a_deliver_group_with_members_on_every_node_gets_each_message_once(
      * member: that node gets every message for it, and must not hand it
      * to its member too when another node's member was chosen. */
     int f = (l + 1) % NODES;
-    assert_int_equal(
-        natsConnection_SubscribeSync(&tap, cj.nc[f], "dq.deliver"), NATS_OK);
+    assert_int_equal(natsConnection_SubscribeSync(&tap, cj.nc[f], "dq.deliver"),
+                     NATS_OK);
     wait_interest(f, "dq.deliver");
     first = publish_n("rep.dq.b", DQ_MSGS / 2);
     collect(members, first, DQ_MSGS / 2, count, per_node);
@@ -378,8 +376,9 @@ static bool is_caught_up(void *arg)
     bool current = false;
     long long msgs = -1, lmsgs = -2;
     int l = cjs_stream_leader(&cj, b->via, STREAM);
-    return l >= 0 && l != b->f && follower_view(b->via, b->f, &current, &b->lag) &&
-           current && b->lag == 0 &&
+    return l >= 0 && l != b->f &&
+           follower_view(b->via, b->f, &current, &b->lag) && current &&
+           b->lag == 0 &&
            local_last_seq(b->f, &msgs) == local_last_seq(l, &lmsgs) &&
            msgs == lmsgs && msgs > 0;
 }
@@ -402,8 +401,7 @@ static bool stream_known(void *arg)
 }
 
 static void
-a_partitioned_follower_falls_behind_and_catches_up_after_the_heal(
-    void **state)
+a_partitioned_follower_falls_behind_and_catches_up_after_the_heal(void **state)
 {
     (void)state;
     int l = leader();

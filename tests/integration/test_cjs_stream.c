@@ -200,10 +200,9 @@ static void a_pull_consumer_on_a_follower_node_fetches_and_acks(void **state)
         const char *l = json_string_value(
             json_object_get(json_object_get(o, "cluster"), "leader"));
         if (first != NULL &&
-            (l == NULL ||
-             strcmp(l, json_string_value(json_object_get(
-                           json_object_get(first, "cluster"), "leader"))) !=
-                 0)) {
+            (l == NULL || strcmp(l, json_string_value(json_object_get(
+                                        json_object_get(first, "cluster"),
+                                        "leader"))) != 0)) {
             fail_msg("consumer info leader %s on %s", l != NULL ? l : "none",
                      cj.net.node[i].name);
         }
@@ -420,8 +419,8 @@ static bool acked_through(void *arg)
     jsPubOptions po;
     jsPubOptions_Init(&po);
     po.MaxWait = REQ_MS;
-    if (js_Publish(&pa, cj.js[a->via], "ord.part", a->data, (int)strlen(a->data),
-                   &po, &jerr) != NATS_OK) {
+    if (js_Publish(&pa, cj.js[a->via], "ord.part", a->data,
+                   (int)strlen(a->data), &po, &jerr) != NATS_OK) {
         return false; /* 503 while a new leader is elected: try again */
     }
     a->seq = pa->Sequence;
@@ -490,7 +489,8 @@ static bool first_publish(void *arg)
     jsPubOptions po;
     jsPubOptions_Init(&po);
     po.MaxWait = 2 * WAIT_MS;
-    p->st = js_Publish(&pa, cj.js[p->via], p->subject, "first", 5, &po, &p->jerr);
+    p->st =
+        js_Publish(&pa, cj.js[p->via], p->subject, "first", 5, &po, &p->jerr);
     if (p->st == NATS_NO_RESPONDERS && !p->created_here) {
         return false;
     }
