@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -96,15 +97,6 @@ static void print_log(const struct h_keeld *k)
     fclose(f);
 }
 
-/* Parse "scheme://host:PORT" from the first element of key's array. */
-static int port_of(json_t *root, const char *key)
-{
-    const char *url =
-        json_string_value(json_array_get(json_object_get(root, key), 0));
-    const char *colon = url != NULL ? strrchr(url, ':') : NULL;
-    return colon != NULL ? atoi(colon + 1) : -1;
-}
-
 struct ports_wait {
     struct h_keeld *k;
     bool exited;
@@ -124,9 +116,9 @@ static bool ports_ready(void *arg)
     if (root == NULL) {
         return false;
     }
-    w->k->port = port_of(root, "client");
+    w->k->port = h_ports_port(root, "client");
     if (json_object_get(root, "monitoring") != NULL) {
-        w->k->http_port = port_of(root, "monitoring");
+        w->k->http_port = h_ports_port(root, "monitoring");
     }
     json_decref(root);
     return w->k->port > 0;
@@ -329,14 +321,19 @@ int h_read_until(int fd, const char *want, char *buf, size_t len,
     return 0;
 }
 
-int h_http_get(int port, const char *path, char *body, size_t len)
+int h_http_get_fd(int fd, const char *path, char *body, size_t len)
 {
+    enum { RESP_MAX = 65536 };
     char req[256];
-    char resp[16384];
-    int fd = h_tcp_connect(port);
+    char *resp = malloc(RESP_MAX); /* not static: tests call from threads */
     int code = -1;
 
-    if (fd < 0) {
+    body[0] = '\0';
+    if (fd < 0 || resp == NULL) {
+        free(resp);
+        if (fd >= 0) {
+            close(fd);
+        }
         return -1;
     }
     int n = snprintf(req, sizeof req,
@@ -344,12 +341,15 @@ int h_http_get(int port, const char *path, char *body, size_t len)
                      "Connection: close\r\n\r\n",
                      path);
     if (write(fd, req, (size_t)n) == n &&
-        h_read_until(fd, "\r\n\r\n", resp, sizeof resp, 5000) == 0) {
-        /* Read to EOF: Connection: close ends the body. */
+        h_read_until(fd, "\r\n\r\n", resp, RESP_MAX, 5000) == 0) {
+        /* Connection: close ends the body: read to EOF (bounded by the
+         * socket timeout of a node that stopped answering). */
+        struct timeval tv = {5, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         size_t got = strlen(resp);
         ssize_t r;
-        while (got + 1 < sizeof resp &&
-               (r = read(fd, resp + got, sizeof resp - 1 - got)) > 0) {
+        while (got + 1 < RESP_MAX &&
+               (r = read(fd, resp + got, RESP_MAX - 1 - got)) > 0) {
             got += (size_t)r;
         }
         resp[got] = '\0';
@@ -358,7 +358,36 @@ int h_http_get(int port, const char *path, char *body, size_t len)
         snprintf(body, len, "%s", b != NULL ? b + 4 : "");
     }
     close(fd);
+    free(resp);
     return code;
+}
+
+int h_http_get(int port, const char *path, char *body, size_t len)
+{
+    int fd = h_tcp_connect(port);
+    if (fd < 0) {
+        body[0] = '\0';
+        return -1;
+    }
+    return h_http_get_fd(fd, path, body, len);
+}
+
+int h_ports_port(json_t *root, const char *key)
+{
+    const char *url =
+        json_string_value(json_array_get(json_object_get(root, key), 0));
+    const char *colon = url != NULL ? strrchr(url, ':') : NULL;
+    return colon != NULL ? atoi(colon + 1) : -1;
+}
+
+int h_routez_num_routes(const char *body)
+{
+    json_t *root = json_loads(body, 0, NULL);
+    int n = root != NULL
+                ? (int)json_integer_value(json_object_get(root, "num_routes"))
+                : -1;
+    json_decref(root);
+    return n;
 }
 
 /* ---- clusters ---- */
@@ -367,7 +396,7 @@ static bool cluster_port_ready(void *arg)
 {
     struct h_keeld *k = arg;
     json_t *root = json_load_file(k->ports_file, 0, NULL);
-    int port = root != NULL ? port_of(root, "cluster") : -1;
+    int port = root != NULL ? h_ports_port(root, "cluster") : -1;
     json_decref(root);
     return port > 0;
 }
@@ -402,7 +431,7 @@ int h_cluster_node_start(struct h_cluster *c, int i)
         return -1;
     }
     json_t *root = json_load_file(c->k[i].ports_file, 0, NULL);
-    c->cluster_port[i] = port_of(root, "cluster");
+    c->cluster_port[i] = h_ports_port(root, "cluster");
     json_decref(root);
     c->running[i] = true;
     return 0;
@@ -414,10 +443,7 @@ static int routez_links(const struct h_keeld *k)
     if (h_http_get(k->http_port, "/routez", body, sizeof body) != 200) {
         return -1;
     }
-    json_t *root = json_loads(body, 0, NULL);
-    int n = (int)json_integer_value(json_object_get(root, "num_routes"));
-    json_decref(root);
-    return n;
+    return h_routez_num_routes(body);
 }
 
 static bool meshed(void *arg)

@@ -5,6 +5,7 @@
 #ifndef KEEL_TEST_HARNESS_H
 #define KEEL_TEST_HARNESS_H
 
+#include <jansson.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <sys/types.h>
@@ -70,6 +71,16 @@ int h_read_until(int fd, const char *want, char *buf, size_t len,
 /* Minimal HTTP GET on 127.0.0.1:port; returns the status code or -1 and
  * the body in body (len). */
 int h_http_get(int port, const char *path, char *body, size_t len);
+
+/* The same on a connected socket fd (closed before it returns). */
+int h_http_get_fd(int fd, const char *path, char *body, size_t len);
+
+/* The port of the first URL of key ("client", "monitoring", "cluster") in
+ * a parsed ports file, or -1. */
+int h_ports_port(json_t *root, const char *key);
+
+/* num_routes of a /routez body, or -1. */
+int h_routez_num_routes(const char *body);
 
 /* Flip one bit of the first segment of a stream group under data_dir
  * (<data_dir>/js/groups/<hex>/log/00000000000000000001.blk), 3 bytes after

@@ -197,15 +197,6 @@ static void exec_in_ns(const char *ns, const char *const *argv,
     _exit(127);
 }
 
-/* Parse the port of the first URL of key in the ports file json. */
-static int port_of(json_t *root, const char *key)
-{
-    const char *url =
-        json_string_value(json_array_get(json_object_get(root, key), 0));
-    const char *colon = url != NULL ? strrchr(url, ':') : NULL;
-    return colon != NULL ? atoi(colon + 1) : -1;
-}
-
 struct start_wait {
     struct h_keeld *k;
     bool exited;
@@ -224,9 +215,9 @@ static bool ports_ready(void *arg)
     if (root == NULL) {
         return false;
     }
-    w->k->port = port_of(root, "client");
-    w->k->http_port = port_of(root, "monitoring");
-    bool cluster = port_of(root, "cluster") == H_NETNS_CLUSTER_PORT;
+    w->k->port = h_ports_port(root, "client");
+    w->k->http_port = h_ports_port(root, "monitoring");
+    bool cluster = h_ports_port(root, "cluster") == H_NETNS_CLUSTER_PORT;
     json_decref(root);
     return w->k->port > 0 && w->k->http_port > 0 && cluster;
 }
@@ -506,40 +497,14 @@ static int tcp_connect_addr(const char *addr, int port)
 int h_netns_http_get(struct h_netns *c, int i, const char *path, char *body,
                      size_t len)
 {
-    static char resp[HTTP_BODY_MAX];
-    char req[256];
-    int code = -1;
     int fd = c->node[i].k.http_port > 0
                  ? tcp_connect_addr(c->node[i].addr, c->node[i].k.http_port)
                  : -1;
-
-    body[0] = '\0';
     if (fd < 0) {
+        body[0] = '\0';
         return -1;
     }
-    int n = snprintf(req, sizeof req,
-                     "GET %s HTTP/1.1\r\nHost: localhost\r\n"
-                     "Connection: close\r\n\r\n",
-                     path);
-    if (write(fd, req, (size_t)n) == n &&
-        h_read_until(fd, "\r\n\r\n", resp, sizeof resp, 5000) == 0) {
-        /* Connection: close ends the body: read to EOF (bounded by the
-         * socket timeout of a node that stopped answering). */
-        struct timeval tv = {5, 0};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        size_t got = strlen(resp);
-        ssize_t r;
-        while (got + 1 < sizeof resp &&
-               (r = read(fd, resp + got, sizeof resp - 1 - got)) > 0) {
-            got += (size_t)r;
-        }
-        resp[got] = '\0';
-        sscanf(resp, "HTTP/1.%*d %d", &code);
-        const char *b = strstr(resp, "\r\n\r\n");
-        snprintf(body, len, "%s", b != NULL ? b + 4 : "");
-    }
-    close(fd);
-    return code;
+    return h_http_get_fd(fd, path, body, len);
 }
 
 static int routez_links(struct h_netns *c, int i)
@@ -549,10 +514,7 @@ static int routez_links(struct h_netns *c, int i)
     if (h_netns_http_get(c, i, "/routez", body, sizeof body) != 200) {
         return -1;
     }
-    json_t *root = json_loads(body, 0, NULL);
-    int n = (int)json_integer_value(json_object_get(root, "num_routes"));
-    json_decref(root);
-    return n;
+    return h_routez_num_routes(body);
 }
 
 static bool reachable(const struct h_netns_node *nd)
