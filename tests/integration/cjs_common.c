@@ -115,6 +115,31 @@ int cjs_stop(struct cjs *c)
     return rv;
 }
 
+struct req_try {
+    struct cjs *c;
+    int i;
+    const char *subject, *body;
+    json_t *reply;
+};
+
+static bool answered(void *arg)
+{
+    struct req_try *t = arg;
+    json_decref(t->reply);
+    t->reply = cjs_request(t->c, t->i, t->subject, t->body);
+    json_t *e = json_object_get(t->reply, "error");
+    return t->reply != NULL &&
+           json_integer_value(json_object_get(e, "err_code")) != 10008;
+}
+
+json_t *cjs_request_retry(struct cjs *c, int i, const char *subject,
+                          const char *body, int wait_ms)
+{
+    struct req_try t = {c, i, subject, body, NULL};
+    (void)h_poll(answered, &t, wait_ms);
+    return t.reply;
+}
+
 json_t *cjs_stream_info(struct cjs *c, int i, const char *stream)
 {
     char subj[160];
@@ -178,18 +203,45 @@ int cjs_wait_stream_led(struct cjs *c, const char *stream, int wait_ms)
     return h_poll(led, &w, wait_ms) ? w.leader : -1;
 }
 
+struct add_try {
+    struct cjs *c;
+    int via;
+    jsStreamConfig *cfg;
+    natsStatus s;
+    jsErrCode jerr;
+    bool retried;
+};
+
+/* One create; false (try again) on 10008: the meta group is between
+ * leaders (a loaded machine can delay heartbeats). A retried create may
+ * find the stream made by the earlier try (10058). */
+static bool added(void *arg)
+{
+    struct add_try *a = arg;
+    jsStreamInfo *si = NULL;
+    a->jerr = 0;
+    a->s = js_AddStream(&si, a->c->js[a->via], a->cfg, NULL, &a->jerr);
+    jsStreamInfo_Destroy(si);
+    if (a->s != NATS_OK && a->jerr == 10008) {
+        a->retried = true;
+        return false;
+    }
+    if (a->s != NATS_OK && a->retried && a->jerr == 10058) {
+        a->s = NATS_OK;
+    }
+    return true;
+}
+
 void cjs_add_stream_cfg(struct cjs *c, int via, jsStreamConfig *cfg,
                         int wait_ms)
 {
-    jsStreamInfo *si = NULL;
-    jsErrCode jerr = 0;
-    natsStatus s = js_AddStream(&si, c->js[via], cfg, NULL, &jerr);
-    if (s != NATS_OK) {
+    struct add_try a = {c, via, cfg, NATS_OK, 0, false};
+    (void)h_poll(added, &a, wait_ms);
+    if (a.s != NATS_OK) {
         fprintf(stderr, "add stream %s: %s (%d): %s\n", cfg->Name,
-                natsStatus_GetText(s), (int)jerr, nats_GetLastError(NULL));
+                natsStatus_GetText(a.s), (int)a.jerr, nats_GetLastError(NULL));
     }
-    assert_int_equal(s, NATS_OK);
-    jsStreamInfo_Destroy(si);
+    assert_int_equal(a.s, NATS_OK);
     assert_true(cjs_wait_stream_led(c, cfg->Name, wait_ms) >= 0);
 }
 

@@ -57,6 +57,13 @@ bool cjs_is_error(const json_t *o);
 json_t *cjs_request_ok(struct cjs *c, int i, const char *subject,
                        const char *body);
 
+/* cjs_request, sent again while there is no answer or the answer is 503
+ * 10008 (no leader now: a loaded machine can delay heartbeats), for at
+ * most wait_ms; the last answer (NULL: none). Only for requests that are
+ * safe to repeat. */
+json_t *cjs_request_retry(struct cjs *c, int i, const char *subject,
+                          const char *body, int wait_ms);
+
 /* Stream info of stream asked on node i; NULL on no answer or error. */
 json_t *cjs_stream_info(struct cjs *c, int i, const char *stream);
 

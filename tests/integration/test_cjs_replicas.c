@@ -265,11 +265,12 @@ a_deliver_group_with_members_on_every_node_gets_each_message_once(void **state)
                          NATS_OK);
         wait_interest(i, "dq.deliver G");
     }
-    json_t *o = cjs_request(
+    json_t *o = cjs_request_retry(
         &cj, (l + 1) % NODES, "$JS.API.CONSUMER.DURABLE.CREATE." STREAM ".DQ",
         "{\"stream_name\":\"" STREAM "\",\"config\":{\"durable_name\":\"DQ\","
         "\"deliver_subject\":\"dq.deliver\",\"deliver_group\":\"G\","
-        "\"ack_policy\":\"none\",\"filter_subject\":\"rep.dq.>\"}}");
+        "\"ack_policy\":\"none\",\"filter_subject\":\"rep.dq.>\"}}",
+        WAIT_MS);
     assert_false(cjs_is_error(o));
     json_decref(o);
 
