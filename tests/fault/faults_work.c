@@ -247,14 +247,50 @@ void f_pubs_stop(struct f_run_ctx *c, pthread_t *th)
     }
 }
 
-static void consume_batch(struct f_run_ctx *c, natsSubscription *sub)
+#define F_CONSUMER "faults-c"
+#define F_NEXT "$JS.API.CONSUMER.MSG.NEXT." F_STREAM "." F_CONSUMER
+
+/* The durable pull consumer, made through the API (an existing one with
+ * the same config answers with its info). */
+static int consumer_create(natsConnection *nc)
 {
-    natsMsgList list = {0};
-    if (natsSubscription_Fetch(&list, sub, 200, 500, NULL) != NATS_OK) {
-        return;
+    static const char body[] =
+        "{\"stream_name\":\"" F_STREAM "\",\"config\":{\"durable_name\":"
+        "\"" F_CONSUMER "\",\"ack_policy\":\"explicit\",\"deliver_policy\":"
+        "\"all\",\"filter_subject\":\"" F_SUBJECT "\"}}";
+    natsMsg *m = NULL;
+    natsStatus s = natsConnection_Request(
+        &m, nc, "$JS.API.CONSUMER.DURABLE.CREATE." F_STREAM "." F_CONSUMER,
+        body, (int)strlen(body), F_PUB_WAIT_MS);
+    int rv = s == NATS_OK && natsMsg_GetDataLength(m) > 0 &&
+                     strstr(natsMsg_GetData(m), "\"error\"") == NULL
+                 ? 0
+                 : -1;
+    natsMsg_Destroy(m);
+    return rv;
+}
+
+/* One MSG.NEXT of up to 200 messages into inbox: count each delivery and
+ * ack it. A message without data is a status (no messages, timeout): the
+ * batch is over. Returns -1 when the connection is gone. */
+static int consume_batch(struct f_run_ctx *c, natsConnection *nc,
+                         natsSubscription *sub, const char *inbox)
+{
+    static const char next[] = "{\"batch\":200,\"expires\":500000000}";
+    if (natsConnection_PublishRequest(nc, F_NEXT, inbox, next,
+                                      (int)strlen(next)) != NATS_OK) {
+        return -1;
     }
-    for (int i = 0; i < list.Count; i++) {
-        natsMsg *m = list.Msgs[i];
+    for (int i = 0; i < 200 && !c->stop_consumer; i++) {
+        natsMsg *m = NULL;
+        if (natsSubscription_NextMsg(&m, sub, 1000) != NATS_OK) {
+            return natsConnection_IsClosed(nc) ? -1 : 0;
+        }
+        const char *reply = natsMsg_GetReply(m);
+        if (natsMsg_GetDataLength(m) == 0 || reply == NULL) {
+            natsMsg_Destroy(m);
+            return 0;
+        }
         uint32_t slot = f_slot_of(natsMsg_GetData(m), natsMsg_GetDataLength(m));
         pthread_mutex_lock(&c->mu);
         c->consumed++;
@@ -264,17 +300,21 @@ static void consume_batch(struct f_run_ctx *c, natsSubscription *sub)
             c->consumer_seen[slot - 1] = 1;
         }
         pthread_mutex_unlock(&c->mu);
-        (void)natsMsg_Ack(m, NULL);
+        (void)natsConnection_PublishString(nc, reply, "+ACK");
+        natsMsg_Destroy(m);
     }
-    natsMsgList_Destroy(&list);
+    return 0;
 }
 
-/* A durable pull consumer reading while the nemesis runs; it reconnects
- * and re-binds as often as needed (bounded by the stop flag). */
+/* A durable pull consumer reading while the nemesis runs, through the
+ * plain JetStream API (libnats' js_PullSubscribe is not used: the test
+ * process died twice inside libnats during cluster runs); it reconnects
+ * and re-creates as often as needed (bounded by the stop flag). */
 static void *consumer(void *arg)
 {
     struct f_run_ctx *c = arg;
     char url[512];
+    char inbox[128];
     if (c->cfg.urls != NULL) {
         snprintf(url, sizeof url, "%s", c->cfg.urls);
     } else {
@@ -283,20 +323,19 @@ static void *consumer(void *arg)
     }
     while (!c->stop_consumer) {
         natsConnection *nc = NULL;
-        jsCtx *js = NULL;
         natsSubscription *sub = NULL;
-        jsErrCode jerr = 0;
-        if (connect_to(url, true, &nc, &js) == 0 &&
-            js_PullSubscribe(&sub, js, F_SUBJECT, "faults-c", NULL, NULL,
-                             &jerr) == NATS_OK) {
-            while (!c->stop_consumer && natsSubscription_IsValid(sub)) {
-                consume_batch(c, sub);
+        natsInbox *ib = NULL;
+        if (f_connect(url, &nc) == 0 && consumer_create(nc) == 0 &&
+            natsInbox_Create(&ib) == NATS_OK &&
+            snprintf(inbox, sizeof inbox, "%s", (const char *)ib) > 0 &&
+            natsConnection_SubscribeSync(&sub, nc, inbox) == NATS_OK) {
+            while (!c->stop_consumer && consume_batch(c, nc, sub, inbox) == 0) {
             }
         } else {
             pause_ms(100);
         }
         natsSubscription_Destroy(sub);
-        jsCtx_Destroy(js);
+        natsInbox_Destroy(ib);
         natsConnection_Destroy(nc);
     }
     return NULL;
