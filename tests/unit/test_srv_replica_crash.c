@@ -7,6 +7,7 @@
  * printed seed (KEEL_SEED=<n> to repeat). */
 #include <errno.h>
 #include <setjmp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,7 @@
 #define CR_ROUNDS 20
 #define CR_REPORTS_MAX 400
 #define CR_WINDOW 16
+#define CR_REPORT_WAIT_MS 30000 /* one report's bound (a loaded machine) */
 
 struct cr_report {
     uint64_t index;
@@ -175,6 +177,18 @@ static uint32_t cr_round(struct tr *t, uint32_t round, uint32_t want,
     close(fds[1]);
     uint32_t n = 0;
     while (n < want) {
+        /* Bounded: a child that stops reporting (never leads, hangs) ends
+         * the round with what it reported, and the verify still runs. */
+        struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+        int pr = poll(&pfd, 1, CR_REPORT_WAIT_MS);
+        if (pr == 0) {
+            fprintf(stderr, "round %u: no report for %d ms after %u\n", round,
+                    CR_REPORT_WAIT_MS, n);
+            break;
+        }
+        if (pr < 0) {
+            continue; /* EINTR */
+        }
         ssize_t k = read(fds[0], &reps[n], sizeof(reps[n]));
         if (k == (ssize_t)sizeof(reps[n])) {
             n++;
