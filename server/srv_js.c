@@ -657,6 +657,14 @@ void srv_js_stop(struct srv_js *js)
         uv_close((uv_handle_t *)&js->tick, NULL);
         js->tick_open = false;
     }
+    /* The store's sync threads wake the loop through the host's async
+     * handle after each batch: join them before that handle goes (an
+     * interval sync after replica_host_destroy was a SIGSEGV in
+     * uv_async_send on SIGTERM, fault suite finding F11). */
+    if (js->store != NULL) {
+        store_close(js->store, true);
+        js->store = NULL;
+    }
     if (js->host != NULL) {
         replica_host_destroy(js->host);
         js->host = NULL;
