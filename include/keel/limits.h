@@ -274,10 +274,16 @@ _Static_assert(2 * RAFT_SERVERS_MAX <= RAFT_OUT_MSGS_MAX,
                "a broadcast (plus replies) must fit one step's output");
 
 /* ---- server/replica (the Raft driver) ---- */
-#define REPLICA_GROUPS_MAX 4096     /* groups one host drives */
-#define REPLICA_QUEUE_MAX 8192      /* proposals queued + awaiting apply */
-#define REPLICA_EVENTS_MAX 256      /* store events drained per pass */
-#define REPLICA_HELD_MSGS_MAX 64    /* messages held until hard state syncs */
+#define REPLICA_GROUPS_MAX 4096  /* groups one host drives */
+#define REPLICA_QUEUE_MAX 8192   /* proposals queued + awaiting apply */
+#define REPLICA_EVENTS_MAX 256   /* store events drained per pass */
+#define REPLICA_HELD_MSGS_MAX 64 /* messages held until hard state syncs */
+/* The leader's send cache (replica_cache.c): recent proposals by index,
+ * at most 2 MiB per leading group. */
+#define REPLICA_SEND_CACHE_ENTRIES 512
+#define REPLICA_SEND_CACHE_ITEM_BYTES 4096
+_Static_assert(RAFT_PROPOSE_ENTRIES_MAX < REPLICA_SEND_CACHE_ENTRIES,
+               "a proposal step never evicts its own entries");
 #define REPLICA_STEP_LOOPS_MAX 1024 /* apply/step rounds per drive */
 /* Snapshots (DESIGN §5): a group snapshots its state machine once this
  * many entries, or entry bytes, were applied since its last snapshot

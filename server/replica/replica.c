@@ -81,6 +81,9 @@ static void send_msg(struct replica *r, const struct raft_msg *m)
         goto cleanup;
     }
     for (; got < n; got++) {
+        if (replica__cache_get(r, m->append.prev_index + 1 + got, &es[got])) {
+            continue; /* se[got] stays empty: nothing to free */
+        }
         int rv =
             store_read(r->g, m->append.prev_index + 1 + got, &se[got], err);
         if (rv != 0) {
@@ -231,6 +234,9 @@ static int handle_out(struct replica *r)
         }
     }
     if (o->role != r->role || o->leader != r->leader) {
+        if (o->role != RAFT_LEADER) {
+            replica__cache_drop(r);
+        }
         r->role = o->role;
         r->leader = o->leader;
         if (r->cbs.role_changed != NULL) {
@@ -280,8 +286,14 @@ static void flush_queue(struct replica *r)
         if (rv == 0) {
             ASSERT(r->out.entries_first == first);
             for (uint32_t i = 0; i < n; i++) {
-                ctx_push(r, first + i, r->out.entries[i].term,
-                         r->queue[done + i].ctx);
+                struct replica_prop *p = &r->queue[done + i];
+                ctx_push(r, first + i, r->out.entries[i].term, p->ctx);
+                /* The cache takes the payload (the append below still
+                 * writes it from r->out, which points at it). */
+                if (replica__cache_put(r, first + i, r->out.entries[i].term,
+                                       p->type, p->len, p->buf)) {
+                    p->buf = NULL;
+                }
             }
         }
         (void)handle_out(r);
@@ -649,6 +661,7 @@ static void replica_free(struct replica *r)
         free(r->queue[i].buf);
     }
     raft_close(&r->raft);
+    replica__cache_drop(r);
     free(r->queue);
     free(r->ctxs);
     free(r);

@@ -96,6 +96,14 @@ struct replica_snap {
     char load[KEEL_ERRMSG_MAX];
 };
 
+struct replica_cached {
+    raft_index index;
+    raft_term term;
+    uint8_t type;
+    uint32_t len;
+    uint8_t *buf; /* owned; NULL: empty slot */
+};
+
 struct replica {
     struct replica_host *host;
     struct store_group *g;
@@ -134,6 +142,9 @@ struct replica {
     uint64_t repairs_refused;
     int handles_open; /* timer, idle, and a snapshot job in flight */
     struct replica_snap snap;
+    /* Leader's send cache (replica_cache.c): REPLICA_SEND_CACHE_ENTRIES
+     * slots by index % entries, NULL until the first proposal. */
+    struct replica_cached *cache;
 };
 
 struct replica_host {
@@ -215,5 +226,17 @@ void replica__snap_install_step(struct replica *r);
 void replica__xfer_free(struct replica *r);
 /* A follower is taking a transfer now: hold compaction. */
 bool replica__xfer_busy(const struct replica *r);
+
+/* The leader's send cache (replica_cache.c). put takes buf and returns
+ * true, or false and leaves it to the caller (too large, not leading, no
+ * memory); it frees the entry it evicts, REPLICA_SEND_CACHE_ENTRIES
+ * indexes older, so never one of the current step. get fills out (buf owned
+ * by the cache, valid until the next put/drop) when the slot holds index
+ * with the term raft's log has there; drop frees everything. */
+bool replica__cache_put(struct replica *r, raft_index index, raft_term term,
+                        uint8_t type, uint32_t len, uint8_t *buf);
+bool replica__cache_get(const struct replica *r, raft_index index,
+                        struct raft_entry *out);
+void replica__cache_drop(struct replica *r);
 
 #endif
