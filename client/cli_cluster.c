@@ -295,6 +295,203 @@ out:
     return rv;
 }
 
+#define RECOVER_NODES_MAX 8
+
+struct survey {
+    const char *url;
+    natsConnection *nc;
+    json_t *o; /* the survey answer; NULL: unreachable or not hosting */
+    uint64_t keep;
+};
+
+/* Every node of --server/NATS_URL (a comma list) surveyed on its own. */
+static size_t survey_all(const struct cli_conn_opts *conn, char *list,
+                         const char *body, struct survey *sv, char *errmsg)
+{
+    size_t n = 0;
+    char *save = NULL;
+    for (char *u = strtok_r(list, ",", &save);
+         u != NULL && n < RECOVER_NODES_MAX; u = strtok_r(NULL, ",", &save)) {
+        struct cli_conn_opts one = *conn;
+        struct survey *s = &sv[n++];
+        char err[KEEL_ERRMSG_MAX];
+        memset(s, 0, sizeof *s);
+        s->url = u;
+        one.servers = u;
+        if (cli_connect_default(&one, &s->nc, err) != 0 ||
+            cli_js_request(s->nc, conn->timeout_ms, "survey",
+                           "$KEEL.API.CLUSTER.RECOVER.SURVEY", body, &s->o,
+                           NULL, err) != 0) {
+            printf("%-24s %s\n", u, err);
+            json_decref(s->o);
+            s->o = NULL;
+        }
+    }
+    (void)errmsg;
+    return n;
+}
+
+/* The source: the greatest (last term, last index); the new term: past
+ * every term seen. keep per node: its log up to the source's last index,
+ * below its first damaged record. Returns the source or NULL. */
+static const struct survey *recover_plan(struct survey *sv, size_t n,
+                                         int64_t *term)
+{
+    const struct survey *src = NULL;
+    *term = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *o = sv[i].o;
+        if (o == NULL) {
+            continue;
+        }
+        int64_t lt = cli_js_int(o, "last_term", 0);
+        int64_t li = cli_js_int(o, "last_index", 0);
+        if (src == NULL || lt > cli_js_int(src->o, "last_term", 0) ||
+            (lt == cli_js_int(src->o, "last_term", 0) &&
+             li > cli_js_int(src->o, "last_index", 0))) {
+            src = &sv[i];
+        }
+        int64_t t = cli_js_int(o, "term", 0);
+        *term = t > *term ? t : *term;
+    }
+    *term += 1;
+    for (size_t i = 0; src != NULL && i < n; i++) {
+        if (sv[i].o == NULL) {
+            continue;
+        }
+        int64_t keep = cli_js_int(sv[i].o, "last_index", 0);
+        int64_t src_last = cli_js_int(src->o, "last_index", 0);
+        int64_t faulty = cli_js_int(sv[i].o, "faulty", 0);
+        keep = keep < src_last ? keep : src_last;
+        if (faulty > 0 && faulty <= keep) {
+            keep = faulty - 1;
+        }
+        sv[i].keep = (uint64_t)keep;
+    }
+    return src;
+}
+
+static int cluster_recover(const struct cli_cmd *cmd, int argc, char **argv,
+                           char *errmsg)
+{
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    struct survey sv[RECOVER_NODES_MAX];
+    const char *stream = NULL;
+    bool help = false, accept = false;
+    size_t n = 0;
+    int64_t term = 0;
+    struct cli_flag flags[] = {
+        {"accept-loss", 0, CLI_FLAG_BOOL, &accept, NULL,
+         "apply the plan (without it: survey and print the plan only)"},
+        {"stream", 0, CLI_FLAG_STR, &stream, "NAME",
+         "the stream's group instead of the meta group"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    cli_conn_opts_init(&conn);
+    int rv = cli_parse(cmd, flags, &conn, argc, argv, &args, &help, errmsg);
+    if (rv != 0 || help) {
+        return rv;
+    }
+    const char *servers =
+        conn.servers != NULL ? conn.servers : getenv("NATS_URL");
+    char *list = servers != NULL ? strdup(servers) : NULL;
+    json_t *b =
+        stream != NULL ? json_pack("{s:s}", "stream", stream) : json_object();
+    char *body = b != NULL ? json_dumps(b, JSON_COMPACT) : NULL;
+    json_decref(b);
+    if (list == NULL || body == NULL) {
+        rv = keel_err(KEEL_EUSAGE, errmsg,
+                      "give every node's URL: -s URL,URL,... (or NATS_URL)");
+        goto out;
+    }
+    n = survey_all(&conn, list, body, sv, errmsg);
+    const struct survey *src = recover_plan(sv, n, &term);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *o = sv[i].o;
+        if (o == NULL) {
+            continue;
+        }
+        printf("%-8s last %lld (term %lld)  term %lld  commit %lld%s%s%s\n",
+               cli_js_str(o, "node", "?"),
+               (long long)cli_js_int(o, "last_index", 0),
+               (long long)cli_js_int(o, "last_term", 0),
+               (long long)cli_js_int(o, "term", 0),
+               (long long)cli_js_int(o, "commit", 0),
+               json_is_true(json_object_get(o, "amnesiac")) ? "  amnesiac" : "",
+               cli_js_int(o, "faulty", 0) > 0 ? "  damaged" : "",
+               json_is_true(json_object_get(o, "leader")) ? "  LEADER" : "");
+        if (json_is_true(json_object_get(o, "leader"))) {
+            rv = keel_err(KEEL_EINVAL, errmsg,
+                          "%s leads the group: it needs no recover",
+                          cli_js_str(o, "node", "?"));
+        }
+    }
+    if (rv == 0 && src == NULL) {
+        rv = keel_err(KEEL_ENOENT, errmsg,
+                      "no node answered for the group: check -s");
+    }
+    if (rv != 0) {
+        goto out;
+    }
+    printf("source %s: log through index %lld (term %lld); new term %lld.\n"
+           "ACKNOWLEDGED ENTRIES AFTER INDEX %lld MAY BE LOST (no surveyed "
+           "node holds them); each node's records after its keep index are "
+           "copied to its quarantine/ and cut.\n",
+           cli_js_str(src->o, "node", "?"),
+           (long long)cli_js_int(src->o, "last_index", 0),
+           (long long)cli_js_int(src->o, "last_term", 0), (long long)term,
+           (long long)cli_js_int(src->o, "last_index", 0));
+    for (size_t i = 0; i < n; i++) {
+        if (sv[i].o != NULL) {
+            printf("  %-8s keeps its log through %llu\n",
+                   cli_js_str(sv[i].o, "node", "?"),
+                   (unsigned long long)sv[i].keep);
+        }
+    }
+    if (!accept) {
+        rv = keel_err(KEEL_EINVAL, errmsg,
+                      "nothing changed: rerun with --accept-loss to apply "
+                      "the plan");
+        goto out;
+    }
+    for (size_t i = 0; i < n && rv == 0; i++) {
+        json_t *reply = NULL;
+        if (sv[i].o == NULL) {
+            continue;
+        }
+        json_t *r = json_pack("{s:I, s:I, s:b, s:b}", "term", (json_int_t)term,
+                              "keep", (json_int_t)sv[i].keep, "accept_loss", 1,
+                              "source", &sv[i] == src);
+        if (r != NULL && stream != NULL) {
+            json_object_set_new(r, "stream", json_string(stream));
+        }
+        char *rb = r != NULL ? json_dumps(r, JSON_COMPACT) : NULL;
+        json_decref(r);
+        rv = rb == NULL ? KEEL_ENOMEM
+                        : cli_js_request(sv[i].nc, conn.timeout_ms, cmd->name,
+                                         "$KEEL.API.CLUSTER.RECOVER", rb,
+                                         &reply, NULL, errmsg);
+        free(rb);
+        if (rv == 0) {
+            printf("  %-8s recovered: %lld records quarantined%s%s\n",
+                   cli_js_str(reply, "node", "?"),
+                   (long long)cli_js_int(reply, "quarantined", 0),
+                   cli_js_str(reply, "file", "")[0] != '\0' ? " to " : "",
+                   cli_js_str(reply, "file", ""));
+        }
+        json_decref(reply);
+    }
+out:
+    for (size_t i = 0; i < n; i++) {
+        json_decref(sv[i].o);
+        natsConnection_Destroy(sv[i].nc);
+    }
+    free(list);
+    free(body);
+    return rv;
+}
+
 /* One row per sub-command (keel cluster status lives in
  * cli_cluster_status.c). */
 static const struct cli_subcmd subs[] = {
@@ -321,6 +518,11 @@ static const struct cli_subcmd subs[] = {
       "Hand the meta group's (or --stream's) leadership to another voter.", 0,
       0},
      cluster_transfer_leader},
+    {{"cluster recover", NULL, "",
+      "Survey a leaderless group on every node (-s URL,URL,...); "
+      "--accept-loss applies the plan.",
+      0, 0},
+     cluster_recover},
 };
 
 int cli_cluster(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)

@@ -50,7 +50,8 @@ static const struct cli_cmd commands[] = {
     {"passwd", cli_passwd, "[--iterations N]",
      "Print a password hash for keeld's authorization block.", 0, 0},
     {"cluster", cli_cluster,
-     "status|orphans|add-peer|remove-peer|replace-peer|transfer-leader",
+     "status|orphans|add-peer|remove-peer|replace-peer|transfer-leader|"
+     "recover",
      "Cluster status, orphans and membership; 'keel cluster' lists them.", 0,
      8},
     {"store", cli_store, "dump --data DIR",

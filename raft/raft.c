@@ -493,6 +493,7 @@ static void recv_msg(struct raft *r, const struct raft_msg *m,
     }
     become_follower(r, m->term, m->from, out);
     r->leader_contact_ms = r->now_ms;
+    r->recover_wait = false;
     reset_election_timer(r);
     amnesia_learn(r, m);
     if (m->type == RAFT_MSG_APPEND) {
@@ -565,8 +566,10 @@ static void tick(struct raft *r, struct raft_out *out)
         fetch_start(r, out);
         return;
     }
-    if (!is_self_voter(r) || r->amnesiac) {
-        reset_election_timer(r); /* rule 3: an amnesiac never campaigns */
+    if (!is_self_voter(r) || r->amnesiac || r->recover_wait) {
+        /* Rule 3: an amnesiac never campaigns; after the operator's
+         * recover only the source does, until a leader is heard. */
+        reset_election_timer(r);
         return;
     }
     campaign(r, true, false, out);
@@ -652,6 +655,7 @@ static int recover(struct raft *r, const struct raft_in *in,
     r->fetch_sent = false;
     r->fetch_held = false;
     r->discard_index = 0;
+    r->recover_wait = in->recover.source == 0;
     reset_election_timer(r);
     return 0;
 }

@@ -242,6 +242,11 @@ struct raft_in {
         struct {
             raft_term term;  /* > every term seen by the survey */
             raft_index keep; /* >= snapshot and commit, < first fault */
+            /* 1 on the survey's source only. Every other node votes but
+             * never campaigns until it hears a leader: else the longest
+             * non-source log could win with a shorter one's vote and cut
+             * the source's longer (acked) log. */
+            uint8_t source;
         } recover;
         struct {
             uint8_t op; /* enum raft_change_op */
@@ -461,6 +466,9 @@ struct raft {
     raft_term amnesia_t0;
     raft_index amnesia_target; /* 0: not learned yet */
     bool amnesia_dirty;
+    /* After RAFT_IN_RECOVER on a node that is not the source: no
+     * campaign until a leader is heard (volatile: an operator event). */
+    bool recover_wait;
     bool fetch_sent; /* a FETCH round went out for this fault */
     bool fetch_held; /* a FETCH answer showed an intact copy exists */
 };

@@ -411,6 +411,94 @@ static void stream_peer_remove(struct srv_js *js, const char *stream,
     reply_ok(js, reply, type, NULL);
 }
 
+/* The group a recover request names on this node: the stream's
+ * ("stream") or the meta group; NULL after answering the error. */
+static struct replica *recover_group(struct srv_js *js, const json_t *body,
+                                     const char *reply, const char *type)
+{
+    const char *name = json_string_value(json_object_get(body, "stream"));
+    struct srv_stream *st = NULL;
+    if (name == NULL) {
+        if (js->meta == NULL) {
+            reply_err(js, reply, type, SRV_JS_ECLUSTER_REFUSED,
+                      "this node has no meta group");
+        }
+        return js->meta;
+    }
+    if (srv_js_find_stream(js, name, &st) != 0) {
+        reply_err(js, reply, type, SRV_JS_ESTREAM_NOT_FOUND, NULL);
+        return NULL;
+    }
+    if (st->r == NULL) {
+        reply_err(js, reply, type, SRV_JS_EPEER_NOT_MEMBER,
+                  ": the stream has no replica on this node");
+    }
+    return st->r;
+}
+
+/* $KEEL.API.CLUSTER.RECOVER.SURVEY {"stream"?}: this node's view of one
+ * group (answered here, never forwarded: the CLI asks every node). */
+static void recover_survey(struct srv_js *js, const json_t *body,
+                           const char *reply)
+{
+    static const char type[] = KEEL_TYPE "recover_survey_response";
+    struct replica *r = recover_group(js, body, reply, type);
+    struct replica_survey sv;
+    if (r == NULL) {
+        return;
+    }
+    replica_survey(r, &sv);
+    json_t *o = json_pack(
+        "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:b}", "node",
+        srv_js_self_name(js), "term", (json_int_t)sv.term, "last_index",
+        (json_int_t)sv.last_index, "last_term", (json_int_t)sv.last_term,
+        "commit", (json_int_t)sv.commit, "snapshot", (json_int_t)sv.snap_index,
+        "faulty", (json_int_t)sv.faulty, "amnesiac", sv.amnesiac, "leader",
+        sv.role == RAFT_LEADER);
+    reply_ok(js, reply, type, o);
+}
+
+/* $KEEL.API.CLUSTER.RECOVER {"stream"?, "term", "keep", "accept_loss":
+ * true}: replica_recover on this node's group. */
+static void recover_apply(struct srv_js *js, const json_t *body,
+                          const char *reply)
+{
+    static const char type[] = KEEL_TYPE "recover_response";
+    char err[KEEL_ERRMSG_MAX];
+    struct replica_recovered rec;
+    json_int_t term = json_integer_value(json_object_get(body, "term"));
+    json_int_t keep = json_integer_value(json_object_get(body, "keep"));
+    if (!json_is_true(json_object_get(body, "accept_loss")) || term <= 0 ||
+        keep < 0) {
+        reply_err(js, reply, type, SRV_JS_ECLUSTER_REFUSED,
+                  "recover needs {\"term\", \"keep\", \"accept_loss\": "
+                  "true}");
+        return;
+    }
+    struct replica *r = recover_group(js, body, reply, type);
+    if (r == NULL) {
+        return;
+    }
+    bool source = json_is_true(json_object_get(body, "source"));
+    int rv =
+        replica_recover(r, (uint64_t)term, (uint64_t)keep, source, &rec, err);
+    if (rv != 0) {
+        reply_refused(js, reply, type, rv, err);
+        return;
+    }
+    SRV_WARN("js",
+             "operator recover (accept loss) of %s: term %" PRIu64
+             ", log kept through %" PRIu64 ", %u records quarantined%s%s",
+             json_string_value(json_object_get(body, "stream")) != NULL
+                 ? json_string_value(json_object_get(body, "stream"))
+                 : "the meta group",
+             (uint64_t)term, (uint64_t)keep, rec.quarantined,
+             rec.path[0] != '\0' ? " to " : "", rec.path);
+    reply_ok(js, reply, type,
+             json_pack("{s:s, s:i, s:s}", "node", srv_js_self_name(js),
+                       "quarantined", (int)rec.quarantined, "file", rec.path));
+}
+
 bool srv_admin_request(struct srv_js *js, const char *subject, size_t slen,
                        const char *reply, const char *body, size_t len)
 {
@@ -436,6 +524,8 @@ bool srv_admin_request(struct srv_js *js, const char *subject, size_t slen,
         {"$KEEL.API.CLUSTER.PEER.INFO", peer_info},
         {"$JS.API.SERVER.REMOVE", server_remove},
         {"$JS.API.META.LEADER.STEPDOWN", meta_stepdown},
+        {"$KEEL.API.CLUSTER.RECOVER.SURVEY", recover_survey},
+        {"$KEEL.API.CLUSTER.RECOVER", recover_apply},
     };
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         if (strlen(routes[i].subject) != slen ||

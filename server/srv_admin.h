@@ -19,6 +19,10 @@
  *       starts a leadership transfer first and answers "retry".
  *   $JS.API.META.LEADER.STEPDOWN {"placement": {"preferred": NAME}}
  *       a leadership transfer of the meta group (to NAME when given).
+ *   $KEEL.API.CLUSTER.RECOVER.SURVEY {"stream"?: NAME}
+ *   $KEEL.API.CLUSTER.RECOVER {"stream"?, "term", "keep", "accept_loss"}
+ *       answered by the node that receives them (the CLI asks each node):
+ *       one group's state, and the operator override (replica_recover).
  *
  * Permissions are the publish permissions of these subjects (srv_auth).
  * Loop thread only. */

@@ -233,4 +233,37 @@ KEEL_MUST_USE int replica_change(struct replica *r,
                                  const struct replica_change *c, uint64_t ctx,
                                  uint64_t *index, char *errmsg);
 
+/* What the operator's survey needs of a group (replica_recover.c). */
+struct replica_survey {
+    uint64_t term;
+    uint64_t last_index;
+    uint64_t last_term;
+    uint64_t commit;
+    uint64_t snap_index;
+    uint64_t faulty; /* first damaged index; 0: none */
+    bool amnesiac;
+    uint8_t role;
+    raft_node leader;
+};
+void replica_survey(const struct replica *r, struct replica_survey *out);
+
+struct replica_recovered {
+    uint32_t quarantined;            /* records copied out before the cut */
+    char path[STORE_PATH_BYTES_MAX]; /* their file ("" when none) */
+};
+
+/* The operator override (rule 4, `keel cluster recover --accept-loss`):
+ * copy the records after keep to <data>/quarantine/recover-<group>-
+ * term<term>.records (synced), then RAFT_IN_RECOVER {term, keep}: the
+ * group takes term durably, cuts its log after keep and leaves amnesia;
+ * only the source (source true: the survey's longest log) campaigns, the
+ * others vote but wait for a leader.
+ * The caller chose term above every term its survey saw and keep at most
+ * the source's last index. Returns 0, KEEL_EAGAIN (opening), KEEL_EINVAL
+ * (term not above the group's, keep below its snapshot or commit or at a
+ * damaged record) or KEEL_EIO (the copy), with errmsg. */
+KEEL_MUST_USE int replica_recover(struct replica *r, uint64_t term,
+                                  uint64_t keep, bool source,
+                                  struct replica_recovered *out, char *errmsg);
+
 #endif

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define NS_PREFIX "keelit_" /* keelit_<pid>_<i> */
@@ -613,4 +615,62 @@ int h_netns_cleanup(struct h_netns *c)
     }
     active = NULL;
     return rv;
+}
+
+/* ---- finding a record's bytes in a stopped node's segments ---- */
+
+#define BLK_FILE_BYTES_MAX (64u << 20)
+
+static struct {
+    const char *want;
+    char *path;
+    size_t cap;
+    off_t off;
+    bool found;
+} blk_find;
+
+static int blk_find_cb(const char *path, const struct stat *sb, int type,
+                       struct FTW *ftw)
+{
+    (void)ftw;
+    size_t n = strlen(path);
+    if (type != FTW_F || n < 4 || strcmp(path + n - 4, ".blk") != 0 ||
+        strstr(path, "/quarantine/") != NULL || sb->st_size <= 0 ||
+        (uint64_t)sb->st_size > BLK_FILE_BYTES_MAX) {
+        return 0;
+    }
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        return 0;
+    }
+    char *buf = malloc((size_t)sb->st_size);
+    ssize_t got = buf != NULL ? pread(fd, buf, (size_t)sb->st_size, 0) : -1;
+    close(fd);
+    size_t wl = strlen(blk_find.want);
+    for (ssize_t i = 0; got > 0 && i + (ssize_t)wl <= got; i++) {
+        if (memcmp(buf + i, blk_find.want, wl) == 0) {
+            snprintf(blk_find.path, blk_find.cap, "%s", path);
+            blk_find.off = (off_t)i;
+            blk_find.found = true;
+            free(buf);
+            return 1;
+        }
+    }
+    free(buf);
+    return 0;
+}
+
+int h_netns_find_in_blk(struct h_netns *c, int i, const char *want, char *path,
+                        size_t cap, off_t *off)
+{
+    blk_find.want = want;
+    blk_find.path = path;
+    blk_find.cap = cap;
+    blk_find.found = false;
+    if (nftw(c->node[i].k.data_dir, blk_find_cb, 16, FTW_PHYS) != 1 ||
+        !blk_find.found) {
+        return -1;
+    }
+    *off = blk_find.off;
+    return 0;
 }

@@ -109,6 +109,11 @@ int h_netns_isolate(struct h_netns *c, int i, bool isolated);
 int h_netns_http_get(struct h_netns *c, int i, const char *path, char *body,
                      size_t len);
 
+/* The first live `.blk` segment file of stopped node i holding the bytes
+ * want (outside quarantine/): its path and the offset. 0 or -1. */
+int h_netns_find_in_blk(struct h_netns *c, int i, const char *want, char *path,
+                        size_t cap, off_t *off);
+
 /* Print node i's keeld log to stderr (for a failing assertion). */
 void h_netns_print_log(struct h_netns *c, int i);
 

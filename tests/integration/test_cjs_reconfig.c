@@ -12,7 +12,11 @@
  *    leadership to n4, shrink
  *    back (remove the leader n4: it hands over first; remove n5); then
  *    n2's disk is wiped: remove the old n2, add the new one, the stream's
- *    replica moves to it, and with n1 killed n2 and n3 commit. */
+ *    replica moves to it, and with n1 killed n2 and n3 commit.
+ * 3. (8 KiB segments, no load) n2 and n3 lose the last segment of the
+ *    stream's log: amnesiac, no leader; `keel cluster recover` surveys and
+ *    prints the plan, `--accept-loss` applies it (n1 the source), and every
+ *    acked message is there, new publishes too. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "netns.h"
 
@@ -44,6 +49,7 @@ static char **acked; /* payload acked at each sequence */
 static atomic_int n_acked;
 static atomic_bool stop_pub;
 static pthread_t pub_th;
+static const char *const *node_extra; /* extra keeld flags of the next setup */
 static bool pub_running; /* teardown stops it after a failed assertion */
 
 static int connect_node(int i)
@@ -106,7 +112,7 @@ static int setup(void **state)
     atomic_store(&stop_pub, false);
     acked = calloc(SEQ_MAX + 1, sizeof *acked);
     if (acked == NULL ||
-        h_netns_start_seeds(&net, NODES, SEEDS, "cjsrc", NULL) != 0) {
+        h_netns_start_seeds(&net, NODES, SEEDS, "cjsrc", node_extra) != 0) {
         return -1;
     }
     for (int i = 0; i < SEEDS; i++) {
@@ -118,6 +124,17 @@ static int setup(void **state)
 }
 
 static void stop_load(void);
+
+/* Segments of 8 KiB: a cut inside the last one leaves the earlier ones
+ * (and the group's configuration at index 1) in place. */
+static int setup_small_segments(void **state)
+{
+    static const char *const small[] = {"--segment_size", "8192", NULL};
+    node_extra = small;
+    int rv = setup(state);
+    node_extra = NULL;
+    return rv;
+}
 
 static int teardown(void **state)
 {
@@ -293,11 +310,12 @@ static void set_replicas(int i, int r)
 /* Publish through node i until acked (the load thread has stopped). */
 static void publish_more(int i, int k)
 {
-    char data[32];
+    char data[128];
     jsPubOptions po;
     jsPubOptions_Init(&po);
     po.MaxWait = REQ_MS;
-    snprintf(data, sizeof data, "late%d", k);
+    /* ~100 bytes: a few hundred fill several small segments. */
+    snprintf(data, sizeof data, "late%d-%090d", k, 0);
     long long t0 = h_now_ms();
     for (;;) {
         jsPubAck *pa = NULL;
@@ -487,6 +505,77 @@ static void grow_to_five_shrink_back_and_replace_a_wiped_node(void **state)
     finish_without_n1(1);
 }
 
+/* The survey keel cluster recover prints (without --accept-loss) shows
+ * two amnesiac replicas of the stream and no leader. */
+static bool two_amnesiac(void *arg)
+{
+    char *out = arg;
+    int rv =
+        keel(out, 4096, "cluster recover --stream " STREAM " -s %s,%s,%s 2>&1",
+             net.node[0].k.url, net.node[1].k.url, net.node[2].k.url);
+    const char *a = strstr(out, "amnesiac");
+    return rv == 1 && a != NULL && strstr(a + 1, "amnesiac") != NULL &&
+           strstr(out, "LEADER") == NULL;
+}
+
+static void recover_after_a_majority_lost_the_tail_of_its_log(void **state)
+{
+    (void)state;
+    char out[4096];
+    jsStreamConfig cfg;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    const char *subjects[] = {"rc.>"};
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = STREAM;
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.Replicas = 3;
+    assert_int_equal(js_AddStream(&si, js[0], &cfg, NULL, &jerr), NATS_OK);
+    jsStreamInfo_Destroy(si);
+    for (int k = 0; k < 300; k++) {
+        publish_more(0, k);
+    }
+    assert_true(h_poll(three_replicas, NULL, 3 * WAIT_MS));
+    /* Every node stops; n2 and n3 lose the tail of the stream's log (the
+     * segment cut inside the last acked record): they restart amnesiac,
+     * vote for nobody, and n1 alone cannot be elected. */
+    for (int i = 0; i < SEEDS; i++) {
+        disconnect(i);
+        assert_int_equal(h_netns_node_stop(&net, i), 0);
+    }
+    for (int i = 1; i < SEEDS; i++) {
+        char path[1024];
+        off_t off = 0;
+        assert_int_equal(
+            h_netns_find_in_blk(&net, i, "late299-", path, sizeof path, &off),
+            0);
+        assert_int_equal(truncate(path, off), 0);
+    }
+    for (int i = 0; i < SEEDS; i++) {
+        assert_int_equal(h_netns_node_start(&net, i), 0);
+        assert_true(h_poll(connected, &i, WAIT_MS));
+    }
+    assert_true(h_poll(two_amnesiac, out, 3 * WAIT_MS));
+    assert_non_null(strstr(out, "rerun with --accept-loss"));
+    /* The operator accepts the loss: n1 (the longest log) is the source. */
+    assert_int_equal(keel(out, sizeof out,
+                          "cluster recover --accept-loss --stream " STREAM
+                          " -s %s,%s,%s 2>&1",
+                          net.node[0].k.url, net.node[1].k.url,
+                          net.node[2].k.url),
+                     0);
+    assert_non_null(strstr(out, "source n1"));
+    assert_non_null(strstr(out, "MAY BE LOST"));
+    assert_true(h_poll(three_replicas, NULL, 3 * WAIT_MS));
+    for (int k = 300; k < 310; k++) {
+        publish_more(1, k);
+    }
+    for (int i = 0; i < SEEDS; i++) {
+        check_acked(i);
+    }
+}
+
 static void a_node_is_added_and_a_dead_one_removed_under_load(void **state)
 {
     (void)state;
@@ -546,6 +635,9 @@ int main(void)
             a_node_is_added_and_a_dead_one_removed_under_load, setup, teardown),
         cmocka_unit_test_setup_teardown(
             grow_to_five_shrink_back_and_replace_a_wiped_node, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            recover_after_a_majority_lost_the_tail_of_its_log,
+            setup_small_segments, teardown),
     };
     int rv = cmocka_run_group_tests(tests, NULL, NULL);
     nats_Close();

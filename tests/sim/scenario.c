@@ -269,6 +269,7 @@ static void operator_recover(struct sim *s)
         struct raft_in in = {.type = RAFT_IN_RECOVER};
         in.recover.term = term + 1;
         in.recover.keep = r->last_index < keep_max ? r->last_index : keep_max;
+        in.recover.source = i == src ? 1 : 0;
         sim_node_step(s, i, &in);
         if (s->last_rv != 0) {
             sim_violation(s, "recover refused on node %u (%d)", i + 1,

@@ -381,6 +381,40 @@ static void unsafe_changes_are_refused(void **state)
     assert_int_equal(change(f, RAFT_CHANGE_PROMOTE, 4, 400), 0);
 }
 
+/* The operator's recover: a node that is not the survey's source votes
+ * but never campaigns until it hears a leader; the source campaigns. */
+static void after_recover_only_the_source_campaigns(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_in in = {.type = RAFT_IN_RECOVER};
+    in.recover.term = f->r[1].term + 5;
+    in.recover.keep = f->r[1].last_index;
+    assert_int_equal(step(f, 1, &in), 0);
+    tick(f, 1, 10 * ET);
+    assert_int_equal(f->out.n_msgs, 0);
+    assert_int_equal(f->r[1].role, RAFT_FOLLOWER);
+    in.recover.term = f->r[0].term + 5;
+    in.recover.keep = f->r[0].last_index;
+    in.recover.source = 1;
+    assert_int_equal(step(f, 0, &in), 0);
+    tick(f, 0, 20 * ET);
+    const struct raft_msg *v = pick(f, RAFT_MSG_VOTE, 2);
+    assert_true(v->vote.pre);
+    /* A leader heard: the wait ends, the next timeout campaigns. */
+    struct raft_msg a = {.type = RAFT_MSG_APPEND,
+                         .from = 3,
+                         .from_incarnation = 102,
+                         .to = 2,
+                         .to_incarnation = 101,
+                         .term = f->r[1].term};
+    a.append.prev_index = f->r[1].last_index;
+    a.append.prev_term = raft_term_at(&f->r[1], f->r[1].last_index);
+    deliver(f, 1, &a);
+    tick(f, 1, 40 * ET);
+    v = pick(f, RAFT_MSG_VOTE, 1);
+    assert_true(v->vote.pre);
+}
+
 /* --force skips rule 4 (healthy majority) but never rule 3. */
 static void force_skips_only_the_healthy_majority_rule(void **state)
 {
@@ -566,6 +600,7 @@ int main(void)
         T(a_configuration_change_waits_for_a_current_term_commit),
         T(unsafe_changes_are_refused),
         T(force_skips_only_the_healthy_majority_rule),
+        T(after_recover_only_the_source_campaigns),
         T(a_truncated_configuration_entry_stops_applying),
         T(read_index_waits_for_a_heartbeat_round_of_this_term),
         T(an_installed_snapshot_counts_only_once_durable),
