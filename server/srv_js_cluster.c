@@ -28,8 +28,8 @@ _Static_assert(SRV_JSC_GID_BYTES == sizeof(struct store_group_id), "gid");
 #define JSC_SPLIT_DEPTH_MAX 8
 _Static_assert((1u << JSC_SPLIT_DEPTH_MAX) >= RAFT_APPEND_ENTRIES_MAX,
                "splitting must reach single entries");
-/* A waiting node repeats its report this often. */
-#define SRV_JSC_WAITING_REPORT_MS 2000
+/* Every node repeats its meta report this often. */
+#define SRV_JSC_REPORT_MS 2000
 /* Groups registered with the transport (streams + meta). */
 #define JSC_GROUPS_MAX (SRV_JS_STREAMS_MAX + 1)
 /* One announcement entry: bin16 gid + uint term, with headers. */
@@ -715,10 +715,10 @@ static void on_tick(uv_timer_t *t)
         boot_check(jc);
     }
     uint64_t now = now_ms(jc);
-    if (jc->state == SRV_JSC_WAITING &&
-        now - jc->last_report_ms >= SRV_JSC_WAITING_REPORT_MS) {
-        /* Waiting to be added: say so again (a lost report would leave
-         * the meta leader refusing the add). */
+    if (now - jc->last_report_ms >= SRV_JSC_REPORT_MS) {
+        /* Say it again: a report lost with a replaced link would leave a
+         * new node waiting for a seed's report, or the meta leader
+         * refusing to add a node that waits. */
         jc->last_report_ms = now;
         send_meta(jc, NULL);
     }

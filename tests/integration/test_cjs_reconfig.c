@@ -403,10 +403,11 @@ static void add_node(int i, int via)
     assert_int_equal(h_netns_node_start(&net, i), 0);
     assert_int_equal(h_netns_wait_mesh(&net, WAIT_MS), 0);
     assert_true(h_poll(connected, &i, WAIT_MS));
-    assert_int_equal(keel(out, sizeof out,
-                          "cluster add-peer %s -s %s --wait 60s 2>&1",
-                          net.node[i].name, net.node[via].k.url),
-                     0);
+    if (keel(out, sizeof out, "cluster add-peer %s -s %s --wait 60s 2>&1",
+             net.node[i].name, net.node[via].k.url) != 0) {
+        h_netns_print_log(&net, i);
+        fail_msg("%s was not added", net.node[i].name);
+    }
     char *r = role_of(net.node[i].name);
     assert_string_equal(r, "voter");
     free(r);
