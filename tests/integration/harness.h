@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#define H_START_TIMEOUT_MS 10000
+#define H_START_TIMEOUT_MS 30000 /* a loaded 2-core CI machine */
 #define H_STOP_TIMEOUT_MS 5000
 #define H_ARGS_MAX 32
 
