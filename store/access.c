@@ -301,8 +301,8 @@ static size_t group_events(struct store_group *g, struct store_event *evs,
         g->ev_persisted = false;
     }
     if (g->ev_hard_state) {
-        evs[n++] =
-            (struct store_event){STORE_EV_HARD_STATE, g, 0, g->hs_event_term};
+        evs[n++] = (struct store_event){STORE_EV_HARD_STATE, g, g->hs_done,
+                                        g->hs_event_term};
         g->ev_hard_state = false;
     }
     if (g->ev_repaired) {

@@ -135,6 +135,7 @@ struct store_group {
     bool ev_persisted;
     bool ev_hard_state;
     uint64_t hs_event_term;
+    uint64_t hs_done; /* hard-state saves completed (events coalesce) */
     bool ev_repaired;
     uint64_t repaired_from;
     uint64_t repaired_to;

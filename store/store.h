@@ -343,7 +343,9 @@ KEEL_MUST_USE int store_amnesia_clear(struct store_group *g, char *errmsg);
 
 enum store_event_type {
     STORE_EV_PERSISTED = 1, /* index, term of the last record synced */
-    STORE_EV_HARD_STATE,    /* term durable */
+    STORE_EV_HARD_STATE,    /* term durable; index = how many hard-state
+                               saves of the group completed so far (two
+                               saves done before a poll give one event) */
     STORE_EV_REPAIRED,      /* index..term=last index repaired */
     STORE_EV_ENOSPC,        /* appends refused */
     STORE_EV_SPACE,         /* appends accepted again */

@@ -232,6 +232,7 @@ static void exec_hard_state(struct store_group *g, struct op *op)
     g->hard_term = op->last_term > g->hard_term ? op->last_term : g->hard_term;
     g->ev_hard_state = true;
     g->hs_event_term = op->last_term;
+    g->hs_done++;
     store__queue_event(s, g);
     pthread_mutex_unlock(&s->mu);
 }

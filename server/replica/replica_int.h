@@ -116,7 +116,10 @@ struct replica {
     bool closing;
     raft_index boot_wait; /* bootstrap: start once this index persisted */
     /* Hard state saved but not yet durable: persisted events wait. */
-    unsigned hs_pending;
+    /* Hard-state saves asked of the store / reported done by it (its
+     * events coalesce: count, never one event per save). */
+    uint64_t hs_issued;
+    uint64_t hs_done;
     raft_index held_persisted;
     raft_term held_term;
     uint32_t n_held;

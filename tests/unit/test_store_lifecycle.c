@@ -56,6 +56,34 @@ static bool path_exists(struct ts *t, const char *path)
     return fs->stat(fs, path, NULL) == 0;
 }
 
+/* Two hard-state saves done before one poll give one event (a flag per
+ * group), so the event counts the saves done: a driver that counted one
+ * event per save waited for ever and held every message (finding F10). */
+static void hard_state_events_count_the_saves_done(void **state)
+{
+    struct fixture *f = *state;
+    struct store_event evs[16];
+    ts_close(&f->t, true);
+    f->t.manual = true; /* both saves run in one debug step, then one poll */
+    ts_open(&f->t);
+    assert_int_equal(store_hard_state_save(f->t.g, 4, "a", 1, NULL), 0);
+    assert_int_equal(store_hard_state_save(f->t.g, 4, "b", 1, NULL), 0);
+    for (int i = 0; i < 8; i++) {
+        store_debug_step(f->t.s);
+    }
+    size_t n = store_poll(f->t.s, evs, 16);
+    size_t hs = 0;
+    uint64_t done = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (evs[i].type == STORE_EV_HARD_STATE) {
+            hs++;
+            done = evs[i].index;
+        }
+    }
+    assert_int_equal(hs, 1); /* coalesced */
+    assert_int_equal(done, 2);
+}
+
 static void hard_state_load_returns_the_synced_term_and_vote(void **state)
 {
     struct fixture *f = *state;
@@ -398,6 +426,8 @@ int main(void)
             spare_is_made_when_the_tail_is_half_full, setup_real, teardown),
         cmocka_unit_test_setup_teardown(
             hard_state_load_returns_the_synced_term_and_vote, setup, teardown),
+        cmocka_unit_test_setup_teardown(hard_state_events_count_the_saves_done,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(
             group_close_syncs_accepted_records_and_keeps_the_store, setup,
             teardown),
