@@ -14,7 +14,6 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <jansson.h>
 #include <nats/nats.h>
 #include <stdio.h>
@@ -31,7 +30,6 @@
 #define VICTIM_MSG 42 /* the message whose record gets the flip */
 #define WAIT_MS 20000 /* bounded waits for the cluster to agree */
 #define REQ_MS 2000   /* one request's timeout */
-#define FILE_BYTES_MAX (64u << 20)
 
 static struct h_netns net;
 static natsConnection *nc;
@@ -96,45 +94,15 @@ static void token(int k, char *out, size_t len)
 /* ---- finding the record on disk ---- */
 
 static struct {
-    const char *want;
     char path[512];
     off_t off;
 } found;
 
-static int find_cb(const char *path, const struct stat *sb, int type,
-                   struct FTW *ftw)
-{
-    (void)ftw;
-    size_t n = strlen(path);
-    if (type != FTW_F || n < 4 || strcmp(path + n - 4, ".blk") != 0 ||
-        sb->st_size <= 0 || (uint64_t)sb->st_size > FILE_BYTES_MAX) {
-        return 0;
-    }
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        return 0;
-    }
-    char *buf = malloc((size_t)sb->st_size);
-    ssize_t got = buf != NULL ? pread(fd, buf, (size_t)sb->st_size, 0) : -1;
-    close(fd);
-    size_t wl = strlen(found.want);
-    for (ssize_t i = 0; got > 0 && i + (ssize_t)wl <= got; i++) {
-        if (memcmp(buf + i, found.want, wl) == 0) {
-            snprintf(found.path, sizeof found.path, "%s", path);
-            found.off = (off_t)i;
-            free(buf);
-            return 1;
-        }
-    }
-    free(buf);
-    return 0;
-}
-
+/* The live segment file of stopped node `node` holding want, into found. */
 static bool find_token(int node, const char *want)
 {
-    found.want = want;
-    found.path[0] = '\0';
-    return nftw(net.node[node].k.data_dir, find_cb, 16, FTW_PHYS) == 1;
+    return h_netns_find_in_blk(&net, node, want, found.path, sizeof found.path,
+                               &found.off) == 0;
 }
 
 static int byte_at(const char *path, off_t off)
