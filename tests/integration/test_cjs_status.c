@@ -153,11 +153,26 @@ static bool r3_settled(void *arg)
     return done;
 }
 
+/* Every node has applied the meta entry that created ORD. The create is
+ * answered once a majority holds it; the third node learns the commit a
+ * heartbeat later, and until then it knows no stream for "ord.x". */
+static bool ord_known_everywhere(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < NODES; i++) {
+        if (keel_run(i, "stream info ORD --json", true) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
 static void status_shows_three_members_and_the_stream_leader(void **state)
 {
     (void)state;
     assert_int_equal(keel(0, "stream add ORD --subjects 'ord.>' --replicas 3"),
                      0);
+    assert_true(h_poll(ord_known_everywhere, NULL, WAIT_MS));
     assert_int_equal(keel(2, "pub --jetstream ord.x hello --count 20"), 0);
     assert_true(h_poll(r3_settled, NULL, WAIT_MS));
     int rc;
