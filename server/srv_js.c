@@ -451,6 +451,7 @@ static void on_tick(uv_timer_t *t)
     int64_t now = srv_js_now_ns();
     srv_js_fwd_tick(js);
     srv_admin_tick(js);
+    srv_js_orphans_tick(js);
     for (uint32_t i = 0; i < js->nstreams; i++) {
         srv_stream_maybe_tick(js->streams[i], now);
     }

@@ -92,6 +92,7 @@ struct srv_js {
     struct raft_config meta_cfg; /* latest applied meta configuration */
     raft_node meta_leader_node;
     struct srv_admin *admin; /* membership requests (srv_admin.c) */
+    bool orphans_checked;    /* clustered: srv_js_orphans_tick ran */
 };
 
 /* ---- srv_js.c ---- */

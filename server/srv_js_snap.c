@@ -208,3 +208,24 @@ unsigned srv_js_orphans_check(struct srv_js *js)
     }
     return moved;
 }
+
+void srv_js_orphans_tick(struct srv_js *js)
+{
+    struct replica_info ri;
+    if (js->jc == NULL || js->orphans_checked || js->meta == NULL ||
+        js->streams_unopened != 0) {
+        return;
+    }
+    replica_info(js->meta, &ri);
+    if (!ri.started || ri.faulty != 0 || ri.amnesiac || ri.leader == 0 ||
+        ri.last_index == 0 || ri.commit != ri.last_index ||
+        ri.applied != ri.last_index) {
+        return;
+    }
+    js->orphans_checked = true;
+    unsigned n = srv_js_orphans_check(js);
+    SRV_INFO("js",
+             "meta state complete at index %" PRIu64
+             ": %u group director%s moved to quarantine/orphans",
+             (uint64_t)ri.applied, n, n == 1 ? "y" : "ies");
+}

@@ -26,11 +26,20 @@ int srv_js_snap_restore(struct replica *r, uint64_t index, const uint8_t *body,
  * log. ctx 0: nobody waits for an answer. */
 void srv_js_meta_apply_json(struct srv_js *js, const json_t *e, uint64_t ctx);
 
-/* A node that is not clustered, once its meta state is applied: move every
- * group directory the meta state does not name (a stream of its, or the
- * meta group) to quarantine/orphans/ (DESIGN §5: never deleted) and
- * remember how many. Returns the number moved now. */
+/* Once the meta state is complete (a node that is not clustered: applied
+ * at open; clustered: srv_js_orphans_tick): move every group directory
+ * the meta state does not name (a stream of its, or the meta group) to
+ * quarantine/orphans/ (DESIGN §5: never deleted). Returns the number
+ * moved now. */
 unsigned srv_js_orphans_check(struct srv_js *js);
+
+/* Clustered: run srv_js_orphans_check once per process, on the first tick
+ * at which the meta state here is known complete: the meta group is
+ * undamaged, has a leader, and every entry of its log is committed and
+ * applied (so no create this node ever applied is missing), and every
+ * stream the state names opened. A node far behind reaches that only
+ * after the leader brought it up to date. */
+void srv_js_orphans_tick(struct srv_js *js);
 
 /* Orphans held in quarantine/orphans/ (monitoring: /healthz warnings,
  * /metrics): count, and up to cap bytes of comma-separated names. */

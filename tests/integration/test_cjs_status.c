@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "netns.h"
@@ -304,6 +305,69 @@ static void a_follower_repair_is_counted_and_status_turns_ok(void **state)
     assert_true(h_poll(repair_counted, NULL, WAIT_MS));
 }
 
+/* A group directory no stream of the meta state names, planted on a
+ * stopped follower: once the restarted node's meta state is complete it
+ * moves to quarantine/orphans/ (DESIGN §5: never deleted), the node
+ * reports it, and only the operator's rm removes it. Before clustered
+ * nodes ran the check, such a directory (a stream deleted while the node
+ * was down, its delete only in a meta snapshot) stayed unreported. */
+#define PLANT_HEX "00112233445566778899aabbccddeeff"
+static char plant_dir[600], orphan_dir[600];
+
+static bool planted_quarantined(void *arg)
+{
+    int i = *(const int *)arg;
+    struct stat sb;
+    if (stat(plant_dir, &sb) == 0 || stat(orphan_dir, &sb) != 0) {
+        return false;
+    }
+    int rc;
+    json_t *st = status(i, &rc);
+    const json_t *r = node_reply(st, net.node[i].name);
+    bool seen = r != NULL &&
+                json_integer_value(json_object_get(r, "orphans_count")) == 1 &&
+                strcmp(json_string_value(
+                           json_array_get(json_object_get(r, "orphans"), 0)),
+                       "group-" PLANT_HEX) == 0;
+    json_decref(st);
+    return seen;
+}
+
+static void
+a_group_no_stream_names_goes_to_orphans_on_a_cluster_node(void **state)
+{
+    (void)state;
+    int i = repaired; /* a follower of ORD, as above */
+    assert_true(i >= 0);
+    snprintf(plant_dir, sizeof plant_dir, "%s/js/groups/" PLANT_HEX,
+             net.node[i].k.data_dir);
+    snprintf(orphan_dir, sizeof orphan_dir,
+             "%s/js/quarantine/orphans/group-" PLANT_HEX "/log/seg",
+             net.node[i].k.data_dir);
+    assert_int_equal(h_netns_node_stop(&net, i), 0);
+    char path[700];
+    assert_int_equal(mkdir(plant_dir, 0755), 0);
+    snprintf(path, sizeof path, "%s/log", plant_dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/log/seg", plant_dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("planted", f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(h_netns_node_start(&net, i), 0);
+    assert_true(h_poll(planted_quarantined, &i, WAIT_MS));
+    /* ORD's own replica is placed here: it stays and serves. */
+    assert_true(h_poll(r3_settled, NULL, WAIT_MS));
+    char args[256];
+    snprintf(args, sizeof args,
+             "cluster orphans rm group-" PLANT_HEX " --force --node %s",
+             net.node[i].name);
+    assert_int_equal(keel(0, args), 0);
+    struct stat sb;
+    assert_int_not_equal(stat(orphan_dir, &sb), 0);
+    assert_true(h_poll(all_healthy, NULL, WAIT_MS));
+}
+
 /* node 0's view names the killed node down, and the stream's leader
  * reports its replica offline. */
 static int killed = -1;
@@ -382,6 +446,8 @@ int main(void)
         cmocka_unit_test(a_node_without_a_replica_of_an_r1_stream_is_healthy),
         cmocka_unit_test(metrics_have_fdatasync_and_batch_histograms),
         cmocka_unit_test(a_follower_repair_is_counted_and_status_turns_ok),
+        cmocka_unit_test(
+            a_group_no_stream_names_goes_to_orphans_on_a_cluster_node),
         cmocka_unit_test(a_killed_follower_shows_down_and_offline),
     };
     return cmocka_run_group_tests(tests, group_start, group_teardown);
