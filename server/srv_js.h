@@ -91,6 +91,9 @@ struct srv_server *srv_js_server(const struct srv_js *js);
 /* Clustered JetStream (keeld with --cluster and a store dir): the meta
  * group spans the seed nodes and streams have replicated groups. */
 bool srv_js_clustered(const struct srv_js *js);
+
+/* Clustered: the meta replica holds entries it has not applied yet. */
+bool srv_js_meta_behind(struct srv_js *js);
 /* This node's name (-n; the server id when not clustered and unnamed). */
 const char *srv_js_self_name(const struct srv_js *js);
 /* The meta group leader's name: self's name when this node leads, NULL

@@ -32,6 +32,8 @@ struct parked {
     struct parked *next;
     uint64_t deadline_ms;
     size_t slen, rlen, hdr, total;
+    bool late;          /* a publish nobody took: srv_js_fwd_late_park */
+    bool no_responders; /* ... whose client wants the 503 status */
     char buf[];
 };
 
@@ -307,10 +309,9 @@ static int park_timer_open(struct srv_js *js)
     return rv;
 }
 
-/* Keep a copy of cmd until its leader is known (at most
- * SRV_JS_FWD_PARK_MS); 503 when the parking lot is full. */
-static void park(struct srv_js *js, const struct srv_cmd *cmd,
-                 const char *reply, const char *stream, bool publish)
+/* Queue a copy of cmd at the tail (at most SRV_JS_FWD_PARK_MS). Returns
+ * it, or NULL when the parking lot is full. */
+static struct parked *park_copy(struct srv_js *js, const struct srv_cmd *cmd)
 {
     size_t n = cmd->subject.len + cmd->reply.len + cmd->total_bytes;
     struct parked *p = NULL;
@@ -323,11 +324,11 @@ static void park(struct srv_js *js, const struct srv_cmd *cmd,
         p = NULL;
     }
     if (p == NULL) {
-        unavailable(js, reply, stream, publish,
-                    "too many requests wait for a leader; retry");
-        return;
+        return NULL;
     }
     p->next = NULL;
+    p->late = false;
+    p->no_responders = false;
     p->deadline_ms = uv_now(srv_js_server(js)->loop) + SRV_JS_FWD_PARK_MS;
     p->slen = cmd->subject.len;
     p->rlen = cmd->reply.len;
@@ -346,8 +347,62 @@ static void park(struct srv_js *js, const struct srv_cmd *cmd,
     fwd.tail = p;
     fwd.nparked++;
     fwd.parked_bytes += n;
-    fwd.stats.parked++;
     park_timer_start();
+    return p;
+}
+
+/* Keep a copy of cmd until its leader is known; 503 when the parking lot
+ * is full. */
+static void park(struct srv_js *js, const struct srv_cmd *cmd,
+                 const char *reply, const char *stream, bool publish)
+{
+    if (park_copy(js, cmd) == NULL) {
+        unavailable(js, reply, stream, publish,
+                    "too many requests wait for a leader; retry");
+        return;
+    }
+    fwd.stats.parked++;
+}
+
+bool srv_js_fwd_late_park(struct srv_js *js, const struct srv_cmd *cmd,
+                          bool no_responders)
+{
+    static const char inbox[] = "_INBOX.";
+    const struct srv_slice *subj = &cmd->subject;
+    if (!srv_js_clustered(js) || js->stopping || fwd.inbound || fwd.replaying ||
+        subj->len == 0 || subj->ptr[0] == '$' ||
+        (subj->len >= sizeof inbox - 1 &&
+         memcmp(subj->ptr, inbox, sizeof inbox - 1) == 0) ||
+        !srv_js_meta_behind(js)) {
+        return false;
+    }
+    if (fwd.js != js) {
+        srv_js_fwd_tick(js); /* attach: the timer closes with the engine */
+    }
+    struct parked *p = park_copy(js, cmd);
+    if (p == NULL) {
+        return false; /* full: answered as today (no responders) */
+    }
+    p->late = true;
+    p->no_responders = no_responders && cmd->reply.len > 0;
+    fwd.stats.late_parked++;
+    return true;
+}
+
+/* A late-parked publish still no stream captures: the answer the client
+ * would have had at once (srv_route.c: no responders), now. */
+static void late_unanswered(struct srv_js *js, const struct parked *p)
+{
+    static const char status[] = "NATS/1.0 503\r\n\r\n";
+    char reply[SRV_CONTROL_LINE_BYTES_MAX + 1];
+    if (!p->no_responders || p->rlen >= sizeof reply) {
+        return;
+    }
+    memcpy(reply, p->buf + p->slen, p->rlen);
+    reply[p->rlen] = '\0';
+    if (srv_js_send(js, reply, NULL, status, sizeof status - 1, NULL, 0) != 0) {
+        SRV_WARN("js", "no-responders status to %s not queued", reply);
+    }
 }
 
 /* Forward cmd to leader (a node name, NULL unknown) unless this node is
@@ -500,7 +555,14 @@ static void on_park_tick(uv_timer_t *t)
         fwd.replaying = true;
         fwd.expired = now >= p->deadline_ms;
         fwd.keep = false;
-        (void)srv_js_intercept(js, NULL, &cmd);
+        bool took = srv_js_intercept(js, NULL, &cmd);
+        if (p->late && !took) {
+            if (!fwd.expired && srv_js_meta_behind(js)) {
+                fwd.keep = true; /* the create may be next to apply */
+            } else {
+                late_unanswered(js, p);
+            }
+        }
         fwd.replaying = false;
         if (fwd.keep) {
             break;

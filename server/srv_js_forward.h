@@ -107,6 +107,19 @@ bool srv_js_fwd_inbound(void);
 KEEL_MUST_USE int srv_js_fwd_send(struct srv_js *js, const char *node,
                                   const struct srv_cmd *cmd);
 
+/* A client's publish on_pub delivered to nobody and no stream captured,
+ * on a node whose meta replica has entries it has not applied yet (the
+ * create of the stream for it may be among them: a create is answered
+ * once a majority holds it, and this node learns the commit a heartbeat
+ * later). Park it, in order behind anything parked, until the meta
+ * replica applied its log or SRV_JS_FWD_PARK_MS ran out; then a stream
+ * that captures it takes it as any publish, or else the client gets the
+ * answer it would have had now (the no-responders status when
+ * no_responders, else nothing). Subjects starting with '$' or "_INBOX."
+ * never park. Returns true when parked. */
+bool srv_js_fwd_late_park(struct srv_js *js, const struct srv_cmd *cmd,
+                          bool no_responders);
+
 /* A publish stream st captures: true when this node must not propose it
  * (forwarded to st's leader, or answered with the 503 PubAck error). */
 bool srv_js_fwd_publish(struct srv_js *js, struct srv_stream *st,
@@ -147,6 +160,7 @@ struct srv_js_fwd_stats {
     uint64_t delivers_in;   /* deliver frames received */
     uint64_t send_failures; /* no link to the leader / queue full */
     uint64_t parked;        /* requests that waited for a leader */
+    uint64_t late_parked;   /* publishes that waited for the meta state */
 };
 void srv_js_fwd_stats(struct srv_js_fwd_stats *out);
 

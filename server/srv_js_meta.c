@@ -208,6 +208,16 @@ bool srv_js_clustered(const struct srv_js *js)
     return js->jc != NULL;
 }
 
+bool srv_js_meta_behind(struct srv_js *js)
+{
+    struct replica_info ri;
+    if (js->jc == NULL || js->meta == NULL) {
+        return false;
+    }
+    replica_info(js->meta, &ri);
+    return ri.applied < ri.last_index;
+}
+
 const char *srv_js_self_name(const struct srv_js *js)
 {
     if (js->jc != NULL) {

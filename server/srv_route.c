@@ -9,6 +9,7 @@
 #include "srv_cluster.h"
 #include "srv_conn.h"
 #include "srv_js.h"
+#include "srv_js_forward.h"
 #include "srv_log.h"
 
 static void mark_dirty(struct srv_conn *c)
@@ -419,6 +420,10 @@ static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
     }
     if (srv->cluster != NULL) {
         delivered += srv_cluster_pub_end(srv->cluster, &fwd, cmd);
+    }
+    if (delivered == 0 && !js_took && srv->js != NULL &&
+        srv_js_fwd_late_park(srv->js, cmd, c->no_responders && c->headers)) {
+        js_took = true; /* its stream's create may not be applied here yet */
     }
     if (delivered == 0 && !js_took && cmd->reply.len > 0 && c->no_responders &&
         !c->closing) {

@@ -269,16 +269,22 @@ static bool followers_current(void *arg)
     return n == NODES - 1 && msgs == MSGS;
 }
 
-static void
-after_a_restart_of_every_node_the_meta_group_opens_from_disk(void **state)
+/* Start every (stopped) node, wait for the mesh and the meta leader. */
+static void start_all(void)
 {
-    (void)state;
     for (int i = 0; i < NODES; i++) {
         assert_int_equal(h_netns_node_start(&cj.net, i), 0);
     }
     assert_int_equal(h_netns_wait_mesh(&cj.net, WAIT_MS), 0);
     assert_int_equal(connect_all(), 0);
     assert_true(h_poll(cjs_meta_ready, &cj, WAIT_MS));
+}
+
+static void
+after_a_restart_of_every_node_the_meta_group_opens_from_disk(void **state)
+{
+    (void)state;
+    start_all();
     assert_true(h_poll(stream_agreed, NULL, WAIT_MS));
     for (int i = 0; i < NODES; i++) {
         json_t *n = request(i, "$JS.API.STREAM.NAMES", "");
@@ -293,6 +299,40 @@ after_a_restart_of_every_node_the_meta_group_opens_from_disk(void **state)
     }
     for (int i = 0; i < NODES; i++) {
         assert_int_equal(dumped_publishes(i), MSGS);
+    }
+}
+
+/* A publish through any node right after the create was answered is
+ * stored. The meta leader answers a create once a majority holds it; a
+ * follower learns the commit a heartbeat later, and until then knows no
+ * stream for the subject: the publish found no responders there. Now it
+ * waits (srv_js_fwd_late_park) for that node's meta state to apply. Each
+ * node creates in turn, so some creates are answered by the meta leader
+ * itself (a create forwarded from a follower is answered only once that
+ * follower applied it). */
+static void
+a_publish_right_after_the_create_is_stored_on_every_node(void **state)
+{
+    (void)state;
+    struct cjs_ledger l = {0};
+    start_all(); /* the case before stopped every node */
+    for (int k = 0; k < 2 * NODES; k++) {
+        char name[16], subj[32];
+        snprintf(name, sizeof name, "LATE%d", k);
+        snprintf(subj, sizeof subj, "late%d.x", k);
+        json_t *o = create(k % NODES, name, subj, 3);
+        assert_false(is_error(o));
+        json_decref(o);
+        for (int j = 1; j < NODES; j++) {
+            int via = (k + j) % NODES;
+            if (!cjs_publish(&cj, via, subj, name, &l, 5000)) {
+                fail_msg("publish to %s through node %d right after its "
+                         "create was not acked",
+                         name, via);
+            }
+        }
+        cjs_ledger_free(&l);
+        memset(&l, 0, sizeof l);
     }
 }
 
@@ -313,6 +353,9 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(
             after_a_restart_of_every_node_the_meta_group_opens_from_disk, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            a_publish_right_after_the_create_is_stored_on_every_node, setup,
             teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
