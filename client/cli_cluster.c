@@ -3,8 +3,9 @@
  * status and orphans run from cli_cluster_status.c and cli_orphans.c.
  *
  * Changes go one at a time: add-peer waits until the new node is a voter
- * (printing its catch-up), replace-peer adds then removes. A refusal the
- * server calls retryable (503, err_code 10008: another change in flight,
+ * (printing its catch-up), replace-peer adds then removes, remove-peer
+ * waits until the streams' replicas moved off (cli_cluster_move.c). A refusal
+ * the server calls retryable (503, err_code 10008: another change in flight,
  * leadership moving) is retried until --wait runs out; anything else is
  * printed as the server said it.
  */
@@ -40,21 +41,28 @@ static bool retryable(const char *errmsg)
            strstr(errmsg, "no JetStream answer") != NULL;
 }
 
-/* One request to subject with body; retried while the server says retry,
- * until deadline (monotonic ms). */
-static int request_retry(natsConnection *nc, const struct cli_conn_opts *conn,
-                         const char *what, const char *subject,
-                         const char *body, int64_t deadline, json_t **out,
-                         char *errmsg)
+int cli_cluster_request_retry(natsConnection *nc, int64_t timeout_ms,
+                              const char *what, const char *subject,
+                              const char *body, int64_t deadline, json_t **out,
+                              char *errmsg)
 {
     for (;;) {
-        int rv = cli_js_request(nc, conn->timeout_ms, what, subject, body, out,
-                                NULL, errmsg);
+        int rv = cli_js_request(nc, timeout_ms, what, subject, body, out, NULL,
+                                errmsg);
         if (rv == 0 || !retryable(errmsg) || mono_ms() >= deadline) {
             return rv;
         }
         nap(CLUSTER_POLL_MS);
     }
+}
+
+static int request_retry(natsConnection *nc, const struct cli_conn_opts *conn,
+                         const char *what, const char *subject,
+                         const char *body, int64_t deadline, json_t **out,
+                         char *errmsg)
+{
+    return cli_cluster_request_retry(nc, conn->timeout_ms, what, subject, body,
+                                     deadline, out, errmsg);
 }
 
 static char *peer_body(const char *peer, bool force)
@@ -122,15 +130,35 @@ static int add_peer(natsConnection *nc, const struct cli_conn_opts *conn,
     return rv;
 }
 
+/* Remove peer from the meta group (or, with stream, move that stream's
+ * replica off it), then, unless no_wait, wait until every stream that
+ * had a replica there has moved it (cli_cluster_move.c): only then may
+ * the node be stopped. */
 static int remove_peer(natsConnection *nc, const struct cli_conn_opts *conn,
                        const char *what, const char *peer, const char *stream,
-                       bool force, int64_t wait_ms, bool json, char *errmsg)
+                       bool force, int64_t wait_ms, bool no_wait, bool json,
+                       char *errmsg)
 {
     char subject[CLI_SUBJECT_BYTES_MAX];
     char *body = peer_body(peer, force);
     json_t *reply = NULL;
+    json_t *names = NULL;
     if (body == NULL) {
         return KEEL_ENOMEM;
+    }
+    int rv = 0;
+    if (no_wait) {
+        names = json_array();
+    } else if (stream != NULL) {
+        names = json_pack("[s]", stream);
+    } else {
+        rv = cli_cluster_streams_on(nc, conn->timeout_ms, peer,
+                                    mono_ms() + wait_ms, &names, errmsg);
+    }
+    if (rv != 0 || names == NULL) {
+        json_decref(names);
+        free(body);
+        return rv != 0 ? rv : KEEL_ENOMEM;
     }
     if (force) {
         fprintf(stderr,
@@ -142,8 +170,8 @@ static int remove_peer(natsConnection *nc, const struct cli_conn_opts *conn,
              stream != NULL ? "$JS.API.STREAM.PEER.REMOVE."
                             : "$JS.API.SERVER.REMOVE",
              stream != NULL ? stream : "");
-    int rv = request_retry(nc, conn, what, subject, body, mono_ms() + wait_ms,
-                           &reply, errmsg);
+    rv = request_retry(nc, conn, what, subject, body, mono_ms() + wait_ms,
+                       &reply, errmsg);
     if (rv == 0 && json) {
         cli_js_print_json(reply);
     } else if (rv == 0 && stream != NULL) {
@@ -152,6 +180,19 @@ static int remove_peer(natsConnection *nc, const struct cli_conn_opts *conn,
     } else if (rv == 0) {
         printf("%s removed from the meta group\n", peer);
     }
+    if (rv == 0 && json_array_size(names) > 0) {
+        if (!json) {
+            printf("waiting until %zu stream%s moved %s replica off %s "
+                   "(--no-wait skips this)\n",
+                   json_array_size(names),
+                   json_array_size(names) == 1 ? "" : "s",
+                   json_array_size(names) == 1 ? "its" : "their", peer);
+            fflush(stdout);
+        }
+        rv = cli_cluster_wait_moved(nc, conn->timeout_ms, peer, names, reply,
+                                    wait_ms, json, errmsg);
+    }
+    json_decref(names);
     json_decref(reply);
     free(body);
     return rv;
@@ -189,7 +230,7 @@ static int cluster_remove_peer(const struct cli_cmd *cmd, int argc, char **argv,
     natsConnection *nc = NULL;
     int64_t wait_ms = CLUSTER_WAIT_MS_DEFAULT;
     const char *stream = NULL;
-    bool json = false, help = false, force = false;
+    bool json = false, help = false, force = false, no_wait = false;
     struct cli_flag flags[] = {
         {"force", 0, CLI_FLAG_BOOL, &force, NULL,
          "remove even if a majority of the remaining voters is not healthy"},
@@ -197,7 +238,10 @@ static int cluster_remove_peer(const struct cli_cmd *cmd, int argc, char **argv,
          "move only this stream's replica off the node "
          "(STREAM.PEER.REMOVE)"},
         {"wait", 0, CLI_FLAG_DURATION, &wait_ms, "DURATION",
-         "retry a busy cluster this long (default 60s)"},
+         "retry a busy cluster this long, then wait this long for the "
+         "stream replicas to move off (default 60s)"},
+        {"no-wait", 0, CLI_FLAG_BOOL, &no_wait, NULL,
+         "return once the node is removed, before its replicas moved"},
         {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the API reply"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
@@ -205,7 +249,7 @@ static int cluster_remove_peer(const struct cli_cmd *cmd, int argc, char **argv,
         cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
     if (rv == 0 && !help) {
         rv = remove_peer(nc, &conn, cmd->name, args.items[0], stream, force,
-                         wait_ms, json, errmsg);
+                         wait_ms, no_wait, json, errmsg);
     }
     natsConnection_Destroy(nc);
     return rv;
@@ -218,13 +262,15 @@ static int cluster_replace_peer(const struct cli_cmd *cmd, int argc,
     struct cli_args args;
     natsConnection *nc = NULL;
     int64_t wait_ms = CLUSTER_WAIT_MS_DEFAULT;
-    bool help = false, force = false;
+    bool help = false, force = false, no_wait = false;
     struct cli_flag flags[] = {
         {"force", 0, CLI_FLAG_BOOL, &force, NULL,
          "remove OLD even if a majority of the remaining voters is not "
          "healthy"},
         {"wait", 0, CLI_FLAG_DURATION, &wait_ms, "DURATION",
          "limit of each step (default 60s)"},
+        {"no-wait", 0, CLI_FLAG_BOOL, &no_wait, NULL,
+         "return once OLD is removed, before its replicas moved"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
     int rv =
@@ -237,7 +283,7 @@ static int cluster_replace_peer(const struct cli_cmd *cmd, int argc,
     }
     if (rv == 0 && !help) {
         rv = remove_peer(nc, &conn, cmd->name, args.items[0], NULL, force,
-                         wait_ms, false, errmsg);
+                         wait_ms, no_wait, false, errmsg);
     }
     natsConnection_Destroy(nc);
     return rv;
@@ -500,7 +546,7 @@ static const struct cli_subcmd subs[] = {
      cluster_add_peer},
     {{"cluster remove-peer", NULL, "NAME",
       "Remove a node from the meta group (refused without a healthy "
-      "majority).",
+      "majority); waits until its stream replicas moved.",
       1, 1},
      cluster_remove_peer},
     {{"cluster replace-peer", NULL, "OLD NEW",

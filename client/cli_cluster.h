@@ -22,6 +22,32 @@
 int cli_cluster_gather(natsConnection *nc, const char *subject, int64_t wait_ms,
                        json_t **replies, json_t **missing, char *errmsg);
 
+/* One request (cli_js_request), retried while the server says retry
+ * (503, 10008: busy, leadership moving) until deadline (monotonic ms). */
+int cli_cluster_request_retry(natsConnection *nc, int64_t timeout_ms,
+                              const char *what, const char *subject,
+                              const char *body, int64_t deadline, json_t **out,
+                              char *errmsg);
+
+/* cli_cluster_move.c. The streams whose STREAM.INFO names peer as
+ * leader or replica: *names, a JSON array of stream names (json_decref).
+ * Busy answers are retried until deadline (monotonic ms). 0 or the
+ * first error (a stream deleted meanwhile is left out). */
+int cli_cluster_streams_on(natsConnection *nc, int64_t timeout_ms,
+                           const char *peer, int64_t deadline, json_t **names,
+                           char *errmsg);
+/* After peer left the meta group (reply: the removal's answer, whose
+ * "streams" say which replicas cannot move now: warned, not waited for):
+ * wait up to wait_ms until each stream in names has num_replicas
+ * replicas, none on peer, and is not reconfiguring. A line per stream
+ * when it has moved, and on a terminal each change of where its replicas
+ * are (nothing when quiet). 0, or KEEL_ETIMEOUT naming the first stream
+ * that did not move. */
+int cli_cluster_wait_moved(natsConnection *nc, int64_t timeout_ms,
+                           const char *peer, const json_t *names,
+                           const json_t *reply, int64_t wait_ms, bool quiet,
+                           char *errmsg);
+
 /* Does the JSON array of strings a hold s? */
 bool cli_cluster_has(const json_t *a, const char *s);
 

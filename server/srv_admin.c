@@ -274,6 +274,64 @@ static void peer_info(struct srv_js *js, const json_t *body, const char *reply)
     reply_ok(js, reply, type, member_json(js, peer, s));
 }
 
+static int propose_move(struct srv_js *js, struct srv_stream *st,
+                        const char *from, const struct srv_jsc_member *to,
+                        char *errmsg);
+static const struct srv_jsc_member *placed_member(const struct srv_stream *st,
+                                                  const char *name);
+
+/* A node out of the meta group gets no further meta entry, so a stream
+ * group it leads never learns that its replica moves, and it goes on
+ * leading with itself placed (finding F13: the membership nemesis, a
+ * live stream leader removed). So a live node that leads a stream group
+ * is removed only once it leads none: its replica of such a stream moves
+ * first (it applies that move as a member, hands its leadership over and
+ * leaves the group), and the removal is answered busy meanwhile (the CLI
+ * retries). True when the removal must wait (answered). */
+static bool leads_streams(struct srv_js *js, const char *peer,
+                          const char *reply, const char *type)
+{
+    char err[KEEL_ERRMSG_MAX];
+    char d[KEEL_ERRMSG_MAX + 2 * SRV_JS_NAME_BYTES_MAX + SRV_JSC_NAME_BYTES +
+           160];
+    struct replica_info ri;
+    if (!srv_jsc_peer_up(js->jc, peer)) {
+        return false; /* down: its groups elect a leader among the rest */
+    }
+    replica_info(js->meta, &ri);
+    for (uint32_t i = 0; i < js->nstreams; i++) {
+        struct srv_stream *st = js->streams[i];
+        const char *ln =
+            st->place.n > 0 ? srv_jsc_leader_name(js->jc, st->gid.b) : NULL;
+        if (ln == NULL || strcmp(ln, peer) != 0) {
+            continue;
+        }
+        int rv = 0;
+        struct srv_jsc_member to;
+        /* One move at a time: proposed only once the last one applied. */
+        if (placed_member(st, peer) != NULL && ri.applied == ri.last_index) {
+            rv = srv_jsc_place_replacement(js->jc, &st->place, &to, err);
+            rv = rv == 0 ? propose_move(js, st, peer, &to, err) : rv;
+        }
+        if (rv != 0) {
+            snprintf(d, sizeof d,
+                     "%s leads stream %s and its replica cannot move (%s): "
+                     "hand the stream's leadership over first (keel cluster "
+                     "transfer-leader --stream %s)",
+                     peer, st->cfg.name, err, st->cfg.name);
+            reply_err(js, reply, type, SRV_JS_ECLUSTER_REFUSED, d);
+            return true;
+        }
+        snprintf(d, sizeof d,
+                 "%s leads stream %s: its replica moves off first, retry the "
+                 "removal once it has",
+                 peer, st->cfg.name);
+        reply_err(js, reply, type, SRV_JS_ECLUSTER_BUSY, d);
+        return true;
+    }
+    return false;
+}
+
 static void server_remove(struct srv_js *js, const json_t *body,
                           const char *reply)
 {
@@ -300,6 +358,9 @@ static void server_remove(struct srv_js *js, const json_t *body,
                   rv == 0 ? "this node leads the meta group: leadership is "
                             "moving to another node, retry the removal"
                           : err);
+        return;
+    }
+    if (leads_streams(js, peer, reply, type)) {
         return;
     }
     bool force = json_is_true(json_object_get(body, "force"));
@@ -548,6 +609,32 @@ bool srv_admin_request(struct srv_js *js, const char *subject, size_t slen,
     return false;
 }
 
+/* The streams placed on a node just removed: {"name", "moves"} each, and
+ * "why" when no node can take the replica now (it stays placed on the
+ * removed node until one can; keel cluster remove-peer waits for the
+ * others to move). */
+static json_t *removed_streams(struct srv_js *js, const char *peer)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; a != NULL && i < js->nstreams; i++) {
+        struct srv_stream *st = js->streams[i];
+        struct srv_jsc_member to;
+        char err[KEEL_ERRMSG_MAX];
+        if (placed_member(st, peer) == NULL) {
+            continue;
+        }
+        bool moves =
+            srv_jsc_place_replacement(js->jc, &st->place, &to, err) == 0;
+        json_t *o =
+            json_pack("{s:s, s:b}", "name", st->cfg.name, "moves", moves);
+        if (o != NULL && !moves) {
+            json_object_set_new(o, "why", json_string(err));
+        }
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
 void srv_admin_config_applied(struct srv_js *js, uint64_t index, uint64_t ctx)
 {
     struct admin_pending *p = pending_find(js, ctx);
@@ -561,6 +648,9 @@ void srv_admin_config_applied(struct srv_js *js, uint64_t index, uint64_t ctx)
         member_of(&js->meta_cfg, srv_jsc_node_id(p->peer));
     json_t *o = s != NULL ? member_json(js, p->peer, s)
                           : json_pack("{s:s}", "peer", p->peer);
+    if (s == NULL && o != NULL) {
+        json_object_set_new(o, "streams", removed_streams(js, p->peer));
+    }
     SRV_INFO("js", "meta group: change for %s committed at index %" PRIu64,
              p->peer, index);
     reply_ok(js, p->reply, p->type, o);

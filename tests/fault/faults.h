@@ -134,6 +134,8 @@ struct f_run_ctx {
     long long recovery_ms;
     int restart_failed; /* keeld refused to start after an event */
     int unclean_stops;  /* keeld did not exit 0 on the final SIGTERM */
+    int member_failed;  /* a membership change the cluster did not carry
+                           out in time (faults_member.c): fails the run */
 };
 
 /* One node's or the read's view: value slot per sequence/index. */
@@ -187,6 +189,23 @@ void f_cluster_heal(struct f_run_ctx *c, bool *cut);
 int f_cluster_converge(struct f_run_ctx *c);
 /* Node i's URL first, then the others: a client that fails over. */
 void f_urls_from(struct f_run_ctx *c, int first, char *out, size_t len);
+/* The node index named name ("n1".."n5"), or -1. */
+int f_node_of(const struct f_run_ctx *c, const char *name);
+/* STREAM.INFO's cluster block through any node of urls (NULL when no
+ * answer within a second or an error; json_decref it). */
+struct json_t *f_stream_cluster(const char *urls);
+
+/* faults_member.c: the membership nemesis (issue 9). One event: a
+ * leadership transfer (meta or stream), a stream replica moved, or a node
+ * removed (alive or killed), its storage wiped and the node added back,
+ * all through the keel CLI. Returns 0; a change the cluster did not carry
+ * out counts in c->member_failed (the reason printed) and ends the
+ * changes of the run (the workload and the checks go on). */
+int f_member_event(struct f_run_ctx *c);
+/* After the run: wait (bounded) until every node is a meta voter and the
+ * stream has its replicas, not reconfiguring; c->host from that. 0 or
+ * -1 (c->member_failed counts it). */
+int f_member_settle(struct f_run_ctx *c, const char *urls);
 
 /* faults_work.c */
 uint64_t f_rand(struct f_run_ctx *c);

@@ -107,7 +107,7 @@ int f_cluster_node_start(struct f_run_ctx *c, int i)
     return h_netns_node_exec(&c->net, i, argv, F_NATS_PORT, F_NATS_HTTP_PORT);
 }
 
-static int node_of(const struct f_run_ctx *c, const char *name)
+int f_node_of(const struct f_run_ctx *c, const char *name)
 {
     for (int i = 0; name != NULL && i < c->cfg.nodes; i++) {
         if (strcmp(c->net.node[i].name, name) == 0) {
@@ -117,9 +117,7 @@ static int node_of(const struct f_run_ctx *c, const char *name)
     return -1;
 }
 
-/* STREAM.INFO's cluster block through any node of urls (NULL when no
- * answer within F_INFO_MS or an error). */
-static json_t *stream_cluster(const char *urls)
+json_t *f_stream_cluster(const char *urls)
 {
     natsConnection *nc = NULL;
     natsMsg *m = NULL;
@@ -147,8 +145,8 @@ int f_cluster_leader(struct f_run_ctx *c, const char *urls)
 {
     long long t0 = h_now_ms();
     while (h_now_ms() - t0 < F_RECOVERY_MS_MAX / 4) {
-        json_t *cl = stream_cluster(urls);
-        int l = node_of(c, json_string_value(json_object_get(cl, "leader")));
+        json_t *cl = f_stream_cluster(urls);
+        int l = f_node_of(c, json_string_value(json_object_get(cl, "leader")));
         json_decref(cl);
         if (l >= 0) {
             return l;
@@ -162,8 +160,8 @@ int f_cluster_hosts(struct f_run_ctx *c, const char *urls)
 {
     long long t0 = h_now_ms();
     while (h_now_ms() - t0 < F_RECOVERY_MS_MAX) {
-        json_t *cl = stream_cluster(urls);
-        int l = node_of(c, json_string_value(json_object_get(cl, "leader")));
+        json_t *cl = f_stream_cluster(urls);
+        int l = f_node_of(c, json_string_value(json_object_get(cl, "leader")));
         json_t *r;
         size_t k;
         int n = l >= 0;
@@ -173,7 +171,7 @@ int f_cluster_hosts(struct f_run_ctx *c, const char *urls)
         }
         json_array_foreach(json_object_get(cl, "replicas"), k, r)
         {
-            int f = node_of(c, json_string_value(json_object_get(r, "name")));
+            int f = f_node_of(c, json_string_value(json_object_get(r, "name")));
             if (f >= 0 && !c->host[f]) {
                 c->host[f] = true;
                 n++;

@@ -54,7 +54,14 @@ static const struct f_nemesis nemeses[] = {
     {"powerloss-minority", F_EXPECT_ALL, NULL, false, "drop", F_WHO_MINORITY,
      F_CUT_NONE},
     {"powerloss-all", F_EXPECT_ALL, NULL, false, "drop", F_WHO_ALL, F_CUT_NONE},
+    /* Membership changes through the keel CLI (faults_member.c). */
+    {"member", F_EXPECT_ALL, NULL, false, NULL, F_WHO_MINORITY, F_CUT_NONE},
 };
+
+static bool is_member(const struct f_nemesis *nem)
+{
+    return strcmp(nem->name, "member") == 0;
+}
 
 /* kill(-1 or 0, sig) would signal every process: never. */
 #define ASSERT_PID(p)                                                          \
@@ -132,6 +139,11 @@ static int parse(int argc, char **argv, struct f_config *cfg)
         } else {
             return -1;
         }
+    }
+    /* Membership changes move a removed node's replica: R3 on 5 nodes
+     * leaves two nodes free for it. */
+    if (cfg->replicas == 0 && strcmp(cfg->nemesis, "member") == 0) {
+        cfg->replicas = cfg->nodes >= 5 ? 3 : 1;
     }
     if (cfg->replicas == 0) {
         cfg->replicas = cfg->nodes >= 5 ? 5 : cfg->nodes >= 3 ? 3 : 1;
@@ -363,6 +375,9 @@ static int event(struct f_run_ctx *c, const char *urls)
     if (strcmp(c->nem->name, "none") == 0) {
         return 0;
     }
+    if (is_member(c->nem)) {
+        return f_member_event(c);
+    }
     if (c->nem->cut != F_CUT_NONE) {
         static bool cut[F_NODES_MAX * F_NODES_MAX];
         int l = c->nem->cut == F_CUT_LEADER ? f_cluster_leader(c, urls) : -1;
@@ -427,18 +442,20 @@ static void row(const struct f_run_ctx *c, const struct f_result *r,
            (unsigned long long)r->unavailable, (unsigned long long)r->divergent,
            (unsigned long long)r->dup, c->recovery_ms,
            r->pass ? "PASS" : "FAIL", c->cfg.urls != NULL ? "external" : flags);
-    printf(
-        "keel-faults: nemesis=%s seed=%llu injuries=%d [%s] read=%llu "
-        "misplaced=%llu never_published=%llu on_disk_missing=%llu "
-        "consumed=%llu consumer_missing=%llu restart_failed=%d "
-        "converge_ms=%d unclean_stops=%d failed_stored=%llu\n",
-        c->nem->name, (unsigned long long)c->cfg.seed, c->injured,
-        c->injury_log, (unsigned long long)r->read_total,
-        (unsigned long long)r->misplaced,
-        (unsigned long long)r->never_published,
-        (unsigned long long)r->on_disk_missing, (unsigned long long)c->consumed,
-        (unsigned long long)r->consumer_missing, c->restart_failed,
-        c->converge_ms, c->unclean_stops, (unsigned long long)r->failed_stored);
+    printf("keel-faults: nemesis=%s seed=%llu injuries=%d [%s] read=%llu "
+           "misplaced=%llu never_published=%llu on_disk_missing=%llu "
+           "consumed=%llu consumer_missing=%llu restart_failed=%d "
+           "converge_ms=%d unclean_stops=%d failed_stored=%llu "
+           "member_failed=%d\n",
+           c->nem->name, (unsigned long long)c->cfg.seed, c->injured,
+           c->injury_log, (unsigned long long)r->read_total,
+           (unsigned long long)r->misplaced,
+           (unsigned long long)r->never_published,
+           (unsigned long long)r->on_disk_missing,
+           (unsigned long long)c->consumed,
+           (unsigned long long)r->consumer_missing, c->restart_failed,
+           c->converge_ms, c->unclean_stops,
+           (unsigned long long)r->failed_stored, c->member_failed);
 }
 
 /* Traffic with nemesis events, then heal and measure recovery. */
@@ -475,6 +492,10 @@ static int traffic(struct f_run_ctx *c, const char *urls)
      * recovers without the nodes that refused to start. */
     c->recovery_ms =
         c->restart_failed > 0 && !c->cluster ? -1 : f_wait_recovery(c, urls);
+    /* The replicas moved: the dumps cover the stream's members now. */
+    if (rv == 0 && is_member(c->nem)) {
+        (void)f_member_settle(c, urls);
+    }
     pause_ms(500); /* let the consumer catch up a little (info only) */
     f_consumer_stop(c, cons);
     c->converge_ms = c->cluster ? f_cluster_converge(c) : 0;
@@ -583,7 +604,8 @@ static int run(struct f_run_ctx *c)
     f_check(c, &read, views, nv, &r);
     /* A run that could not run fails, and so does a keeld that crashed or
      * hung on SIGTERM (its log says which). */
-    r.pass = r.pass && rv == 0 && c->unclean_stops == 0;
+    r.pass =
+        r.pass && rv == 0 && c->unclean_stops == 0 && c->member_failed == 0;
     bool keep = !r.pass || getenv("KEEL_FAULTS_KEEP") != NULL;
     row(c, &r, views, nv);
     for (int i = 0; c->cfg.urls == NULL && i < c->cfg.nodes; i++) {
@@ -635,6 +657,12 @@ int main(int argc, char **argv)
     c.destroyed = calloc(F_SEQS_MAX, 1);
     if (c.att == NULL || c.consumer_seen == NULL || c.destroyed == NULL) {
         return 1;
+    }
+    if (is_member(c.nem) && (c.cfg.nodes < 5 || c.cfg.replicas >= c.cfg.nodes ||
+                             c.cfg.nats_server || c.cfg.urls != NULL)) {
+        fprintf(stderr, "keel-faults: member needs keeld --nodes 5 and "
+                        "--replicas 3 (a free node for a moved replica)\n");
+        return 2;
     }
     if (c.nem->cut != F_CUT_NONE && c.cfg.nodes < 3) {
         fprintf(stderr, "keel-faults: %s needs --nodes 3 or 5\n", c.nem->name);

@@ -16,7 +16,9 @@
  * 3. (8 KiB segments, no load) n2 and n3 lose the last segment of the
  *    stream's log: amnesiac, no leader; `keel cluster recover` surveys and
  *    prints the plan, `--accept-loss` applies it (n1 the source), and every
- *    acked message is there, new publishes too. */
+ *    acked message is there, new publishes too.
+ * 4. n2 leads the stream and is removed alive (finding F13): remove-peer
+ *    returns once the stream's replica moved off n2. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -51,6 +53,7 @@ static atomic_bool stop_pub;
 static pthread_t pub_th;
 static const char *const *node_extra; /* extra keeld flags of the next setup */
 static bool pub_running; /* teardown stops it after a failed assertion */
+static int info_via = 1; /* the node stream info is asked through */
 
 static int connect_node(int i)
 {
@@ -108,6 +111,7 @@ static bool answers_info(void *arg)
 static int setup(void **state)
 {
     (void)state;
+    info_via = 1;
     atomic_store(&n_acked, 0);
     atomic_store(&stop_pub, false);
     acked = calloc(SEQ_MAX + 1, sizeof *acked);
@@ -227,7 +231,7 @@ static char *role_of(const char *peer)
  * in want (NULL: any names), and the group's voters are its placement. */
 static bool replicas_match(const char *want, size_t want_n)
 {
-    json_t *o = request(1, "$JS.API.STREAM.INFO." STREAM, "");
+    json_t *o = request(info_via, "$JS.API.STREAM.INFO." STREAM, "");
     json_t *c = json_object_get(o, "cluster");
     const char *leader = json_string_value(json_object_get(c, "leader"));
     bool ok = leader != NULL && (want == NULL || strstr(want, leader) != NULL);
@@ -267,7 +271,7 @@ static bool three_replicas(void *arg)
 /* The first follower stream info names (its name copied into out). */
 static void a_follower(char *out, size_t len)
 {
-    json_t *o = request(1, "$JS.API.STREAM.INFO." STREAM, "");
+    json_t *o = request(info_via, "$JS.API.STREAM.INFO." STREAM, "");
     json_t *r = json_array_get(
         json_object_get(json_object_get(o, "cluster"), "replicas"), 0);
     const char *name = json_string_value(json_object_get(r, "name"));
@@ -280,7 +284,7 @@ static void a_follower(char *out, size_t len)
 static bool moved_off(void *arg)
 {
     const char *gone = arg;
-    json_t *o = request(1, "$JS.API.STREAM.INFO." STREAM, "");
+    json_t *o = request(info_via, "$JS.API.STREAM.INFO." STREAM, "");
     char *s = json_dumps(o, JSON_COMPACT);
     char quoted[32];
     snprintf(quoted, sizeof quoted, "\"%s\"", gone);
@@ -351,20 +355,29 @@ static void check_acked(int i)
     assert_int_equal(checked, atomic_load(&n_acked));
 }
 
-/* The R3 stream on n1..n3 and the publish load through n1. */
-static void start_load(void)
+/* The R3 stream through n1 (a fresh meta group may still answer 503
+ * "temporarily unavailable" for a moment: asked again, bounded). */
+static bool stream_added(void *arg)
 {
     jsStreamConfig cfg;
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
     const char *subjects[] = {"rc.>"};
+    (void)arg;
     jsStreamConfig_Init(&cfg);
     cfg.Name = STREAM;
     cfg.Subjects = subjects;
     cfg.SubjectsLen = 1;
     cfg.Replicas = 3;
-    assert_int_equal(js_AddStream(&si, js[0], &cfg, NULL, &jerr), NATS_OK);
+    natsStatus s = js_AddStream(&si, js[0], &cfg, NULL, &jerr);
     jsStreamInfo_Destroy(si);
+    return s == NATS_OK;
+}
+
+/* The R3 stream on n1..n3 and the publish load through n1. */
+static void start_load(void)
+{
+    assert_true(h_poll(stream_added, NULL, WAIT_MS));
     assert_int_equal(pthread_create(&pub_th, NULL, publisher, NULL), 0);
     pub_running = true;
     load_goes_on(50);
@@ -523,17 +536,7 @@ static void recover_after_a_majority_lost_the_tail_of_its_log(void **state)
 {
     (void)state;
     char out[4096];
-    jsStreamConfig cfg;
-    jsStreamInfo *si = NULL;
-    jsErrCode jerr = 0;
-    const char *subjects[] = {"rc.>"};
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = STREAM;
-    cfg.Subjects = subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Replicas = 3;
-    assert_int_equal(js_AddStream(&si, js[0], &cfg, NULL, &jerr), NATS_OK);
-    jsStreamInfo_Destroy(si);
+    assert_true(h_poll(stream_added, NULL, WAIT_MS));
     for (int k = 0; k < 300; k++) {
         publish_more(0, k);
     }
@@ -629,6 +632,66 @@ static void a_node_is_added_and_a_dead_one_removed_under_load(void **state)
     finish_without_n1(3);
 }
 
+static bool stream_led_by(void *arg)
+{
+    json_t *o = request(info_via, "$JS.API.STREAM.INFO." STREAM, "");
+    const char *l = json_string_value(
+        json_object_get(json_object_get(o, "cluster"), "leader"));
+    bool ok = l != NULL && strcmp(l, arg) == 0;
+    json_decref(o);
+    return ok;
+}
+
+/* n2 leads the stream's group and is removed while it runs (finding F13:
+ * out of the meta group it never learned that its replica moves and led
+ * on with itself placed, for ever). Its replica moves first (the removal
+ * is answered busy meanwhile, the CLI retries), and remove-peer returns
+ * only once the stream has three replicas, none on n2: n2 can be stopped
+ * right away, and n3 and n4 commit without n1. */
+static void a_live_stream_leader_is_removed_under_load(void **state)
+{
+    (void)state;
+    char out[4096];
+    info_via = 0;
+    start_load();
+    add_node(3, 1);
+    /* A transfer can time out while the load keeps n2 a few entries
+     * behind: ask again, bounded. */
+    long long t0 = h_now_ms();
+    while (!h_poll(stream_led_by, "n2", 2000)) {
+        assert_true(h_now_ms() - t0 < WAIT_MS);
+        assert_int_equal(keel(out, sizeof out,
+                              "cluster transfer-leader --stream " STREAM
+                              " --to n2 -s %s 2>&1",
+                              net.node[0].k.url),
+                         0);
+    }
+    load_goes_on(50);
+    assert_int_equal(keel(out, sizeof out,
+                          "cluster remove-peer n2 -s %s --wait 60s 2>&1",
+                          net.node[0].k.url),
+                     0);
+    assert_non_null(strstr(out, "n2 removed from the meta group"));
+    assert_non_null(strstr(out, "moved off"));
+    /* No poll: the command returned once the replica had moved (three
+     * replicas, the new one promoted: caught up when it was; "current"
+     * comes and goes under the load). */
+    json_t *o = request(info_via, "$JS.API.STREAM.INFO." STREAM, "");
+    json_t *c = json_object_get(o, "cluster");
+    char *text = json_dumps(c, JSON_COMPACT);
+    assert_non_null(text);
+    assert_null(strstr(text, "\"n2\""));
+    assert_null(json_object_get(c, "reconfiguring"));
+    assert_non_null(json_object_get(c, "leader"));
+    assert_int_equal(json_array_size(json_object_get(c, "replicas")), 2);
+    free(text);
+    json_decref(o);
+    disconnect(1);
+    assert_int_equal(h_netns_node_stop(&net, 1), 0);
+    load_goes_on(50);
+    finish_without_n1(3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -639,6 +702,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             recover_after_a_majority_lost_the_tail_of_its_log,
             setup_small_segments, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_live_stream_leader_is_removed_under_load, setup, teardown),
     };
     int rv = cmocka_run_group_tests(tests, NULL, NULL);
     nats_Close();
