@@ -92,7 +92,11 @@ struct srv_server *srv_js_server(const struct srv_js *js);
  * group spans the seed nodes and streams have replicated groups. */
 bool srv_js_clustered(const struct srv_js *js);
 
-/* Clustered: the meta replica holds entries it has not applied yet. */
+/* Clustered: the meta replica holds entries it has not applied yet and
+ * knows a leader (that will tell it the commit). A node cut off from its
+ * meta leader stops saying so once it stops naming one (an election
+ * timeout), so publishes parked on it (srv_js_fwd_late_park) and the
+ * requests parked behind them wait no longer than that. */
 bool srv_js_meta_behind(struct srv_js *js);
 /* This node's name (-n; the server id when not clustered and unnamed). */
 const char *srv_js_self_name(const struct srv_js *js);

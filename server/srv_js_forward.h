@@ -112,9 +112,9 @@ KEEL_MUST_USE int srv_js_fwd_send(struct srv_js *js, const char *node,
  * create of the stream for it may be among them: a create is answered
  * once a majority holds it, and this node learns the commit a heartbeat
  * later). Park it, in order behind anything parked, until the meta
- * replica applied its log or SRV_JS_FWD_PARK_MS ran out; then a stream
- * that captures it takes it as any publish, or else the client gets the
- * answer it would have had now (the no-responders status when
+ * replica applied its log, lost its leader or SRV_JS_FWD_PARK_MS ran out; then
+ * a stream that captures it takes it as any publish, or else the client gets
+ * the answer it would have had now (the no-responders status when
  * no_responders, else nothing). Subjects starting with '$' or "_INBOX."
  * never park. Returns true when parked. */
 bool srv_js_fwd_late_park(struct srv_js *js, const struct srv_cmd *cmd,

@@ -215,7 +215,7 @@ bool srv_js_meta_behind(struct srv_js *js)
         return false;
     }
     replica_info(js->meta, &ri);
-    return ri.applied < ri.last_index;
+    return ri.applied < ri.last_index && ri.leader != 0;
 }
 
 const char *srv_js_self_name(const struct srv_js *js)
