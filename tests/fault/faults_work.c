@@ -334,9 +334,16 @@ static void *consumer(void *arg)
         } else {
             pause_ms(100);
         }
+        /* The connection first: its close joins the read loop, which may
+         * still be delivering the rest of a batch to sub. libnats 3.4
+         * looks the subscription up and then locks it without holding a
+         * reference (fixed upstream in 3.6.1, nats.c #637), so a
+         * subscription destroyed under a live read loop was used after
+         * free: the rare "double free or corruption" abort of keel-faults
+         * (docs/faults.md). A closed subscription is freed without UNSUB. */
+        natsConnection_Destroy(nc);
         natsSubscription_Destroy(sub);
         natsInbox_Destroy(ib);
-        natsConnection_Destroy(nc);
     }
     return NULL;
 }
