@@ -350,6 +350,130 @@ static void meta_delete(struct srv_js *js, struct srv_stream *st, uint64_t ctx)
     }
 }
 
+/* ---- a meta snapshot installed from the leader ---- */
+
+/* Same members (node, incarnation, moved mark) in the same order. */
+static bool placement_equal(const struct srv_jsc_placement *a,
+                            const struct srv_jsc_placement *b)
+{
+    if (a->n != b->n || memcmp(a->gid, b->gid, sizeof a->gid) != 0) {
+        return false;
+    }
+    for (uint32_t i = 0; i < a->n; i++) {
+        if (a->m[i].node != b->m[i].node || a->m[i].inc != b->m[i].inc ||
+            a->m[i].added != b->m[i].added) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The create entry of a names st's group in the snapshot a, or NULL: a
+ * stream of the same name but another group was deleted and created
+ * again while this node was behind. */
+static const json_t *snapshot_entry_of(const json_t *a,
+                                       const struct srv_stream *st)
+{
+    size_t i;
+    const json_t *e;
+    json_array_foreach(a, i, e)
+    {
+        const char *name = json_string_value(json_object_get(e, "name"));
+        struct srv_jsc_placement pl;
+        if (name == NULL || strcmp(name, st->cfg.name) != 0) {
+            continue;
+        }
+        if (st->place.n == 0) {
+            return e; /* not clustered: the name is the stream */
+        }
+        bool same = srv_jsc_placement_from_json(e, &pl) == 0 && pl.n > 0 &&
+                    memcmp(pl.gid, st->gid.b, sizeof pl.gid) == 0;
+        return same ? e : NULL;
+    }
+    return NULL;
+}
+
+/* Bring a stream this node has up to the snapshot's entry e: the
+ * placement first (a move), then the config (an update). */
+static void install_existing(struct srv_js *js, struct srv_stream *st,
+                             const json_t *e)
+{
+    struct srv_stream_config cfg;
+    struct srv_jsc_placement pl;
+    enum srv_js_err jerr = SRV_JS_OK;
+    char err[KEEL_ERRMSG_MAX];
+    if (js->jc != NULL && srv_jsc_placement_from_json(e, &pl) == 0 &&
+        pl.n > 0 && !placement_equal(&pl, &st->place)) {
+        SRV_INFO("js", "stream %s: placement from the meta snapshot",
+                 st->cfg.name);
+        srv_stream_cluster_replace(st, &pl);
+    }
+    memset(&cfg, 0, sizeof cfg);
+    if (srv_stream_config_parse(json_object_get(e, "config"), &cfg, &jerr,
+                                err) != 0) {
+        SRV_WARN("js", "stream %s: meta snapshot config not applied: %s",
+                 st->cfg.name, err);
+        return;
+    }
+    if (!srv_stream_config_equal(&st->cfg, &cfg)) {
+        SRV_INFO("js", "stream %s: config from the meta snapshot",
+                 st->cfg.name);
+        meta_update(js, st, e, &cfg, 0);
+    }
+    srv_stream_config_free(&cfg);
+}
+
+void srv_js_meta_install(struct srv_js *js, const json_t *a)
+{
+    /* Streams the snapshot lacks: deleted while this node was behind,
+     * the delete compacted away. Closed, never deleted (DESIGN §5): their
+     * group directories become orphans, quarantined once the meta state
+     * is complete again (srv_js_orphans_tick). */
+    for (uint32_t k = 0; k < js->nstreams;) {
+        struct srv_stream *st = js->streams[k];
+        if (snapshot_entry_of(a, st) != NULL) {
+            k++;
+            continue;
+        }
+        SRV_WARN("js",
+                 "stream %s is not in the leader's meta snapshot (deleted "
+                 "meanwhile): closed here, its files go to "
+                 "quarantine/orphans",
+                 st->cfg.name);
+        streams_remove(js, st);
+        srv_stream_close(st, false);
+    }
+    size_t i;
+    const json_t *e;
+    json_array_foreach(a, i, e)
+    {
+        const char *name = json_string_value(json_object_get(e, "name"));
+        struct srv_stream *st = NULL;
+        if (name != NULL && srv_js_find_stream(js, name, &st) == 0) {
+            install_existing(js, st, e);
+        } else {
+            srv_js_meta_apply_json(js, e, 0); /* a create */
+        }
+    }
+    /* The leader's order (NAMES and LIST pages, snapshot bytes): every
+     * stream here is now one of a's, each once. Bounded by
+     * SRV_JS_STREAMS_MAX. */
+    uint32_t n = 0;
+    json_array_foreach(a, i, e)
+    {
+        const char *name = json_string_value(json_object_get(e, "name"));
+        for (uint32_t k = n; name != NULL && k < js->nstreams; k++) {
+            if (strcmp(js->streams[k]->cfg.name, name) == 0) {
+                struct srv_stream *t = js->streams[n];
+                js->streams[n++] = js->streams[k];
+                js->streams[k] = t;
+                break;
+            }
+        }
+    }
+    js->orphans_checked = false; /* look again once complete */
+}
+
 /* Apply one meta entry (create, update or delete of a stream config). */
 void srv_js_meta_apply_json(struct srv_js *js, const json_t *e, uint64_t ctx)
 {

@@ -78,14 +78,16 @@ int srv_js_snap_restore(struct replica *r, uint64_t index, const uint8_t *body,
     if (r != NULL) {
         replica_install_info(r, &ii);
     }
-    if (ii.receiving) {
-        /* Streams the snapshot lacks stay as they are (a later meta entry
-         * deletes them): see docs/cluster.md "InstallSnapshot". */
-        SRV_INFO("js", "meta: installed snapshot %" PRIu64 " from the leader",
-                 index);
-    }
     /* The membership the snapshot holds (entries before it are gone). */
     js->meta_cfg = *replica_config(r);
+    if (ii.receiving) {
+        /* This node's state is older than the snapshot: reconcile. */
+        SRV_INFO("js", "meta: installed snapshot %" PRIu64 " from the leader",
+                 index);
+        srv_js_meta_install(js, a);
+        json_decref(a);
+        return 0;
+    }
     size_t i;
     json_t *e;
     json_array_foreach(a, i, e)

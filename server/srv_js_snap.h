@@ -26,6 +26,15 @@ int srv_js_snap_restore(struct replica *r, uint64_t index, const uint8_t *body,
  * log. ctx 0: nobody waits for an answer. */
 void srv_js_meta_apply_json(struct srv_js *js, const json_t *e, uint64_t ctx);
 
+/* A meta snapshot (array a of create entries) installed from the leader
+ * over this node's older meta state (srv_js.c): streams a lacks, or holds
+ * as another group, are closed with their files kept (orphans once the
+ * state is complete again: never deleted, DESIGN §5); streams here take
+ * a's placement and config; the rest are created; the order becomes a's.
+ * Without this a stream deleted while the node was behind stayed open
+ * here for ever, and an update or move compacted away never reached it. */
+void srv_js_meta_install(struct srv_js *js, const json_t *a);
+
 /* Once the meta state is complete (a node that is not clustered: applied
  * at open; clustered: srv_js_orphans_tick): move every group directory
  * the meta state does not name (a stream of its, or the meta group) to
