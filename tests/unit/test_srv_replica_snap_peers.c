@@ -336,6 +336,13 @@ static bool node_caught_up(uint64_t i)
            fx->n[i].hash == fx->n[l].hash;
 }
 
+/* The leader applied want entries (the follower is compared with it). */
+static bool leader_counted(uint64_t want)
+{
+    int l = leader();
+    return l >= 0 && fx->n[l].count == want;
+}
+
 static void a_restarted_follower_restores_and_catches_up(void **state)
 {
     (void)state;
@@ -354,6 +361,9 @@ static void a_restarted_follower_restores_and_catches_up(void **state)
     propose(40); /* committed by the two others */
     int l = leader();
     assert_true(l >= 0);
+    /* Before the follower is compared with it: caught up with a leader
+     * that had not applied the 40 yet passed for caught up (seen). */
+    assert_true(wait_for(leader_counted, total + 40));
     open_store(&fx->n[f]);
     open_replica(f);
     /* It restored its own snapshot, not the log from index 1. */
