@@ -11,11 +11,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <lmdb.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -265,7 +267,7 @@ static int validate_all(struct store_meta *m, struct store_meta_report *rep)
                       "meta.lmdb unreadable: %s", mdb_strerror(rc));
         return KEEL_ECORRUPT;
     }
-    while (bad == 0 && mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
+    while (bad == 0 && (rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
         const uint8_t *b;
         uint32_t l;
         const uint8_t *kp = k.mv_data;
@@ -280,6 +282,13 @@ static int validate_all(struct store_meta *m, struct store_meta_report *rep)
         store_fmt_str(rep->reset_reason, sizeof rep->reset_reason,
                       "meta.lmdb value of kind '%c' failed its checksum",
                       k.mv_size > 0 ? kp[0] : '?');
+        bad = KEEL_ECORRUPT;
+    }
+    if (bad == 0 && rc != MDB_NOTFOUND) {
+        /* The walk broke off (a page reference past the last page, a bad
+         * page): the values after it are unknown, as a bad value's. */
+        store_fmt_str(rep->reset_reason, sizeof rep->reset_reason,
+                      "meta.lmdb unreadable: %s", mdb_strerror(rc));
         bad = KEEL_ECORRUPT;
     }
     mdb_cursor_close(cur);
@@ -322,6 +331,81 @@ static int quarantine_meta(const char *data_dir, const char *path, char *errmsg)
     return rv;
 }
 
+static int env_open_ro(const char *path, struct store_meta *m, char *errmsg);
+
+/* Every page of the free-page database, read (the first write follows it;
+ * validate_all reads the main one). */
+static void walk_free_db(struct store_meta *m)
+{
+    MDB_txn *txn;
+    MDB_cursor *cur;
+    MDB_val k;
+    MDB_val v;
+    if (mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn) != 0) {
+        return;
+    }
+    if (mdb_cursor_open(txn, 0 /* FREE_DBI */, &cur) == 0) {
+        /* Bounded by the file: LMDB ends the walk at the last entry. */
+        while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
+        }
+        mdb_cursor_close(cur);
+    }
+    mdb_txn_abort(txn);
+}
+
+/* LMDB 0.9 follows page numbers without bounding them by the file: one
+ * damaged reference makes a read fault (SIGBUS) instead of failing, and
+ * keeld died at every start (fault-suite finding F15). So a child reads
+ * the whole file first (read-only, no lock file); if it does not come back
+ * with 0 (read it all) or 3 (could not open: the open here decides), it
+ * died of what it read (a signal, or a sanitizer's report) and the file
+ * counts as corrupt. Returns 0 or KEEL_ECORRUPT (reason set). */
+static int probe_in_child(const char *path, char *reason, size_t cap)
+{
+    struct stat sb;
+    int st;
+    pid_t pid;
+
+    ASSERT(path != NULL && reason != NULL);
+    if (stat(path, &sb) != 0) {
+        return 0; /* nothing to read yet */
+    }
+    pid = fork();
+    if (pid < 0) {
+        return 0; /* no probe: the open here reads as before */
+    }
+    if (pid == 0) {
+        struct store_meta cm = {0};
+        struct store_meta_report r;
+        char err[KEEL_ERRMSG_MAX];
+        memset(&r, 0, sizeof r);
+        /* Die of a fault, whatever handler the process installed (a
+         * handler that returns or jumps would run on in the child). */
+        (void)signal(SIGBUS, SIG_DFL);
+        (void)signal(SIGSEGV, SIG_DFL);
+        if (env_open_ro(path, &cm, err) != 0) {
+            _exit(3);
+        }
+        (void)validate_all(&cm, &r);
+        walk_free_db(&cm);
+        _exit(0);
+    }
+    while (waitpid(pid, &st, 0) < 0) {
+        if (errno != EINTR) {
+            return 0;
+        }
+    }
+    if (WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 3)) {
+        return 0;
+    }
+    store_fmt_str(reason, cap,
+                  "meta.lmdb makes LMDB fault when read (%s %d): a damaged "
+                  "page reference",
+                  WIFSIGNALED(st) ? "signal" : "exit",
+                  WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    return KEEL_ECORRUPT;
+}
+
 static int ensure_incarnation(struct store_meta *m,
                               struct store_meta_report *rep, char *errmsg)
 {
@@ -360,7 +444,8 @@ int store_meta_open(const char *data_dir, struct store_meta **out,
         return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
     }
     store_fmt_str(path, sizeof path, "%s/meta.lmdb", data_dir);
-    rv = env_open(path, m, rep->reset_reason);
+    rv = probe_in_child(path, rep->reset_reason, sizeof rep->reset_reason);
+    rv = rv == 0 ? env_open(path, m, rep->reset_reason) : rv;
     if (rv == 0 && validate_all(m, rep) != 0) {
         mdb_env_close(m->env);
         rv = KEEL_ECORRUPT;
@@ -433,7 +518,15 @@ int store_meta_open_ro(const char *data_dir, struct store_meta **out,
         return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
     }
     store_fmt_str(path, sizeof path, "%s/meta.lmdb", data_dir);
-    rv = env_open_ro(path, m, errmsg);
+    rv = probe_in_child(path, rep->reset_reason, sizeof rep->reset_reason);
+    if (rv != 0) {
+        rep->reset = true;
+        rv = keel_err(KEEL_ECORRUPT, errmsg,
+                      "%s (keeld would move meta.lmdb to quarantine/ and "
+                      "start a new incarnation)",
+                      rep->reset_reason);
+    }
+    rv = rv == 0 ? env_open_ro(path, m, errmsg) : rv;
     if (rv == 0 && validate_all(m, rep) != 0) {
         /* A writable open would quarantine the file (rule 3, last part). */
         rep->reset = true;

@@ -7,7 +7,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -225,6 +229,104 @@ corrupted_hard_state_resets_meta_with_a_new_incarnation(void **state)
     assert_int_equal(f->t.rep.last_index, 0);
 }
 
+/* LMDB meta pages (page 0 and 1, 4 KiB pages): a 16-byte page header,
+ * then MDB_meta: magic, version, address, mapsize (24 bytes), the free db
+ * (48), the main db (48, md_root its last 8 bytes), last_pg, txnid. */
+#define LMDB_PAGE 4096
+#define LMDB_MAGIC_AT 16
+#define LMDB_ROOT_AT 128
+#define LMDB_TXNID_AT 144
+
+static int open_meta_lmdb(const char *dir)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/meta.lmdb", dir);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    for (off_t page = 0; page < 2; page++) {
+        uint32_t magic = 0;
+        assert_int_equal(pread(fd, &magic, 4, page * LMDB_PAGE + LMDB_MAGIC_AT),
+                         4);
+        assert_int_equal(magic, 0xBEEFC0DE);
+    }
+    return fd;
+}
+
+/* The main database's root page as the newer meta page names it. */
+static uint64_t meta_root(int fd)
+{
+    uint64_t txn[2], root[2];
+    for (off_t page = 0; page < 2; page++) {
+        assert_int_equal(
+            pread(fd, &txn[page], 8, page * LMDB_PAGE + LMDB_TXNID_AT), 8);
+        assert_int_equal(
+            pread(fd, &root[page], 8, page * LMDB_PAGE + LMDB_ROOT_AT), 8);
+    }
+    return txn[1] > txn[0] ? root[1] : root[0];
+}
+
+static void reopen_expect_reset(struct fixture *f, const uint8_t *inc,
+                                const char *why)
+{
+    ts_open(&f->t);
+    assert_true(f->t.node.meta_reset);
+    assert_non_null(strstr(f->t.node.meta_reset_reason, why));
+    assert_memory_not_equal(inc, f->t.node.incarnation, 16);
+    assert_true(f->t.rep.amnesia);
+    assert_int_equal(f->t.rep.amnesia_reason, STORE_AMNESIA_META_RESET);
+    assert_int_equal(f->t.rep.quarantined_files, 1);
+}
+
+/* A root past the last page: LMDB reports MDB_PAGE_NOTFOUND, which ended
+ * the walk as if it were the end, and the open then failed on the first
+ * value it could not read ("bad incarnation value": keeld refused to
+ * start). Now the broken walk resets meta.lmdb (rule 3). */
+static void a_meta_root_past_the_last_page_resets(void **state)
+{
+    struct fixture *f = *state;
+    uint8_t inc[16];
+
+    memcpy(inc, f->t.node.incarnation, 16);
+    ts_append(&f->t, 1, 10, 5, 100, 1);
+    assert_true(ts_wait_persisted(&f->t, 10));
+    ts_close(&f->t, false);
+    int fd = open_meta_lmdb(f->t.dir);
+    uint64_t root = 1000;
+    for (off_t page = 0; page < 2; page++) {
+        assert_int_equal(pwrite(fd, &root, 8, page * LMDB_PAGE + LMDB_ROOT_AT),
+                         8);
+    }
+    assert_int_equal(close(fd), 0);
+    reopen_expect_reset(f, inc, "MDB_PAGE_NOTFOUND");
+}
+
+/* A node pointer of the main root leaf far past its page: LMDB 0.9 reads
+ * the node without a bound, beyond the end of the file: SIGBUS, and keeld
+ * died at every start (finding F15). The child that reads the file first
+ * dies instead, and meta.lmdb is reset (rule 3). */
+static void a_meta_node_pointer_past_the_file_resets_not_crashes(void **state)
+{
+    struct fixture *f = *state;
+    uint8_t inc[16];
+
+    memcpy(inc, f->t.node.incarnation, 16);
+    ts_append(&f->t, 1, 10, 5, 100, 1);
+    assert_true(ts_wait_persisted(&f->t, 10));
+    ts_close(&f->t, false);
+    int fd = open_meta_lmdb(f->t.dir);
+    off_t leaf = (off_t)meta_root(fd) * LMDB_PAGE;
+    uint16_t flags = 0;
+    assert_int_equal(pread(fd, &flags, 2, leaf + 10), 2);
+    assert_true(flags & 0x02); /* P_LEAF: a small tree is one leaf */
+    struct stat sb;
+    assert_int_equal(fstat(fd, &sb), 0);
+    assert_true(leaf + 0xFFF0 > sb.st_size); /* the node lands past EOF */
+    uint16_t ptr = 0xFFF0;
+    assert_int_equal(pwrite(fd, &ptr, 2, leaf + 16), 2); /* mp_ptrs[0] */
+    assert_int_equal(close(fd), 0);
+    reopen_expect_reset(f, inc, "fault");
+}
+
 static void corrupted_snapshot_value_affects_only_its_group(void **state)
 {
     struct fixture *f = *state;
@@ -287,6 +389,11 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(
             corrupted_segment_header_is_a_lost_range, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_meta_root_past_the_last_page_resets,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_meta_node_pointer_past_the_file_resets_not_crashes, setup,
+            teardown),
         cmocka_unit_test_setup_teardown(
             corrupted_hard_state_resets_meta_with_a_new_incarnation, setup,
             teardown),
