@@ -104,6 +104,12 @@ void raft_load_amnesia(struct raft *r, raft_term t0, raft_index target)
     r->amnesia_target = target;
 }
 
+void raft_load_recover_wait(struct raft *r)
+{
+    ASSERT(r->role == RAFT_FOLLOWER);
+    r->recover_wait = true;
+}
+
 void raft_start(struct raft *r, uint64_t now_ms)
 {
     ASSERT(r->role == RAFT_FOLLOWER);
@@ -493,6 +499,7 @@ static void recv_msg(struct raft *r, const struct raft_msg *m,
     }
     become_follower(r, m->term, m->from, out);
     r->leader_contact_ms = r->now_ms;
+    r->recover_wait_dirty = r->recover_wait_dirty || r->recover_wait;
     r->recover_wait = false;
     reset_election_timer(r);
     amnesia_learn(r, m);
@@ -656,6 +663,7 @@ static int recover(struct raft *r, const struct raft_in *in,
     r->fetch_held = false;
     r->discard_index = 0;
     r->recover_wait = in->recover.source == 0;
+    r->recover_wait_dirty = true;
     reset_election_timer(r);
     return 0;
 }
@@ -688,6 +696,9 @@ static void amnesia_output(struct raft *r, struct raft_out *out)
     }
     out->amnesia_changed = r->amnesia_dirty;
     r->amnesia_dirty = false;
+    out->recover_wait_changed = r->recover_wait_dirty;
+    out->recover_wait_term = r->recover_wait ? r->term : 0;
+    r->recover_wait_dirty = false;
     out->amnesiac = r->amnesiac;
     out->amnesia_t0 = r->amnesia_t0;
     out->amnesia_target = r->amnesia_target;

@@ -303,6 +303,12 @@ struct raft_out {
     bool amnesiac;
     raft_term amnesia_t0;
     raft_index amnesia_target;
+    /* Recover wait changed (set by RAFT_IN_RECOVER on a node that is not
+     * the source, cleared when a leader is heard): record
+     * recover_wait_term (0: clear) in LMDB, synced, before sending, so a
+     * restart before the source leads does not campaign either. */
+    bool recover_wait_changed;
+    raft_term recover_wait_term;
     /* Storage faults: verified copies to write in place (see raft_repair). */
     uint32_t n_repairs;
     struct raft_repair repairs[RAFT_OUT_REPAIRS_MAX];
@@ -467,8 +473,10 @@ struct raft {
     raft_index amnesia_target; /* 0: not learned yet */
     bool amnesia_dirty;
     /* After RAFT_IN_RECOVER on a node that is not the source: no
-     * campaign until a leader is heard (volatile: an operator event). */
+     * campaign until a leader is heard (persisted by the driver:
+     * raft_out.recover_wait_changed, raft_load_recover_wait). */
     bool recover_wait;
+    bool recover_wait_dirty;
     bool fetch_sent; /* a FETCH round went out for this fault */
     bool fetch_held; /* a FETCH answer showed an intact copy exists */
 };
@@ -502,6 +510,9 @@ void raft_load_faulty(struct raft *r, raft_index index, raft_index extent_index,
  * is amnesiac with threshold t0 (its durable term at start) and the exit
  * target recorded in LMDB (0 if not learned yet). Before raft_start. */
 void raft_load_amnesia(struct raft *r, raft_term t0, raft_index target);
+/* Before raft_start: a recover wait recorded before a restart (no
+ * campaign until a leader is heard). */
+void raft_load_recover_wait(struct raft *r);
 
 /* Start the group: term := max(hard state, last log term, snapshot term);
  * every loaded record counts as persisted. */

@@ -288,6 +288,27 @@ int store_amnesia_clear(struct store_group *g, char *errmsg)
     return 0;
 }
 
+int store_recover_wait_set(struct store_group *g, uint64_t term, char *errmsg)
+{
+    ASSERT(g != NULL);
+    ASSERT(g->s->meta != NULL);
+    int rv =
+        term > 0
+            ? store_meta_recover_wait_put(g->s->meta, g->id.b, term, errmsg)
+            : store_meta_recover_wait_del(g->s->meta, g->id.b, errmsg);
+    if (rv != 0) {
+        store__fatal(g->s, "record the recover wait", errmsg);
+    }
+    return 0;
+}
+
+int store_recover_wait_get(struct store_group *g, uint64_t *term)
+{
+    ASSERT(g != NULL);
+    ASSERT(g->s->meta != NULL);
+    return store_meta_recover_wait_get(g->s->meta, g->id.b, term);
+}
+
 static size_t group_events(struct store_group *g, struct store_event *evs,
                            size_t max)
 {

@@ -5,6 +5,8 @@
  *   'C' gid base(be64)       catalogue entry of one segment
  *   'S' gid                  snapshot (index, term) newest and older
  *   'A' gid                  amnesia state
+ *   'W' gid                  recover wait: the term of an operator recover
+ *                            after which this node must not campaign
  * Values: u16 version, u16 kind, u32 body length, body, u64 XXH3-64 of all
  * preceding bytes.
  */
@@ -275,7 +277,7 @@ static int validate_all(struct store_meta *m, struct store_meta_report *rep)
             continue;
         }
         if (k.mv_size > STORE_GROUP_ID_BYTES &&
-            (kp[0] == 'S' || kp[0] == 'A')) {
+            (kp[0] == 'S' || kp[0] == 'A' || kp[0] == 'W')) {
             note_bad_group(rep, kp);
             continue;
         }
@@ -820,6 +822,47 @@ int store_meta_amnesia_del(struct store_meta *m, const uint8_t gid[16],
     return put2(m, key, kn, NULL, 0, NULL, 0, NULL, 0, errmsg);
 }
 
+int store_meta_recover_wait_get(struct store_meta *m, const uint8_t gid[16],
+                                uint64_t *term)
+{
+    uint8_t key[META_KEY_MAX];
+    uint8_t body[META_BODY_MAX];
+    uint32_t len;
+    int rv = get1(m, key, key_make(key, 'W', gid, 0, 0), body, &len);
+
+    ASSERT(term != NULL);
+    ASSERT(m != NULL);
+    if (rv == 0 && len != 8) {
+        rv = KEEL_ECORRUPT;
+    }
+    *term = rv == 0 ? store_fmt_get64(body) : 0;
+    return rv;
+}
+
+int store_meta_recover_wait_put(struct store_meta *m, const uint8_t gid[16],
+                                uint64_t term, char *errmsg)
+{
+    uint8_t key[META_KEY_MAX];
+    uint8_t body[8];
+
+    ASSERT(m != NULL);
+    ASSERT(term > 0);
+    store_fmt_put64(body, term);
+    return put_body(m, key, key_make(key, 'W', gid, 0, 0), 'W', body, 8,
+                    errmsg);
+}
+
+int store_meta_recover_wait_del(struct store_meta *m, const uint8_t gid[16],
+                                char *errmsg)
+{
+    uint8_t key[META_KEY_MAX];
+    size_t kn = key_make(key, 'W', gid, 0, 0);
+
+    ASSERT(m != NULL);
+    ASSERT(kn == 17);
+    return put2(m, key, kn, NULL, 0, NULL, 0, NULL, 0, errmsg);
+}
+
 int store_meta_debug_corrupt(struct store_meta *m, char kind,
                              const uint8_t gid[16])
 {
@@ -877,13 +920,13 @@ static int cat_del_all_txn(struct store_meta *m, MDB_txn *txn,
     return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-/* Delete every key of a group in an open write txn: 'H' T/V, 'S', 'A' and
- * all 'C' entries. */
+/* Delete every key of a group in an open write txn: 'H' T/V, 'S', 'A',
+ * 'W' and all 'C' entries. */
 static int group_del_txn(struct store_meta *m, MDB_txn *txn,
                          const uint8_t gid[16])
 {
     static const char singles[][2] = {
-        {'H', 'T'}, {'H', 'V'}, {'S', 0}, {'A', 0}};
+        {'H', 'T'}, {'H', 'V'}, {'S', 0}, {'A', 0}, {'W', 0}};
     uint8_t key[META_KEY_MAX];
     MDB_val k;
     int rc;

@@ -97,15 +97,26 @@ int store_meta_amnesia_put(struct store_meta *m, const uint8_t gid[16],
 int store_meta_amnesia_del(struct store_meta *m, const uint8_t gid[16],
                            char *errmsg);
 
+/* Recover wait (`keel cluster recover`, DESIGN §3 rule 4): the term of
+ * the override after which this node, not the survey's source, must not
+ * campaign until it hears a leader. get: 0, KEEL_ENOENT or
+ * KEEL_ECORRUPT. */
+int store_meta_recover_wait_get(struct store_meta *m, const uint8_t gid[16],
+                                uint64_t *term);
+int store_meta_recover_wait_put(struct store_meta *m, const uint8_t gid[16],
+                                uint64_t term, char *errmsg);
+int store_meta_recover_wait_del(struct store_meta *m, const uint8_t gid[16],
+                                char *errmsg);
+
 /* InstallSnapshot (DESIGN.md §5): in one synced transaction, replace the
  * group's whole catalogue by segs[0..n) and record the snapshot pair. */
 int store_meta_log_replace(struct store_meta *m, const uint8_t gid[16],
                            const struct store_meta_seg *segs, size_t n,
                            const struct store_meta_snap *sn, char *errmsg);
 
-/* Remove every key of a group (hard state, catalogue, snapshot, amnesia)
- * in one synced transaction (DESIGN.md §5: an explicit, committed stream
- * deletion). */
+/* Remove every key of a group (hard state, catalogue, snapshot, amnesia,
+ * recover wait) in one synced transaction (DESIGN.md §5: an explicit,
+ * committed stream deletion). */
 int store_meta_group_del(struct store_meta *m, const uint8_t gid[16],
                          char *errmsg);
 

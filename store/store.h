@@ -341,6 +341,13 @@ KEEL_MUST_USE int store_amnesia_enter(struct store_group *g, uint64_t t0,
                                       uint64_t target, char *errmsg);
 KEEL_MUST_USE int store_amnesia_clear(struct store_group *g, char *errmsg);
 
+/* Recover wait (the operator override, DESIGN §3 rule 4), recorded
+ * synced: the override's term, or 0 to clear it. get: 0, KEEL_ENOENT
+ * (none) or KEEL_ECORRUPT. */
+KEEL_MUST_USE int store_recover_wait_set(struct store_group *g, uint64_t term,
+                                         char *errmsg);
+int store_recover_wait_get(struct store_group *g, uint64_t *term);
+
 enum store_event_type {
     STORE_EV_PERSISTED = 1, /* index, term of the last record synced */
     STORE_EV_HARD_STATE,    /* term durable; index = how many hard-state

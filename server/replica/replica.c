@@ -187,6 +187,7 @@ static int persist_out(struct replica *r, const struct raft_out *o)
         r->hs_issued++;
     }
     rv = replica__fault_out(r, o, err);
+    rv = rv == 0 ? replica__recover_out(r, o, err) : rv;
     if (rv != 0) {
         goto cleanup;
     }
@@ -600,6 +601,7 @@ static int load_group(struct replica *r, const struct replica_options *opt,
      * (the prefix goes only under a committed cut, DESIGN §5). */
     from = from > rep->first_index ? from : rep->first_index;
     rv = replica__load_amnesia(r, rep, errmsg);
+    rv = rv == 0 ? replica__load_recover_wait(r, errmsg) : rv;
     if (rv != 0) {
         return rv;
     }

@@ -175,6 +175,12 @@ int replica__load_log(struct replica *r, uint64_t from,
  * metadata) opens amnesiac with its recorded target. */
 int replica__load_amnesia(struct replica *r, const struct store_recovery *rep,
                           char *errmsg);
+/* replica_recover.c: the recover wait (`keel cluster recover` on a node
+ * that is not the source) recorded before the step's messages, and loaded
+ * at open so a restart before a leader is heard does not campaign. */
+int replica__recover_out(struct replica *r, const struct raft_out *o,
+                         char *errmsg);
+int replica__load_recover_wait(struct replica *r, char *errmsg);
 /* Amnesia record and repair writes of one step, before its messages. */
 int replica__fault_out(struct replica *r, const struct raft_out *o,
                        char *errmsg);

@@ -107,6 +107,35 @@ static int quarantine_tail(struct replica *r, uint64_t keep, uint64_t term,
     return 0;
 }
 
+int replica__recover_out(struct replica *r, const struct raft_out *o,
+                         char *errmsg)
+{
+    if (!o->recover_wait_changed) {
+        return 0;
+    }
+    return store_recover_wait_set(r->g, o->recover_wait_term, errmsg);
+}
+
+int replica__load_recover_wait(struct replica *r, char *errmsg)
+{
+    uint64_t term = 0;
+    int rv = store_recover_wait_get(r->g, &term);
+    if (rv == KEEL_ENOENT) {
+        return 0;
+    }
+    if (rv != 0) {
+        /* A bad value makes the store open the group amnesiac (it votes
+         * for nobody until a leader caught it up): stricter than the wait
+         * itself. */
+        return rv == KEEL_ECORRUPT ? 0
+                                   : keel_err(rv, errmsg,
+                                              "recover wait of the group "
+                                              "unreadable");
+    }
+    raft_load_recover_wait(&r->raft);
+    return 0;
+}
+
 int replica_recover(struct replica *r, uint64_t term, uint64_t keep,
                     bool source, struct replica_recovered *out, char *errmsg)
 {

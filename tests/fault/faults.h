@@ -132,10 +132,11 @@ struct f_run_ctx {
     int injured;             /* injuries applied */
     char injury_log[1024];   /* what was injured, for the report */
     long long recovery_ms;
-    int restart_failed; /* keeld refused to start after an event */
-    int unclean_stops;  /* keeld did not exit 0 on the final SIGTERM */
-    int member_failed;  /* a membership change the cluster did not carry
-                           out in time (faults_member.c): fails the run */
+    int restart_failed;   /* keeld refused to start after an event */
+    int unclean_stops;    /* keeld did not exit 0 on the final SIGTERM */
+    int member_failed;    /* a membership change the cluster did not carry
+                             out in time (faults_member.c): fails the run */
+    char member_why[256]; /* the first such failure, for the info line */
 };
 
 /* One node's or the read's view: value slot per sequence/index. */

@@ -442,20 +442,21 @@ static void row(const struct f_run_ctx *c, const struct f_result *r,
            (unsigned long long)r->unavailable, (unsigned long long)r->divergent,
            (unsigned long long)r->dup, c->recovery_ms,
            r->pass ? "PASS" : "FAIL", c->cfg.urls != NULL ? "external" : flags);
-    printf("keel-faults: nemesis=%s seed=%llu injuries=%d [%s] read=%llu "
-           "misplaced=%llu never_published=%llu on_disk_missing=%llu "
-           "consumed=%llu consumer_missing=%llu restart_failed=%d "
-           "converge_ms=%d unclean_stops=%d failed_stored=%llu "
-           "member_failed=%d\n",
-           c->nem->name, (unsigned long long)c->cfg.seed, c->injured,
-           c->injury_log, (unsigned long long)r->read_total,
-           (unsigned long long)r->misplaced,
-           (unsigned long long)r->never_published,
-           (unsigned long long)r->on_disk_missing,
-           (unsigned long long)c->consumed,
-           (unsigned long long)r->consumer_missing, c->restart_failed,
-           c->converge_ms, c->unclean_stops,
-           (unsigned long long)r->failed_stored, c->member_failed);
+    printf(
+        "keel-faults: nemesis=%s seed=%llu injuries=%d [%s] read=%llu "
+        "misplaced=%llu never_published=%llu on_disk_missing=%llu "
+        "consumed=%llu consumer_missing=%llu restart_failed=%d "
+        "converge_ms=%d unclean_stops=%d failed_stored=%llu "
+        "member_failed=%d%s%s%s\n",
+        c->nem->name, (unsigned long long)c->cfg.seed, c->injured,
+        c->injury_log, (unsigned long long)r->read_total,
+        (unsigned long long)r->misplaced,
+        (unsigned long long)r->never_published,
+        (unsigned long long)r->on_disk_missing, (unsigned long long)c->consumed,
+        (unsigned long long)r->consumer_missing, c->restart_failed,
+        c->converge_ms, c->unclean_stops, (unsigned long long)r->failed_stored,
+        c->member_failed, c->member_why[0] != '\0' ? " [" : "", c->member_why,
+        c->member_why[0] != '\0' ? "]" : "");
 }
 
 /* Traffic with nemesis events, then heal and measure recovery. */

@@ -65,6 +65,18 @@ static void urls_but(struct f_run_ctx *c, int skip, char *out, size_t len)
     }
 }
 
+/* The first failure's reason, for the run's info line (stderr has all). */
+static void why(struct f_run_ctx *c, const char *fmt, ...)
+{
+    va_list ap;
+    if (c->member_why[0] != '\0') {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(c->member_why, sizeof c->member_why, fmt, ap);
+    va_end(ap);
+}
+
 /* Run `keel <args>` against the running nodes but skip; exit status (0
  * success). Its output is printed with -v and when it fails. */
 static int keel_cli(struct f_run_ctx *c, int skip, const char *fmt, ...)
@@ -89,6 +101,13 @@ static int keel_cli(struct f_run_ctx *c, int skip, const char *fmt, ...)
     int rv = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (rv != 0 || c->cfg.verbose) {
         fprintf(stderr, "keel-faults: keel %s -> %d\n%s", args, rv, out);
+    }
+    if (rv != 0) {
+        char *nl = strchr(out, '\n');
+        if (nl != NULL) {
+            *nl = '\0';
+        }
+        why(c, "keel %s -> %d: %s", args, rv, out);
     }
     return rv;
 }
@@ -120,7 +139,7 @@ static bool settled(struct f_run_ctx *c, const char *urls, int gone)
     return ok && n == c->cfg.replicas;
 }
 
-static int wait_settled(struct f_run_ctx *c, int gone, const char *why)
+static int wait_settled(struct f_run_ctx *c, int gone, const char *why_s)
 {
     char urls[512];
     long long t0 = h_now_ms();
@@ -141,10 +160,12 @@ static int wait_settled(struct f_run_ctx *c, int gone, const char *why)
     }
     json_t *cl = f_stream_cluster(urls);
     char *s = cl != NULL ? json_dumps(cl, JSON_COMPACT) : NULL;
+    why(c, "%s: not settled in %d ms: %s", why_s, M_SETTLE_MS,
+        s != NULL ? s : "no answer");
     fprintf(stderr,
             "keel-faults: %s: the stream did not settle within %d ms "
             "(%d replicas%s%s): %s\n",
-            why, M_SETTLE_MS, c->cfg.replicas, gone >= 0 ? ", none on " : "",
+            why_s, M_SETTLE_MS, c->cfg.replicas, gone >= 0 ? ", none on " : "",
             gone >= 0 ? name_of(c, gone) : "", s != NULL ? s : "no answer");
     free(s);
     json_decref(cl);
@@ -183,6 +204,7 @@ static int start(struct f_run_ctx *c, int i)
     }
     fprintf(stderr, "keel-faults: %s did not start on its empty disk\n",
             name_of(c, i));
+    why(c, "%s did not start on its empty disk", name_of(c, i));
     return -1;
 }
 
@@ -202,6 +224,7 @@ static int wipe_and_add(struct f_run_ctx *c, int i)
     if (h_netns_wait_mesh(&c->net, F_RECOVERY_MS_MAX) != 0) {
         fprintf(stderr, "keel-faults: %s did not link to the others\n",
                 name_of(c, i));
+        why(c, "%s did not link to the others", name_of(c, i));
         return -1;
     }
     return keel_cli(c, -1, "cluster add-peer %s --wait " M_WAIT,
@@ -271,6 +294,7 @@ int f_member_event(struct f_run_ctx *c)
     }
     if (hosts(c) != 0) {
         fprintf(stderr, "keel-faults: the stream's replicas are unknown\n");
+        why(c, "the stream's replicas are unknown");
         c->member_failed++;
         return 0;
     }
@@ -352,6 +376,7 @@ int f_member_settle(struct f_run_ctx *c, const char *urls)
         if (h_now_ms() - t0 > M_SETTLE_MS) {
             fprintf(stderr, "keel-faults: not every node is a meta voter "
                             "at the end\n");
+            why(c, "not every node is a meta voter at the end");
             c->member_failed++;
             return -1;
         }

@@ -18,7 +18,10 @@
  *    prints the plan, `--accept-loss` applies it (n1 the source), and every
  *    acked message is there, new publishes too.
  * 4. n2 leads the stream and is removed alive (finding F13): remove-peer
- *    returns once the stream's replica moved off n2. */
+ *    returns once the stream's replica moved off n2.
+ * 5. As 3, but the override reaches only n2 and n3 while n1 (the source)
+ *    is down, and one of them restarts: the recorded recover wait keeps it
+ *    from campaigning until n1 is back and leads. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -532,10 +535,10 @@ static bool two_amnesiac(void *arg)
            strstr(out, "LEADER") == NULL;
 }
 
-static void recover_after_a_majority_lost_the_tail_of_its_log(void **state)
+/* 300 acked messages on n1..n3; every node stops, n2 and n3 lose the
+ * tail of the stream's log and all restart: no leader (out: the survey). */
+static void a_majority_loses_the_tail_of_its_log(char *out)
 {
-    (void)state;
-    char out[4096];
     assert_true(h_poll(stream_added, NULL, WAIT_MS));
     for (int k = 0; k < 300; k++) {
         publish_more(0, k);
@@ -562,6 +565,13 @@ static void recover_after_a_majority_lost_the_tail_of_its_log(void **state)
     }
     assert_true(h_poll(two_amnesiac, out, 3 * WAIT_MS));
     assert_non_null(strstr(out, "rerun with --accept-loss"));
+}
+
+static void recover_after_a_majority_lost_the_tail_of_its_log(void **state)
+{
+    (void)state;
+    char out[4096];
+    a_majority_loses_the_tail_of_its_log(out);
     /* The operator accepts the loss: n1 (the longest log) is the source. */
     assert_int_equal(keel(out, sizeof out,
                           "cluster recover --accept-loss --stream " STREAM
@@ -630,6 +640,96 @@ static void a_node_is_added_and_a_dead_one_removed_under_load(void **state)
 
     /* n4 is a voter of the stream: with n1 gone, n2 and n4 commit. */
     finish_without_n1(3);
+}
+
+/* Node i's survey of the stream's group (NULL: no answer). */
+static json_t *survey(int i)
+{
+    json_t *o = request(i, "$KEEL.API.CLUSTER.RECOVER.SURVEY",
+                        "{\"stream\":\"" STREAM "\"}");
+    if (o != NULL && json_object_get(o, "error") != NULL) {
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
+}
+
+static long long survey_int(int i, const char *key)
+{
+    json_t *o = survey(i);
+    assert_non_null(o);
+    long long v = (long long)json_integer_value(json_object_get(o, key));
+    json_decref(o);
+    return v;
+}
+
+static long long recover_term; /* the override's term in the test below */
+
+/* n2 or n3 leads, or campaigned (its term moved past the override's). */
+static bool n2_or_n3_campaigned(void *arg)
+{
+    (void)arg;
+    bool moved = false;
+    for (int i = 1; i < SEEDS && !moved; i++) {
+        json_t *o = survey(i);
+        moved = o != NULL &&
+                (json_is_true(json_object_get(o, "leader")) ||
+                 json_integer_value(json_object_get(o, "term")) > recover_term);
+        json_decref(o);
+    }
+    return moved;
+}
+
+/* The override reached n2 and n3 (not the source) while n1, the source,
+ * is down; then the longer of the two restarts. Without the recorded wait
+ * it campaigned, won with the other's vote and cut n1's acked tail when
+ * n1 came back (README design note 21): it must wait for n1. */
+static void a_non_source_restarted_after_recover_does_not_campaign(void **state)
+{
+    (void)state;
+    char out[4096];
+    a_majority_loses_the_tail_of_its_log(out);
+    long long term = survey_int(0, "term");
+    disconnect(0);
+    assert_int_equal(h_netns_node_stop(&net, 0), 0);
+    for (int i = 1; i < SEEDS; i++) {
+        long long t = survey_int(i, "term");
+        term = t > term ? t : term;
+    }
+    recover_term = term + 1;
+    for (int i = 1; i < SEEDS; i++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"stream\":\"" STREAM "\",\"term\":%lld,\"keep\":%lld,"
+                 "\"accept_loss\":true,\"source\":false}",
+                 recover_term, survey_int(i, "last_index"));
+        json_t *o = request(i, "$KEEL.API.CLUSTER.RECOVER", body);
+        assert_non_null(o);
+        assert_true(json_is_true(json_object_get(o, "success")));
+        json_decref(o);
+    }
+    int longer =
+        survey_int(1, "last_index") > survey_int(2, "last_index") ? 1 : 2;
+    disconnect(longer);
+    assert_int_equal(h_netns_node_kill(&net, longer), 0);
+    assert_int_equal(h_netns_node_start(&net, longer), 0);
+    assert_true(h_poll(connected, &longer, WAIT_MS));
+    /* An observation, not a wait for a condition: over five election
+     * timeouts neither n2 nor n3 may lead or campaign. */
+    assert_false(h_poll(n2_or_n3_campaigned, NULL, 5 * 1000));
+    /* n1 comes back, is elected with their votes, and nothing acked is
+     * lost. */
+    assert_int_equal(h_netns_node_start(&net, 0), 0);
+    int zero = 0;
+    assert_true(h_poll(connected, &zero, WAIT_MS));
+    info_via = 0;
+    assert_true(h_poll(three_replicas, NULL, 3 * WAIT_MS));
+    for (int k = 300; k < 310; k++) {
+        publish_more(0, k);
+    }
+    for (int i = 0; i < SEEDS; i++) {
+        check_acked(i);
+    }
 }
 
 static bool stream_led_by(void *arg)
@@ -704,7 +804,13 @@ int main(void)
             setup_small_segments, teardown),
         cmocka_unit_test_setup_teardown(
             a_live_stream_leader_is_removed_under_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_non_source_restarted_after_recover_does_not_campaign,
+            setup_small_segments, teardown),
     };
+    if (getenv("CMOCKA_TEST_FILTER") != NULL) { /* one test by hand */
+        cmocka_set_test_filter(getenv("CMOCKA_TEST_FILTER"));
+    }
     int rv = cmocka_run_group_tests(tests, NULL, NULL);
     nats_Close();
     return rv;

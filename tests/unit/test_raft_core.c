@@ -415,6 +415,48 @@ static void after_recover_only_the_source_campaigns(void **state)
     assert_true(v->vote.pre);
 }
 
+/* The wait is reported for the driver to record (set with the recover's
+ * term, cleared when a leader is heard), and a node restarted with it
+ * recorded (raft_load_recover_wait) does not campaign either. */
+static void the_recover_wait_is_reported_and_survives_a_restart(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_in in = {.type = RAFT_IN_RECOVER};
+    in.recover.term = f->r[1].term + 5;
+    in.recover.keep = f->r[1].last_index;
+    assert_int_equal(step(f, 1, &in), 0);
+    assert_true(f->out.recover_wait_changed);
+    assert_int_equal(f->out.recover_wait_term, in.recover.term);
+    /* The restart: the same log and hard state, the wait loaded. */
+    raft_close(&f->r[1]);
+    struct raft_params p = {.id = 2,
+                            .incarnation = 101,
+                            .seed = 2,
+                            .election_timeout_ms = ET,
+                            .heartbeat_ms = 20};
+    assert_int_equal(raft_init(&f->r[1], &p), 0);
+    raft_load_hard_state(&f->r[1], in.recover.term, 0);
+    struct raft_entry c = {1, RAFT_ENTRY_CONFIG, f->cfglen, f->cfgbuf};
+    assert_int_equal(raft_load_entry(&f->r[1], 1, &c), 0);
+    raft_load_recover_wait(&f->r[1]);
+    raft_start(&f->r[1], f->now);
+    tick(f, 1, 10 * ET);
+    assert_int_equal(f->out.n_msgs, 0);
+    assert_false(f->out.recover_wait_changed);
+    /* A leader heard: the wait ends and the record is cleared. */
+    struct raft_msg a = {.type = RAFT_MSG_APPEND,
+                         .from = 1,
+                         .from_incarnation = 100,
+                         .to = 2,
+                         .to_incarnation = 101,
+                         .term = f->r[1].term};
+    a.append.prev_index = f->r[1].last_index;
+    a.append.prev_term = raft_term_at(&f->r[1], f->r[1].last_index);
+    deliver(f, 1, &a);
+    assert_true(f->out.recover_wait_changed);
+    assert_int_equal(f->out.recover_wait_term, 0);
+}
+
 /* --force skips rule 4 (healthy majority) but never rule 3. */
 static void force_skips_only_the_healthy_majority_rule(void **state)
 {
@@ -601,6 +643,7 @@ int main(void)
         T(unsafe_changes_are_refused),
         T(force_skips_only_the_healthy_majority_rule),
         T(after_recover_only_the_source_campaigns),
+        T(the_recover_wait_is_reported_and_survives_a_restart),
         T(a_truncated_configuration_entry_stops_applying),
         T(read_index_waits_for_a_heartbeat_round_of_this_term),
         T(an_installed_snapshot_counts_only_once_durable),

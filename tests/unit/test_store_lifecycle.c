@@ -188,6 +188,28 @@ static void group_delete_removes_catalogue_hard_state_and_files(void **state)
     ts_expect(&f->t, 3, 1, 2);
 }
 
+/* The recover wait (operator override) is recorded synced, survives a
+ * crash, is cleared by term 0, and a group delete removes it. */
+static void recover_wait_survives_a_crash_until_cleared_or_deleted(void **state)
+{
+    struct fixture *f = *state;
+    uint64_t term = 0;
+
+    assert_int_equal(store_recover_wait_get(f->t.g, &term), KEEL_ENOENT);
+    assert_int_equal(store_recover_wait_set(f->t.g, 7, NULL), 0);
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(store_recover_wait_get(f->t.g, &term), 0);
+    assert_int_equal(term, 7);
+    assert_int_equal(store_recover_wait_set(f->t.g, 0, NULL), 0);
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(store_recover_wait_get(f->t.g, &term), KEEL_ENOENT);
+    assert_int_equal(store_recover_wait_set(f->t.g, 9, NULL), 0);
+    assert_int_equal(store_group_delete(f->t.s, &f->t.gid, NULL), 0);
+    f->t.g = NULL;
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(store_recover_wait_get(f->t.g, &term), KEEL_ENOENT);
+}
+
 /* DESIGN §5: LMDB first (one synced txn), then unlink, then directory
  * fsync. A crash after any step opens as the whole group or as an empty
  * group whose leftover files are quarantined — never as a group with a
@@ -438,6 +460,9 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(
             group_delete_crash_at_every_step_never_leaves_half, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            recover_wait_survives_a_crash_until_cleared_or_deleted, setup,
             teardown),
         cmocka_unit_test_setup_teardown(
             incarnation64_folds_the_first_eight_bytes, setup, teardown),
