@@ -265,6 +265,17 @@ static uint64_t meta_root(int fd)
     return txn[1] > txn[0] ? root[1] : root[0];
 }
 
+/* Ten persisted records, the store closed (crash), its incarnation in inc
+ * and meta.lmdb open for writing (the caller closes it). */
+static int ten_records_then_meta_lmdb(struct fixture *f, uint8_t inc[16])
+{
+    memcpy(inc, f->t.node.incarnation, 16);
+    ts_append(&f->t, 1, 10, 5, 100, 1);
+    assert_true(ts_wait_persisted(&f->t, 10));
+    ts_close(&f->t, false);
+    return open_meta_lmdb(f->t.dir);
+}
+
 static void reopen_expect_reset(struct fixture *f, const uint8_t *inc,
                                 const char *why)
 {
@@ -285,12 +296,7 @@ static void a_meta_root_past_the_last_page_resets(void **state)
 {
     struct fixture *f = *state;
     uint8_t inc[16];
-
-    memcpy(inc, f->t.node.incarnation, 16);
-    ts_append(&f->t, 1, 10, 5, 100, 1);
-    assert_true(ts_wait_persisted(&f->t, 10));
-    ts_close(&f->t, false);
-    int fd = open_meta_lmdb(f->t.dir);
+    int fd = ten_records_then_meta_lmdb(f, inc);
     uint64_t root = 1000;
     for (off_t page = 0; page < 2; page++) {
         assert_int_equal(pwrite(fd, &root, 8, page * LMDB_PAGE + LMDB_ROOT_AT),
@@ -308,12 +314,7 @@ static void a_meta_node_pointer_past_the_file_resets_not_crashes(void **state)
 {
     struct fixture *f = *state;
     uint8_t inc[16];
-
-    memcpy(inc, f->t.node.incarnation, 16);
-    ts_append(&f->t, 1, 10, 5, 100, 1);
-    assert_true(ts_wait_persisted(&f->t, 10));
-    ts_close(&f->t, false);
-    int fd = open_meta_lmdb(f->t.dir);
+    int fd = ten_records_then_meta_lmdb(f, inc);
     off_t leaf = (off_t)meta_root(fd) * LMDB_PAGE;
     uint16_t flags = 0;
     assert_int_equal(pread(fd, &flags, 2, leaf + 10), 2);
