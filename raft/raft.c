@@ -605,6 +605,10 @@ static int faulty_report(struct raft *r, const struct raft_in *in,
         r->fetch_sent = false;
         r->fetch_held = false;
     }
+    /* Copies from the leader start again at the (new or same) first fault:
+     * the driver collects one run at a time and dropped any it refused. */
+    r->repair_fault = 0;
+    r->repair_next = 0;
     r->faulty = f;
     if (chain && f != 0 && is_self_voter(r)) {
         r->fetch_sent = true;

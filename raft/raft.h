@@ -267,11 +267,16 @@ struct raft_read {
     raft_index index; /* serve the read once applied >= index */
 };
 
-/* A copy of a record the log holds as faulty, received from the leader: the
- * driver verifies it (re-encoded with the local predecessor checksum and
- * salt, it must match the local successor's prev-checksum, or M), writes it
- * in place, syncs, and reports RAFT_IN_FAULTY with the next faulty index. A
- * copy that does not verify is dropped (the store keeps the record faulty). */
+/* A copy of a record at or after the first faulty index, received from the
+ * leader. Copies come in index order from the first faulty index on (one
+ * step may carry several, a run continues in later steps). The driver
+ * collects them until they cover a damaged run up to an intact successor,
+ * verifies the run (re-encoded with the local predecessor checksum and
+ * salt, the chain must end at the local successor's prev-checksum, or M),
+ * writes it in place, syncs, and reports RAFT_IN_FAULTY with the next
+ * faulty index. A run that does not verify is dropped (the store keeps it
+ * faulty) and the driver reports RAFT_IN_FAULTY with the same index: the
+ * core then starts handing copies from that index again. */
 struct raft_repair {
     raft_index index;
     struct raft_entry entry; /* buf points into the input message */
@@ -479,6 +484,13 @@ struct raft {
     bool recover_wait_dirty;
     bool fetch_sent; /* a FETCH round went out for this fault */
     bool fetch_held; /* a FETCH answer showed an intact copy exists */
+    /* Repair from the leader (finding F12): the store verifies a damaged
+     * run only as a whole (the chain must end at an intact successor), so
+     * the core hands the leader's copies of faulty..extent in order, one
+     * per index, and the driver collects them. repair_next: the next index
+     * to hand while repair_fault == faulty (else faulty itself). */
+    raft_index repair_fault;
+    raft_index repair_next;
 };
 
 /* Initialise an empty group object. Allocates the term-run table; returns 0

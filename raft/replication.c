@@ -311,6 +311,42 @@ static void reply_append(struct raft *r, const struct raft_msg *m, bool success,
     resp->append_resp.ctx = m->append.ctx;
 }
 
+/* The next index whose leader copy the driver still needs (finding F12):
+ * faulty itself, or past the copies already handed for this fault. */
+static raft_index repair_want(const struct raft *r)
+{
+    ASSERT(r->faulty != 0);
+    return r->repair_fault == r->faulty && r->repair_next > r->faulty
+               ? r->repair_next
+               : r->faulty;
+}
+
+/* The last index a fault can reach: the extent (the loaded log's end, or
+ * the log's end when a read found the damage), never past the log. */
+static raft_index repair_bound(const struct raft *r)
+{
+    ASSERT(r->faulty != 0);
+    return r->extent_index >= r->faulty && r->extent_index < r->last_index
+               ? r->extent_index
+               : r->last_index;
+}
+
+/* Hand the leader's copy of index (our term) to the driver when it is the
+ * next one a repair needs: a damaged run is verified as a whole, so every
+ * index from the fault through the run's end is needed, in order. */
+static void repair_offer(struct raft *r, raft_index index,
+                         const struct raft_entry *e, struct raft_out *out)
+{
+    if (r->faulty == 0 || index != repair_want(r) || index > repair_bound(r) ||
+        out->n_repairs >= RAFT_OUT_REPAIRS_MAX) {
+        return;
+    }
+    out->repairs[out->n_repairs++] =
+        (struct raft_repair){.index = index, .entry = *e};
+    r->repair_fault = r->faulty;
+    r->repair_next = index + 1;
+}
+
 /* Store the new part of an accepted AppendEntries: skip what matches,
  * truncate at the first conflict, append the rest. Returns the last index
  * now known to match the leader. */
@@ -323,13 +359,9 @@ static raft_index append_entries(struct raft *r, raft_index prev,
     ASSERT(n <= RAFT_APPEND_ENTRIES_MAX);
     while (i < n && prev + 1 + i <= r->last_index &&
            raft_term_at(r, prev + 1 + i) == e[i].term) {
-        if (prev + 1 + i == r->faulty &&
-            out->n_repairs < RAFT_OUT_REPAIRS_MAX) {
-            /* Repair: the leader's copy of our damaged record, for the
-             * store to verify and write in place. */
-            out->repairs[out->n_repairs++] =
-                (struct raft_repair){.index = r->faulty, .entry = e[i]};
-        }
+        /* Repair: the leader's copy of a damaged record, for the store
+         * to verify (with the rest of its run) and write in place. */
+        repair_offer(r, prev + 1 + i, &e[i], out);
         i++;
     }
     if (i == n) {
@@ -394,10 +426,11 @@ void recv_append(struct raft *r, const struct raft_msg *m, struct raft_out *out)
     if (c > r->commit) {
         r->commit = c;
     }
-    if (r->faulty != 0 && out->n_repairs == 0 && prev >= r->faulty) {
-        /* Faulty and this append did not carry the damaged index: reject
-         * with a hint below it so the leader resends it (repair). */
-        reply_append(r, m, false, 0, r->faulty - 1, out);
+    if (r->faulty != 0 && out->n_repairs == 0 && prev >= repair_want(r) &&
+        repair_want(r) <= repair_bound(r)) {
+        /* Faulty and this append skipped the next index the repair needs:
+         * reject with a hint below it so the leader resends from there. */
+        reply_append(r, m, false, 0, repair_want(r) - 1, out);
         return;
     }
     reply_append(r, m, true, matched, r->last_index, out);

@@ -219,3 +219,18 @@ int store_repair(struct store_group *g, const struct store_record *recs,
     pthread_mutex_unlock(&g->s->mu);
     return 0;
 }
+
+int store_faulty_run(struct store_group *g, uint64_t from, uint64_t *last)
+{
+    ASSERT(g != NULL && last != NULL);
+    if (g->nents == 0 || from < g->first_index || from > store__last_index(g) ||
+        !store__ent(g, from)->faulty) {
+        return KEEL_EINVAL;
+    }
+    uint64_t b = from;
+    while (b < store__last_index(g) && store__ent(g, b + 1)->faulty) {
+        b++;
+    }
+    *last = b;
+    return 0;
+}

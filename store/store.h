@@ -274,6 +274,12 @@ KEEL_MUST_USE int store_repair(struct store_group *g,
                                const struct store_record *recs, size_t n,
                                char *errmsg);
 
+/* The damaged run starting at faulty index `from`: *last := the last index
+ * of the consecutive faulty records from there (the run store_repair must
+ * be given whole). KEEL_EINVAL if `from` is not faulty. Loop thread. */
+KEEL_MUST_USE int store_faulty_run(struct store_group *g, uint64_t from,
+                                   uint64_t *last);
+
 /* Record a durable snapshot (index, term) (synced, blocking: call from a
  * worker thread or while the group is quiet). The previous newest becomes
  * the older kept snapshot. KEEL_EAGAIN if index is above the persisted

@@ -100,6 +100,14 @@ static void exec_write(struct store_group *g, struct op *op, bool sync_now)
     m.rec_checksum = op->last_checksum;
     memcpy(m.boot_id, s->boot_id, STORE_BOOT_ID_BYTES);
     store_fmt_marker_encode(marker, &m, op->seg->salt);
+    if (interval && g->last_seg != NULL && g->last_seg != op->seg &&
+        g->last_seg->state == SEG_LIVE) {
+        /* The log moves to a new segment: the next timer sync covers only
+         * that one, but its marker will name records after everything
+         * written here since the last sync (finding F12: after a power
+         * loss those sat below M damaged, not torn). */
+        datasync(g, g->last_seg);
+    }
     must(s,
          s->fs->pwritev(s->fs, op->seg->f, iov, interval ? 1 : 2, op->off,
                         errmsg),

@@ -235,7 +235,11 @@ _Static_assert(SRV_JS_FWD_PARK_MS >= 2 * SRV_JSC_ELECTION_MS,
 #define STORE_SCAN_RECORDS_MAX (STORE_SEGMENT_BYTES_MAX / 48)
 #define STORE_SCAN_READ_BYTES (1024u * 1024)  /* one recovery-scan read */
 #define STORE_READ_RANGE_BYTES (1024u * 1024) /* one store_read_range pread */
-#define STORE_REPAIR_RECORDS_MAX 1024
+/* One repaired run: a damaged run is verified as a whole (finding F12: a
+ * power loss under interval left 5,377 records in one run), so up to a
+ * segment of minimal records; the driver bounds the bytes it collects. */
+#define STORE_REPAIR_RECORDS_MAX STORE_SCAN_RECORDS_MAX
+#define STORE_REPAIR_BYTES_MAX (64u * 1024 * 1024)
 #define STORE_VOTE_BYTES_MAX 64
 #define STORE_PATH_BYTES_MAX 4096
 #define STORE_DIR_ENTRIES_MAX (2 * STORE_SEGMENTS_PER_GROUP_MAX)
@@ -261,13 +265,15 @@ _Static_assert(STORE_RECORD_PAYLOAD_BYTES_MAX <= STORE_BATCH_BYTES_MAX,
 #define RAFT_INFLIGHT_MAX 8          /* AppendEntries in flight per follower */
 #define RAFT_READS_MAX 64            /* pending read-index requests */
 #define RAFT_OUT_READS_MAX 64        /* read-index results out of one step */
-#define RAFT_OUT_REPAIRS_MAX 1       /* faulty records repaired per step */
+#define RAFT_OUT_REPAIRS_MAX 64      /* copies of faulty records per step */
 #define RAFT_CONFIG_BYTES_MAX (8 + RAFT_SERVERS_MAX * 17)
 #define RAFT_MSG_BYTES_MAX (64 * 1024 * 1024) /* one encoded frame */
 #define RAFT_ENTRY_BYTES_MAX (16 * 1024 * 1024)
 
 _Static_assert(RAFT_APPEND_ENTRIES_MAX <= RAFT_OUT_ENTRIES_MAX,
                "one AppendEntries must fit one step's output");
+_Static_assert(RAFT_APPEND_ENTRIES_MAX <= RAFT_OUT_REPAIRS_MAX,
+               "every copy one AppendEntries carries must fit one step");
 _Static_assert(RAFT_PROPOSE_ENTRIES_MAX <= RAFT_OUT_ENTRIES_MAX,
                "one proposal must fit one step's output");
 _Static_assert(2 * RAFT_SERVERS_MAX <= RAFT_OUT_MSGS_MAX,

@@ -31,7 +31,7 @@ static int step(struct replica *r, struct raft_in *in)
     in->now_ms = now_ms(r);
     int rv = raft_step(&r->raft, in, &r->out);
     int hv = handle_out(r);
-    if (r->fault_check && !r->closing) {
+    if ((r->fault_check || r->repair_restart) && !r->closing) {
         r->fault_check = false; /* a read of this step found damage */
         replica__fault_report(r);
     }
@@ -668,6 +668,7 @@ static void replica_free(struct replica *r)
     }
     raft_close(&r->raft);
     replica__cache_drop(r);
+    replica__repair_drop(r);
     free(r->queue);
     free(r->ctxs);
     free(r);

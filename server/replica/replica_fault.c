@@ -94,9 +94,102 @@ int replica__load_amnesia(struct replica *r, const struct store_recovery *rep,
     return 0;
 }
 
+void replica__repair_drop(struct replica *r)
+{
+    ASSERT(r->rbuf_n <= r->rbuf_cap);
+    for (uint32_t i = 0; i < r->rbuf_n; i++) {
+        free((void *)r->rbuf[i].payload);
+    }
+    free(r->rbuf);
+    r->rbuf = NULL;
+    r->rbuf_n = 0;
+    r->rbuf_cap = 0;
+    r->rbuf_bytes = 0;
+    r->rbuf_first = 0;
+    r->rbuf_last = 0;
+}
+
+/* Keep one copy (its payload copied: it points into the step's input). */
+static int repair_hold(struct replica *r, const struct raft_repair *rp)
+{
+    size_t bytes = rp->entry.len + sizeof(struct store_record);
+    if (r->rbuf_bytes + bytes > STORE_REPAIR_BYTES_MAX ||
+        r->rbuf_n >= STORE_REPAIR_RECORDS_MAX) {
+        return KEEL_ELIMIT;
+    }
+    if (r->rbuf_n == r->rbuf_cap) {
+        uint32_t cap = r->rbuf_cap == 0 ? 64 : 2 * r->rbuf_cap;
+        struct store_record *nb = realloc(r->rbuf, cap * sizeof *nb);
+        if (nb == NULL) {
+            return KEEL_ENOMEM;
+        }
+        r->rbuf = nb;
+        r->rbuf_cap = cap;
+    }
+    void *pl = NULL;
+    if (rp->entry.len > 0) {
+        pl = malloc(rp->entry.len);
+        if (pl == NULL) {
+            return KEEL_ENOMEM;
+        }
+        memcpy(pl, rp->entry.buf, rp->entry.len);
+    }
+    r->rbuf[r->rbuf_n++] = (struct store_record){.index = rp->index,
+                                                 .term = rp->entry.term,
+                                                 .type = rp->entry.type,
+                                                 .flags = 0,
+                                                 .len = rp->entry.len,
+                                                 .payload = pl};
+    r->rbuf_bytes += bytes;
+    return 0;
+}
+
+/* One leader copy (the core hands them in index order from its first
+ * fault). The store verifies a damaged run only whole, against the intact
+ * record after it (finding F12: handing it one record of a 5,377-record
+ * run at a time was refused for ever), so the copies of the run are
+ * collected and handed over together once the last one arrived. */
+static void repair_collect(struct replica *r, const struct raft_repair *rp)
+{
+    char err[KEEL_ERRMSG_MAX];
+    uint64_t last = 0;
+    if (store_faulty_run(r->g, rp->index, &last) == 0 &&
+        (r->rbuf_n == 0 || rp->index != r->rbuf_first + r->rbuf_n)) {
+        /* A run starts at this copy: the core starts each at its fault. */
+        struct store_group_info gi;
+        store_group_info(r->g, &gi);
+        replica__repair_drop(r);
+        if (rp->index != gi.first_faulty) {
+            return;
+        }
+        r->rbuf_first = rp->index;
+        r->rbuf_last = last;
+    } else if (r->rbuf_n == 0 || rp->index != r->rbuf_first + r->rbuf_n ||
+               rp->index > r->rbuf_last) {
+        return; /* an intact record after the run, or out of order */
+    }
+    if (repair_hold(r, rp) != 0) {
+        /* Too large to verify in memory: it stays faulty (apply stops
+         * before it); /healthz and the refused count say so. */
+        replica__repair_drop(r);
+        r->repairs_refused++;
+        return;
+    }
+    if (rp->index < r->rbuf_last) {
+        return;
+    }
+    if (store_repair(r->g, r->rbuf, r->rbuf_n, err) == 0) {
+        r->repairs_queued += r->rbuf_n;
+    } else {
+        r->repairs_refused += r->rbuf_n;
+        r->repair_restart = true; /* ask for the run again */
+    }
+    replica__repair_drop(r);
+}
+
 /* Before any message of this step goes out: amnesia changes are durable
- * (rule 3), and verified copies are queued for an in-place write. A copy
- * that does not verify is dropped: the record stays faulty. */
+ * (rule 3), and verified runs are queued for an in-place write. A run
+ * that does not verify is dropped: its records stay faulty. */
 int replica__fault_out(struct replica *r, const struct raft_out *o,
                        char *errmsg)
 {
@@ -111,19 +204,7 @@ int replica__fault_out(struct replica *r, const struct raft_out *o,
     }
     ASSERT(o->n_repairs <= RAFT_OUT_REPAIRS_MAX);
     for (uint32_t i = 0; i < o->n_repairs; i++) {
-        const struct raft_repair *rp = &o->repairs[i];
-        struct store_record rec = {.index = rp->index,
-                                   .term = rp->entry.term,
-                                   .type = rp->entry.type,
-                                   .flags = 0,
-                                   .len = rp->entry.len,
-                                   .payload = rp->entry.buf};
-        char err[KEEL_ERRMSG_MAX];
-        if (store_repair(r->g, &rec, 1, err) == 0) {
-            r->repairs_queued++;
-        } else {
-            r->repairs_refused++;
-        }
+        repair_collect(r, &o->repairs[i]);
     }
     return 0;
 }
@@ -133,7 +214,9 @@ void replica__fault_report(struct replica *r)
 {
     struct store_group_info gi;
     store_group_info(r->g, &gi);
-    if (gi.first_faulty == r->raft.faulty ||
+    bool restart = r->repair_restart;
+    r->repair_restart = false;
+    if ((gi.first_faulty == r->raft.faulty && !restart) ||
         (gi.first_faulty != 0 && gi.first_faulty <= r->raft.snap_index)) {
         return;
     }

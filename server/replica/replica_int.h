@@ -143,6 +143,15 @@ struct replica {
     bool fault_check;
     uint64_t repairs_queued;
     uint64_t repairs_refused;
+    /* The leader's copies of the damaged run [rbuf_first, rbuf_last] being
+     * collected (the store verifies a run only whole: finding F12), the
+     * first rbuf_n of them held with their payloads; repair_restart: a run
+     * was refused, the core must hand copies from its fault again. */
+    uint64_t rbuf_first, rbuf_last;
+    uint32_t rbuf_n, rbuf_cap;
+    size_t rbuf_bytes;
+    struct store_record *rbuf;
+    bool repair_restart;
     int handles_open; /* timer, idle, and a snapshot job in flight */
     struct replica_snap snap;
     /* Leader's send cache (replica_cache.c): REPLICA_SEND_CACHE_ENTRIES
@@ -185,8 +194,10 @@ int replica__load_recover_wait(struct replica *r, char *errmsg);
 int replica__fault_out(struct replica *r, const struct raft_out *o,
                        char *errmsg);
 /* The store's first faulty index changed (a read found damage, a repair
- * finished): one RAFT_IN_FAULTY step. */
+ * finished) or a run was refused: one RAFT_IN_FAULTY step. */
 void replica__fault_report(struct replica *r);
+/* Free the copies of a run being collected. */
+void replica__repair_drop(struct replica *r);
 /* Send a FETCH answer with the record filled from the store. */
 void replica__fill_fetch(struct replica *r, const struct raft_msg *m,
                          void (*send)(struct replica *,

@@ -556,10 +556,13 @@ static void repair(struct sim *s, uint32_t i, const struct raft_repair *rp)
 {
     struct sim_node *n = &s->nodes[i];
     uint64_t k = rp->index;
-    if (k == 0 || k > n->vlen || !n->vlog[k].bad) {
-        sim_violation(s, "driver: node %u asked to repair intact %llu", i + 1,
-                      (unsigned long long)k);
+    if (k == 0 || k > n->vlen) {
+        sim_violation(s, "driver: node %u asked to repair %llu past its log",
+                      i + 1, (unsigned long long)k);
         return;
+    }
+    if (!n->vlog[k].bad) {
+        return; /* copies run on from the fault: an intact record */
     }
     struct sim_entry e = {
         .term = rp->entry.term, .type = rp->entry.type, .len = rp->entry.len};
@@ -682,9 +685,12 @@ void sim_node_step(struct sim *s, uint32_t i, struct raft_in *in)
         stage_chunk(s, i, &out->snapshot);
     }
     node_schedule_tick(s, i, out->timeout_ms);
-    if (out->n_repairs > 0) {
-        struct raft_repair rp = out->repairs[0]; /* out is reused below */
-        repair(s, i, &rp);
+    /* out is reused by the steps a repair reports: copy the list first. */
+    uint32_t nr = out->n_repairs;
+    struct raft_repair rps[RAFT_OUT_REPAIRS_MAX];
+    memcpy(rps, out->repairs, nr * sizeof rps[0]);
+    for (uint32_t j = 0; j < nr; j++) {
+        repair(s, i, &rps[j]);
     }
 }
 

@@ -208,13 +208,69 @@ static void the_leaders_copy_of_a_faulty_index_is_a_repair(void **state)
                               {1, RAFT_ENTRY_NORMAL, 1, "x"}};
     struct raft_msg m = append(2, 2, 2, e, 0);
     deliver(f, 1, &m);
-    assert_int_equal(f->out.n_repairs, 1);
+    assert_int_equal(f->out.n_repairs, 2); /* 3 and the rest up to the extent */
     assert_int_equal(f->out.repairs[0].index, 3);
+    assert_int_equal(f->out.repairs[1].index, 4);
     assert_int_equal(f->out.truncate_from, 0); /* repaired, not truncated */
     struct raft_in in = {.type = RAFT_IN_FAULTY};
     in.faulty.index = 0;
     assert_int_equal(step(f, 1, &in), 0);
     assert_int_equal(f->r[1].faulty, 0);
+}
+
+static bool append_accepted(const struct fixture *f)
+{
+    for (uint32_t k = 0; k < f->out.n_msgs; k++) {
+        if (f->out.msgs[k].type == RAFT_MSG_APPEND_RESP) {
+            return f->out.msgs[k].append_resp.success;
+        }
+    }
+    fail_msg("no append response");
+    return false;
+}
+
+/* Finding F12: the store verifies a damaged run only whole (the chain ends
+ * at the intact record after it), so the core hands every copy from the
+ * fault through the extent, in order, over as many appends as it takes.
+ * It used to hand only the first faulty index and reject every append
+ * after it: a run of 5,377 records stayed faulty for good. */
+static void a_damaged_run_gets_every_copy_in_order_across_appends(void **state)
+{
+    struct fixture *f = *state;
+    boot(f, 1, 2, 1); /* 2..4 damaged, extent 4 */
+    struct raft_entry e[3] = {{1, RAFT_ENTRY_NORMAL, 1, "x"},
+                              {1, RAFT_ENTRY_NORMAL, 1, "x"},
+                              {1, RAFT_ENTRY_NORMAL, 1, "x"}};
+    struct raft_msg m = append(2, 1, 1, e, 0);
+    deliver(f, 1, &m);
+    assert_int_equal(f->out.n_repairs, 1);
+    assert_int_equal(f->out.repairs[0].index, 2);
+    assert_true(append_accepted(f));
+    /* The next append continues the run: accepted, copies 3 and 4. */
+    m = append(2, 2, 2, &e[1], 0);
+    deliver(f, 1, &m);
+    assert_int_equal(f->out.n_repairs, 2);
+    assert_int_equal(f->out.repairs[0].index, 3);
+    assert_int_equal(f->out.repairs[1].index, 4);
+    assert_true(append_accepted(f));
+    assert_int_equal(f->r[1].faulty, 2); /* until the store reports it */
+    /* Past the extent nothing more is needed: no rejection. */
+    m = append(2, 4, 0, NULL, 0);
+    deliver(f, 1, &m);
+    assert_int_equal(f->out.n_repairs, 0);
+    assert_true(append_accepted(f));
+    /* The run did not verify: the driver reports the same fault, and an
+     * append after it is rejected with a hint below the fault. */
+    struct raft_in in = {.type = RAFT_IN_FAULTY};
+    in.faulty.index = 2;
+    in.faulty.extent_index = 4;
+    in.faulty.extent_term = 1;
+    assert_int_equal(step(f, 1, &in), 0);
+    m = append(2, 3, 1, &e[2], 0);
+    deliver(f, 1, &m);
+    assert_int_equal(f->out.n_repairs, 0);
+    assert_false(append_accepted(f));
+    assert_int_equal(f->out.msgs[0].append_resp.hint, 1);
 }
 
 static void a_faulty_leader_stops_proposing_and_transfers(void **state)
@@ -593,6 +649,7 @@ int main(void)
         T(a_faulty_node_never_campaigns_and_asks_for_a_copy),
         T(apply_stops_before_the_fault),
         T(the_leaders_copy_of_a_faulty_index_is_a_repair),
+        T(a_damaged_run_gets_every_copy_in_order_across_appends),
         T(a_faulty_leader_stops_proposing_and_transfers),
         T(a_discard_round_fences_a_fresh_term_first),
         T(an_amnesiac_node_grants_no_vote_and_never_campaigns),
