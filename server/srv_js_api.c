@@ -525,6 +525,21 @@ static int resolve_seq(const struct srv_stream *st, const json_t *body,
     return srv_stream_sm_get(&st->sm, *seq) != NULL ? 0 : KEEL_ENOENT;
 }
 
+/* The answer to a MSG.GET / DIRECT.GET this node's state cannot serve:
+ * "not found" only when that is final (srv_stream_absent_is_final); a
+ * damaged record, or a replica that is damaged, amnesiac or behind, gets
+ * the retryable 503 (issue 8: an acked message never reads as missing). */
+static enum srv_js_err get_error(const struct srv_stream *st, uint64_t seq,
+                                 int rv)
+{
+    if (rv == KEEL_EINVAL) {
+        return SRV_JS_EBAD_REQUEST;
+    }
+    return rv == KEEL_ENOENT && srv_stream_absent_is_final(st, seq)
+               ? SRV_JS_ENO_MESSAGE
+               : SRV_JS_EUNAVAILABLE;
+}
+
 static void api_msg_get(struct api_req *q)
 {
     static const char kind[] = "stream_msg_get_response";
@@ -540,9 +555,7 @@ static void api_msg_get(struct api_req *q)
         rv = srv_stream_msg_load(st, seq, &m, err);
     }
     if (rv != 0) {
-        srv_js_reply_err(
-            q->js, q->reply, kind,
-            rv == KEEL_EINVAL ? SRV_JS_EBAD_REQUEST : SRV_JS_ENO_MESSAGE, NULL);
+        srv_js_reply_err(q->js, q->reply, kind, get_error(st, seq, rv), NULL);
         return;
     }
     char t[SRV_JS_TIME_BYTES];
@@ -568,12 +581,19 @@ static void api_msg_get(struct api_req *q)
 static void api_direct_get(struct api_req *q, struct srv_stream *st)
 {
     static const char not_found[] = "NATS/1.0 404 Message Not Found\r\n\r\n";
+    static const char unavailable[] =
+        "NATS/1.0 503 Stream Replica Unavailable\r\n\r\n";
     struct srv_stream_msg m;
     char err[KEEL_ERRMSG_MAX];
     uint64_t seq = 0;
     int rv = resolve_seq(st, q->body, &seq);
     if (rv == 0) {
         rv = srv_stream_msg_load(st, seq, &m, err);
+    }
+    if (rv != 0 && get_error(st, seq, rv) == SRV_JS_EUNAVAILABLE) {
+        send_raw(q->js, q->reply, NULL, unavailable, sizeof unavailable - 1,
+                 NULL, 0);
+        return;
     }
     if (rv != 0) {
         send_raw(q->js, q->reply, NULL, not_found, sizeof not_found - 1, NULL,

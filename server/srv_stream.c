@@ -45,6 +45,19 @@ bool srv_stream_amnesiac(const struct srv_stream *st)
     return ri.amnesiac;
 }
 
+bool srv_stream_absent_is_final(const struct srv_stream *st, uint64_t seq)
+{
+    struct replica_info ri;
+    if (st->r == NULL) {
+        return true; /* no replica here: the request went to the leader */
+    }
+    if (seq != 0 && seq <= st->sm.last_seq) {
+        return true; /* applied past it: deleted or below the first seq */
+    }
+    replica_info(st->r, &ri);
+    return ri.complete;
+}
+
 void **srv_stream_consumers_slot(struct srv_stream *st)
 {
     return &st->consumers;

@@ -76,6 +76,13 @@ bool srv_stream_is_leader(const struct srv_stream *st);
  * applied state is not the stream's, so nothing is served from it until a
  * leader caught it up (or the operator ran `keel cluster recover`). */
 bool srv_stream_amnesiac(const struct srv_stream *st);
+/* Does "no such message" from this node's state mean the stream has no
+ * message seq (0: a lookup by subject)? True for a seq the applied state
+ * passed (deleted or purged) and on a replica whose state holds every
+ * acknowledged entry (replica_info.complete). False on a replica that is
+ * faulty, amnesiac, not the leader or not caught up: it answers a
+ * retryable error instead, never "not found" for an acked message. */
+bool srv_stream_absent_is_final(const struct srv_stream *st, uint64_t seq);
 
 /* The stream group's leader name: self's name when this node leads, NULL
  * while unknown. Known on every node, also those not hosting the group

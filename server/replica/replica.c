@@ -763,6 +763,11 @@ void replica_info(const struct replica *r, struct replica_info *out)
                                  .leader = r->raft.leader,
                                  .faulty = r->raft.faulty,
                                  .amnesiac = r->raft.amnesiac,
+                                 .complete =
+                                     r->raft.role == RAFT_LEADER &&
+                                     r->raft.commit >= r->raft.term_start &&
+                                     r->applied >= r->raft.commit &&
+                                     r->raft.faulty == 0 && !r->raft.amnesiac,
                                  .repairs = r->repairs_queued,
                                  .repairs_refused = r->repairs_refused};
 }

@@ -183,6 +183,10 @@ struct replica_info {
     raft_node leader;  /* known leader; 0: none (monitoring) */
     raft_index faulty; /* first faulty index; 0: none (monitoring) */
     bool amnesiac;     /* (monitoring, /healthz) */
+    /* Leader of its term with an entry of that term committed, everything
+     * committed applied, intact and not amnesiac: its applied state holds
+     * every acknowledged entry, so a message it lacks does not exist. */
+    bool complete;
     /* Verified copies of damaged records handed to store_repair, and
      * those the store refused (monitoring). */
     uint64_t repairs, repairs_refused;

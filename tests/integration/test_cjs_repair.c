@@ -306,8 +306,29 @@ a_follower_that_lost_a_range_catches_up_from_the_leader(void **state)
 #define RUN_FIRST 5 /* messages RUN_FIRST..RUN_LAST: one damaged run */
 #define RUN_LAST 24
 
+struct get_try {
+    jsCtx *js;
+    uint64_t seq;
+    natsMsg *m;
+    natsStatus st;
+    jsErrCode jerr;
+};
+
+/* One MSG.GET; done unless the answer is the retryable 503 (10008: no
+ * leader known yet on a node that just restarted, or a replica that
+ * cannot serve the seq now). Any other error ends the wait. */
+static bool get_done(void *arg)
+{
+    struct get_try *g = arg;
+    g->m = NULL;
+    g->jerr = 0;
+    g->st = js_GetMsg(&g->m, g->js, STREAM, g->seq, NULL, &g->jerr);
+    return g->st == NATS_OK || g->jerr != JSClusterNotAvailErr;
+}
+
 /* Every sequence 1..total read through node i (its own connection):
- * each answer must be the acked message, never "not found". */
+ * each answer must be the acked message (after retryable 503s), never
+ * "not found". */
 static void read_all_through(int i, int total)
 {
     natsConnection *c = NULL;
@@ -320,13 +341,13 @@ static void read_all_through(int i, int total)
     natsOptions_Destroy(o);
     assert_int_equal(natsConnection_JetStream(&j, c, NULL), NATS_OK);
     for (int k = 0; k < total; k++) {
-        natsMsg *m = NULL;
-        jsErrCode jerr = 0;
-        natsStatus st = js_GetMsg(&m, j, STREAM, (uint64_t)k + 1, NULL, &jerr);
-        if (st != NATS_OK) {
+        struct get_try g = {.js = j, .seq = (uint64_t)k + 1};
+        (void)h_poll(get_done, &g, WAIT_MS);
+        if (g.st != NATS_OK) {
             fail_msg("seq %d through node %d: status %d, JetStream error %d",
-                     k + 1, i, (int)st, (int)jerr);
+                     k + 1, i, (int)g.st, (int)g.jerr);
         }
+        natsMsg *m = g.m;
         char v[64];
         token(k, v, sizeof v);
         assert_int_equal(natsMsg_GetDataLength(m), (int)strlen(v));

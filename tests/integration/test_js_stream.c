@@ -462,6 +462,57 @@ static void fsync_flag_is_the_default_for_new_streams(void **state)
                  "interval:250");
 }
 
+/* Issue 8: a stream whose replica cannot serve a message never reports
+ * an acked message missing. An R1 stream with a damaged record serves what
+ * precedes it read-only (README note 16); a MSG.GET or DIRECT.GET at or
+ * after the damage used to answer "no message found" (10037 / 404) for a
+ * message it had acknowledged; it now answers the retryable 503. A seq
+ * the stream never had and a deleted one still read as not found on a
+ * healthy stream (get_and_delete_message). */
+static void
+a_damaged_stream_never_reads_an_acked_message_as_missing(void **state)
+{
+    struct fixture *f = *state;
+    jsErrCode jerr = 0;
+    jsStreamConfig cfg;
+    jsStreamInfo *si = NULL;
+    const char *subjects[] = {"dmg.*"};
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = "DMG";
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.AllowDirect = true;
+    assert_int_equal(js_AddStream(&si, f->js, &cfg, NULL, &jerr), NATS_OK);
+    jsStreamInfo_Destroy(si);
+    assert_int_equal(publish(f, "dmg.a", "first-value", NULL, &jerr), 1);
+    assert_int_equal(publish(f, "dmg.b", "flip-this-value", NULL, &jerr), 2);
+    assert_int_equal(publish(f, "dmg.c", "third-value", NULL, &jerr), 3);
+    disconnect_js(f);
+    assert_int_equal(h_keeld_stop(&f->k, NULL), 0);
+    assert_int_equal(h_flip_segment_byte(f->k.data_dir, "flip-this-value"), 0);
+    assert_int_equal(h_keeld_start(&f->k, 0, false, NULL), 0);
+    assert_int_equal(connect_js(f), 0);
+    natsMsg *m = NULL;
+    assert_int_equal(js_GetMsg(&m, f->js, "DMG", 1, NULL, &jerr), NATS_OK);
+    assert_memory_equal(natsMsg_GetData(m), "first-value", 11);
+    natsMsg_Destroy(m);
+    for (uint64_t seq = 2; seq <= 3; seq++) {
+        m = NULL;
+        jerr = 0;
+        assert_int_not_equal(js_GetMsg(&m, f->js, "DMG", seq, NULL, &jerr),
+                             NATS_OK);
+        assert_int_equal(jerr, JSClusterNotAvailErr);
+    }
+    /* DIRECT.GET: a 503 status, not 404 (libnats reads a 503 status as
+     * "no responders": retry later, like nats-server's own 503). */
+    natsMsg *reply = NULL;
+    assert_int_equal(natsConnection_RequestString(&reply, f->nc,
+                                                  "$JS.API.DIRECT.GET.DMG",
+                                                  "{\"seq\":3}", WAIT_MS),
+                     NATS_NO_RESPONDERS);
+    natsMsg_Destroy(reply);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -477,6 +528,7 @@ int main(void)
         T(direct_get_reads_by_seq_and_subject),
         T(restart_keeps_streams_and_messages),
         T(fsync_flag_is_the_default_for_new_streams),
+        T(a_damaged_stream_never_reads_an_acked_message_as_missing),
 #undef T
     };
     int rv = cmocka_run_group_tests(tests, NULL, NULL);
