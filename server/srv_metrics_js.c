@@ -116,6 +116,7 @@ int srv_metrics_gather_js(struct srv_server *srv, struct srv_mon_snap *s)
     s->api_total = js->api_total;
     s->api_errors = js->api_errors;
     s->streams_unopened = js->streams_unopened;
+    s->meta_outsider = strcmp(srv_js_meta_membership(js), "not a member") == 0;
     snprintf(s->unopened_why, sizeof s->unopened_why, "%s", js->unopened_why);
     if (js->store != NULL) {
         struct store_stats ss;
@@ -183,6 +184,16 @@ bool srv_mon_healthy(const struct srv_mon_snap *snap, char *why, size_t len)
 {
     if (!snap->js_enabled) {
         return true;
+    }
+    if (snap->meta_outsider) {
+        /* A new data directory, or a meta.lmdb reset (rule 3): a new
+         * incarnation the meta group does not know (F14). */
+        snprintf(why, len,
+                 "this node is not a member of the meta group (a new data "
+                 "directory or a reset meta.lmdb): add it with 'keel cluster "
+                 "add-peer NAME', after 'keel cluster remove-peer NAME' if "
+                 "its old data directory was a member");
+        return false;
     }
     if (snap->meta.leader == 0 && strcmp(snap->meta.role, "leader") != 0) {
         snprintf(why, len,
