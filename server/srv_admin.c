@@ -34,6 +34,8 @@ struct srv_admin {
     uint64_t next_ctx;
     struct admin_pending p[ADMIN_PENDING_MAX];
     uint64_t warned_ms; /* last "no node to move a replica to" warning */
+    /* Nodes replace_reincarnated removed, to add again (new incarnation). */
+    char readd[RAFT_SERVERS_MAX][SRV_JSC_NAME_BYTES];
 };
 
 /* How often at most the meta leader warns that a replica cannot move. */
@@ -681,6 +683,108 @@ static void promote_learners(struct srv_js *js)
     }
 }
 
+/* Finding F14: a node that came back with another data directory (its
+ * meta.lmdb reset, rule 3, or its disk replaced) is a new incarnation the
+ * meta group does not know, and its old incarnation never votes again; it
+ * stayed outside every group until an operator removed and added it, and
+ * its clients had no JetStream. The meta leader now does what the
+ * operator would (docs/operations.md "Replace a node"): remove the old
+ * incarnation, then add the new one as a learner (promote_learners and
+ * move_off_removed do the rest). One change at a time, only with the meta
+ * log applied; only a node that is linked, reports the other incarnation
+ * and is not this one. */
+static void replace_reincarnated(struct srv_js *js)
+{
+    struct srv_admin *a = js->admin;
+    struct replica_info ri;
+    char err[KEEL_ERRMSG_MAX];
+    const struct raft_config *c = replica_config(js->meta);
+    replica_info(js->meta, &ri);
+    if (ri.applied != ri.last_index) {
+        return;
+    }
+    for (uint32_t i = 0; i < c->n; i++) {
+        const struct raft_server *s = &c->servers[i];
+        const char *name = srv_jsc_name_of(js->jc, s->node);
+        struct srv_jsc_peer_report rep;
+        if (s->node == srv_jsc_self_node(js->jc) || name == NULL ||
+            !srv_jsc_peer_report(js->jc, name, &rep) || !rep.up ||
+            rep.inc == s->incarnation ||
+            (rep.state != SRV_JSC_WAITING && rep.state != SRV_JSC_MEMBER)) {
+            continue;
+        }
+        struct replica_change ch = {.op = RAFT_CHANGE_REMOVE,
+                                    .node = s->node,
+                                    .incarnation = s->incarnation};
+        uint64_t index = 0;
+        char keep[SRV_JSC_NAME_BYTES];
+        snprintf(keep, sizeof keep, "%s", name);
+        if (replica_change(js->meta, &ch, 0, &index, err) != 0) {
+            return; /* e.g. another change in flight: next tick */
+        }
+        SRV_WARN("js",
+                 "meta group: %s came back with another data directory "
+                 "(incarnation %016" PRIx64 ", was %016" PRIx64
+                 "): removing the old one at index %" PRIu64
+                 ", then adding it again as a learner",
+                 keep, rep.inc, s->incarnation, index);
+        for (size_t k = 0; k < RAFT_SERVERS_MAX; k++) {
+            if (a->readd[k][0] == '\0') {
+                snprintf(a->readd[k], sizeof a->readd[k], "%s", keep);
+                break;
+            }
+        }
+        return;
+    }
+    /* A meta leader elected between the removal and the add has no
+     * readd entry: a stream placement naming the node with its old
+     * incarnation says it was a member too. */
+    for (uint32_t i = 0; i < js->nstreams; i++) {
+        const struct srv_stream *st = js->streams[i];
+        for (uint32_t m = 0; m < st->place.n; m++) {
+            const struct srv_jsc_member *pm = &st->place.m[m];
+            struct srv_jsc_peer_report rep;
+            if (member_of(c, pm->node) != NULL ||
+                !srv_jsc_peer_report(js->jc, pm->name, &rep) ||
+                rep.inc == pm->inc) {
+                continue;
+            }
+            for (size_t k = 0; k < RAFT_SERVERS_MAX; k++) {
+                if (strcmp(a->readd[k], pm->name) == 0) {
+                    break;
+                }
+                if (a->readd[k][0] == '\0') {
+                    snprintf(a->readd[k], sizeof a->readd[k], "%s", pm->name);
+                    break;
+                }
+            }
+        }
+    }
+    for (size_t k = 0; k < RAFT_SERVERS_MAX; k++) {
+        struct srv_jsc_peer_report rep;
+        const char *name = a->readd[k];
+        if (name[0] == '\0' || member_of(c, srv_jsc_node_id(name)) != NULL) {
+            a->readd[k][0] = '\0'; /* added (by us or an operator) */
+            continue;
+        }
+        if (!srv_jsc_peer_report(js->jc, name, &rep) || !rep.up ||
+            (rep.state != SRV_JSC_WAITING && rep.state != SRV_JSC_MEMBER)) {
+            continue; /* not linked now: later */
+        }
+        struct replica_change ch = {.op = RAFT_CHANGE_ADD_LEARNER,
+                                    .node = srv_jsc_node_id(name),
+                                    .incarnation = rep.inc};
+        uint64_t index = 0;
+        if (replica_change(js->meta, &ch, 0, &index, err) == 0) {
+            SRV_INFO("js",
+                     "meta group: adding %s (incarnation %016" PRIx64
+                     ") as a learner at index %" PRIu64,
+                     name, rep.inc, index);
+        }
+        return;
+    }
+}
+
 /* The meta leader: a stream placed on a node the meta group no longer
  * has gets a replacement (one move per tick, only while the meta log is
  * applied: a proposed move must apply before the next is chosen). */
@@ -794,6 +898,7 @@ void srv_admin_tick(struct srv_js *js)
         return;
     }
     if (srv_js_is_meta_leader(js) && admin_of(js) != NULL) {
+        replace_reincarnated(js);
         promote_learners(js);
         move_off_removed(js);
     }

@@ -21,7 +21,9 @@
  *    returns once the stream's replica moved off n2.
  * 5. As 3, but the override reaches only n2 and n3 while n1 (the source)
  *    is down, and one of them restarts: the recorded recover wait keeps it
- *    from campaigning until n1 is back and leads. */
+ *    from campaigning until n1 is back and leads.
+ * 6. n3's meta.lmdb is reset (finding F14): the meta leader replaces its
+ *    old incarnation by itself and the stream's replica comes back. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -804,6 +806,60 @@ static void a_live_stream_leader_is_removed_under_load(void **state)
     finish_without_n1(3);
 }
 
+/* LMDB meta pages 0 and 1 (4 KiB): the main database's root page number
+ * at byte 128 of each. Pointing it past the last page makes the store
+ * reset meta.lmdb at the next start (rule 3): a new incarnation. */
+static void reset_meta_lmdb_of(int i)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/js/meta.lmdb", net.node[i].k.data_dir);
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    uint64_t root = 100000;
+    for (long page = 0; page < 2; page++) {
+        assert_int_equal(fseek(f, page * 4096 + 128, SEEK_SET), 0);
+        assert_int_equal(fwrite(&root, sizeof root, 1, f), 1);
+    }
+    assert_int_equal(fclose(f), 0);
+}
+
+static bool is_voter(void *arg)
+{
+    char *r = role_of(arg);
+    bool ok = r != NULL && strcmp(r, "voter") == 0;
+    free(r);
+    return ok;
+}
+
+/* Finding F14: n3's meta.lmdb is reset (a new incarnation). It stayed out
+ * of every group until an operator removed and added it, and its clients
+ * had no JetStream. The meta leader now replaces the old incarnation by
+ * itself: n3 becomes a voter again, the stream's replica comes back to it,
+ * and it serves JetStream; nothing acked is lost. */
+static void a_node_whose_meta_lmdb_was_reset_is_replaced_by_itself(void **state)
+{
+    (void)state;
+    info_via = 0;
+    start_load();
+    disconnect(2);
+    assert_int_equal(h_netns_node_kill(&net, 2), 0);
+    reset_meta_lmdb_of(2);
+    load_goes_on(50);
+    assert_int_equal(h_netns_node_start(&net, 2), 0);
+    assert_int_equal(h_netns_wait_mesh(&net, WAIT_MS), 0);
+    int three = 2;
+    assert_true(h_poll(connected, &three, WAIT_MS));
+    if (!h_poll(is_voter, "n3", 3 * WAIT_MS)) {
+        h_netns_print_log(&net, 2);
+        fail_msg("n3 was not a voter again within %d ms", 3 * WAIT_MS);
+    }
+    assert_true(h_poll(answers_info, &three, WAIT_MS));
+    assert_true(h_poll(replicas_are, "n1,n2,n3", 3 * WAIT_MS));
+    load_goes_on(50);
+    /* n3 holds the stream again: with n1 gone, n2 and n3 commit. */
+    finish_without_n1(2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -819,6 +875,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             a_non_source_restarted_after_recover_does_not_campaign,
             setup_small_segments, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_node_whose_meta_lmdb_was_reset_is_replaced_by_itself, setup,
+            teardown),
     };
     if (getenv("CMOCKA_TEST_FILTER") != NULL) { /* one test by hand */
         cmocka_set_test_filter(getenv("CMOCKA_TEST_FILTER"));
