@@ -335,24 +335,53 @@ static int quarantine_meta(const char *data_dir, const char *path, char *errmsg)
 
 static int env_open_ro(const char *path, struct store_meta *m, char *errmsg);
 
-/* Every page of the free-page database, read (the first write follows it;
- * validate_all reads the main one). */
-static void walk_free_db(struct store_meta *m)
+/* Every entry of the free-page database, read and checked (validate_all
+ * reads the main one). A write reuses the pages these lists name without
+ * checking them: a changed byte there made LMDB abort on an assertion in
+ * mdb_freelist_save at run time, not at open (the cluster meta nemesis,
+ * after F15's fix). Each value is a page list: a count n, then n page
+ * numbers, each a page of the file past the two meta pages. Returns false
+ * when one is not. */
+static bool walk_free_db(struct store_meta *m)
 {
     MDB_txn *txn;
     MDB_cursor *cur;
     MDB_val k;
     MDB_val v;
-    if (mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn) != 0) {
-        return;
+    MDB_envinfo info;
+    bool ok = true;
+    int rc;
+    if (mdb_env_info(m->env, &info) != 0 ||
+        mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn) != 0) {
+        return false;
     }
-    if (mdb_cursor_open(txn, 0 /* FREE_DBI */, &cur) == 0) {
-        /* Bounded by the file: LMDB ends the walk at the last entry. */
-        while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
+    if (mdb_cursor_open(txn, 0 /* FREE_DBI */, &cur) != 0) {
+        mdb_txn_abort(txn);
+        return false;
+    }
+    /* Bounded by the file: LMDB ends the walk at the last entry. */
+    while (ok && (rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
+        size_t n = 0;
+        const uint8_t *p = v.mv_data;
+        if (v.mv_size < sizeof n || v.mv_size % sizeof n != 0) {
+            ok = false;
+            break;
         }
-        mdb_cursor_close(cur);
+        memcpy(&n, p, sizeof n);
+        if (n != v.mv_size / sizeof n - 1) {
+            ok = false;
+            break;
+        }
+        for (size_t i = 1; ok && i <= n; i++) {
+            size_t pg = 0;
+            memcpy(&pg, p + i * sizeof pg, sizeof pg);
+            ok = pg >= 2 && pg <= info.me_last_pgno;
+        }
     }
+    ok = ok && rc == MDB_NOTFOUND;
+    mdb_cursor_close(cur);
     mdb_txn_abort(txn);
+    return ok;
 }
 
 /* LMDB 0.9 follows page numbers without bounding them by the file: one
@@ -360,8 +389,9 @@ static void walk_free_db(struct store_meta *m)
  * keeld died at every start (fault-suite finding F15). So a child reads
  * the whole file first (read-only, no lock file); if it does not come back
  * with 0 (read it all) or 3 (could not open: the open here decides), it
- * died of what it read (a signal, or a sanitizer's report) and the file
- * counts as corrupt. Returns 0 or KEEL_ECORRUPT (reason set). */
+ * died of what it read (a signal, or a sanitizer's report) or found a
+ * free-page list naming pages outside the file (4), and the file counts
+ * as corrupt. Returns 0 or KEEL_ECORRUPT (reason set). */
 static int probe_in_child(const char *path, char *reason, size_t cap)
 {
     struct stat sb;
@@ -389,8 +419,7 @@ static int probe_in_child(const char *path, char *reason, size_t cap)
             _exit(3);
         }
         (void)validate_all(&cm, &r);
-        walk_free_db(&cm);
-        _exit(0);
+        _exit(walk_free_db(&cm) ? 0 : 4);
     }
     while (waitpid(pid, &st, 0) < 0) {
         if (errno != EINTR) {
@@ -399,6 +428,12 @@ static int probe_in_child(const char *path, char *reason, size_t cap)
     }
     if (WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 3)) {
         return 0;
+    }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 4) {
+        store_fmt_str(reason, cap,
+                      "meta.lmdb's free-page lists name pages outside the "
+                      "file: a damaged page");
+        return KEEL_ECORRUPT;
     }
     store_fmt_str(reason, cap,
                   "meta.lmdb makes LMDB fault when read (%s %d): a damaged "

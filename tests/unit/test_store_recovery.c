@@ -328,6 +328,37 @@ static void a_meta_node_pointer_past_the_file_resets_not_crashes(void **state)
     reopen_expect_reset(f, inc, "fault");
 }
 
+/* A page number in a free-page list past the file: LMDB reuses it on a
+ * later write and aborts on an assertion in mdb_freelist_save, at run
+ * time (the cluster meta nemesis after F15's fix). The child's walk checks
+ * every list, and meta.lmdb is reset at open (rule 3). */
+static void a_meta_free_list_naming_a_page_past_the_file_resets(void **state)
+{
+    struct fixture *f = *state;
+    uint8_t inc[16];
+    int fd = ten_records_then_meta_lmdb(f, inc);
+    uint64_t txn[2], root[2];
+    for (off_t page = 0; page < 2; page++) {
+        /* The free db's md_root: 16 + 24 + 40. */
+        assert_int_equal(
+            pread(fd, &txn[page], 8, page * LMDB_PAGE + LMDB_TXNID_AT), 8);
+        assert_int_equal(pread(fd, &root[page], 8, page * LMDB_PAGE + 80), 8);
+    }
+    off_t leaf = (off_t)(txn[1] > txn[0] ? root[1] : root[0]) * LMDB_PAGE;
+    uint16_t flags = 0, ptr = 0, ksize = 0;
+    assert_int_equal(pread(fd, &flags, 2, leaf + 10), 2);
+    assert_true(flags & 0x02); /* a leaf: the writes above freed pages */
+    assert_int_equal(pread(fd, &ptr, 2, leaf + 16), 2); /* mp_ptrs[0] */
+    off_t node = leaf + ptr;
+    assert_int_equal(pread(fd, &ksize, 2, node + 6), 2);
+    uint64_t count = 0, bogus = 1u << 24;
+    assert_int_equal(pread(fd, &count, 8, node + 8 + ksize), 8);
+    assert_true(count >= 1);
+    assert_int_equal(pwrite(fd, &bogus, 8, node + 8 + ksize + 8), 8);
+    assert_int_equal(close(fd), 0);
+    reopen_expect_reset(f, inc, "free-page");
+}
+
 static void corrupted_snapshot_value_affects_only_its_group(void **state)
 {
     struct fixture *f = *state;
@@ -394,6 +425,9 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(
             a_meta_node_pointer_past_the_file_resets_not_crashes, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            a_meta_free_list_naming_a_page_past_the_file_resets, setup,
             teardown),
         cmocka_unit_test_setup_teardown(
             corrupted_hard_state_resets_meta_with_a_new_incarnation, setup,
