@@ -683,6 +683,15 @@ static void promote_learners(struct srv_js *js)
     }
 }
 
+/* The meta leader applied every entry of its log: a change it proposed
+ * took effect, so the next one may be chosen (one change at a time). */
+static bool meta_log_applied(struct srv_js *js)
+{
+    struct replica_info ri;
+    replica_info(js->meta, &ri);
+    return ri.applied == ri.last_index;
+}
+
 /* Finding F14: a node that came back with another data directory (its
  * meta.lmdb reset, rule 3, or its disk replaced) is a new incarnation the
  * meta group does not know, and its old incarnation never votes again; it
@@ -696,11 +705,9 @@ static void promote_learners(struct srv_js *js)
 static void replace_reincarnated(struct srv_js *js)
 {
     struct srv_admin *a = js->admin;
-    struct replica_info ri;
     char err[KEEL_ERRMSG_MAX];
     const struct raft_config *c = replica_config(js->meta);
-    replica_info(js->meta, &ri);
-    if (ri.applied != ri.last_index) {
+    if (!meta_log_applied(js)) {
         return;
     }
     for (uint32_t i = 0; i < c->n; i++) {
@@ -790,11 +797,9 @@ static void replace_reincarnated(struct srv_js *js)
  * applied: a proposed move must apply before the next is chosen). */
 static void move_off_removed(struct srv_js *js)
 {
-    struct replica_info ri;
     char err[KEEL_ERRMSG_MAX];
     const struct raft_config *c = replica_config(js->meta);
-    replica_info(js->meta, &ri);
-    if (ri.applied != ri.last_index) {
+    if (!meta_log_applied(js)) {
         return;
     }
     for (uint32_t i = 0; i < js->nstreams; i++) {

@@ -190,32 +190,50 @@ static bool flip_probe(const char *dir)
     return found;
 }
 
-static void damaged_replica_still_serves_and_stops_cleanly(void **state)
+/* Stream STREAM (subjects dmg.>, R3) added through js, asked again while
+ * the meta group forms (bounded by WAIT_MS); asserts it was. */
+static bool stream_added(void *arg)
 {
-    natsConnection *nc = NULL;
-    jsCtx *js = NULL;
+    jsCtx *js = arg;
     jsStreamConfig cfg;
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
     const char *subjects[] = {"dmg.>"};
-    char path[600];
-    (void)state;
-    assert_int_equal(h_netns_start(&net, NODES, "dmg", NULL), 0);
-    assert_int_equal(connect_node(0, &nc, &js), 0);
     jsStreamConfig_Init(&cfg);
     cfg.Name = STREAM;
     cfg.Subjects = subjects;
     cfg.SubjectsLen = 1;
     cfg.Replicas = 3;
-    struct pub p = {js, 0, 0};
-    for (int i = 0; i < 100 && si == NULL; i++) {
-        if (js_AddStream(&si, js, &cfg, NULL, &jerr) != NATS_OK) {
-            usleep(100 * 1000); /* the meta group is forming: retry */
-        }
+    if (js_AddStream(&si, js, &cfg, NULL, &jerr) != NATS_OK) {
+        return false;
     }
-    assert_non_null(si);
     jsStreamInfo_Destroy(si);
-    si = NULL;
+    return true;
+}
+
+/* STREAM's info through js (the node's meta state may still replay). */
+struct info_req {
+    jsCtx *js;
+    jsStreamInfo *si;
+};
+
+static bool info_answered(void *arg)
+{
+    struct info_req *q = arg;
+    jsErrCode jerr = 0;
+    return js_GetStreamInfo(&q->si, q->js, STREAM, NULL, &jerr) == NATS_OK;
+}
+
+static void damaged_replica_still_serves_and_stops_cleanly(void **state)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    char path[600];
+    (void)state;
+    assert_int_equal(h_netns_start(&net, NODES, "dmg", NULL), 0);
+    assert_int_equal(connect_node(0, &nc, &js), 0);
+    struct pub p = {js, 0, 0};
+    assert_true(h_poll(stream_added, js, WAIT_MS));
     for (p.k = 1; p.k <= MSGS; p.k++) {
         assert_true(h_poll(publish_once, &p, WAIT_MS));
     }
@@ -229,14 +247,10 @@ static void damaged_replica_still_serves_and_stops_cleanly(void **state)
     natsConnection *vnc = NULL;
     jsCtx *vjs = NULL;
     assert_int_equal(connect_node(VICTIM, &vnc, &vjs), 0);
-    for (int i = 0; i < 50 && si == NULL; i++) {
-        if (js_GetStreamInfo(&si, vjs, STREAM, NULL, &jerr) != NATS_OK) {
-            usleep(100 * 1000); /* meta state replaying: retry, bounded */
-        }
-    }
-    assert_non_null(si); /* not "stream not found" */
-    assert_int_equal(si->State.Msgs, MSGS);
-    jsStreamInfo_Destroy(si);
+    struct info_req q = {vjs, NULL};
+    assert_true(h_poll(info_answered, &q, WAIT_MS)); /* not "not found" */
+    assert_int_equal(q.si->State.Msgs, MSGS);
+    jsStreamInfo_Destroy(q.si);
     struct pub vp = {vjs, MSGS + 1, 0};
     assert_true(h_poll(publish_once, &vp, WAIT_MS));
     assert_int_equal(vp.seq, MSGS + 1);
@@ -283,26 +297,11 @@ static void unopenable_replica_leaves_no_dangling_group(void **state)
 {
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
-    jsStreamConfig cfg;
-    jsStreamInfo *si = NULL;
-    jsErrCode jerr = 0;
-    const char *subjects[] = {"dmg.>"};
     char dir[600], moved[700];
     (void)state;
     assert_int_equal(h_netns_start(&net, NODES, "dmg2", NULL), 0);
     assert_int_equal(connect_node(0, &nc, &js), 0);
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = STREAM;
-    cfg.Subjects = subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Replicas = 3;
-    for (int i = 0; i < 100 && si == NULL; i++) {
-        if (js_AddStream(&si, js, &cfg, NULL, &jerr) != NATS_OK) {
-            usleep(100 * 1000); /* the meta group is forming: retry */
-        }
-    }
-    assert_non_null(si);
-    jsStreamInfo_Destroy(si);
+    assert_true(h_poll(stream_added, js, WAIT_MS));
     struct pub p = {js, 0, 0};
     for (p.k = 1; p.k <= MSGS; p.k++) {
         assert_true(h_poll(publish_once, &p, WAIT_MS));
