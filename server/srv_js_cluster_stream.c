@@ -79,6 +79,10 @@ int srv_stream_cluster_opts(struct srv_stream *st, struct raft_config *rc,
     opt->heartbeat_ms = SRV_JSC_HEARTBEAT_MS;
     opt->align_heartbeats = true; /* one heartbeat frame per peer and tick */
     opt->seed ^= opt->self;
+    /* With peers a replica whose log continues no valid snapshot opens
+     * empty and amnesiac, its log quarantined, and a leader restores it by
+     * InstallSnapshot; a group of one keeps the refusal (nobody could). */
+    opt->heal_by_install = st->place.n > 1;
     int rv = srv_jsc_group_register(jc, st->gid.b, &st->r);
     if (rv != 0) {
         return keel_err(rv, errmsg, "stream %s: group transport", st->cfg.name);

@@ -91,6 +91,14 @@ int srv_js_meta_cluster_opts(struct srv_js *js, const struct raft_config *boot,
     opt->heartbeat_ms = SRV_JSC_HEARTBEAT_MS;
     opt->align_heartbeats = true; /* one heartbeat frame per peer and tick */
     opt->seed ^= opt->self;
+    /* Never heal_by_install: the meta log is kept from index 1 (no cuts),
+     * so it continues no snapshot only after losing its beginning with
+     * both snapshots bad. Opened empty, this node would know no stream
+     * until the install: every stream it hosts unopened and "stream not
+     * found" answered for streams that exist. Refused instead (the node
+     * says why); an operator moves the data directory (a new incarnation
+     * the meta leader replaces, README note 31). */
+    opt->heal_by_install = false;
     cbs->send = meta_send;
     int rv = srv_jsc_group_register(js->jc, gid.b, &js->meta);
     if (rv != 0 && rv != KEEL_EEXIST) {

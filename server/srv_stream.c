@@ -561,8 +561,14 @@ static int stream_replica_open(struct srv_stream *st, char *errmsg)
         /* The caller frees st: no Raft frame may reach its slot after
          * (a refused group of a placed stream was a use-after-free). */
         srv_stream_cluster_close(st);
+        return rv;
     }
-    return rv;
+    struct replica_snap_info si;
+    replica_snap_info(st->r, &si);
+    if (si.log_quarantined) {
+        SRV_WARN("js", "stream %s: %s", st->cfg.name, si.load);
+    }
+    return 0;
 }
 
 int srv_stream_open_replica(struct srv_stream *st, char *errmsg)
@@ -579,8 +585,9 @@ int srv_stream_open(struct srv_js *js, const struct srv_stream_config *cfg,
                                   errmsg);
 }
 
-/* Damage a replica cannot open with until repair / amnesia catch-up
- * exist (replica.c check_report). */
+/* Damage a replica cannot open with (replica_open): a log that continues
+ * no valid snapshot in a group of one (with peers it opens empty and
+ * amnesiac, its log quarantined, and catches up by InstallSnapshot). */
 static bool refused_replica(int rv)
 {
     return rv == KEEL_EFAULTY || rv == KEEL_ELOST || rv == KEEL_EAMNESIA;

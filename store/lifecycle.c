@@ -263,6 +263,67 @@ int store_group_delete(struct store *s, const struct store_group_id *id,
     return 0;
 }
 
+/* The log moves to quarantine/ (never deleted, DESIGN §4/§5): the
+ * catalogue and the snapshot pair go first, in one synced LMDB
+ * transaction, then the files. A crash between leaves files LMDB does not
+ * name, which the next open quarantines anyway. The amnesia record (rule
+ * 3), hard state and recover wait stay: term and vote never go back. */
+int store_group_quarantine_log(struct store *s, const struct store_group_id *id,
+                               char *errmsg)
+{
+    char dir[STORE_PATH_BYTES_MAX];
+    char path[STORE_PATH_BYTES_MAX];
+    char qname[STORE_PATH_BYTES_MAX];
+    char hex[33];
+    struct store_meta_amnesia a;
+    struct del_names *d;
+    int rv;
+
+    ASSERT(s != NULL && id != NULL);
+    ASSERT(!s->cfg.read_only);
+    store_group_id_hex(id, hex);
+    if (store__find_group(s, id) != NULL) {
+        return keel_err(KEEL_EEXIST, errmsg, "group %s is open: close it first",
+                        hex);
+    }
+    if (store_meta_amnesia_get(s->meta, id->b, &a) != 0) {
+        /* Only a group that can never vote or lead on its own loses its
+         * log: the record keeps it so across a restart. */
+        return keel_err(KEEL_EINVAL, errmsg,
+                        "group %s is not recorded amnesiac: its log stays",
+                        hex);
+    }
+    d = calloc(1, sizeof *d);
+    if (d == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+    }
+    store_fmt_str(dir, sizeof dir, "%s/groups/%s/log", s->data_dir, hex);
+    rv = s->fs->readdir(s->fs, dir, del_name_cb, d, errmsg);
+    rv = rv == KEEL_ENOENT ? 0 : rv;
+    if (rv == 0 && d->overflow) {
+        rv = keel_err(KEEL_ELIMIT, errmsg,
+                      "more than %d segment files in %s: move them by hand",
+                      STORE_DIR_ENTRIES_MAX, dir);
+    }
+    if (rv == 0) {
+        const struct store_meta_snap none = {0, 0, 0, 0};
+        rv = store_meta_log_replace(s->meta, id->b, NULL, 0, &none, errmsg);
+        if (rv != 0) {
+            store__fatal(s, "empty the quarantined log in meta.lmdb", errmsg);
+        }
+    }
+    for (size_t i = 0; rv == 0 && i < d->n; i++) {
+        store_fmt_str(path, sizeof path, "%s/%020llu.blk", dir,
+                      (unsigned long long)d->bases[i]);
+        store_fmt_str(qname, sizeof qname, "%s-%020llu.blk", hex,
+                      (unsigned long long)d->bases[i]);
+        rv = store__quarantine(s, path, qname, errmsg);
+        rv = rv == KEEL_ENOENT ? 0 : rv;
+    }
+    free(d);
+    return rv;
+}
+
 void store_debug_die_after(struct store *s, unsigned steps)
 {
     ASSERT(s != NULL);

@@ -235,6 +235,17 @@ void store_group_close(struct store_group *g);
 int store_group_delete(struct store *s, const struct store_group_id *id,
                        char *errmsg);
 
+/* A closed group recorded amnesiac (rule 3) whose log continues no valid
+ * snapshot (DESIGN §5: it can only be restored by InstallSnapshot): move
+ * its segment files to <data>/quarantine/<group hex>-<name> and forget
+ * its catalogue and snapshot pair in one synced LMDB transaction first,
+ * so the next store_group_open finds an empty log from index 1. Hard
+ * state, amnesia record and recover wait are kept. Never deletes.
+ * Blocking. KEEL_EEXIST (the group is open), KEEL_EINVAL (not recorded
+ * amnesiac), KEEL_ELIMIT, directory errors. */
+int store_group_quarantine_log(struct store *s, const struct store_group_id *id,
+                               char *errmsg);
+
 struct store_group_info {
     uint64_t first_index;
     uint64_t last_index;

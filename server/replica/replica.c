@@ -515,7 +515,8 @@ static int check_report(const struct store_group_id *gid,
     /* Faulty records (rule 1) and amnesia (rule 3) open: the core keeps
      * such a group from leading or voting until it is repaired or caught
      * up (replica_fault.c). Only a log that does not continue its snapshot
-     * cannot be loaded at all (InstallSnapshot from a leader restores it). */
+     * cannot be loaded at all (InstallSnapshot from a leader restores it:
+     * replica_open quarantines the log of a group with peers). */
     if (rep->amnesia && rep->amnesia_reason == STORE_AMNESIA_SNAPSHOT_GAP) {
         return keel_err(KEEL_EAMNESIA, errmsg,
                         "group %s: its log does not continue its snapshot "
@@ -674,6 +675,38 @@ static void replica_free(struct replica *r)
     free(r);
 }
 
+/* One attempt: *g is the store group left open by a refused attempt
+ * (NULL when store_group_open failed). */
+static int open_once(struct replica_host *h, const struct store_group_id *gid,
+                     const struct replica_options *opt,
+                     const struct replica_callbacks *cbs, struct replica **out,
+                     struct store_group **g, char *errmsg)
+{
+    struct replica *r = NULL;
+    *g = NULL;
+    int rv = replica_alloc(h, opt, cbs, &r, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    r->gid = *gid;
+    struct store_recovery rep;
+    memset(&rep, 0, sizeof(rep));
+    rv = store_group_open(h->store, gid, &opt->fsync, &r->g, &rep, errmsg);
+    *g = rv == 0 ? r->g : NULL;
+    if (rv == 0) {
+        rv = check_report(gid, &rep, errmsg);
+    }
+    if (rv == 0) {
+        rv = load_group(r, opt, &rep, errmsg);
+    }
+    if (rv != 0) {
+        replica_free(r);
+        return rv;
+    }
+    *out = r;
+    return 0;
+}
+
 int replica_open(struct replica_host *h, const struct store_group_id *gid,
                  const struct replica_options *opt,
                  const struct replica_callbacks *cbs, struct replica **out,
@@ -686,22 +719,19 @@ int replica_open(struct replica_host *h, const struct store_group_id *gid,
                         REPLICA_GROUPS_MAX);
     }
     struct replica *r = NULL;
-    int rv = replica_alloc(h, opt, cbs, &r, errmsg);
-    if (rv != 0) {
-        return rv;
-    }
-    r->gid = *gid;
-    struct store_recovery rep;
-    memset(&rep, 0, sizeof(rep));
-    rv = store_group_open(h->store, gid, &opt->fsync, &r->g, &rep, errmsg);
-    if (rv == 0) {
-        rv = check_report(gid, &rep, errmsg);
-    }
-    if (rv == 0) {
-        rv = load_group(r, opt, &rep, errmsg);
+    struct store_group *g = NULL;
+    int rv = open_once(h, gid, opt, cbs, &r, &g, errmsg);
+    if (rv == KEEL_EAMNESIA && g != NULL && opt->heal_by_install) {
+        char why[KEEL_ERRMSG_MAX];
+        memcpy(why, errmsg != NULL ? errmsg : "", sizeof why);
+        why[sizeof why - 1] = '\0';
+        rv = replica__quarantine_log(h, gid, g, errmsg);
+        rv = rv == 0 ? open_once(h, gid, opt, cbs, &r, &g, errmsg) : rv;
+        if (rv == 0) {
+            replica__note_quarantined(r, why);
+        }
     }
     if (rv != 0) {
-        replica_free(r);
         return rv;
     }
     uv_timer_init(h->loop, &r->timer);

@@ -76,6 +76,14 @@ struct replica_options {
      * REPLICA_SNAP_*_DEFAULT limits). */
     uint64_t snap_entries;
     uint64_t snap_bytes;
+    /* The group has peers that can send it a snapshot (a stream group with
+     * more than one replica). A log that continues no valid snapshot
+     * (both snapshots bad and the log compacted past them, or a gap after
+     * the snapshot) then goes to quarantine and the group opens empty and
+     * amnesiac, to be restored by InstallSnapshot. false: such an open is
+     * refused (KEEL_EAMNESIA): nobody could restore the group, and an
+     * empty one would present lost data as an empty stream. */
+    bool heal_by_install;
 };
 
 /* The host: create it BEFORE store_open and pass replica_host_wakeup /
@@ -100,10 +108,12 @@ int replica_host_snapshots(struct replica_host *h, const char *data_dir,
 /* The 64-bit Raft incarnation of a store's 16-byte incarnation. */
 raft_incarnation replica_incarnation_of(const uint8_t inc[16]);
 
-/* Open a group: store_group_open + recovery report (a report with faulty,
- * lost or amnesia state is refused: KEEL_EFAULTY/KEEL_ELOST/KEEL_EAMNESIA
- * with errmsg naming the group), load hard state and log into raft, then
- * start. An empty log with opt->bootstrap first makes the index-1
+/* Open a group: store_group_open + recovery report (faulty records and
+ * amnesia open: the core keeps such a group from leading or voting until
+ * repaired or caught up; a log that continues no valid snapshot is
+ * refused with KEEL_EAMNESIA naming the group, unless
+ * opt->heal_by_install: see there), load hard state and log into raft,
+ * then start. An empty log with opt->bootstrap first makes the index-1
  * configuration entry durable; the group starts when it is. */
 int replica_open(struct replica_host *h, const struct store_group_id *gid,
                  const struct replica_options *opt,
@@ -140,6 +150,8 @@ struct replica_snap_info {
     bool writing;               /* one is being encoded or written */
     uint64_t restored_index;    /* the snapshot the open restored (0: none) */
     bool must_not_lead;         /* a bad newest was quarantined at open */
+    bool log_quarantined;       /* the open quarantined a log that continued no
+                                   valid snapshot and opened empty (amnesiac) */
     char load[KEEL_ERRMSG_MAX]; /* what the open decided (snap_report_...) */
 };
 void replica_snap_info(const struct replica *r, struct replica_snap_info *out);

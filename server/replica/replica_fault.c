@@ -5,6 +5,7 @@
  * records amnesia changes in LMDB, and reports damage that reads find while
  * running. The core decides everything else: a damaged node never leads,
  * applies only below its first fault, and an amnesiac one never votes. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,6 +93,36 @@ int replica__load_amnesia(struct replica *r, const struct store_recovery *rep,
     uint64_t t0 = rep->amnesia_t0 > 0 ? rep->amnesia_t0 : 1;
     raft_load_amnesia(&r->raft, t0, target);
     return 0;
+}
+
+/* A log that continues no valid snapshot (DESIGN §5: state is rebuilt
+ * only from index 1 or right after a valid snapshot) cannot be loaded; a
+ * group with peers is restored by InstallSnapshot instead. Its log goes to
+ * quarantine (never deleted) and the next open finds it empty. Safe
+ * because the group is recorded amnesiac first (snap_open, or the store's
+ * scan for a gap; the store refuses otherwise): it neither votes nor
+ * leads until a leader of a term >= T0 caught it up through that
+ * leader's last index, and the record outlives a restart in between. Its
+ * hard state stays, so it never forgets a vote or lowers its term. */
+int replica__quarantine_log(struct replica_host *h,
+                            const struct store_group_id *gid,
+                            struct store_group *g, char *errmsg)
+{
+    ASSERT(g != NULL);
+    store_group_close(g); /* the refused open left it open */
+    return store_group_quarantine_log(h->store, gid, errmsg);
+}
+
+void replica__note_quarantined(struct replica *r, const char *why)
+{
+    struct replica_snap *s = &r->snap;
+    ASSERT(r->raft.amnesiac);
+    ASSERT(r->raft.last_index == 0);
+    s->log_quarantined = true;
+    snprintf(s->load, sizeof s->load,
+             "log moved to quarantine/, opened empty and amnesiac until "
+             "InstallSnapshot from the leader restores it (%s)",
+             why);
 }
 
 void replica__repair_drop(struct replica *r)

@@ -397,8 +397,9 @@ int replica__snap_open(struct replica *r, const struct replica_options *opt,
     }
     snap_report_describe(&lr, s->load, sizeof s->load);
     /* A store-amnesiac group whose log or snapshot still loads opens
-     * amnesiac (replica_fault.c) and catches up from a leader; only a log
-     * that continues no valid snapshot cannot be loaded at all. */
+     * amnesiac (replica_fault.c) and catches up from a leader; a log that
+     * continues no valid snapshot cannot be loaded at all (replica_open
+     * quarantines it for a group with peers and opens again, empty). */
     if (lr.source == SNAP_SOURCE_AMNESIA) {
         snap_body_free(&lr);
         return keel_err(KEEL_EAMNESIA, errmsg,
@@ -467,6 +468,7 @@ void replica_snap_info(const struct replica *r, struct replica_snap_info *out)
         out->older_index = si.older_index;
         out->must_not_lead = si.must_not_lead;
     }
+    out->log_quarantined = s->log_quarantined;
     out->cut = s->cut;
     out->taken = s->taken;
     out->writing = s->job != NULL;

@@ -9,7 +9,11 @@
  * hold). Then the follower's newest snapshot file is damaged while it is
  * stopped: it moves the file to quarantine/, restores from what remains
  * (older snapshot + log, or the leader) and catches up again (§5 Extent).
- * The cases share one cluster and run in order. */
+ * Last, both of its snapshot files are damaged while its log starts past
+ * index 1 (compacted): no valid snapshot is continued by its log, so the
+ * log goes to quarantine/, the replica opens empty and amnesiac, and the
+ * leader restores it by InstallSnapshot; it then leads and serves every
+ * message (issue 8). The cases share one cluster and run in order. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -469,7 +473,8 @@ static bool newest_snapshot(int i, char *out, size_t cap)
     return found;
 }
 
-static int quarantined(int i)
+/* Files in node i's quarantine/ whose name holds what (".snap", ".blk"). */
+static int quarantined_files(int i, const char *what)
 {
     char path[768];
     int n = 0;
@@ -480,10 +485,15 @@ static int quarantined(int i)
     }
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        n += strstr(e->d_name, ".snap") != NULL;
+        n += strstr(e->d_name, what) != NULL;
     }
     closedir(d);
     return n;
+}
+
+static int quarantined(int i)
+{
+    return quarantined_files(i, ".snap");
 }
 
 static void a_follower_whose_newest_snapshot_is_damaged_recovers_and_catches_up(
@@ -584,6 +594,132 @@ static void every_node_holds_the_same_entries_after_a_clean_stop(void **state)
     json_decref(fd);
 }
 
+/* Flip a bit in the last byte of file path (the body fails its
+ * XXH3-128). */
+static void flip_last_byte(const char *path)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, st.st_size - 1, SEEK_SET), 0);
+    int c = fgetc(f);
+    assert_int_equal(fseek(f, st.st_size - 1, SEEK_SET), 0);
+    fputc(c ^ 0x10, f);
+    fclose(f);
+}
+
+/* Damage every snapshot file of the stream group on stopped node i (the
+ * group whose newest snapshot is the highest). Returns how many. */
+static int damage_stream_snapshots(int i)
+{
+    char snap[4096];
+    assert_true(newest_snapshot(i, snap, sizeof snap));
+    char *slash = strrchr(snap, '/');
+    assert_non_null(slash);
+    *slash = '\0';
+    DIR *d = opendir(snap);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len > 5 && strcmp(e->d_name + len - 5, ".snap") == 0) {
+            char path[4400];
+            snprintf(path, sizeof path, "%s/%s", snap, e->d_name);
+            flip_last_byte(path);
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+/* Poll: the stream is led by the follower (*arg true) or by another node
+ * (false); a wrong leader is asked to step down. */
+static bool led_by_follower_is(void *arg)
+{
+    bool want = *(const bool *)arg;
+    int l = -1;
+    for (int i = 0; i < NODES && l < 0; i++) {
+        l = nc[i] != NULL ? leader_index(i) : -1;
+    }
+    if (l < 0) {
+        return false;
+    }
+    if ((l == follower) == want) {
+        return true;
+    }
+    json_decref(request(l, "$JS.API.STREAM.LEADER.STEPDOWN." STREAM, ""));
+    return false;
+}
+
+static void
+a_follower_whose_log_continues_no_valid_snapshot_heals_by_install_snapshot(
+    void **state)
+{
+    (void)state;
+    assert_true(follower >= 0);
+    for (int i = 0; i < NODES; i++) {
+        assert_int_equal(h_netns_node_start(&net, i), 0);
+    }
+    assert_int_equal(h_netns_wait_mesh(&net, WAIT_MS), 0);
+    for (int i = 0; i < NODES; i++) {
+        assert_int_equal(connect_node(i), 0);
+    }
+    assert_true(h_poll(meta_ready, NULL, WAIT_MS));
+    bool led = false;
+    assert_true(h_poll(led_by_follower_is, &led, WAIT_MS));
+    int l = leader();
+    assert_true(l >= 0);
+    publish(l, 150);
+    assert_true(h_poll(follower_current, NULL, WAIT_MS));
+    disconnect(follower);
+    assert_int_equal(h_netns_node_stop(&net, follower), 0);
+    /* Its log starts past index 1: without a valid snapshot it cannot
+     * rebuild the state (DESIGN §5). */
+    assert_true(log_start(follower) > 1);
+    assert_true(damage_stream_snapshots(follower) >= 2);
+    int qlog = quarantined_files(follower, ".blk");
+    struct log_wait w = {follower, "installed snapshot", 0};
+    w.more_than = count_in_log(follower, w.needle);
+    int healed = count_in_log(follower, "opened empty and amnesiac");
+    publish(l, 60);
+    restart_follower(); /* bounded wait until the leader sees it current */
+    assert_true(h_poll(log_grew, &w, WAIT_MS));
+    assert_true(count_in_log(follower, "opened empty and amnesiac") > healed);
+    fprintf(stderr, "follower %s: %d log file(s) quarantined\n",
+            net.node[follower].name,
+            quarantined_files(follower, ".blk") - qlog);
+    assert_true(quarantined_files(follower, ".blk") > qlog);
+    /* Every message is served by the healed replica: the leader stops
+     * (the healed one now counts for every commit) and a step-down of
+     * the third node, if it won, hands over to the healed one (the only
+     * voter it hears from). */
+    disconnect(l);
+    assert_int_equal(h_netns_node_stop(&net, l), 0);
+    led = true;
+    assert_true(h_poll(led_by_follower_is, &led, WAIT_MS));
+    for (int k = published - MAX_MSGS; k < published; k++) {
+        natsMsg *m = NULL;
+        jsErrCode jerr = 0;
+        char want[64];
+        snprintf(want, sizeof want, "ins-%06d-payload-payload-payload", k);
+        natsStatus gs =
+            js_GetMsg(&m, js[follower], STREAM, (uint64_t)k + 1, NULL, &jerr);
+        if (gs != NATS_OK) {
+            fprintf(stderr, "seq %d: %s (%d)\n", k + 1, natsStatus_GetText(gs),
+                    (int)jerr);
+        }
+        assert_int_equal(gs, NATS_OK);
+        assert_int_equal(natsMsg_GetDataLength(m), (int)strlen(want));
+        assert_memory_equal(natsMsg_GetData(m), want, strlen(want));
+        natsMsg_Destroy(m);
+    }
+    /* It also takes new messages as leader. */
+    publish(follower, 20);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -592,6 +728,8 @@ int main(void)
         cmocka_unit_test(
             a_follower_whose_newest_snapshot_is_damaged_recovers_and_catches_up),
         cmocka_unit_test(every_node_holds_the_same_entries_after_a_clean_stop),
+        cmocka_unit_test(
+            a_follower_whose_log_continues_no_valid_snapshot_heals_by_install_snapshot),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

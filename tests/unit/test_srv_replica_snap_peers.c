@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
+
 #include "codec.h"
 #include "replica_int.h"
 #include "test_srv_replica_common.h"
@@ -41,6 +43,7 @@ struct fixture {
     struct qmsg q[QUEUE_MAX];
     size_t nq;
     int corrupt_snaps; /* flip a byte in this many snapshot chunks */
+    bool no_heal;      /* open without heal_by_install (a group of one's) */
 };
 
 static struct fixture *fx;
@@ -153,10 +156,9 @@ static void open_store(struct node *nd)
                      0);
 }
 
-static void open_replica(int i)
+static int open_replica_rv(int i, char *err)
 {
     struct node *nd = &fx->n[i];
-    char err[KEEL_ERRMSG_MAX];
     nd->count = nd->hash = nd->restored_at = 0;
     struct replica_options opt = {
         .self = (raft_node)(i + 1),
@@ -166,15 +168,30 @@ static void open_replica(int i)
         .heartbeat_ms = 10,
         .seed = (uint64_t)i + 7,
         .snap_entries = 20,
+        .heal_by_install = !fx->no_heal,
     };
     struct replica_callbacks cbs = {.apply = toy_apply,
                                     .send = on_send,
                                     .snapshot = toy_snapshot,
                                     .restore = toy_restore,
                                     .arg = nd};
-    int rv = replica_open(nd->host, &fx->gid, &opt, &cbs, &nd->r, err);
-    if (rv != 0) {
+    return replica_open(nd->host, &fx->gid, &opt, &cbs, &nd->r, err);
+}
+
+static void open_replica(int i)
+{
+    char err[KEEL_ERRMSG_MAX];
+    if (open_replica_rv(i, err) != 0) {
         fail_msg("replica_open %d: %s", i, err);
+    }
+}
+
+static void close_store(struct node *nd)
+{
+    store_close(nd->s, true);
+    replica_host_destroy(nd->host);
+    for (int k = 0; k < 100; k++) {
+        uv_run(&fx->loop, UV_RUN_NOWAIT);
     }
 }
 
@@ -183,11 +200,7 @@ static void stop_node(int i)
     struct node *nd = &fx->n[i];
     replica_close(nd->r);
     nd->r = NULL;
-    store_close(nd->s, true);
-    replica_host_destroy(nd->host);
-    for (int k = 0; k < 100; k++) {
-        uv_run(&fx->loop, UV_RUN_NOWAIT);
-    }
+    close_store(nd);
 }
 
 static int setup(void **state)
@@ -451,6 +464,116 @@ static void a_damaged_chunk_restarts_the_transfer(void **state)
     assert_true(ii.failures >= 1);
 }
 
+static void damage_snapshot(int i, uint64_t index)
+{
+    char hex[33], path[512];
+    store_group_id_hex(&fx->gid, hex);
+    snprintf(path, sizeof path, "%s/groups/%s/snap/%020llu.snap", fx->n[i].dir,
+             hex, (unsigned long long)index);
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, -1, SEEK_END), 0);
+    int c = fgetc(f);
+    assert_int_equal(fseek(f, -1, SEEK_END), 0);
+    fputc(c ^ 0x08, f);
+    fclose(f);
+}
+
+/* Files of the group's log in node i's quarantine/. */
+static int quarantined_log(int i)
+{
+    char hex[33], path[512];
+    int n = 0;
+    store_group_id_hex(&fx->gid, hex);
+    snprintf(path, sizeof path, "%s/quarantine", fx->n[i].dir);
+    DIR *d = opendir(path);
+    if (d == NULL) {
+        return 0;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        n += strncmp(e->d_name, hex, 32) == 0 && strstr(e->d_name, ".blk");
+    }
+    closedir(d);
+    return n;
+}
+
+static bool not_amnesiac(uint64_t i)
+{
+    struct replica_info ri;
+    replica_info(fx->n[i].r, &ri);
+    return !ri.amnesiac;
+}
+
+/* Issue 8: both snapshots of follower f are damaged while its log starts
+ * past index 1. Without heal_by_install (a group of one's rule) the open
+ * is refused; with it the log goes to quarantine/, f opens empty and
+ * amnesiac with its term kept, stays so across a restart before any
+ * leader message, and is restored by InstallSnapshot. */
+static void a_follower_whose_log_continues_no_valid_snapshot_heals(void **state)
+{
+    (void)state;
+    uint64_t total = 0;
+    int f = -1;
+    struct replica_snap_info si;
+    for (int b = 0; b < 60 && f < 0; b++) {
+        propose(15);
+        total += 15;
+        assert_true(wait_for(all_counted, total));
+        for (int i = 0; i < N; i++) {
+            struct replica_info ri;
+            replica_info(fx->n[i].r, &ri);
+            assert_int_equal(replica_compact(fx->n[i].r, ri.applied, NULL), 0);
+        }
+        int c = (leader() + 1) % N;
+        replica_snap_info(fx->n[c].r, &si);
+        if (si.first_index > 1 && si.older_index > 0 && !si.writing) {
+            f = c;
+        }
+    }
+    assert_true(f >= 0);
+    struct replica_info before;
+    replica_info(fx->n[f].r, &before);
+    stop_node(f);
+    damage_snapshot(f, si.newest_index);
+    damage_snapshot(f, si.older_index);
+    char err[KEEL_ERRMSG_MAX];
+    open_store(&fx->n[f]);
+    fx->no_heal = true;
+    assert_int_equal(open_replica_rv(f, err), KEEL_EAMNESIA);
+    assert_int_equal(quarantined_log(f), 0);
+    close_store(&fx->n[f]);
+    fx->no_heal = false;
+    open_store(&fx->n[f]);
+    open_replica(f);
+    struct replica_info ri;
+    replica_info(fx->n[f].r, &ri);
+    assert_true(ri.amnesiac);
+    assert_int_equal(ri.last_index, 0);
+    assert_true(ri.term >= before.term);
+    replica_snap_info(fx->n[f].r, &si);
+    assert_true(si.log_quarantined);
+    assert_true(quarantined_log(f) > 0);
+    /* A restart before any leader message: still amnesiac, still empty
+     * (no index-1 configuration of its own). */
+    stop_node(f);
+    open_store(&fx->n[f]);
+    open_replica(f);
+    replica_info(fx->n[f].r, &ri);
+    assert_true(ri.amnesiac);
+    assert_int_equal(ri.last_index, 0);
+    assert_true(wait_for(node_caught_up, (uint64_t)f));
+    assert_int_equal(fx->n[f].count, total);
+    assert_true(wait_for(not_amnesiac, (uint64_t)f));
+    struct replica_install_info ii;
+    replica_install_info(fx->n[f].r, &ii);
+    assert_true(ii.installs >= 1);
+    /* It counts for commits again. */
+    propose(15);
+    total += 15;
+    assert_true(wait_for(all_counted, total));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -463,6 +586,9 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(
             a_restarted_follower_restores_and_catches_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_follower_whose_log_continues_no_valid_snapshot_heals, setup,
+            teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
