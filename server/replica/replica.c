@@ -1,6 +1,7 @@
 /* The Raft driver: see replica.h for the contract it implements. */
 #include "replica.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -723,8 +724,7 @@ int replica_open(struct replica_host *h, const struct store_group_id *gid,
     int rv = open_once(h, gid, opt, cbs, &r, &g, errmsg);
     if (rv == KEEL_EAMNESIA && g != NULL && opt->heal_by_install) {
         char why[KEEL_ERRMSG_MAX];
-        memcpy(why, errmsg != NULL ? errmsg : "", sizeof why);
-        why[sizeof why - 1] = '\0';
+        snprintf(why, sizeof why, "%s", errmsg != NULL ? errmsg : "");
         rv = replica__quarantine_log(h, gid, g, errmsg);
         rv = rv == 0 ? open_once(h, gid, opt, cbs, &r, &g, errmsg) : rv;
         if (rv == 0) {

@@ -181,8 +181,6 @@ void replica__release(struct replica *r);
  * placeholders, and tell it about the first one (rule 1). */
 int replica__load_log(struct replica *r, uint64_t from,
                       const struct store_recovery *rep, char *errmsg);
-/* Rule 3: an amnesiac group (lost range, OS crash under interval, reset
- * metadata) opens amnesiac with its recorded target. */
 /* A refused open (KEEL_EAMNESIA) of a group with peers: close its store
  * group g and move its log to quarantine (store_group_quarantine_log);
  * then note, on the group opened again (empty, amnesiac), why. */
@@ -190,6 +188,8 @@ int replica__quarantine_log(struct replica_host *h,
                             const struct store_group_id *gid,
                             struct store_group *g, char *errmsg);
 void replica__note_quarantined(struct replica *r, const char *why);
+/* Rule 3: an amnesiac group (lost range, OS crash under interval, reset
+ * metadata) opens amnesiac with its recorded target. */
 int replica__load_amnesia(struct replica *r, const struct store_recovery *rep,
                           char *errmsg);
 /* replica_recover.c: the recover wait (`keel cluster recover` on a node

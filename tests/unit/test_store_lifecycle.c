@@ -188,6 +188,49 @@ static void group_delete_removes_catalogue_hard_state_and_files(void **state)
     ts_expect(&f->t, 3, 1, 2);
 }
 
+/* Issue 8: the log of a closed group recorded amnesiac moves to
+ * quarantine/ (catalogue and snapshot pair forgotten first, in one synced
+ * LMDB transaction), never deleted; the hard state and the amnesia record
+ * survive a crash and the group opens with an empty log from index 1.
+ * Refused for an open group and for one not recorded amnesiac. */
+static void quarantine_log_keeps_hard_state_and_amnesia(void **state)
+{
+    struct fixture *f = *state;
+    char path[512], qpath[700], hex[33];
+    uint64_t off;
+
+    hard_state(&f->t, 4, "v");
+    ts_append(&f->t, 1, 120, 4, 300, 1); /* several 16 KiB segments */
+    assert_true(ts_wait_persisted(&f->t, 120));
+    assert_int_equal(store_snapshot_record(f->t.g, 100, 4, NULL), 0);
+    ts_where(&f->t, 1, path, &off);
+    assert_int_equal(store_group_quarantine_log(f->t.s, &f->t.gid, NULL),
+                     KEEL_EEXIST);
+    store_group_close(f->t.g);
+    f->t.g = NULL;
+    assert_int_equal(store_group_quarantine_log(f->t.s, &f->t.gid, NULL),
+                     KEEL_EINVAL);
+    assert_true(path_exists(&f->t, path));
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(store_amnesia_enter(f->t.g, 4, 0, NULL), 0);
+    store_group_close(f->t.g);
+    f->t.g = NULL;
+    assert_int_equal(store_group_quarantine_log(f->t.s, &f->t.gid, NULL), 0);
+    assert_false(path_exists(&f->t, path));
+    store_group_id_hex(&f->t.gid, hex);
+    snprintf(qpath, sizeof qpath, "%s/quarantine/%s-%s", f->t.dir, hex,
+             strrchr(path, '/') + 1);
+    assert_true(path_exists(&f->t, qpath));
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(f->t.rep.first_index, 1);
+    assert_int_equal(f->t.rep.last_index, 0);
+    assert_int_equal(f->t.rep.snapshot_index, 0);
+    assert_int_equal(f->t.rep.hard_term, 4);
+    assert_true(f->t.rep.amnesia);
+    assert_int_equal(f->t.rep.amnesia_reason, STORE_AMNESIA_RECORDED);
+    assert_true(path_exists(&f->t, qpath));
+}
+
 /* The recover wait (operator override) is recorded synced, survives a
  * crash, is cleared by term 0, and a group delete removes it. */
 static void recover_wait_survives_a_crash_until_cleared_or_deleted(void **state)
@@ -461,6 +504,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             group_delete_crash_at_every_step_never_leaves_half, setup,
             teardown),
+        cmocka_unit_test_setup_teardown(
+            quarantine_log_keeps_hard_state_and_amnesia, setup, teardown),
         cmocka_unit_test_setup_teardown(
             recover_wait_survives_a_crash_until_cleared_or_deleted, setup,
             teardown),
