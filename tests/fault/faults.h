@@ -26,6 +26,8 @@
 #define F_VALUE_BYTES 24
 #define F_PUB_WAIT_MS 2000      /* one publish's ack wait */
 #define F_RECOVERY_MS_MAX 20000 /* heal to first successful publish */
+#define F_DRAIN_MS_MAX 30000    /* heal to every acked value consumed */
+#define F_DRAIN_IDLE_MS 5000    /* ... or this long without a delivery */
 #define F_READ_MS_MAX 60000     /* the final read */
 #define F_STREAM "FAULTS"
 #define F_SUBJECT "faults.v"
@@ -132,6 +134,7 @@ struct f_run_ctx {
     int injured;             /* injuries applied */
     char injury_log[1024];   /* what was injured, for the report */
     long long recovery_ms;
+    long long drain_ms;   /* heal to every acked value consumed (-1: never) */
     int restart_failed;   /* keeld refused to start after an event */
     int unclean_stops;    /* keeld did not exit 0 on the final SIGTERM */
     int member_failed;    /* a membership change the cluster did not carry
@@ -162,7 +165,7 @@ struct f_result {
     uint64_t misplaced;     /* acked seq holds another value */
     uint64_t failed_stored; /* an error reply, yet served (info) */
     uint64_t read_total;
-    uint64_t consumer_missing;
+    uint64_t consumer_missing; /* acked, served, never delivered */
     bool pass;
 };
 
@@ -219,6 +222,10 @@ void f_pubs_stop(struct f_run_ctx *c, pthread_t *th);
 int f_consumer_start(struct f_run_ctx *c, pthread_t *th);
 void f_consumer_stop(struct f_run_ctx *c, pthread_t th);
 long long f_wait_recovery(struct f_run_ctx *c, const char *urls);
+/* After healing: ms until the concurrent consumer has delivered every
+ * acked value no injury destroyed; -1 when not within F_DRAIN_MS_MAX or
+ * after F_DRAIN_IDLE_MS without a delivery. */
+long long f_consumer_drain(struct f_run_ctx *c);
 int f_read_stream(struct f_run_ctx *c, const char *urls, struct f_view *v);
 uint32_t f_slot_of(const char *value, int len);
 

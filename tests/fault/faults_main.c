@@ -445,7 +445,7 @@ static void row(const struct f_run_ctx *c, const struct f_result *r,
     printf(
         "keel-faults: nemesis=%s seed=%llu injuries=%d [%s] read=%llu "
         "misplaced=%llu never_published=%llu on_disk_missing=%llu "
-        "consumed=%llu consumer_missing=%llu restart_failed=%d "
+        "consumed=%llu consumer_missing=%llu drain_ms=%lld restart_failed=%d "
         "converge_ms=%d unclean_stops=%d failed_stored=%llu "
         "member_failed=%d%s%s%s\n",
         c->nem->name, (unsigned long long)c->cfg.seed, c->injured,
@@ -453,7 +453,7 @@ static void row(const struct f_run_ctx *c, const struct f_result *r,
         (unsigned long long)r->misplaced,
         (unsigned long long)r->never_published,
         (unsigned long long)r->on_disk_missing, (unsigned long long)c->consumed,
-        (unsigned long long)r->consumer_missing, c->restart_failed,
+        (unsigned long long)r->consumer_missing, c->drain_ms, c->restart_failed,
         c->converge_ms, c->unclean_stops, (unsigned long long)r->failed_stored,
         c->member_failed, c->member_why[0] != '\0' ? " [" : "", c->member_why,
         c->member_why[0] != '\0' ? "]" : "");
@@ -497,7 +497,7 @@ static int traffic(struct f_run_ctx *c, const char *urls)
     if (rv == 0 && is_member(c->nem)) {
         (void)f_member_settle(c, urls);
     }
-    pause_ms(500); /* let the consumer catch up a little (info only) */
+    c->drain_ms = f_consumer_drain(c);
     f_consumer_stop(c, cons);
     c->converge_ms = c->cluster ? f_cluster_converge(c) : 0;
     return rv;

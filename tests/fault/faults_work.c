@@ -251,13 +251,16 @@ void f_pubs_stop(struct f_run_ctx *c, pthread_t *th)
 #define F_NEXT "$JS.API.CONSUMER.MSG.NEXT." F_STREAM "." F_CONSUMER
 
 /* The durable pull consumer, made through the API (an existing one with
- * the same config answers with its info). */
+ * the same config answers with its info). A delivery lost with the node
+ * that made it (its connection died) is redelivered after ack_wait, kept
+ * short so the drain after healing sees it. */
 static int consumer_create(natsConnection *nc)
 {
     static const char body[] =
         "{\"stream_name\":\"" F_STREAM "\",\"config\":{\"durable_name\":"
         "\"" F_CONSUMER "\",\"ack_policy\":\"explicit\",\"deliver_policy\":"
-        "\"all\",\"filter_subject\":\"" F_SUBJECT "\"}}";
+        "\"all\",\"ack_wait\":2000000000,\"filter_subject\":\"" F_SUBJECT
+        "\"}}";
     natsMsg *m = NULL;
     natsStatus s = natsConnection_Request(
         &m, nc, "$JS.API.CONSUMER.DURABLE.CREATE." F_STREAM "." F_CONSUMER,
@@ -358,6 +361,42 @@ void f_consumer_stop(struct f_run_ctx *c, pthread_t th)
 {
     c->stop_consumer = 1;
     pthread_join(th, NULL);
+}
+
+/* Acked values the consumer has not delivered yet. */
+static uint64_t consumer_behind(struct f_run_ctx *c)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&c->mu);
+    for (uint32_t s = 0; s < F_SEQS_MAX; s++) {
+        n += c->att[s].outcome == F_ACKED && !c->consumer_seen[s] &&
+             !c->destroyed[s];
+    }
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+long long f_consumer_drain(struct f_run_ctx *c)
+{
+    long long t0 = h_now_ms();
+    long long moved = t0;
+    uint64_t seen = 0;
+    while (consumer_behind(c) > 0) {
+        long long now = h_now_ms();
+        pthread_mutex_lock(&c->mu);
+        if (c->consumed != seen) {
+            seen = c->consumed;
+            moved = now;
+        }
+        pthread_mutex_unlock(&c->mu);
+        /* Values a damaged replica cannot serve are never delivered: the
+         * checker counts only those the final read serves. */
+        if (now - t0 >= F_DRAIN_MS_MAX || now - moved >= F_DRAIN_IDLE_MS) {
+            return -1;
+        }
+        pause_ms(100); /* poll pacing: the consumer thread does the work */
+    }
+    return h_now_ms() - t0;
 }
 
 /* After healing: milliseconds until a publish is acked again (-1: not
