@@ -319,20 +319,39 @@ static char *headers_only(const struct srv_stream_msg *m, size_t *hlen)
     return h;
 }
 
-/* Send stored message seq to t. Returns its size, or 0 when it is gone. */
+/* send_one: the message could not be read now (not gone). */
+#define SEND_BLOCKED (SIZE_MAX - 1)
+
+/* Send stored message seq to t. Returns its size, 0 when it is gone
+ * (deleted from the stream), SIZE_MAX when it does not fit the request,
+ * SEND_BLOCKED when it cannot be read now. */
 static size_t send_one(struct srv_cengine *e, struct srv_cstream *cs,
                        struct srv_csm *c, uint64_t seq, bool redelivery,
                        const struct target *t, struct srv_cpull *limit_for)
 {
     struct srv_stream_msg m;
     struct srv_csm_pending d;
-    if (srv_stream_msg_load(cs->st, seq, &m, NULL) != 0) {
+    char err[KEEL_ERRMSG_MAX];
+    int rv = srv_stream_msg_load(cs->st, seq, &m, err);
+    if (rv == KEEL_ENOENT) {
         srv_csm_pending_del(c, seq);
         if (!redelivery && seq > c->live.sseq) {
             c->live.sseq = seq; /* skip it */
         }
         return 0;
     }
+    if (rv != 0) {
+        /* A damaged record (now faulty: the leader hands over to a peer
+         * with an intact copy) or no memory: skipping it would lose an
+         * acked message to this consumer for good. It stays next. */
+        if (!c->read_blocked) {
+            SRV_WARN("consumer", "%s: seq %" PRIu64 " not delivered: %s",
+                     c->name, seq, err);
+        }
+        c->read_blocked = true;
+        return SEND_BLOCKED;
+    }
+    c->read_blocked = false;
     size_t size = m.subject_len + m.hdr_len + m.data_len;
     if (limit_for != NULL && limit_for->bytes > 0 &&
         (int64_t)size > limit_for->bytes) {
@@ -443,6 +462,9 @@ static void deliver_consumer(struct srv_cengine *e, struct srv_cstream *cs,
             return;
         }
         size_t size = send_one(e, cs, c, seq, redelivery, &t, t.pull);
+        if (size == SEND_BLOCKED) {
+            return; /* tried again on the next run */
+        }
         if (size == SIZE_MAX) {
             send_pending_status(e, t.pull->reply,
                                 "409 Message Size Exceeds MaxBytes", t.pull);

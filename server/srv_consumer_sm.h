@@ -132,6 +132,7 @@ struct srv_csm {
     /* No pending entry is due before this (a lower bound; 0 = scan). */
     int64_t due_min_ns;
     uint64_t redelivered; /* pending entries with deliveries > 1 */
+    bool read_blocked;    /* the next message did not read (warned once) */
 };
 
 /* A stream's consumers, sorted by name (deterministic iteration). */

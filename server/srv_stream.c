@@ -133,7 +133,7 @@ int srv_stream_msg_load(struct srv_stream *st, uint64_t seq,
     }
     struct store_entry e;
     struct srv_stream_entry d;
-    int rv = store_read(replica_store_group(st->r), sl->index, &e, errmsg);
+    int rv = replica_read(st->r, sl->index, &e, errmsg);
     if (rv != 0) {
         return rv;
     }

@@ -807,6 +807,18 @@ struct store_group *replica_store_group(struct replica *r)
     return r->g;
 }
 
+int replica_read(struct replica *r, uint64_t index, struct store_entry *out,
+                 char *errmsg)
+{
+    ASSERT(r != NULL);
+    int rv = store_read(r->g, index, out, errmsg);
+    if (rv == KEEL_ECORRUPT || rv == KEEL_EFAULTY) {
+        /* Not stepped from here: a read may run inside an apply. */
+        r->fault_check = true;
+    }
+    return rv;
+}
+
 size_t replica_peers(const struct replica *r, struct replica_peer *out,
                      size_t max)
 {

@@ -206,6 +206,13 @@ struct replica_info {
 void replica_info(const struct replica *r, struct replica_info *out);
 struct store_group *replica_store_group(struct replica *r);
 
+/* store_read of one record for the state machine (a stream's message). A
+ * record that fails its checksum now is faulty (rule 5): the core learns
+ * it at the next step, and a leader then stops proposing and hands over
+ * leadership (rule 1), so reads of it go to an intact copy. */
+int replica_read(struct replica *r, uint64_t index, struct store_entry *out,
+                 char *errmsg);
+
 /* Leader-side progress of the group's other servers (stream info
  * "cluster" replicas): up to max into out, returns the count; 0 when this
  * replica does not lead. since_ms: since the leader last heard from it
