@@ -107,8 +107,8 @@ static int consume_all(bool seen[MSGS + 1], int *after_gap)
     return got;
 }
 
-static void a_record_damaged_under_the_leader_is_delivered_from_a_peer(
-    void **state)
+static void
+a_record_damaged_under_the_leader_is_delivered_from_a_peer(void **state)
 {
     (void)state;
     struct cjs_ledger l = {0};
@@ -137,9 +137,8 @@ static void a_record_damaged_under_the_leader_is_delivered_from_a_peer(
 
     /* Bit rot under the running leader: its next read of the record
      * fails the checksum (the page cache holds the changed byte). */
-    assert_int_equal(h_flip_segment_byte(cj.net.node[leader].k.data_dir,
-                                         "rd-value-05"),
-                     0);
+    assert_int_equal(
+        h_flip_segment_byte(cj.net.node[leader].k.data_dir, "rd-value-05"), 0);
     bool seen[MSGS + 1] = {false};
     int after_gap = 0;
     int got = consume_all(seen, &after_gap);
