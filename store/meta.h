@@ -15,6 +15,9 @@
 #include "format.h"
 
 #define STORE_META_BAD_GROUPS_MAX 64
+/* keeld's exit status after an LMDB assertion on meta.lmdb at run time
+ * (README design note 32): EX_SOFTWARE. Its next start resets the file. */
+#define STORE_META_ASSERT_EXIT 70
 
 struct store_meta;
 
@@ -52,9 +55,11 @@ struct store_meta_report {
 };
 
 /* Open (creating) <data_dir>/meta.lmdb. A hard-state, catalogue, node or
- * incarnation value failing its checksum, or an environment LMDB cannot
- * open, moves the file to <data_dir>/quarantine/ and starts a fresh one
- * with a new incarnation (rep->reset). */
+ * incarnation value failing its checksum, a page failing the structural
+ * check (meta_check.h), a run-time LMDB assertion's marker
+ * (meta.lmdb.assert) or an environment LMDB cannot open moves the file to
+ * <data_dir>/quarantine/ and starts a fresh one with a new incarnation
+ * (rep->reset). */
 int store_meta_open(const char *data_dir, struct store_meta **out,
                     struct store_meta_report *rep, char *errmsg);
 /* Open <data_dir>/meta.lmdb read-only (MDB_RDONLY | MDB_NOLOCK: the node
@@ -119,6 +124,10 @@ int store_meta_log_replace(struct store_meta *m, const uint8_t gid[16],
  * committed stream deletion). */
 int store_meta_group_del(struct store_meta *m, const uint8_t gid[16],
                          char *errmsg);
+
+/* Tests: false leaves the structural page check (meta_check.h) out of the
+ * open's probe, as before README design note 32. */
+void store_meta_debug_check_structure(bool on);
 
 /* Tests: overwrite the raw value of a group's key kind ('H','C','S','A')
  * with bytes that fail the envelope check. */

@@ -280,6 +280,7 @@ static void reopen_expect_reset(struct fixture *f, const uint8_t *inc,
                                 const char *why)
 {
     ts_open(&f->t);
+    store_meta_debug_check_structure(true);
     assert_true(f->t.node.meta_reset);
     assert_non_null(strstr(f->t.node.meta_reset_reason, why));
     assert_memory_not_equal(inc, f->t.node.incarnation, 16);
@@ -303,6 +304,8 @@ static void a_meta_root_past_the_last_page_resets(void **state)
                          8);
     }
     assert_int_equal(close(fd), 0);
+    /* The structural check (test_store_meta_check.c) finds it first. */
+    store_meta_debug_check_structure(false);
     reopen_expect_reset(f, inc, "MDB_PAGE_NOTFOUND");
 }
 
@@ -325,6 +328,7 @@ static void a_meta_node_pointer_past_the_file_resets_not_crashes(void **state)
     uint16_t ptr = 0xFFF0;
     assert_int_equal(pwrite(fd, &ptr, 2, leaf + 16), 2); /* mp_ptrs[0] */
     assert_int_equal(close(fd), 0);
+    store_meta_debug_check_structure(false);
     reopen_expect_reset(f, inc, "fault");
 }
 
