@@ -443,7 +443,7 @@ static void probe_child(const char *path, int fd)
  * keeld died at every start (fault-suite finding F15). And it trusts page
  * headers, record counts and free-page lists on a write: a changed byte
  * no read reaches aborted keeld on an assertion at run time, or freed a
- * live page (README design note 32). So a child first checks every page
+ * live page (README design note 33). So a child first checks every page
  * of the file (meta_check.c), then reads every value through LMDB
  * (read-only, no lock file). If it does not come back with 0 (sound) or 3
  * (could not open: the open here decides), it died of what it read (a

@@ -1,5 +1,5 @@
 /* meta.lmdb's structural check and LMDB's run-time assertion hook (README
- * design note 32). Each damage below is one changed field that no read at
+ * design note 33). Each damage below is one changed field that no read at
  * open reaches: the probe of session 5 (every value read through LMDB in a
  * child) passes it, a later write would abort keeld on an LMDB assertion
  * or free a live page; the structural check resets the file at open (rule
