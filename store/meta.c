@@ -13,13 +13,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <lmdb.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -28,7 +26,7 @@
 #include <keel/error.h>
 
 #include "meta.h"
-#include "meta_check.h"
+#include "meta_probe.h"
 
 #define META_VERSION 1u
 #define META_BODY_MAX 128u
@@ -206,8 +204,6 @@ static int put_body(struct store_meta *m, const uint8_t *key, size_t kn,
     return put2(m, key, kn, val, vn, NULL, 0, NULL, 0, errmsg);
 }
 
-static void assert_hook(MDB_env *env, const char *msg);
-
 static int env_open(const char *path, struct store_meta *m, char *errmsg)
 {
     int rc;
@@ -219,7 +215,7 @@ static int env_open(const char *path, struct store_meta *m, char *errmsg)
         return map_mdb(rc, errmsg, "create");
     }
     mdb_env_set_mapsize(m->env, STORE_META_MAP_BYTES);
-    (void)mdb_env_set_assert(m->env, assert_hook);
+    (void)mdb_env_set_assert(m->env, store_meta_assert_hook);
     rc = mdb_env_open(m->env, path, MDB_NOSUBDIR | MDB_NOTLS, 0644);
     if (rc == 0) {
         MDB_txn *txn;
@@ -403,137 +399,22 @@ static int quarantine_meta(const char *data_dir, const char *path, char *errmsg)
 
 static int env_open_ro(const char *path, struct store_meta *m, char *errmsg);
 
-/* Tests: false runs the probe without the structural check (the probe
- * of session 5), to show what only the check finds. */
-static bool check_structure = true;
-
-void store_meta_debug_check_structure(bool on)
-{
-    check_structure = on;
-}
-
-/* The child's side of probe_in_child: exits 0 (sound or unknown), 3 (LMDB
- * cannot open it: the open in the parent decides) or 5 (the structural
- * check failed, its reason written to fd); dies if a read faults. */
-static void probe_child(const char *path, int fd)
+/* The probe child's read through LMDB (meta_probe.c): 0 when it read
+ * the file (whatever it found: the open here decides again), 3 when LMDB
+ * cannot open it. */
+static int read_all_ro(const char *path)
 {
     struct store_meta cm = {0};
     struct store_meta_report r;
     char err[KEEL_ERRMSG_MAX];
 
-    /* Die of a fault, whatever handler the process installed (a handler
-     * that returns or jumps would run on in the child). */
-    (void)signal(SIGBUS, SIG_DFL);
-    (void)signal(SIGSEGV, SIG_DFL);
-    if (check_structure &&
-        store_meta_check_file(path, NULL, err, sizeof err) == KEEL_ECORRUPT) {
-        size_t n = strlen(err);
-        _exit(write(fd, err, n) == (ssize_t)n ? 5 : 4);
-    }
     memset(&r, 0, sizeof r);
     if (env_open_ro(path, &cm, err) != 0) {
-        _exit(3);
+        return 3;
     }
     (void)validate_all(&cm, &r);
-    _exit(0);
-}
-
-/* LMDB 0.9 follows page numbers without bounding them by the file: one
- * damaged reference makes a read fault (SIGBUS) instead of failing, and
- * keeld died at every start (fault-suite finding F15). And it trusts page
- * headers, record counts and free-page lists on a write: a changed byte
- * no read reaches aborted keeld on an assertion at run time, or freed a
- * live page (README design note 33). So a child first checks every page
- * of the file (meta_check.c), then reads every value through LMDB
- * (read-only, no lock file). If it does not come back with 0 (sound) or 3
- * (could not open: the open here decides), it died of what it read (a
- * signal, or a sanitizer's report) or the check failed (its reason comes
- * through a pipe), and the file counts as corrupt. Returns 0 or
- * KEEL_ECORRUPT (reason set). */
-static int probe_in_child(const char *path, char *reason, size_t cap)
-{
-    char why[KEEL_ERRMSG_MAX];
-    size_t got = 0;
-    struct stat sb;
-    int fds[2];
-    int st;
-    pid_t pid;
-
-    ASSERT(path != NULL && reason != NULL);
-    if (stat(path, &sb) != 0 || pipe(fds) != 0) {
-        return 0; /* nothing to read yet, or no probe: the open decides */
-    }
-    pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        probe_child(path, fds[1]);
-    }
-    close(fds[1]);
-    while (pid > 0 && got < sizeof why - 1) {
-        ssize_t n = read(fds[0], why + got, sizeof why - 1 - got);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            break;
-        }
-        got += (size_t)n;
-    }
-    why[got] = 0;
-    close(fds[0]);
-    if (pid < 0) {
-        return 0;
-    }
-    while (waitpid(pid, &st, 0) < 0) {
-        if (errno != EINTR) {
-            return 0;
-        }
-    }
-    if (WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 3)) {
-        return 0;
-    }
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 5) {
-        store_fmt_str(reason, cap, "%s", why);
-        return KEEL_ECORRUPT;
-    }
-    store_fmt_str(reason, cap,
-                  "meta.lmdb makes LMDB fault when read (%s %d): a damaged "
-                  "page reference",
-                  WIFSIGNALED(st) ? "signal" : "exit",
-                  WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-    return KEEL_ECORRUPT;
-}
-
-/* LMDB's assertion hook on the writable environment (its asserts are on
- * in Debian's build; mdb_assert_fail aborts once this returns). An
- * assertion means meta.lmdb is damaged where the open's check did not
- * look: keeld must not run on, nor die at every start. The marker makes
- * the next open reset the file (rule 3). Never returns. */
-static void assert_hook(MDB_env *env, const char *msg)
-{
-    const char *path = NULL;
-
-    if (mdb_env_get_path(env, &path) != 0 || path == NULL) {
-        path = "meta.lmdb";
-    }
-    store_meta_marker_write(path, msg);
-    _exit(STORE_META_ASSERT_EXIT);
-}
-
-/* KEEL_ECORRUPT (reason set) if a run-time LMDB assertion left its
- * marker next to meta.lmdb (assert_hook). */
-static int marker_check(const char *path, char *reason, size_t cap)
-{
-    char what[STORE_META_MARKER_BYTES_MAX];
-
-    if (!store_meta_marker_read(path, what, sizeof what)) {
-        return 0;
-    }
-    store_fmt_str(reason, cap,
-                  "meta.lmdb made LMDB fail an assertion at run time (%s): "
-                  "a damaged page",
-                  what);
-    return KEEL_ECORRUPT;
+    mdb_env_close(cm.env);
+    return 0;
 }
 
 static int ensure_incarnation(struct store_meta *m,
@@ -574,10 +455,8 @@ int store_meta_open(const char *data_dir, struct store_meta **out,
         return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
     }
     store_fmt_str(path, sizeof path, "%s/meta.lmdb", data_dir);
-    rv = marker_check(path, rep->reset_reason, sizeof rep->reset_reason);
-    rv = rv == 0
-             ? probe_in_child(path, rep->reset_reason, sizeof rep->reset_reason)
-             : rv;
+    rv = store_meta_probe(path, read_all_ro, rep->reset_reason,
+                          sizeof rep->reset_reason);
     rv = rv == 0 ? env_open(path, m, rep->reset_reason) : rv;
     if (rv == 0 && validate_all(m, rep) != 0) {
         mdb_env_close(m->env);
@@ -651,10 +530,8 @@ int store_meta_open_ro(const char *data_dir, struct store_meta **out,
         return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
     }
     store_fmt_str(path, sizeof path, "%s/meta.lmdb", data_dir);
-    rv = marker_check(path, rep->reset_reason, sizeof rep->reset_reason);
-    rv = rv == 0
-             ? probe_in_child(path, rep->reset_reason, sizeof rep->reset_reason)
-             : rv;
+    rv = store_meta_probe(path, read_all_ro, rep->reset_reason,
+                          sizeof rep->reset_reason);
     if (rv != 0) {
         rep->reset = true;
         rv = keel_err(KEEL_ECORRUPT, errmsg,

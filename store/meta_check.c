@@ -24,13 +24,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <keel/assert.h>
 #include <keel/error.h>
 
-#include "meta.h"
 #include "meta_check.h"
 
 #define LM_MAGIC 0xBEEFC0DEu
@@ -638,111 +636,4 @@ int store_meta_check_file(const char *path, struct store_meta_check_stats *st,
         *st = c.st;
     }
     return rv;
-}
-
-#define MARKER_SUFFIX ".assert"
-
-static void marker_path(char *out, size_t cap, const char *meta_path)
-{
-    snprintf(out, cap, "%s" MARKER_SUFFIX, meta_path);
-}
-
-static int fsync_parent(const char *path)
-{
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    int fd;
-    int rv;
-
-    if (slash == NULL) {
-        snprintf(dir, sizeof dir, ".");
-    } else {
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    }
-    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        return -1;
-    }
-    rv = fsync(fd);
-    close(fd);
-    return rv;
-}
-
-void store_meta_marker_write(const char *meta_path, const char *text)
-{
-    char path[4096 + sizeof MARKER_SUFFIX];
-    char line[STORE_META_MARKER_BYTES_MAX + 1];
-    const char *err = NULL;
-    char stamp[32];
-    struct tm tm;
-    time_t now = time(NULL);
-    size_t n;
-    int fd;
-
-    ASSERT(meta_path != NULL && text != NULL);
-    marker_path(path, sizeof path, meta_path);
-    n = (size_t)snprintf(line, sizeof line, "%.*s\n",
-                         STORE_META_MARKER_BYTES_MAX - 2, text);
-    n = n < sizeof line ? n : sizeof line - 1;
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || write(fd, line, n) != (ssize_t)n || fsync(fd) != 0 ||
-        fsync_parent(path) != 0) {
-        err = strerror(errno);
-    }
-    if (fd >= 0) {
-        close(fd);
-    }
-    gmtime_r(&now, &tm);
-    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    fprintf(stderr,
-            "%s ERROR [store] meta.lmdb is damaged where the start's check "
-            "did not look: LMDB failed an assertion (%s). keeld exits "
-            "(status %d); its next start moves %s to quarantine/ and starts "
-            "a new incarnation%s%s%s\n",
-            stamp, text, STORE_META_ASSERT_EXIT, meta_path,
-            err != NULL ? " -- but the marker " : "", err != NULL ? path : "",
-            err != NULL ? " could not be written: move meta.lmdb away by hand"
-                        : "");
-    if (err != NULL) {
-        fprintf(stderr, "%s ERROR [store] %s: %s\n", stamp, path, err);
-    }
-    fflush(stderr);
-}
-
-bool store_meta_marker_read(const char *meta_path, char *out, size_t cap)
-{
-    char path[4096 + sizeof MARKER_SUFFIX];
-    ssize_t n;
-    int fd;
-
-    ASSERT(out != NULL && cap > 0);
-    marker_path(path, sizeof path, meta_path);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        /* Unreadable but there: it still counts. */
-        snprintf(out, cap, "marker unreadable: %s", strerror(e));
-        return e != ENOENT;
-    }
-    n = read(fd, out, cap - 1);
-    close(fd);
-    n = n < 0 ? 0 : n;
-    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == 0)) {
-        n--;
-    }
-    out[n] = 0;
-    return true;
-}
-
-int store_meta_marker_move(const char *meta_path, const char *dst)
-{
-    char path[4096 + sizeof MARKER_SUFFIX];
-    char to[4096 + sizeof MARKER_SUFFIX];
-
-    marker_path(path, sizeof path, meta_path);
-    marker_path(to, sizeof to, dst);
-    if (rename(path, to) != 0 && errno != ENOENT) {
-        return KEEL_EIO;
-    }
-    return 0;
 }

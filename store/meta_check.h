@@ -1,4 +1,4 @@
-/* A structural check of a whole meta.lmdb file (README design note 33).
+/* A structural check of a whole meta.lmdb file (README design note 34).
  * LMDB 0.9 trusts every page header and record count it reads: a changed
  * byte that no read reaches (a page's own number, its free-space bounds, a
  * tree's counts, a page neither used nor free) made a later write abort on
@@ -9,7 +9,6 @@
 #ifndef KEEL_STORE_META_CHECK_H
 #define KEEL_STORE_META_CHECK_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,17 +25,5 @@ struct store_meta_check_stats {
  * stats may be NULL. */
 int store_meta_check_file(const char *path, struct store_meta_check_stats *st,
                           char *reason, size_t cap);
-
-/* The marker an LMDB assertion at run time leaves next to meta.lmdb
- * (<meta_path>.assert, fsynced with its directory): the text of the
- * assertion. write also logs an operator-readable line on stderr; it
- * never fails (a marker that cannot be written is logged). */
-#define STORE_META_MARKER_BYTES_MAX 256
-void store_meta_marker_write(const char *meta_path, const char *text);
-/* true when the marker exists; its text (NUL-terminated) in out. */
-bool store_meta_marker_read(const char *meta_path, char *out, size_t cap);
-/* Move the marker, if any, to <dst>.assert (a quarantined meta.lmdb's
- * name). 0, or KEEL_EIO with errno set. */
-int store_meta_marker_move(const char *meta_path, const char *dst);
 
 #endif

@@ -1,5 +1,5 @@
 /* meta.lmdb's structural check and LMDB's run-time assertion hook (README
- * design note 33). Each damage below is one changed field that no read at
+ * design note 34). Each damage below is one changed field that no read at
  * open reaches: the probe of session 5 (every value read through LMDB in a
  * child) passes it, a later write would abort keeld on an LMDB assertion
  * or free a live page; the structural check resets the file at open (rule
@@ -26,6 +26,7 @@
 
 #include "meta.h"
 #include "meta_check.h"
+#include "meta_probe.h"
 
 /* LMDB 0.9 on-disk offsets (4 KiB pages): the meta at byte 16 of pages 0
  * and 1 (free db at 40, main db at 88: flags +4, depth +6, entries +32,
