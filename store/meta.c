@@ -294,6 +294,32 @@ static bool key_agrees(const MDB_val *k, const MDB_val *v, const uint8_t *b,
     return l == 32 && base == store_fmt_get64(b);
 }
 
+/* A group's hard state is two keys written and deleted in one
+ * transaction, adjacent in key order: 'H' gid 'T' then 'H' gid 'V'. A
+ * changed group-id byte in one of them that still sorts in place (the key
+ * check above cannot see it) leaves the other alone. Called on every key
+ * in order; *open holds a 'T' waiting for its 'V'. */
+static bool hs_pairs(const MDB_val *k, uint8_t gid[STORE_GROUP_ID_BYTES],
+                     bool *open)
+{
+    const uint8_t *kp = k->mv_data;
+    bool hs = k->mv_size == 2 + STORE_GROUP_ID_BYTES && kp[0] == 'H';
+
+    if (hs && kp[1 + STORE_GROUP_ID_BYTES] == 'V') {
+        bool ok = *open && memcmp(gid, kp + 1, STORE_GROUP_ID_BYTES) == 0;
+        *open = false;
+        return ok;
+    }
+    if (*open) {
+        return false; /* a 'T' not followed by its 'V' */
+    }
+    if (hs && kp[1 + STORE_GROUP_ID_BYTES] == 'T') {
+        memcpy(gid, kp + 1, STORE_GROUP_ID_BYTES);
+        *open = true;
+    }
+    return true;
+}
+
 /* Check every value. Returns KEEL_ECORRUPT if a node-wide value (hard state,
  * catalogue, node, incarnation) is bad; bad per-group values are listed. */
 static int validate_all(struct store_meta *m, struct store_meta_report *rep)
@@ -302,6 +328,8 @@ static int validate_all(struct store_meta *m, struct store_meta_report *rep)
     MDB_cursor *cur;
     MDB_val k;
     MDB_val v;
+    uint8_t t_gid[STORE_GROUP_ID_BYTES];
+    bool t_open = false;
     int rc;
     int bad = 0;
 
@@ -323,6 +351,13 @@ static int validate_all(struct store_meta *m, struct store_meta_report *rep)
         const uint8_t *b;
         uint32_t l;
         const uint8_t *kp = k.mv_data;
+        if (!hs_pairs(&k, t_gid, &t_open)) {
+            store_fmt_str(rep->reset_reason, sizeof rep->reset_reason,
+                          "meta.lmdb hard-state key without its pair (term "
+                          "and vote): a damaged key");
+            bad = KEEL_ECORRUPT;
+            break;
+        }
         if (env_check(&v, &b, &l) == 0) {
             if (key_agrees(&k, &v, b, l)) {
                 continue;
@@ -342,6 +377,12 @@ static int validate_all(struct store_meta *m, struct store_meta_report *rep)
         store_fmt_str(rep->reset_reason, sizeof rep->reset_reason,
                       "meta.lmdb value of kind '%c' failed its checksum",
                       k.mv_size > 0 ? kp[0] : '?');
+        bad = KEEL_ECORRUPT;
+    }
+    if (bad == 0 && rc == MDB_NOTFOUND && t_open) {
+        store_fmt_str(rep->reset_reason, sizeof rep->reset_reason,
+                      "meta.lmdb hard-state key without its pair (term and "
+                      "vote): a damaged key");
         bad = KEEL_ECORRUPT;
     }
     if (bad == 0 && rc != MDB_NOTFOUND) {

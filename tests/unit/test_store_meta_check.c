@@ -347,6 +347,38 @@ static void a_key_that_disagrees_with_its_value_resets(void **state)
     store_meta_close(m);
 }
 
+/* A changed group-id byte in a hard-state key that still sorts in place
+ * (group 1's term key named group 0): its group would read no hard state
+ * (term 0). Term and vote keys come in pairs. */
+static void a_hard_state_key_without_its_pair_resets(void **state)
+{
+    struct fx *f = *state;
+    struct store_meta_report rep;
+    char err[KEEL_ERRMSG_MAX];
+    uint16_t depth;
+    fill(f, 2);
+    int fd = open_file(f);
+    off_t leaf = (off_t)(main_root(fd, &depth) * PG);
+    off_t key = -1;
+    for (uint16_t i = 0; key < 0; i++) {
+        off_t node = leaf + rd16(fd, leaf + 16 + 2 * i);
+        uint8_t k[18];
+        assert_int_equal(pread(fd, k, sizeof k, node + 8), (ssize_t)sizeof k);
+        if (k[0] == 'H' && k[1] == 1 && k[17] == 'T') {
+            key = node + 8;
+        }
+    }
+    uint8_t g = 0; /* after every 'C' key, before group 1's 'V': in place */
+    wr(fd, key + 1, &g, 1);
+    assert_int_equal(close(fd), 0);
+    assert_int_equal(store_meta_check_file(f->path, NULL, err, sizeof err), 0);
+    struct store_meta *m = open_rw(f, &rep);
+    assert_true(rep.reset);
+    print_message("reason: %s\n", rep.reset_reason);
+    assert_non_null(strstr(rep.reset_reason, "without its pair"));
+    store_meta_close(m);
+}
+
 /* The damages of session 5 (design note 27) are found by the check too,
  * with a reason naming the page. */
 static void session_5_damages_are_named(void **state)
@@ -622,6 +654,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(
             a_key_that_disagrees_with_its_value_resets, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_hard_state_key_without_its_pair_resets, setup, teardown),
         cmocka_unit_test_setup_teardown(session_5_damages_are_named, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(a_clean_file_after_many_writes_passes,
