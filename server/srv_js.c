@@ -624,6 +624,12 @@ static int open_store(struct srv_js *js, const char *dir, char *errmsg)
     if (rep.meta_reset) {
         SRV_WARN("js", "store metadata was reset: %s", rep.meta_reset_reason);
     }
+    if (rep.meta_migrated > 0) {
+        SRV_INFO("js",
+                 "store metadata: %zu meta.lmdb values rewritten in envelope "
+                 "version 2 (the checksum covers the key)",
+                 rep.meta_migrated);
+    }
     return 0;
 }
 

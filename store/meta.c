@@ -7,8 +7,9 @@
  *   'A' gid                  amnesia state
  *   'W' gid                  recover wait: the term of an operator recover
  *                            after which this node must not campaign
- * Values: u16 version, u16 kind, u32 body length, body, u64 XXH3-64 of all
- * preceding bytes.
+ * Values: the envelope of meta_env.c (version 2: its checksum covers the
+ * key too); version-1 values are read, and rewritten as version 2 by the
+ * first writable open that finds the file sound.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,17 +21,15 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <keel/assert.h>
 #include <keel/error.h>
 
 #include "meta.h"
+#include "meta_env.h"
 #include "meta_probe.h"
 
-#define META_VERSION 1u
-#define META_BODY_MAX 128u
-#define META_ENV_HDR 8u
+#define META_BODY_MAX STORE_META_BODY_MAX
 #define META_KEY_MAX 32u
 
 struct store_meta {
@@ -61,47 +60,14 @@ static size_t key_make(uint8_t *k, char kind, const uint8_t *gid, char sub,
     return n;
 }
 
-static size_t env_wrap(uint8_t *out, uint16_t kind, const uint8_t *body,
-                       uint32_t len)
+/* Check the value v stored under key k; on success body and len point
+ * into v. */
+static int env_check(const MDB_val *k, const MDB_val *v, const uint8_t **body,
+                     uint32_t *len)
 {
-    ASSERT(len <= META_BODY_MAX);
-    ASSERT(out != NULL);
-    out[0] = (uint8_t)META_VERSION;
-    out[1] = 0;
-    out[2] = (uint8_t)kind;
-    out[3] = (uint8_t)(kind >> 8);
-    store_fmt_put32(out + 4, len);
-    memcpy(out + META_ENV_HDR, body, len);
-    store_fmt_put64(out + META_ENV_HDR + len,
-                    XXH3_64bits(out, META_ENV_HDR + len));
-    return META_ENV_HDR + len + 8;
-}
-
-/* Validate an envelope; on success body and len point into v. */
-static int env_check(const MDB_val *v, const uint8_t **body, uint32_t *len)
-{
-    const uint8_t *p = v->mv_data;
-    uint32_t l;
-
-    ASSERT(v != NULL);
-    ASSERT(body != NULL);
-    if (v->mv_size < META_ENV_HDR + 8) {
-        return KEEL_ECORRUPT;
-    }
-    l = store_fmt_get32(p + 4);
-    if ((size_t)l + META_ENV_HDR + 8 != v->mv_size) {
-        return KEEL_ECORRUPT;
-    }
-    if (XXH3_64bits(p, META_ENV_HDR + l) !=
-        store_fmt_get64(p + META_ENV_HDR + l)) {
-        return KEEL_ECORRUPT;
-    }
-    if (p[0] != META_VERSION || p[1] != 0) {
-        return KEEL_EVERSION;
-    }
-    *body = p + META_ENV_HDR;
-    *len = l;
-    return 0;
+    ASSERT(k != NULL && v != NULL);
+    return store_meta_env_check(k->mv_data, k->mv_size, v->mv_data, v->mv_size,
+                                body, len, NULL);
 }
 
 static int map_mdb(int rc, char *errmsg, const char *what)
@@ -182,7 +148,7 @@ static int get1(struct store_meta *m, const uint8_t *key, size_t kn,
         mdb_txn_abort(txn);
         return map_mdb(rc, NULL, "get");
     }
-    rc = env_check(&v, &b, len);
+    rc = env_check(&k, &v, &b, len);
     if (rc == 0 && *len <= META_BODY_MAX) {
         memcpy(body, b, *len);
     } else if (rc == 0) {
@@ -196,8 +162,8 @@ static int put_body(struct store_meta *m, const uint8_t *key, size_t kn,
                     uint16_t kind, const uint8_t *body, uint32_t len,
                     char *errmsg)
 {
-    uint8_t val[META_ENV_HDR + META_BODY_MAX + 8];
-    size_t vn = env_wrap(val, kind, body, len);
+    uint8_t val[STORE_META_VAL_MAX];
+    size_t vn = store_meta_env_wrap(val, key, kn, kind, body, len);
 
     ASSERT(vn <= sizeof val);
     ASSERT(key != NULL);
@@ -244,84 +210,10 @@ static void note_bad_group(struct store_meta_report *rep, const uint8_t *key)
     }
 }
 
-/* A key carries no checksum (a changed byte in it that still sorts in
- * place passes LMDB and the page check): its kind and length must agree
- * with its value's envelope, and a catalogue key's base with the body's. */
-static bool key_agrees(const MDB_val *k, const MDB_val *v, const uint8_t *b,
-                       uint32_t l)
-{
-    const uint8_t *kp = k->mv_data;
-    const uint8_t *vp = v->mv_data;
-    unsigned kind = (unsigned)vp[2] | (unsigned)vp[3] << 8;
-    size_t want = 0;
-    uint64_t base = 0;
-
-    ASSERT(v->mv_size >= 4);
-    if (k->mv_size == 0 || kp[0] != kind) {
-        return false;
-    }
-    switch (kind) {
-    case 'I':
-    case 'N':
-        want = 1;
-        break;
-    case 'H':
-        want = 2 + STORE_GROUP_ID_BYTES;
-        break;
-    case 'C':
-        want = 9 + STORE_GROUP_ID_BYTES;
-        break;
-    case 'S':
-    case 'A':
-    case 'W':
-        want = 1 + STORE_GROUP_ID_BYTES;
-        break;
-    default:
-        return false;
-    }
-    if (k->mv_size != want) {
-        return false;
-    }
-    if (kind == 'H') {
-        return kp[want - 1] == 'T' || kp[want - 1] == 'V';
-    }
-    if (kind != 'C') {
-        return true;
-    }
-    for (size_t i = 1 + STORE_GROUP_ID_BYTES; i < want; i++) {
-        base = base << 8 | kp[i];
-    }
-    return l == 32 && base == store_fmt_get64(b);
-}
-
-/* A group's hard state is two keys written and deleted in one
- * transaction, adjacent in key order: 'H' gid 'T' then 'H' gid 'V'. A
- * changed group-id byte in one of them that still sorts in place (the key
- * check above cannot see it) leaves the other alone. Called on every key
- * in order; *open holds a 'T' waiting for its 'V'. */
-static bool hs_pairs(const MDB_val *k, uint8_t gid[STORE_GROUP_ID_BYTES],
-                     bool *open)
-{
-    const uint8_t *kp = k->mv_data;
-    bool hs = k->mv_size == 2 + STORE_GROUP_ID_BYTES && kp[0] == 'H';
-
-    if (hs && kp[1 + STORE_GROUP_ID_BYTES] == 'V') {
-        bool ok = *open && memcmp(gid, kp + 1, STORE_GROUP_ID_BYTES) == 0;
-        *open = false;
-        return ok;
-    }
-    if (*open) {
-        return false; /* a 'T' not followed by its 'V' */
-    }
-    if (hs && kp[1 + STORE_GROUP_ID_BYTES] == 'T') {
-        memcpy(gid, kp + 1, STORE_GROUP_ID_BYTES);
-        *open = true;
-    }
-    return true;
-}
-
-/* Check every value. Returns KEEL_ECORRUPT if a node-wide value (hard state,
- * catalogue, node, incarnation) is bad; bad per-group values are listed. */
+/* Check every value. Returns KEEL_ECORRUPT if a node-wide value (hard
+ * state, catalogue, node, incarnation) or any version-2 value is bad; bad
+ * version-1 snapshot, amnesia and recover-wait values are listed (their
+ * groups open amnesiac). Counts version-1 values in rep->n_v1. */
 static int validate_all(struct store_meta *m, struct store_meta_report *rep)
 {
     MDB_txn *txn;
@@ -335,6 +227,7 @@ static int validate_all(struct store_meta *m, struct store_meta_report *rep)
 
     ASSERT(m != NULL);
     ASSERT(rep != NULL);
+    rep->n_v1 = 0;
     rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
     if (rc == 0) {
         rc = mdb_cursor_open(txn, m->dbi, &cur);
@@ -350,33 +243,43 @@ static int validate_all(struct store_meta *m, struct store_meta_report *rep)
     while (bad == 0 && (rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
         const uint8_t *b;
         uint32_t l;
+        unsigned ver = 0;
         const uint8_t *kp = k.mv_data;
-        if (!hs_pairs(&k, t_gid, &t_open)) {
+        char kind = k.mv_size > 0 ? (char)kp[0] : '?';
+        if (!store_meta_hs_pairs(kp, k.mv_size, t_gid, &t_open)) {
             store_fmt_str(rep->reset_reason, sizeof rep->reset_reason,
                           "meta.lmdb hard-state key without its pair (term "
                           "and vote): a damaged key");
             bad = KEEL_ECORRUPT;
             break;
         }
-        if (env_check(&v, &b, &l) == 0) {
-            if (key_agrees(&k, &v, b, l)) {
+        if (store_meta_env_check(kp, k.mv_size, v.mv_data, v.mv_size, &b, &l,
+                                 &ver) == 0) {
+            rep->n_v1 += ver == STORE_META_ENV_V1 ? 1 : 0;
+            if (store_meta_key_agrees(kp, k.mv_size, v.mv_data, b, l)) {
                 continue;
             }
             store_fmt_str(rep->reset_reason, sizeof rep->reset_reason,
                           "meta.lmdb key of kind '%c' (%zu bytes) does not "
                           "match its value: a damaged key",
-                          k.mv_size > 0 ? kp[0] : '?', k.mv_size);
+                          kind, k.mv_size);
             bad = KEEL_ECORRUPT;
             break;
         }
-        if (k.mv_size > STORE_GROUP_ID_BYTES &&
-            (kp[0] == 'S' || kp[0] == 'A' || kp[0] == 'W')) {
+        /* A version-2 checksum covers the key: its failure may be a
+         * changed key byte, the entry moved away from its real group
+         * (which now silently lacks it). Only a version-1 value's
+         * failure is surely its own group's. */
+        if (v.mv_size > 0 && ((const uint8_t *)v.mv_data)[0] == 1 &&
+            k.mv_size > STORE_GROUP_ID_BYTES &&
+            (kind == 'S' || kind == 'A' || kind == 'W')) {
             note_bad_group(rep, kp);
             continue;
         }
         store_fmt_str(rep->reset_reason, sizeof rep->reset_reason,
-                      "meta.lmdb value of kind '%c' failed its checksum",
-                      k.mv_size > 0 ? kp[0] : '?');
+                      "meta.lmdb value of kind '%c' failed its checksum "
+                      "(over key and value): a damaged key or value",
+                      kind);
         bad = KEEL_ECORRUPT;
     }
     if (bad == 0 && rc == MDB_NOTFOUND && t_open) {
@@ -395,6 +298,68 @@ static int validate_all(struct store_meta *m, struct store_meta_report *rep)
     mdb_cursor_close(cur);
     mdb_txn_abort(txn);
     return bad;
+}
+
+/* Envelope version 2 (README design note 35): rewrite every sound
+ * version-1 value (a file written before it) as version 2 in one synced
+ * transaction, so every key is covered from this start on. Only after
+ * validate_all found the file sound: the rewrite vouches for each key as
+ * it is now. A version-1 value that fails its checksum stays as it is
+ * (its group opens amnesiac). */
+static int migrate_v1(struct store_meta *m, size_t *n_done, char *errmsg)
+{
+    MDB_txn *txn;
+    MDB_cursor *cur;
+    MDB_val k;
+    MDB_val v;
+    int rc;
+
+    ASSERT(m != NULL && n_done != NULL);
+    *n_done = 0;
+    rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    if (rc != 0) {
+        return map_mdb(rc, errmsg, "begin");
+    }
+    rc = mdb_cursor_open(txn, m->dbi, &cur);
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return map_mdb(rc, errmsg, "cursor");
+    }
+    while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
+        uint8_t key[META_KEY_MAX];
+        uint8_t body[META_BODY_MAX];
+        uint8_t val[STORE_META_VAL_MAX];
+        const uint8_t *b;
+        uint32_t l;
+        unsigned ver = 0;
+        const uint8_t *vp = v.mv_data;
+        if (k.mv_size > sizeof key ||
+            store_meta_env_check(k.mv_data, k.mv_size, vp, v.mv_size, &b, &l,
+                                 &ver) != 0 ||
+            ver != STORE_META_ENV_V1) {
+            continue;
+        }
+        /* Copies: the put may move the page these point into. */
+        memcpy(key, k.mv_data, k.mv_size);
+        memcpy(body, b, l);
+        k.mv_data = key;
+        v.mv_size = store_meta_env_wrap(
+            val, key, k.mv_size, (uint16_t)(vp[2] | vp[3] << 8), body, l);
+        v.mv_data = val;
+        rc = mdb_cursor_put(cur, &k, &v, MDB_CURRENT);
+        if (rc != 0) {
+            break;
+        }
+        (*n_done)++;
+    }
+    mdb_cursor_close(cur);
+    if (rc != MDB_NOTFOUND) {
+        mdb_txn_abort(txn);
+        *n_done = 0;
+        return map_mdb(rc, errmsg, "envelope v2 rewrite");
+    }
+    /* mdb_txn_commit syncs: every value is version 2 or none is. */
+    return map_mdb(mdb_txn_commit(txn), errmsg, "commit");
 }
 
 static int quarantine_meta(const char *data_dir, const char *path, char *errmsg)
@@ -510,6 +475,9 @@ int store_meta_open(const char *data_dir, struct store_meta **out,
         rep->n_bad_groups = 0;
         rv = quarantine_meta(data_dir, path, errmsg);
         rv = rv == 0 ? env_open(path, m, errmsg) : rv;
+    }
+    if (rv == 0 && !rep->reset && rep->n_v1 > 0) {
+        rv = migrate_v1(m, &rep->n_migrated, errmsg);
     }
     rv = rv == 0 ? ensure_incarnation(m, rep, errmsg) : rv;
     if (rv != 0) {
@@ -700,18 +668,19 @@ int store_meta_hs_put(struct store_meta *m, const uint8_t gid[16],
     uint8_t k1[META_KEY_MAX];
     uint8_t k2[META_KEY_MAX];
     uint8_t t[8];
-    uint8_t v1[META_ENV_HDR + META_BODY_MAX + 8];
-    uint8_t v2[META_ENV_HDR + META_BODY_MAX + 8];
+    uint8_t v1[STORE_META_VAL_MAX];
+    uint8_t v2[STORE_META_VAL_MAX];
+    size_t kn1 = key_make(k1, 'H', gid, 'T', 0);
+    size_t kn2 = key_make(k2, 'H', gid, 'V', 0);
     size_t n1;
     size_t n2;
 
     ASSERT(vote_len <= STORE_VOTE_BYTES_MAX);
     ASSERT(vote != NULL || vote_len == 0);
     store_fmt_put64(t, term);
-    n1 = env_wrap(v1, 'H', t, 8);
-    n2 = env_wrap(v2, 'H', vote, (uint32_t)vote_len);
-    return put2(m, k1, key_make(k1, 'H', gid, 'T', 0), v1, n1, k2,
-                key_make(k2, 'H', gid, 'V', 0), v2, n2, errmsg);
+    n1 = store_meta_env_wrap(v1, k1, kn1, 'H', t, 8);
+    n2 = store_meta_env_wrap(v2, k2, kn2, 'H', vote, (uint32_t)vote_len);
+    return put2(m, k1, kn1, v1, n1, k2, kn2, v2, n2, errmsg);
 }
 
 int store_meta_cat_list(struct store_meta *m, const uint8_t gid[16],
@@ -742,7 +711,7 @@ int store_meta_cat_list(struct store_meta *m, const uint8_t gid[16],
     while (rc == 0 && k.mv_size == kn && memcmp(k.mv_data, key, 17) == 0) {
         const uint8_t *b;
         uint32_t l;
-        if (env_check(&v, &b, &l) != 0 || l != 32) {
+        if (env_check(&k, &v, &b, &l) != 0 || l != 32) {
             rv = KEEL_ECORRUPT;
             break;
         }
@@ -1001,8 +970,8 @@ static int txn_put_body(struct store_meta *m, MDB_txn *txn, const uint8_t *key,
                         size_t kn, uint16_t kind, const uint8_t *body,
                         uint32_t len)
 {
-    uint8_t val[META_ENV_HDR + META_BODY_MAX + 8];
-    size_t vn = env_wrap(val, kind, body, len);
+    uint8_t val[STORE_META_VAL_MAX];
+    size_t vn = store_meta_env_wrap(val, key, kn, kind, body, len);
     MDB_val k = {kn, (void *)key};
     MDB_val v = {vn, val};
 

@@ -1,6 +1,7 @@
 /* meta.lmdb: the store's small durable facts (DESIGN.md §4 LMDB). All LMDB
  * code lives in meta.c. Every value is an envelope {version, kind, length,
- * body, XXH3-64}; a value failing it reads as KEEL_ECORRUPT. Every put is
+ * body, checksum} (meta_env.h: version 2's checksum covers the key too);
+ * a value failing it reads as KEEL_ECORRUPT. Every put is
  * one synced transaction. Thread-safe (LMDB serialises writers).
  */
 #ifndef KEEL_STORE_META_H
@@ -50,16 +51,22 @@ struct store_meta_report {
     bool reset; /* meta.lmdb was unreadable and moved to quarantine */
     bool fresh; /* no incarnation existed: a new data directory */
     char reset_reason[256];
-    size_t n_bad_groups; /* groups with a bad snapshot/amnesia value */
+    size_t n_bad_groups; /* groups with a bad version-1 snapshot, amnesia
+                            or recover-wait value */
+    size_t n_v1;         /* values in envelope version 1 (written before
+                            version 2; their checksum leaves the key out) */
+    size_t n_migrated;   /* of them, rewritten as version 2 by this open */
     uint8_t bad_groups[STORE_META_BAD_GROUPS_MAX][STORE_GROUP_ID_BYTES];
 };
 
 /* Open (creating) <data_dir>/meta.lmdb. A hard-state, catalogue, node or
  * incarnation value failing its checksum, a page failing the structural
  * check (meta_check.h), a run-time LMDB assertion's marker
- * (meta.lmdb.assert) or an environment LMDB cannot open moves the file to
+ * (meta.lmdb.assert), a version-2 value failing its checksum (key or
+ * value damaged) or an environment LMDB cannot open moves the file to
  * <data_dir>/quarantine/ and starts a fresh one with a new incarnation
- * (rep->reset). */
+ * (rep->reset). A sound file's version-1 values are rewritten as version
+ * 2 in one synced transaction (rep->n_migrated). */
 int store_meta_open(const char *data_dir, struct store_meta **out,
                     struct store_meta_report *rep, char *errmsg);
 /* Open <data_dir>/meta.lmdb read-only (MDB_RDONLY | MDB_NOLOCK: the node
@@ -130,7 +137,8 @@ int store_meta_group_del(struct store_meta *m, const uint8_t gid[16],
 void store_meta_debug_check_structure(bool on);
 
 /* Tests: overwrite the raw value of a group's key kind ('H','C','S','A')
- * with bytes that fail the envelope check. */
+ * with a version-1 value failing its checksum (a damaged value in a file
+ * written before envelope version 2). */
 int store_meta_debug_corrupt(struct store_meta *m, char kind,
                              const uint8_t gid[16]);
 

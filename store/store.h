@@ -77,8 +77,12 @@ struct store_node_report {
                         moved to quarantine/, new incarnation; every group
                         rejoins as a non-voter (DESIGN.md §4 rule 3) */
     char meta_reset_reason[KEEL_ERRMSG_MAX];
-    bool os_crash; /* previous run ended without a clean shutdown and the
-                      boot id changed (rule 4) */
+    size_t meta_migrated; /* meta.lmdb values rewritten in envelope version
+                             2 (their checksum covers the key) by this open:
+                             nonzero once, on the first start after an
+                             upgrade (store/FORMAT.md) */
+    bool os_crash;        /* previous run ended without a clean shutdown and the
+                             boot id changed (rule 4) */
     uint8_t incarnation[16]; /* stored id of this data directory */
     uint64_t incarnation64;  /* store_incarnation64(incarnation) */
 };

@@ -26,6 +26,7 @@
 
 #include "meta.h"
 #include "meta_check.h"
+#include "meta_env.h"
 #include "meta_probe.h"
 
 /* LMDB 0.9 on-disk offsets (4 KiB pages): the meta at byte 16 of pages 0
@@ -69,6 +70,7 @@ static int teardown(void **state)
 {
     struct fx *f = *state;
     store_meta_debug_check_structure(true);
+    store_meta_debug_env_v1(false);
     nftw(f->dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     test_free(f);
     return 0;
@@ -314,15 +316,18 @@ static void a_leaf_with_upper_below_lower_resets(void **state)
 }
 
 /* A changed byte inside a key that still sorts in place: LMDB and the
- * page check see nothing (keys carry no checksum), and a catalogue entry
- * would name another segment. The key must agree with its value. */
+ * page check see nothing, and a catalogue entry would name another
+ * segment. In a file written before envelope version 2 (whose checksum
+ * finds this first) the key must agree with its value. */
 static void a_key_that_disagrees_with_its_value_resets(void **state)
 {
     struct fx *f = *state;
     struct store_meta_report rep;
     char err[KEEL_ERRMSG_MAX];
     uint16_t depth;
+    store_meta_debug_env_v1(true);
     fill(f, 2);
+    store_meta_debug_env_v1(false);
     int fd = open_file(f);
     off_t leaf = (off_t)(main_root(fd, &depth) * PG);
     off_t key = -1;
@@ -349,14 +354,17 @@ static void a_key_that_disagrees_with_its_value_resets(void **state)
 
 /* A changed group-id byte in a hard-state key that still sorts in place
  * (group 1's term key named group 0): its group would read no hard state
- * (term 0). Term and vote keys come in pairs. */
+ * (term 0). Term and vote keys come in pairs (in a file written before
+ * envelope version 2, whose checksum finds this first). */
 static void a_hard_state_key_without_its_pair_resets(void **state)
 {
     struct fx *f = *state;
     struct store_meta_report rep;
     char err[KEEL_ERRMSG_MAX];
     uint16_t depth;
+    store_meta_debug_env_v1(true);
     fill(f, 2);
+    store_meta_debug_env_v1(false);
     int fd = open_file(f);
     off_t leaf = (off_t)(main_root(fd, &depth) * PG);
     off_t key = -1;
@@ -376,6 +384,185 @@ static void a_hard_state_key_without_its_pair_resets(void **state)
     assert_true(rep.reset);
     print_message("reason: %s\n", rep.reset_reason);
     assert_non_null(strstr(rep.reset_reason, "without its pair"));
+    store_meta_close(m);
+}
+
+/* The file offset of the key (in the main tree's only leaf) starting with
+ * the n bytes of want. */
+static off_t key_at(int fd, const uint8_t *want, size_t n)
+{
+    uint16_t depth;
+    off_t leaf = (off_t)(main_root(fd, &depth) * PG);
+    uint16_t nodes = (uint16_t)((rd16(fd, leaf + 12) - 16) / 2);
+
+    assert_int_equal(depth, 1);
+    for (uint16_t i = 0; i < nodes; i++) {
+        off_t node = leaf + rd16(fd, leaf + 16 + 2 * i);
+        uint8_t k[32];
+        assert_true(n <= sizeof k);
+        assert_int_equal(pread(fd, k, n, node + 8), (ssize_t)n);
+        if (memcmp(k, want, n) == 0) {
+            return node + 8;
+        }
+    }
+    fail_msg("key '%c' not found", want[0]);
+    return -1;
+}
+
+/* Every value's envelope version, read with liblmdb. */
+static void count_versions(struct fx *f, size_t *v1, size_t *v2)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_cursor *cur;
+    MDB_dbi dbi;
+    MDB_val k;
+    MDB_val v;
+
+    *v1 = 0;
+    *v2 = 0;
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_open(env, f->path,
+                                  MDB_NOSUBDIR | MDB_RDONLY | MDB_NOLOCK, 0644),
+                     0);
+    assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+    assert_int_equal(mdb_cursor_open(txn, dbi, &cur), 0);
+    while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
+        uint8_t ver = ((const uint8_t *)v.mv_data)[0];
+        assert_true(ver == 1 || ver == 2);
+        *(ver == 1 ? v1 : v2) += 1;
+    }
+    mdb_cursor_close(cur);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+}
+
+/* fill, and group 1's amnesia and recover-wait values. */
+static void fill_all_kinds(struct fx *f)
+{
+    struct store_meta_report rep;
+    struct store_meta_amnesia a = {1, 7, 42};
+    char err[KEEL_ERRMSG_MAX];
+    uint8_t gid[16];
+
+    fill(f, 2);
+    struct store_meta *m = open_rw(f, &rep);
+    gid_of(gid, 1);
+    assert_int_equal(store_meta_amnesia_put(m, gid, &a, err), 0);
+    assert_int_equal(store_meta_recover_wait_put(m, gid, 9, err), 0);
+    store_meta_close(m);
+}
+
+/* A changed group-id byte in a catalogue, snapshot, amnesia or
+ * recover-wait key that still sorts in place (group 1's key names group
+ * 1 with its last id byte 0x5b, between group 1's and group 2's keys):
+ * kind, length and base all agree, so before envelope version 2 the entry
+ * silently moved to a group that does not exist (group 1 lost a segment,
+ * its snapshot, its amnesia). Its checksum covers the key: the file is
+ * reset (rule 3), and keel store dump says so. */
+static void a_changed_group_id_byte_in_a_key_resets(void **state)
+{
+    struct fx *f = *state;
+    const char kinds[] = {'C', 'S', 'A', 'W'};
+
+    for (size_t i = 0; i < sizeof kinds; i++) {
+        struct store_meta_report rep;
+        struct store_meta *m = NULL;
+        char err[KEEL_ERRMSG_MAX];
+        uint8_t want[25] = {(uint8_t)kinds[i], 1};
+        uint8_t g = 0x5b;
+        want[16] = 0x5a;
+        want[23] = 0x03; /* 'C': group 1's last segment, base 1001 */
+        want[24] = 0xe9;
+        fill_all_kinds(f);
+        int fd = open_file(f);
+        wr(fd, key_at(fd, want, kinds[i] == 'C' ? 25 : 17) + 16, &g, 1);
+        assert_int_equal(close(fd), 0);
+        assert_int_equal(store_meta_check_file(f->path, NULL, err, sizeof err),
+                         0);
+        assert_int_equal(store_meta_open_ro(f->dir, &m, &rep, err),
+                         KEEL_ECORRUPT);
+        print_message("'%c': %s\n", kinds[i], err);
+        assert_non_null(strstr(err, "failed its checksum"));
+        m = open_rw(f, &rep);
+        assert_true(rep.reset);
+        assert_non_null(strstr(rep.reset_reason, "a damaged key or value"));
+        store_meta_close(m);
+    }
+}
+
+/* A file written before envelope version 2 is read (keel store dump
+ * leaves it as it is); the first writable open rewrites every value as
+ * version 2 in one transaction, once; the values read the same and a
+ * changed group-id byte in a key is found from then on. */
+static void a_version_1_file_is_migrated_once(void **state)
+{
+    struct fx *f = *state;
+    struct store_meta_report rep;
+    struct store_meta *m = NULL;
+    struct store_meta_seg segs[4];
+    struct store_meta_amnesia a;
+    char err[KEEL_ERRMSG_MAX];
+    uint8_t gid[16];
+    uint8_t vote[64];
+    size_t vote_len = 0;
+    uint64_t term = 0;
+    size_t n = 0;
+    size_t v1;
+    size_t v2;
+
+    store_meta_debug_env_v1(true);
+    fill_all_kinds(f);
+    store_meta_debug_env_v1(false);
+    count_versions(f, &v1, &v2);
+    assert_int_equal(v2, 0);
+    assert_true(v1 >= 12); /* I, N; groups 1-3: H T/V, 2 C, S; A, W */
+    assert_int_equal(store_meta_open_ro(f->dir, &m, &rep, err), 0);
+    assert_int_equal(rep.n_v1, v1);
+    assert_int_equal(rep.n_migrated, 0);
+    gid_of(gid, 2);
+    assert_int_equal(store_meta_hs_get(m, gid, &term, vote, &vote_len), 0);
+    assert_int_equal(term, 5);
+    store_meta_close(m);
+    count_versions(f, &v1, &v2);
+    assert_int_equal(v2, 0);
+
+    m = open_rw(f, &rep);
+    assert_false(rep.reset);
+    assert_int_equal(rep.n_v1, v1);
+    assert_int_equal(rep.n_migrated, v1);
+    store_meta_close(m);
+    count_versions(f, &v1, &v2);
+    assert_int_equal(v1, 0);
+    assert_int_equal(v2, rep.n_migrated);
+    assert_int_equal(store_meta_check_file(f->path, NULL, err, sizeof err), 0);
+
+    m = open_rw(f, &rep);
+    assert_false(rep.reset);
+    assert_int_equal(rep.n_v1, 0);
+    assert_int_equal(rep.n_migrated, 0);
+    assert_int_equal(store_meta_incarnation(m, gid), 0);
+    assert_memory_equal(gid, f->inc, 16);
+    gid_of(gid, 1);
+    assert_int_equal(store_meta_hs_get(m, gid, &term, vote, &vote_len), 0);
+    assert_int_equal(term, 4);
+    assert_memory_equal(vote, "n2", 2);
+    assert_int_equal(store_meta_cat_list(m, gid, segs, 4, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(segs[1].base_index, 1001);
+    assert_int_equal(store_meta_amnesia_get(m, gid, &a), 0);
+    assert_int_equal(a.target, 42);
+    store_meta_close(m);
+
+    uint8_t want[17] = {'S', 1};
+    uint8_t g = 0x5b;
+    want[16] = 0x5a;
+    int fd = open_file(f);
+    wr(fd, key_at(fd, want, sizeof want) + 16, &g, 1);
+    assert_int_equal(close(fd), 0);
+    m = open_rw(f, &rep);
+    assert_true(rep.reset);
     store_meta_close(m);
 }
 
@@ -464,6 +651,8 @@ static void a_clean_file_after_many_writes_passes(void **state)
     store_meta_close(m);
     m = open_rw(f, &rep);
     assert_false(rep.reset);
+    assert_int_equal(rep.n_v1, 0); /* every value written in version 2 */
+    assert_int_equal(rep.n_bad_groups, 0);
     store_meta_close(m);
     assert_int_equal(store_meta_check_file(f->path, &st, err, sizeof err), 0);
     assert_true(st.free_pages > 0);
@@ -661,6 +850,10 @@ int main(void)
             a_key_that_disagrees_with_its_value_resets, setup, teardown),
         cmocka_unit_test_setup_teardown(
             a_hard_state_key_without_its_pair_resets, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_changed_group_id_byte_in_a_key_resets,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(a_version_1_file_is_migrated_once,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(session_5_damages_are_named, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(a_clean_file_after_many_writes_passes,

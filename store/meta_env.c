@@ -1,0 +1,155 @@
+/* meta.lmdb's value envelope (store/FORMAT.md "meta.lmdb"):
+ *   u8 version, u8 0, u16 kind, u32 body length, body, u64 checksum.
+ * Version 1: XXH3-64 (seed 0) of header and body. Version 2 (README
+ * design note 35): the same seeded with XXH3-64 (seed 0) of the key, so a
+ * changed key byte fails the value's checksum. LMDB checksums nothing
+ * and a changed key that still sorts in place moves its value to another
+ * key (finding F2; a catalogue entry to a group that does not exist).
+ */
+#include <string.h>
+#include <xxhash.h>
+
+#include <keel/assert.h>
+#include <keel/error.h>
+
+#include "format.h"
+#include "meta_env.h"
+
+static bool write_v1;
+
+void store_meta_debug_env_v1(bool on)
+{
+    write_v1 = on;
+}
+
+static uint64_t env_sum(unsigned version, const uint8_t *key, size_t kn,
+                        const uint8_t *hdr_body, size_t n)
+{
+    if (version == STORE_META_ENV_V1) {
+        return XXH3_64bits(hdr_body, n);
+    }
+    return XXH3_64bits_withSeed(hdr_body, n, XXH3_64bits(key, kn));
+}
+
+size_t store_meta_env_wrap(uint8_t *out, const uint8_t *key, size_t kn,
+                           uint16_t kind, const uint8_t *body, uint32_t len)
+{
+    unsigned version = write_v1 ? STORE_META_ENV_V1 : STORE_META_ENV_V2;
+
+    ASSERT(len <= STORE_META_BODY_MAX);
+    ASSERT(out != NULL && key != NULL && kn > 0);
+    out[0] = (uint8_t)version;
+    out[1] = 0;
+    out[2] = (uint8_t)kind;
+    out[3] = (uint8_t)(kind >> 8);
+    store_fmt_put32(out + 4, len);
+    if (len > 0) {
+        memcpy(out + STORE_META_ENV_HDR, body, len);
+    }
+    store_fmt_put64(out + STORE_META_ENV_HDR + len,
+                    env_sum(version, key, kn, out, STORE_META_ENV_HDR + len));
+    return STORE_META_ENV_HDR + len + 8;
+}
+
+int store_meta_env_check(const uint8_t *key, size_t kn, const uint8_t *val,
+                         size_t vn, const uint8_t **body, uint32_t *len,
+                         unsigned *version)
+{
+    uint32_t l;
+    unsigned ver;
+
+    ASSERT(val != NULL || vn == 0);
+    ASSERT(body != NULL && len != NULL);
+    if (vn < STORE_META_ENV_HDR + 8) {
+        return KEEL_ECORRUPT;
+    }
+    l = store_fmt_get32(val + 4);
+    if ((size_t)l + STORE_META_ENV_HDR + 8 != vn) {
+        return KEEL_ECORRUPT;
+    }
+    ver = val[0];
+    if (val[1] != 0 || (ver != STORE_META_ENV_V1 && ver != STORE_META_ENV_V2)) {
+        /* A newer format whose checksum still holds as version 1's, or a
+         * damaged byte. */
+        return XXH3_64bits(val, STORE_META_ENV_HDR + l) ==
+                       store_fmt_get64(val + STORE_META_ENV_HDR + l)
+                   ? KEEL_EVERSION
+                   : KEEL_ECORRUPT;
+    }
+    if (env_sum(ver, key, kn, val, STORE_META_ENV_HDR + l) !=
+        store_fmt_get64(val + STORE_META_ENV_HDR + l)) {
+        return KEEL_ECORRUPT;
+    }
+    *body = val + STORE_META_ENV_HDR;
+    *len = l;
+    if (version != NULL) {
+        *version = ver;
+    }
+    return 0;
+}
+
+bool store_meta_key_agrees(const uint8_t *key, size_t kn, const uint8_t *val,
+                           const uint8_t *body, uint32_t len)
+{
+    unsigned kind = (unsigned)val[2] | (unsigned)val[3] << 8;
+    size_t want = 0;
+    uint64_t base = 0;
+
+    ASSERT(val != NULL && body != NULL);
+    if (kn == 0 || key[0] != kind) {
+        return false;
+    }
+    switch (kind) {
+    case 'I':
+    case 'N':
+        want = 1;
+        break;
+    case 'H':
+        want = 2 + STORE_GROUP_ID_BYTES;
+        break;
+    case 'C':
+        want = 9 + STORE_GROUP_ID_BYTES;
+        break;
+    case 'S':
+    case 'A':
+    case 'W':
+        want = 1 + STORE_GROUP_ID_BYTES;
+        break;
+    default:
+        return false;
+    }
+    if (kn != want) {
+        return false;
+    }
+    if (kind == 'H') {
+        return key[want - 1] == 'T' || key[want - 1] == 'V';
+    }
+    if (kind != 'C') {
+        return true;
+    }
+    for (size_t i = 1 + STORE_GROUP_ID_BYTES; i < want; i++) {
+        base = base << 8 | key[i];
+    }
+    return len == 32 && base == store_fmt_get64(body);
+}
+
+bool store_meta_hs_pairs(const uint8_t *key, size_t kn, uint8_t gid[16],
+                         bool *open)
+{
+    bool hs = kn == 2 + STORE_GROUP_ID_BYTES && key[0] == 'H';
+
+    ASSERT(gid != NULL && open != NULL);
+    if (hs && key[1 + STORE_GROUP_ID_BYTES] == 'V') {
+        bool ok = *open && memcmp(gid, key + 1, STORE_GROUP_ID_BYTES) == 0;
+        *open = false;
+        return ok;
+    }
+    if (*open) {
+        return false; /* a 'T' not followed by its 'V' */
+    }
+    if (hs && key[1 + STORE_GROUP_ID_BYTES] == 'T') {
+        memcpy(gid, key + 1, STORE_GROUP_ID_BYTES);
+        *open = true;
+    }
+    return true;
+}
