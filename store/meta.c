@@ -270,7 +270,8 @@ static int validate_all(struct store_meta *m, struct store_meta_report *rep)
          * changed key byte, the entry moved away from its real group
          * (which now silently lacks it). Only a version-1 value's
          * failure is surely its own group's. */
-        if (v.mv_size > 0 && ((const uint8_t *)v.mv_data)[0] == 1 &&
+        if (v.mv_size > 0 &&
+            ((const uint8_t *)v.mv_data)[0] == STORE_META_ENV_V1 &&
             k.mv_size > STORE_GROUP_ID_BYTES &&
             (kind == 'S' || kind == 'A' || kind == 'W')) {
             note_bad_group(rep, kp);
