@@ -220,8 +220,7 @@ static int validate_all(struct store_meta *m, struct store_meta_report *rep)
     MDB_cursor *cur;
     MDB_val k;
     MDB_val v;
-    uint8_t t_gid[STORE_GROUP_ID_BYTES];
-    bool t_open = false;
+    struct store_meta_pairs pairs = {{0}, false};
     int rc;
     int bad = 0;
 
@@ -241,53 +240,20 @@ static int validate_all(struct store_meta *m, struct store_meta_report *rep)
         return KEEL_ECORRUPT;
     }
     while (bad == 0 && (rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
-        const uint8_t *b;
-        uint32_t l;
         unsigned ver = 0;
-        const uint8_t *kp = k.mv_data;
-        char kind = k.mv_size > 0 ? (char)kp[0] : '?';
-        if (!store_meta_hs_pairs(kp, k.mv_size, t_gid, &t_open)) {
-            store_fmt_str(rep->reset_reason, sizeof rep->reset_reason,
-                          "meta.lmdb hard-state key without its pair (term "
-                          "and vote): a damaged key");
-            bad = KEEL_ECORRUPT;
-            break;
+        int e = store_meta_entry_check(
+            k.mv_data, k.mv_size, v.mv_data, v.mv_size, &pairs, &ver,
+            rep->reset_reason, sizeof rep->reset_reason);
+        if (e == STORE_META_ENTRY_BAD_GROUP) {
+            note_bad_group(rep, k.mv_data);
         }
-        if (store_meta_env_check(kp, k.mv_size, v.mv_data, v.mv_size, &b, &l,
-                                 &ver) == 0) {
-            rep->n_v1 += ver == STORE_META_ENV_V1 ? 1 : 0;
-            if (store_meta_key_agrees(kp, k.mv_size, v.mv_data, b, l)) {
-                continue;
-            }
-            store_fmt_str(rep->reset_reason, sizeof rep->reset_reason,
-                          "meta.lmdb key of kind '%c' (%zu bytes) does not "
-                          "match its value: a damaged key",
-                          kind, k.mv_size);
-            bad = KEEL_ECORRUPT;
-            break;
-        }
-        /* A version-2 checksum covers the key: its failure may be a
-         * changed key byte, the entry moved away from its real group
-         * (which now silently lacks it). Only a version-1 value's
-         * failure is surely its own group's. */
-        if (v.mv_size > 0 &&
-            ((const uint8_t *)v.mv_data)[0] == STORE_META_ENV_V1 &&
-            k.mv_size > STORE_GROUP_ID_BYTES &&
-            (kind == 'S' || kind == 'A' || kind == 'W')) {
-            note_bad_group(rep, kp);
-            continue;
-        }
-        store_fmt_str(rep->reset_reason, sizeof rep->reset_reason,
-                      "meta.lmdb value of kind '%c' failed its checksum "
-                      "(over key and value): a damaged key or value",
-                      kind);
-        bad = KEEL_ECORRUPT;
+        rep->n_v1 += e == 0 && ver == STORE_META_ENV_V1 ? 1 : 0;
+        bad = e < 0 ? e : 0;
     }
-    if (bad == 0 && rc == MDB_NOTFOUND && t_open) {
-        store_fmt_str(rep->reset_reason, sizeof rep->reset_reason,
-                      "meta.lmdb hard-state key without its pair (term and "
-                      "vote): a damaged key");
-        bad = KEEL_ECORRUPT;
+    if (bad == 0 && rc == MDB_NOTFOUND) {
+        bad =
+            store_meta_entry_check(NULL, 0, NULL, 0, &pairs, NULL,
+                                   rep->reset_reason, sizeof rep->reset_reason);
     }
     if (bad == 0 && rc != MDB_NOTFOUND) {
         /* The walk broke off (a page reference past the last page, a bad

@@ -88,8 +88,11 @@ int store_meta_env_check(const uint8_t *key, size_t kn, const uint8_t *val,
     return 0;
 }
 
-bool store_meta_key_agrees(const uint8_t *key, size_t kn, const uint8_t *val,
-                           const uint8_t *body, uint32_t len)
+/* A sound value's key (which a version-1 checksum leaves out): its kind
+ * and length agree with the envelope's kind, a catalogue key's base with
+ * the body's. */
+static bool key_agrees(const uint8_t *key, size_t kn, const uint8_t *val,
+                       const uint8_t *body, uint32_t len)
 {
     unsigned kind = (unsigned)val[2] | (unsigned)val[3] << 8;
     size_t want = 0;
@@ -133,8 +136,9 @@ bool store_meta_key_agrees(const uint8_t *key, size_t kn, const uint8_t *val,
     return len == 32 && base == store_fmt_get64(body);
 }
 
-bool store_meta_hs_pairs(const uint8_t *key, size_t kn, uint8_t gid[16],
-                         bool *open)
+/* False when a hard-state pair is broken: a changed group-id byte in
+ * one key that still sorts in place leaves the other alone. */
+static bool hs_pairs(const uint8_t *key, size_t kn, uint8_t gid[16], bool *open)
 {
     bool hs = kn == 2 + STORE_GROUP_ID_BYTES && key[0] == 'H';
 
@@ -152,4 +156,48 @@ bool store_meta_hs_pairs(const uint8_t *key, size_t kn, uint8_t gid[16],
         *open = true;
     }
     return true;
+}
+
+int store_meta_entry_check(const uint8_t *key, size_t kn, const uint8_t *val,
+                           size_t vn, struct store_meta_pairs *pairs,
+                           unsigned *version, char *why, size_t cap)
+{
+    const uint8_t *b;
+    uint32_t l;
+    char kind = kn > 0 ? (char)key[0] : '?';
+
+    ASSERT(pairs != NULL && why != NULL);
+    if (key == NULL ? pairs->open
+                    : !hs_pairs(key, kn, pairs->gid, &pairs->open)) {
+        store_fmt_str(why, cap,
+                      "meta.lmdb hard-state key without its pair (term and "
+                      "vote): a damaged key");
+        return KEEL_ECORRUPT;
+    }
+    if (key == NULL) {
+        return 0;
+    }
+    if (store_meta_env_check(key, kn, val, vn, &b, &l, version) == 0) {
+        if (key_agrees(key, kn, val, b, l)) {
+            return 0;
+        }
+        store_fmt_str(why, cap,
+                      "meta.lmdb key of kind '%c' (%zu bytes) does not match "
+                      "its value: a damaged key",
+                      kind, kn);
+        return KEEL_ECORRUPT;
+    }
+    /* A version-2 checksum covers the key: its failure may be a changed
+     * key byte, the entry moved away from its real group (which now
+     * silently lacks it). Only a version-1 value's failure is surely its
+     * own group's. */
+    if (vn > 0 && val[0] == STORE_META_ENV_V1 && kn > STORE_GROUP_ID_BYTES &&
+        (kind == 'S' || kind == 'A' || kind == 'W')) {
+        return STORE_META_ENTRY_BAD_GROUP;
+    }
+    store_fmt_str(why, cap,
+                  "meta.lmdb value of kind '%c' failed its checksum (over key "
+                  "and value): a damaged key or value",
+                  kind);
+    return KEEL_ECORRUPT;
 }

@@ -28,16 +28,23 @@ int store_meta_env_check(const uint8_t *key, size_t kn, const uint8_t *val,
                          size_t vn, const uint8_t **body, uint32_t *len,
                          unsigned *version);
 
-/* A sound value's key: its kind and length agree with the envelope's
- * kind, a catalogue key's base with the body's. */
-bool store_meta_key_agrees(const uint8_t *key, size_t kn, const uint8_t *val,
-                           const uint8_t *body, uint32_t len);
-
-/* Hard-state keys come in pairs ('H' gid 'T' then 'H' gid 'V', adjacent
- * in key order). Called on every key in order; *open holds a 'T' waiting
- * for its 'V' (gid its group). False when a pair is broken. */
-bool store_meta_hs_pairs(const uint8_t *key, size_t kn, uint8_t gid[16],
-                         bool *open);
+/* The walk over every entry in key order at open (meta.c validate_all).
+ * Hard-state keys come in pairs ('H' gid 'T' then 'H' gid 'V', adjacent);
+ * pairs holds a 'T' waiting for its 'V' (zeroed before the walk). */
+struct store_meta_pairs {
+    uint8_t gid[16];
+    bool open;
+};
+#define STORE_META_ENTRY_BAD_GROUP 1
+/* One entry: 0 when sound (*version set); STORE_META_ENTRY_BAD_GROUP
+ * when only its group is hurt (a version-1 snapshot, amnesia or
+ * recover-wait value failing its checksum: key[1..16] names the group);
+ * KEEL_ECORRUPT with why set when the whole file must be reset (a value
+ * failing its checksum, a key that disagrees with its value, a broken
+ * hard-state pair). key NULL: the walk ended (a 'T' left open). */
+int store_meta_entry_check(const uint8_t *key, size_t kn, const uint8_t *val,
+                           size_t vn, struct store_meta_pairs *pairs,
+                           unsigned *version, char *why, size_t cap);
 
 /* Tests: true makes store_meta_env_wrap write version 1 (a file written
  * before envelope v2). */
