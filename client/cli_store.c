@@ -516,9 +516,13 @@ static int node_line(struct dump *d, char *errmsg)
         return rv;
     }
     hex16(rep.incarnation, inc);
-    emit(json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "kind", "node", "store",
-                   d->dir, "meta", "ok", "incarnation", inc, "fresh", rep.fresh,
-                   "os_crash", rep.os_crash));
+    /* meta_v1: values whose checksum leaves the key out (a directory
+     * written before envelope version 2); keeld rewrites them at its next
+     * start, the dump only reads. */
+    emit(json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:I}", "kind", "node",
+                   "store", d->dir, "meta", "ok", "incarnation", inc, "fresh",
+                   rep.fresh, "os_crash", rep.os_crash, "meta_v1",
+                   (json_int_t)rep.meta_v1));
     return 0;
 }
 

@@ -440,6 +440,7 @@ int store_meta_open(const char *data_dir, struct store_meta **out,
          * file for the operator and start over as a new incarnation. */
         rep->reset = true;
         rep->n_bad_groups = 0;
+        rep->n_v1 = 0;
         rv = quarantine_meta(data_dir, path, errmsg);
         rv = rv == 0 ? env_open(path, m, errmsg) : rv;
     }

@@ -307,6 +307,7 @@ int store_open(const struct store_config *cfg, struct store **out,
     rep->fresh = s->meta_rep.fresh;
     rep->meta_reset = s->meta_rep.reset;
     rep->meta_migrated = s->meta_rep.n_migrated;
+    rep->meta_v1 = s->meta_rep.n_v1 - s->meta_rep.n_migrated;
     s->meta_reset = s->meta_rep.reset;
     memcpy(rep->meta_reset_reason, s->meta_rep.reset_reason,
            sizeof rep->meta_reset_reason);

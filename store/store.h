@@ -81,6 +81,10 @@ struct store_node_report {
                              2 (their checksum covers the key) by this open:
                              nonzero once, on the first start after an
                              upgrade (store/FORMAT.md) */
+    size_t meta_v1;       /* meta.lmdb values in envelope version 1 (their
+                             checksum leaves the key out) after this open:
+                             nonzero only on a read-only open (keel store
+                             dump) of a directory written before */
     bool os_crash;        /* previous run ended without a clean shutdown and the
                              boot id changed (rule 4) */
     uint8_t incarnation[16]; /* stored id of this data directory */

@@ -5,7 +5,8 @@
  * changes no byte of the directory; a flipped payload byte shows as
  * checksum "bad" with the faulty range in the report; a truncated segment
  * shows as a lost range and amnesia; --stream selects, an unknown stream
- * fails with exit 1, a bad command line with exit 2. */
+ * fails with exit 1, a bad command line with exit 2; a meta.lmdb written
+ * before envelope version 2 is dumped as it is (keeld rewrites it). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "meta_env.h"
 #include "raft.h"
 #include "srv_stream_entry.h"
 #include "store.h"
@@ -361,6 +363,57 @@ static void stream_filter_and_exit_codes(void **state)
     assert_int_equal(WEXITSTATUS(f->status), 2);
 }
 
+/* The store written before envelope version 2 (meta.lmdb's checksums
+ * leave the keys out): the dump reads it, says so and changes nothing;
+ * keeld's next start (a writable open) rewrites it. */
+static int setup_v1(void **state)
+{
+    store_meta_debug_env_v1(true);
+    int rv = setup(state);
+    store_meta_debug_env_v1(false);
+    return rv;
+}
+
+static int64_t node_meta_v1(struct fx *f)
+{
+    for (size_t i = 0; i < f->nlines; i++) {
+        if (strcmp(str(f->lines[i], "kind"), "node") == 0) {
+            return json_integer_value(json_object_get(f->lines[i], "meta_v1"));
+        }
+    }
+    fail_msg("no node line");
+    return -1;
+}
+
+static void a_version_1_meta_lmdb_is_dumped_as_it_is(void **state)
+{
+    struct fx *f = *state;
+    struct store_config cfg = {0};
+    struct store_node_report rep;
+    struct store *s = NULL;
+    char err[KEEL_ERRMSG_MAX];
+    char meta[300];
+    snprintf(meta, sizeof meta, "%s/meta.lmdb", f->store_dir);
+    uint64_t meta_before = file_hash(meta);
+    dump(f, "");
+    assert_int_equal(WEXITSTATUS(f->status), 0);
+    assert_true(node_meta_v1(f) > 0);
+    assert_non_null(find(f, "record", "D", D_MSGS));
+    assert_true(file_hash(meta) == meta_before);
+    cfg.data_dir = f->store_dir;
+    cfg.manual_sync = true;
+    cfg.no_prealloc = true;
+    assert_int_equal(store_open(&cfg, &s, &rep, err), 0);
+    assert_false(rep.meta_reset);
+    assert_true(rep.meta_migrated > 0);
+    assert_int_equal(rep.meta_v1, 0);
+    store_close(s, true);
+    dump(f, "");
+    assert_int_equal(WEXITSTATUS(f->status), 0);
+    assert_int_equal(node_meta_v1(f), 0);
+    assert_non_null(find(f, "record", "D", D_MSGS));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -372,6 +425,8 @@ int main(void)
             flipped_byte_reads_bad_with_faulty_range, setup, teardown),
         cmocka_unit_test_setup_teardown(truncated_segment_reports_lost_range,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_version_1_meta_lmdb_is_dumped_as_it_is, setup_v1, teardown),
         cmocka_unit_test_setup_teardown(stream_filter_and_exit_codes, setup,
                                         teardown),
     };
