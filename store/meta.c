@@ -303,7 +303,7 @@ static int migrate_v1(struct store_meta *m, size_t *n_done, char *errmsg)
         if (k.mv_size > sizeof key ||
             store_meta_env_check(k.mv_data, k.mv_size, vp, v.mv_size, &b, &l,
                                  &ver) != 0 ||
-            ver != STORE_META_ENV_V1) {
+            ver != STORE_META_ENV_V1 || l > sizeof body) {
             continue;
         }
         /* Copies: the put may move the page these point into. */
