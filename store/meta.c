@@ -800,15 +800,22 @@ int store_meta_amnesia_put(struct store_meta *m, const uint8_t gid[16],
                     errmsg);
 }
 
-int store_meta_amnesia_del(struct store_meta *m, const uint8_t gid[16],
-                           char *errmsg)
+/* One synced transaction deleting a group's single key of this kind. */
+static int group_key_del(struct store_meta *m, char kind, const uint8_t gid[16],
+                         char *errmsg)
 {
     uint8_t key[META_KEY_MAX];
-    size_t kn = key_make(key, 'A', gid, 0, 0);
+    size_t kn = key_make(key, kind, gid, 0, 0);
 
     ASSERT(m != NULL);
     ASSERT(kn == 17);
     return put2(m, key, kn, NULL, 0, NULL, 0, NULL, 0, errmsg);
+}
+
+int store_meta_amnesia_del(struct store_meta *m, const uint8_t gid[16],
+                           char *errmsg)
+{
+    return group_key_del(m, 'A', gid, errmsg);
 }
 
 int store_meta_recover_wait_get(struct store_meta *m, const uint8_t gid[16],
@@ -844,12 +851,7 @@ int store_meta_recover_wait_put(struct store_meta *m, const uint8_t gid[16],
 int store_meta_recover_wait_del(struct store_meta *m, const uint8_t gid[16],
                                 char *errmsg)
 {
-    uint8_t key[META_KEY_MAX];
-    size_t kn = key_make(key, 'W', gid, 0, 0);
-
-    ASSERT(m != NULL);
-    ASSERT(kn == 17);
-    return put2(m, key, kn, NULL, 0, NULL, 0, NULL, 0, errmsg);
+    return group_key_del(m, 'W', gid, errmsg);
 }
 
 int store_meta_debug_corrupt(struct store_meta *m, char kind,
