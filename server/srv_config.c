@@ -28,6 +28,8 @@ void srv_config_defaults(struct srv_config *c)
     c->max_subs = SRV_SUBS_PER_CONN_MAX;
     c->max_header_bytes = SRV_HEADER_BYTES_DEFAULT;
     c->tls_timeout_ms = SRV_TLS_TIMEOUT_MS_DEFAULT;
+    c->js_max_memory = -1;
+    c->js_max_file = -1;
 }
 
 void srv_config_release(struct srv_config *c)
@@ -41,8 +43,8 @@ bool srv_parse_size(const char *s, uint64_t *out)
     static const struct {
         const char *suffix;
         int shift;
-    } sfx[] = {{"", 0},   {"b", 0},   {"k", 10}, {"kb", 10},
-               {"m", 20}, {"mb", 20}, {"g", 30}, {"gb", 30}};
+    } sfx[] = {{"", 0},    {"b", 0},  {"k", 10},  {"kb", 10}, {"m", 20},
+               {"mb", 20}, {"g", 30}, {"gb", 30}, {"t", 40},  {"tb", 40}};
     char *end;
     unsigned long long v;
 
@@ -206,6 +208,7 @@ enum opt_id {
     OPT_TLS_CA,
     OPT_TLS_VERIFY,
     OPT_TLS_TIMEOUT,
+    OPT_JETSTREAM,
 };
 
 struct opt {
@@ -253,6 +256,7 @@ static const struct opt opts[] = {
     {{"tlscacert"}, OPT_TLS_CA, true},
     {{"tlsverify"}, OPT_TLS_VERIFY, false},
     {{"tls_timeout"}, OPT_TLS_TIMEOUT, true},
+    {{"js", "jetstream"}, OPT_JETSTREAM, false},
 };
 
 static const struct opt *find_opt(const char *name, size_t len)
@@ -458,6 +462,9 @@ static int apply_opt(struct srv_config *c, enum opt_id id, const char *v,
         return 0;
     case OPT_VERSION:
         c->version = true;
+        return 0;
+    case OPT_JETSTREAM:
+        /* JetStream is always on (docs/decisions/0001): -js says so. */
         return 0;
     default:
         return apply_security_opt(c, id, v, errmsg);
@@ -746,22 +753,7 @@ static int apply_key(struct srv_config *c, const char *key, const json_t *v,
         return apply_cluster(c, v, errmsg);
     }
     if (strcmp(key, "jetstream") == 0) {
-        const json_t *ms = json_object_get(v, "max_streams");
-        if (ms != NULL) {
-            /* Server-wide stream limit, at most SRV_JS_STREAMS_MAX. */
-            json_int_t n = json_integer_value(ms);
-            if (!json_is_integer(ms) || n < 1 || n > SRV_JS_STREAMS_MAX) {
-                return keel_err(KEEL_EUSAGE, errmsg,
-                                "max_streams: expected 1..%d",
-                                SRV_JS_STREAMS_MAX);
-            }
-            c->js_max_streams = (uint64_t)n;
-        }
-        const json_t *sd = json_object_get(v, "store_dir");
-        if (sd != NULL && scalar_str(sd, buf, sizeof buf)) {
-            return apply_opt(c, OPT_STORE_DIR, buf, errmsg);
-        }
-        return 0;
+        return srv_config_apply_jetstream(c, v, errmsg);
     }
     for (size_t i = 0; i < sizeof file_keys / sizeof file_keys[0]; i++) {
         if (strcmp(file_keys[i].key, key) != 0) {
@@ -906,6 +898,8 @@ const char *srv_config_usage(void)
            "  -n, --name, --server_name  server name\n"
            "  -c, --config FILE          config file (flags override it)\n"
            "  -sd, --store_dir DIR       data directory (keel-data)\n"
+           "  -js, --jetstream           JetStream (always on; accepted as\n"
+           "                             nats-server spells it)\n"
            "  -l, --log FILE             log to FILE instead of stderr\n"
            "  -D, -V, -DV                debug, trace, both\n"
            "  --log-level LEVEL          error|warn|info|debug|trace (SIGHUP\n"

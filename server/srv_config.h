@@ -72,6 +72,10 @@ struct srv_config {
     bool tls_handshake_first; /* TLS before INFO (tls { handshake_first }) */
     bool https; /* monitoring over TLS (https_port / https:), tls { } keys */
     uint64_t js_max_streams; /* jetstream { max_streams }; 0 = the maximum */
+    /* jetstream { max_memory_store, max_file_store }: bytes the streams of
+     * each storage type may hold on this node; -1 = no limit. */
+    int64_t js_max_memory;
+    int64_t js_max_file;
     bool help;
     bool version;
 };
@@ -94,7 +98,13 @@ KEEL_MUST_USE int srv_config_from_args(struct srv_config *c, int argc,
 KEEL_MUST_USE int srv_config_apply_json(struct srv_config *c,
                                         const json_t *root, char *errmsg);
 
-/* Parse sizes like 1048576, 1MB, 64K (powers of 1024). */
+/* Apply the file's jetstream value (enabled, true or a { } block; see
+ * srv_config_js.c). Returns 0, or KEEL_EUSAGE naming what keeld refuses:
+ * turning JetStream off, an unknown or unsupported block key, a bad size. */
+KEEL_MUST_USE int srv_config_apply_jetstream(struct srv_config *c,
+                                             const json_t *v, char *errmsg);
+
+/* Parse sizes like 1048576, 1MB, 64K, 1T (powers of 1024). */
 KEEL_MUST_USE bool srv_parse_size(const char *s, uint64_t *out);
 
 /* Parse durations like 2m, 30s, 500ms, 1h; a bare number is seconds. */

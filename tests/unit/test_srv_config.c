@@ -222,6 +222,77 @@ static void a_bad_value_in_the_file_is_a_config_error(void **state)
     assert_non_null(strstr(f->errmsg, "port"));
 }
 
+static void dash_js_is_accepted_as_nats_server_spells_it(void **state)
+{
+    struct fixture *f = *state;
+    const char *shortf[] = {"keeld", "-js", "-sd", "/tmp/d", NULL};
+    const char *longf[] = {"keeld", "--jetstream", NULL};
+    const char *valued[] = {"keeld", "-js=false", NULL};
+
+    assert_int_equal(from_args(f, shortf), 0);
+    assert_string_equal(f->cfg.store_dir, "/tmp/d");
+    assert_int_equal(from_args(f, longf), 0);
+    assert_int_equal(from_args(f, valued), KEEL_EUSAGE);
+}
+
+static int from_file(struct fixture *f, const char *text)
+{
+    const char *argv[] = {"keeld", "-c", f->path, NULL};
+
+    if (f->path[0] != '\0') {
+        unlink(f->path);
+    }
+    write_file(f, text);
+    return from_args(f, argv);
+}
+
+static void jetstream_block_sets_the_store_and_limits(void **state)
+{
+    struct fixture *f = *state;
+
+    assert_int_equal(from_file(f, "jetstream: enabled\n"), 0);
+    assert_int_equal(f->cfg.js_max_memory, -1);
+    assert_int_equal(f->cfg.js_max_file, -1);
+    assert_int_equal(from_file(f, "jetstream {\n  store: /tmp/s1\n"
+                                  "  max_mem: 1GB\n"
+                                  "  max_file_store: \"3G\"\n}\n"),
+                     0);
+    assert_string_equal(f->cfg.store_dir, "/tmp/s1");
+    assert_int_equal(f->cfg.js_max_memory, 1LL << 30);
+    assert_int_equal(f->cfg.js_max_file, 3LL << 30);
+    assert_int_equal(from_file(f, "jetstream { enabled: true, "
+                                  "max_memory_store: 1048576, "
+                                  "max_file: -1, max_streams: 3 }\n"),
+                     0);
+    assert_int_equal(f->cfg.js_max_memory, 1048576);
+    assert_int_equal(f->cfg.js_max_file, -1);
+    assert_int_equal(f->cfg.js_max_streams, 3);
+    assert_int_equal(from_file(f, "jetstream: true\n"), 0);
+}
+
+static void turning_jetstream_off_or_an_unknown_key_is_refused(void **state)
+{
+    struct fixture *f = *state;
+    const char *off[] = {"jetstream: disabled\n", "jetstream: false\n",
+                         "jetstream { enabled: false }\n"};
+    const char *bad[] = {
+        "jetstream { domain: hub }\n", "jetstream { bogus: 1 }\n",
+        "jetstream { max_file_store: lots }\n", "jetstream: maybe\n"};
+
+    for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
+        assert_int_equal(from_file(f, off[i]), KEEL_ECONFIG);
+        assert_non_null(strstr(f->errmsg, "always runs JetStream"));
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(from_file(f, bad[i]), KEEL_ECONFIG);
+    }
+    assert_non_null(strstr(f->errmsg, "enabled"));
+    assert_int_equal(from_file(f, bad[0]), KEEL_ECONFIG);
+    assert_non_null(strstr(f->errmsg, "domain: not supported"));
+    assert_int_equal(from_file(f, bad[1]), KEEL_ECONFIG);
+    assert_non_null(strstr(f->errmsg, "unknown field 'bogus'"));
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -234,6 +305,9 @@ int main(void)
         T(unknown_flags_and_bad_values_are_usage_errors),
         T(flags_override_the_config_file),
         T(a_bad_value_in_the_file_is_a_config_error),
+        T(dash_js_is_accepted_as_nats_server_spells_it),
+        T(jetstream_block_sets_the_store_and_limits),
+        T(turning_jetstream_off_or_an_unknown_key_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
