@@ -88,6 +88,15 @@ int cli_parse(const struct cli_cmd *cmd, const struct cli_flag *flags,
               struct cli_conn_opts *conn, int argc, char **argv,
               struct cli_args *args, bool *help_shown, char *errmsg);
 
+/* NATS users type connection flags before the command (`keel -s URL stream
+ * ls`). Move the connection flags (and their values) that lead argv[1..]
+ * behind the command words that follow them, before any "--", so the
+ * command's own parser reads them. argv[0] is not moved. *hoisted is how
+ * many words moved; when it is argc - 1 no command followed them. Returns 0
+ * or KEEL_EUSAGE (a connection flag without its value).
+ */
+int cli_hoist_conn_flags(int argc, char **argv, int *hoisted, char *errmsg);
+
 /* Defaults: servers NULL, no auth, CLI_TIMEOUT_MS_DEFAULT. */
 void cli_conn_opts_init(struct cli_conn_opts *conn);
 
@@ -118,6 +127,15 @@ int cli_connect_default(const struct cli_conn_opts *conn, natsConnection **nc,
  * `what` ("publish to foo") and ends with the library's own last error.
  */
 int cli_nats_err(natsStatus s, char *errmsg, const char *what);
+
+/* KEEL_EPERM with a sentence when the server refused something on nc with
+ * a permissions violation (the connection's last error), else 0. Call it
+ * after a flush or a timed-out request. */
+int cli_perm_err(natsConnection *nc, const char *what, char *errmsg);
+
+/* 0, or KEEL_EUSAGE saying why `subject` cannot be used: empty, white space,
+ * an empty token, or a wildcard where !wildcards_ok (publishing). */
+int cli_subject_check(const char *subject, bool wildcards_ok, char *errmsg);
 
 /* Command handlers (one file per group). */
 int cli_pub(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);

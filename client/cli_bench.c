@@ -543,7 +543,12 @@ int cli_bench(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
     struct cli_args args;
     bool help;
 
-    if (argc > 1 && strcmp(argv[1], "js") == 0) {
+    int hoisted = 0; /* `keel bench -s URL js pub X` */
+    int rv = cli_hoist_conn_flags(argc, argv, &hoisted, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    if (argc - hoisted > 1 && strcmp(argv[1], "js") == 0) {
         return cli_bench_js(cmd, argc - 1, argv + 1, errmsg);
     }
     memset(&b, 0, sizeof b);
@@ -570,7 +575,7 @@ int cli_bench(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
          "print one JSON object instead of text"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    int rv = cli_parse(cmd, flags, &c->conn, argc, argv, &args, &help, errmsg);
+    rv = cli_parse(cmd, flags, &c->conn, argc, argv, &args, &help, errmsg);
     if (rv != 0 || help) {
         return rv;
     }

@@ -42,6 +42,36 @@ static int print_one(natsMsg *m, void *arg, char *errmsg)
     return 0;
 }
 
+/* Ask for the consumer first: a missing stream or consumer, or a push
+ * consumer, then fails with the server's own sentence instead of a pull
+ * that waits for --timeout and says nothing. */
+static int check_pull_consumer(natsConnection *nc, int64_t timeout_ms,
+                               const char *stream, const char *consumer,
+                               char *errmsg)
+{
+    char api[CLI_SUBJECT_BYTES_MAX];
+    char what[CLI_SUBJECT_BYTES_MAX];
+    json_t *info = NULL;
+    snprintf(api, sizeof api, "CONSUMER.INFO.%s.%s", stream, consumer);
+    snprintf(what, sizeof what, "consumer next %s %s", stream, consumer);
+    int rv =
+        cli_js_request(nc, timeout_ms, what, api, NULL, &info, NULL, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    const char *deliver =
+        cli_js_str(json_object_get(info, "config"), "deliver_subject", NULL);
+    if (deliver != NULL && deliver[0] != '\0') {
+        rv = keel_err(KEEL_EUSAGE, errmsg,
+                      "%s: a push consumer (it delivers to %s); 'keel "
+                      "consumer next' needs a pull consumer — use 'keel sub "
+                      "%s'",
+                      what, deliver, deliver);
+    }
+    json_decref(info);
+    return rv;
+}
+
 int cli_consumer_next(const struct cli_cmd *cmd, int argc, char **argv,
                       char *errmsg)
 {
@@ -69,6 +99,10 @@ int cli_consumer_next(const struct cli_cmd *cmd, int argc, char **argv,
     }
     ns.ack = !no_ack;
     rv = cli_connect_default(&conn, &ns.nc, errmsg);
+    if (rv == 0) {
+        rv = check_pull_consumer(ns.nc, conn.timeout_ms, args.items[0],
+                                 args.items[1], errmsg);
+    }
     if (rv == 0) {
         rv = cli_js_pull(ns.nc, args.items[0], args.items[1], count,
                          conn.timeout_ms, print_one, &ns, &got, errmsg);

@@ -10,7 +10,13 @@
 int cli_subcmd_dispatch(const char *group, const struct cli_subcmd *subs,
                         size_t n, int argc, char **argv, char *errmsg)
 {
-    const char *name = argc >= 2 ? argv[1] : NULL;
+    /* `keel stream -s URL ls`: connection flags go anywhere. */
+    int hoisted = 0;
+    int rv = cli_hoist_conn_flags(argc, argv, &hoisted, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    const char *name = argc - hoisted >= 2 ? argv[1] : NULL;
     bool help =
         name != NULL && (strcmp(name, "--help") == 0 ||
                          strcmp(name, "-h") == 0 || strcmp(name, "help") == 0);
@@ -104,6 +110,9 @@ int cli_js_request(natsConnection *nc, int64_t timeout_ms, const char *what,
     natsStatus s = natsConnection_Request(
         &reply, nc, subject, body != NULL ? body : "",
         body != NULL ? (int)strlen(body) : 0, timeout_ms);
+    if (s == NATS_TIMEOUT && cli_perm_err(nc, what, errmsg) != 0) {
+        return KEEL_EPERM;
+    }
     if (s == NATS_NO_RESPONDERS || s == NATS_TIMEOUT) {
         return keel_err(s == NATS_TIMEOUT ? KEEL_ETIMEOUT : KEEL_EIO, errmsg,
                         "%s: no JetStream answer (%s) — is JetStream on? "
@@ -199,6 +208,61 @@ static int pull_request(natsConnection *nc, const char *stream,
     return s == NATS_OK ? 0 : cli_nats_err(s, errmsg, "pull request");
 }
 
+/* A status that ends a pull (PROTOCOL.md §2.8): 404 and 408 say nothing is
+ * pending, which the caller reports from the count; every other status is
+ * an error that names the consumer and what to do. */
+static int pull_status(natsMsg *m, const char *status, const char *stream,
+                       const char *consumer, char *errmsg)
+{
+    const char *desc = NULL;
+    if (natsMsgHeader_Get(m, "Description", &desc) != NATS_OK || desc == NULL) {
+        desc = "";
+    }
+    if (strcmp(status, "404") == 0 || strcmp(status, "408") == 0) {
+        return 0;
+    }
+    if (strcmp(status, "503") == 0) {
+        return keel_err(KEEL_ENOENT, errmsg,
+                        "consumer %s on stream %s not found (no responders) "
+                        "— list consumers with 'keel consumer ls %s'",
+                        consumer, stream, stream);
+    }
+    const char *hint = "";
+    if (strstr(desc, "Deleted") != NULL) {
+        hint = " — the consumer was deleted while the pull waited";
+    } else if (strstr(desc, "MaxRequestBatch") != NULL) {
+        hint = " — lower --count";
+    } else if (strstr(desc, "MaxWaiting") != NULL) {
+        hint = " — too many pulls are waiting; retry later";
+    }
+    return keel_err(KEEL_EIO, errmsg,
+                    "pull from %s/%s: the server said %s%s%s%s", stream,
+                    consumer, status, desc[0] != '\0' ? " " : "", desc, hint);
+}
+
+/* A pull answered with a JetStream API error body instead of messages
+ * (a server that rejects the request itself). Returns 0 for a delivery. */
+static int pull_api_error(natsMsg *m, const char *stream, const char *consumer,
+                          char *errmsg)
+{
+    const char *reply = natsMsg_GetReply(m);
+    if (reply != NULL && strncmp(reply, "$JS.ACK.", 8) == 0) {
+        return 0;
+    }
+    json_t *o = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
+                           0, NULL);
+    const json_t *err = json_object_get(o, "error");
+    char what[CLI_SUBJECT_BYTES_MAX];
+    snprintf(what, sizeof what, "pull from %s/%s", stream, consumer);
+    int rv = err != NULL ? api_error(err, what, errmsg)
+                         : keel_err(KEEL_EPROTO, errmsg,
+                                    "%s: the server sent a message without a "
+                                    "JetStream ack subject",
+                                    what);
+    json_decref(o);
+    return rv;
+}
+
 int cli_js_pull(natsConnection *nc, const char *stream, const char *consumer,
                 int64_t batch, int64_t expires_ms, cli_pull_cb cb, void *arg,
                 int64_t *got, char *errmsg)
@@ -232,8 +296,14 @@ int cli_js_pull(natsConnection *nc, const char *stream, const char *consumer,
         const char *status = NULL;
         if (natsMsgHeader_Get(m, "Status", &status) == NATS_OK &&
             natsMsg_GetDataLength(m) == 0) {
+            rv = pull_status(m, status, stream, consumer, errmsg);
             natsMsg_Destroy(m);
-            break; /* 404 no messages, 408 expired, 409 ...: done */
+            break; /* 404 no messages, 408 expired: done; others fail */
+        }
+        rv = pull_api_error(m, stream, consumer, errmsg);
+        if (rv != 0) {
+            natsMsg_Destroy(m);
+            break;
         }
         (*got)++;
         rv = cb(m, arg, errmsg);

@@ -70,8 +70,9 @@ static void print_help(FILE *out)
     }
     fprintf(out, "\nRun 'keel <command> --help' for its flags. Connection "
                  "flags: -s/--server, --user,\n--password, --creds, "
-                 "--tlscert, --tlskey, --tlsca, --timeout; NATS_URL sets\n"
-                 "the default server. Read commands take --json.\n"
+                 "--tlscert, --tlskey, --tlsca, --timeout; they go before or\n"
+                 "after the command. NATS_URL sets the default server. Read "
+                 "commands take --json.\n"
                  "Exit status: 0 ok, 1 operation failed, 2 usage error.\n");
 }
 
@@ -95,6 +96,17 @@ int main(int argc, char **argv)
         print_help(stderr);
         return EXIT_USAGE;
     }
+    /* `keel -s URL stream ls`, as NATS users type it. */
+    int hoisted = 0;
+    if (cli_hoist_conn_flags(argc, argv, &hoisted, errmsg) != 0) {
+        fprintf(stderr, "keel: %s\n", errmsg);
+        return EXIT_USAGE;
+    }
+    if (hoisted == argc - 1) {
+        fprintf(stderr, "keel: which command? connection flags go before or "
+                        "after one (run 'keel --help')\n");
+        return EXIT_USAGE;
+    }
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 ||
         strcmp(name, "help") == 0) {
@@ -107,8 +119,16 @@ int main(int argc, char **argv)
     }
     const struct cli_cmd *cmd = find_command(name);
     if (cmd == NULL) {
-        fprintf(stderr, "keel: unknown %s '%s' (run 'keel --help')\n",
-                name[0] == '-' ? "flag" : "command", name);
+        if (name[0] == '-') {
+            fprintf(stderr,
+                    "keel: unknown flag '%s' before the command: only "
+                    "connection flags may come first; put the others after "
+                    "the command (run 'keel --help')\n",
+                    name);
+        } else {
+            fprintf(stderr, "keel: unknown command '%s' (run 'keel --help')\n",
+                    name);
+        }
         return EXIT_USAGE;
     }
     ASSERT(cmd->fn != NULL);

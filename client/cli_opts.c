@@ -450,3 +450,113 @@ int cli_nats_err(natsStatus s, char *errmsg, const char *what)
     }
     return keel_err(rv, errmsg, "%s: %s", what, natsStatus_GetText(s));
 }
+
+/* Reverse argv[lo, hi): the building block of an in-place rotation. */
+static void reverse_args(char **argv, int lo, int hi)
+{
+    for (hi--; lo < hi; lo++, hi--) {
+        char *t = argv[lo];
+        argv[lo] = argv[hi];
+        argv[hi] = t;
+    }
+}
+
+/* How many words the connection flag at `arg` spans (1 or 2), 0 when it is
+ * not a connection flag, or -1 when its value is missing. */
+static int conn_flag_words(const struct cli_flag *common, const char *arg,
+                           bool has_next)
+{
+    if (arg[0] != '-' || arg[1] == '\0' || strcmp(arg, "--") == 0) {
+        return 0;
+    }
+    bool is_long = arg[1] == '-';
+    const char *name = arg + (is_long ? 2 : 1);
+    const char *eq = is_long ? strchr(name, '=') : NULL;
+    size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
+    if (!is_long && len != 1) {
+        return 0;
+    }
+    const struct cli_flag *f =
+        find_flag(common, NULL, name, len, is_long ? 0 : name[0]);
+    if (f == NULL) {
+        return 0;
+    }
+    ASSERT(f->kind != CLI_FLAG_BOOL); /* every connection flag has a value */
+    if (eq != NULL) {
+        return 1;
+    }
+    return has_next ? 2 : -1;
+}
+
+int cli_hoist_conn_flags(int argc, char **argv, int *hoisted, char *errmsg)
+{
+    struct cli_conn_opts unused;
+    struct cli_flag common[COMMON_FLAGS_ROWS];
+
+    ASSERT(argc >= 1);
+    cli_conn_opts_init(&unused);
+    common_flags(&unused, common);
+    int end = 1; /* the leading block is argv[1, end) */
+    while (end < argc) {
+        int n = conn_flag_words(common, argv[end], end + 1 < argc);
+        if (n < 0) {
+            return keel_err(KEEL_EUSAGE, errmsg, "flag %s needs a value",
+                            argv[end]);
+        }
+        if (n == 0) {
+            break;
+        }
+        end += n;
+    }
+    *hoisted = end - 1;
+    /* Move the block behind the command's own words, before any "--" so it
+     * is still read as flags: [block][rest) becomes [rest)[block]. */
+    int stop = end;
+    while (stop < argc && strcmp(argv[stop], "--") != 0) {
+        stop++;
+    }
+    if (end > 1 && stop > end) {
+        reverse_args(argv, 1, end);
+        reverse_args(argv, end, stop);
+        reverse_args(argv, 1, stop);
+    }
+    ASSERT(*hoisted >= 0 && *hoisted < argc);
+    return 0;
+}
+
+int cli_perm_err(natsConnection *nc, const char *what, char *errmsg)
+{
+    const char *text = NULL;
+    if (natsConnection_GetLastError(nc, &text) != NATS_NOT_PERMITTED) {
+        return 0;
+    }
+    /* The server refused with -ERR 'Permissions Violation ...'; libnats
+     * keeps it as the connection's last error and otherwise only times
+     * out, so the user would never learn why. */
+    return keel_err(KEEL_EPERM, errmsg,
+                    "%s: the server denied it (%s) — ask for the permission "
+                    "or connect as another --user",
+                    what, text != NULL ? text : "permissions violation");
+}
+
+int cli_subject_check(const char *subject, bool wildcards_ok, char *errmsg)
+{
+    ASSERT(subject != NULL);
+    const char *why = NULL;
+    size_t n = strlen(subject);
+    if (n == 0) {
+        why = "it is empty";
+    } else if (strpbrk(subject, " \t\r\n") != NULL) {
+        why = "it contains white space";
+    } else if (subject[0] == '.' || subject[n - 1] == '.' ||
+               strstr(subject, "..") != NULL) {
+        why = "it has an empty token (a leading, trailing or double dot)";
+    } else if (!wildcards_ok && strpbrk(subject, "*>") != NULL) {
+        why = "wildcards (* and >) are for subscribing, not publishing";
+    }
+    if (why == NULL) {
+        return 0;
+    }
+    return keel_err(KEEL_EUSAGE, errmsg, "subject \"%s\" is not valid: %s",
+                    subject, why);
+}

@@ -135,6 +135,13 @@ int cli_pub(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
     }
     const char *subject = args.items[0];
     const char *body = args.count > 1 ? args.items[1] : "";
+    rv = cli_subject_check(subject, false, errmsg);
+    if (rv == 0 && reply != NULL) {
+        rv = cli_subject_check(reply, false, errmsg);
+    }
+    if (rv != 0) {
+        return rv;
+    }
     rv = build_msg(subject, reply, body, &headers, &msg, errmsg);
     if (rv != 0) {
         return rv;
@@ -164,6 +171,10 @@ int cli_pub(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
     natsStatus s = natsConnection_FlushTimeout(nc, conn.timeout_ms);
     if (s != NATS_OK) {
         rv = cli_nats_err(s, errmsg, "server did not confirm the publish");
+        goto out_conn;
+    }
+    rv = cli_perm_err(nc, "publish", errmsg);
+    if (rv != 0) {
         goto out_conn;
     }
     fprintf(stderr, "Published %lld message%s of %zu bytes to \"%s\"\n",
@@ -205,6 +216,10 @@ int cli_req(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
         return rv;
     }
     const char *subject = args.items[0];
+    rv = cli_subject_check(subject, false, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
     rv = build_msg(subject, NULL, args.items[1], &headers, &msg, errmsg);
     if (rv != 0) {
         return rv;
@@ -219,6 +234,8 @@ int cli_req(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
                       "no responders on \"%s\" — start one with keel reply "
                       "%s BODY",
                       subject, subject);
+    } else if (s == NATS_TIMEOUT && cli_perm_err(nc, "request", errmsg)) {
+        rv = KEEL_EPERM;
     } else if (s == NATS_TIMEOUT) {
         rv = keel_err(KEEL_ETIMEOUT, errmsg,
                       "no reply on \"%s\" within %lld ms — raise --timeout "

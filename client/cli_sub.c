@@ -69,12 +69,13 @@ static int subscribe(const struct cli_conn_opts *conn, natsConnection *nc,
     if (s == NATS_OK) {
         s = natsConnection_FlushTimeout(nc, conn->timeout_ms);
     }
-    if (s != NATS_OK) {
+    int rv = s == NATS_OK ? cli_perm_err(nc, "subscribe", errmsg)
+                          : cli_nats_err(s, errmsg, "subscribe failed");
+    if (rv != 0) {
         natsSubscription_Destroy(*sub);
         *sub = NULL;
-        return cli_nats_err(s, errmsg, "subscribe failed");
     }
-    return 0;
+    return rv;
 }
 
 /* Wait for the next message, in slices so a count of 0 runs until ^C. */
@@ -128,7 +129,11 @@ static int run_receiver(const struct cli_conn_opts *conn, const char *subject,
 {
     natsConnection *nc = NULL;
     natsSubscription *sub = NULL;
-    int rv = cli_connect_default(conn, &nc, errmsg);
+    int rv = cli_subject_check(subject, true, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    rv = cli_connect_default(conn, &nc, errmsg);
     if (rv != 0) {
         return rv;
     }

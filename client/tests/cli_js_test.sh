@@ -205,6 +205,42 @@ t_corrupt_archive_is_refused() {
   [[ $rc == 1 ]]
 }
 
+t_connection_flags_go_before_the_command() {
+  local url=$NATS_URL
+  (
+    unset NATS_URL
+    "$KEEL" -s "$url" stream ls >"$TMP/pre.out" 2>&1 &&
+      "$KEEL" --server "$url" stream ls --json >"$TMP/pre.json" &&
+      "$KEEL" stream --server="$url" info ORDERS >/dev/null &&
+      "$KEEL" --server "$url" --timeout 2s cluster status --json \
+        >"$TMP/cs.json"
+  ) || return 1
+  grep -q '^ORDERS ' "$TMP/pre.out" &&
+    json_get "$TMP/pre.json" 'len(j)' >/dev/null &&
+    json_get "$TMP/cs.json" 'type(j).__name__' >/dev/null || return 1
+  # Only connection flags may lead; any other is a usage error that says so.
+  local rc=0
+  "$KEEL" --json stream ls 2>"$TMP/lead.err" || rc=$?
+  [[ $rc == 2 ]] && grep -q 'before the command' "$TMP/lead.err"
+}
+
+t_api_errors_reach_the_user_as_sentences() {
+  local rc=0
+  "$KEEL" consumer next ORDERS nosuch --timeout 2s 2>"$TMP/nc.err" || rc=$?
+  [[ $rc == 1 ]] && grep -q 'consumer not found' "$TMP/nc.err" || {
+    cat "$TMP/nc.err"
+    return 1
+  }
+  rc=0
+  "$KEEL" consumer next NOSUCH c --timeout 2s 2>"$TMP/ns.err" || rc=$?
+  [[ $rc == 1 ]] && grep -q 'stream not found' "$TMP/ns.err" || return 1
+  "$KEEL" consumer add ORDERS pushy --deliver pushy.out >/dev/null || return 1
+  rc=0
+  "$KEEL" consumer next ORDERS pushy 2>"$TMP/push.err" || rc=$?
+  "$KEEL" consumer rm ORDERS pushy --force >/dev/null
+  [[ $rc == 2 ]] && grep -q 'push consumer' "$TMP/push.err"
+}
+
 check "stream add prints the config and stream info --json parses" \
   t_stream_add_prints_config_and_json
 check "stream add --config FILE.json takes the file's fields" \
@@ -219,6 +255,10 @@ check "a missing stream exits 1 and says how to list streams" \
 check "usage errors exit 2" t_usage_errors_exit_2
 check "consumer add, ls, next (acks), info and rm" \
   t_consumer_add_ls_info_next_rm
+check "connection flags work before the command and between its words" \
+  t_connection_flags_go_before_the_command
+check "a missing stream or consumer, or a push consumer, fails keel consumer next with the server's sentence" \
+  t_api_errors_reach_the_user_as_sentences
 check "rm and purge need --force without a terminal" \
   t_rm_without_terminal_needs_force
 check "backup and restore of $ROUND_TRIP_MSGS messages keep every message" \

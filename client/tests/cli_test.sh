@@ -202,6 +202,27 @@ t_server_exits_0_on_sigterm() {
 }
 
 start_server
+t_bad_subjects_are_refused_before_sending() {
+  local rc=0
+  "$KEEL" pub 'bad subj' x 2>"$TMP/bs.err" || rc=$?
+  [[ $rc == 2 ]] && grep -q 'white space' "$TMP/bs.err" || return 1
+  rc=0
+  "$KEEL" pub 'a.*' x 2>"$TMP/bs.err" || rc=$?
+  [[ $rc == 2 ]] && grep -q 'wildcards' "$TMP/bs.err" || return 1
+  rc=0
+  "$KEEL" sub 'a..b' 2>"$TMP/bs.err" || rc=$?
+  [[ $rc == 2 ]] && grep -q 'empty token' "$TMP/bs.err"
+}
+
+t_connection_flags_before_the_command() {
+  local url=$NATS_URL
+  (unset NATS_URL && "$KEEL" -s "$url" pub lead.x hi 2>"$TMP/lead.err") &&
+    grep -q 'Published 1 message' "$TMP/lead.err" || return 1
+  local rc=0
+  "$KEEL" -s 2>"$TMP/lead.err" || rc=$?
+  [[ $rc == 2 ]] && grep -q 'needs a value' "$TMP/lead.err"
+}
+
 check "keel sub prints what keel pub sends, in order" t_pub_sub_round_trip
 check "keel sub shows headers and matches > wildcards" t_headers_and_wildcards
 check "keel req prints the reply of keel reply" t_req_gets_reply
@@ -222,6 +243,10 @@ check "keel bench sub exits 1 when messages never arrive" \
   t_bench_sub_fails_when_messages_are_missing
 check "keel passwd prints a salted PBKDF2 hash; a bad flag exits 2" \
   t_passwd_prints_a_salted_hash
+check "a bad subject is a usage error naming what is wrong" \
+  t_bad_subjects_are_refused_before_sending
+check "connection flags may come before the command" \
+  t_connection_flags_before_the_command
 check "the server exits 0 on SIGTERM" t_server_exits_0_on_sigterm
 echo "cli: $PASS ok, $FAIL not ok"
 [[ $FAIL == 0 ]]

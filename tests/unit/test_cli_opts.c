@@ -224,6 +224,102 @@ static void server_lists_are_split_and_bounded(void **state)
     assert_non_null(strstr(f->errmsg, "servers"));
 }
 
+/* Count a NULL-terminated argv. */
+static int argv_len(char **argv)
+{
+    int n = 0;
+    while (argv[n] != NULL) {
+        n++;
+    }
+    return n;
+}
+
+static void leading_connection_flags_move_behind_the_command(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"keel",   "-s", "nats://h:1", "--timeout=2s",
+                    "stream", "ls", "--json",     NULL};
+    int hoisted = -1;
+    assert_int_equal(
+        cli_hoist_conn_flags(argv_len(argv), argv, &hoisted, f->errmsg), 0);
+    assert_int_equal(hoisted, 3);
+    char *want[] = {"keel", "stream",     "ls",          "--json",
+                    "-s",   "nats://h:1", "--timeout=2s"};
+    for (int i = 0; i < 7; i++) {
+        assert_string_equal(argv[i], want[i]);
+    }
+}
+
+static void hoisted_flags_stay_in_front_of_a_double_dash(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"keel", "--server", "u", "pub", "--", "-x", NULL};
+    int hoisted = -1;
+    assert_int_equal(
+        cli_hoist_conn_flags(argv_len(argv), argv, &hoisted, f->errmsg), 0);
+    assert_int_equal(hoisted, 2);
+    assert_string_equal(argv[1], "pub");
+    assert_string_equal(argv[2], "--server");
+    assert_string_equal(argv[3], "u");
+    assert_string_equal(argv[4], "--");
+}
+
+static void only_connection_flags_are_hoisted(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"keel", "--json", "-s", "u", "stream", NULL};
+    int hoisted = -1;
+    assert_int_equal(
+        cli_hoist_conn_flags(argv_len(argv), argv, &hoisted, f->errmsg), 0);
+    assert_int_equal(hoisted, 0);
+    assert_string_equal(argv[1], "--json");
+    char *plain[] = {"keel", "stream", "-s", "u", NULL};
+    assert_int_equal(
+        cli_hoist_conn_flags(argv_len(plain), plain, &hoisted, f->errmsg), 0);
+    assert_int_equal(hoisted, 0);
+    assert_string_equal(plain[1], "stream");
+}
+
+static void
+a_leading_connection_flag_without_value_is_a_usage_error(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"keel", "-s", NULL};
+    int hoisted = -1;
+    assert_int_equal(
+        cli_hoist_conn_flags(argv_len(argv), argv, &hoisted, f->errmsg),
+        KEEL_EUSAGE);
+    assert_non_null(strstr(f->errmsg, "-s"));
+}
+
+static void hoisted_flags_parse_as_the_commands_own(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"pub", "--user", "u", "subj", "body", NULL};
+    int hoisted = 0;
+    assert_int_equal(
+        cli_hoist_conn_flags(argv_len(argv), argv, &hoisted, f->errmsg), 0);
+    assert_int_equal(parse(f, argv), 0);
+    assert_string_equal(f->conn.user, "u");
+    assert_string_equal(f->args.items[0], "subj");
+    assert_string_equal(f->args.items[1], "body");
+}
+
+static void bad_subjects_are_usage_errors_saying_why(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(cli_subject_check("orders.new", false, f->errmsg), 0);
+    assert_int_equal(cli_subject_check("orders.*.>", true, f->errmsg), 0);
+    assert_int_equal(cli_subject_check("a b", true, f->errmsg), KEEL_EUSAGE);
+    assert_non_null(strstr(f->errmsg, "white space"));
+    assert_int_equal(cli_subject_check("a..b", true, f->errmsg), KEEL_EUSAGE);
+    assert_int_equal(cli_subject_check(".a", true, f->errmsg), KEEL_EUSAGE);
+    assert_int_equal(cli_subject_check("a.", true, f->errmsg), KEEL_EUSAGE);
+    assert_int_equal(cli_subject_check("", true, f->errmsg), KEEL_EUSAGE);
+    assert_int_equal(cli_subject_check("a.>", false, f->errmsg), KEEL_EUSAGE);
+    assert_non_null(strstr(f->errmsg, "wildcards"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -239,6 +335,12 @@ int main(void)
         T(a_wrong_argument_count_is_a_usage_error),
         T(help_is_shown_without_checking_arguments),
         T(server_lists_are_split_and_bounded),
+        T(leading_connection_flags_move_behind_the_command),
+        T(hoisted_flags_stay_in_front_of_a_double_dash),
+        T(only_connection_flags_are_hoisted),
+        T(a_leading_connection_flag_without_value_is_a_usage_error),
+        T(hoisted_flags_parse_as_the_commands_own),
+        T(bad_subjects_are_usage_errors_saying_why),
 #undef T
     };
     int rv = cmocka_run_group_tests(tests, NULL, NULL);
