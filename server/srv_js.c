@@ -842,6 +842,10 @@ static void capture(struct srv_js *js, struct srv_stream *st,
     if (rv == 0 && cmd->total_bytes > SRV_JS_MSG_BYTES_MAX) {
         rv = KEEL_ETOOBIG;
     }
+    enum srv_js_err je = SRV_JS_OK;
+    if (rv == 0) {
+        rv = srv_js_limits_check_publish(js, st, &je);
+    }
     if (rv == 0) {
         rv = srv_stream_publish(st, cmd->subject.ptr, cmd->subject.len,
                                 cmd->payload, cmd->hdr_bytes,
@@ -857,8 +861,9 @@ static void capture(struct srv_js *js, struct srv_stream *st,
         return;
     }
     json_t *o = json_object();
-    enum srv_js_err je =
-        rv == KEEL_ETOOBIG ? SRV_JS_EMSG_SIZE : SRV_JS_EUNAVAILABLE;
+    if (je == SRV_JS_OK) {
+        je = rv == KEEL_ETOOBIG ? SRV_JS_EMSG_SIZE : SRV_JS_EUNAVAILABLE;
+    }
     if (o != NULL && srv_js_err_add(o, je, NULL, err) == 0) {
         json_object_set_new(o, "stream", json_string(st->cfg.name));
         json_object_set_new(o, "seq", json_integer(0));

@@ -76,30 +76,39 @@ static void send_raw(struct srv_js *js, const char *reply, const char *unused,
     }
 }
 
+/* Account info. keeld has one account, so its limits are the server's
+ * jetstream { max_memory_store, max_file_store } (nats-server reports -1
+ * there unless account limits are set; docs/jetstream-config.md). */
 static void api_info(struct api_req *q)
 {
-    uint64_t consumers = 0, bytes = 0;
+    uint64_t consumers = 0, mem = 0, file = 0, mem_res = 0, file_res = 0;
+    int64_t max_mem = -1, max_file = -1;
     const struct srv_consumer_ops *ops = q->js->cops;
     for (uint32_t i = 0; i < q->js->nstreams; i++) {
-        bytes += q->js->streams[i]->sm.bytes;
         if (ops != NULL && ops->consumer_count != NULL) {
             consumers += ops->consumer_count(q->js->streams[i]);
         }
     }
+    srv_js_limits_usage(q->js, SRV_JS_STORAGE_MEMORY, &mem, &mem_res);
+    srv_js_limits_usage(q->js, SRV_JS_STORAGE_FILE, &file, &file_res);
+    srv_js_limits_get(q->js, &max_mem, &max_file);
     json_t *o = typed("account_info_response");
     json_t *lim =
-        json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "max_memory", -1,
-                  "max_storage", -1, "max_streams", -1, "max_consumers", -1,
-                  "max_ack_pending", -1, "memory_max_stream_bytes", -1,
-                  "storage_max_stream_bytes", -1, "max_bytes_required", 0);
+        json_pack("{s:I, s:I, s:i, s:i, s:i, s:i, s:i, s:b}", "max_memory",
+                  (json_int_t)max_mem, "max_storage", (json_int_t)max_file,
+                  "max_streams", -1, "max_consumers", -1, "max_ack_pending", -1,
+                  "memory_max_stream_bytes", -1, "storage_max_stream_bytes", -1,
+                  "max_bytes_required", 0);
     json_t *api = json_pack("{s:i, s:I, s:I}", "level", 1, "total",
                             (json_int_t)q->js->api_total, "errors",
                             (json_int_t)q->js->api_errors);
     if (o != NULL) {
-        json_object_set_new(o, "memory", json_integer(0));
-        json_object_set_new(o, "storage", json_integer((json_int_t)bytes));
-        json_object_set_new(o, "reserved_memory", json_integer(0));
-        json_object_set_new(o, "reserved_storage", json_integer(0));
+        json_object_set_new(o, "memory", json_integer((json_int_t)mem));
+        json_object_set_new(o, "storage", json_integer((json_int_t)file));
+        json_object_set_new(o, "reserved_memory",
+                            json_integer((json_int_t)mem_res));
+        json_object_set_new(o, "reserved_storage",
+                            json_integer((json_int_t)file_res));
         json_object_set_new(o, "streams",
                             json_integer((json_int_t)q->js->nstreams));
         json_object_set_new(o, "consumers",
@@ -249,6 +258,7 @@ static void api_create(struct api_req *q)
     static const char kind[] = "stream_create_response";
     struct srv_stream_config cfg;
     struct srv_stream *st = NULL;
+    enum srv_js_err jerr = SRV_JS_OK;
     if (config_from_request(q, kind, NULL, &cfg) != 0) {
         return;
     }
@@ -262,6 +272,8 @@ static void api_create(struct api_req *q)
         }
     } else if (q->js->nstreams >= max_streams(q->js)) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EMAX_STREAMS, NULL);
+    } else if (srv_js_limits_check_config(q->js, &cfg, &jerr) != 0) {
+        srv_js_reply_err(q->js, q->reply, kind, jerr, NULL);
     } else {
         meta_write(q, "create", kind, SRV_JS_PEND_CREATE, &cfg);
     }
@@ -273,6 +285,7 @@ static void api_update(struct api_req *q)
     static const char kind[] = "stream_update_response";
     struct srv_stream_config cfg;
     struct srv_stream *st = NULL;
+    enum srv_js_err jerr = SRV_JS_OK;
     if (srv_js_find_stream(q->js, q->name, &st) != 0) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_NOT_FOUND, NULL);
         return;
@@ -289,6 +302,8 @@ static void api_update(struct api_req *q)
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
                          "stream configuration update can not change "
                          "num_replicas of a stream that is not clustered");
+    } else if (srv_js_limits_check_config(q->js, &cfg, &jerr) != 0) {
+        srv_js_reply_err(q->js, q->reply, kind, jerr, NULL);
     } else {
         meta_write(q, "update", kind, SRV_JS_PEND_UPDATE, &cfg);
     }

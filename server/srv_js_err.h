@@ -54,6 +54,10 @@
     X(SRV_JS_EUNAVAILABLE, 503, 10008,                                         \
       "JetStream system temporarily unavailable")                              \
     X(SRV_JS_EINSUFFICIENT_RESOURCES, 503, 10023, "insufficient resources")    \
+    X(SRV_JS_ESTORAGE_RESOURCES, 500, 10047,                                   \
+      "insufficient storage resources available")                              \
+    X(SRV_JS_EMEMORY_RESOURCES, 500, 10028,                                    \
+      "insufficient memory resources available")                               \
     X(SRV_JS_EMAX_CONSUMERS, 400, 10026, "maximum consumers limit reached")    \
     X(SRV_JS_EMAX_STREAMS, 400, 10027, "maximum number of streams reached")    \
     X(SRV_JS_EWORKQUEUE_ACK, 400, 10084,                                       \

@@ -129,6 +129,28 @@ int64_t srv_js_now_ns(void);
 int srv_js_meta_bootstrap(struct srv_js *js, const struct raft_config *cfg,
                           char *errmsg);
 
+/* ---- srv_js_limits.c (jetstream { max_memory_store, max_file_store }) ----
+ */
+/* The configured limits in bytes, -1 = none. */
+void srv_js_limits_get(const struct srv_js *js, int64_t *max_memory,
+                       int64_t *max_file);
+/* Bytes held by the streams of one storage type on this node, and the sum
+ * of their max_bytes (the reservation). */
+void srv_js_limits_usage(const struct srv_js *js, enum srv_js_storage type,
+                         uint64_t *used, uint64_t *reserved);
+/* A create or update of cfg (an update replaces the reservation of the
+ * stream of the same name): 0, or KEEL_ELIMIT with *jerr 10047 (file) or
+ * 10028 (memory) when the reservations would pass the limit. */
+KEEL_MUST_USE int
+srv_js_limits_check_config(const struct srv_js *js,
+                           const struct srv_stream_config *cfg,
+                           enum srv_js_err *jerr);
+/* A publish to st: 0, or KEEL_ELIMIT with *jerr 10023 when the streams of
+ * its storage type already hold more than the limit. */
+KEEL_MUST_USE int srv_js_limits_check_publish(const struct srv_js *js,
+                                              const struct srv_stream *st,
+                                              enum srv_js_err *jerr);
+
 /* ---- srv_js_meta.c (clustered meta group) ---- */
 /* The meta group's id, the same on every node. */
 void srv_js_meta_gid(struct store_group_id *gid);

@@ -112,6 +112,8 @@ int srv_metrics_gather_js(struct srv_server *srv, struct srv_mon_snap *s)
     }
     s->js_enabled = true;
     snprintf(s->store_dir, sizeof s->store_dir, "%s", srv->cfg->store_dir);
+    s->max_memory = srv->cfg->js_max_memory;
+    s->max_storage = srv->cfg->js_max_file;
     group_of(js->meta, "_meta_", true, &s->meta);
     s->api_total = js->api_total;
     s->api_errors = js->api_errors;

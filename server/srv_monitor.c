@@ -25,10 +25,12 @@ static json_t *varz_jetstream(const struct srv_mon_snap *snap)
         return NULL;
     }
     return json_pack(
-        "{s:{s:s}, s:{s:I, s:I, s:I, s:I, s:I, s:{s:I, s:I}}, "
+        "{s:{s:s, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I, s:{s:I, s:I}}, "
         "s:{s:s, s:I, s:I}}",
-        "config", "store_dir", snap->store_dir, "stats", "memory",
-        (json_int_t)0, "storage", (json_int_t)snap->bytes, "streams",
+        "config", "store_dir", snap->store_dir, "max_memory",
+        (json_int_t)snap->max_memory, "max_storage",
+        (json_int_t)snap->max_storage, "stats", "memory", (json_int_t)0,
+        "storage", (json_int_t)snap->bytes, "streams",
         (json_int_t)snap->nstreams, "consumers", (json_int_t)snap->consumers,
         "messages", (json_int_t)snap->messages, "api", "total",
         (json_int_t)snap->api_total, "errors", (json_int_t)snap->api_errors,

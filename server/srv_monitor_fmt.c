@@ -174,13 +174,14 @@ char *srv_mon_jsz_json(const struct srv_mon_snap *s, const char *server_id,
         }
     }
     json_t *o = json_pack(
-        "{s:s, s:s, s:{s:s}, s:I, s:I, s:I, s:I, s:I, s:{s:I, s:I}, "
+        "{s:s, s:s, s:{s:s, s:I, s:I}, s:I, s:I, s:I, s:I, s:I, s:{s:I, s:I}, "
         "s:{s:s, s:I, s:I}, s:o}",
         "server_id", server_id, "now", now, "config", "store_dir", s->store_dir,
-        "memory", (json_int_t)0, "storage", (json_int_t)s->bytes, "streams",
-        (json_int_t)s->nstreams, "consumers", (json_int_t)s->consumers,
-        "messages", (json_int_t)s->messages, "api", "total",
-        (json_int_t)s->api_total, "errors", (json_int_t)s->api_errors,
+        "max_memory", (json_int_t)s->max_memory, "max_storage",
+        (json_int_t)s->max_storage, "memory", (json_int_t)0, "storage",
+        (json_int_t)s->bytes, "streams", (json_int_t)s->nstreams, "consumers",
+        (json_int_t)s->consumers, "messages", (json_int_t)s->messages, "api",
+        "total", (json_int_t)s->api_total, "errors", (json_int_t)s->api_errors,
         "meta_cluster", "leader_role", s->meta.role, "leader",
         (json_int_t)s->meta.leader, "term", (json_int_t)s->meta.term, "groups",
         groups);
