@@ -484,6 +484,13 @@ static void established(struct srv_cluster *cl, struct srv_cluster_link *l)
  * and bring it up. */
 static int hello_done(struct srv_cluster *cl, struct srv_cluster_link *l)
 {
+    if (l->node != NULL) {
+        /* Who this URL is, even when the tie rule drops this link: a
+         * seed named by a host name or another form than the URL the
+         * node advertises is known by name, and not dialed again while
+         * linked. */
+        snprintf(l->node->name, sizeof l->node->name, "%s", l->peer_name);
+    }
     if (lose_tie(cl, l)) {
         srv_cluster_link_fail(l, "duplicate link");
         return 0;
@@ -731,19 +738,18 @@ static void connect_cb(uv_connect_t *req, int status)
     link_start(l);
 }
 
-static void dial(struct srv_cluster *cl, struct srv_cluster_node *n)
-{
-    char host[SRV_CLUSTER_URL_BYTES];
-    struct sockaddr_storage ss;
-    int port = 0;
+/* One host name lookup. node is NULL once abandoned (too slow, or the
+ * cluster stopping): the callback then only frees it. */
+struct srv_cluster_resolve {
+    uv_getaddrinfo_t req;
+    struct srv_cluster *cl;
+    struct srv_cluster_node *node;
+    uint64_t started_ms;
+};
 
-    if (srv_cluster_parse_url(n->url, host, sizeof host, &port) != 0 ||
-        (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) != 0 &&
-         uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) != 0)) {
-        SRV_WARN("cluster", "cannot dial %s: use an IP address", n->url);
-        n->self = true; /* never dialable: stop trying */
-        return;
-    }
+static void dial_addr(struct srv_cluster *cl, struct srv_cluster_node *n,
+                      const struct sockaddr *sa)
+{
     struct srv_cluster_link *l = link_new(cl, true);
     if (l == NULL) {
         schedule_redial(cl, n);
@@ -752,11 +758,127 @@ static void dial(struct srv_cluster *cl, struct srv_cluster_node *n)
     l->node = n;
     n->dialing = l;
     l->creq.data = l;
-    int rv =
-        uv_tcp_connect(&l->creq, &l->tcp, (struct sockaddr *)&ss, connect_cb);
+    int rv = uv_tcp_connect(&l->creq, &l->tcp, sa, connect_cb);
     if (rv != 0) {
         srv_cluster_link_fail(l, uv_strerror(rv));
     }
+}
+
+static void resolve_failed(struct srv_cluster *cl, struct srv_cluster_node *n,
+                           const char *why)
+{
+    if (!n->unresolved) {
+        SRV_WARN("cluster",
+                 "cannot resolve route %s: %s; trying again (check the "
+                 "host name and DNS)",
+                 n->url, why);
+    }
+    n->unresolved = true;
+    schedule_redial(cl, n);
+}
+
+static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    struct srv_cluster_resolve *r = req->data;
+    struct srv_cluster_node *n = r->node;
+    struct srv_cluster *cl = r->cl;
+    struct sockaddr_storage ss;
+    bool found = false;
+
+    ASSERT(cl->resolves > 0);
+    cl->resolves--;
+    /* Bounded: the resolver returns a handful of addresses. */
+    for (struct addrinfo *a = res; status == 0 && a != NULL && !found;
+         a = a->ai_next) {
+        if ((a->ai_family == AF_INET || a->ai_family == AF_INET6) &&
+            a->ai_addrlen <= sizeof ss) {
+            memcpy(&ss, a->ai_addr, a->ai_addrlen);
+            found = true;
+        }
+    }
+    uv_freeaddrinfo(res);
+    free(r);
+    if (n == NULL || cl->stopping) {
+        return;
+    }
+    ASSERT(n->resolving == r);
+    n->resolving = NULL;
+    if (!found) {
+        resolve_failed(cl, n, status != 0 ? uv_strerror(status) : "no address");
+        return;
+    }
+    if (n->unresolved) {
+        SRV_INFO("cluster", "route %s resolves again", n->url);
+    }
+    n->unresolved = false;
+    dial_addr(cl, n, (struct sockaddr *)&ss);
+}
+
+/* Look host up on the worker pool, then dial; resolved again at every
+ * dial, so a node that comes back with a new address is found. */
+static void resolve_start(struct srv_cluster *cl, struct srv_cluster_node *n,
+                          const char *host, int port)
+{
+    char service[8];
+    struct addrinfo hints;
+
+    if (cl->resolves >= SRV_CLUSTER_RESOLVES_MAX) {
+        return; /* the next tick tries again */
+    }
+    struct srv_cluster_resolve *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        schedule_redial(cl, n);
+        return;
+    }
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    snprintf(service, sizeof service, "%d", port);
+    r->cl = cl;
+    r->node = n;
+    r->started_ms = uv_now(cl->loop);
+    r->req.data = r;
+    int rv =
+        uv_getaddrinfo(cl->loop, &r->req, resolve_cb, host, service, &hints);
+    if (rv != 0) {
+        free(r);
+        resolve_failed(cl, n, uv_strerror(rv));
+        return;
+    }
+    cl->resolves++;
+    n->resolving = r;
+}
+
+/* Give up on a lookup that took too long (or on every one when
+ * stopping): its callback frees it. */
+static void resolve_abandon(struct srv_cluster_node *n)
+{
+    struct srv_cluster_resolve *r = n->resolving;
+    if (r == NULL) {
+        return;
+    }
+    r->node = NULL;
+    n->resolving = NULL;
+    (void)uv_cancel((uv_req_t *)&r->req); /* fails once it runs: fine */
+}
+
+static void dial(struct srv_cluster *cl, struct srv_cluster_node *n)
+{
+    char host[SRV_CLUSTER_URL_BYTES];
+    struct sockaddr_storage ss;
+    int port = 0;
+
+    if (srv_cluster_parse_url(n->url, host, sizeof host, &port) != 0) {
+        SRV_WARN("cluster", "cannot dial %s: use nats://host:port", n->url);
+        n->self = true; /* never dialable: stop trying */
+        return;
+    }
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) == 0 ||
+        uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) == 0) {
+        dial_addr(cl, n, (struct sockaddr *)&ss);
+        return;
+    }
+    resolve_start(cl, n, host, port);
 }
 
 static bool node_linked(const struct srv_cluster *cl,
@@ -773,7 +895,12 @@ static void tick_cb(uv_timer_t *t)
 
     for (size_t i = 0; i < SRV_CLUSTER_NODES_MAX; i++) {
         struct srv_cluster_node *n = &cl->nodes[i];
-        if (n->used && !n->self && n->dialing == NULL &&
+        if (n->resolving != NULL &&
+            now - n->resolving->started_ms > SRV_CLUSTER_RESOLVE_MS) {
+            resolve_abandon(n);
+            resolve_failed(cl, n, "the lookup timed out");
+        }
+        if (n->used && !n->self && n->dialing == NULL && n->resolving == NULL &&
             now >= n->next_dial_ms && !node_linked(cl, n)) {
             dial(cl, n);
         }
@@ -911,7 +1038,10 @@ static void add_seeds(struct srv_cluster *cl, const char *routes)
     snprintf(buf, sizeof buf, "%s", routes != NULL ? routes : "");
     for (char *tok = strtok_r(buf, ", \t", &save); tok != NULL;
          tok = strtok_r(NULL, ", \t", &save)) {
-        (void)node_add(cl, tok);
+        struct srv_cluster_node *n = node_add(cl, tok);
+        if (n != NULL) {
+            n->seed = true;
+        }
     }
 }
 
@@ -971,7 +1101,33 @@ int srv_cluster_start(struct srv_cluster *cl, uv_loop_t *loop,
 
 int srv_cluster_add_route(struct srv_cluster *cl, const char *url)
 {
-    return node_add(cl, url) != NULL ? 0 : KEEL_EINVAL;
+    struct srv_cluster_node *n = node_add(cl, url);
+    if (n == NULL) {
+        return KEEL_EINVAL;
+    }
+    n->seed = true;
+    return 0;
+}
+
+const char *srv_cluster_seed_names(const struct srv_cluster *cl,
+                                   const char **names, size_t max, size_t *n)
+{
+    const char *pending = NULL;
+    *n = 0;
+    for (size_t i = 0; i < SRV_CLUSTER_NODES_MAX; i++) {
+        const struct srv_cluster_node *nd = &cl->nodes[i];
+        if (!nd->used || !nd->seed) {
+            continue;
+        }
+        const char *name = nd->self ? cl->node_name : nd->name;
+        if (name[0] == '\0') {
+            pending = pending != NULL ? pending : nd->url;
+        } else if (*n < max) {
+            names[(*n)++] = name;
+        }
+    }
+    ASSERT(*n <= max);
+    return pending;
 }
 
 static void handle_closed_cb(uv_handle_t *h)
@@ -996,6 +1152,9 @@ void srv_cluster_stop(struct srv_cluster *cl)
     }
     if (cl->listener_inited) {
         uv_close((uv_handle_t *)&cl->listener, handle_closed_cb);
+    }
+    for (size_t i = 0; i < SRV_CLUSTER_NODES_MAX; i++) {
+        resolve_abandon(&cl->nodes[i]);
     }
     for (size_t i = 0; i < SRV_CLUSTER_LINKS_MAX; i++) {
         if (cl->links[i] != NULL) {

@@ -84,9 +84,14 @@ struct srv_cluster_settings {
 struct srv_cluster_node {
     bool used;
     bool self; /* a URL that reached this node itself: never dialed */
+    bool seed; /* named in --routes (not learned by gossip) */
     char url[SRV_CLUSTER_URL_BYTES];   /* host:port */
     char name[SRV_CLUSTER_NAME_BYTES]; /* once a handshake told it */
     struct srv_cluster_link *dialing;
+    /* A host name being resolved (uv_getaddrinfo, one at a time per
+     * node; the request is freed by its callback). */
+    struct srv_cluster_resolve *resolving;
+    bool unresolved; /* the last lookup failed (logged once) */
     uint64_t next_dial_ms;
     uint32_t backoff_ms;
     bool refused; /* last handshake refused (cluster name mismatch) */
@@ -163,6 +168,7 @@ struct srv_cluster {
     int port; /* bound cluster port */
     struct srv_cluster_node nodes[SRV_CLUSTER_NODES_MAX];
     struct srv_cluster_link *links[SRV_CLUSTER_LINKS_MAX];
+    int resolves; /* lookups in flight, abandoned ones too */
     struct srv_cluster_group *groups;
     size_t ngroups;
     srv_cluster_kind_cb kind_cb[SRV_CLUSTER_KIND_MAX + 1];
@@ -254,6 +260,15 @@ size_t srv_cluster_broadcast_kind(struct srv_cluster *cl, unsigned kind,
 /* Set the peer up/down callback (one; NULL to clear). */
 void srv_cluster_set_peer_cb(struct srv_cluster *cl, srv_cluster_peer_cb cb,
                              void *arg);
+
+/* The identities of the --routes seeds, learned on their links: names
+ * gets the name of every seed URL whose handshake told it (this node's
+ * own name for a URL that reached this node), up to max, *n their count;
+ * returns the first seed URL not identified yet, or NULL when every seed
+ * is known. Two URLs of one node (nats:// and nats-route://, a host name
+ * and its address) give the same name twice. */
+const char *srv_cluster_seed_names(const struct srv_cluster *cl,
+                                   const char **names, size_t max, size_t *n);
 
 /* Names of the nodes with an established link, up to max; returns the
  * count. */

@@ -69,6 +69,8 @@ struct srv_jsc {
     raft_incarnation inc;
     enum srv_jsc_state state;
     uint64_t boot_fp; /* fingerprint of the configuration bootstrapped */
+    /* Seed set by node name (srv_jsc_seed_set); "" until every route's
+     * node was identified on a link. */
     char seeds[SRV_JSC_SEEDS_BYTES];
     struct jsc_node nodes[SRV_JSC_NODES_MAX];
     struct jsc_group *groups;
@@ -518,8 +520,54 @@ static void on_peer(void *arg, const char *name, bool up)
     }
 }
 
-/* Bootstrap decision of an empty node, with the reports of linked peers. */
-static void boot_check(struct srv_jsc *jc)
+/* Say why (once per change): ERROR for a refusal, INFO otherwise. */
+static void boot_say(struct srv_jsc *jc, enum srv_jsc_boot b, const char *why)
+{
+    if (strcmp(why, jc->why) == 0) {
+        return;
+    }
+    if (b == SRV_JSC_BOOT_REFUSE) {
+        SRV_ERROR("js", "JetStream meta group not created: %s", why);
+    } else {
+        SRV_INFO("js", "JetStream meta group: %s", why);
+    }
+    snprintf(jc->why, sizeof jc->why, "%s", why);
+}
+
+/* The seed set from the identities the links learned; a change is told
+ * to every peer at once. Returns false while a route's node is unknown
+ * (why says which). */
+static bool seeds_refresh(struct srv_jsc *jc, char *why)
+{
+    const char *names[SRV_CLUSTER_NODES_MAX];
+    char set[SRV_JSC_SEEDS_BYTES];
+    char err[KEEL_ERRMSG_MAX];
+    size_t n = 0;
+    const char *pending =
+        srv_cluster_seed_names(jc->cl, names, SRV_CLUSTER_NODES_MAX, &n);
+    set[0] = '\0';
+    if (pending != NULL) {
+        snprintf(why, SRV_JSC_WHY_BYTES,
+                 "waiting to learn which node route %s is (its link is "
+                 "not up yet)",
+                 pending);
+    } else if (srv_jsc_seed_set(jc->self, names, n, set, sizeof set, err) !=
+               0) {
+        snprintf(why, SRV_JSC_WHY_BYTES, "%s", err);
+    }
+    if (strcmp(set, jc->seeds) != 0) {
+        snprintf(jc->seeds, sizeof jc->seeds, "%s", set);
+        if (set[0] != '\0') {
+            SRV_INFO("js", "seed set: %s", set);
+        }
+        send_meta(jc, NULL);
+    }
+    return set[0] != '\0';
+}
+
+/* Bootstrap decision of an empty node, with the reports of linked peers;
+ * seeds_why says what its own seed set waits for ("" when known). */
+static void boot_check(struct srv_jsc *jc, const char *seeds_why)
 {
     struct srv_jsc_report self = {.name = jc->self,
                                   .url = jc->cl->url,
@@ -530,6 +578,10 @@ static void boot_check(struct srv_jsc *jc)
     struct raft_config cfg;
     char why[SRV_JSC_WHY_BYTES];
     size_t np = 0;
+    if (jc->seeds[0] == '\0') {
+        boot_say(jc, SRV_JSC_BOOT_WAIT, seeds_why);
+        return;
+    }
     for (size_t i = 0; i < SRV_JSC_NODES_MAX; i++) {
         const struct jsc_node *n = &jc->nodes[i];
         if (n->used && n->up && n->reported) {
@@ -567,14 +619,7 @@ static void boot_check(struct srv_jsc *jc)
         }
         send_meta(jc, NULL);
     }
-    if (strcmp(why, jc->why) != 0) {
-        if (b == SRV_JSC_BOOT_REFUSE) {
-            SRV_ERROR("js", "JetStream meta group not created: %s", why);
-        } else {
-            SRV_INFO("js", "JetStream meta group: %s", why);
-        }
-        snprintf(jc->why, sizeof jc->why, "%s", why);
-    }
+    boot_say(jc, b, why);
 }
 
 /* ---- placement ---- */
@@ -711,8 +756,13 @@ static void on_tick(uv_timer_t *t)
         }
         attach(jc, cl);
     }
+    char why[SRV_JSC_WHY_BYTES] = "";
+    /* Every state reports its seed set: a member that bootstrapped a
+     * moment ago (or restarted since) is recognised by the seeds still
+     * deciding. */
+    (void)seeds_refresh(jc, why);
     if (jc->state == SRV_JSC_EMPTY) {
-        boot_check(jc);
+        boot_check(jc, why);
     }
     uint64_t now = now_ms(jc);
     if (now - jc->last_report_ms >= SRV_JSC_REPORT_MS) {
@@ -744,7 +794,10 @@ int srv_jsc_create(struct srv_js *js, const char *name, raft_incarnation inc,
     if (jc == NULL) {
         return keel_err(KEEL_ENOMEM, errmsg, "JetStream cluster layer");
     }
+    /* Checked here (a bad route is a configuration error); the seed set
+     * itself is learned on the links. */
     int rv = srv_jsc_seeds_canon(routes, jc->seeds, sizeof jc->seeds, errmsg);
+    jc->seeds[0] = '\0';
     jc->groups = calloc(JSC_GROUPS_MAX, sizeof *jc->groups);
     if (rv == 0 && jc->groups == NULL) {
         rv = keel_err(KEEL_ENOMEM, errmsg, "JetStream cluster groups");

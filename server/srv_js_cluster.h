@@ -8,8 +8,12 @@
  *   handed to replica_receive. A message to a node without a link is
  *   dropped (Raft retries). AppendEntries larger than one frame are split
  *   into consecutive AppendEntries (each valid on its own).
- * - Meta bootstrap: nodes exchange (name, incarnation, empty/member, sorted
- *   seed URLs) on SRV_CLUSTER_JS_META at every link-up; the meta group is
+ * - Meta bootstrap: nodes exchange (name, incarnation, empty/member, seed
+ *   set) on SRV_CLUSTER_JS_META at every link-up and every
+ *   SRV_JSC_REPORT_MS. A node's seed set is itself plus the node behind
+ *   each --routes URL, by the name its handshake told (so nats:// and
+ *   nats-route://, a host name and its address name one seed, and lists
+ *   of the other nodes only agree with full lists); the meta group is
  *   created only when every seed is connected, empty and agrees on the
  *   seed set (srv_jsc_boot_decide, pure).
  * - Placement: the meta leader picks the peers of a new stream
@@ -76,12 +80,21 @@ struct srv_jsc_placement {
 /* The raft_node of a node name: xxh3-64 of the name, never 0. */
 raft_node srv_jsc_node_id(const char *name);
 
-/* Canonical seed list: the comma/space-separated URLs of routes
- * normalised to host:port, sorted, deduplicated, comma-joined into out.
+/* Check --routes: the comma/space-separated URLs normalised to
+ * host:port, sorted, deduplicated, comma-joined into out (for messages).
  * Returns 0, KEEL_EINVAL (a URL without host:port; errmsg names it) or
  * KEEL_ELIMIT (more than RAFT_SERVERS_MAX seeds or out too small). */
 KEEL_MUST_USE int srv_jsc_seeds_canon(const char *routes, char *out, size_t cap,
                                       char *errmsg);
+
+/* The seed set of node self: self and the n names of the nodes its
+ * routes reached (duplicates and self among them allowed), sorted,
+ * deduplicated, comma-joined into out. Returns 0, KEEL_EINVAL (a name
+ * with a comma) or KEEL_ELIMIT (more than RAFT_SERVERS_MAX nodes, or out
+ * too small), with errmsg. */
+KEEL_MUST_USE int srv_jsc_seed_set(const char *self, const char *const *names,
+                                   size_t n, char *out, size_t cap,
+                                   char *errmsg);
 
 /* A node's report as the bootstrap decision sees it. */
 struct srv_jsc_report {
@@ -89,8 +102,10 @@ struct srv_jsc_report {
     const char *url; /* its advertised cluster URL, host:port */
     raft_incarnation inc;
     enum srv_jsc_state state;
-    const char *seeds; /* canonical (srv_jsc_seeds_canon) */
-    uint64_t fp;       /* MEMBER: srv_jsc_config_fp of its configuration */
+    /* srv_jsc_seed_set; "" while some route's node is not known yet
+     * (never for self: the caller waits for its own set first). */
+    const char *seeds;
+    uint64_t fp; /* MEMBER: srv_jsc_config_fp of its configuration */
 };
 
 /* Fingerprint of a configuration's (node, incarnation) list, never 0. */
@@ -100,11 +115,13 @@ enum srv_jsc_boot {
     SRV_JSC_BOOT_WAIT = 1,   /* not every seed reported yet */
     SRV_JSC_BOOT_CREATE = 2, /* every seed empty and agreeing: bootstrap */
     SRV_JSC_BOOT_JOIN = 3,   /* a peer already has the meta group */
-    SRV_JSC_BOOT_REFUSE = 4, /* seed lists disagree / self not a seed */
+    SRV_JSC_BOOT_REFUSE = 4, /* seed sets disagree */
 };
 
 /* The bootstrap decision of an empty node self given the reports of the
- * peers it is linked to now. A MEMBER peer with the same seed list whose
+ * peers it is linked to now; seeds are compared by name. An empty peer
+ * whose seed set is not known yet only delays (WAIT when it is a seed).
+ * A MEMBER peer with the same seed set whose
  * fingerprint equals the configuration computed here bootstrapped in the
  * same round: it counts as a seed (everyone writes the same index-1
  * entry); any other MEMBER peer means JOIN. CREATE fills cfg with every seed as

@@ -46,9 +46,29 @@ static int url_norm(const char *url, char *out, size_t cap)
     return 0;
 }
 
+/* Append ",item" (no comma first) to out at *used; 0 or KEEL_ELIMIT
+ * (out emptied). */
+static int join_append(char *out, size_t cap, size_t *used, const char *item,
+                       char *errmsg)
+{
+    ASSERT(*used < cap);
+    int w = snprintf(out + *used, cap - *used, "%s%s", *used ? "," : "", item);
+    if (w < 0 || (size_t)w >= cap - *used) {
+        out[0] = '\0';
+        return keel_err(KEEL_ELIMIT, errmsg, "seed list too long");
+    }
+    *used += (size_t)w;
+    return 0;
+}
+
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp((const char *)a, (const char *)b);
+}
+
+static int cmp_pstr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 int srv_jsc_seeds_canon(const char *routes, char *out, size_t cap, char *errmsg)
@@ -82,56 +102,105 @@ int srv_jsc_seeds_canon(const char *routes, char *out, size_t cap, char *errmsg)
         if (i > 0 && strcmp(urls[i], urls[i - 1]) == 0) {
             continue; /* listed twice */
         }
-        int w =
-            snprintf(out + used, cap - used, "%s%s", used ? "," : "", urls[i]);
-        if (w < 0 || (size_t)w >= cap - used) {
-            out[0] = '\0';
-            return keel_err(KEEL_ELIMIT, errmsg, "seed list too long");
+        int rv = join_append(out, cap, &used, urls[i], errmsg);
+        if (rv != 0) {
+            return rv;
         }
-        used += (size_t)w;
     }
     ASSERT(used < cap);
     return 0;
 }
 
-/* The report whose url is u: self or a peer; NULL when none. */
+int srv_jsc_seed_set(const char *self, const char *const *names, size_t n,
+                     char *out, size_t cap, char *errmsg)
+{
+    const char *v[RAFT_SERVERS_MAX + 1];
+    size_t nv = 0;
+    ASSERT(cap > 0);
+    ASSERT(self != NULL && self[0] != '\0');
+    out[0] = '\0';
+    v[nv++] = self;
+    for (size_t i = 0; i < n; i++) {
+        bool dup = false;
+        for (size_t k = 0; k < nv && !dup; k++) {
+            dup = strcmp(v[k], names[i]) == 0;
+        }
+        if (dup) {
+            continue; /* two URLs of one node, or this node's own */
+        }
+        if (nv == RAFT_SERVERS_MAX) {
+            return keel_err(KEEL_ELIMIT, errmsg,
+                            "--routes names more than %d nodes",
+                            RAFT_SERVERS_MAX);
+        }
+        v[nv++] = names[i];
+    }
+    qsort(v, nv, sizeof v[0], cmp_pstr);
+    size_t used = 0;
+    for (size_t i = 0; i < nv; i++) {
+        if (strchr(v[i], ',') != NULL || v[i][0] == '\0') {
+            out[0] = '\0';
+            return keel_err(KEEL_EINVAL, errmsg,
+                            "node name '%s' has a comma: give every node a "
+                            "name without one (-n)",
+                            v[i]);
+        }
+        int rv = join_append(out, cap, &used, v[i], errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    ASSERT(used < cap);
+    return 0;
+}
+
+/* The report of the node called name: self or a peer; NULL when none. */
 static const struct srv_jsc_report *
 report_for(const struct srv_jsc_report *self,
-           const struct srv_jsc_report *peers, size_t npeers, const char *u)
+           const struct srv_jsc_report *peers, size_t npeers, const char *name)
 {
-    if (strcmp(self->url, u) == 0) {
+    if (strcmp(self->name, name) == 0) {
         return self;
     }
     for (size_t i = 0; i < npeers; i++) {
-        if (peers[i].url != NULL && strcmp(peers[i].url, u) == 0) {
+        if (peers[i].name != NULL && strcmp(peers[i].name, name) == 0) {
             return &peers[i];
         }
     }
     return NULL;
 }
 
+/* A peer that knows its seed set (every route's node identified). */
+static bool seeds_known(const struct srv_jsc_report *p)
+{
+    return p->seeds != NULL && p->seeds[0] != '\0';
+}
+
 /* Peers that block a bootstrap: one with the meta group (JOIN), or a seed
- * list other than ours (REFUSE). 0 when none. */
+ * set other than ours (REFUSE). 0 when none. */
 static enum srv_jsc_boot check_peers(const struct srv_jsc_report *self,
                                      const struct srv_jsc_report *peers,
                                      size_t npeers, char *why)
 {
     for (size_t i = 0; i < npeers; i++) {
         const struct srv_jsc_report *p = &peers[i];
-        /* A seed that bootstrapped from this same seed list a moment ago
+        /* A seed that bootstrapped from this same seed set a moment ago
          * is a candidate (its fingerprint is checked against ours). */
-        bool same_boot = p->fp != 0 && strcmp(p->seeds, self->seeds) == 0;
+        bool same_boot =
+            p->fp != 0 && seeds_known(p) && strcmp(p->seeds, self->seeds) == 0;
         if (p->state == SRV_JSC_MEMBER && !same_boot) {
             snprintf(why, SRV_JSC_WHY_BYTES,
                      "node %s already has a JetStream meta group: this "
-                     "empty node waits to be added to it",
+                     "empty node waits to be added to it (keel cluster "
+                     "add-peer)",
                      p->name);
             return SRV_JSC_BOOT_JOIN;
         }
     }
     for (size_t i = 0; i < npeers; i++) {
         const struct srv_jsc_report *p = &peers[i];
-        if (p->state == SRV_JSC_EMPTY && strcmp(p->seeds, self->seeds) != 0) {
+        if (p->state == SRV_JSC_EMPTY && seeds_known(p) &&
+            strcmp(p->seeds, self->seeds) != 0) {
             snprintf(why, SRV_JSC_WHY_BYTES,
                      "node %s has the seed list [%s], this node [%s]: give "
                      "every node the same --routes",
@@ -152,6 +221,30 @@ static bool config_has(const struct raft_config *cfg, raft_node id)
     return false;
 }
 
+/* Why seed name (report r, NULL when not linked) is not ready to
+ * bootstrap; false when it is. */
+static bool seed_not_ready(const struct srv_jsc_report *self,
+                           const struct srv_jsc_report *r, const char *name,
+                           char *why)
+{
+    if (r == NULL ||
+        (r->state != SRV_JSC_EMPTY && r->state != SRV_JSC_MEMBER)) {
+        snprintf(why, SRV_JSC_WHY_BYTES,
+                 "waiting for seed %s to connect and report an empty "
+                 "data directory",
+                 name);
+        return true;
+    }
+    if (r != self && r->state == SRV_JSC_EMPTY && !seeds_known(r)) {
+        snprintf(why, SRV_JSC_WHY_BYTES,
+                 "waiting for seed %s to learn which node each of its "
+                 "routes is",
+                 name);
+        return true;
+    }
+    return false;
+}
+
 enum srv_jsc_boot srv_jsc_boot_decide(const struct srv_jsc_report *self,
                                       const struct srv_jsc_report *peers,
                                       size_t npeers, struct raft_config *cfg,
@@ -161,6 +254,7 @@ enum srv_jsc_boot srv_jsc_boot_decide(const struct srv_jsc_report *self,
     char *save = NULL;
     ASSERT(self->state == SRV_JSC_EMPTY);
     ASSERT(cfg != NULL && why != NULL);
+    ASSERT(seeds_known(self));
     memset(cfg, 0, sizeof *cfg);
     why[0] = '\0';
     enum srv_jsc_boot b = check_peers(self, peers, npeers, why);
@@ -172,54 +266,27 @@ enum srv_jsc_boot srv_jsc_boot_decide(const struct srv_jsc_report *self,
         return SRV_JSC_BOOT_REFUSE;
     }
     snprintf(buf, sizeof buf, "%s", self->seeds);
-    bool self_seed = false;
-    /* Bounded: the canonical list holds at most RAFT_SERVERS_MAX URLs. */
+    /* Bounded: the seed set holds at most RAFT_SERVERS_MAX names. */
     for (char *u = strtok_r(buf, ",", &save); u != NULL;
          u = strtok_r(NULL, ",", &save)) {
         const struct srv_jsc_report *r = report_for(self, peers, npeers, u);
-        if (r == NULL ||
-            (r->state != SRV_JSC_EMPTY && r->state != SRV_JSC_MEMBER)) {
-            snprintf(why, SRV_JSC_WHY_BYTES,
-                     "waiting for seed %s to connect and report an empty "
-                     "data directory",
-                     u);
+        if (seed_not_ready(self, r, u, why)) {
             memset(cfg, 0, sizeof *cfg);
             return SRV_JSC_BOOT_WAIT;
         }
         raft_node id = srv_jsc_node_id(r->name);
         if (config_has(cfg, id) || cfg->n == RAFT_SERVERS_MAX) {
             snprintf(why, SRV_JSC_WHY_BYTES,
-                     "seed %s (%s) is listed under two URLs, or its name "
-                     "hashes like another's: list each node once",
-                     u, r->name);
+                     "seed %s hashes like another node's name: rename "
+                     "one of them (-n)",
+                     u);
             memset(cfg, 0, sizeof *cfg);
             return SRV_JSC_BOOT_REFUSE;
         }
-        self_seed = self_seed || r == self;
         cfg->servers[cfg->n++] = (struct raft_server){
             .node = id, .incarnation = r->inc, .role = RAFT_VOTER};
     }
-    for (size_t i = 0; !self_seed && i < npeers; i++) {
-        if (peers[i].state == SRV_JSC_MEMBER) {
-            /* Not a seed, and the seeds formed the meta group: a new node
-             * started with --routes naming the cluster (issue 9). */
-            snprintf(why, SRV_JSC_WHY_BYTES,
-                     "this node is not a seed and node %s has the "
-                     "JetStream meta group: it waits to be added (keel "
-                     "cluster add-peer)",
-                     peers[i].name);
-            memset(cfg, 0, sizeof *cfg);
-            return SRV_JSC_BOOT_JOIN;
-        }
-    }
-    if (!self_seed) {
-        snprintf(why, SRV_JSC_WHY_BYTES,
-                 "this node's cluster URL %s is not in its --routes: list "
-                 "every node, this one included, on every node",
-                 self->url);
-        memset(cfg, 0, sizeof *cfg);
-        return SRV_JSC_BOOT_REFUSE;
-    }
+    ASSERT(config_has(cfg, srv_jsc_node_id(self->name)));
     uint64_t fp = srv_jsc_config_fp(cfg);
     for (size_t i = 0; i < npeers; i++) {
         if (peers[i].state == SRV_JSC_MEMBER && peers[i].fp != fp) {

@@ -151,6 +151,13 @@ _Static_assert(SRV_CONSUMER_ENTRY_ACKS_MAX <= SRV_CONSUMER_ACKED_MAX,
 #define SRV_CLUSTER_HANDSHAKE_MS 3000 /* HELLO must arrive within this */
 #define SRV_CLUSTER_BACKOFF_MS_MIN 50
 #define SRV_CLUSTER_BACKOFF_MS_MAX 5000
+/* Route host names resolved at once (uv_getaddrinfo runs on the worker
+ * pool that snapshot writes and password checks share: a hung resolver
+ * holds at most this many of its 4 threads), and how long one lookup may
+ * take before the node is redialed (the stuck lookup keeps its slot
+ * until the resolver gives up). */
+#define SRV_CLUSTER_RESOLVES_MAX 2
+#define SRV_CLUSTER_RESOLVE_MS 10000
 #define SRV_CLUSTER_FRAMES_PER_READ_MAX 100000 /* frames parsed per read */
 /* Group messages up to this size share a GROUP_BATCH frame per link and
  * loop iteration, up to SRV_CLUSTER_BATCH_BYTES_MAX of them; larger ones

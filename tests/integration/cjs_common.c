@@ -100,6 +100,43 @@ int cjs_start(struct cjs *c, int n, const char *name, const char *const *extra,
     return rv;
 }
 
+int cjs_start_prepared(struct cjs *c, int wait_ms)
+{
+    c->n = c->net.n;
+    for (int i = 0; i < c->n; i++) {
+        if (h_netns_node_start(&c->net, i) != 0) {
+            return -1;
+        }
+    }
+    int rv = h_netns_wait_mesh(&c->net, H_START_TIMEOUT_MS);
+    for (int i = 0; rv == 0 && i < c->n; i++) {
+        rv = cjs_connect(c, i);
+    }
+    if (rv == 0 && !h_poll(cjs_meta_ready, c, wait_ms)) {
+        fprintf(stderr, "no meta leader within %d ms\n", wait_ms);
+        rv = -1;
+    }
+    for (int i = 0; rv != 0 && i < c->n; i++) {
+        h_netns_print_log(&c->net, i);
+    }
+    return rv;
+}
+
+bool cjs_log_has(const struct cjs *c, int i, const char *text)
+{
+    char line[1024];
+    bool found = false;
+    FILE *f = fopen(c->net.node[i].k.log_path, "r");
+    /* Bounded by the log file (one test's run). */
+    while (f != NULL && !found && fgets(line, sizeof line, f) != NULL) {
+        found = strstr(line, text) != NULL;
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return found;
+}
+
 int cjs_stop(struct cjs *c)
 {
     for (int i = 0; i < c->n; i++) {

@@ -32,6 +32,16 @@ struct cjs {
 int cjs_start(struct cjs *c, int n, const char *name, const char *const *extra,
               int wait_ms);
 
+/* cjs_start for a cluster the caller prepared (h_netns_prepare into
+ * c->net, then per-node routes, a hosts file...): start every node, wait
+ * (bounded) for the full mesh, connect and wait wait_ms for a meta
+ * leader every node knows. Returns 0 or -1 (logs printed; the caller
+ * still calls cjs_stop). */
+int cjs_start_prepared(struct cjs *c, int wait_ms);
+
+/* Does node i's log contain text? */
+bool cjs_log_has(const struct cjs *c, int i, const char *text);
+
 /* Disconnect every node, print the logs when $CJS_DEBUG is set, stop the
  * cluster and close libnats. Returns h_netns_cleanup's result. */
 int cjs_stop(struct cjs *c);

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <ftw.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -178,9 +179,11 @@ static int net_up(struct h_netns *c)
     return 0;
 }
 
-/* Child side of spawn: enter the namespace, log to the node's file, exec. */
-static void exec_in_ns(const char *ns, const char *const *argv,
-                       const char *log_path)
+/* Child side of spawn: enter the namespace, see hosts (when not "") as
+ * /etc/hosts in a mount namespace of its own, log to the node's file,
+ * exec. */
+static void exec_in_ns(const char *ns, const char *hosts,
+                       const char *const *argv, const char *log_path)
 {
     char path[128];
 
@@ -188,6 +191,14 @@ static void exec_in_ns(const char *ns, const char *const *argv,
     int nsfd = open(path, O_RDONLY | O_CLOEXEC);
     if (nsfd < 0 || setns(nsfd, CLONE_NEWNET) != 0) {
         _exit(126);
+    }
+    /* Private propagation first: the bind mount must not reach the
+     * machine's mount namespace. */
+    if (hosts[0] != '\0' &&
+        (unshare(CLONE_NEWNS) != 0 ||
+         mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+         mount(hosts, "/etc/hosts", NULL, MS_BIND, NULL) != 0)) {
+        _exit(125);
     }
     int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
@@ -252,7 +263,7 @@ int h_netns_node_start(struct h_netns *c, int i)
                            "--cluster_name",
                            c->name,
                            "--routes",
-                           c->routes};
+                           nd->routes != NULL ? nd->routes : c->routes};
     for (size_t j = 0; j < sizeof fixed / sizeof fixed[0]; j++) {
         argv[n++] = fixed[j];
     }
@@ -264,7 +275,7 @@ int h_netns_node_start(struct h_netns *c, int i)
     k->http_port = -1;
     k->pid = fork();
     if (k->pid == 0) {
-        exec_in_ns(nd->ns, argv, k->log_path);
+        exec_in_ns(nd->ns, c->hosts, argv, k->log_path);
     }
     if (k->pid < 0) {
         return -1;
@@ -324,7 +335,7 @@ int h_netns_node_exec(struct h_netns *c, int i, const char *const *argv,
     k->http_port = http_port;
     k->pid = fork();
     if (k->pid == 0) {
-        exec_in_ns(nd->ns, argv, k->log_path);
+        exec_in_ns(nd->ns, c->hosts, argv, k->log_path);
     }
     if (k->pid < 0) {
         return -1;
@@ -441,6 +452,26 @@ int h_netns_start(struct h_netns *c, int n, const char *name,
                   const char *const *extra)
 {
     return h_netns_start_seeds(c, n, n, name, extra);
+}
+
+int h_netns_hosts(struct h_netns *c)
+{
+    char path[sizeof c->hosts];
+
+    snprintf(path, sizeof path, "/tmp/keelit_hosts_%d", (int)c->owner);
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        return -1;
+    }
+    fprintf(f, "127.0.0.1 localhost\n");
+    for (int i = 0; i < c->n; i++) {
+        fprintf(f, "%s %s\n", c->node[i].addr, c->node[i].name);
+    }
+    if (fclose(f) != 0) {
+        return -1;
+    }
+    memcpy(c->hosts, path, sizeof path);
+    return 0;
 }
 
 int h_netns_node_stop(struct h_netns *c, int i)
@@ -612,6 +643,10 @@ int h_netns_cleanup(struct h_netns *c)
     if (c->net_up) {
         (void)sh(true, "ip link del %s", c->bridge);
         c->net_up = false;
+    }
+    if (c->hosts[0] != '\0') {
+        unlink(c->hosts);
+        c->hosts[0] = '\0';
     }
     active = NULL;
     return rv;

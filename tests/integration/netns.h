@@ -32,6 +32,9 @@ struct h_netns_node {
     char veth[24];    /* root end of the veth pair (in the bridge) */
     char addr[20];    /* 10.a.b.i */
     char name[16];    /* -n, "n1".. */
+    /* --routes of this node; NULL: the cluster's (struct h_netns
+     * routes). Must outlive the cluster. */
+    const char *routes;
     bool running;
     bool isolated;
 };
@@ -46,6 +49,12 @@ struct h_netns {
     const char *extra[H_NETNS_EXTRA_MAX + 1]; /* NULL-terminated */
     bool net_up;                              /* bridge made */
     bool keep_dirs; /* cleanup leaves the temp dirs (a failing run's data) */
+    /* Set by h_netns_hosts: a hosts file naming every node (n1 ->
+     * 10.a.b.1 ...), bind-mounted on /etc/hosts in a private mount
+     * namespace of every node started afterwards, as `ip netns exec`
+     * does with /etc/netns/NS/hosts; the machine's /etc/hosts is never
+     * touched. "" = none. */
+    char hosts[64];
     struct h_netns_node node[H_NETNS_NODES_MAX];
 };
 
@@ -80,6 +89,10 @@ int h_netns_prepare(struct h_netns *c, int n, const char *name,
  * NATS server: fixed ports, no ports file). Returns 0 or -1. */
 int h_netns_node_exec(struct h_netns *c, int i, const char *const *argv,
                       int port, int http_port);
+
+/* Write the hosts file of c's nodes (their names as host names) and use
+ * it for every node started from now on. Returns 0 or -1. */
+int h_netns_hosts(struct h_netns *c);
 
 /* Start node i (0-based) again in its own data dir; waits for its ports
  * file, not for links. Returns 0 or -1. */
