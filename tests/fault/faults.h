@@ -163,7 +163,7 @@ struct f_result {
     uint64_t dup;
     uint64_t never_published;
     uint64_t misplaced;     /* acked seq holds another value */
-    uint64_t failed_stored; /* an error reply, yet served (info) */
+    uint64_t failed_stored; /* an error reply, yet served (fails) */
     uint64_t read_total;
     uint64_t consumer_missing; /* acked, served, never delivered */
     bool pass;

@@ -13,6 +13,8 @@
  *                agreeing with the others up to the last entry it shares
  *                with them (lag and an uncommitted tail are legal)
  *   misplaced    an acked sequence holding another value
+ *   failed       an attempt answered with a JetStream error ("not
+ *   stored       stored") whose value the final read serves
  *   consumer     acked and served, yet never delivered to the durable
  *   missing      consumer (which reads from sequence 1 while the nemesis
  *                runs, and is drained after healing)
@@ -283,8 +285,10 @@ static void check_acked(struct f_run_ctx *c, const uint64_t *rpos,
         }
         r->attempts++;
         r->failed += o == F_FAILED;
-        /* An error reply says "not stored": served anyway is reported
-         * (info for now, docs/faults.md "Missing"). */
+        /* An error reply says "not stored". The workload sends no
+         * Nats-Msg-Id and never retries a value, so nothing dedupes a
+         * retry of it: a client that believed the answer and published
+         * again would hold the value twice. Served anyway fails the run. */
         r->failed_stored += o == F_FAILED && rpos[s] != 0;
         r->indet += o == F_INDET || o == F_PENDING;
         if (o != F_ACKED) {
@@ -423,7 +427,7 @@ void f_check(struct f_run_ctx *c, const struct f_view *read,
     check_divergence(read, rpos, nodes, n, r);
     r->pass = r->lost == 0 && r->divergent == 0 && r->misplaced == 0 &&
               r->on_disk_missing == 0 && r->never_published == 0 &&
-              r->consumer_missing == 0 &&
+              r->consumer_missing == 0 && r->failed_stored == 0 &&
               (c->nem->expect == F_EXPECT_FLAGGED || r->unavailable == 0);
     free(disk);
     free(rpos);

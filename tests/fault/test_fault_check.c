@@ -1,0 +1,115 @@
+/* The fault suite's checker (faults_check.c) on made-up outcomes: no
+ * server, no data directory (an external run skips the disk scan). An
+ * attempt answered with a JetStream error ("not stored") whose value the
+ * final read serves fails the run and is counted.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "faults.h"
+
+struct fixture {
+    struct f_run_ctx c;
+    struct f_nemesis nem;
+    struct f_view read;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    f->nem = (struct f_nemesis){.name = "kill", .expect = F_EXPECT_ALL};
+    f->c.nem = &f->nem;
+    f->c.cfg.urls = "nats://external"; /* no data directories to scan */
+    f->c.cfg.replicas = 1;
+    f->c.att = calloc(F_SEQS_MAX, sizeof *f->c.att);
+    f->c.consumer_seen = calloc(F_SEQS_MAX, 1);
+    f->c.destroyed = calloc(F_SEQS_MAX, 1);
+    f->read.slot_at = calloc(F_SEQS_MAX + 1024, sizeof *f->read.slot_at);
+    assert_non_null(f->c.att);
+    assert_non_null(f->c.consumer_seen);
+    assert_non_null(f->c.destroyed);
+    assert_non_null(f->read.slot_at);
+    f->read.n = 1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    free(f->c.att);
+    free(f->c.consumer_seen);
+    free(f->c.destroyed);
+    free(f->read.slot_at);
+    free(f);
+    return 0;
+}
+
+/* Attempt slot s acked at seq, served there and delivered. */
+static void acked_and_served(struct fixture *f, uint32_t s, uint64_t seq)
+{
+    f->c.att[s] = (struct f_attempt){F_ACKED, seq};
+    f->c.consumer_seen[s] = 1;
+    f->read.slot_at[seq] = s + 1;
+    f->read.n = seq + 1 > f->read.n ? seq + 1 : f->read.n;
+}
+
+static void failed_attempt(struct fixture *f, uint32_t s, uint64_t served_at)
+{
+    f->c.att[s] = (struct f_attempt){F_FAILED, 0};
+    if (served_at != 0) {
+        f->read.slot_at[served_at] = s + 1;
+        f->read.n = served_at + 1 > f->read.n ? served_at + 1 : f->read.n;
+    }
+}
+
+/* Two acked values served around one failed attempt, which the read
+ * serves at failed_at (0: not served). */
+static void check_around_a_failure(struct fixture *f, uint64_t failed_at,
+                                   struct f_result *r)
+{
+    acked_and_served(f, 0, 1);
+    failed_attempt(f, 1, failed_at);
+    acked_and_served(f, 2, failed_at != 0 ? failed_at + 1 : 2);
+    f_check(&f->c, &f->read, NULL, 0, r);
+    assert_int_equal(r->acked, 2);
+    assert_int_equal(r->failed, 1);
+    assert_int_equal(r->lost, 0);
+    assert_int_equal(r->never_published, 0);
+}
+
+static void a_failed_publish_that_is_not_served_passes(void **state)
+{
+    struct f_result r;
+
+    check_around_a_failure(*state, 0, &r);
+    assert_int_equal(r.failed_stored, 0);
+    assert_true(r.pass);
+}
+
+static void a_failed_publish_that_is_served_fails_the_run(void **state)
+{
+    struct f_result r;
+
+    check_around_a_failure(*state, 2, &r);
+    assert_int_equal(r.failed_stored, 1);
+    assert_false(r.pass);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            a_failed_publish_that_is_not_served_passes, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_failed_publish_that_is_served_fails_the_run, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
