@@ -174,7 +174,14 @@ static int config_from_request(struct api_req *q, const char *kind,
     enum srv_js_err jerr = SRV_JS_OK;
     char err[SRV_JS_ERR_DESC_BYTES_MAX];
     memset(cfg, 0, sizeof *cfg);
-    if (q->body == NULL || !json_is_object(q->body)) {
+    if (q->body == NULL) {
+        /* nats-server's code for an empty body: it is not JSON. */
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EINVALID_JSON,
+                         "the request body is empty; send the stream "
+                         "config");
+        return KEEL_EINVAL;
+    }
+    if (!json_is_object(q->body)) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EBAD_REQUEST, NULL);
         return KEEL_EINVAL;
     }
@@ -264,8 +271,13 @@ static void api_create(struct api_req *q)
     }
     if (srv_js_find_stream(q->js, q->name, &st) == 0) {
         if (srv_stream_config_equal(&st->cfg, &cfg)) {
-            srv_js_reply_json(q->js, q->reply,
-                              srv_stream_info_json(st, kind, NULL, false));
+            /* nats-server says did_create for an identical stream too: the
+             * create succeeded, the stream is as asked. */
+            json_t *o = srv_stream_info_json(st, kind, NULL, false);
+            if (o != NULL) {
+                json_object_set_new(o, "did_create", json_true());
+            }
+            srv_js_reply_json(q->js, q->reply, o);
         } else {
             srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_NAME_IN_USE,
                              NULL);
@@ -293,10 +305,14 @@ static void api_update(struct api_req *q)
     if (config_from_request(q, kind, &st->cfg, &cfg) != 0) {
         return;
     }
-    if (cfg.retention != st->cfg.retention || cfg.storage != st->cfg.storage) {
+    if (cfg.storage != st->cfg.storage) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
                          "stream configuration update can not change "
-                         "retention or storage");
+                         "storage type");
+    } else if (cfg.retention != st->cfg.retention) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
+                         "stream configuration update can not change "
+                         "retention policy");
     } else if (cfg.num_replicas != st->cfg.num_replicas && st->place.n == 0) {
         /* Only a placed (clustered) stream's group can change members. */
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
@@ -429,7 +445,9 @@ static void api_msg_delete(struct api_req *q)
         return;
     }
     if (srv_stream_sm_get(&st->sm, (uint64_t)seq) == NULL) {
-        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ENO_MESSAGE, NULL);
+        char d[48]; /* nats-server's 10043, as the state machine answers */
+        snprintf(d, sizeof d, "sequence %lld not found", (long long)seq);
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESEQUENCE_NOT_FOUND, d);
         return;
     }
     /* no_erase is accepted: bodies live in the Raft log, which is never

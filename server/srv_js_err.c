@@ -1,6 +1,7 @@
 /* srv_js_err: JetStream API error table and error JSON. */
 #include "srv_js_err.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,8 +33,22 @@ int srv_js_err_add(json_t *obj, enum srv_js_err err, const char *detail,
     }
     const struct srv_js_err_info *info = &srv_js_err_table[err];
     char desc[SRV_JS_ERR_DESC_BYTES_MAX];
-    snprintf(desc, sizeof desc, "%s%s", info->description,
-             detail != NULL ? detail : "");
+    size_t n = strlen(info->description);
+    bool is_template =
+        n == 0 || (n >= 2 && strcmp(info->description + n - 2, ": ") == 0);
+    if (detail != NULL && !is_template &&
+        strncmp(detail, info->description, n) == 0) {
+        /* The detail already says it (a parser that repeats the table's
+         * sentence): once, not twice. */
+        snprintf(desc, sizeof desc, "%s", detail);
+    } else if (detail != NULL && !is_template) {
+        /* Appending would glue two sentences into one ("bad requeststream
+         * is sealed"). */
+        snprintf(desc, sizeof desc, "%s (%s)", info->description, detail);
+    } else {
+        snprintf(desc, sizeof desc, "%s%s", info->description,
+                 detail != NULL ? detail : "");
+    }
     json_t *e = json_pack("{s:i, s:i, s:s}", "code", info->code, "err_code",
                           info->err_code, "description", desc);
     if (e == NULL || json_object_set_new(obj, "error", e) != 0) {

@@ -10,13 +10,15 @@
 
 /* X(enum name, HTTP-like code, err_code, description). A description ending
  * in ": " or empty is a template: callers append the detail (see
- * srv_js_err_json). */
+ * srv_js_err_json). Any other row given a detail says "description
+ * (detail)", or only the detail when it starts with the description. */
 #define SRV_JS_ERRORS(X)                                                       \
     X(SRV_JS_ESTREAM_NOT_FOUND, 404, 10059, "stream not found")                \
     X(SRV_JS_ECONSUMER_NOT_FOUND, 404, 10014, "consumer not found")            \
     X(SRV_JS_ESTREAM_NAME_IN_USE, 400, 10058,                                  \
       "stream name already in use with a different configuration")             \
     X(SRV_JS_ENO_MESSAGE, 404, 10037, "no message found")                      \
+    X(SRV_JS_ESEQUENCE_NOT_FOUND, 400, 10043, "") /* "sequence N not found" */ \
     X(SRV_JS_ENOT_ENABLED, 503, 10076, "JetStream not enabled")                \
     X(SRV_JS_ENOT_ENABLED_ACCOUNT, 503, 10039,                                 \
       "JetStream not enabled for account")                                     \

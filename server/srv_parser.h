@@ -77,7 +77,7 @@ void srv_parser_close(struct srv_parser *p);
  *   KEEL_EPROTO  - unknown verb or malformed arguments or framing
  *                  (-ERR 'Unknown Protocol Operation');
  *   KEEL_ETOOBIG - control line over SRV_CONTROL_LINE_BYTES_MAX
- *                  (-ERR 'Maximum Control Line Exceeded');
+ *                  (-ERR 'maximum control line exceeded');
  *   KEEL_ELIMIT  - payload over max_payload
  *                  (-ERR 'Maximum Payload Violation');
  *   KEEL_ENOMEM.

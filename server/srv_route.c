@@ -695,7 +695,7 @@ static void feed(struct srv_conn *c, const char *data, size_t len)
         err = "Unknown Protocol Operation";
         break;
     case KEEL_ETOOBIG:
-        err = "Maximum Control Line Exceeded";
+        err = "maximum control line exceeded"; /* nats-server's text */
         break;
     case KEEL_ELIMIT:
         err = "Maximum Payload Violation";

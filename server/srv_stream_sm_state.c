@@ -439,7 +439,11 @@ int srv_stream_sm_apply(struct srv_stream_sm *sm, uint64_t index,
                               "message delete not permitted");
         }
         if (srv_stream_sm_remove(sm, e->seq) != 0) {
-            return set_detail(res, SRV_JS_ENO_MESSAGE, NULL);
+            /* nats-server's answer to deleting a missing message. */
+            char d[48];
+            snprintf(d, sizeof d, "sequence %llu not found",
+                     (unsigned long long)e->seq);
+            return set_detail(res, SRV_JS_ESEQUENCE_NOT_FOUND, d);
         }
         return 0;
     case SRV_STREAM_E_CONFIG:

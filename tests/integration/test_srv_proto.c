@@ -152,7 +152,7 @@ static void an_overlong_control_line_closes_the_conn(void **state)
     memset(line, 'a', sizeof line - 1);
     memcpy(line, "SUB ", 4);
     say(f->a, line);
-    expect(f, f->a, "-ERR 'Maximum Control Line Exceeded'\r\n");
+    expect(f, f->a, "-ERR 'maximum control line exceeded'\r\n");
     expect_eof(f->a);
 }
 

@@ -61,6 +61,32 @@ static void template_description_gets_the_detail_appended(void **state)
                         "wrong last sequence: 41");
 }
 
+static void a_detail_repeating_the_description_is_said_once(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(srv_js_err_json("consumer_create_response",
+                                     SRV_JS_EDURABLE_NAME_MISMATCH,
+                                     "consumer name in subject does not "
+                                     "match durable name in request",
+                                     &f->obj, f->errmsg),
+                     0);
+    json_t *e = json_object_get(f->obj, "error");
+    assert_string_equal(json_string_value(json_object_get(e, "description")),
+                        "consumer name in subject does not match durable "
+                        "name in request");
+}
+
+static void a_fixed_description_keeps_its_detail_in_parentheses(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(srv_js_err_json("pub_ack", SRV_JS_EBAD_REQUEST,
+                                     "stream is sealed", &f->obj, f->errmsg),
+                     0);
+    json_t *e = json_object_get(f->obj, "error");
+    assert_string_equal(json_string_value(json_object_get(e, "description")),
+                        "bad request (stream is sealed)");
+}
+
 static void every_table_code_is_at_least_300(void **state)
 {
     (void)state;
@@ -88,6 +114,11 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(
             template_description_gets_the_detail_appended, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_detail_repeating_the_description_is_said_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_fixed_description_keeps_its_detail_in_parentheses, setup,
+            teardown),
         cmocka_unit_test_setup_teardown(every_table_code_is_at_least_300, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(unknown_error_is_refused, setup,

@@ -302,7 +302,8 @@ static void delete_interior_and_missing(void **state)
     assert_int_equal(f->sm.msgs, 2);
     assert_int_equal(f->sm.deleted, 1);
     del(f, 2);
-    assert_int_equal(f->res.jerr, SRV_JS_ENO_MESSAGE);
+    assert_int_equal(f->res.jerr, SRV_JS_ESEQUENCE_NOT_FOUND);
+    assert_string_equal(f->res.detail, "sequence 2 not found");
     del(f, 1);
     assert_int_equal(srv_stream_sm_first_seq(&f->sm), 3);
     assert_int_equal(f->sm.deleted, 0);
