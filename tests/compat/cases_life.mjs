@@ -1,0 +1,135 @@
+// Start-up and stop: ports file, readiness, signals, restarts, command-line
+// and config-file JetStream settings. Each case starts its own servers.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect, StringCodec } from 'nats';
+import { startOne } from './harness.mjs';
+import { api } from './js_util.mjs';
+
+const sc = StringCodec();
+
+// Start ctx.kind with extra args, run fn(server, nc), stop it.
+async function withServer(ctx, extra, fn, opts = {}) {
+  const s = await startOne(ctx.kind, extra, opts);
+  if (s.failed) {
+    return fn(s, null);
+  }
+  const nc = await connect({ servers: s.url });
+  try {
+    return await fn(s, nc);
+  } finally {
+    await nc.close();
+    await s.stop();
+  }
+}
+
+// A config file for ctx.kind with `body` and a JetStream store dir.
+function configFile(ctx, body) {
+  const dir = mkdtempSync(join(tmpdir(), `keel-compat-cfg-${ctx.kind}-`));
+  const path = join(dir, 'server.conf');
+  writeFileSync(path, body.replaceAll('STORE', join(dir, 'store')));
+  return { dir, path };
+}
+
+export const cases = [
+  {
+    name: 'the ports file names the client URL',
+    known: { keys: 'nats-server writes the client URLs under "nats", keeld under "client"; a tool that reads nats-server\'s ports file finds no URL in keeld\'s' },
+    run: (ctx) => withServer(ctx, [], async (s) => ({
+      keys: Object.keys(s.ports).filter((k) => k !== 'monitoring').sort(),
+      scheme: s.url.split('://')[0],
+    })),
+  },
+  {
+    name: 'a client can publish and request as soon as the ports file exists',
+    run: (ctx) => withServer(ctx, [], async (s, nc) => {
+      const r = await api({ nc }, 'INFO', '');
+      const sub = nc.subscribe('ready.x', { max: 1 });
+      nc.publish('ready.x', sc.encode('hi'));
+      for await (const m of sub) {
+        return { js: r.type, msg: sc.decode(m.data) };
+      }
+      return null;
+    }),
+  },
+  {
+    name: 'SIGTERM stops the server with exit status 0',
+    intended: { code: 'keeld exits 0 after an orderly stop on SIGTERM, so a supervisor (systemd Restart=on-failure) does not restart it; nats-server 2.9.10 exits 1' },
+    run: async (ctx) => {
+      const s = await startOne(ctx.kind);
+      return { code: await s.stop('SIGTERM') };
+    },
+  },
+  {
+    name: 'SIGINT stops the server with exit status 0',
+    run: async (ctx) => {
+      const s = await startOne(ctx.kind);
+      return { code: await s.stop('SIGINT') };
+    },
+  },
+  {
+    name: 'a stream and its messages survive a restart on the same store',
+    run: async (ctx) => {
+      const dir = mkdtempSync(join(tmpdir(), `keel-compat-rs-${ctx.kind}-`));
+      await withServer(ctx, [], async (s, nc) => {
+        await api({ nc }, 'STREAM.CREATE.RS', { name: 'RS', subjects: ['rs.>'] });
+        for (let i = 0; i < 3; i++) {
+          await nc.request('rs.x', sc.encode(`m${i}`));
+        }
+      }, { dir, keep: true });
+      return withServer(ctx, [], async (s, nc) => {
+        const i = await api({ nc }, 'STREAM.INFO.RS', '');
+        return i.state;
+      }, { dir });
+    },
+    intended: { bytes: "Keel counts a message as subject + headers + payload bytes; nats-server adds its file store record overhead (about 30 bytes a message)" },
+  },
+  {
+    name: '-p -1 listens on a kernel-chosen port',
+    known: { ephemeral: 'keeld takes -p -1 as port 65535 (the value wrapped to 16 bits) instead of a kernel-chosen port as nats-server does; keeld spells "any port" -p 0' },
+    run: (ctx) => withServer(ctx, [], async (s) => {
+      const port = s.failed ? 0 : Number(new URL(s.url).port);
+      return { ephemeral: port > 0 && port !== 4222 && port !== 65535 };
+    }, { args: ['-js', '-sd', join(mkdtempSync(join(tmpdir(), 'kc-')), 's'),
+      '-a', '127.0.0.1', '-p', '-1'], mayFail: true, waitMs: 3000 }),
+  },
+  {
+    name: 'an unknown command-line flag stops the server before it listens',
+    intended: { code: 'keeld exits 2 (usage error) so a supervisor sees the failure; nats-server prints its usage and exits 0' },
+    run: async (ctx) => {
+      const s = await startOne(ctx.kind, ['--no_such_flag'],
+        { mayFail: true, waitMs: 3000 });
+      return { listened: !s.failed, code: s.code };
+    },
+  },
+  {
+    name: 'a config file jetstream { store_dir } turns JetStream on',
+    run: async (ctx) => {
+      const { dir, path } = configFile(ctx,
+        'listen: "127.0.0.1:-1"\njetstream { store_dir: "STORE" }\n');
+      const args = ['-c', path, ...(ctx.kind === 'keel'
+        ? ['-p', '0', '-m', '0'] : [])];
+      return withServer(ctx, [], async (s, nc) => {
+        const r = await api({ nc }, 'INFO', '');
+        return { type: r.type, error: r.error ?? null };
+      }, { args, dir });
+    },
+  },
+  {
+    name: 'a stream over jetstream max_file_store is refused',
+    known: { 'limits.max_storage': '$JS.API.INFO limits are the account\'s: nats-server reports -1 (no account limit) under a server max_file_store, keeld reports the server limit' },
+    run: async (ctx) => {
+      const { dir, path } = configFile(ctx, 'listen: "127.0.0.1:-1"\n' +
+        'jetstream { store_dir: "STORE", max_file_store: 1MB }\n');
+      const args = ['-c', path, ...(ctx.kind === 'keel'
+        ? ['-p', '0', '-m', '0'] : [])];
+      return withServer(ctx, [], async (s, nc) => {
+        const r = await api({ nc }, 'STREAM.CREATE.BIG',
+          { name: 'BIG', subjects: ['big.>'], max_bytes: 10 * 1024 * 1024 });
+        const i = await api({ nc }, 'INFO', '');
+        return { create: r.error ?? 'created', limits: i.limits };
+      }, { args, dir });
+    },
+  },
+];

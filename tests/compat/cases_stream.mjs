@@ -1,0 +1,357 @@
+// JetStream stream API: create/update/info/list/names/delete/purge, message
+// get and delete, with their error codes and descriptions; publish acks and
+// expectations (Nats-Msg-Id, Nats-Expected-*).
+import { headers, StringCodec } from 'nats';
+import { api, pub } from './js_util.mjs';
+
+const sc = StringCodec();
+
+const NEG = 'Keel refuses max_msgs below -1 (10052) where nats-server ' +
+  'stores -5 as given';
+const PAGING = 'nats-server 2.9.10 sends the paging fields limit, offset ' +
+  'and total (all 0) in every STREAM.INFO reply, errors too; keeld does not';
+const BYTES = 'Keel counts a message as subject + headers + payload bytes; ' +
+  'nats-server adds its file store record overhead (about 30 bytes a ' +
+  'message)';
+
+// A stream named after the case, capturing <name>.>.
+function cfg(ctx, more = {}) {
+  return { name: ctx.uniq, subjects: [`${ctx.uniq}.>`], storage: 'file',
+    ...more };
+}
+
+async function create(ctx, more) {
+  return api(ctx, `STREAM.CREATE.${ctx.uniq}`, cfg(ctx, more));
+}
+
+async function fill(ctx, n, subj = 'a') {
+  for (let i = 1; i <= n; i++) {
+    await pub(ctx, `${ctx.uniq}.${subj}`, `m${i}`);
+  }
+}
+
+export const cases = [
+  {
+    name: 'STREAM.CREATE answers with the config and an empty state',
+    run: (ctx) => create(ctx),
+  },
+  {
+    name: 'STREAM.CREATE of an identical stream again succeeds',
+    run: async (ctx) => {
+      await create(ctx);
+      return create(ctx);
+    },
+  },
+  {
+    name: 'STREAM.CREATE of a name in use with another config is 10058',
+    run: async (ctx) => {
+      await create(ctx);
+      return create(ctx, { max_msgs: 5 });
+    },
+  },
+  {
+    name: 'STREAM.CREATE with subjects another stream has is 10065',
+    run: async (ctx) => {
+      await create(ctx);
+      return api(ctx, `STREAM.CREATE.${ctx.uniq}b`,
+        { name: `${ctx.uniq}b`, subjects: [`${ctx.uniq}.x`] });
+    },
+  },
+  {
+    name: 'STREAM.CREATE whose body names another stream is 10056',
+    run: (ctx) => api(ctx, `STREAM.CREATE.${ctx.uniq}`,
+      { name: 'OTHER', subjects: ['other.>'] }),
+  },
+  {
+    name: 'STREAM.CREATE with a body that is not JSON is 10025',
+    intended: { 'error.description': 'keeld appends where the JSON is broken to nats-server\'s "invalid JSON"' },
+    known: { type: 'keeld types a reply to an unparseable body api_response; nats-server uses the endpoint\'s type (stream_create_response)' },
+    run: (ctx) => api(ctx, `STREAM.CREATE.${ctx.uniq}`, '{nope'),
+  },
+  {
+    name: 'STREAM.CREATE with an empty body is refused',
+    intended: { 'error.description': 'keeld says the body is empty after nats-server\'s "invalid JSON"' },
+    run: (ctx) => api(ctx, `STREAM.CREATE.${ctx.uniq}`, ''),
+  },
+  {
+    name: 'STREAM.CREATE without subjects captures the stream name',
+    run: (ctx) => api(ctx, `STREAM.CREATE.${ctx.uniq}`, { name: ctx.uniq }),
+  },
+  {
+    name: 'STREAM.CREATE with a negative max_msgs is refused or normalised',
+    intended: { error: NEG, max_msgs: NEG },
+    run: async (ctx) => {
+      const r = await create(ctx, { max_msgs: -5 });
+      return { error: r.error ?? null, max_msgs: r.config?.max_msgs ?? null };
+    },
+  },
+  {
+    name: 'STREAM.UPDATE changes a limit and answers with the new config',
+    run: async (ctx) => {
+      await create(ctx);
+      return api(ctx, `STREAM.UPDATE.${ctx.uniq}`, cfg(ctx, { max_msgs: 9 }));
+    },
+  },
+  {
+    name: 'STREAM.UPDATE of a missing stream is 10059',
+    run: (ctx) => api(ctx, `STREAM.UPDATE.${ctx.uniq}`, cfg(ctx)),
+  },
+  {
+    name: 'STREAM.UPDATE that changes the storage type is refused',
+    run: async (ctx) => {
+      await create(ctx);
+      return api(ctx, `STREAM.UPDATE.${ctx.uniq}`,
+        cfg(ctx, { storage: 'memory' }));
+    },
+  },
+  {
+    name: 'STREAM.INFO of a missing stream is 10059',
+    known: { limit: PAGING, offset: PAGING, total: PAGING },
+    run: (ctx) => api(ctx, `STREAM.INFO.${ctx.uniq}`, ''),
+  },
+  {
+    name: 'STREAM.INFO shows the state after publishes',
+    intended: { 'state.bytes': BYTES },
+    known: { limit: PAGING, offset: PAGING, total: PAGING },
+    run: async (ctx) => {
+      await create(ctx);
+      await fill(ctx, 3);
+      return api(ctx, `STREAM.INFO.${ctx.uniq}`, '');
+    },
+  },
+  {
+    name: 'STREAM.NAMES filtered by a subject finds the stream',
+    run: async (ctx) => {
+      await create(ctx);
+      return api(ctx, 'STREAM.NAMES', { subject: `${ctx.uniq}.x` });
+    },
+  },
+  {
+    name: 'STREAM.LIST filtered by a subject lists the stream info',
+    run: async (ctx) => {
+      await create(ctx);
+      return api(ctx, 'STREAM.LIST', { subject: `${ctx.uniq}.x` });
+    },
+  },
+  {
+    name: 'STREAM.DELETE answers success, then 10059',
+    run: async (ctx) => {
+      await create(ctx);
+      return [await api(ctx, `STREAM.DELETE.${ctx.uniq}`, ''),
+        await api(ctx, `STREAM.DELETE.${ctx.uniq}`, '')];
+    },
+  },
+  {
+    name: 'STREAM.PURGE removes every message and moves first_seq',
+    run: async (ctx) => {
+      await create(ctx);
+      await fill(ctx, 4);
+      const r = await api(ctx, `STREAM.PURGE.${ctx.uniq}`, '');
+      const i = await api(ctx, `STREAM.INFO.${ctx.uniq}`, '');
+      return { r, state: i.state };
+    },
+  },
+  {
+    name: 'STREAM.PURGE with a subject filter and keep',
+    intended: { 'state.bytes': BYTES },
+    run: async (ctx) => {
+      await create(ctx);
+      await fill(ctx, 3, 'a');
+      await fill(ctx, 2, 'b');
+      const r = await api(ctx, `STREAM.PURGE.${ctx.uniq}`,
+        { filter: `${ctx.uniq}.a`, keep: 1 });
+      const i = await api(ctx, `STREAM.INFO.${ctx.uniq}`, '');
+      return { r, state: i.state };
+    },
+  },
+  {
+    name: 'STREAM.PURGE up to a sequence',
+    intended: { 'state.bytes': BYTES },
+    run: async (ctx) => {
+      await create(ctx);
+      await fill(ctx, 5);
+      const r = await api(ctx, `STREAM.PURGE.${ctx.uniq}`, { seq: 4 });
+      const i = await api(ctx, `STREAM.INFO.${ctx.uniq}`, '');
+      return { r, state: i.state };
+    },
+  },
+  {
+    name: 'STREAM.PURGE of a missing stream is 10059',
+    intended: { purged: 'nats-server\'s error reply carries the empty success field purged: 0; keeld\'s error replies carry only type and error' },
+    run: (ctx) => api(ctx, `STREAM.PURGE.${ctx.uniq}`, ''),
+  },
+  {
+    name: 'STREAM.MSG.GET by sequence returns subject, data and headers',
+    run: async (ctx) => {
+      await create(ctx);
+      const h = headers();
+      h.set('X-K', 'v');
+      await pub(ctx, `${ctx.uniq}.a`, 'body', { headers: h });
+      const r = await api(ctx, `STREAM.MSG.GET.${ctx.uniq}`, { seq: 1 });
+      return { ...r, hdrs: r.message?.hdrs !== undefined
+        ? Buffer.from(r.message.hdrs, 'base64').toString() : null };
+    },
+  },
+  {
+    name: 'STREAM.MSG.GET last_by_subj returns the newest on that subject',
+    run: async (ctx) => {
+      await create(ctx);
+      await fill(ctx, 2, 'a');
+      await fill(ctx, 1, 'b');
+      return api(ctx, `STREAM.MSG.GET.${ctx.uniq}`,
+        { last_by_subj: `${ctx.uniq}.a` });
+    },
+  },
+  {
+    name: 'STREAM.MSG.GET of a missing sequence is 10037',
+    run: async (ctx) => {
+      await create(ctx);
+      return api(ctx, `STREAM.MSG.GET.${ctx.uniq}`, { seq: 7 });
+    },
+  },
+  {
+    name: 'STREAM.MSG.GET of sequence 0 is a bad request',
+    run: async (ctx) => {
+      await create(ctx);
+      return api(ctx, `STREAM.MSG.GET.${ctx.uniq}`, { seq: 0 });
+    },
+  },
+  {
+    name: 'STREAM.MSG.DELETE removes one message, then says it is gone',
+    run: async (ctx) => {
+      await create(ctx);
+      await fill(ctx, 3);
+      const a = await api(ctx, `STREAM.MSG.DELETE.${ctx.uniq}`, { seq: 2 });
+      const b = await api(ctx, `STREAM.MSG.DELETE.${ctx.uniq}`, { seq: 2 });
+      const i = await api(ctx, `STREAM.INFO.${ctx.uniq}`, '');
+      return { a, b, messages: i.state.messages };
+    },
+  },
+  {
+    name: 'STREAM.MSG.DELETE with no_erase',
+    run: async (ctx) => {
+      await create(ctx);
+      await fill(ctx, 2);
+      return api(ctx, `STREAM.MSG.DELETE.${ctx.uniq}`,
+        { seq: 1, no_erase: true });
+    },
+  },
+  {
+    name: 'a publish is acknowledged with the stream and sequence',
+    run: async (ctx) => {
+      await create(ctx);
+      return [await pub(ctx, `${ctx.uniq}.a`, 'x'),
+        await pub(ctx, `${ctx.uniq}.b`, 'y')];
+    },
+  },
+  {
+    name: 'a publish nobody stores gets 503 no responders',
+    run: (ctx) => pub(ctx, `${ctx.uniq}.none`, 'x'),
+  },
+  {
+    name: 'Nats-Msg-Id inside the window is a duplicate with the first seq',
+    run: async (ctx) => {
+      await create(ctx);
+      const h = () => {
+        const x = headers();
+        x.set('Nats-Msg-Id', 'id-1');
+        return x;
+      };
+      return [await pub(ctx, `${ctx.uniq}.a`, 'x', { headers: h() }),
+        await pub(ctx, `${ctx.uniq}.a`, 'x', { headers: h() })];
+    },
+  },
+  {
+    name: 'Nats-Expected-Last-Sequence that does not match is 10071',
+    run: async (ctx) => {
+      await create(ctx);
+      await fill(ctx, 1);
+      const h = headers();
+      h.set('Nats-Expected-Last-Sequence', '5');
+      const ok = headers();
+      ok.set('Nats-Expected-Last-Sequence', '1');
+      return [await pub(ctx, `${ctx.uniq}.a`, 'x', { headers: h }),
+        await pub(ctx, `${ctx.uniq}.a`, 'x', { headers: ok })];
+    },
+  },
+  {
+    name: 'Nats-Expected-Stream naming another stream is 10060',
+    run: async (ctx) => {
+      await create(ctx);
+      const h = headers();
+      h.set('Nats-Expected-Stream', 'NOT_IT');
+      return pub(ctx, `${ctx.uniq}.a`, 'x', { headers: h });
+    },
+  },
+  {
+    name: 'Nats-Expected-Last-Msg-Id that does not match is 10070',
+    run: async (ctx) => {
+      await create(ctx);
+      const id = headers();
+      id.set('Nats-Msg-Id', 'first');
+      await pub(ctx, `${ctx.uniq}.a`, 'x', { headers: id });
+      const h = headers();
+      h.set('Nats-Expected-Last-Msg-Id', 'other');
+      return pub(ctx, `${ctx.uniq}.a`, 'x', { headers: h });
+    },
+  },
+  {
+    name: 'Nats-Expected-Last-Subject-Sequence that does not match is 10071',
+    run: async (ctx) => {
+      await create(ctx);
+      await fill(ctx, 1, 'a');
+      await fill(ctx, 1, 'b');
+      const h = headers();
+      h.set('Nats-Expected-Last-Subject-Sequence', '2');
+      const ok = headers();
+      ok.set('Nats-Expected-Last-Subject-Sequence', '1');
+      return [await pub(ctx, `${ctx.uniq}.a`, 'x', { headers: h }),
+        await pub(ctx, `${ctx.uniq}.a`, 'x', { headers: ok })];
+    },
+  },
+  {
+    name: 'max_msgs with discard old keeps the newest messages',
+    intended: { bytes: BYTES },
+    run: async (ctx) => {
+      await create(ctx, { max_msgs: 3 });
+      await fill(ctx, 5);
+      return (await api(ctx, `STREAM.INFO.${ctx.uniq}`, '')).state;
+    },
+  },
+  {
+    name: 'max_msgs with discard new refuses the publish over the limit',
+    run: async (ctx) => {
+      await create(ctx, { max_msgs: 2, discard: 'new' });
+      await fill(ctx, 2);
+      return pub(ctx, `${ctx.uniq}.a`, 'over');
+    },
+  },
+  {
+    name: 'a publish over max_msg_size is refused',
+    run: async (ctx) => {
+      await create(ctx, { max_msg_size: 8 });
+      return pub(ctx, `${ctx.uniq}.a`, 'this is longer than eight');
+    },
+  },
+  {
+    name: 'max_msgs_per_subject keeps the newest per subject',
+    run: async (ctx) => {
+      await create(ctx, { max_msgs_per_subject: 1 });
+      await fill(ctx, 3, 'a');
+      await fill(ctx, 2, 'b');
+      const i = await api(ctx, `STREAM.INFO.${ctx.uniq}`, '');
+      const m = await api(ctx, `STREAM.MSG.GET.${ctx.uniq}`,
+        { last_by_subj: `${ctx.uniq}.a` });
+      return { messages: i.state.messages, a: sc.decode(
+        Buffer.from(m.message?.data ?? '', 'base64')) };
+    },
+  },
+  {
+    name: '$JS.API.INFO reports the account usage and limits',
+    run: async (ctx) => {
+      const r = await api(ctx, 'INFO', '');
+      return { ...r, streams: typeof r.streams, consumers: typeof r.consumers,
+        storage: typeof r.storage };
+    },
+  },
+];
