@@ -71,6 +71,24 @@ function normalise(v, keel, ref) {
   return v;
 }
 
+// n free loopback ports, for configurations that must name each other's
+// ports up front (a cluster's routes). The kernel picks them; a port is
+// closed again before a server binds it, a race no other test loses in
+// practice because the kernel does not hand a just-freed port out again
+// at once.
+export async function freePorts(n) {
+  const net = await import('node:net');
+  const servers = [];
+  for (let i = 0; i < n; i++) {
+    const srv = net.createServer();
+    await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+    servers.push(srv);
+  }
+  const ports = servers.map((srv) => srv.address().port);
+  await Promise.all(servers.map((srv) => new Promise((r) => srv.close(r))));
+  return ports;
+}
+
 // Paths where a and b differ ("" is the root; objects by key, arrays whole).
 export function diff(a, b, path = '') {
   const isObj = (x) => x !== null && typeof x === 'object' && !Array.isArray(x);
@@ -160,13 +178,16 @@ let caseCount = 0;
 // Register the cases of one test file: one nats-server and one keeld for
 // the whole file, one nats.js connection to each, then one node:test test
 // per case that runs the scenario on both and compares.
-// shared: false starts nothing (start-up and stop cases start their own).
-export function compatSuite(cases, { serverArgs = {}, shared = true } = {}) {
+// shared: false starts nothing (start-up and stop cases start their own);
+// setup(kind) replaces startOne (a cluster) and resolves to { url, stop }.
+export function compatSuite(cases, { serverArgs = {}, shared = true,
+  setup = null } = {}) {
   const servers = {};
   const conns = {};
   before(async () => {
     for (const kind of shared ? ['nats', 'keel'] : []) {
-      servers[kind] = await startOne(kind, serverArgs[kind] ?? []);
+      servers[kind] = setup !== null ? await setup(kind)
+        : await startOne(kind, serverArgs[kind] ?? []);
       conns[kind] = await connect({ servers: servers[kind].url });
     }
   });

@@ -9,6 +9,10 @@ if [[ -z ${KEELD:-} || ! -x ${KEELD} ]]; then
   echo "keeld is not built yet: skipping the compatibility suite"
   exit 77
 fi
+if [[ -z ${KEEL:-} || ! -x ${KEEL} ]]; then
+  echo "keel (the CLI) is not built yet: skipping the compatibility suite"
+  exit 77
+fi
 if [[ -z ${NATS_SERVER:-} || ! -x ${NATS_SERVER} ]]; then
   echo "nats-server is not installed: skipping the compatibility suite"
   exit 77
