@@ -20,8 +20,9 @@
 struct api_req {
     struct srv_js *js;
     const char *reply;
-    const char *name; /* the subject's stream name token, NUL-terminated */
-    json_t *body;     /* NULL when the request body is empty */
+    const char *name;     /* the subject's stream name token, NUL-terminated */
+    json_t *body;         /* NULL when the request body is empty */
+    const char *bad_json; /* the parser's complaint, or NULL */
 };
 
 static json_t *typed(const char *kind)
@@ -726,6 +727,12 @@ static void route(struct api_req *q, const char *rest)
             continue;
         }
         q->name = r->named ? rest + pl : "";
+        if (q->bad_json != NULL) {
+            /* Typed as the endpoint's reply, as nats-server types it. */
+            srv_js_reply_err(q->js, q->reply, r->kind, SRV_JS_EINVALID_JSON,
+                             q->bad_json);
+            return;
+        }
         if (r->named && !srv_js_name_valid(q->name)) {
             srv_js_reply_err(q->js, q->reply, r->kind, SRV_JS_EBAD_REQUEST,
                              NULL);
@@ -776,11 +783,12 @@ void srv_js_api(struct srv_js *js, const char *subject, size_t slen,
     }
     struct api_req q = {.js = js, .reply = reply};
     if (len > 0 && (q.body = json_loadb(body, len, 0, &jerr)) == NULL) {
+        q.bad_json = jerr.text;
+    }
+    if (q.bad_json != NULL && strncmp(rest, "DIRECT.GET.", 11) == 0) {
         srv_js_reply_err(js, reply, "api_response", SRV_JS_EINVALID_JSON,
                          jerr.text);
-        return;
-    }
-    if (strncmp(rest, "DIRECT.GET.", 11) == 0) {
+    } else if (strncmp(rest, "DIRECT.GET.", 11) == 0) {
         direct(&q, rest + 11);
     } else {
         route(&q, rest);
