@@ -234,6 +234,19 @@ t_api_errors_reach_the_user_as_sentences() {
   rc=0
   "$KEEL" consumer next NOSUCH c --timeout 2s 2>"$TMP/ns.err" || rc=$?
   [[ $rc == 1 ]] && grep -q 'stream not found' "$TMP/ns.err" || return 1
+  # A 409 status ends the pull with the server's words and a hint.
+  "$KEEL" req '$JS.API.CONSUMER.CREATE.ORDERS.small' \
+    '{"stream_name":"ORDERS","config":{"durable_name":"small","ack_policy":"explicit","max_batch":1}}' \
+    >/dev/null || return 1
+  rc=0
+  "$KEEL" consumer next ORDERS small --count 3 --timeout 2s \
+    2>"$TMP/409.err" || rc=$?
+  "$KEEL" consumer rm ORDERS small --force >/dev/null
+  [[ $rc == 1 ]] && grep -q '409' "$TMP/409.err" &&
+    grep -q 'lower --count' "$TMP/409.err" || {
+    cat "$TMP/409.err"
+    return 1
+  }
   "$KEEL" consumer add ORDERS pushy --deliver pushy.out >/dev/null || return 1
   rc=0
   "$KEEL" consumer next ORDERS pushy 2>"$TMP/push.err" || rc=$?
@@ -257,7 +270,7 @@ check "consumer add, ls, next (acks), info and rm" \
   t_consumer_add_ls_info_next_rm
 check "connection flags work before the command and between its words" \
   t_connection_flags_go_before_the_command
-check "a missing stream or consumer, or a push consumer, fails keel consumer next with the server's sentence" \
+check "a missing stream or consumer, a 409 or a push consumer fails keel consumer next with the server's sentence" \
   t_api_errors_reach_the_user_as_sentences
 check "rm and purge need --force without a terminal" \
   t_rm_without_terminal_needs_force
