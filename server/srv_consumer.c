@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "keel/error.h"
+#include "srv_js_unsupported.h"
 #include "srv_js_forward.h"
 #include "srv_log.h"
 #include "srv_server.h"
@@ -450,8 +451,12 @@ static int create_parse(const struct srv_consumer_create_subj *s,
     *action = act == NULL || act[0] == '\0' ? SRV_CSM_CREATE_OR_UPDATE
               : strcmp(act, "create") == 0  ? SRV_CSM_CREATE
                                             : SRV_CSM_UPDATE;
-    int rv = srv_consumer_config_parse(jc != NULL ? jc : json_object(), cfg,
-                                       jerr, detail);
+    int rv = srv_consumer_request_check(jc, jerr, detail);
+    if (rv != 0) {
+        return rv;
+    }
+    rv = srv_consumer_config_parse(jc != NULL ? jc : json_object(), cfg, jerr,
+                                   detail);
     if (rv != 0) {
         return rv;
     }

@@ -18,6 +18,7 @@
 #include "srv_js_forward.h"
 #include "srv_js_status.h"
 #include "srv_js_int.h"
+#include "srv_js_unsupported.h"
 #include "srv_js_snap.h"
 #include "srv_log.h"
 #include "srv_parser.h"
@@ -54,9 +55,12 @@ uint64_t srv_js_pending_add(struct srv_js *js, enum srv_js_pend_kind kind,
                             bool *full)
 {
     *full = false;
-    if (reply == NULL || reply[0] == '\0') {
+    /* A rollup needs its record even without a reply: it chains the
+     * PURGE to the PUBLISH. */
+    if ((reply == NULL || reply[0] == '\0') && kind != SRV_JS_PEND_ROLLUP) {
         return 0;
     }
+    reply = reply != NULL ? reply : "";
     size_t n = strlen(reply);
     struct srv_js_pending *p = malloc(sizeof *p + n + 1);
     if (js->pending.count >= SRV_JS_PENDING_MAX || p == NULL) {
@@ -68,11 +72,25 @@ uint64_t srv_js_pending_add(struct srv_js *js, enum srv_js_pend_kind kind,
     p->kind = kind;
     p->added_us = kind == SRV_JS_PEND_PUB ? srv_metrics_now_us() : 0;
     p->st = st;
+    p->rollup = 0;
+    p->seq = 0;
     memcpy(p->reply, reply, n + 1);
     if (srv_hmap_put(&js->pending, (const char *)&p->id, sizeof p->id, p) !=
         0) {
         free(p);
         *full = true;
+        return 0;
+    }
+    return p->id;
+}
+
+uint64_t srv_js_pending_readd(struct srv_js *js, struct srv_js_pending *p)
+{
+    ASSERT(p != NULL);
+    p->id = ++js->next_id;
+    if (js->pending.count >= SRV_JS_PENDING_MAX ||
+        srv_hmap_put(&js->pending, (const char *)&p->id, sizeof p->id, p) !=
+            0) {
         return 0;
     }
     return p->id;
@@ -832,10 +850,23 @@ static void capture(struct srv_js *js, struct srv_stream *st,
 {
     char err[KEEL_ERRMSG_MAX];
     bool full = false;
-    uint64_t ctx = st->cfg.no_ack ? 0
-                                  : srv_js_pending_add(js, SRV_JS_PEND_PUB, st,
-                                                       reply, &full);
+    int rollup = srv_js_rollup_scope(cmd->payload, cmd->hdr_bytes);
+    uint64_t ctx =
+        rollup != 0 ? srv_js_pending_add(js, SRV_JS_PEND_ROLLUP, st,
+                                         st->cfg.no_ack ? "" : reply, &full)
+        : st->cfg.no_ack
+            ? 0
+            : srv_js_pending_add(js, SRV_JS_PEND_PUB, st, reply, &full);
     int rv = full ? KEEL_EBUSY : 0;
+    if (rollup != 0 && ctx == 0) {
+        rv = KEEL_EBUSY;
+    }
+    if (rv == 0 && rollup != 0) {
+        struct srv_js_pending *p =
+            srv_hmap_get(&js->pending, (const char *)&ctx, sizeof ctx);
+        ASSERT(p != NULL);
+        p->rollup = (uint8_t)rollup;
+    }
     if (rv == 0 && !srv_stream_is_leader(st)) {
         rv = KEEL_ENOTLEADER;
     }
@@ -843,6 +874,11 @@ static void capture(struct srv_js *js, struct srv_stream *st,
         rv = KEEL_ETOOBIG;
     }
     enum srv_js_err je = SRV_JS_OK;
+    char detail[SRV_JS_ERR_DESC_BYTES_MAX] = "";
+    if (rv == 0) {
+        rv = srv_js_publish_headers_check(&st->cfg, cmd->payload,
+                                          cmd->hdr_bytes, &je, detail);
+    }
     if (rv == 0) {
         rv = srv_js_limits_check_publish(js, st, &je);
     }
@@ -864,7 +900,8 @@ static void capture(struct srv_js *js, struct srv_stream *st,
     if (je == SRV_JS_OK) {
         je = rv == KEEL_ETOOBIG ? SRV_JS_EMSG_SIZE : SRV_JS_EUNAVAILABLE;
     }
-    if (o != NULL && srv_js_err_add(o, je, NULL, err) == 0) {
+    if (o != NULL &&
+        srv_js_err_add(o, je, detail[0] != '\0' ? detail : NULL, err) == 0) {
         json_object_set_new(o, "stream", json_string(st->cfg.name));
         json_object_set_new(o, "seq", json_integer(0));
     }

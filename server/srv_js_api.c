@@ -11,6 +11,7 @@
 #include "keel/error.h"
 #include "srv_js_forward.h"
 #include "srv_js_int.h"
+#include "srv_js_unsupported.h"
 #include "srv_log.h"
 #include "srv_server.h"
 
@@ -195,7 +196,8 @@ static int config_from_request(struct api_req *q, const char *kind,
     if (bname == NULL) {
         json_object_set_new(q->body, "name", json_string(q->name));
     }
-    if (srv_stream_config_parse(q->body, cfg, &jerr, err) != 0) {
+    if (srv_stream_request_check(q->body, &jerr, err) != 0 ||
+        srv_stream_config_parse(q->body, cfg, &jerr, err) != 0) {
         srv_js_reply_err(q->js, q->reply, kind, jerr, err);
         srv_stream_config_free(cfg);
         return KEEL_EINVAL;

@@ -56,6 +56,10 @@
     X(SRV_JS_EUNAVAILABLE, 503, 10008,                                         \
       "JetStream system temporarily unavailable")                              \
     X(SRV_JS_EINSUFFICIENT_RESOURCES, 503, 10023, "insufficient resources")    \
+    X(SRV_JS_ETTL_DISABLED, 400, 10166, "per-message TTL is disabled")         \
+    X(SRV_JS_EINCR_DISABLED, 400, 10168, "message counters is disabled")       \
+    X(SRV_JS_EHEADER_UNSUPPORTED, 400, 10003, "bad request: ")                 \
+    X(SRV_JS_EROLLUP, 500, 10111, "")                                          \
     X(SRV_JS_ESTORAGE_RESOURCES, 500, 10047,                                   \
       "insufficient storage resources available")                              \
     X(SRV_JS_EMEMORY_RESOURCES, 500, 10028,                                    \

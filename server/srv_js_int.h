@@ -35,6 +35,10 @@ enum srv_js_pend_kind {
     SRV_JS_PEND_DELETE,     /* stream_delete_response */
     SRV_JS_PEND_PURGE,      /* stream_purge_response */
     SRV_JS_PEND_MSG_DELETE, /* stream_msg_delete_response */
+    /* A publish with Nats-Rollup: once stored, the leader proposes the
+     * PURGE of what it rolls up; the PubAck waits for that PURGE. */
+    SRV_JS_PEND_ROLLUP,       /* the PUBLISH */
+    SRV_JS_PEND_ROLLUP_PURGE, /* its PURGE; seq = the stored message */
 };
 
 struct srv_js_pending {
@@ -42,6 +46,8 @@ struct srv_js_pending {
     enum srv_js_pend_kind kind;
     struct srv_stream *st; /* NULL while a meta entry awaits commit */
     uint64_t added_us;     /* srv_metrics_now_us() at add (PubAck latency) */
+    uint8_t rollup;        /* ROLLUP: SRV_JS_ROLLUP_SUB or _ALL */
+    uint64_t seq;          /* ROLLUP_PURGE: the rolled-up message's seq */
     char reply[];          /* NUL-terminated reply subject ("" = none) */
 };
 
@@ -102,6 +108,10 @@ struct srv_js {
 uint64_t srv_js_pending_add(struct srv_js *js, enum srv_js_pend_kind kind,
                             struct srv_stream *st, const char *reply,
                             bool *full);
+/* Put back a record taken with srv_js_pending_take under a new id, for the
+ * next entry of a chain (a rollup's PURGE); returns the id, or 0 when the
+ * table is full (p stays the caller's). */
+uint64_t srv_js_pending_readd(struct srv_js *js, struct srv_js_pending *p);
 /* Take (remove) the pending record of ctx, or NULL. Caller frees. */
 struct srv_js_pending *srv_js_pending_take(struct srv_js *js, uint64_t ctx);
 /* Drop every pending record of st (its group closed: never answered). */

@@ -9,6 +9,7 @@
 
 #include "keel/error.h"
 #include "srv_js_int.h"
+#include "srv_js_unsupported.h"
 #include "srv_log.h"
 #include "srv_metrics.h"
 #include "srv_server.h"
@@ -337,7 +338,8 @@ static void answer(struct srv_stream *st, struct srv_js_pending *p,
         [SRV_JS_PEND_DELETE] = "stream_delete_response",
         [SRV_JS_PEND_PURGE] = "stream_purge_response",
         [SRV_JS_PEND_MSG_DELETE] = "stream_msg_delete_response"};
-    if (p->kind == SRV_JS_PEND_PUB) {
+    if (p->kind == SRV_JS_PEND_PUB || p->kind == SRV_JS_PEND_ROLLUP ||
+        p->kind == SRV_JS_PEND_ROLLUP_PURGE) {
         if (!answer_stored(st, p->reply, res)) {
             answer_publish(st, p->reply, res);
         }
@@ -368,6 +370,64 @@ static void answer(struct srv_stream *st, struct srv_js_pending *p,
         }
     }
     srv_js_reply_json(st->js, p->reply, o);
+}
+
+/* A rollup publish was stored at res->seq: propose the PURGE of the older
+ * messages it rolls up (its subject's, or the stream's for "all"), the
+ * PURGE entry with filter and up-to seq that every replica applies the
+ * same way. The PubAck waits for that PURGE (rollup_done). Takes p. */
+static void rollup_purge(struct srv_stream *st, struct srv_js_pending *p,
+                         const struct srv_stream_entry *e,
+                         struct srv_stream_result *res)
+{
+    char err[KEEL_ERRMSG_MAX] = "no longer the stream leader";
+    bool all = p->rollup == SRV_JS_ROLLUP_ALL;
+    struct srv_stream_entry pe = {.kind = SRV_STREAM_E_PURGE,
+                                  .subject = all ? "" : e->subject,
+                                  .subject_len = all ? 0 : e->subject_len,
+                                  .seq = res->seq};
+    ASSERT(p->kind == SRV_JS_PEND_ROLLUP);
+    ASSERT(res->seq > 0);
+    p->kind = SRV_JS_PEND_ROLLUP_PURGE;
+    p->seq = res->seq;
+    int rv = srv_stream_is_leader(st) ? 0 : KEEL_ENOTLEADER;
+    if (rv == 0) {
+        uint64_t ctx = srv_js_pending_readd(st->js, p);
+        rv = ctx == 0 ? keel_err(KEEL_EBUSY, err, "too many pending requests")
+                      : srv_stream_propose_entry(st, &pe, ctx, err);
+        if (rv == 0) {
+            return;
+        }
+        if (ctx != 0) {
+            p = srv_js_pending_take(st->js, ctx);
+        }
+    }
+    res->jerr = SRV_JS_EROLLUP;
+    snprintf(res->detail, sizeof res->detail,
+             "rollup for stream failed: the message is stored at seq %" PRIu64
+             " but older messages were kept (%s); publish it again",
+             res->seq, err);
+    answer(st, p, res);
+    free(p);
+}
+
+/* The rollup's PURGE applied: the PubAck of the rolled-up message. */
+static void rollup_done(struct srv_stream *st, struct srv_js_pending *p,
+                        struct srv_stream_result *res)
+{
+    ASSERT(p->kind == SRV_JS_PEND_ROLLUP_PURGE);
+    if (res->jerr != SRV_JS_OK) {
+        char why[SRV_JS_ERR_DESC_BYTES_MAX];
+        snprintf(why, sizeof why, "%s", res->detail);
+        res->jerr = SRV_JS_EROLLUP;
+        snprintf(res->detail, sizeof res->detail,
+                 "rollup for stream failed: the message is stored at seq "
+                 "%" PRIu64 " but older messages were kept (%.200s)",
+                 p->seq, why);
+    }
+    res->seq = p->seq;
+    res->duplicate = false;
+    answer(st, p, res);
 }
 
 static void stream_fail(struct srv_stream *st, int rv, const char *msg)
@@ -422,10 +482,18 @@ static void stream_apply(struct replica *r, uint64_t index, uint64_t term,
         st->js->cops->on_stored(st, res.seq);
     }
     struct srv_js_pending *p = srv_js_pending_take(st->js, ctx);
-    if (p != NULL) {
-        answer(st, p, &res);
-        free(p);
+    if (p != NULL && p->kind == SRV_JS_PEND_ROLLUP && rv == 0 &&
+        e.kind == SRV_STREAM_E_PUBLISH && res.jerr == SRV_JS_OK &&
+        !res.duplicate) {
+        rollup_purge(st, p, &e, &res);
+        return;
     }
+    if (p != NULL && p->kind == SRV_JS_PEND_ROLLUP_PURGE) {
+        rollup_done(st, p, &res);
+    } else if (p != NULL) {
+        answer(st, p, &res);
+    }
+    free(p);
 }
 
 static void propose_config(struct srv_stream *st)

@@ -1,0 +1,245 @@
+/* srv_js_unsupported: the stream and consumer config fields and the publish
+ * headers nats-server knows (2.9 to 2.12) that keeld does not implement. A
+ * request that sets one to anything but its default ("unset" as
+ * nats-server reads it) is refused with an error naming the field, so an
+ * OK always means the setting works (docs/jetstream-config.md lists every
+ * field). Only requests are checked: configs already in the meta log are
+ * never re-checked, so a log written before a field was refused replays
+ * as it did. Pure: no I/O, no clock. */
+#include "srv_js_unsupported.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "keel/error.h"
+#include "srv_stream_sm.h"
+
+#define DOC "docs/jetstream-config.md"
+
+/* What counts as set: anything but the default nats-server treats as
+ * unset. */
+enum unset_is {
+    UNSET_NULL,  /* absent or null (an object or array when set) */
+    UNSET_FALSE, /* absent, null or false */
+    UNSET_ZERO,  /* absent, null or 0 */
+    UNSET_EMPTY, /* absent, null, "" or [] */
+    UNSET_TIME,  /* absent, null, "" or Go's zero time */
+};
+
+struct field {
+    const char *key;
+    enum unset_is unset;
+    const char *why; /* what to do instead, for the error */
+};
+
+static const struct field stream_fields[] = {
+    {"first_seq", UNSET_ZERO, "streams start at sequence 1"},
+    {"mirror", UNSET_NULL, "mirrors are not implemented"},
+    {"sources", UNSET_EMPTY, "sources are not implemented"},
+    {"republish", UNSET_NULL, "republish is not implemented"},
+    {"subject_transform", UNSET_NULL,
+     "subject transforms are not "
+     "implemented"},
+    {"mirror_direct", UNSET_FALSE, "mirrors are not implemented"},
+    {"discard_new_per_subject", UNSET_FALSE,
+     "use discard new with max_msgs or max_bytes"},
+    {"template_owner", UNSET_EMPTY, "stream templates are not implemented"},
+    {"allow_msg_ttl", UNSET_FALSE,
+     "per-message TTL is not implemented; "
+     "use max_age"},
+    {"subject_delete_marker_ttl", UNSET_ZERO,
+     "subject delete markers are not implemented"},
+    {"allow_msg_counter", UNSET_FALSE, "counters are not implemented"},
+    {"allow_atomic", UNSET_FALSE, "atomic batches are not implemented"},
+    {"allow_msg_schedules", UNSET_FALSE, "schedules are not implemented"},
+};
+
+static const struct field consumer_fields[] = {
+    {"rate_limit_bps", UNSET_ZERO, "delivery is not rate limited"},
+    {"sample_freq", UNSET_EMPTY, "ack sampling is not implemented"},
+    {"direct", UNSET_FALSE, "direct consumers are internal to mirrors"},
+    {"priority_groups", UNSET_EMPTY, "priority groups are not implemented"},
+    {"priority_timeout", UNSET_ZERO, "priority groups are not implemented"},
+    {"pause_until", UNSET_TIME, "pausing consumers is not implemented"},
+};
+
+static bool is_set(const json_t *v, enum unset_is unset)
+{
+    if (v == NULL || json_is_null(v)) {
+        return false;
+    }
+    switch (unset) {
+    case UNSET_FALSE:
+        return !json_is_false(v);
+    case UNSET_ZERO:
+        return !(json_is_integer(v) && json_integer_value(v) == 0);
+    case UNSET_EMPTY:
+        return !((json_is_string(v) && json_string_length(v) == 0) ||
+                 (json_is_array(v) && json_array_size(v) == 0));
+    case UNSET_TIME:
+        return !(json_is_string(v) &&
+                 (json_string_length(v) == 0 ||
+                  strcmp(json_string_value(v), "0001-01-01T00:00:00Z") == 0));
+    case UNSET_NULL:
+    default:
+        return true;
+    }
+}
+
+static int refuse(const json_t *j, const struct field *f, size_t n,
+                  const char *what, enum srv_js_err bad, enum srv_js_err *jerr,
+                  char *errmsg)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (is_set(json_object_get(j, f[i].key), f[i].unset)) {
+            *jerr = bad;
+            return keel_err(KEEL_EINVAL, errmsg,
+                            "%s %s is not supported by keeld (%s): leave it "
+                            "unset (" DOC ")",
+                            what, f[i].key, f[i].why);
+        }
+    }
+    return 0;
+}
+
+/* consumer_limits { inactive_threshold, max_ack_pending }: defaults for the
+ * stream's consumers, which keeld does not apply. */
+static bool consumer_limits_set(const json_t *j)
+{
+    const json_t *cl = json_object_get(j, "consumer_limits");
+    return is_set(json_object_get(cl, "inactive_threshold"), UNSET_ZERO) ||
+           is_set(json_object_get(cl, "max_ack_pending"), UNSET_ZERO);
+}
+
+int srv_stream_request_check(const json_t *req, enum srv_js_err *jerr,
+                             char *errmsg)
+{
+    ASSERT(jerr != NULL);
+    *jerr = SRV_JS_OK;
+    if (!json_is_object(req)) {
+        return 0; /* the config parse answers it */
+    }
+    int rv = refuse(req, stream_fields,
+                    sizeof stream_fields / sizeof stream_fields[0], "stream",
+                    SRV_JS_ESTREAM_CONFIG, jerr, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    if (consumer_limits_set(req)) {
+        *jerr = SRV_JS_ESTREAM_CONFIG;
+        return keel_err(KEEL_EINVAL, errmsg,
+                        "stream consumer_limits is not supported by keeld: "
+                        "set inactive_threshold and max_ack_pending on each "
+                        "consumer (" DOC ")");
+    }
+    const json_t *tags =
+        json_object_get(json_object_get(req, "placement"), "tags");
+    if (is_set(tags, UNSET_EMPTY)) {
+        *jerr = SRV_JS_ESTREAM_CONFIG;
+        return keel_err(KEEL_EINVAL, errmsg,
+                        "stream placement tags are not supported by keeld "
+                        "(servers have no tags): leave them unset (" DOC ")");
+    }
+    return 0;
+}
+
+int srv_consumer_request_check(const json_t *cfg, enum srv_js_err *jerr,
+                               char *errmsg)
+{
+    ASSERT(jerr != NULL);
+    *jerr = SRV_JS_OK;
+    if (!json_is_object(cfg)) {
+        return 0;
+    }
+    const char *rp = json_string_value(json_object_get(cfg, "replay_policy"));
+    if (rp != NULL && strcmp(rp, "original") == 0) {
+        *jerr = SRV_JS_ECONSUMER_CONFIG;
+        return keel_err(KEEL_EINVAL, errmsg,
+                        "consumer replay_policy original is not supported by "
+                        "keeld (messages are replayed at once): use instant "
+                        "(" DOC ")");
+    }
+    const char *pp = json_string_value(json_object_get(cfg, "priority_policy"));
+    if (pp != NULL && pp[0] != '\0' && strcmp(pp, "none") != 0) {
+        *jerr = SRV_JS_ECONSUMER_CONFIG;
+        return keel_err(KEEL_EINVAL, errmsg,
+                        "consumer priority_policy %s is not supported by "
+                        "keeld: leave it unset (" DOC ")",
+                        pp);
+    }
+    return refuse(cfg, consumer_fields,
+                  sizeof consumer_fields / sizeof consumer_fields[0],
+                  "consumer", SRV_JS_ECONSUMER_CONFIG, jerr, errmsg);
+}
+
+/* Publish headers keeld refuses, each with nats-server's answer for a
+ * stream that does not enable the feature. */
+static const struct {
+    const char *name;
+    enum srv_js_err err;
+} refused_headers[] = {
+    {"Nats-TTL", SRV_JS_ETTL_DISABLED},
+    {"Nats-Incr", SRV_JS_EINCR_DISABLED},
+    {"Nats-Schedule", SRV_JS_EHEADER_UNSUPPORTED},
+    {"Nats-Batch-Id", SRV_JS_EHEADER_UNSUPPORTED},
+    {"Nats-Expected-Last-Subject-Sequence-Subject", SRV_JS_EHEADER_UNSUPPORTED},
+};
+
+int srv_js_rollup_scope(const char *hdr, size_t len)
+{
+    const char *v = NULL;
+    size_t vl = 0;
+
+    if (hdr == NULL || len == 0 ||
+        srv_nats_hdr_get(hdr, len, "Nats-Rollup", &v, &vl) != 0 || vl != 3) {
+        return 0;
+    }
+    if (memcmp(v, "sub", 3) == 0) {
+        return SRV_JS_ROLLUP_SUB;
+    }
+    return memcmp(v, "all", 3) == 0 ? SRV_JS_ROLLUP_ALL : 0;
+}
+
+int srv_js_publish_headers_check(const struct srv_stream_config *cfg,
+                                 const char *hdr, size_t len,
+                                 enum srv_js_err *jerr, char *detail)
+{
+    const char *v = NULL;
+    size_t vl = 0;
+
+    ASSERT(cfg != NULL);
+    *jerr = SRV_JS_OK;
+    detail[0] = '\0';
+    if (hdr == NULL || len == 0) {
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof refused_headers / sizeof refused_headers[0];
+         i++) {
+        if (srv_nats_hdr_get(hdr, len, refused_headers[i].name, &v, &vl) == 0) {
+            *jerr = refused_headers[i].err;
+            if (*jerr == SRV_JS_EHEADER_UNSUPPORTED) {
+                snprintf(detail, SRV_JS_ERR_DESC_BYTES_MAX,
+                         "header %s is not supported by keeld",
+                         refused_headers[i].name);
+            }
+            return KEEL_EINVAL;
+        }
+    }
+    if (srv_nats_hdr_get(hdr, len, "Nats-Rollup", &v, &vl) != 0) {
+        return 0;
+    }
+    if (!cfg->allow_rollup_hdrs || cfg->deny_purge) {
+        *jerr = SRV_JS_EROLLUP;
+        snprintf(detail, SRV_JS_ERR_DESC_BYTES_MAX, "rollup not permitted");
+        return KEEL_EINVAL;
+    }
+    bool sub = vl == 3 && memcmp(v, "sub", 3) == 0;
+    bool all = vl == 3 && memcmp(v, "all", 3) == 0;
+    if (!sub && !all) {
+        *jerr = SRV_JS_EROLLUP;
+        snprintf(detail, SRV_JS_ERR_DESC_BYTES_MAX,
+                 "rollup value invalid: %.*s", (int)(vl > 64 ? 64 : vl), v);
+        return KEEL_EINVAL;
+    }
+    return 0;
+}

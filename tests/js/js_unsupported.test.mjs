@@ -1,0 +1,144 @@
+// nats.js against keeld: options keeld does not implement are refused with
+// an error naming them (first_seq, replay_policy original, Nats-TTL)
+// instead of being accepted and ignored, and Nats-Rollup works: a Key/Value
+// purge leaves only its marker, a rollup "all" leaves only itself, and the
+// object store (whose meta updates roll up) keeps one meta per object.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { AckPolicy, connect, headers, ReplayPolicy, StringCodec } from 'nats';
+import { startServer } from './harness.mjs';
+
+const sc = StringCodec();
+
+// The JetStream API error of a rejected promise.
+async function apiError(p) {
+  try {
+    await p;
+  } catch (e) {
+    return e.api_error ?? { description: e.message };
+  }
+  assert.fail('the request was accepted');
+}
+
+describe('nats.js: options keeld does not implement, and rollups', () => {
+  let server;
+  let nc;
+  let jsm;
+  let js;
+  let keeld;
+
+  before(async () => {
+    server = await startServer();
+    keeld = server.name === 'keeld';
+    nc = await connect({ servers: server.url, timeout: 5000 });
+    jsm = await nc.jetstreamManager();
+    js = nc.jetstream();
+  });
+
+  after(async () => {
+    if (nc) {
+      await nc.close();
+    }
+    if (server) {
+      await server.stop();
+    }
+  });
+
+  it('refuses first_seq instead of starting at 1', { skip: false }, async (t) => {
+    if (!keeld) {
+      t.skip('nats-server 2.9 ignores first_seq');
+      return;
+    }
+    const err = await apiError(
+      jsm.streams.add({ name: 'FIRST', subjects: ['first'], first_seq: 100 }));
+    assert.equal(err.err_code, 10052);
+    assert.match(err.description, /first_seq/);
+    await assert.rejects(jsm.streams.info('FIRST'));
+  });
+
+  it('refuses replay_policy original instead of replaying at once', async (t) => {
+    if (!keeld) {
+      t.skip('nats-server implements replay original');
+      return;
+    }
+    await jsm.streams.add({ name: 'REPLAY', subjects: ['replay'] });
+    const err = await apiError(jsm.consumers.add('REPLAY', {
+      durable_name: 'orig', ack_policy: AckPolicy.Explicit,
+      replay_policy: ReplayPolicy.Original,
+    }));
+    assert.equal(err.err_code, 10012);
+    assert.match(err.description, /replay_policy original/);
+    const ci = await jsm.consumers.add('REPLAY', {
+      durable_name: 'inst', ack_policy: AckPolicy.Explicit,
+      replay_policy: ReplayPolicy.Instant,
+    });
+    assert.equal(ci.config.replay_policy, 'instant');
+  });
+
+  it('refuses Nats-TTL with the standard 10166', async (t) => {
+    if (!keeld) {
+      t.skip('nats-server 2.9 ignores Nats-TTL');
+      return;
+    }
+    await jsm.streams.add({ name: 'TTL', subjects: ['ttl'] });
+    const h = headers();
+    h.set('Nats-TTL', '5s');
+    const err = await apiError(js.publish('ttl', sc.encode('x'), { headers: h }));
+    assert.match(String(err.description ?? err), /per-message TTL is disabled/);
+    assert.equal((await jsm.streams.info('TTL')).state.messages, 0);
+  });
+
+  it('refuses Nats-Rollup on a stream without allow_rollup_hdrs', async () => {
+    await jsm.streams.add({ name: 'NOROLL', subjects: ['noroll'] });
+    const h = headers();
+    h.set('Nats-Rollup', 'sub');
+    const err = await apiError(js.publish('noroll', sc.encode('x'), { headers: h }));
+    assert.match(String(err.description ?? err), /rollup not permitted/);
+    assert.equal((await jsm.streams.info('NOROLL')).state.messages, 0);
+  });
+
+  it('a KV purge rolls the key up to its purge marker', async () => {
+    const kv = await js.views.kv('ROLL', { history: 10 });
+    await kv.put('a', sc.encode('1'));
+    await kv.put('a', sc.encode('2'));
+    await kv.put('b', sc.encode('kept'));
+    await kv.purge('a');
+    const seen = [];
+    const hist = await kv.history({ key: 'a' });
+    for await (const e of hist) {
+      seen.push(e.operation);
+    }
+    assert.deepEqual(seen, ['PURGE']);
+    assert.equal((await kv.get('a')).operation, 'PURGE');
+    assert.equal(sc.decode((await kv.get('b')).value), 'kept');
+    const si = await jsm.streams.info('KV_ROLL');
+    assert.equal(si.state.messages, 2); // b and a's purge marker
+    await kv.put('a', sc.encode('3'));
+    assert.equal(sc.decode((await kv.get('a')).value), '3');
+  });
+
+  it('Nats-Rollup: all leaves only the rollup message', async () => {
+    await jsm.streams.add({ name: 'ALL', subjects: ['all.>'], allow_rollup_hdrs: true });
+    for (let i = 0; i < 3; i++) {
+      await js.publish(`all.${i}`, sc.encode(`m${i}`));
+    }
+    const h = headers();
+    h.set('Nats-Rollup', 'all');
+    const pa = await js.publish('all.x', sc.encode('snapshot'), { headers: h });
+    assert.equal(pa.seq, 4);
+    const si = await jsm.streams.info('ALL');
+    assert.equal(si.state.messages, 1);
+    assert.equal(si.state.first_seq, 4);
+    assert.equal(si.state.last_seq, 4);
+  });
+
+  it('an object store keeps one meta message per object', async () => {
+    const os = await js.views.os('OBJ');
+    await os.putBlob({ name: 'x' }, new Uint8Array(100));
+    await os.putBlob({ name: 'x' }, new Uint8Array(50));
+    const got = await os.getBlob('x');
+    assert.equal(got.length, 50);
+    const si = await jsm.streams.info('OBJ_OBJ', { subjects_filter: '$O.OBJ.M.>' });
+    assert.equal(Object.values(si.state.subjects ?? {}).reduce((a, b) => a + b, 0), 1);
+  });
+});
