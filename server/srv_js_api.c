@@ -169,6 +169,27 @@ static void default_fsync(const struct api_req *q,
     }
 }
 
+/* placement.cluster may only name this cluster: keeld places a stream's
+ * replicas on the nodes of its own cluster and has no other to pick. */
+static int placement_cluster_check(const struct api_req *q,
+                                   enum srv_js_err *jerr, char *err)
+{
+    const char *pc = json_string_value(
+        json_object_get(json_object_get(q->body, "placement"), "cluster"));
+    const char *mine = q->js->srv != NULL && q->js->srv->cfg != NULL
+                           ? q->js->srv->cfg->cluster_name
+                           : "";
+    if (pc == NULL || pc[0] == '\0' || strcmp(pc, mine) == 0) {
+        return 0;
+    }
+    *jerr = SRV_JS_ESTREAM_CONFIG;
+    snprintf(err, SRV_JS_ERR_DESC_BYTES_MAX,
+             "stream placement cluster %.64s is not this cluster (%s): keeld "
+             "places replicas only on its own cluster's nodes",
+             pc, mine[0] != '\0' ? mine : "no cluster_name");
+    return KEEL_EINVAL;
+}
+
 static int config_from_request(struct api_req *q, const char *kind,
                                const struct srv_stream_config *prev,
                                struct srv_stream_config *cfg)
@@ -197,6 +218,7 @@ static int config_from_request(struct api_req *q, const char *kind,
         json_object_set_new(q->body, "name", json_string(q->name));
     }
     if (srv_stream_request_check(q->body, &jerr, err) != 0 ||
+        placement_cluster_check(q, &jerr, err) != 0 ||
         srv_stream_config_parse(q->body, cfg, &jerr, err) != 0) {
         srv_js_reply_err(q->js, q->reply, kind, jerr, err);
         srv_stream_config_free(cfg);
@@ -308,7 +330,11 @@ static void api_update(struct api_req *q)
     if (config_from_request(q, kind, &st->cfg, &cfg) != 0) {
         return;
     }
-    if (cfg.storage != st->cfg.storage) {
+    if (st->cfg.sealed && !cfg.sealed) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
+                         "stream configuration update can not unseal a "
+                         "sealed stream");
+    } else if (cfg.storage != st->cfg.storage) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
                          "stream configuration update can not change "
                          "storage type");
@@ -422,6 +448,10 @@ static void api_purge(struct api_req *q)
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EBAD_REQUEST, NULL);
         return;
     }
+    if (st->cfg.sealed) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESEALED, NULL);
+        return;
+    }
     if (st->cfg.deny_purge) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EBAD_REQUEST,
                          "stream purge not permitted");
@@ -445,6 +475,10 @@ static void api_msg_delete(struct api_req *q)
     json_int_t seq = json_integer_value(json_object_get(q->body, "seq"));
     if (seq <= 0) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EBAD_REQUEST, NULL);
+        return;
+    }
+    if (st->cfg.sealed) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESEALED, NULL);
         return;
     }
     if (srv_stream_sm_get(&st->sm, (uint64_t)seq) == NULL) {

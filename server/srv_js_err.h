@@ -60,6 +60,7 @@
     X(SRV_JS_EINCR_DISABLED, 400, 10168, "message counters is disabled")       \
     X(SRV_JS_EHEADER_UNSUPPORTED, 400, 10003, "bad request: ")                 \
     X(SRV_JS_EROLLUP, 500, 10111, "")                                          \
+    X(SRV_JS_ESEALED, 400, 10109, "invalid operation on sealed stream")        \
     X(SRV_JS_ESTORAGE_RESOURCES, 500, 10047,                                   \
       "insufficient storage resources available")                              \
     X(SRV_JS_EMEMORY_RESOURCES, 500, 10028,                                    \

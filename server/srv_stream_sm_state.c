@@ -266,7 +266,7 @@ static bool publish_refused(struct srv_stream_sm *sm,
 {
     const struct srv_stream_limits *l = &sm->lim;
     if (l->sealed) {
-        set_detail(res, SRV_JS_EBAD_REQUEST, "stream is sealed");
+        set_detail(res, SRV_JS_ESEALED, NULL);
         return true;
     }
     if (l->max_msg_size >= 0 &&

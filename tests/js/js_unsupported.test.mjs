@@ -75,6 +75,22 @@ describe('nats.js: options keeld does not implement, and rollups', () => {
     assert.equal(ci.config.replay_policy, 'instant');
   });
 
+  it('refuses a placement cluster that is not its own', async (t) => {
+    if (!keeld) {
+      t.skip('keeld only');
+      return;
+    }
+    const err = await apiError(jsm.streams.add({
+      name: 'PLACE', subjects: ['place'], placement: { cluster: 'elsewhere', tags: [] },
+    }));
+    assert.equal(err.err_code, 10052);
+    assert.match(err.description, /placement cluster elsewhere/);
+    const tags = await apiError(jsm.streams.add({
+      name: 'PLACE', subjects: ['place'], placement: { cluster: '', tags: ['ssd'] },
+    }));
+    assert.match(tags.description, /placement tags/);
+  });
+
   it('refuses Nats-TTL with the standard 10166', async (t) => {
     if (!keeld) {
       t.skip('nats-server 2.9 ignores Nats-TTL');
@@ -130,6 +146,23 @@ describe('nats.js: options keeld does not implement, and rollups', () => {
     assert.equal(si.state.messages, 1);
     assert.equal(si.state.first_seq, 4);
     assert.equal(si.state.last_seq, 4);
+  });
+
+  it('a sealed stream refuses publishes, purges, deletes and unsealing', async () => {
+    await jsm.streams.add({ name: 'SEAL', subjects: ['seal'] });
+    await js.publish('seal', sc.encode('kept'));
+    const si = await jsm.streams.update('SEAL', { subjects: ['seal'], sealed: true });
+    assert.equal(si.config.sealed, true);
+    const pub = await apiError(js.publish('seal', sc.encode('x')));
+    assert.match(String(pub.description ?? pub), /invalid operation on sealed stream/);
+    const purge = await apiError(jsm.streams.purge('SEAL'));
+    assert.equal(purge.err_code, 10109);
+    const del = await apiError(jsm.streams.deleteMessage('SEAL', 1));
+    assert.equal(del.err_code, 10109);
+    const unseal = await apiError(
+      jsm.streams.update('SEAL', { subjects: ['seal'], sealed: false }));
+    assert.match(unseal.description, /can not unseal/);
+    assert.equal((await jsm.streams.info('SEAL')).state.messages, 1);
   });
 
   it('an object store keeps one meta message per object', async () => {
