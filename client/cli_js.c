@@ -227,6 +227,12 @@ static int pull_status(natsMsg *m, const char *status, const char *stream,
                         "— list consumers with 'keel consumer ls %s'",
                         consumer, stream, stream);
     }
+    if (strstr(desc, "Not Found") != NULL) {
+        return keel_err(KEEL_ENOENT, errmsg,
+                        "pull from %s/%s: the server said %s %s — list "
+                        "consumers with 'keel consumer ls %s'",
+                        stream, consumer, status, desc, stream);
+    }
     const char *hint = "";
     if (strstr(desc, "Deleted") != NULL) {
         hint = " — the consumer was deleted while the pull waited";

@@ -531,6 +531,20 @@ static void api_create(const char *subject, const char *reply, const char *body,
     free(p);
 }
 
+/* The refusal of a request api_target cannot serve: a JSON API error of
+ * `kind`, or for a pull (kind NULL) a status message, because a pull's
+ * reply subject gets messages and statuses: a JSON body there reaches the
+ * application as a delivery. */
+static void target_err(const struct api_req *q, const char *kind,
+                       enum srv_js_err err, const char *status_hdr)
+{
+    if (kind != NULL) {
+        send_err(&engine, q->reply, kind, err, NULL);
+    } else {
+        srv_csend_status(&engine, q->reply, status_hdr);
+    }
+}
+
 /* Resolve <stream>.<consumer> after the verb; replies the error itself. */
 static bool api_target(const char *rest, struct api_req *q, const char *kind,
                        bool need_consumer)
@@ -540,18 +554,21 @@ static bool api_target(const char *rest, struct api_req *q, const char *kind,
         (need_consumer &&
          !take_tok(&rest, q->consumer, SRV_JS_NAME_BYTES_MAX)) ||
         *rest != '\0') {
-        send_err(&engine, q->reply, kind, SRV_JS_EBAD_REQUEST, NULL);
+        target_err(q, kind, SRV_JS_EBAD_REQUEST,
+                   "NATS/1.0 400 Bad Request\r\n\r\n");
         return false;
     }
     if (srv_js_find_stream(engine.js, q->stream, &st) != 0 ||
         (q->cs = srv_cstream_of(st)) == NULL) {
-        send_err(&engine, q->reply, kind, SRV_JS_ESTREAM_NOT_FOUND, NULL);
+        target_err(q, kind, SRV_JS_ESTREAM_NOT_FOUND,
+                   "NATS/1.0 409 Stream Not Found\r\n\r\n");
         return false;
     }
     if (need_consumer) {
         q->c = srv_csm_find(&q->cs->set, q->consumer);
         if (q->c == NULL) {
-            send_err(&engine, q->reply, kind, SRV_JS_ECONSUMER_NOT_FOUND, NULL);
+            target_err(q, kind, SRV_JS_ECONSUMER_NOT_FOUND,
+                       "NATS/1.0 409 Consumer Not Found\r\n\r\n");
             return false;
         }
     }
@@ -654,7 +671,7 @@ static void hook_api(struct srv_js *js, const char *subject, const char *reply,
             api_page(&q, true);
         }
     } else if (strncmp(v, "MSG.NEXT.", 9) == 0) {
-        if (api_target(v + 9, &q, "consumer_info_response", true)) {
+        if (api_target(v + 9, &q, NULL, true)) {
             srv_cpull_request(&engine, q.cs, q.c, reply, body, len);
         }
     } else {

@@ -150,7 +150,7 @@ export const cases = [
   },
   {
     name: 'a pull on a missing consumer gets no messages',
-    known: { '': 'nats-server does not answer; keeld answers with a JSON API error as a plain message, which nats.js and nats.c hand to the application as a delivery (it has no Status header and no ack subject)' },
+    intended: { '': 'keeld ends a pull for a stream or consumer that does not exist with a 409 Stream/Consumer Not Found status, so the client learns why at once; nats-server does not answer and the client waits for its timeout' },
     run: (ctx) => pull(ctx, 'nope', { batch: 1, no_wait: true },
       { ms: 1000, stream: ctx.uniq }),
   },

@@ -38,6 +38,16 @@ describe('nats.js consumers on keeld', () => {
       assert.equal(pa.seq, i);
     }
   }
+  it('a pull for a consumer that does not exist ends with a 409 status', async () => {
+    await stream('NOSUCH', 0);
+    const m = await nc.request('$JS.API.CONSUMER.MSG.NEXT.NOSUCH.none',
+      sc.encode('{"batch":1,"no_wait":true}'), { timeout: WAIT_MS });
+    // A status, not a JSON body that fetch() would yield as a message.
+    assert.equal(m.data.length, 0);
+    assert.equal(m.headers?.code, 409);
+    assert.equal(m.headers?.description, 'Consumer Not Found');
+  });
+
 
   it('fetches a batch and acks it, moving the ack floor', async () => {
     await stream('FETCH', 10);
