@@ -10,6 +10,11 @@ const NEG = 'Keel refuses max_msgs below -1 (10052) where nats-server ' +
   'stores -5 as given';
 const PAGING = 'nats-server 2.9.10 sends the paging fields limit, offset ' +
   'and total (all 0) in every STREAM.INFO reply, errors too; keeld does not';
+const REFUSED = 'Keel refuses a JetStream option it does not implement ' +
+  '(10052 stream, 10012 consumer) instead of accepting it with no effect; ' +
+  'nats-server implements it';
+const PURGED = 'nats-server\'s purge error reply carries the empty ' +
+  'success field purged: 0; keeld\'s error replies carry only type and error';
 const BYTES = 'Keel counts a message as subject + headers + payload bytes; ' +
   'nats-server adds its file store record overhead (about 30 bytes a ' +
   'message)';
@@ -176,7 +181,7 @@ export const cases = [
   },
   {
     name: 'STREAM.PURGE of a missing stream is 10059',
-    intended: { purged: 'nats-server\'s error reply carries the empty success field purged: 0; keeld\'s error replies carry only type and error' },
+    intended: { purged: PURGED },
     run: (ctx) => api(ctx, `STREAM.PURGE.${ctx.uniq}`, ''),
   },
   {
@@ -351,6 +356,88 @@ export const cases = [
       const r = await api(ctx, 'INFO', '');
       return { ...r, streams: typeof r.streams, consumers: typeof r.consumers,
         storage: typeof r.storage };
+    },
+  },
+  {
+    name: 'a stream with a mirror Keel does not implement is refused',
+    intended: { error: REFUSED, mirror: REFUSED },
+    run: async (ctx) => {
+      const r = await api(ctx, `STREAM.CREATE.${ctx.uniq}`,
+        { name: ctx.uniq, mirror: { name: 'ELSEWHERE' } });
+      return { error: r.error?.err_code ?? null,
+        mirror: r.config?.mirror?.name ?? null };
+    },
+  },
+  {
+    name: 'a stream with sources is refused',
+    intended: { error: REFUSED, sources: REFUSED },
+    run: async (ctx) => {
+      const r = await api(ctx, `STREAM.CREATE.${ctx.uniq}`, { name: ctx.uniq,
+        subjects: [`${ctx.uniq}.>`], sources: [{ name: 'ELSEWHERE' }] });
+      return { error: r.error?.err_code ?? null,
+        sources: r.config?.sources?.length ?? null };
+    },
+  },
+  {
+    name: 'a consumer with replay_policy original is refused',
+    intended: { error: REFUSED, replay: REFUSED },
+    run: async (ctx) => {
+      await create(ctx);
+      const r = await api(ctx, `CONSUMER.CREATE.${ctx.uniq}.r`, {
+        stream_name: ctx.uniq, config: { durable_name: 'r',
+          ack_policy: 'explicit', replay_policy: 'original' } });
+      return { error: r.error?.err_code ?? null,
+        replay: r.config?.replay_policy ?? null };
+    },
+  },
+  {
+    name: 'Nats-Rollup sub keeps only the newest message of the subject',
+    run: async (ctx) => {
+      await create(ctx, { allow_rollup_hdrs: true });
+      await fill(ctx, 3, 'k');
+      await fill(ctx, 1, 'other');
+      const h = headers();
+      h.set('Nats-Rollup', 'sub');
+      const ack = await pub(ctx, `${ctx.uniq}.k`, 'rolled', { headers: h });
+      const i = await api(ctx, `STREAM.INFO.${ctx.uniq}`, '');
+      return { ack, messages: i.state.messages, first: i.state.first_seq };
+    },
+  },
+  {
+    name: 'Nats-Rollup without allow_rollup_hdrs is 10111',
+    run: async (ctx) => {
+      await create(ctx);
+      const h = headers();
+      h.set('Nats-Rollup', 'all');
+      return pub(ctx, `${ctx.uniq}.k`, 'x', { headers: h });
+    },
+  },
+  {
+    name: 'a sealed stream refuses publishes, purges and unsealing',
+    intended: { 'purge.purged': PURGED },
+    run: async (ctx) => {
+      await create(ctx);
+      await fill(ctx, 1);
+      const seal = await api(ctx, `STREAM.UPDATE.${ctx.uniq}`,
+        cfg(ctx, { sealed: true }));
+      return {
+        sealed: seal.config?.sealed ?? seal.error,
+        pub: await pub(ctx, `${ctx.uniq}.a`, 'late'),
+        purge: await api(ctx, `STREAM.PURGE.${ctx.uniq}`, ''),
+        unseal: (await api(ctx, `STREAM.UPDATE.${ctx.uniq}`,
+          cfg(ctx, { sealed: false }))).error ?? 'unsealed',
+      };
+    },
+  },
+  {
+    name: 'a publish with a Nats-TTL header Keel does not implement',
+    intended: { '': 'keeld refuses a Nats-TTL publish (10166) rather than store a message that would never expire; nats-server 2.9.10 does not know the header and stores it' },
+    run: async (ctx) => {
+      await create(ctx);
+      const h = headers();
+      h.set('Nats-TTL', '1s');
+      const r = await pub(ctx, `${ctx.uniq}.a`, 'x', { headers: h });
+      return r.error?.err_code ?? r.seq;
     },
   },
 ];
