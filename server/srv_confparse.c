@@ -85,14 +85,41 @@ static int parse_quoted(struct cp *p, json_t **out)
     return *out == NULL ? KEEL_ENOMEM : 0;
 }
 
-/* Integer with an optional size suffix, or false if `w` is not one. */
+/* Integer with an optional size suffix, or false if `w` is not one. As in
+ * nats-server's config reader, a bare K, M, G, T, P or E is a power of 1000
+ * and KB, KI, KIB (and so on) a power of 1024, in any case. */
 static bool word_to_int(const char *w, size_t n, json_int_t *out)
 {
     static const struct {
         const char *suffix;
-        int shift;
-    } sfx[] = {{"", 0},   {"k", 10},  {"kb", 10}, {"m", 20}, {"mb", 20},
-               {"g", 30}, {"gb", 30}, {"t", 40},  {"tb", 40}};
+        uint64_t mult;
+    } sfx[] = {
+        {"", 1},
+        {"k", 1000ULL},
+        {"kb", 1ULL << 10},
+        {"ki", 1ULL << 10},
+        {"kib", 1ULL << 10},
+        {"m", 1000000ULL},
+        {"mb", 1ULL << 20},
+        {"mi", 1ULL << 20},
+        {"mib", 1ULL << 20},
+        {"g", 1000000000ULL},
+        {"gb", 1ULL << 30},
+        {"gi", 1ULL << 30},
+        {"gib", 1ULL << 30},
+        {"t", 1000000000000ULL},
+        {"tb", 1ULL << 40},
+        {"ti", 1ULL << 40},
+        {"tib", 1ULL << 40},
+        {"p", 1000000000000000ULL},
+        {"pb", 1ULL << 50},
+        {"pi", 1ULL << 50},
+        {"pib", 1ULL << 50},
+        {"e", 1000000000000000000ULL},
+        {"eb", 1ULL << 60},
+        {"ei", 1ULL << 60},
+        {"eib", 1ULL << 60},
+    };
     size_t i = 0;
     bool neg = n > 0 && w[0] == '-';
     uint64_t v = 0;
@@ -110,10 +137,10 @@ static bool word_to_int(const char *w, size_t n, json_int_t *out)
     for (size_t k = 0; k < sizeof sfx / sizeof sfx[0]; k++) {
         if (strlen(sfx[k].suffix) == n - i &&
             strncasecmp(sfx[k].suffix, w + i, n - i) == 0) {
-            if (v > ((uint64_t)INT64_MAX >> sfx[k].shift)) {
+            if (v > (uint64_t)INT64_MAX / sfx[k].mult) {
                 return false;
             }
-            v <<= sfx[k].shift;
+            v *= sfx[k].mult;
             *out = neg ? -(json_int_t)v : (json_int_t)v;
             return true;
         }

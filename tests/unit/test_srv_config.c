@@ -96,6 +96,28 @@ static void every_separator_comment_and_nesting_form_parses(void **state)
                         "nats://b:6222");
 }
 
+static void unquoted_sizes_read_as_nats_server_reads_them(void **state)
+{
+    struct fixture *f = *state;
+    const struct {
+        const char *key;
+        json_int_t want;
+    } sizes[] = {{"a", 10000},      {"b", 10240},     {"c", 10240},
+                 {"d", 10240},      {"e", 2000000},   {"f", 2 * 1048576},
+                 {"g", 1000000000}, {"h", 1LL << 30}, {"i", 1000000000000LL},
+                 {"j", 1LL << 40}};
+
+    assert_int_equal(parse(f, "a: 10K\nb: 10KB\nc: 10ki\nd: 10KiB\n"
+                              "e: 2M\nf: 2MB\ng: 1G\nh: 1GB\ni: 1T\n"
+                              "j: 1TiB\n"),
+                     0);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        assert_int_equal(
+            json_integer_value(json_object_get(f->root, sizes[i].key)),
+            sizes[i].want);
+    }
+}
+
 static void malformed_config_names_the_line(void **state)
 {
     struct fixture *f = *state;
@@ -298,6 +320,7 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(every_separator_comment_and_nesting_form_parses),
+        T(unquoted_sizes_read_as_nats_server_reads_them),
         T(malformed_config_names_the_line),
         T(nesting_past_the_limit_is_refused),
         T(sizes_and_durations_take_suffixes),
