@@ -385,8 +385,13 @@ static int apply_opt(struct srv_config *c, enum opt_id id, const char *v,
     switch (id) {
     case OPT_ADDR:
         return copy_str(c->addr, sizeof c->addr, v, "address", errmsg);
-    case OPT_PORT:
-        return set_port(&c->port, v, true, errmsg);
+    case OPT_PORT: {
+        int rv = set_port(&c->port, v, true, errmsg);
+        if (rv == 0 && c->port == -1) {
+            c->port = 0; /* nats-server's RANDOM_PORT: any free port */
+        }
+        return rv;
+    }
     case OPT_HTTP_PORT:
         return set_port(&c->http_port, v, true, errmsg);
     case OPT_HTTPS_PORT:
@@ -892,7 +897,7 @@ const char *srv_config_usage(void)
 {
     return "usage: keeld [options]\n"
            "  -a, --addr, --net HOST     client listen address (0.0.0.0)\n"
-           "  -p, --port PORT            client port (4222; 0 = any)\n"
+           "  -p, --port PORT            client port (4222; 0 or -1 = any)\n"
            "  -m, --http_port PORT       monitoring port (off; 0 = any)\n"
            "  -ms, --https_port PORT     monitoring over TLS (tls { } files)\n"
            "  -n, --name, --server_name  server name\n"

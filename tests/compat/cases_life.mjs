@@ -87,7 +87,6 @@ export const cases = [
   },
   {
     name: '-p -1 listens on a kernel-chosen port',
-    known: { ephemeral: 'keeld takes -p -1 as port 65535 (the value wrapped to 16 bits) instead of a kernel-chosen port as nats-server does; keeld spells "any port" -p 0' },
     run: (ctx) => withServer(ctx, [], async (s) => {
       const port = s.failed ? 0 : Number(new URL(s.url).port);
       return { ephemeral: port > 0 && port !== 4222 && port !== 65535 };

@@ -216,6 +216,18 @@ static void unknown_flags_and_bad_values_are_usage_errors(void **state)
     assert_int_equal(from_args(f, bigpay), KEEL_EUSAGE);
 }
 
+static void port_minus_one_means_any_port_as_in_nats_server(void **state)
+{
+    struct fixture *f = *state;
+    const char *argv[] = {"keeld", "-p", "-1", NULL};
+    assert_int_equal(from_args(f, argv), 0);
+    assert_int_equal(f->cfg.port, 0);
+    write_file(f, "listen: 127.0.0.1:-1\n");
+    const char *cfg[] = {"keeld", "-c", f->path, NULL};
+    assert_int_equal(from_args(f, cfg), 0);
+    assert_int_equal(f->cfg.port, 0);
+}
+
 static void flags_override_the_config_file(void **state)
 {
     struct fixture *f = *state;
@@ -326,6 +338,7 @@ int main(void)
         T(sizes_and_durations_take_suffixes),
         T(flags_spelled_like_nats_server_set_the_config),
         T(unknown_flags_and_bad_values_are_usage_errors),
+        T(port_minus_one_means_any_port_as_in_nats_server),
         T(flags_override_the_config_file),
         T(a_bad_value_in_the_file_is_a_config_error),
         T(dash_js_is_accepted_as_nats_server_spells_it),
