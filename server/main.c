@@ -1,6 +1,6 @@
 /* keeld: flags and config file -> srv_config, data directory lock, client
- * listener, optional monitoring, ports file, then the libuv loop until
- * SIGTERM/SIGINT.
+ * JetStream, optional monitoring, the client port, ports file, then the
+ * libuv loop until SIGTERM/SIGINT.
  */
 #include <malloc.h>
 #include <signal.h>
@@ -104,6 +104,20 @@ static int start_cluster(struct runtime *rt, const struct srv_config *cfg,
     return rv;
 }
 
+/* Say why start-up ended early when a stop signal is pending; the signal
+ * itself reaches its handler (and the usual stop) once main unblocks it. */
+static bool stop_asked(const char *step)
+{
+    if (!srv_server_stop_pending()) {
+        return false;
+    }
+    SRV_INFO("server", "stop signal during start-up (%s): stopping", step);
+    return true;
+}
+
+/* Open everything in order and open the client port last, once JetStream
+ * answers. A pending stop signal ends start-up after the current step with
+ * 0: main then runs the ordinary stop, which closes what is open. */
 static int start(struct runtime *rt, const struct srv_config *cfg)
 {
     char errmsg[KEEL_ERRMSG_MAX] = "";
@@ -115,8 +129,14 @@ static int start(struct runtime *rt, const struct srv_config *cfg)
         rv = srv_server_init(&rt->srv, uv_default_loop(), cfg, errmsg);
         rt->srv_inited = true; /* init leaves srv closable on failure too */
     }
+    if (rv == 0 && stop_asked("before the store opened")) {
+        return 0;
+    }
     if (rv == 0 && cfg->store_dir[0] != '\0') {
         rv = srv_js_open(&rt->srv, cfg->store_dir, &rt->srv.js, errmsg);
+    }
+    if (rv == 0 && stop_asked("JetStream opened")) {
+        return 0;
     }
     if (rv == 0 && cfg->http_port >= 0) {
         rv = srv_metrics_init(&rt->srv, uv_default_loop(), &rt->srv.metrics);
@@ -127,6 +147,9 @@ static int start(struct runtime *rt, const struct srv_config *cfg)
     }
     if (rv == 0 && cfg->cluster_listen[0] != '\0') {
         rv = start_cluster(rt, cfg, errmsg);
+    }
+    if (rv == 0) {
+        rv = srv_server_listen(&rt->srv, errmsg);
     }
     if (rv == 0 && cfg->ports_file_dir[0] != '\0') {
         rv = srv_ports_write(cfg->ports_file_dir, rt->srv.host, rt->srv.port,
@@ -155,6 +178,10 @@ int main(int argc, char **argv)
     static struct srv_config cfg;
     static struct runtime rt;
     char errmsg[KEEL_ERRMSG_MAX] = "";
+
+    /* First thing: a stop signal from here on waits for the handlers
+     * instead of killing keeld halfway through opening its store. */
+    srv_server_signals_block();
     int code = parse_args(&cfg, argc, argv);
 
     if (code >= 0) {
@@ -186,6 +213,8 @@ int main(int argc, char **argv)
     if (start(&rt, &cfg) != 0) {
         code = 1;
     } else {
+        /* A signal that came during start-up is delivered here. */
+        srv_server_signals_unblock();
         srv_server_run(&rt.srv);
         code = 0;
     }
@@ -220,6 +249,10 @@ int main(int argc, char **argv)
     }
     if (code == 0) {
         uv_loop_close(uv_default_loop());
+        if (srv_server_stop_signal_again()) {
+            SRV_INFO("server", "a second stop signal came while stopping: "
+                               "the stop under way finished first");
+        }
         SRV_INFO("server", "keeld stopped");
     }
     if (rt.lock_fd >= 0) {

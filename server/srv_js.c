@@ -717,13 +717,20 @@ static bool ready(struct srv_js *js)
     return true;
 }
 
-/* Before keeld announces itself (ports file, first requests): run the loop
- * until the meta group and every stream replayed their logs and lead, so a
- * client never sees a half-open JetStream. Bounded by SRV_JS_READY_MS. */
+/* Before keeld opens its client port: run the loop until the meta group
+ * and every stream replayed their logs and lead, so a client never sees a
+ * half-open JetStream. Bounded by SRV_JS_READY_MS, and cut short by a stop
+ * signal (held pending while keeld starts). The loop wakes at least every
+ * SRV_JS_TICK_MS (the tick timer), so a stop waits no longer than that. */
 static void wait_ready(struct srv_js *js)
 {
     uint64_t start = uv_now(js->loop);
     while (!ready(js) && uv_now(js->loop) - start < SRV_JS_READY_MS) {
+        if (srv_server_stop_pending()) {
+            SRV_INFO("js", "stop signal while JetStream starts: not waiting "
+                           "for it to be ready");
+            return;
+        }
         uv_run(js->loop, UV_RUN_ONCE);
         uv_update_time(js->loop);
     }
@@ -908,6 +915,34 @@ static void capture(struct srv_js *js, struct srv_stream *st,
     srv_js_reply_json(js, reply, o);
 }
 
+/* Clustered, before this node ever knew a meta leader (the cluster forms,
+ * or this node just started and has not heard from the leader): an API
+ * request has nobody to answer it yet, and parking it would leave a client
+ * that connects the moment the port opens with a timeout. Answer 503 at
+ * once, as nats-server does once it gives up on a leader (10008). Later
+ * leader changes park requests instead (srv_js_forward.c): those end in
+ * a leader, this one may never. Returns true when it answered. */
+static bool not_ready(struct srv_js *js, const char *s, size_t n,
+                      const char *reply)
+{
+    if (js->meta_leader_seen || js->jc == NULL || n <= 8 ||
+        memcmp(s, "$JS.API.", 8) != 0) {
+        return false;
+    }
+    if (srv_js_meta_leader_name(js) != NULL) {
+        js->meta_leader_seen = true;
+        return false;
+    }
+    js->api_total++;
+    if (reply[0] != '\0') {
+        srv_js_reply_err(js, reply, "api_response", SRV_JS_ECLUSTER_BUSY,
+                         "JetStream is not ready yet: this node knows no "
+                         "meta leader (the cluster is forming or electing); "
+                         "retry, or wait until /healthz answers 200");
+    }
+    return true;
+}
+
 bool srv_js_intercept(struct srv_js *js, struct srv_conn *c,
                       const struct srv_cmd *cmd)
 {
@@ -924,6 +959,9 @@ bool srv_js_intercept(struct srv_js *js, struct srv_conn *c,
     size_t blen = cmd->total_bytes - cmd->hdr_bytes;
     /* Every node answers these itself (srv_js_status.h). */
     if (srv_js_status_intercept(js, cmd, reply)) {
+        return true;
+    }
+    if (not_ready(js, s, n, reply)) {
         return true;
     }
     /* Clustered: only the leader answers (forwarded there otherwise). */

@@ -97,6 +97,7 @@ struct srv_js {
     struct srv_jsc *jc;
     struct raft_config meta_cfg; /* latest applied meta configuration */
     raft_node meta_leader_node;
+    bool meta_leader_seen;   /* a meta leader was known since start */
     struct srv_admin *admin; /* membership requests (srv_admin.c) */
     bool orphans_checked;    /* clustered: srv_js_orphans_tick ran */
 };

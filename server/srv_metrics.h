@@ -148,6 +148,12 @@ int srv_metrics_gather_js(struct srv_server *srv, struct srv_mon_snap *snap);
  * up, or JetStream has no meta leader. Pure over snap. */
 bool srv_mon_healthy(const struct srv_mon_snap *snap, char *why, size_t len);
 
+/* The meta part of that verdict alone (/healthz?js-server-only): this node
+ * is a member of the meta group, knows its leader and its meta replica is
+ * healthy. True when JetStream is off. Pure over snap. */
+bool srv_mon_healthy_meta(const struct srv_mon_snap *snap, char *why,
+                          size_t len);
+
 /* The part of that verdict about one group (failed, faulty, amnesiac, not
  * caught up). Pure. */
 bool srv_mon_group_healthy(const struct srv_mon_group *g, char *why,

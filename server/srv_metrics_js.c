@@ -182,7 +182,8 @@ bool srv_mon_group_healthy(const struct srv_mon_group *g, char *why, size_t len)
     return true;
 }
 
-bool srv_mon_healthy(const struct srv_mon_snap *snap, char *why, size_t len)
+bool srv_mon_healthy_meta(const struct srv_mon_snap *snap, char *why,
+                          size_t len)
 {
     if (!snap->js_enabled) {
         return true;
@@ -202,8 +203,16 @@ bool srv_mon_healthy(const struct srv_mon_snap *snap, char *why, size_t len)
                  "JetStream has not established contact with a meta leader");
         return false;
     }
-    if (!srv_mon_group_healthy(&snap->meta, why, len)) {
+    return srv_mon_group_healthy(&snap->meta, why, len);
+}
+
+bool srv_mon_healthy(const struct srv_mon_snap *snap, char *why, size_t len)
+{
+    if (!srv_mon_healthy_meta(snap, why, len)) {
         return false;
+    }
+    if (!snap->js_enabled) {
+        return true;
     }
     if (snap->streams_unopened > 0) {
         snprintf(why, len, "%u stream(s) could not open; last: %s",

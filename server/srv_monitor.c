@@ -141,8 +141,12 @@ static enum MHD_Result healthz(struct MHD_Connection *conn,
 {
     char why[256] = "";
     bool ok = true;
-    if (!query_flag(conn, "js-server-only") &&
-        !query_flag(conn, "js-enabled-only")) {
+    /* nats-server's options: js-enabled-only asks only whether the
+     * process runs, js-server-only adds the meta group (a leader known),
+     * and the default adds every stream. */
+    if (query_flag(conn, "js-server-only")) {
+        ok = srv_mon_healthy_meta(snap, why, sizeof why);
+    } else if (!query_flag(conn, "js-enabled-only")) {
         ok = srv_mon_healthy(snap, why, sizeof why);
     }
     json_t *o =

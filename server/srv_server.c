@@ -1,6 +1,7 @@
 #include "srv_server.h"
 
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +155,51 @@ static void sighup_cb(uv_signal_t *s, int signum)
     SRV_INFO("tls", "received SIGHUP: TLS certificate and key reloaded");
 }
 
+/* Set by quiet_cb: a stop signal came while keeld was stopping already. */
+static volatile sig_atomic_t stop_signal_again;
+
+static void quiet_cb(int signum)
+{
+    (void)signum;
+    stop_signal_again = 1;
+}
+
+static void stop_sigset(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGUSR2);
+}
+
+void srv_server_signals_block(void)
+{
+    sigset_t set;
+    stop_sigset(&set);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+void srv_server_signals_unblock(void)
+{
+    sigset_t set;
+    stop_sigset(&set);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
+bool srv_server_stop_pending(void)
+{
+    sigset_t set;
+    if (sigpending(&set) != 0) {
+        return false;
+    }
+    return sigismember(&set, SIGTERM) == 1 || sigismember(&set, SIGINT) == 1;
+}
+
+bool srv_server_stop_signal_again(void)
+{
+    return stop_signal_again != 0;
+}
+
 static void signal_cb(uv_signal_t *s, int signum)
 {
     struct srv_server *srv = s->data;
@@ -264,7 +310,7 @@ static int security_init(struct srv_server *srv, char *errmsg)
     return rv;
 }
 
-static int listen_on(struct srv_server *srv, char *errmsg)
+static int bind_on(struct srv_server *srv, char *errmsg)
 {
     struct sockaddr_storage ss;
     int len = sizeof ss;
@@ -283,9 +329,6 @@ static int listen_on(struct srv_server *srv, char *errmsg)
     uv_tcp_init(srv->loop, &srv->listener);
     srv->listener.data = srv;
     rv = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
-    if (rv == 0) {
-        rv = uv_listen((uv_stream_t *)&srv->listener, 1024, on_connection);
-    }
     if (rv == 0) {
         rv = uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&ss, &len);
     }
@@ -323,7 +366,7 @@ int srv_server_init(struct srv_server *srv, uv_loop_t *loop,
     if (rv != 0) {
         return rv;
     }
-    rv = listen_on(srv, errmsg);
+    rv = bind_on(srv, errmsg);
     if (rv != 0) {
         return rv;
     }
@@ -357,6 +400,22 @@ int srv_server_init(struct srv_server *srv, uv_loop_t *loop,
     return 0;
 }
 
+int srv_server_listen(struct srv_server *srv, char *errmsg)
+{
+    ASSERT(!srv->listening);
+    if (srv->stopping) {
+        return 0; /* a stop signal came first: never open the port */
+    }
+    int rv = uv_listen((uv_stream_t *)&srv->listener, SRV_LISTEN_BACKLOG,
+                       on_connection);
+    if (rv != 0) {
+        return keel_err(KEEL_EIO, errmsg, "cannot listen on %s:%d: %s",
+                        srv->cfg->addr, srv->port, uv_strerror(rv));
+    }
+    srv->listening = true;
+    return 0;
+}
+
 int srv_server_run(struct srv_server *srv)
 {
     return uv_run(srv->loop, UV_RUN_DEFAULT);
@@ -379,9 +438,22 @@ void srv_server_stop(struct srv_server *srv)
         srv_js_stop(srv->js);
     }
     uv_close((uv_handle_t *)&srv->listener, NULL);
+    /* Closing the handles restores the default action, which would kill
+     * keeld mid-sync on a second signal: note it and finish instead. The
+     * signals stay blocked on this thread (the only one that takes them:
+     * every other thread started with them blocked) until quiet_cb is in
+     * place, so no second signal finds the default action. */
+    srv_server_signals_block();
     uv_close((uv_handle_t *)&srv->sigterm, NULL);
     uv_close((uv_handle_t *)&srv->sigint, NULL);
     uv_close((uv_handle_t *)&srv->sighup, NULL);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = quiet_cb;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    srv_server_signals_unblock();
     srv_server_resume_stalled(srv);
     uv_close((uv_handle_t *)&srv->stall_timer, NULL);
     /* Each conn flushes what it has queued, bounded by its own

@@ -42,6 +42,7 @@ struct srv_server {
     uv_signal_t sigterm;
     uv_signal_t sigint;
     bool stopping;
+    bool listening; /* the client port accepts conns (srv_server_listen) */
     struct srv_sublist sublist;
     char server_id[32];
     char host[256];  /* address clients reach, for INFO and the ports file */
@@ -78,13 +79,32 @@ struct srv_server {
     char tls_plain[SRV_TLS_CHUNK_BYTES]; /* decrypted input, like read_buf */
 };
 
-/* Bind the client listener (cfg->addr, cfg->port; port 0 lets the kernel
- * pick) on loop and install the SIGTERM/SIGINT handlers. srv->port holds
- * the bound port on return. Returns 0, KEEL_EIO (bind/listen failed, errmsg
- * says which address) or KEEL_ENOMEM.
+/* Bind the client port (cfg->addr, cfg->port; port 0 lets the kernel
+ * pick) on loop without accepting yet, and install the SIGTERM/SIGINT
+ * handlers. srv->port holds the bound port on return. Returns 0, KEEL_EIO
+ * (bind failed, errmsg says which address) or KEEL_ENOMEM.
  */
 KEEL_MUST_USE int srv_server_init(struct srv_server *srv, uv_loop_t *loop,
                                   const struct srv_config *cfg, char *errmsg);
+
+/* Start accepting conns on the bound port: keeld calls it once JetStream
+ * answers, so the first conn a client makes already reaches it. A no-op
+ * once a stop began. Returns 0 or KEEL_EIO (the port is taken, say). */
+KEEL_MUST_USE int srv_server_listen(struct srv_server *srv, char *errmsg);
+
+/* Stop signals (SIGTERM, SIGINT) and lame duck (SIGUSR2) stay blocked
+ * while keeld starts: main blocks them first thing (threads started
+ * meanwhile inherit the mask and never take them) and unblocks them once
+ * it runs the loop, which delivers a pending one to its handler then.
+ * Start-up steps ask srv_server_stop_pending between steps and in long
+ * waits, so a stop during start-up ends it within one step. */
+void srv_server_signals_block(void);
+void srv_server_signals_unblock(void);
+bool srv_server_stop_pending(void);
+
+/* Did a stop signal come again while keeld was stopping (it is noted,
+ * not acted on: the stop already under way finishes its syncs)? */
+bool srv_server_stop_signal_again(void);
 
 /* Run the loop until a signal stops the server and every conn closed. */
 int srv_server_run(struct srv_server *srv);

@@ -10,6 +10,7 @@
 #define SRV_PAYLOAD_BYTES_MAX (8 * 1024 * 1024)
 #define SRV_CONN_WRITE_BYTES_MAX (64 * 1024 * 1024)
 #define SRV_CONNS_MAX 65536
+#define SRV_LISTEN_BACKLOG 1024 /* pending accepts of the client port */
 #define SRV_SUBS_PER_CONN_MAX 65536
 #define SRV_SUBJECT_TOKENS_MAX 64
 #define SRV_PING_INTERVAL_MS_DEFAULT (2 * 60 * 1000)

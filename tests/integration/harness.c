@@ -42,6 +42,19 @@ bool h_poll(bool (*cond)(void *), void *arg, int timeout_ms)
     }
 }
 
+bool h_file_has(const char *path, const char *text)
+{
+    char buf[65536];
+    FILE *fp = fopen(path, "r");
+    size_t n = fp != NULL ? fread(buf, 1, sizeof buf - 1, fp) : 0;
+
+    if (fp != NULL) {
+        fclose(fp);
+    }
+    buf[n] = '\0';
+    return strstr(buf, text) != NULL;
+}
+
 const char *h_keeld_path(void)
 {
     const char *p = getenv("KEELD");
@@ -65,11 +78,29 @@ int h_keeld_init(struct h_keeld *k)
     return mkdir(k->ports_dir, 0755);
 }
 
-static pid_t spawn(const char *const *argv, const char *log_path)
+static pid_t spawn_masked(const char *const *argv, const char *log_path,
+                          bool block_stop)
 {
+    sigset_t set;
+    sigset_t old;
+
+    /* Blocked before the fork, so not even a signal sent the moment fork
+     * returns finds the child unprotected; the mask survives exec, and a
+     * signal sent before keeld's main runs waits, pending, instead of
+     * killing a half-started child. */
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR2);
+    if (block_stop) {
+        sigprocmask(SIG_BLOCK, &set, &old);
+    }
     pid_t pid = fork();
 
     if (pid != 0) {
+        if (block_stop) {
+            sigprocmask(SIG_SETMASK, &old, NULL);
+        }
         return pid;
     }
     int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -80,6 +111,11 @@ static pid_t spawn(const char *const *argv, const char *log_path)
     }
     execv(argv[0], (char *const *)argv);
     _exit(127);
+}
+
+static pid_t spawn(const char *const *argv, const char *log_path)
+{
+    return spawn_masked(argv, log_path, false);
 }
 
 static void print_log(const struct h_keeld *k)
@@ -124,8 +160,8 @@ static bool ports_ready(void *arg)
     return w->k->port > 0;
 }
 
-int h_keeld_start(struct h_keeld *k, int port, bool monitor,
-                  const char *const *extra)
+static int spawn_keeld(struct h_keeld *k, int port, bool monitor,
+                       const char *const *extra, bool block_stop)
 {
     const char *argv[H_ARGS_MAX + 16];
     char port_s[16];
@@ -152,12 +188,27 @@ int h_keeld_start(struct h_keeld *k, int port, bool monitor,
     argv[n] = NULL;
     k->port = -1;
     k->http_port = -1;
-    k->pid = spawn(argv, k->log_path);
+    k->pid = spawn_masked(argv, k->log_path, block_stop);
     if (k->pid < 0) {
         return -1;
     }
     snprintf(k->ports_file, sizeof k->ports_file, "%s/keeld_%d.ports",
              k->ports_dir, (int)k->pid);
+    return 0;
+}
+
+int h_keeld_spawn(struct h_keeld *k, int port, bool monitor,
+                  const char *const *extra)
+{
+    return spawn_keeld(k, port, monitor, extra, true);
+}
+
+int h_keeld_start(struct h_keeld *k, int port, bool monitor,
+                  const char *const *extra)
+{
+    if (spawn_keeld(k, port, monitor, extra, false) != 0) {
+        return -1;
+    }
     struct ports_wait w = {k, false, 0};
     if (!h_poll(ports_ready, &w, H_START_TIMEOUT_MS) || w.exited) {
         fprintf(stderr, "keeld did not start (%s)\n",

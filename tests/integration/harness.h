@@ -39,6 +39,14 @@ int h_keeld_init(struct h_keeld *k);
 int h_keeld_start(struct h_keeld *k, int port, bool monitor,
                   const char *const *extra);
 
+/* Fork and exec keeld as h_keeld_start does, without waiting: k->pid is
+ * set on return, k->port is not. The child starts with SIGTERM, SIGINT
+ * and SIGUSR2 blocked (keeld unblocks them once its handlers are in
+ * place), so a signal sent at once is never the default action. Returns
+ * 0 or -1. */
+int h_keeld_spawn(struct h_keeld *k, int port, bool monitor,
+                  const char *const *extra);
+
 /* SIGTERM, wait up to H_STOP_TIMEOUT_MS, then SIGKILL. *status gets the
  * wait status (may be NULL). Returns 0 if it exited with status 0 on
  * SIGTERM; otherwise prints its log and returns -1. */
@@ -56,6 +64,10 @@ int h_wait_pid(pid_t pid, int timeout_ms, int *status);
 
 /* Poll cond(arg) every 5 ms until true or timeout_ms passed. */
 bool h_poll(bool (*cond)(void *), void *arg, int timeout_ms);
+
+/* Does the file at path (its first 64 KiB) contain text? False when it
+ * cannot be read. */
+bool h_file_has(const char *path, const char *text);
 
 /* Monotonic milliseconds. */
 long long h_now_ms(void);

@@ -234,14 +234,7 @@ static bool crosses(struct fixture *f, int from, int to, const char *subject,
 
 static bool log_has(struct h_keeld *k, const char *want)
 {
-    char buf[65536];
-    FILE *fp = fopen(k->log_path, "r");
-    size_t n = fp != NULL ? fread(buf, 1, sizeof buf - 1, fp) : 0;
-    if (fp != NULL) {
-        fclose(fp);
-    }
-    buf[n] = '\0';
-    return strstr(buf, want) != NULL;
+    return h_file_has(k->log_path, want);
 }
 
 /* Two nodes that must not link: for QUIET_MS neither lists a route, and

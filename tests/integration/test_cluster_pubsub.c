@@ -279,15 +279,7 @@ struct log_wait {
 static bool log_has(void *arg)
 {
     struct log_wait *w = arg;
-    char buf[65536];
-    FILE *fp = fopen(w->path, "r");
-    size_t n = fp != NULL ? fread(buf, 1, sizeof buf - 1, fp) : 0;
-
-    if (fp != NULL) {
-        fclose(fp);
-    }
-    buf[n] = '\0';
-    return strstr(buf, w->text) != NULL;
+    return h_file_has(w->path, w->text);
 }
 
 static void

@@ -291,15 +291,7 @@ struct log_want {
 static bool log_has(void *arg)
 {
     struct log_want *w = arg;
-    char buf[16384];
-    FILE *fp = fopen(w->path, "r");
-    if (fp == NULL) {
-        return false;
-    }
-    size_t n = fread(buf, 1, sizeof buf - 1, fp);
-    fclose(fp);
-    buf[n] = '\0';
-    return strstr(buf, w->text) != NULL;
+    return h_file_has(w->path, w->text);
 }
 
 static void sighup_rereads_log_level_from_the_config_file(void **state)
