@@ -2,6 +2,8 @@
  * JetStream, optional monitoring, the client port, ports file, then the
  * libuv loop until SIGTERM/SIGINT.
  */
+#include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,6 +43,49 @@ static void raise_nofile(void)
               (unsigned long long)old, (unsigned long long)rl.rlim_max);
 }
 
+/* --signal CMD=PID|PIDFILE: the pid, read from the file unless digits. */
+static int signal_target(const char *spec, pid_t *pid)
+{
+    char buf[32] = "";
+    const char *s = spec;
+    char *end = NULL;
+
+    if (spec[strspn(spec, "0123456789")] != '\0') {
+        FILE *f = fopen(spec, "r");
+        if (f == NULL) {
+            fprintf(stderr, "keeld: --signal: cannot read pid file %s: %s\n",
+                    spec, strerror(errno));
+            return 1;
+        }
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        s = buf;
+    }
+    long v = strtol(s, &end, 10);
+    if (end == s || v <= 0 || v > INT_MAX) {
+        fprintf(stderr, "keeld: --signal: '%s' is not a process id\n", spec);
+        return 1;
+    }
+    *pid = (pid_t)v;
+    return 0;
+}
+
+/* nats-server's `--signal CMD=PID`: send it and exit 0, or say why not. */
+static int send_signal(const struct srv_config *cfg)
+{
+    pid_t pid = 0;
+    if (signal_target(cfg->signal_pid, &pid) != 0) {
+        return 1;
+    }
+    if (kill(pid, cfg->signal_num) != 0) {
+        fprintf(stderr, "keeld: --signal: cannot signal process %d: %s\n",
+                (int)pid, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
 static int parse_args(struct srv_config *cfg, int argc, char **argv)
 {
     char errmsg[KEEL_ERRMSG_MAX] = "";
@@ -58,6 +103,9 @@ static int parse_args(struct srv_config *cfg, int argc, char **argv)
         printf("keeld %s (NATS protocol %s)\n", KEEL_VERSION,
                SRV_VERSION_ADVERTISED);
         return 0;
+    }
+    if (cfg->signal_num != 0) {
+        return send_signal(cfg);
     }
     return -1;
 }

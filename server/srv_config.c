@@ -1,6 +1,7 @@
 #include "srv_config.h"
 
 #include <ctype.h>
+#include <signal.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,6 +196,7 @@ enum opt_id {
     OPT_FSYNC,
     OPT_HELP,
     OPT_VERSION,
+    OPT_SIGNAL,
     OPT_USER,
     OPT_PASS,
     OPT_AUTH,
@@ -243,6 +245,7 @@ static const struct opt opts[] = {
     {{"fsync"}, OPT_FSYNC, true},
     {{"h", "help"}, OPT_HELP, false},
     {{"v", "version"}, OPT_VERSION, false},
+    {{"sl", "signal"}, OPT_SIGNAL, true},
     {{"user"}, OPT_USER, true},
     {{"pass"}, OPT_PASS, true},
     {{"auth"}, OPT_AUTH, true},
@@ -258,6 +261,44 @@ static const struct opt opts[] = {
     {{"tls_timeout"}, OPT_TLS_TIMEOUT, true},
     {{"js", "jetstream"}, OPT_JETSTREAM, false},
 };
+
+/* nats-server's --signal commands and the signals keeld acts on. */
+static const struct {
+    const char *cmd;
+    int signum;
+} signal_cmds[] = {
+    {"ldm", SIGUSR2},  {"term", SIGTERM},  {"quit", SIGINT},
+    {"stop", SIGKILL}, {"reload", SIGHUP},
+};
+
+/* --signal CMD=PID or CMD=PIDFILE (nats-server's form). keeld needs the
+ * PID: it does not search the process table by name. */
+static int set_signal(struct srv_config *c, const char *v, char *errmsg)
+{
+    const char *eq = strchr(v, '=');
+    size_t n = eq != NULL ? (size_t)(eq - v) : strlen(v);
+    c->signal_num = 0;
+    for (size_t i = 0; i < sizeof signal_cmds / sizeof signal_cmds[0]; i++) {
+        if (strlen(signal_cmds[i].cmd) == n &&
+            memcmp(signal_cmds[i].cmd, v, n) == 0) {
+            c->signal_num = signal_cmds[i].signum;
+        }
+    }
+    if (c->signal_num == 0) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "--signal '%.*s': use ldm, term, quit, stop or reload "
+                        "(keeld does not reopen log files on a signal)",
+                        (int)n, v);
+    }
+    if (eq == NULL || eq[1] == '\0') {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "--signal %.*s needs the process: %.*s=PID or "
+                        "%.*s=PIDFILE",
+                        (int)n, v, (int)n, v, (int)n, v);
+    }
+    return copy_str(c->signal_pid, sizeof c->signal_pid, eq + 1, "signal",
+                    errmsg);
+}
 
 static const struct opt *find_opt(const char *name, size_t len)
 {
@@ -471,6 +512,8 @@ static int apply_opt(struct srv_config *c, enum opt_id id, const char *v,
     case OPT_JETSTREAM:
         /* JetStream is always on (docs/decisions/0001): -js says so. */
         return 0;
+    case OPT_SIGNAL:
+        return set_signal(c, v, errmsg);
     default:
         return apply_security_opt(c, id, v, errmsg);
     }
@@ -861,8 +904,8 @@ static int walk_args(struct srv_config *c, int argc, char **argv,
         } else if (eq != NULL) {
             return keel_err(KEEL_EUSAGE, errmsg, "flag '%s' takes no value", a);
         }
-        bool early =
-            o->id == OPT_CONFIG || o->id == OPT_HELP || o->id == OPT_VERSION;
+        bool early = o->id == OPT_CONFIG || o->id == OPT_HELP ||
+                     o->id == OPT_VERSION || o->id == OPT_SIGNAL;
         if (only_config != early) {
             continue;
         }
@@ -881,7 +924,7 @@ int srv_config_from_args(struct srv_config *c, int argc, char **argv,
 
     srv_config_defaults(c);
     rv = walk_args(c, argc, argv, true, errmsg);
-    if (rv != 0 || c->help || c->version) {
+    if (rv != 0 || c->help || c->version || c->signal_num != 0) {
         return rv;
     }
     if (c->config_file[0] != '\0') {
@@ -938,5 +981,8 @@ const char *srv_config_usage(void)
            "  --tlscert, --tlskey, --tlscacert FILE   PEM files\n"
            "  --tls_timeout DUR          TLS handshake time (2s)\n"
            "  -h, --help                 this text\n"
-           "  -v, --version              print the version\n";
+           "  -v, --version              print the version\n"
+           "  -sl, --signal CMD=PID      send ldm (lame duck), term, quit,\n"
+           "                             stop or reload to the keeld of PID\n"
+           "                             (or of the pid in file PIDFILE)\n";
 }

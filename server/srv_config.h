@@ -78,6 +78,10 @@ struct srv_config {
     int64_t js_max_file;
     bool help;
     bool version;
+    /* --signal CMD=PID: send signal_num to the keeld of signal_pid (a pid
+     * or a file holding one) and exit; 0 = not asked. */
+    int signal_num;
+    char signal_pid[PATH_MAX];
 };
 
 /* Fill the defaults: 0.0.0.0:4222, no monitoring, 1 MiB payloads, 2 min

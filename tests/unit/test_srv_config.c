@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -327,6 +328,26 @@ static void turning_jetstream_off_or_an_unknown_key_is_refused(void **state)
     assert_non_null(strstr(f->errmsg, "unknown field 'bogus'"));
 }
 
+static void signal_takes_a_nats_server_command_and_a_pid(void **state)
+{
+    struct fixture *f = *state;
+    const char *ldm[] = {"keeld", "--signal", "ldm=1234", NULL};
+    const char *term[] = {"keeld", "-sl", "term=/run/keeld.pid", NULL};
+    const char *nopid[] = {"keeld", "--signal", "ldm", NULL};
+    const char *reopen[] = {"keeld", "--signal", "reopen=1", NULL};
+
+    assert_int_equal(from_args(f, ldm), 0);
+    assert_int_equal(f->cfg.signal_num, SIGUSR2);
+    assert_string_equal(f->cfg.signal_pid, "1234");
+    assert_int_equal(from_args(f, term), 0);
+    assert_int_equal(f->cfg.signal_num, SIGTERM);
+    assert_string_equal(f->cfg.signal_pid, "/run/keeld.pid");
+    assert_int_equal(from_args(f, nopid), KEEL_EUSAGE);
+    assert_non_null(strstr(f->errmsg, "ldm=PID"));
+    assert_int_equal(from_args(f, reopen), KEEL_EUSAGE);
+    assert_non_null(strstr(f->errmsg, "reopen"));
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -344,6 +365,7 @@ int main(void)
         T(dash_js_is_accepted_as_nats_server_spells_it),
         T(jetstream_block_sets_the_store_and_limits),
         T(turning_jetstream_off_or_an_unknown_key_is_refused),
+        T(signal_takes_a_nats_server_command_and_a_pid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
