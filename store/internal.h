@@ -109,6 +109,7 @@ struct store_group {
     uint64_t marker_index;
     uint64_t marker_off; /* offset of M in its segment */
     struct seg *marker_seg;
+    bool marker_mended; /* M had one bit flipped (scan_parse.c marker_at) */
 
     /* Under s->mu. */
     struct op *ops_head; /* pending, not yet taken */

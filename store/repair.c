@@ -15,7 +15,8 @@ struct target {
     uint64_t start;
     uint64_t end;
     uint64_t prev;
-    uint64_t want; /* checksum the last repaired record must have */
+    uint64_t want;  /* checksum the last repaired record must have */
+    bool at_marker; /* the run ends at M */
 };
 
 /* The successor's prev-checksum, read and verified from disk. */
@@ -115,6 +116,7 @@ static int find_target(struct store_group *g, uint64_t a, uint64_t b,
     if (g->has_marker && g->marker_index == b && g->marker_seg == t->seg) {
         t->end = g->marker_off;
         t->want = store__ent(g, b)->checksum; /* M's checksum */
+        t->at_marker = true;
         return 0;
     }
     return keel_err(KEEL_EINVAL, errmsg,
@@ -215,6 +217,20 @@ int store_repair(struct store_group *g, const struct store_record *recs,
     ASSERT(prev == t.want);
     pthread_mutex_lock(&g->s->mu);
     store__op_push(g, op);
+    if (t.at_marker && g->marker_mended) {
+        /* After the records, the mended M gets sound bytes back in place:
+         * a second flip in it would not mend (finding 14). */
+        struct op *mk = store__op_new(OP_MARK);
+        mk->seg = t.seg;
+        mk->off = g->marker_off;
+        mk->first_index = b;
+        mk->last_index = b;
+        mk->last_term = recs[n - 1].term;
+        mk->last_checksum = prev;
+        mk->stale = true; /* persisted already: nothing to report */
+        store__op_push(g, mk);
+        g->marker_mended = false;
+    }
     store__schedule(g->s, g);
     pthread_mutex_unlock(&g->s->mu);
     return 0;

@@ -352,6 +352,7 @@ static void adopt(struct store_replace *rp, const struct store_meta_snap *sn)
         g->tail_off = rp->tail_off;
         g->tail_marker = true;
         g->has_marker = true;
+        g->marker_mended = false;
         g->marker_index = rp->next - 1;
         g->marker_off = rp->tail_off;
         g->marker_seg = tail;

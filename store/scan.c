@@ -5,35 +5,15 @@
  * damage at or below M.index is faulty, damage after it is a torn tail, a
  * record failing a check right after an intact predecessor is stale and
  * ends the log. A candidate the walk never reaches (the log ended before
- * it) is not M.
+ * it) is not M. A marker one flipped bit away from valid is mended and
+ * counts like any other (scan_parse.c marker_at, finding 14).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
-
-enum item_kind {
-    ITEM_REC = 1,
-    ITEM_MARKER,
-};
-
-struct item {
-    uint8_t kind;
-    uint32_t off;
-    uint32_t end;
-    uint64_t index;
-    uint64_t term;
-    uint64_t prev; /* record: prev checksum; marker: named checksum */
-    uint64_t checksum;
-};
-
-struct sseg {
-    struct seg *seg;
-    struct item *items;
-    size_t nitems;
-    size_t cap;
-};
+#include "scan_items.h"
 
 struct walk {
     const struct item *m; /* the candidate, NULL for none */
@@ -57,18 +37,6 @@ struct walk {
     size_t tail_seg;
 };
 
-/* A sliding read window over one segment file: bounded reads (no
- * whole-segment copy), the buffer reused across the segments of a scan. */
-struct reader {
-    struct store *s;
-    struct fs_file *f;
-    uint8_t *buf;
-    size_t cap;
-    uint64_t start; /* segment offset of buf[0] */
-    size_t len;     /* valid bytes in buf */
-    uint64_t size;  /* segment size */
-};
-
 struct scan {
     struct store_group *g;
     struct store_recovery *rep;
@@ -77,173 +45,6 @@ struct scan {
     uint64_t hs_term;
     struct reader rd;
 };
-
-static int push_item(struct sseg *x, const struct item *it)
-{
-    ASSERT(x != NULL);
-    ASSERT(x->nitems <= STORE_SCAN_RECORDS_MAX);
-    if (x->nitems == x->cap) {
-        size_t cap = x->cap == 0 ? 256 : x->cap * 2;
-        struct item *p = realloc(x->items, cap * sizeof *p);
-        if (p == NULL) {
-            return KEEL_ENOMEM;
-        }
-        x->items = p;
-        x->cap = cap;
-    }
-    x->items[x->nitems++] = *it;
-    return 0;
-}
-
-/* Make [off, off + need) readable (need is cut at the segment end); *p
- * points at off and *avail counts the readable bytes from there. */
-static int window(struct reader *r, uint64_t off, size_t need,
-                  const uint8_t **p, size_t *avail, char *errmsg)
-{
-    ASSERT(off < r->size);
-    ASSERT(need <= STORE_SCAN_READ_BYTES + STORE_RECORD_PAYLOAD_BYTES_MAX +
-                       STORE_REC_OVERHEAD);
-    need = off + need > r->size ? (size_t)(r->size - off) : need;
-    if (off < r->start || off + need > r->start + r->len) {
-        size_t keep = 0;
-        if (off >= r->start && off < r->start + r->len) {
-            keep = (size_t)(r->start + r->len - off);
-            memmove(r->buf, r->buf + (off - r->start), keep);
-        }
-        if (need > r->cap) { /* a record larger than the read size */
-            uint8_t *nb = realloc(r->buf, need);
-            if (nb == NULL) {
-                return keel_err(KEEL_ENOMEM, errmsg, "scan: out of memory");
-            }
-            r->buf = nb;
-            r->cap = need;
-        }
-        uint64_t left = r->size - off;
-        size_t want = (left < r->cap ? (size_t)left : r->cap) - keep;
-        size_t got = 0;
-        int rv = r->s->fs->pread(r->s->fs, r->f, r->buf + keep, want,
-                                 off + keep, &got, errmsg);
-        if (rv != 0) {
-            return rv;
-        }
-        if (got != want) {
-            return KEEL_ELOST; /* shorter than its header says */
-        }
-        r->start = off;
-        r->len = keep + got;
-    }
-    *p = r->buf + (off - r->start);
-    *avail = (size_t)(r->start + r->len - off);
-    return 0;
-}
-
-/* Length of the run of zero 8-byte words at p (avail bytes readable):
- * 64 bytes per step, so an empty segment tail costs little. */
-static size_t zero_run(const uint8_t *p, size_t avail)
-{
-    size_t n = 0;
-
-    ASSERT(p != NULL);
-    avail &= ~(size_t)7;
-    while (n + 64 <= avail) {
-        uint64_t w[8];
-        memcpy(w, p + n, sizeof w);
-        if ((w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7]) != 0) {
-            break;
-        }
-        n += 64;
-    }
-    while (n + 8 <= avail && store_fmt_get64(p + n) == 0) {
-        n += 8;
-    }
-    ASSERT(n <= avail);
-    return n;
-}
-
-/* One item at off (a valid record or marker), or *step: bytes to skip
- * (a zero run, or 8 for a damaged word). */
-static int parse_one(struct reader *r, uint64_t off, uint64_t salt,
-                     struct item *it, size_t *step, char *errmsg)
-{
-    const uint8_t *p;
-    size_t avail;
-    struct store_fmt_rec rec;
-    struct store_fmt_marker m;
-    int rv = window(r, off, STORE_REC_OVERHEAD + STORE_MARKER_BYTES, &p, &avail,
-                    errmsg);
-
-    ASSERT(off % 8 == 0);
-    ASSERT(it != NULL && step != NULL);
-    *step = 0;
-    if (rv != 0) {
-        return rv;
-    }
-    uint32_t magic = store_fmt_get32(p);
-    if (magic == STORE_REC_MAGIC) {
-        uint32_t len = store_fmt_get32(p + 4);
-        if (len <= STORE_RECORD_PAYLOAD_BYTES_MAX) {
-            rv = window(r, off, (size_t)store_fmt_rec_bytes(len), &p, &avail,
-                        errmsg);
-        }
-        if (rv == 0 && len <= STORE_RECORD_PAYLOAD_BYTES_MAX &&
-            store_fmt_rec_decode(p, avail, salt, &rec) == 0) {
-            *it = (struct item){ITEM_REC,    (uint32_t)off, 0,
-                                rec.index,   rec.term,      rec.prev_checksum,
-                                rec.checksum};
-            it->end = (uint32_t)(off + store_fmt_rec_bytes(rec.len));
-            return 0;
-        }
-    } else if (magic == STORE_MARKER_MAGIC &&
-               store_fmt_marker_decode(p, avail, salt, &m) == 0) {
-        *it = (struct item){ITEM_MARKER, (uint32_t)off,  0, m.index,
-                            m.term,      m.rec_checksum, 0};
-        it->end = (uint32_t)(off + STORE_MARKER_BYTES);
-        return 0;
-    }
-    if (rv != 0) {
-        return rv;
-    }
-    size_t z = zero_run(p, avail);
-    *step = z > 0 ? z : 8; /* empty, or damaged: resynchronise on 8 */
-    return 0;
-}
-
-/* Phase A: valid records and markers of one segment, in order; every
- * record's checksum is verified. nonzero_end: the end of the last non-zero
- * 8-byte word. */
-static int parse_items(struct sseg *x, struct reader *r, char *errmsg)
-{
-    uint64_t off = STORE_SEG_HEADER_BYTES;
-    uint64_t nonzero_end = STORE_SEG_HEADER_BYTES;
-    int rv = 0;
-
-    ASSERT(r->size <= STORE_SEGMENT_BYTES_MAX);
-    ASSERT(r->size >= STORE_SEG_HEADER_BYTES);
-    while (rv == 0 && off + 8 <= r->size) {
-        struct item it;
-        size_t step = 0;
-        rv = parse_one(r, off, x->seg->salt, &it, &step, errmsg);
-        if (rv != 0) {
-            break;
-        }
-        if (step == 0) {
-            off = it.end;
-            nonzero_end = off;
-            rv = push_item(x, &it);
-            continue;
-        }
-        const uint8_t *p;
-        size_t avail;
-        rv = window(r, off, 8, &p, &avail, errmsg);
-        if (rv == 0 && store_fmt_get64(p) != 0) {
-            nonzero_end = off + 8; /* a damaged word */
-        }
-        off += step;
-    }
-    x->seg->nonzero_end = nonzero_end;
-    x->seg->hi_water = nonzero_end;
-    return rv;
-}
 
 static int ents_push(struct store_group *g, const struct ient *e)
 {
@@ -558,9 +359,9 @@ static int load_segment(struct scan *sc, struct sseg *x, char *errmsg)
     sc->rd.size = x->seg->size;
     sc->rd.start = 0;
     sc->rd.len = 0;
-    rv = rv == 0
-             ? window(&sc->rd, 0, STORE_SEG_HEADER_BYTES, &p, &avail, errmsg)
-             : rv;
+    rv = rv == 0 ? store__scan_window(&sc->rd, 0, STORE_SEG_HEADER_BYTES, &p,
+                                      &avail, errmsg)
+                 : rv;
     if (rv == 0 && (avail < STORE_SEG_HEADER_BYTES ||
                     store_fmt_seg_header_decode(p, avail, &h) != 0 ||
                     memcmp(h.group, sc->g->id.b, 16) != 0 ||
@@ -568,7 +369,7 @@ static int load_segment(struct scan *sc, struct sseg *x, char *errmsg)
                     h.size_bytes != x->seg->size)) {
         rv = KEEL_ELOST; /* unreadable header */
     }
-    rv = rv == 0 ? parse_items(x, &sc->rd, errmsg) : rv;
+    rv = rv == 0 ? store__scan_parse_items(x, &sc->rd, errmsg) : rv;
     sc->rd.f = NULL;
     return rv;
 }
@@ -857,7 +658,14 @@ static int adopt(struct scan *sc, const struct walk *w)
     g->first_index = sc->ss[0].seg->base;
     g->tail_off = w->tail_seg == tail && g->nents > 0 ? w->tail_off
                                                       : STORE_SEG_HEADER_BYTES;
-    if (w->m != NULL && w->m_seg == tail && g->tail_off == w->m->off) {
+    bool at_m = w->m != NULL && w->m_seg == tail && g->tail_off == w->m->off;
+    bool remark =
+        at_m && w->m->mended && g->nents > 0 && !g->ents[g->nents - 1].faulty;
+    if (remark) {
+        /* A sound marker takes the mended one's place (one marker between
+         * a batch and the next, as repair expects). */
+        queue_mark(g, sc->ss[tail].seg);
+    } else if (at_m) {
         g->tail_off = w->m->end; /* the next batch goes after M */
     } else if (g->nents > 0 && !g->ents[g->nents - 1].faulty &&
                w->tail_seg == tail) {
@@ -872,6 +680,7 @@ static int adopt(struct scan *sc, const struct walk *w)
         g->marker_index = w->m->index;
         g->marker_off = w->m->off;
         g->marker_seg = sc->ss[w->m_seg].seg;
+        g->marker_mended = w->m->mended && !remark;
     }
     return 0;
 }

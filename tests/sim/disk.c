@@ -56,15 +56,21 @@ void sim_disk_power_reorder(struct sim *s, uint32_t i)
     n->n_ops = 0;
 }
 
-/* Rule 2 under `group`/`always`: M is the newest intact marker. Damage at
- * or below M is faulty (rule 1: kept, repaired or discarded by the group);
- * after M the intact run is kept and the log ends at the first damaged
- * record (never acknowledged: no sync covered it). On open the store syncs
- * what it kept and writes a marker naming its last record. */
+/* Rule 2 under `group`/`always`: M is the newest marker, intact or with one
+ * bit flipped by a media fault (the store mends those, store/scan_parse.c
+ * marker_at; here only single bit flips damage a marker, and a torn one is
+ * never mended). Damage at or below M is faulty (rule 1: kept, repaired or
+ * discarded by the group); after M the intact run is kept and the log ends
+ * at the first damaged record (never acknowledged: no sync covered it). On
+ * open the store syncs what it kept and writes a marker naming its last
+ * record. SIM_MUT_MARKER_TORN falls back to the older marker past a
+ * damaged one, as the store first did (finding 14). */
 uint64_t sim_disk_scan(struct sim *s, uint32_t i, uint64_t len)
 {
     struct sim_node *n = &s->nodes[i];
-    uint64_t m = n->marker_bad ? n->marker_prev : n->marker;
+    bool fall_back =
+        n->marker_bad && (s->p.mutations & SIM_MUT_MARKER_TORN) != 0;
+    uint64_t m = fall_back ? n->marker_prev : n->marker;
     ASSERT(len <= n->dlen);
     ASSERT(len < SIM_LOG_MAX);
     for (uint64_t k = m + 1; k <= len; k++) {

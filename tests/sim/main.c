@@ -30,6 +30,8 @@ static const struct mutation MUTATIONS[] = {
      "the term is synced before any message in it"},
     {"truncation-not-durable", SIM_MUT_TRUNC_NOT_DURABLE,
      "conflict truncation is durable with the new entries"},
+    {"marker-torn", SIM_MUT_MARKER_TORN,
+     "damage below a damaged newest marker is faulty, never a torn tail"},
     {"commit-prev-term", RAFT_MUT_COMMIT_PREV_TERM,
      "commit only by counting an entry of the current term"},
     {"config-early", RAFT_MUT_CONFIG_EARLY,
@@ -68,6 +70,7 @@ static const struct scenario SCENARIOS[] = {
     {"amnesia-commit", SIM_SCENARIO_AMNESIA_COMMIT, 3},
     {"recover", SIM_SCENARIO_RECOVER, 3},
     {"power-all", SIM_SCENARIO_POWER_ALL, 0},
+    {"marker-record", SIM_SCENARIO_MARKER_RECORD, 3},
 };
 
 /* A core ASSERT aborts mid-seed: still say which seed, and show its trace.

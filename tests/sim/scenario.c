@@ -203,6 +203,28 @@ static void trace_discard_race(struct sim *s)
     s->script_active = false;
 }
 
+/* Steps 0 and 1 of a trace that cuts off its third node, then polls for a
+ * state: true when the caller is at step 1 and should check it. */
+static bool cut_third_then_poll(struct sim *s, uint32_t jitter_ms)
+{
+    int *nd = s->script_nodes;
+    if (s->script_step == 0) {
+        if (!script_begin(s)) {
+            return false;
+        }
+        isolate(s, (uint32_t)nd[2], true);
+        sim_trace(s, -1, "SCRIPT cut off %d", nd[2] + 1);
+        s->script_step = 1;
+        next(s, 100 + sim_rnd(s, jitter_ms));
+        return false;
+    }
+    if (s->script_step != 1) {
+        s->script_active = false;
+        return false;
+    }
+    return true;
+}
+
 /* Rule 3 (3 nodes L, A, B): B is cut off, so L commits only with A's acks.
  * While an ack of A is in flight (A persisted past L's commit), A loses its
  * log tail down to L's commit and restarts amnesiac at once. The first
@@ -213,18 +235,7 @@ static void trace_discard_race(struct sim *s)
 static void trace_amnesia_commit(struct sim *s)
 {
     int *nd = s->script_nodes;
-    if (s->script_step == 0) {
-        if (!script_begin(s)) {
-            return;
-        }
-        isolate(s, (uint32_t)nd[2], true);
-        sim_trace(s, -1, "SCRIPT cut off %d", nd[2] + 1);
-        s->script_step = 1;
-        next(s, 100 + sim_rnd(s, 100));
-        return;
-    }
-    if (s->script_step != 1) {
-        s->script_active = false;
+    if (!cut_third_then_poll(s, 100)) {
         return;
     }
     struct sim_node *l = &s->nodes[nd[0]];
@@ -375,6 +386,43 @@ static void trace_power_all(struct sim *s)
     next(s, 1000);
 }
 
+/* Finding 14 (3 nodes L, F, C): C is cut off, L commits index i with F's
+ * ack, and i is in F's newest synced batch (after the marker before it).
+ * L is cut off; F's newest marker and record i are damaged (two media
+ * faults) and F restarts. Reading i as a torn tail (the older marker
+ * intact, damage after it) drops a committed entry silently: F and C then
+ * elect a leader that overwrites it. Faulty, F votes for nobody lacking
+ * it, and the group waits for L (healed in the liveness phase). */
+static void trace_marker_record(struct sim *s)
+{
+    int *nd = s->script_nodes;
+    if (!cut_third_then_poll(s, 200)) {
+        return;
+    }
+    struct sim_node *l = &s->nodes[nd[0]];
+    struct sim_node *f = &s->nodes[nd[1]];
+    uint64_t i = l->raft.commit;
+    if (!l->up || !f->up || l->raft.role != RAFT_LEADER || i == 0 ||
+        i <= s->nodes[nd[2]].vlen || f->marker_bad || f->marker < i ||
+        f->marker_prev >= i || !holds_durably(f, i, l->vlog[i].hash)) {
+        script_wait(s);
+        return;
+    }
+    isolate(s, (uint32_t)nd[0], true);
+    link_set(s, (uint32_t)nd[1], (uint32_t)nd[2], true);
+    sim_trace(s, -1,
+              "SCRIPT %d committed %llu with %d: cut off, marker %llu "
+              "and %llu damaged on %d, which restarts",
+              nd[0] + 1, (unsigned long long)i, nd[1] + 1,
+              (unsigned long long)f->marker, (unsigned long long)i, nd[1] + 1);
+    sim_disk_flip_marker(s, (uint32_t)nd[1]);
+    sim_flip_at(s, (uint32_t)nd[1], i);
+    sim_node_stop(s, (uint32_t)nd[1], STOP_CRASH);
+    sim_node_boot(s, (uint32_t)nd[1]);
+    s->script_step = 2;
+    next(s, 1500);
+}
+
 void sim_script_storage(struct sim *s)
 {
     ASSERT(s->p.scenario >= SIM_SCENARIO_FAULTY_NONE);
@@ -394,6 +442,9 @@ void sim_script_storage(struct sim *s)
         break;
     case SIM_SCENARIO_POWER_ALL:
         trace_power_all(s);
+        break;
+    case SIM_SCENARIO_MARKER_RECORD:
+        trace_marker_record(s);
         break;
     default:
         break;

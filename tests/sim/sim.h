@@ -24,6 +24,7 @@
 enum sim_mutation {
     SIM_MUT_TERM_NOT_SYNCED = 1u << 16,
     SIM_MUT_TRUNC_NOT_DURABLE = 1u << 17,
+    SIM_MUT_MARKER_TORN = 1u << 18, /* a damaged M falls back (finding 14) */
 };
 
 struct sim_entry {
@@ -236,6 +237,7 @@ enum sim_scenario {
     SIM_SCENARIO_AMNESIA_COMMIT = 5, /* amnesia with acks in flight */
     SIM_SCENARIO_RECOVER = 6,        /* all amnesiac: operator override */
     SIM_SCENARIO_POWER_ALL = 7,      /* whole-cluster power loss heals */
+    SIM_SCENARIO_MARKER_RECORD = 8,  /* damaged M and a record below it */
 };
 
 enum sim_stop_kind {
