@@ -225,6 +225,17 @@ static int config_from_request(struct api_req *q, const char *kind,
         return KEEL_EINVAL;
     }
     default_fsync(q, prev, cfg);
+    const char *bad = NULL;
+    if (cfg->allow_rollup_hdrs && cfg->deny_purge) {
+        bad = "roll-ups require the purge permission";
+    } else if (prev == NULL && cfg->sealed) {
+        bad = "stream configuration for create can not be sealed";
+    }
+    if (bad != NULL) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG, bad);
+        srv_stream_config_free(cfg);
+        return KEEL_EINVAL;
+    }
     if (cfg->num_replicas > 1 && !srv_js_clustered(q->js)) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EREPLICAS_STANDALONE,
                          NULL);

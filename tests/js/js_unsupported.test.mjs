@@ -165,6 +165,18 @@ describe('nats.js: options keeld does not implement, and rollups', () => {
     assert.equal((await jsm.streams.info('SEAL')).state.messages, 1);
   });
 
+  it('refuses a sealed create and rollups without the purge permission', async () => {
+    const sealed = await apiError(
+      jsm.streams.add({ name: 'SEALNEW', subjects: ['sealnew'], sealed: true }));
+    assert.equal(sealed.err_code, 10052);
+    assert.match(sealed.description, /for create can not be sealed/);
+    const roll = await apiError(jsm.streams.add({
+      name: 'ROLLDENY', subjects: ['rolldeny'], allow_rollup_hdrs: true, deny_purge: true,
+    }));
+    assert.equal(roll.err_code, 10052);
+    assert.match(roll.description, /roll-ups require the purge permission/);
+  });
+
   it('an object store keeps one meta message per object', async () => {
     const os = await js.views.os('OBJ');
     await os.putBlob({ name: 'x' }, new Uint8Array(100));
