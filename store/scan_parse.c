@@ -99,7 +99,9 @@ static bool marker_at(const uint8_t *p, size_t avail, uint64_t salt,
 {
     uint8_t b[STORE_MARKER_BYTES];
 
-    ASSERT(p != NULL && m != NULL);
+    ASSERT(p != NULL);
+    ASSERT(m != NULL);
+    ASSERT(mended != NULL);
     *mended = false;
     if (store_fmt_marker_decode(p, avail, salt, m) == 0) {
         return true;
