@@ -74,6 +74,11 @@ static void stream_defaults_and_client_bodies_are_accepted(void **state)
         "\"metadata\":{\"k\":\"v\"}}",
         "{\"name\":\"S\",\"compression\":\"s2\",\"consumer_limits\":"
         "{\"inactive_threshold\":0,\"max_ack_pending\":0}}",
+        /* libnats 3.4 js_AddStream with jsStreamConfig_Init defaults. */
+        "{\"name\":\"S1\",\"subjects\":[\"s1\"],\"retention\":\"limits\","
+        "\"max_consumers\":-1,\"max_msgs\":-1,\"max_bytes\":-1,\"max_age\":0,"
+        "\"max_msg_size\":-1,\"max_msgs_per_subject\":0,\"discard\":\"old\","
+        "\"storage\":\"file\",\"num_replicas\":1}",
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         assert_int_equal(stream(f, ok[i]), 0);
@@ -129,6 +134,13 @@ static void consumer_defaults_and_client_bodies_are_accepted(void **state)
         "\"flow_control\":true,\"idle_heartbeat\":5000000000,"
         "\"headers_only\":false,\"max_deliver\":1,\"mem_storage\":true,"
         "\"num_replicas\":1}",
+        /* libnats 3.4 ordered push subscription. */
+        "{\"deliver_policy\":\"all\",\"deliver_subject\":\"_INBOX.X\","
+        "\"ack_policy\":\"none\",\"ack_wait\":86400000000000,"
+        "\"max_deliver\":1,\"filter_subject\":\"s1\","
+        "\"replay_policy\":\"instant\",\"flow_control\":true,"
+        "\"idle_heartbeat\":5000000000,\"num_replicas\":1,"
+        "\"mem_storage\":true}",
         "{\"rate_limit_bps\":0,\"sample_freq\":\"\",\"direct\":false,"
         "\"priority_groups\":[],\"priority_policy\":\"none\","
         "\"priority_timeout\":0,\"pause_until\":\"0001-01-01T00:00:00Z\"}",
