@@ -546,18 +546,20 @@ static bool workqueue_ok(const struct srv_csm_set *s,
     }
     char *const *a = NULL, *const *b = NULL;
     uint32_t na = 0, nb = 0;
-    char *const all[] = {(char *)">"};
     srv_consumer_config_filters(cfg, &a, &na);
     for (uint32_t i = 0; i < s->n; i++) {
         if (strcmp(s->v[i]->name, cfg->name) == 0) {
             continue;
         }
         srv_consumer_config_filters(&s->v[i]->cfg, &b, &nb);
-        if (srv_js_subject_lists_overlap(na > 0 ? a : all, na > 0 ? na : 1,
-                                         nb > 0 ? b : all, nb > 0 ? nb : 1)) {
-            result_err(res, SRV_JS_ECONSUMER_CONFIG,
-                       "filtered consumer not unique on workqueue stream: "
-                       "consumer filters may not overlap");
+        /* nats-server's two answers: an unfiltered consumer beside any
+         * other (10099), or two filters that overlap (10100). */
+        if (na == 0 || nb == 0) {
+            result_err(res, SRV_JS_EWQ_MULTIPLE_UNFILTERED, NULL);
+            return false;
+        }
+        if (srv_js_subject_lists_overlap(a, na, b, nb)) {
+            result_err(res, SRV_JS_EWQ_NOT_UNIQUE, NULL);
             return false;
         }
     }

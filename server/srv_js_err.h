@@ -68,8 +68,11 @@
     X(SRV_JS_EMAX_CONSUMERS, 400, 10026, "maximum consumers limit reached")    \
     X(SRV_JS_EMAX_STREAMS, 400, 10027, "maximum number of streams reached")    \
     X(SRV_JS_EWORKQUEUE_ACK, 400, 10084,                                       \
-      "consumer in pull mode requires explicit ack policy on workqueue "       \
-      "stream")                                                                \
+      "consumer in pull mode requires ack policy")                             \
+    X(SRV_JS_EWQ_MULTIPLE_UNFILTERED, 400, 10099,                              \
+      "multiple non-filtered consumers not allowed on workqueue stream")       \
+    X(SRV_JS_EWQ_NOT_UNIQUE, 400, 10100,                                       \
+      "filtered consumer not unique on workqueue stream")                      \
     X(SRV_JS_EEPHEMERAL_DURABLE, 400, 10020,                                   \
       "consumer expected to be ephemeral but a durable name was set in "       \
       "request")                                                               \

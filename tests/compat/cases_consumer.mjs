@@ -253,11 +253,27 @@ export const cases = [
   },
   {
     name: 'a workqueue stream refuses a second consumer on the same subjects',
-    known: { 'error.description': 'keeld reports two unfiltered workqueue consumers as overlapping filters', 'error.err_code': 'nats-server answers 10099 (multiple non-filtered consumers), keeld 10012 (consumer config)' },
     run: async (ctx) => {
       await stream(ctx, 0, { retention: 'workqueue' });
       await durable(ctx, 'w1');
       return durable(ctx, 'w2');
+    },
+  },
+  {
+    name: 'a workqueue stream refuses overlapping filters, then an unfiltered one',
+    run: async (ctx) => {
+      await stream(ctx, 0, { retention: 'workqueue' });
+      return [await durable(ctx, 'f1', { filter_subject: `${ctx.uniq}.a.>` }),
+        await durable(ctx, 'f2', { filter_subject: `${ctx.uniq}.a.b` }),
+        await durable(ctx, 'f3', { filter_subject: `${ctx.uniq}.c` }),
+        await durable(ctx, 'u1')].map((r) => r.error ?? 'created');
+    },
+  },
+  {
+    name: 'a workqueue pull consumer without acks is 10084',
+    run: async (ctx) => {
+      await stream(ctx, 0, { retention: 'workqueue' });
+      return durable(ctx, 'n', { ack_policy: 'none' });
     },
   },
 ];

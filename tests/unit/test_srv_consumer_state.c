@@ -337,10 +337,10 @@ workqueue_refuses_overlapping_filters_and_pull_without_explicit(void **state)
     assert_null(create(f, &f->set,
                        "{\"durable_name\":\"B\",\"filter_subject\":\"a.b\"}",
                        SRV_CSM_CREATE_OR_UPDATE));
-    assert_int_equal(f->res.jerr, SRV_JS_ECONSUMER_CONFIG);
+    assert_int_equal(f->res.jerr, SRV_JS_EWQ_NOT_UNIQUE);
     assert_null(create(f, &f->set, "{\"durable_name\":\"C\"}",
                        SRV_CSM_CREATE_OR_UPDATE));
-    assert_int_equal(f->res.jerr, SRV_JS_ECONSUMER_CONFIG);
+    assert_int_equal(f->res.jerr, SRV_JS_EWQ_MULTIPLE_UNFILTERED);
     assert_null(create(f, &f->set,
                        "{\"durable_name\":\"D\",\"filter_subject\":\"b\","
                        "\"ack_policy\":\"none\"}",
