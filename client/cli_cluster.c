@@ -538,6 +538,42 @@ out:
     return rv;
 }
 
+/* keel cluster lameduck: the node -s names (the one this connection
+ * reaches) enters lame duck mode and answers first. */
+static int cluster_lameduck(const struct cli_cmd *cmd, int argc, char **argv,
+                            char *errmsg)
+{
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    natsConnection *nc = NULL;
+    bool json = false, help = false;
+    struct cli_flag flags[] = {
+        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the API reply"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    json_t *reply = NULL;
+    int rv =
+        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
+    if (rv == 0 && !help) {
+        rv = cli_js_request(nc, conn.timeout_ms, cmd->name,
+                            "$KEEL.API.SERVER.LAMEDUCK", NULL, &reply, NULL,
+                            errmsg);
+    }
+    if (rv == 0 && !help && json) {
+        cli_js_print_json(reply);
+    } else if (rv == 0 && !help) {
+        printf("%s %s lame duck mode: it refuses new clients, hands its %d "
+               "leadership(s) over, then stops\n",
+               cli_js_str(reply, "server", "?"),
+               json_is_true(json_object_get(reply, "already")) ? "is in"
+                                                               : "entered",
+               (int)cli_js_int(reply, "leaderships", 0));
+    }
+    json_decref(reply);
+    natsConnection_Destroy(nc);
+    return rv;
+}
+
 /* One row per sub-command (keel cluster status lives in
  * cli_cluster_status.c). */
 static const struct cli_subcmd subs[] = {
@@ -569,6 +605,11 @@ static const struct cli_subcmd subs[] = {
       "--accept-loss applies the plan.",
       0, 0},
      cluster_recover},
+    {{"cluster lameduck", NULL, "",
+      "Put the node -s names in lame duck mode: no new clients, its Raft "
+      "leaderships handed over, then it stops (exit 0).",
+      0, 0},
+     cluster_lameduck},
 };
 
 int cli_cluster(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)

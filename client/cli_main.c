@@ -51,7 +51,7 @@ static const struct cli_cmd commands[] = {
      "Print a password hash for keeld's authorization block.", 0, 0},
     {"cluster", cli_cluster,
      "status|orphans|add-peer|remove-peer|replace-peer|transfer-leader|"
-     "recover",
+     "recover|lameduck",
      "Cluster status, orphans and membership; 'keel cluster' lists them.", 0,
      8},
     {"store", cli_store, "dump --data DIR",

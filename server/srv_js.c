@@ -958,7 +958,8 @@ bool srv_js_intercept(struct srv_js *js, struct srv_conn *c,
     const char *body = cmd->payload + cmd->hdr_bytes;
     size_t blen = cmd->total_bytes - cmd->hdr_bytes;
     /* Every node answers these itself (srv_js_status.h). */
-    if (srv_js_status_intercept(js, cmd, reply)) {
+    if (srv_js_status_intercept(js, cmd, reply) ||
+        srv_js_ldm_request(js, cmd, reply)) {
         return true;
     }
     if (not_ready(js, s, n, reply)) {

@@ -103,6 +103,23 @@ const char *srv_js_self_name(const struct srv_js *js);
 /* The meta group leader's name: self's name when this node leads, NULL
  * while unknown (no leader yet, or its announcement went stale). */
 const char *srv_js_meta_leader_name(const struct srv_js *js);
+/* Lame duck mode (srv_server_lame_duck): with start, begin a leadership
+ * transfer (to the most caught-up voter) of every group this node leads,
+ * the meta group and each stream's. Returns how many groups this node
+ * still leads that another voter could take: 0 once every leadership
+ * moved (a group with no other voter, an R1 stream, does not count; nor
+ * does anything on a node that is not clustered). A transfer that does
+ * not complete within an election timeout is abandoned by Raft: call
+ * again with start to retry. Loop thread only. */
+uint32_t srv_js_hand_over(struct srv_js *js, bool start);
+
+/* $KEEL.API.SERVER.LAMEDUCK (keel server lameduck), answered by the node
+ * that receives it: reply {"success", "server", "already", "leaderships"}
+ * and enter lame duck mode (srv_server_lame_duck). Returns false for any
+ * other subject. */
+bool srv_js_ldm_request(struct srv_js *js, const struct srv_cmd *cmd,
+                        const char *reply);
+
 /* True while this node leads the meta group. */
 bool srv_js_is_meta_leader(const struct srv_js *js);
 /* This node's place in the meta group, for logs and monitoring:

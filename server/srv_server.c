@@ -200,6 +200,13 @@ bool srv_server_stop_signal_again(void)
     return stop_signal_again != 0;
 }
 
+static void sigusr2_cb(uv_signal_t *s, int signum)
+{
+    (void)signum;
+    SRV_INFO("server", "received SIGUSR2: entering lame duck mode");
+    srv_server_lame_duck(s->data);
+}
+
 static void signal_cb(uv_signal_t *s, int signum)
 {
     struct srv_server *srv = s->data;
@@ -397,6 +404,11 @@ int srv_server_init(struct srv_server *srv, uv_loop_t *loop,
     uv_signal_init(loop, &srv->sighup);
     srv->sighup.data = srv;
     uv_signal_start(&srv->sighup, sighup_cb, SIGHUP);
+    uv_signal_init(loop, &srv->sigusr2);
+    srv->sigusr2.data = srv;
+    uv_signal_start(&srv->sigusr2, sigusr2_cb, SIGUSR2);
+    uv_timer_init(loop, &srv->ldm_timer);
+    srv->ldm_timer.data = srv;
     return 0;
 }
 
@@ -437,7 +449,10 @@ void srv_server_stop(struct srv_server *srv)
     if (srv->js != NULL) {
         srv_js_stop(srv->js);
     }
-    uv_close((uv_handle_t *)&srv->listener, NULL);
+    if (!uv_is_closing((uv_handle_t *)&srv->listener)) {
+        uv_close((uv_handle_t *)&srv->listener, NULL);
+    }
+    uv_close((uv_handle_t *)&srv->ldm_timer, NULL);
     /* Closing the handles restores the default action, which would kill
      * keeld mid-sync on a second signal: note it and finish instead. The
      * signals stay blocked on this thread (the only one that takes them:
@@ -447,12 +462,14 @@ void srv_server_stop(struct srv_server *srv)
     uv_close((uv_handle_t *)&srv->sigterm, NULL);
     uv_close((uv_handle_t *)&srv->sigint, NULL);
     uv_close((uv_handle_t *)&srv->sighup, NULL);
+    uv_close((uv_handle_t *)&srv->sigusr2, NULL);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = quiet_cb;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
     srv_server_signals_unblock();
     srv_server_resume_stalled(srv);
     uv_close((uv_handle_t *)&srv->stall_timer, NULL);
@@ -504,11 +521,13 @@ static void send_async_info(struct srv_server *srv)
     }
 }
 
-void srv_server_set_connect_urls(struct srv_server *srv,
-                                 const char *const *urls, size_t n)
+/* Set key to value (consumed) in INFO and send the new INFO to every
+ * client. Keeps the old INFO if the new one would not fit
+ * SRV_INFO_LINE_BYTES_MAX; what says what changed, for the log. */
+static void info_set(struct srv_server *srv, const char *key, json_t *value,
+                     const char *what)
 {
     json_t *o = NULL;
-    json_t *a = json_array();
     char *s = NULL;
 
     /* info_json lacks its closing brace: parse it with one added. */
@@ -518,19 +537,14 @@ void srv_server_set_connect_urls(struct srv_server *srv,
         memcpy(full + srv->info_json_len, "}", 2);
         o = json_loads(full, 0, NULL);
         free(full);
-    } else {
-        o = NULL;
     }
-    for (size_t i = 0; i < n && a != NULL; i++) {
-        json_array_append_new(a, json_string(urls[i]));
-    }
-    if (o != NULL && a != NULL && json_object_set(o, "connect_urls", a) == 0) {
+    if (o != NULL && value != NULL && json_object_set(o, key, value) == 0) {
         s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     }
     json_decref(o);
-    json_decref(a);
+    json_decref(value);
     if (s == NULL || strlen(s) + 64 >= SRV_INFO_LINE_BYTES_MAX) {
-        SRV_WARN("server", "cannot update INFO connect_urls (%zu urls)", n);
+        SRV_WARN("server", "cannot update INFO %s", what);
         free(s);
         return;
     }
@@ -538,6 +552,69 @@ void srv_server_set_connect_urls(struct srv_server *srv,
     srv->info_json = s;
     srv->info_json_len = strlen(s) - 1; /* without the closing brace */
     send_async_info(srv);
+}
+
+void srv_server_set_connect_urls(struct srv_server *srv,
+                                 const char *const *urls, size_t n)
+{
+    char what[64];
+    json_t *a = json_array();
+
+    for (size_t i = 0; i < n && a != NULL; i++) {
+        json_array_append_new(a, json_string(urls[i]));
+    }
+    snprintf(what, sizeof what, "connect_urls (%zu urls)", n);
+    info_set(srv, "connect_urls", a, what);
+}
+
+/* Every SRV_LDM_TICK_MS in lame duck mode: stop once no leadership is
+ * left to hand over, or SRV_LDM_HANDOFF_MS_MAX after it began. */
+static void ldm_tick_cb(uv_timer_t *t)
+{
+    struct srv_server *srv = t->data;
+    uint64_t now = uv_now(srv->loop);
+    bool retry = now >= srv->ldm_retry_ms;
+    uint32_t led = srv->js != NULL ? srv_js_hand_over(srv->js, retry) : 0;
+
+    if (retry) {
+        srv->ldm_retry_ms = now + SRV_LDM_RETRY_MS;
+    }
+    if (led > 0 && now - srv->ldm_start_ms < SRV_LDM_HANDOFF_MS_MAX) {
+        return;
+    }
+    if (led > 0) {
+        SRV_WARN("server",
+                 "lame duck: %u group(s) still led here after %d ms (no "
+                 "caught-up peer took them): stopping anyway, they elect "
+                 "a leader without this node",
+                 led, SRV_LDM_HANDOFF_MS_MAX);
+    } else {
+        SRV_INFO("server",
+                 "lame duck: every leadership handed over in %llu ms: "
+                 "closing the client connections and stopping",
+                 (unsigned long long)(now - srv->ldm_start_ms));
+    }
+    srv_server_stop(srv);
+}
+
+void srv_server_lame_duck(struct srv_server *srv)
+{
+    if (srv->stopping || srv->lame_duck) {
+        return;
+    }
+    srv->lame_duck = true;
+    if (srv->listening) {
+        uv_close((uv_handle_t *)&srv->listener, NULL);
+        srv->listening = false;
+    }
+    info_set(srv, "ldm", json_true(), "ldm");
+    srv->ldm_start_ms = uv_now(srv->loop);
+    srv->ldm_retry_ms = srv->ldm_start_ms;
+    SRV_INFO("server",
+             "lame duck mode: client port closed, %zu client(s) told to "
+             "move (INFO ldm), handing leaderships over",
+             srv->nconns);
+    uv_timer_start(&srv->ldm_timer, ldm_tick_cb, 0, SRV_LDM_TICK_MS);
 }
 
 void srv_server_cluster_snapshot(struct srv_server *srv)

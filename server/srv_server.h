@@ -42,7 +42,12 @@ struct srv_server {
     uv_signal_t sigterm;
     uv_signal_t sigint;
     bool stopping;
-    bool listening; /* the client port accepts conns (srv_server_listen) */
+    bool listening;      /* the client port accepts conns (srv_server_listen) */
+    bool lame_duck;      /* srv_server_lame_duck ran: stops once handed over */
+    uv_signal_t sigusr2; /* lame duck mode */
+    uv_timer_t ldm_timer;
+    uint64_t ldm_start_ms;
+    uint64_t ldm_retry_ms; /* next leadership transfer round */
     struct srv_sublist sublist;
     char server_id[32];
     char host[256];  /* address clients reach, for INFO and the ports file */
@@ -112,6 +117,16 @@ int srv_server_run(struct srv_server *srv);
 /* Begin a clean stop: stop accepting, flush and close every conn. Loop
  * thread only. */
 void srv_server_stop(struct srv_server *srv);
+
+/* Lame duck mode (SIGUSR2, `keeld --signal ldm=PID`, `keel server
+ * lameduck`), as nats-server's: close the client port (new conns are
+ * refused), send INFO with "ldm":true to every client so it can move,
+ * hand every Raft leadership this node holds to a caught-up peer
+ * (srv_js_hand_over, retried each SRV_LDM_RETRY_MS, given up after
+ * SRV_LDM_HANDOFF_MS_MAX), then stop as on SIGTERM (flush and close the
+ * conns, finish the syncs, exit 0). Idempotent; ignored once stopping.
+ * Loop thread only. */
+void srv_server_lame_duck(struct srv_server *srv);
 
 /* Free what init allocated; the loop must have finished. */
 void srv_server_close(struct srv_server *srv);

@@ -11,6 +11,12 @@
 #define SRV_CONN_WRITE_BYTES_MAX (64 * 1024 * 1024)
 #define SRV_CONNS_MAX 65536
 #define SRV_LISTEN_BACKLOG 1024 /* pending accepts of the client port */
+/* Lame duck mode: how often it checks the leaderships left, how often it
+ * starts another transfer round (past a transfer's election-timeout
+ * deadline), and when it stops anyway. */
+#define SRV_LDM_TICK_MS 20
+#define SRV_LDM_RETRY_MS 1500
+#define SRV_LDM_HANDOFF_MS_MAX 10000
 #define SRV_SUBS_PER_CONN_MAX 65536
 #define SRV_SUBJECT_TOKENS_MAX 64
 #define SRV_PING_INTERVAL_MS_DEFAULT (2 * 60 * 1000)
