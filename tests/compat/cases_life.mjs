@@ -1,10 +1,13 @@
 // Start-up and stop: ports file, readiness, signals, restarts, command-line
 // and config-file JetStream settings. Each case starts its own servers.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { connect as netConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { connect, StringCodec } from 'nats';
-import { startOne } from './harness.mjs';
+import { startOne, waitFor } from './harness.mjs';
 import { api } from './js_util.mjs';
 
 const sc = StringCodec();
@@ -132,5 +135,59 @@ export const cases = [
         return { create: r.error ?? 'created', limits: i.limits };
       }, { args, dir });
     },
+  },
+  {
+    name: 'SIGTERM during start-up stops the server',
+    run: async (ctx) => {
+      const dir = mkdtempSync(join(tmpdir(), `keel-compat-early-${ctx.kind}-`));
+      const bin = ctx.kind === 'keel' ? process.env.KEELD
+        : process.env.NATS_SERVER;
+      const proc = spawn(bin, ['-js', '-sd', join(dir, 's'), '-a', '127.0.0.1',
+        '-p', ctx.kind === 'keel' ? '0' : '-1'], { stdio: 'ignore' });
+      const exited = new Promise((r) => proc.on('exit', () => r(true)));
+      await delay(30); // inside start-up: before the port is open
+      proc.kill('SIGTERM');
+      const stopped = await Promise.race([exited, delay(5000, false)]);
+      if (!stopped) {
+        proc.kill('SIGKILL');
+        await exited;
+      }
+      rmSync(dir, { recursive: true, force: true });
+      return { stopped };
+    },
+  },
+  {
+    name: '--signal quit=PID stops a running server',
+    run: (ctx) => withServer(ctx, [], async (s) => {
+      const bin = ctx.kind === 'keel' ? process.env.KEELD
+        : process.env.NATS_SERVER;
+      const exited = new Promise((r) => s.proc.on('exit', () => r(true)));
+      const code = await new Promise((r) => execFile(bin,
+        ['--signal', `quit=${s.proc.pid}`], (e) => r(e ? e.code : 0)));
+      const stopped = await Promise.race([exited, delay(5000, false)]);
+      return { code, stopped };
+    }),
+  },
+  {
+    name: 'lame duck mode (SIGUSR2) tells clients and refuses new ones',
+    run: (ctx) => withServer(ctx, [], async (s, nc) => {
+      let ldm = false;
+      (async () => {
+        for await (const st of nc.status()) {
+          if (st.type === 'ldm') {
+            ldm = true;
+          }
+        }
+      })();
+      s.proc.kill('SIGUSR2');
+      await waitFor(() => ldm, 5000, 'an ldm status').catch(() => {});
+      const port = Number(new URL(s.url).port);
+      const refused = await new Promise((r) => {
+        const sock = netConnect(port, '127.0.0.1');
+        sock.on('connect', () => { sock.destroy(); r(false); });
+        sock.on('error', () => r(true));
+      });
+      return { ldm, refused };
+    }),
   },
 ];
