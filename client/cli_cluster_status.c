@@ -122,8 +122,12 @@ static void print_nodes(const json_t *replies, const json_t *names, FILE *out,
                 up, sizeof up);
             role = cli_js_str(json_object_get(r, "meta"), "role", "-");
             bool ok = strcmp(cli_js_str(r, "status", ""), "ok") == 0;
-            health = ok ? "ok" : cli_js_str(r, "error", "unavailable");
-            if (!ok) {
+            /* Joining through its seed: not a problem, it is added. */
+            bool joining = strcmp(cli_js_str(r, "status", ""), "joining") == 0;
+            health = ok        ? "ok"
+                     : joining ? "joining"
+                               : cli_js_str(r, "error", "unavailable");
+            if (!ok && !joining) {
                 snprintf(what, sizeof what, "%s: %s", name, health);
                 problem(probs, plen, what);
             }

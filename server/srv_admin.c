@@ -678,8 +678,9 @@ static void promote_learners(struct srv_js *js)
             SRV_INFO("js",
                      "meta group: promoting %s to voter at index %" PRIu64,
                      name != NULL ? name : "?", index);
+            return; /* one change at a time */
         }
-        return; /* one change at a time */
+        /* Not caught up (a learner killed mid-join): the next may be. */
     }
 }
 
@@ -690,6 +691,35 @@ static bool meta_log_applied(struct srv_js *js)
     struct replica_info ri;
     replica_info(js->meta, &ri);
     return ri.applied == ri.last_index;
+}
+
+/* Add the nodes that join through a solo seed (docs/design.md "Cluster
+ * formation"), one change at a time, each once the previous change is
+ * applied: a learner first (no effect on any majority), promoted by
+ * promote_learners once caught up. A node of another meta group, or one
+ * whose name is a member already (another incarnation: the operator's or
+ * replace_reincarnated's business), is never added here. */
+static void add_joiners(struct srv_js *js)
+{
+    char name[SRV_JSC_NAME_BYTES];
+    char err[KEEL_ERRMSG_MAX];
+    raft_incarnation inc = 0;
+    const struct raft_config *c = replica_config(js->meta);
+    if (!meta_log_applied(js) ||
+        !srv_jsc_next_joiner(js->jc, c, name, sizeof name, &inc)) {
+        return;
+    }
+    struct replica_change ch = {.op = RAFT_CHANGE_ADD_LEARNER,
+                                .node = srv_jsc_node_id(name),
+                                .incarnation = inc};
+    uint64_t index = 0;
+    ASSERT(raft_config_find(c, ch.node) == NULL);
+    if (replica_change(js->meta, &ch, 0, &index, err) == 0) {
+        SRV_INFO("js",
+                 "meta group: adding %s, which joins through its seed, as a "
+                 "learner at index %" PRIu64,
+                 name, index);
+    }
 }
 
 /* Finding F14: a node that came back with another data directory (its
@@ -904,6 +934,7 @@ void srv_admin_tick(struct srv_js *js)
     }
     if (srv_js_is_meta_leader(js) && admin_of(js) != NULL) {
         replace_reincarnated(js);
+        add_joiners(js);
         promote_learners(js);
         move_off_removed(js);
     }

@@ -124,8 +124,9 @@ bool srv_js_ldm_request(struct srv_js *js, const struct srv_cmd *cmd,
 bool srv_js_is_meta_leader(const struct srv_js *js);
 /* This node's place in the meta group, for logs and monitoring:
  * "standalone" (not clustered), "forming" (empty, waiting for every seed),
- * "member", or "not a member" (empty, found an existing cluster: waits to
- * be added, issue 9). */
+ * "member", "not a member" (empty, found an existing cluster: waits to
+ * be added, issue 9), or "joining" (joins through a solo seed and is not
+ * a voter yet: the meta leader adds and promotes it). */
 const char *srv_js_meta_membership(const struct srv_js *js);
 
 /* Called by the publish path for every PUB/HPUB before core delivery.

@@ -39,6 +39,7 @@ struct jsc_node {
     bool used;
     bool up;       /* link established now */
     bool reported; /* a META frame arrived since the link came up */
+    bool join;     /* joins through a solo seed: the meta leader adds it */
     raft_node node;
     raft_incarnation inc;
     enum srv_jsc_state state;
@@ -68,7 +69,11 @@ struct srv_jsc {
     raft_node self_node;
     raft_incarnation inc;
     enum srv_jsc_state state;
-    uint64_t boot_fp; /* fingerprint of the configuration bootstrapped */
+    /* Joins through a solo seed of its set (JOIN_SEED): reported, so the
+     * meta leader adds it without an operator. */
+    bool joining;
+    uint64_t attach_ms; /* links attached: a solo seed waits from here */
+    uint64_t boot_fp;   /* fingerprint of the configuration bootstrapped */
     /* Seed set by node name (srv_jsc_seed_set); "" until every route's
      * node was identified on a link. */
     char seeds[SRV_JSC_SEEDS_BYTES];
@@ -166,6 +171,38 @@ bool srv_jsc_peer_report(const struct srv_jsc *jc, const char *name,
         }
     }
     return false;
+}
+
+bool srv_jsc_next_joiner(const struct srv_jsc *jc,
+                         const struct raft_config *cfg, char *name, size_t cap,
+                         raft_incarnation *inc)
+{
+    const struct jsc_node *best = NULL;
+    for (size_t i = 0; i < SRV_JSC_NODES_MAX; i++) {
+        const struct jsc_node *n = &jc->nodes[i];
+        /* Waiting with an empty log, or restarted with it (member, no
+         * configuration: fingerprint 0); never a node of another group. */
+        bool empty_log = n->state == SRV_JSC_WAITING ||
+                         (n->state == SRV_JSC_MEMBER && n->fp == 0);
+        if (!n->used || !n->up || !n->reported || !n->join || !empty_log ||
+            raft_config_find(cfg, n->node) != NULL) {
+            continue;
+        }
+        if (best == NULL || strcmp(n->name, best->name) < 0) {
+            best = n;
+        }
+    }
+    if (best == NULL || strlen(best->name) >= cap) {
+        return false;
+    }
+    snprintf(name, cap, "%s", best->name);
+    *inc = best->inc;
+    return true;
+}
+
+bool srv_jsc_joining(const struct srv_jsc *jc)
+{
+    return jc->joining;
 }
 
 void srv_jsc_config_applied(struct srv_jsc *jc, const struct raft_config *cfg)
@@ -458,9 +495,10 @@ static void send_meta(struct srv_jsc *jc, const char *to)
     uint64_t f = mc->n > 0 ? srv_jsc_config_fp(mc) : jc->boot_fp;
     snprintf(inc, sizeof inc, "%016" PRIx64, jc->inc);
     snprintf(fp, sizeof fp, "%016" PRIx64, jc->state == SRV_JSC_MEMBER ? f : 0);
-    json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:s, s:s}", "name", jc->self,
-                          "url", jc->cl->url, "inc", inc, "state",
-                          (int)jc->state, "seeds", jc->seeds, "fp", fp);
+    json_t *o =
+        json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:b}", "name", jc->self,
+                  "url", jc->cl->url, "inc", inc, "state", (int)jc->state,
+                  "seeds", jc->seeds, "fp", fp, "join", jc->joining);
     char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (s == NULL) {
@@ -499,6 +537,7 @@ static void on_meta_frame(void *arg, const char *from, const uint8_t *data,
     n->inc = strtoull(inc, NULL, 16);
     n->fp = strtoull(fp, NULL, 16);
     n->state = (enum srv_jsc_state)state;
+    n->join = json_is_true(json_object_get(o, "join"));
     snprintf(n->url, sizeof n->url, "%s", url);
     snprintf(n->seeds, sizeof n->seeds, "%s", seeds);
     json_decref(o);
@@ -565,6 +604,31 @@ static bool seeds_refresh(struct srv_jsc *jc, char *why)
     return set[0] != '\0';
 }
 
+/* A node restarted before it was added (its meta group open with no
+ * configuration) still joins through its solo seed: say so again. */
+static void joining_refresh(struct srv_jsc *jc)
+{
+    if (jc->joining || jc->seeds[0] == '\0' || jc->js->meta_cfg.n > 0) {
+        return;
+    }
+    for (size_t i = 0; i < SRV_JSC_NODES_MAX; i++) {
+        const struct jsc_node *n = &jc->nodes[i];
+        struct srv_jsc_report r = {
+            .name = n->name, .seeds = n->seeds, .state = n->state};
+        if (n->used && n->up && n->reported && srv_jsc_report_solo(&r) &&
+            strcmp(n->name, jc->self) != 0 &&
+            srv_jsc_set_has(jc->seeds, n->name)) {
+            SRV_INFO("js",
+                     "JetStream meta group: this node joins through seed "
+                     "%s",
+                     n->name);
+            jc->joining = true;
+            send_meta(jc, NULL);
+            return;
+        }
+    }
+}
+
 /* Bootstrap decision of an empty node, with the reports of linked peers;
  * seeds_why says what its own seed set waits for ("" when known). */
 static void boot_check(struct srv_jsc *jc, const char *seeds_why)
@@ -594,6 +658,18 @@ static void boot_check(struct srv_jsc *jc, const char *seeds_why)
         }
     }
     enum srv_jsc_boot b = srv_jsc_boot_decide(&self, peers, np, &cfg, why);
+    uint64_t waited = now_ms(jc) - jc->attach_ms;
+    if (b == SRV_JSC_BOOT_CREATE && srv_jsc_report_solo(&self) &&
+        waited < SRV_JSC_SOLO_WAIT_MS) {
+        /* The nodes of an existing cluster redial a restarted seed within
+         * the backoff maximum: a seed whose data directory was wiped
+         * hears of the meta group first and joins it. */
+        snprintf(why, sizeof why,
+                 "this node is its only seed: it starts the meta group "
+                 "alone after %d ms unless a node with one links first",
+                 SRV_JSC_SOLO_WAIT_MS);
+        b = SRV_JSC_BOOT_WAIT;
+    }
     if (b == SRV_JSC_BOOT_CREATE) {
         char err[KEEL_ERRMSG_MAX];
         SRV_INFO("js",
@@ -609,9 +685,10 @@ static void boot_check(struct srv_jsc *jc, const char *seeds_why)
         send_meta(jc, NULL);
         return;
     }
-    if (b == SRV_JSC_BOOT_JOIN) {
+    if (b == SRV_JSC_BOOT_JOIN || b == SRV_JSC_BOOT_JOIN_SEED) {
         char err[KEEL_ERRMSG_MAX];
         jc->state = SRV_JSC_WAITING;
+        jc->joining = b == SRV_JSC_BOOT_JOIN_SEED;
         /* The meta group on an empty log with no configuration: it takes
          * the leader's AppendEntries once an operator adds this node. */
         if (srv_js_meta_bootstrap(jc->js, NULL, err) != 0) {
@@ -724,6 +801,7 @@ int srv_jsc_place_stream(struct srv_jsc *jc, uint32_t r,
 static void attach(struct srv_jsc *jc, struct srv_cluster *cl)
 {
     jc->cl = cl;
+    jc->attach_ms = now_ms(jc);
     if (srv_cluster_register_kind(cl, SRV_CLUSTER_JS_META, on_meta_frame, jc) !=
             0 ||
         srv_cluster_register_kind(cl, SRV_CLUSTER_JS_LEADER, on_leader_frame,
@@ -763,6 +841,8 @@ static void on_tick(uv_timer_t *t)
     (void)seeds_refresh(jc, why);
     if (jc->state == SRV_JSC_EMPTY) {
         boot_check(jc, why);
+    } else {
+        joining_refresh(jc);
     }
     uint64_t now = now_ms(jc);
     if (now - jc->last_report_ms >= SRV_JSC_REPORT_MS) {

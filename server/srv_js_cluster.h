@@ -116,7 +116,17 @@ enum srv_jsc_boot {
     SRV_JSC_BOOT_CREATE = 2, /* every seed empty and agreeing: bootstrap */
     SRV_JSC_BOOT_JOIN = 3,   /* a peer already has the meta group */
     SRV_JSC_BOOT_REFUSE = 4, /* seed sets disagree */
+    /* A solo seed (its set is only itself) of this node's set is linked:
+     * it bootstraps alone, its leader adds this node (docs/design.md
+     * "Cluster formation"). */
+    SRV_JSC_BOOT_JOIN_SEED = 5,
 };
+
+/* Is name in the seed set seeds (srv_jsc_seed_set form)? */
+bool srv_jsc_set_has(const char *seeds, const char *name);
+/* A solo seed: a node whose seed set is known and is only itself (its
+ * routes all reached itself, or it has none). */
+bool srv_jsc_report_solo(const struct srv_jsc_report *r);
 
 /* The bootstrap decision of an empty node self given the reports of the
  * peers it is linked to now; seeds are compared by name. An empty peer
@@ -124,7 +134,11 @@ enum srv_jsc_boot {
  * A MEMBER peer with the same seed set whose
  * fingerprint equals the configuration computed here bootstrapped in the
  * same round: it counts as a seed (everyone writes the same index-1
- * entry); any other MEMBER peer means JOIN. CREATE fills cfg with every seed as
+ * entry); any other MEMBER peer means JOIN. A node that is not a solo
+ * seed and links a solo seed of its set (empty or member) gets
+ * JOIN_SEED; a solo seed ignores the empty nodes that name it and
+ * creates a group of itself alone (the caller adds the wait of
+ * SRV_JSC_SOLO_WAIT_MS). CREATE fills cfg with every seed as
  * a voter (node, incarnation), in seed-list order (the same on every seed). why
  * (SRV_JSC_WHY_BYTES) says what is awaited or wrong, for the log. */
 #define SRV_JSC_WHY_BYTES 512
@@ -222,6 +236,15 @@ struct srv_jsc_peer_report {
 /* Returns false when name was never seen on a link. */
 bool srv_jsc_peer_report(const struct srv_jsc *jc, const char *name,
                          struct srv_jsc_peer_report *out);
+
+/* The meta leader's next node to add without an operator: linked, joining
+ * through a solo seed, with an empty meta log, not in cfg; the smallest
+ * name. Fills name (cap bytes) and inc; false when none. */
+bool srv_jsc_next_joiner(const struct srv_jsc *jc,
+                         const struct raft_config *cfg, char *name, size_t cap,
+                         raft_incarnation *inc);
+/* This node joins through a solo seed (reported as such). */
+bool srv_jsc_joining(const struct srv_jsc *jc);
 
 /* The meta group applied configuration cfg: a waiting node named in it
  * becomes a member (issue 9), and says so on its links. */

@@ -286,6 +286,14 @@ const char *srv_js_meta_membership(const struct srv_js *js)
     if (js->jc == NULL) {
         return "standalone";
     }
+    /* Joining through a solo seed until this node votes (a learner, or
+     * waiting to be added): not broken, its leader adds it. */
+    const struct raft_server *me =
+        raft_config_find(&js->meta_cfg, srv_jsc_self_node(js->jc));
+    bool voter = me != NULL && me->role == RAFT_VOTER;
+    if (srv_jsc_joining(js->jc) && !voter) {
+        return "joining";
+    }
     switch (srv_jsc_state(js->jc)) {
     case SRV_JSC_MEMBER:
         return "member";

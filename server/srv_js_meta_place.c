@@ -176,12 +176,90 @@ static bool seeds_known(const struct srv_jsc_report *p)
     return p->seeds != NULL && p->seeds[0] != '\0';
 }
 
-/* Peers that block a bootstrap: one with the meta group (JOIN), or a seed
- * set other than ours (REFUSE). 0 when none. */
+bool srv_jsc_set_has(const char *seeds, const char *name)
+{
+    size_t len = strlen(name);
+    /* Bounded: the set holds at most RAFT_SERVERS_MAX names. */
+    for (const char *p = seeds; p != NULL && *p != '\0';) {
+        const char *end = strchr(p, ',');
+        size_t n = end != NULL ? (size_t)(end - p) : strlen(p);
+        if (n == len && memcmp(p, name, len) == 0) {
+            return true;
+        }
+        p = end != NULL ? end + 1 : NULL;
+    }
+    return false;
+}
+
+bool srv_jsc_report_solo(const struct srv_jsc_report *r)
+{
+    return seeds_known(r) && strcmp(r->seeds, r->name) == 0;
+}
+
+/* A linked solo seed of self's set other than self (it starts the meta
+ * group alone and adds the nodes that name it), or NULL. */
+static const struct srv_jsc_report *
+solo_seed_of(const struct srv_jsc_report *self,
+             const struct srv_jsc_report *peers, size_t npeers)
+{
+    for (size_t i = 0; i < npeers; i++) {
+        const struct srv_jsc_report *p = &peers[i];
+        if ((p->state == SRV_JSC_EMPTY || p->state == SRV_JSC_MEMBER) &&
+            srv_jsc_report_solo(p) && srv_jsc_set_has(self->seeds, p->name)) {
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* seeds is {name, x}: x (the one seed of a single-seed setup) into out. */
+static bool single_seed_of(const char *seeds, const char *name, char *out,
+                           size_t cap)
+{
+    const char *comma = strchr(seeds, ',');
+    if (comma == NULL || strchr(comma + 1, ',') != NULL ||
+        !srv_jsc_set_has(seeds, name)) {
+        return false;
+    }
+    size_t first = (size_t)(comma - seeds);
+    bool name_first = first == strlen(name) && memcmp(seeds, name, first) == 0;
+    const char *x = name_first ? comma + 1 : seeds;
+    size_t len = name_first ? strlen(comma + 1) : first;
+    if (len >= cap) {
+        return false;
+    }
+    memcpy(out, x, len);
+    out[len] = '\0';
+    return true;
+}
+
+/* p and self both name one seed, the same: two joiners of a single-seed
+ * cluster whose seed has not reported yet, not a disagreement. */
+static bool same_single_seed(const struct srv_jsc_report *self,
+                             const struct srv_jsc_report *p)
+{
+    char a[SRV_JSC_NAME_BYTES];
+    char b[SRV_JSC_NAME_BYTES];
+    return single_seed_of(self->seeds, self->name, a, sizeof a) &&
+           single_seed_of(p->seeds, p->name, b, sizeof b) && strcmp(a, b) == 0;
+}
+
+/* Peers that block a bootstrap: one with the meta group (JOIN), a solo
+ * seed of ours (JOIN_SEED), or a seed set other than ours (REFUSE). 0
+ * when none. */
 static enum srv_jsc_boot check_peers(const struct srv_jsc_report *self,
                                      const struct srv_jsc_report *peers,
                                      size_t npeers, char *why)
 {
+    const struct srv_jsc_report *solo =
+        srv_jsc_report_solo(self) ? NULL : solo_seed_of(self, peers, npeers);
+    if (solo != NULL) {
+        snprintf(why, SRV_JSC_WHY_BYTES,
+                 "seed %s starts the JetStream meta group alone: this node "
+                 "joins it (its leader adds it as a learner, then a voter)",
+                 solo->name);
+        return SRV_JSC_BOOT_JOIN_SEED;
+    }
     for (size_t i = 0; i < npeers; i++) {
         const struct srv_jsc_report *p = &peers[i];
         /* A seed that bootstrapped from this same seed set a moment ago
@@ -199,8 +277,11 @@ static enum srv_jsc_boot check_peers(const struct srv_jsc_report *self,
     }
     for (size_t i = 0; i < npeers; i++) {
         const struct srv_jsc_report *p = &peers[i];
-        if (p->state == SRV_JSC_EMPTY && seeds_known(p) &&
-            strcmp(p->seeds, self->seeds) != 0) {
+        /* A node that names this solo seed joins through it. */
+        bool joins_us =
+            srv_jsc_report_solo(self) && srv_jsc_set_has(p->seeds, self->name);
+        if (p->state == SRV_JSC_EMPTY && seeds_known(p) && !joins_us &&
+            !same_single_seed(self, p) && strcmp(p->seeds, self->seeds) != 0) {
             snprintf(why, SRV_JSC_WHY_BYTES,
                      "node %s has the seed list [%s], this node [%s]: give "
                      "every node the same --routes",

@@ -230,7 +230,9 @@ static json_t *status_json(struct srv_js *js, struct srv_mon_snap *snap)
         srv_js_self_name(js), "id", srv->server_id, "cluster",
         srv->cluster != NULL ? srv->cluster->name : "", "version", KEEL_VERSION,
         "uptime_ms", (json_int_t)(snap->taken_ms - snap->start_ms), "status",
-        ok ? "ok" : "unavailable");
+        ok                   ? "ok"
+        : snap->meta_joining ? "joining"
+                             : "unavailable");
     if (o == NULL) {
         return NULL;
     }

@@ -96,6 +96,7 @@ struct srv_mon_snap {
     uint64_t api_total, api_errors;
     uint32_t streams_unopened; /* named by the meta state, not opened */
     bool meta_outsider; /* clustered, waiting to be added to the meta group */
+    bool meta_joining;  /* joining through a solo seed, not a voter yet */
     char unopened_why[256];
     uint64_t fdatasyncs, batches, records_written;
     /* Power-of-two buckets (store_hist): fdatasync latency in us and

@@ -119,6 +119,7 @@ int srv_metrics_gather_js(struct srv_server *srv, struct srv_mon_snap *s)
     s->api_errors = js->api_errors;
     s->streams_unopened = js->streams_unopened;
     s->meta_outsider = strcmp(srv_js_meta_membership(js), "not a member") == 0;
+    s->meta_joining = strcmp(srv_js_meta_membership(js), "joining") == 0;
     snprintf(s->unopened_why, sizeof s->unopened_why, "%s", js->unopened_why);
     if (js->store != NULL) {
         struct store_stats ss;
@@ -187,6 +188,13 @@ bool srv_mon_healthy_meta(const struct srv_mon_snap *snap, char *why,
 {
     if (!snap->js_enabled) {
         return true;
+    }
+    if (snap->meta_joining) {
+        /* Not broken: the meta leader adds it, then promotes it. */
+        snprintf(why, len,
+                 "joining the JetStream meta group: its leader adds this "
+                 "node as a learner, then a voter once caught up");
+        return false;
     }
     if (snap->meta_outsider) {
         /* A new data directory, or a meta.lmdb reset (rule 3): a new

@@ -149,9 +149,10 @@ static enum MHD_Result healthz(struct MHD_Connection *conn,
     } else if (!query_flag(conn, "js-enabled-only")) {
         ok = srv_mon_healthy(snap, why, sizeof why);
     }
-    json_t *o =
-        ok ? json_pack("{s:s}", "status", "ok")
-           : json_pack("{s:s, s:s}", "status", "unavailable", "error", why);
+    json_t *o = ok ? json_pack("{s:s}", "status", "ok")
+                   : json_pack("{s:s, s:s}", "status",
+                               snap->meta_joining ? "joining" : "unavailable",
+                               "error", why);
     json_t *w = srv_mon_warnings_json(snap);
     if (o != NULL && w != NULL && json_array_size(w) > 0) {
         json_object_set_new(o, "warnings", w);

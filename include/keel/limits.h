@@ -197,8 +197,13 @@ _Static_assert(SRV_CLUSTER_FRAME_BYTES_MAX < SRV_CLUSTER_LINK_PENDING_BYTES_MAX,
 
 /* ---- server: JetStream across the cluster (srv_js_cluster*, srv_js_meta*)
  */
-#define SRV_JSC_NODES_MAX 64         /* node directory entries */
-#define SRV_JSC_SEEDS_BYTES 2048     /* canonical sorted seed list */
+#define SRV_JSC_NODES_MAX 64     /* node directory entries */
+#define SRV_JSC_SEEDS_BYTES 2048 /* canonical sorted seed list */
+/* A solo seed (its routes reach only itself) waits this long after its
+ * links start before it creates the meta group alone: more than the
+ * redial backoff maximum (5 s + 25 % jitter) plus a handshake (3 s), so
+ * the nodes of an existing cluster link to a restarted seed first. */
+#define SRV_JSC_SOLO_WAIT_MS 10000
 #define SRV_JSC_TICK_MS 100          /* bootstrap check and announce clock */
 #define SRV_JSC_ANNOUNCE_MS 2000     /* leaders re-announce this often */
 #define SRV_JSC_LEADER_STALE_MS 7000 /* an unrefreshed leader is forgotten */

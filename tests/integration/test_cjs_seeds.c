@@ -19,6 +19,7 @@
 #define FORM_MS 60000   /* meta leader known everywhere */
 #define REFUSE_MS 20000 /* the refusal is logged */
 #define CREATE_MS 20000
+#define SRV_WAIT_MS 20000 /* a node's /healthz says what is expected */
 
 struct fx {
     struct cjs c;
@@ -161,6 +162,198 @@ static void truly_different_seed_sets_still_refuse(void **state)
     }
 }
 
+/* ---- single-seed clusters: every node's --routes names n1 only ---- */
+
+#define JOIN_MS 90000 /* every node a voter of one meta group */
+
+/* The meta leader node i's /jsz names (0: none or no answer). */
+static long long jsz_leader(struct cjs *c, int i)
+{
+    static char body[65536];
+    if (h_netns_http_get(&c->net, i, "/jsz", body, sizeof body) != 200) {
+        return 0;
+    }
+    json_t *o = json_loads(body, 0, NULL);
+    long long l = (long long)json_integer_value(
+        json_object_get(json_object_get(o, "meta_cluster"), "leader"));
+    json_decref(o);
+    return l;
+}
+
+/* Voters of the meta group as node i's own cluster status shows them
+ * (-1: no answer from node i itself). */
+static int voters_seen_by(struct cjs *c, int i)
+{
+    if (c->nc[i] == NULL && cjs_connect(c, i) != 0) {
+        return -1;
+    }
+    json_t *o = cjs_request(c, i, "$KEEL.API.CLUSTER.STATUS", "");
+    const char *nm = json_string_value(
+        json_object_get(json_object_get(o, "server"), "name"));
+    int voters = -1;
+    size_t k;
+    json_t *m;
+    if (nm != NULL && strcmp(nm, c->net.node[i].name) == 0) {
+        voters = 0;
+        json_array_foreach(json_object_get(o, "members"), k, m)
+        {
+            const char *role = json_string_value(json_object_get(m, "meta"));
+            voters += role != NULL && strcmp(role, "voter") == 0;
+        }
+    }
+    json_decref(o);
+    return voters;
+}
+
+struct group_want {
+    struct cjs *c;
+    int voters;
+};
+
+/* One meta group: every running node names the same leader and sees
+ * want voters. */
+static bool one_group_of(void *arg)
+{
+    struct group_want *w = arg;
+    long long leader = 0;
+    for (int i = 0; i < w->c->n; i++) {
+        if (!w->c->net.node[i].running) {
+            continue;
+        }
+        long long l = jsz_leader(w->c, i);
+        if (l == 0 || (leader != 0 && l != leader) ||
+            voters_seen_by(w->c, i) != w->voters) {
+            return false;
+        }
+        leader = l;
+    }
+    return leader != 0;
+}
+
+static void wait_one_group(struct cjs *c, int voters)
+{
+    struct group_want w = {c, voters};
+    long long t0 = h_now_ms();
+    bool ok = h_poll(one_group_of, &w, JOIN_MS);
+    printf("# one meta group of %d voters: %s after %lld ms\n", voters,
+           ok ? "yes" : "NO", h_now_ms() - t0);
+    for (int i = 0; !ok && i < c->n; i++) {
+        h_netns_print_log(&c->net, i);
+    }
+    assert_true(ok);
+}
+
+struct status_want {
+    struct cjs *c;
+    int i;
+    const char *status;
+};
+
+static bool healthz_says(void *arg)
+{
+    struct status_want *w = arg;
+    char body[4096];
+    char want[64];
+    (void)h_netns_http_get(&w->c->net, w->i, "/healthz", body, sizeof body);
+    snprintf(want, sizeof want, "\"status\":\"%s\"", w->status);
+    return strstr(body, want) != NULL;
+}
+
+/* A fresh cluster of n nodes by host name, every --routes the seed n1's
+ * (n1's own route is itself). Nodes are started by the caller. */
+static void prepare_single_seed(struct fx *f, int n, const char *name)
+{
+    assert_int_equal(h_netns_prepare(&f->c.net, n, name, NULL), 0);
+    assert_int_equal(h_netns_hosts(&f->c.net), 0);
+    f->c.n = n;
+    for (int i = 0; i < n; i++) {
+        f->c.net.node[i].routes = "nats://n1:6222";
+    }
+}
+
+/* An R3 stream created through via, then a publish through every node
+ * acked and every acked message read back through every node. */
+static void use_r3_everywhere(struct cjs *c, int via)
+{
+    struct cjs_ledger l;
+    memset(&l, 0, sizeof l);
+    for (int i = 0; i < c->n; i++) {
+        if (c->nc[i] == NULL) {
+            assert_int_equal(cjs_connect(c, i), 0);
+        }
+    }
+    cjs_add_stream(c, via, "ONE", "one.>", 3, CREATE_MS);
+    for (int i = 0; i < c->n; i++) {
+        char data[16];
+        snprintf(data, sizeof data, "via-n%d", i + 1);
+        bool acked = false;
+        for (int t = 0; t < 10 && !acked; t++) {
+            acked = cjs_publish(c, i, "one.x", data, &l, CJS_REQ_MS);
+        }
+        assert_true(acked);
+    }
+    for (int i = 0; i < c->n; i++) {
+        cjs_check_acked(c, i, "ONE", &l);
+    }
+    assert_int_equal(l.acked, c->n);
+    cjs_ledger_free(&l);
+}
+
+static void
+three_nodes_with_one_seed_form_one_group_in_every_order(void **state)
+{
+    struct fx *f = *state;
+    static const int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                     {2, 0, 1}, {1, 2, 0}, {2, 1, 0}};
+    for (int o = 0; o < 6; o++) {
+        printf("# start order n%d n%d n%d\n", orders[o][0] + 1,
+               orders[o][1] + 1, orders[o][2] + 1);
+        prepare_single_seed(f, 3, "seeds1");
+        for (int k = 0; k < 3; k++) {
+            assert_int_equal(h_netns_node_start(&f->c.net, orders[o][k]), 0);
+        }
+        if (o == 0) {
+            /* The seed waits before it starts the group alone: meanwhile
+             * a node that names it says it is joining, not broken. */
+            struct status_want w = {&f->c, 1, "joining"};
+            assert_true(h_poll(healthz_says, &w, SRV_WAIT_MS));
+        }
+        wait_one_group(&f->c, 3);
+        if (o == 0) {
+            struct status_want w = {&f->c, 1, "ok"};
+            assert_true(h_poll(healthz_says, &w, SRV_WAIT_MS));
+            use_r3_everywhere(&f->c, 2);
+        }
+        assert_int_equal(cjs_stop(&f->c), 0);
+        memset(&f->c, 0, sizeof f->c);
+    }
+}
+
+static void
+five_nodes_with_one_seed_survive_a_seed_restart_and_a_kill(void **state)
+{
+    struct fx *f = *state;
+    struct cjs *c = &f->c;
+    prepare_single_seed(f, 5, "seeds5s");
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(h_netns_node_start(&c->net, i), 0);
+    }
+    wait_one_group(c, 3);
+    /* n4 joins later and is killed while joining. */
+    assert_int_equal(h_netns_node_start(&c->net, 3), 0);
+    struct status_want w = {c, 3, "joining"};
+    assert_true(h_poll(healthz_says, &w, SRV_WAIT_MS));
+    assert_int_equal(h_netns_node_kill(&c->net, 3), 0);
+    /* n5 joins while the seed restarts. */
+    assert_int_equal(h_netns_node_start(&c->net, 4), 0);
+    cjs_disconnect(c, 0);
+    assert_int_equal(h_netns_node_stop(&c->net, 0), 0);
+    assert_int_equal(h_netns_node_start(&c->net, 0), 0);
+    assert_int_equal(h_netns_node_start(&c->net, 3), 0);
+    wait_one_group(c, 5);
+    use_r3_everywhere(c, 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -171,6 +364,12 @@ int main(void)
             nodes_named_by_host_names_form_the_meta_group, setup, teardown),
         cmocka_unit_test_setup_teardown(truly_different_seed_sets_still_refuse,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            three_nodes_with_one_seed_form_one_group_in_every_order, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            five_nodes_with_one_seed_survive_a_seed_restart_and_a_kill, setup,
+            teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

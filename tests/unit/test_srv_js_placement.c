@@ -269,6 +269,68 @@ static void a_new_node_outside_the_seeds_joins(void **state)
     assert_int_equal(f->cfg.n, 0);
 }
 
+/* Single seed: n1's route is itself, n2 and n3 name n1 only. */
+static void a_solo_seed_creates_alone_and_the_others_join_it(void **state)
+{
+    struct fx *f = *state;
+    struct srv_jsc_report seed = {.name = "n1",
+                                  .url = "10.0.0.1:6222",
+                                  .inc = 100,
+                                  .state = SRV_JSC_EMPTY,
+                                  .seeds = "n1"};
+    struct srv_jsc_report joiners[2] = {f->peers[0], f->peers[1]};
+    joiners[0].seeds = "n1,n2";
+    joiners[1].seeds = "n1,n3";
+    /* The seed ignores the empty nodes that name it. */
+    assert_int_equal(srv_jsc_boot_decide(&seed, joiners, 2, &f->cfg, f->why),
+                     SRV_JSC_BOOT_CREATE);
+    assert_int_equal(f->cfg.n, 1);
+    assert_true(f->cfg.servers[0].node == srv_jsc_node_id("n1"));
+    /* A joiner never creates: it joins through the seed, whether the
+     * seed is still empty or has the meta group (a node added later). */
+    struct srv_jsc_report others[2] = {seed, joiners[1]};
+    assert_int_equal(
+        srv_jsc_boot_decide(&joiners[0], others, 2, &f->cfg, f->why),
+        SRV_JSC_BOOT_JOIN_SEED);
+    assert_non_null(strstr(f->why, "seed n1"));
+    assert_int_equal(f->cfg.n, 0);
+    others[0].state = SRV_JSC_MEMBER;
+    others[0].fp = 42;
+    assert_int_equal(
+        srv_jsc_boot_decide(&joiners[0], others, 2, &f->cfg, f->why),
+        SRV_JSC_BOOT_JOIN_SEED);
+    /* Without the seed linked, a joiner only waits. */
+    assert_int_equal(
+        srv_jsc_boot_decide(&joiners[0], &joiners[1], 1, &f->cfg, f->why),
+        SRV_JSC_BOOT_WAIT);
+}
+
+static void two_solo_seeds_refuse_and_a_solo_seed_joins_a_group(void **state)
+{
+    struct fx *f = *state;
+    struct srv_jsc_report a = {.name = "n1",
+                               .url = "10.0.0.1:6222",
+                               .inc = 100,
+                               .state = SRV_JSC_EMPTY,
+                               .seeds = "n1"};
+    struct srv_jsc_report b = a;
+    b.name = "n2";
+    b.seeds = "n2";
+    /* Linked by gossip, each its own only seed: never two groups. */
+    assert_int_equal(srv_jsc_boot_decide(&a, &b, 1, &f->cfg, f->why),
+                     SRV_JSC_BOOT_REFUSE);
+    assert_int_equal(srv_jsc_boot_decide(&b, &a, 1, &f->cfg, f->why),
+                     SRV_JSC_BOOT_REFUSE);
+    /* A seed whose data directory was wiped meets a member: it waits to
+     * be added by an operator, it is not a joiner. */
+    f->peers[0].state = SRV_JSC_MEMBER;
+    f->peers[0].fp = 7;
+    f->peers[0].seeds = "n1";
+    assert_int_equal(srv_jsc_boot_decide(&a, f->peers, 1, &f->cfg, f->why),
+                     SRV_JSC_BOOT_JOIN);
+    assert_int_equal(f->cfg.n, 0);
+}
+
 static void placement_survives_its_json_form(void **state)
 {
     struct fx *f = *state;
@@ -324,6 +386,11 @@ int main(void)
             bootstrap_refuses_disagreeing_seed_lists, setup, teardown),
         cmocka_unit_test_setup_teardown(
             a_peer_that_does_not_know_its_seeds_yet_delays_only, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            a_solo_seed_creates_alone_and_the_others_join_it, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            two_solo_seeds_refuse_and_a_solo_seed_joins_a_group, setup,
             teardown),
         cmocka_unit_test_setup_teardown(placement_survives_its_json_form, setup,
                                         teardown),
