@@ -21,8 +21,11 @@ int srv_ports_write(const char *dir, const char *host, int client_port,
     int n;
     FILE *f;
 
-    n = snprintf(body, sizeof body, "{\"client\":[\"nats://%s:%d\"]", host,
-                 client_port);
+    /* "nats" is the key nats-server writes, for tools that read its ports
+     * file; "client" is the one keeld always wrote. */
+    n = snprintf(body, sizeof body,
+                 "{\"client\":[\"nats://%s:%d\"],\"nats\":[\"nats://%s:%d\"]",
+                 host, client_port, host, client_port);
     if (http_port >= 0) {
         n += snprintf(body + n, sizeof body - (size_t)n,
                       ",\"monitoring\":[\"http://%s:%d\"]", host, http_port);
