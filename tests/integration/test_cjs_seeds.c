@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cjs_common.h"
@@ -259,6 +260,28 @@ static bool healthz_says(void *arg)
     return strstr(body, want) != NULL;
 }
 
+/* Node i's own answer to $KEEL.API.CLUSTER.STATUS (keel cluster
+ * status) has this status. */
+static bool status_says(struct cjs *c, int i, const char *status)
+{
+    if (c->nc[i] == NULL && cjs_connect(c, i) != 0) {
+        return false;
+    }
+    json_t *o = cjs_request(c, i, "$KEEL.API.CLUSTER.STATUS", "");
+    const char *nm = json_string_value(
+        json_object_get(json_object_get(o, "server"), "name"));
+    const char *st = json_string_value(json_object_get(o, "status"));
+    bool ok = nm != NULL && strcmp(nm, c->net.node[i].name) == 0 &&
+              st != NULL && strcmp(st, status) == 0;
+    if (!ok) {
+        char *d = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+        printf("# n%d status: %s\n", i + 1, d != NULL ? d : "(none)");
+        free(d);
+    }
+    json_decref(o);
+    return ok;
+}
+
 /* A fresh cluster of n nodes by host name, every --routes the seed n1's
  * (n1's own route is itself). Nodes are started by the caller. */
 static void prepare_single_seed(struct fx *f, int n, const char *name)
@@ -317,6 +340,7 @@ three_nodes_with_one_seed_form_one_group_in_every_order(void **state)
              * a node that names it says it is joining, not broken. */
             struct status_want w = {&f->c, 1, "joining"};
             assert_true(h_poll(healthz_says, &w, SRV_WAIT_MS));
+            assert_true(status_says(&f->c, 1, "joining"));
         }
         wait_one_group(&f->c, 3);
         if (o == 0) {
