@@ -407,6 +407,12 @@ static void api_stream_info(struct api_req *q)
         json_object_set_new(o, "offset", json_integer(0));
         json_object_set_new(o, "limit",
                             json_integer((json_int_t)json_object_size(subs)));
+    } else if (o != NULL) {
+        /* nats-server pages subjects even when none were asked for: the
+         * paging fields are always there, 0 without a filter. */
+        json_object_set_new(o, "total", json_integer(0));
+        json_object_set_new(o, "offset", json_integer(0));
+        json_object_set_new(o, "limit", json_integer(0));
     }
     if (o != NULL) {
         /* Leader and followers as this node (the leader) sees them. */
