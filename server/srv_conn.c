@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <openssl/ssl.h>
 
@@ -39,9 +40,60 @@ static void close_cb(uv_handle_t *h)
     conn_unref(h->data);
 }
 
+/* Closing a socket whose receive queue holds unread bytes (the rest of a
+ * refused PUB's payload, still arriving) makes the kernel send RST, and a
+ * client that gets the RST before it read the -ERR loses the -ERR: it sees
+ * a bare reset instead of the reason. So after an -ERR the conn lingers:
+ * FIN is sent, input is read and discarded until the peer closes, for at
+ * most SRV_CLOSE_LINGER_MS and SRV_CLOSE_DRAIN_BYTES_MAX, then it closes. */
+static void linger_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    static char sink[65536]; /* loop thread only; what lands is dropped */
+    (void)h;
+    (void)suggested;
+    *buf = uv_buf_init(sink, sizeof sink);
+}
+
+static void hard_close(struct srv_conn *c);
+static void flush_deadline_cb(uv_timer_t *t);
+
+static void linger_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct srv_conn *c = s->data;
+    (void)buf;
+    if (nread > 0) {
+        c->lingered += (size_t)nread;
+    }
+    if (nread < 0 || c->lingered >= SRV_CLOSE_DRAIN_BYTES_MAX) {
+        c->lingering = false;
+        hard_close(c);
+    }
+}
+
+/* 0 when the conn now lingers (hard_close runs again at its end). */
+static int start_linger(struct srv_conn *c)
+{
+    uv_os_fd_t fd;
+
+    c->linger = false; /* once */
+    if (c->tls.established || uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 ||
+        shutdown(fd, SHUT_WR) != 0 ||
+        uv_read_start((uv_stream_t *)&c->tcp, linger_alloc_cb,
+                      linger_read_cb) != 0) {
+        return -1;
+    }
+    c->lingering = true;
+    uv_timer_stop(&c->timer);
+    uv_timer_start(&c->timer, flush_deadline_cb, SRV_CLOSE_LINGER_MS, 0);
+    return 0;
+}
+
 static void hard_close(struct srv_conn *c)
 {
-    if (c->hard_closed) {
+    if (c->hard_closed || c->lingering) {
+        return; /* a lingering conn closes at the linger's end */
+    }
+    if (c->linger && c->out.bytes == 0 && !c->writing && start_linger(c) == 0) {
         return;
     }
     c->hard_closed = true;
@@ -68,6 +120,7 @@ static void remove_all_subs(struct srv_conn *c)
 static void flush_deadline_cb(uv_timer_t *t)
 {
     struct srv_conn *c = t->data;
+    c->lingering = false;
     hard_close(c);
 }
 
@@ -75,6 +128,7 @@ void srv_conn_close(struct srv_conn *c, const char *err_text, bool graceful)
 {
     if (c->closing) {
         if (!graceful) {
+            c->lingering = false; /* asked to close now (a stop) */
             hard_close(c);
         }
         return;
@@ -91,6 +145,7 @@ void srv_conn_close(struct srv_conn *c, const char *err_text, bool graceful)
         int n = snprintf(line, sizeof line, "-ERR '%s'\r\n", err_text);
         if (srv_route_append(c, line, (size_t)n) == 0) {
             graceful = true;
+            c->linger = true;
         }
     }
     if (!graceful) {

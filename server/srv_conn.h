@@ -28,6 +28,9 @@ struct srv_conn {
     bool dirty;
     bool closing;     /* no more input; flushing what is queued */
     bool hard_closed; /* uv_close called */
+    bool linger;      /* closed after an -ERR: linger before the close */
+    bool lingering;   /* FIN sent, discarding input until the peer closes */
+    size_t lingered;  /* input bytes discarded while lingering */
     int handles_open;
     bool connected;
     bool verbose;

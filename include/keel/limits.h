@@ -34,6 +34,11 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 #define SRV_CONFIG_DEPTH_MAX 16
 #define SRV_CONFIG_KEYS_MAX 4096
 #define SRV_CLOSE_FLUSH_MS_MAX 2000
+/* A conn closed after an -ERR lingers (FIN sent, input discarded) until the
+ * peer closes, at most this long and this much, so the close is not a RST
+ * that loses the -ERR (srv_conn.c). */
+#define SRV_CLOSE_LINGER_MS 1000
+#define SRV_CLOSE_DRAIN_BYTES_MAX (4u * 1024 * 1024)
 /* Output blocks (srv_outq): a conn's queue is a chain of these, written
  * with one writev of up to SRV_OUT_IOV_MAX blocks; freed blocks are kept
  * for reuse up to SRV_OUT_POOL_BLOCKS_MAX per server (16 MiB). */
