@@ -592,6 +592,90 @@ static int apply_hostport(struct srv_config *c, const json_t *v, bool http,
     return apply_opt(c, http ? OPT_HTTP_PORT : OPT_PORT, colon + 1, errmsg);
 }
 
+/* Keys nats-server reads at the top level that keeld does not implement.
+ * They are refused, never ignored: a deployment that relies on one (accounts
+ * for auth, a gateway, a pid file its scripts signal) must not start without
+ * it (docs/operations.md, "Config file"). */
+static const char *const nats_only_keys[] = {
+    "accounts",
+    "authorization_callout",
+    "client_advertise",
+    "connect_error_reports",
+    "default_js_domain",
+    "disable_sublist_cache",
+    "gateway",
+    "http_base_path",
+    "lame_duck_duration",
+    "lame_duck_grace_period",
+    "leaf",
+    "leafnodes",
+    "logfile_size_limit",
+    "max_closed_clients",
+    "max_control_line",
+    "max_traced_msg_len",
+    "mqtt",
+    "no_auth_user",
+    "no_header_support",
+    "no_system_account",
+    "nkey",
+    "ocsp",
+    "ocsp_cache",
+    "operator",
+    "operators",
+    "pid_file",
+    "pidfile",
+    "prof_port",
+    "reconnect_error_reports",
+    "remote_syslog",
+    "resolver",
+    "resolver_preload",
+    "resolver_tls",
+    "server_tags",
+    "syslog",
+    "system_account",
+    "trusted",
+    "trusted_keys",
+    "websocket",
+    "write_deadline",
+};
+
+/* The one nats-server key accepted and ignored on purpose, with why. */
+#define IGNORED_KEY "logtime"
+#define IGNORED_WHY "keeld stamps every log line with its UTC time"
+
+static bool key_in(const char *key, const char *const *keys, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcasecmp(key, keys[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The first key of block o that keeld does not read fails the load, as an
+ * unknown field fails nats-server's; where names the block. */
+static int check_block_keys(const json_t *o, const char *where,
+                            const char *const *known, size_t n, char *errmsg)
+{
+    const char *key;
+    const json_t *v;
+
+    json_object_foreach((json_t *)o, key, v)
+    {
+        (void)v;
+        if (!key_in(key, known, n)) {
+            return keel_err(KEEL_EUSAGE, errmsg,
+                            "%s: '%s' is not supported by keeld; remove it "
+                            "(docs/operations.md lists the keys keeld reads)",
+                            where, key);
+        }
+    }
+    return 0;
+}
+
+#define KEYS(a) a, sizeof a / sizeof a[0]
+
 /* A string member key of block o into dst (cap bytes); absent leaves dst
  * alone. */
 static int member_str(const json_t *o, const char *key, char *dst, size_t cap,
@@ -622,7 +706,22 @@ static int apply_cluster_security(struct srv_config *c, const json_t *v,
         return keel_err(KEEL_EUSAGE, errmsg,
                         "authorization and tls: expected { } blocks");
     }
+    static const char *const akeys[] = {"user", "pass", "password"};
+    /* Links are always mutual TLS: verify: true asks for what is done. */
+    static const char *const tkeys[] = {"cert_file", "key_file", "ca_file",
+                                        "verify"};
     if (a != NULL) {
+        rv = check_block_keys(a, "cluster.authorization", KEYS(akeys), errmsg);
+    }
+    if (t != NULL && rv == 0) {
+        rv = check_block_keys(t, "cluster.tls", KEYS(tkeys), errmsg);
+        if (rv == 0 && json_is_false(json_object_get(t, "verify"))) {
+            rv = keel_err(KEEL_EUSAGE, errmsg,
+                          "cluster.tls: verify: false is not supported "
+                          "(cluster links are always mutual TLS)");
+        }
+    }
+    if (a != NULL && rv == 0) {
         rv = member_str(a, "user", c->cluster_user, sizeof c->cluster_user,
                         errmsg);
         if (rv == 0) {
@@ -656,8 +755,14 @@ static int apply_cluster(struct srv_config *c, const json_t *v, char *errmsg)
     size_t n = 0;
     size_t i;
 
+    static const char *const keys[] = {"name", "listen", "routes",
+                                       "authorization", "tls"};
     if (!json_is_object(v)) {
         return keel_err(KEEL_EUSAGE, errmsg, "expected a { } block");
+    }
+    int krv = check_block_keys(v, "cluster", KEYS(keys), errmsg);
+    if (krv != 0) {
+        return krv;
     }
     x = json_object_get(v, "name");
     if (x != NULL && scalar_str(x, buf, sizeof buf)) {
@@ -726,8 +831,14 @@ static int apply_authorization(struct srv_config *c, const json_t *v,
     const json_t *users;
     int rv;
 
+    static const char *const keys[] = {"token", "user",    "password",
+                                       "pass",  "timeout", "users"};
     if (!json_is_object(v)) {
         return keel_err(KEEL_EUSAGE, errmsg, "expected a { } block");
+    }
+    rv = check_block_keys(v, "authorization", KEYS(keys), errmsg);
+    if (rv != 0) {
+        return rv;
     }
     rv = block_str(c, v, "token", OPT_AUTH, errmsg);
     if (rv == 0) {
@@ -758,8 +869,15 @@ static int apply_tls(struct srv_config *c, const json_t *v, char *errmsg)
 {
     int rv;
 
+    static const char *const keys[] = {"cert_file", "key_file",
+                                       "ca_file",   "verify",
+                                       "timeout",   "handshake_first"};
     if (!json_is_object(v)) {
         return keel_err(KEEL_EUSAGE, errmsg, "expected a { } block");
+    }
+    rv = check_block_keys(v, "tls", KEYS(keys), errmsg);
+    if (rv != 0) {
+        return rv;
     }
     c->tls = true;
     c->tls_verify = json_is_true(json_object_get(v, "verify"));
@@ -818,8 +936,19 @@ static int apply_key(struct srv_config *c, const char *key, const json_t *v,
         }
         return apply_opt(c, id, buf, errmsg);
     }
-    SRV_WARN("config", "ignoring unknown config key '%s'", key);
-    return 0;
+    if (strcasecmp(key, IGNORED_KEY) == 0) {
+        SRV_INFO("config", "ignoring '%s': %s", key, IGNORED_WHY);
+        return 0;
+    }
+    if (key_in(key, KEYS(nats_only_keys))) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "a nats-server setting keeld does not implement: "
+                        "remove it (docs/operations.md lists the keys keeld "
+                        "reads)");
+    }
+    return keel_err(KEEL_EUSAGE, errmsg,
+                    "unknown field (docs/operations.md lists the keys keeld "
+                    "reads)");
 }
 
 int srv_config_apply_json(struct srv_config *c, const json_t *root,

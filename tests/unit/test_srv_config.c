@@ -328,6 +328,45 @@ static void turning_jetstream_off_or_an_unknown_key_is_refused(void **state)
     assert_non_null(strstr(f->errmsg, "unknown field 'bogus'"));
 }
 
+static void a_key_keeld_does_not_read_is_refused_not_ignored(void **state)
+{
+    struct fixture *f = *state;
+    /* nats-server refuses an unknown field; keeld also refuses the ones it
+     * knows but does not implement, so accounts never silently go away. */
+    const struct {
+        const char *text;
+        const char *says;
+    } bad[] = {
+        {"accounts { A { users [ {user: a, password: b} ] } }\n",
+         "config key 'accounts': a nats-server setting keeld does not"},
+        {"pid_file: /tmp/x.pid\n", "'pid_file': a nats-server setting"},
+        {"foo_bar: 1\n", "config key 'foo_bar': unknown field"},
+        {"cluster { listen: 127.0.0.1:0, pool_size: 3 }\n",
+         "cluster: 'pool_size' is not supported by keeld"},
+        {"cluster { tls { cert_file: a, insecure: true } }\n",
+         "cluster.tls: 'insecure' is not supported"},
+        {"cluster { tls { verify: false } }\n", "verify: false"},
+        {"cluster { authorization { user: a, timeout: 2 } }\n",
+         "cluster.authorization: 'timeout' is not supported"},
+        {"tls { cert_file: a, cipher_suites: [x] }\n",
+         "tls: 'cipher_suites' is not supported"},
+        {"authorization { user: a, password: b, permissions { } }\n",
+         "authorization: 'permissions' is not supported"},
+    };
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(from_file(f, bad[i].text), KEEL_ECONFIG);
+        if (strstr(f->errmsg, bad[i].says) == NULL) {
+            fail_msg("%s: got '%s'", bad[i].text, f->errmsg);
+        }
+    }
+    assert_int_equal(from_file(f, "logtime: true\nport: 4333\n"), 0);
+    assert_int_equal(f->cfg.port, 4333);
+    assert_int_equal(from_file(f, "cluster { name: c, listen: "
+                                  "127.0.0.1:0, routes: [] }\n"),
+                     0);
+}
+
 static void signal_takes_a_nats_server_command_and_a_pid(void **state)
 {
     struct fixture *f = *state;
@@ -366,6 +405,7 @@ int main(void)
         T(jetstream_block_sets_the_store_and_limits),
         T(turning_jetstream_off_or_an_unknown_key_is_refused),
         T(signal_takes_a_nats_server_command_and_a_pid),
+        T(a_key_keeld_does_not_read_is_refused_not_ignored),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
