@@ -511,6 +511,18 @@ bool srv_js_fwd_request(struct srv_js *js, const struct srv_cmd *cmd,
     bool api =
         cmd->subject.len > 8 && memcmp(cmd->subject.ptr, "$JS.API.", 8) == 0;
     if (srv_js_find_stream(js, stream, &st) != 0) {
+        if (srv_js_is_meta_leader(js) && srv_js_meta_behind(js)) {
+            /* Just elected, its meta log not yet applied (a new leader
+             * applies the entries of earlier terms once one of its own
+             * commits): "stream not found" could be false. Retry soon. */
+            if (api && reply[0] != '\0') {
+                srv_js_reply_err(js, reply, "api_response",
+                                 SRV_JS_ECLUSTER_BUSY,
+                                 "the meta leader is applying its log: "
+                                 "retry");
+            }
+            return true;
+        }
         /* Unknown here, but this node's meta state may be behind (just
          * restarted: it applies the meta log once a leader tells it the
          * commit index): "stream not found" comes from the meta leader,
