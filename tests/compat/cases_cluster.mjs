@@ -10,11 +10,15 @@ const sc = StringCodec();
 const NODES = 3;
 
 // seed: every node's --routes names only node 1 (itself included there),
-// the single-seed shape; otherwise --routes lists all three.
-export async function startCluster(kind, { seed = false } = {}) {
+// the single-seed shape; others: each node's --routes lists the other two
+// only (nats-server's documented shape), by host name (localhost) in
+// nats-route:// form; otherwise --routes lists all three.
+export async function startCluster(kind, { seed = false, others = false } = {}) {
   const cports = await freePorts(NODES);
-  const routes = (seed ? cports.slice(0, 1) : cports)
-    .map((p) => `nats://127.0.0.1:${p}`).join(',');
+  const url = (p) => (others ? `nats-route://localhost:${p}`
+    : `nats://127.0.0.1:${p}`);
+  const routesOf = (i) => (seed ? cports.slice(0, 1)
+    : cports.filter((_, k) => !others || k !== i)).map(url).join(',');
   const nodes = [];
   const stop = async () => {
     for (const n of nodes) {
@@ -25,7 +29,7 @@ export async function startCluster(kind, { seed = false } = {}) {
     for (let i = 0; i < NODES; i++) {
       nodes.push(await startOne(kind, ['-n', `n${i + 1}`, '--cluster',
         `nats://127.0.0.1:${cports[i]}`, '--cluster_name', 'CC',
-        '--routes', routes]));
+        '--routes', routesOf(i)]));
     }
     // Ready when JetStream answers through every node (meta leader known).
     for (const n of nodes) {
