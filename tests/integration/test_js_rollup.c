@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "kv_common.h"
 
 #define WAIT_MS 10000
 
@@ -80,20 +81,9 @@ static int teardown(void **state)
     return rv;
 }
 
-/* The operations of key's history, oldest first, as letters: P(ut),
- * D(elete), U (pUrge). */
 static void history(struct fixture *f, const char *key, char *out, size_t cap)
 {
-    kvEntryList l;
-    size_t n = 0;
-    memset(&l, 0, sizeof l);
-    assert_int_equal(kvStore_History(&l, f->kv, key, NULL), NATS_OK);
-    for (int i = 0; i < l.Count && n + 1 < cap; i++) {
-        kvOperation op = kvEntry_Operation(l.Entries[i]);
-        out[n++] = op == kvOp_Put ? 'P' : op == kvOp_Delete ? 'D' : 'U';
-    }
-    out[n] = '\0';
-    kvEntryList_Destroy(&l);
+    kv_history_ops(f->kv, key, out, cap);
 }
 
 static uint64_t stream_msgs(struct fixture *f)

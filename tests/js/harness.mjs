@@ -27,10 +27,13 @@ function serverCommand(dir, extra) {
   }
   const nats = process.env.KEEL_TEST_NATS_SERVER;
   if (nats) {
+    const data = join(dir, 'data');
+    mkdirSync(data);
     return {
       cmd: nats,
       name: 'nats-server',
-      args: ['-a', '127.0.0.1', '-p', '-1', '--ports_file_dir', dir],
+      args: ['-a', '127.0.0.1', '-p', '-1', '-js', '-sd', data,
+        '--ports_file_dir', dir],
     };
   }
   throw new Error('set KEELD to the keeld binary (meson test sets it)');
@@ -184,4 +187,18 @@ export async function startCluster(n, clusterName) {
     throw e;
   }
   return { nodes, stop };
+}
+
+// Close nc and stop server (either may be unset, when before() failed);
+// asserts keeld exited cleanly.
+export async function closeAndStop(nc, server) {
+  if (nc) {
+    await nc.close();
+  }
+  if (server) {
+    const code = await server.stop();
+    if (server.name === 'keeld' && !(code === 0 || code === null)) {
+      throw new Error(`keeld exit ${code}`);
+    }
+  }
 }
