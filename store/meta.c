@@ -9,7 +9,8 @@
  *                            after which this node must not campaign
  * Values: the envelope of meta_env.c (version 2: its checksum covers the
  * key too); version-1 values are read, and rewritten as version 2 by the
- * first writable open that finds the file sound.
+ * first writable open that finds the file sound. Bodies: the layouts of
+ * meta_codec.c, read and written by value_get and value_put.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +27,7 @@
 #include <keel/error.h>
 
 #include "meta.h"
+#include "meta_codec.h"
 #include "meta_env.h"
 #include "meta_probe.h"
 
@@ -158,15 +160,52 @@ static int get1(struct store_meta *m, const uint8_t *key, size_t kn,
     return rc;
 }
 
-static int put_body(struct store_meta *m, const uint8_t *key, size_t kn,
-                    uint16_t kind, const uint8_t *body, uint32_t len,
-                    char *errmsg)
+/* Read the fixed-layout value of codec c (of group gid, or node-wide when
+ * gid is NULL) into obj. KEEL_ENOENT when absent, KEEL_ECORRUPT when its
+ * envelope or its length is bad (obj untouched then). */
+static int value_get(struct store_meta *m, const struct store_meta_codec *c,
+                     const uint8_t *gid, void *obj)
 {
-    uint8_t val[STORE_META_VAL_MAX];
-    size_t vn = store_meta_env_wrap(val, key, kn, kind, body, len);
+    uint8_t key[META_KEY_MAX];
+    uint8_t body[META_BODY_MAX];
+    uint32_t len = 0;
+    size_t kn = key_make(key, c->kind, gid, c->sub, 0);
+    int rv = get1(m, key, kn, body, &len);
 
-    ASSERT(vn <= sizeof val);
-    ASSERT(key != NULL);
+    ASSERT(c != NULL);
+    ASSERT(obj != NULL);
+    return rv == 0 ? store_meta_decode(c, body, len, obj) : rv;
+}
+
+/* Build codec c's key (base: the catalogue key's segment base, 0 for
+ * every other kind) and obj's enveloped value; returns the value's length. */
+static size_t value_wrap(const struct store_meta_codec *c, const uint8_t *gid,
+                         uint64_t base, const void *obj, uint8_t *key,
+                         size_t *kn, uint8_t *val)
+{
+    uint8_t body[META_BODY_MAX];
+    uint32_t len = store_meta_encode(c, obj, body);
+    size_t vn;
+
+    ASSERT(c != NULL && kn != NULL);
+    ASSERT(len <= sizeof body);
+    *kn = key_make(key, c->kind, gid, c->sub, base);
+    vn = store_meta_env_wrap(val, key, *kn, (uint16_t)c->kind, body, len);
+    ASSERT(vn <= STORE_META_VAL_MAX);
+    return vn;
+}
+
+/* One synced put of obj as codec c's value. */
+static int value_put(struct store_meta *m, const struct store_meta_codec *c,
+                     const uint8_t *gid, uint64_t base, const void *obj,
+                     char *errmsg)
+{
+    uint8_t key[META_KEY_MAX];
+    uint8_t val[STORE_META_VAL_MAX];
+    size_t kn;
+    size_t vn = value_wrap(c, gid, base, obj, key, &kn, val);
+
+    ASSERT(m != NULL);
     return put2(m, key, kn, val, vn, NULL, 0, NULL, 0, errmsg);
 }
 
@@ -393,43 +432,73 @@ static int read_all_ro(const char *path)
 static int ensure_incarnation(struct store_meta *m,
                               struct store_meta_report *rep, char *errmsg)
 {
-    uint8_t key[1] = {'I'};
-    uint8_t body[META_BODY_MAX];
-    uint32_t len;
-    int rv = get1(m, key, 1, body, &len);
+    uint8_t inc[16];
+    int rv = value_get(m, &STORE_META_CODEC_INCARNATION, NULL, inc);
 
     ASSERT(m != NULL);
     ASSERT(rep != NULL);
-    if (rv == 0 && len == 16) {
+    if (rv == 0) {
         return 0;
     }
     if (rv != KEEL_ENOENT) {
         return keel_err(KEEL_ECORRUPT, errmsg, "bad incarnation value");
     }
-    if (getrandom(body, 16, 0) != 16) {
+    if (getrandom(inc, sizeof inc, 0) != (ssize_t)sizeof inc) {
         return keel_err(KEEL_EIO, errmsg, "getrandom: %s", strerror(errno));
     }
     rep->fresh = true;
-    return put_body(m, key, 1, 'I', body, 16, errmsg);
+    return value_put(m, &STORE_META_CODEC_INCARNATION, NULL, 0, inc, errmsg);
+}
+
+/* The start of both opens: a zeroed report, the handle (NULL when out of
+ * memory), path set to the file's, *probe_rv the probe child's verdict
+ * (meta_probe.h). */
+static struct store_meta *open_begin(const char *data_dir, char *path,
+                                     struct store_meta_report *rep,
+                                     int *probe_rv)
+{
+    struct store_meta *m;
+
+    ASSERT(data_dir != NULL && path != NULL);
+    ASSERT(rep != NULL && probe_rv != NULL);
+    memset(rep, 0, sizeof *rep);
+    m = calloc(1, sizeof *m);
+    if (m == NULL) {
+        return NULL;
+    }
+    store_fmt_str(path, STORE_PATH_BYTES_MAX, "%s/meta.lmdb", data_dir);
+    *probe_rv = store_meta_probe(path, read_all_ro, rep->reset_reason,
+                                 sizeof rep->reset_reason);
+    return m;
+}
+
+/* The end of both opens: hand m out, or free it on error rv. */
+static int open_end(struct store_meta *m, int rv, struct store_meta **out)
+{
+    ASSERT(m != NULL);
+    ASSERT(out != NULL);
+    if (rv != 0) {
+        if (m->env != NULL) {
+            mdb_env_close(m->env);
+        }
+        free(m);
+        return rv;
+    }
+    *out = m;
+    return 0;
 }
 
 int store_meta_open(const char *data_dir, struct store_meta **out,
                     struct store_meta_report *rep, char *errmsg)
 {
     char path[STORE_PATH_BYTES_MAX];
-    struct store_meta *m;
-    int rv;
+    int rv = 0;
+    struct store_meta *m = open_begin(data_dir, path, rep, &rv);
 
-    ASSERT(data_dir != NULL);
-    ASSERT(out != NULL && rep != NULL);
-    memset(rep, 0, sizeof *rep);
-    m = calloc(1, sizeof *m);
+    ASSERT(out != NULL);
     if (m == NULL) {
         return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
     }
-    store_fmt_str(path, sizeof path, "%s/meta.lmdb", data_dir);
-    rv = store_meta_probe(path, read_all_ro, rep->reset_reason,
-                          sizeof rep->reset_reason);
     rv = rv == 0 ? env_open(path, m, rep->reset_reason) : rv;
     if (rv == 0 && validate_all(m, rep) != 0) {
         mdb_env_close(m->env);
@@ -448,15 +517,7 @@ int store_meta_open(const char *data_dir, struct store_meta **out,
         rv = migrate_v1(m, &rep->n_migrated, errmsg);
     }
     rv = rv == 0 ? ensure_incarnation(m, rep, errmsg) : rv;
-    if (rv != 0) {
-        if (m->env != NULL) {
-            mdb_env_close(m->env);
-        }
-        free(m);
-        return rv;
-    }
-    *out = m;
-    return 0;
+    return open_end(m, rv, out);
 }
 
 /* The environment opened MDB_RDONLY | MDB_NOLOCK: nothing in the data
@@ -496,28 +557,19 @@ int store_meta_open_ro(const char *data_dir, struct store_meta **out,
 {
     char path[STORE_PATH_BYTES_MAX];
     uint8_t inc[16];
-    struct store_meta *m;
-    int rv;
+    int rv = 0;
+    struct store_meta *m = open_begin(data_dir, path, rep, &rv);
+    bool bad = rv != 0;
 
-    ASSERT(data_dir != NULL);
-    ASSERT(out != NULL && rep != NULL);
-    memset(rep, 0, sizeof *rep);
-    m = calloc(1, sizeof *m);
+    ASSERT(out != NULL);
     if (m == NULL) {
         return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
     }
-    store_fmt_str(path, sizeof path, "%s/meta.lmdb", data_dir);
-    rv = store_meta_probe(path, read_all_ro, rep->reset_reason,
-                          sizeof rep->reset_reason);
-    if (rv != 0) {
-        rep->reset = true;
-        rv = keel_err(KEEL_ECORRUPT, errmsg,
-                      "%s (keeld would move meta.lmdb to quarantine/ and "
-                      "start a new incarnation)",
-                      rep->reset_reason);
+    if (!bad) {
+        rv = env_open_ro(path, m, errmsg);
+        bad = rv == 0 && validate_all(m, rep) != 0;
     }
-    rv = rv == 0 ? env_open_ro(path, m, errmsg) : rv;
-    if (rv == 0 && validate_all(m, rep) != 0) {
+    if (bad) {
         /* A writable open would quarantine the file (rule 3, last part). */
         rep->reset = true;
         rv = keel_err(KEEL_ECORRUPT, errmsg,
@@ -528,15 +580,7 @@ int store_meta_open_ro(const char *data_dir, struct store_meta **out,
     if (rv == 0 && store_meta_incarnation(m, inc) == KEEL_ENOENT) {
         rep->fresh = true;
     }
-    if (rv != 0) {
-        if (m->env != NULL) {
-            mdb_env_close(m->env);
-        }
-        free(m);
-        return rv;
-    }
-    *out = m;
-    return 0;
+    return open_end(m, rv, out);
 }
 
 void store_meta_close(struct store_meta *m)
@@ -551,52 +595,24 @@ void store_meta_close(struct store_meta *m)
 
 int store_meta_incarnation(struct store_meta *m, uint8_t out[16])
 {
-    uint8_t key[1] = {'I'};
-    uint8_t body[META_BODY_MAX];
-    uint32_t len = 0;
-    int rv = get1(m, key, 1, body, &len);
-
     ASSERT(m != NULL);
     ASSERT(out != NULL);
-    if (rv == 0 && len != 16) {
-        rv = KEEL_ECORRUPT;
-    }
-    if (rv == 0) {
-        memcpy(out, body, 16);
-    }
-    return rv;
+    return value_get(m, &STORE_META_CODEC_INCARNATION, NULL, out);
 }
 
 int store_meta_node_get(struct store_meta *m, struct store_meta_node *out)
 {
-    uint8_t key[1] = {'N'};
-    uint8_t body[META_BODY_MAX];
-    uint32_t len = 0;
-    int rv = get1(m, key, 1, body, &len);
-
     ASSERT(m != NULL);
     ASSERT(out != NULL);
-    if (rv == 0 && len != STORE_BOOT_ID_BYTES + 1) {
-        rv = KEEL_ECORRUPT;
-    }
-    if (rv == 0) {
-        memcpy(out->boot_id, body, STORE_BOOT_ID_BYTES);
-        out->clean = body[STORE_BOOT_ID_BYTES] != 0;
-    }
-    return rv;
+    return value_get(m, &STORE_META_CODEC_NODE, NULL, out);
 }
 
 int store_meta_node_put(struct store_meta *m, const struct store_meta_node *n,
                         char *errmsg)
 {
-    uint8_t key[1] = {'N'};
-    uint8_t body[STORE_BOOT_ID_BYTES + 1];
-
     ASSERT(m != NULL);
     ASSERT(n != NULL);
-    memcpy(body, n->boot_id, STORE_BOOT_ID_BYTES);
-    body[STORE_BOOT_ID_BYTES] = n->clean ? 1 : 0;
-    return put_body(m, key, 1, 'N', body, sizeof body, errmsg);
+    return value_put(m, &STORE_META_CODEC_NODE, NULL, 0, n, errmsg);
 }
 
 int store_meta_hs_get(struct store_meta *m, const uint8_t gid[16],
@@ -605,18 +621,14 @@ int store_meta_hs_get(struct store_meta *m, const uint8_t gid[16],
     uint8_t key[META_KEY_MAX];
     uint8_t body[META_BODY_MAX];
     uint32_t len;
-    size_t kn = key_make(key, 'H', gid, 'T', 0);
-    int rv = get1(m, key, kn, body, &len);
+    size_t kn;
+    int rv = value_get(m, &STORE_META_CODEC_HS_TERM, gid, term);
 
     ASSERT(term != NULL);
     ASSERT(vote_len != NULL);
-    if (rv == 0 && len != 8) {
-        rv = KEEL_ECORRUPT;
-    }
     if (rv != 0) {
         return rv;
     }
-    *term = store_fmt_get64(body);
     kn = key_make(key, 'H', gid, 'V', 0);
     rv = get1(m, key, kn, body, &len);
     if (rv == 0 && len > STORE_VOTE_BYTES_MAX) {
@@ -633,20 +645,21 @@ int store_meta_hs_put(struct store_meta *m, const uint8_t gid[16],
                       uint64_t term, const uint8_t *vote, size_t vote_len,
                       char *errmsg)
 {
+    const struct store_meta_codec *c = &STORE_META_CODEC_HS_TERM;
     uint8_t k1[META_KEY_MAX];
     uint8_t k2[META_KEY_MAX];
     uint8_t t[8];
     uint8_t v1[STORE_META_VAL_MAX];
     uint8_t v2[STORE_META_VAL_MAX];
-    size_t kn1 = key_make(k1, 'H', gid, 'T', 0);
+    size_t kn1 = key_make(k1, c->kind, gid, c->sub, 0);
     size_t kn2 = key_make(k2, 'H', gid, 'V', 0);
     size_t n1;
     size_t n2;
 
     ASSERT(vote_len <= STORE_VOTE_BYTES_MAX);
     ASSERT(vote != NULL || vote_len == 0);
-    store_fmt_put64(t, term);
-    n1 = store_meta_env_wrap(v1, k1, kn1, 'H', t, 8);
+    n1 = store_meta_env_wrap(v1, k1, kn1, 'H', t,
+                             store_meta_encode(c, &term, t));
     n2 = store_meta_env_wrap(v2, k2, kn2, 'H', vote, (uint32_t)vote_len);
     return put2(m, k1, kn1, v1, n1, k2, kn2, v2, n2, errmsg);
 }
@@ -679,7 +692,9 @@ int store_meta_cat_list(struct store_meta *m, const uint8_t gid[16],
     while (rc == 0 && k.mv_size == kn && memcmp(k.mv_data, key, 17) == 0) {
         const uint8_t *b;
         uint32_t l;
-        if (env_check(&k, &v, &b, &l) != 0 || l != 32) {
+        struct store_meta_seg seg;
+        if (env_check(&k, &v, &b, &l) != 0 ||
+            store_meta_decode(&STORE_META_CODEC_SEG, b, l, &seg) != 0) {
             rv = KEEL_ECORRUPT;
             break;
         }
@@ -687,11 +702,7 @@ int store_meta_cat_list(struct store_meta *m, const uint8_t gid[16],
             rv = KEEL_ELIMIT;
             break;
         }
-        out[*n].base_index = store_fmt_get64(b);
-        out[*n].salt = store_fmt_get64(b + 8);
-        out[*n].size_bytes = store_fmt_get64(b + 16);
-        out[*n].first_index = store_fmt_get64(b + 24);
-        (*n)++;
+        out[(*n)++] = seg;
         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     }
     mdb_cursor_close(cur);
@@ -702,17 +713,10 @@ int store_meta_cat_list(struct store_meta *m, const uint8_t gid[16],
 int store_meta_cat_put(struct store_meta *m, const uint8_t gid[16],
                        const struct store_meta_seg *seg, char *errmsg)
 {
-    uint8_t key[META_KEY_MAX];
-    uint8_t body[32];
-    size_t kn = key_make(key, 'C', gid, 0, seg->base_index);
-
+    ASSERT(seg != NULL);
     ASSERT(seg->base_index >= 1);
-    ASSERT(kn == 25);
-    store_fmt_put64(body, seg->base_index);
-    store_fmt_put64(body + 8, seg->salt);
-    store_fmt_put64(body + 16, seg->size_bytes);
-    store_fmt_put64(body + 24, seg->first_index);
-    return put_body(m, key, kn, 'C', body, sizeof body, errmsg);
+    return value_put(m, &STORE_META_CODEC_SEG, gid, seg->base_index, seg,
+                     errmsg);
 }
 
 int store_meta_cat_del(struct store_meta *m, const uint8_t gid[16],
@@ -729,75 +733,33 @@ int store_meta_cat_del(struct store_meta *m, const uint8_t gid[16],
 int store_meta_snap_get(struct store_meta *m, const uint8_t gid[16],
                         struct store_meta_snap *out)
 {
-    uint8_t key[META_KEY_MAX];
-    uint8_t body[META_BODY_MAX];
-    uint32_t len;
-    int rv = get1(m, key, key_make(key, 'S', gid, 0, 0), body, &len);
-
-    ASSERT(out != NULL);
     ASSERT(m != NULL);
-    if (rv == 0 && len != 32) {
-        rv = KEEL_ECORRUPT;
-    }
-    if (rv == 0) {
-        out->index = store_fmt_get64(body);
-        out->term = store_fmt_get64(body + 8);
-        out->older_index = store_fmt_get64(body + 16);
-        out->older_term = store_fmt_get64(body + 24);
-    }
-    return rv;
+    ASSERT(out != NULL);
+    return value_get(m, &STORE_META_CODEC_SNAP, gid, out);
 }
 
 int store_meta_snap_put(struct store_meta *m, const uint8_t gid[16],
                         const struct store_meta_snap *s, char *errmsg)
 {
-    uint8_t key[META_KEY_MAX];
-    uint8_t body[32];
-
     ASSERT(s != NULL);
     ASSERT(s->older_index <= s->index);
-    store_fmt_put64(body, s->index);
-    store_fmt_put64(body + 8, s->term);
-    store_fmt_put64(body + 16, s->older_index);
-    store_fmt_put64(body + 24, s->older_term);
-    return put_body(m, key, key_make(key, 'S', gid, 0, 0), 'S', body, 32,
-                    errmsg);
+    return value_put(m, &STORE_META_CODEC_SNAP, gid, 0, s, errmsg);
 }
 
 int store_meta_amnesia_get(struct store_meta *m, const uint8_t gid[16],
                            struct store_meta_amnesia *out)
 {
-    uint8_t key[META_KEY_MAX];
-    uint8_t body[META_BODY_MAX];
-    uint32_t len;
-    int rv = get1(m, key, key_make(key, 'A', gid, 0, 0), body, &len);
-
-    ASSERT(out != NULL);
     ASSERT(m != NULL);
-    if (rv == 0 && len != 20) {
-        rv = KEEL_ECORRUPT;
-    }
-    if (rv == 0) {
-        out->reason = store_fmt_get32(body);
-        out->t0 = store_fmt_get64(body + 4);
-        out->target = store_fmt_get64(body + 12);
-    }
-    return rv;
+    ASSERT(out != NULL);
+    return value_get(m, &STORE_META_CODEC_AMNESIA, gid, out);
 }
 
 int store_meta_amnesia_put(struct store_meta *m, const uint8_t gid[16],
                            const struct store_meta_amnesia *a, char *errmsg)
 {
-    uint8_t key[META_KEY_MAX];
-    uint8_t body[20];
-
-    ASSERT(a != NULL);
     ASSERT(m != NULL);
-    store_fmt_put32(body, a->reason);
-    store_fmt_put64(body + 4, a->t0);
-    store_fmt_put64(body + 12, a->target);
-    return put_body(m, key, key_make(key, 'A', gid, 0, 0), 'A', body, 20,
-                    errmsg);
+    ASSERT(a != NULL);
+    return value_put(m, &STORE_META_CODEC_AMNESIA, gid, 0, a, errmsg);
 }
 
 /* One synced transaction deleting a group's single key of this kind. */
@@ -821,31 +783,23 @@ int store_meta_amnesia_del(struct store_meta *m, const uint8_t gid[16],
 int store_meta_recover_wait_get(struct store_meta *m, const uint8_t gid[16],
                                 uint64_t *term)
 {
-    uint8_t key[META_KEY_MAX];
-    uint8_t body[META_BODY_MAX];
-    uint32_t len;
-    int rv = get1(m, key, key_make(key, 'W', gid, 0, 0), body, &len);
+    int rv;
 
-    ASSERT(term != NULL);
     ASSERT(m != NULL);
-    if (rv == 0 && len != 8) {
-        rv = KEEL_ECORRUPT;
+    ASSERT(term != NULL);
+    rv = value_get(m, &STORE_META_CODEC_RECOVER_WAIT, gid, term);
+    if (rv != 0) {
+        *term = 0;
     }
-    *term = rv == 0 ? store_fmt_get64(body) : 0;
     return rv;
 }
 
 int store_meta_recover_wait_put(struct store_meta *m, const uint8_t gid[16],
                                 uint64_t term, char *errmsg)
 {
-    uint8_t key[META_KEY_MAX];
-    uint8_t body[8];
-
     ASSERT(m != NULL);
     ASSERT(term > 0);
-    store_fmt_put64(body, term);
-    return put_body(m, key, key_make(key, 'W', gid, 0, 0), 'W', body, 8,
-                    errmsg);
+    return value_put(m, &STORE_META_CODEC_RECOVER_WAIT, gid, 0, &term, errmsg);
 }
 
 int store_meta_recover_wait_del(struct store_meta *m, const uint8_t gid[16],
@@ -935,18 +889,21 @@ static int group_del_txn(struct store_meta *m, MDB_txn *txn,
     return cat_del_all_txn(m, txn, gid);
 }
 
-/* Put one enveloped value in an open write txn. */
-static int txn_put_body(struct store_meta *m, MDB_txn *txn, const uint8_t *key,
-                        size_t kn, uint16_t kind, const uint8_t *body,
-                        uint32_t len)
+/* Put obj as codec c's enveloped value in an open write txn. */
+static int txn_value_put(struct store_meta *m, MDB_txn *txn,
+                         const struct store_meta_codec *c, const uint8_t *gid,
+                         uint64_t base, const void *obj)
 {
+    uint8_t key[META_KEY_MAX];
     uint8_t val[STORE_META_VAL_MAX];
-    size_t vn = store_meta_env_wrap(val, key, kn, kind, body, len);
-    MDB_val k = {kn, (void *)key};
-    MDB_val v = {vn, val};
+    size_t kn;
+    MDB_val k;
+    MDB_val v;
 
-    ASSERT(vn <= sizeof val);
-    ASSERT(len <= META_BODY_MAX);
+    ASSERT(m != NULL);
+    ASSERT(txn != NULL);
+    v = (MDB_val){value_wrap(c, gid, base, obj, key, &kn, val), val};
+    k = (MDB_val){kn, key};
     return mdb_put(txn, m->dbi, &k, &v, 0);
 }
 
@@ -954,8 +911,6 @@ int store_meta_log_replace(struct store_meta *m, const uint8_t gid[16],
                            const struct store_meta_seg *segs, size_t n,
                            const struct store_meta_snap *sn, char *errmsg)
 {
-    uint8_t key[META_KEY_MAX];
-    uint8_t body[32];
     MDB_txn *txn;
     int rc;
 
@@ -968,20 +923,11 @@ int store_meta_log_replace(struct store_meta *m, const uint8_t gid[16],
     }
     rc = cat_del_all_txn(m, txn, gid);
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        size_t kn = key_make(key, 'C', gid, 0, segs[i].base_index);
-        store_fmt_put64(body, segs[i].base_index);
-        store_fmt_put64(body + 8, segs[i].salt);
-        store_fmt_put64(body + 16, segs[i].size_bytes);
-        store_fmt_put64(body + 24, segs[i].first_index);
-        rc = txn_put_body(m, txn, key, kn, 'C', body, sizeof body);
+        rc = txn_value_put(m, txn, &STORE_META_CODEC_SEG, gid,
+                           segs[i].base_index, &segs[i]);
     }
     if (rc == 0) {
-        store_fmt_put64(body, sn->index);
-        store_fmt_put64(body + 8, sn->term);
-        store_fmt_put64(body + 16, sn->older_index);
-        store_fmt_put64(body + 24, sn->older_term);
-        rc = txn_put_body(m, txn, key, key_make(key, 'S', gid, 0, 0), 'S', body,
-                          sizeof body);
+        rc = txn_value_put(m, txn, &STORE_META_CODEC_SNAP, gid, 0, sn);
     }
     if (rc != 0) {
         mdb_txn_abort(txn);
