@@ -47,7 +47,7 @@ static bool round_voter(const struct raft *r, raft_index at, raft_node node,
     const struct raft_config *cfgs[ROUND_CONFIGS_MAX];
     uint32_t n = round_configs(r, at, cfgs);
     for (uint32_t k = 0; k < n; k++) {
-        if (config_is_voter(r, cfgs[k], node, inc)) {
+        if (raft__config_is_voter(r, cfgs[k], node, inc)) {
             return true;
         }
     }
@@ -68,12 +68,14 @@ static void ask_voters(struct raft *r, uint8_t type, struct raft_out *out)
             const struct raft_server *s = &c->servers[i];
             bool asked = false;
             for (uint32_t j = 0; j < k && !asked; j++) {
-                asked = config_is_voter(r, cfgs[j], s->node, s->incarnation);
+                asked =
+                    raft__config_is_voter(r, cfgs[j], s->node, s->incarnation);
             }
             if (s->role != RAFT_VOTER || s->node == r->id || asked) {
                 continue;
             }
-            struct raft_msg *m = out_msg(out, type, r, s->node, s->incarnation);
+            struct raft_msg *m =
+                raft__out_msg(out, type, r, s->node, s->incarnation);
             if (m != NULL) {
                 m->discard.index = r->faulty;
             }
@@ -84,11 +86,11 @@ static void ask_voters(struct raft *r, uint8_t type, struct raft_out *out)
 /* Start a round about the first faulty index: term := term + 1 (durable
  * before the requests go out: hs_dirty), then ask every other voter of the
  * configurations in effect at that index and after it. */
-void discard_start(struct raft *r, struct raft_out *out)
+void raft__discard_start(struct raft *r, struct raft_out *out)
 {
     ASSERT(r->faulty > r->snap_index);
     ASSERT(r->role != RAFT_LEADER);
-    become_follower(
+    raft__become_follower(
         r, MUTATED(r, RAFT_MUT_DISCARD_UNFENCED) ? r->term : r->term + 1, 0,
         out);
     r->discard_index = r->faulty;
@@ -98,7 +100,7 @@ void discard_start(struct raft *r, struct raft_out *out)
 }
 
 /* Leaderless repair: ask every other voter for the first faulty index. */
-void fetch_start(struct raft *r, struct raft_out *out)
+void raft__fetch_start(struct raft *r, struct raft_out *out)
 {
     ASSERT(r->faulty > r->snap_index);
     ASSERT(r->role != RAFT_LEADER);
@@ -107,8 +109,8 @@ void fetch_start(struct raft *r, struct raft_out *out)
 
 /* A FETCH answer: an intact copy of our term is handed to the store to
  * verify and write (out.repairs); the store reports the next fault. */
-void recv_fetch_resp(struct raft *r, const struct raft_msg *m,
-                     struct raft_out *out)
+void raft__recv_fetch_resp(struct raft *r, const struct raft_msg *m,
+                           struct raft_out *out)
 {
     const struct raft_msg_discard_resp *a = &m->discard_resp;
     ASSERT(m->type == RAFT_MSG_FETCH_RESP);
@@ -127,13 +129,13 @@ void recv_fetch_resp(struct raft *r, const struct raft_msg *m,
 
 /* Answer about one index (FETCH or DISCARD). For DISCARD the caller adopted
  * the term (durably, with no vote) before this answer goes out. */
-void recv_discard(struct raft *r, const struct raft_msg *m,
-                  struct raft_out *out)
+void raft__recv_discard(struct raft *r, const struct raft_msg *m,
+                        struct raft_out *out)
 {
     raft_index i = m->discard.index;
     ASSERT(m->type == RAFT_MSG_DISCARD || m->type == RAFT_MSG_FETCH);
     ASSERT(m->type == RAFT_MSG_FETCH || m->term <= r->term);
-    struct raft_msg *resp = out_msg(
+    struct raft_msg *resp = raft__out_msg(
         out,
         m->type == RAFT_MSG_FETCH ? RAFT_MSG_FETCH_RESP : RAFT_MSG_DISCARD_RESP,
         r, m->from, m->from_incarnation);
@@ -167,7 +169,7 @@ void recv_discard(struct raft *r, const struct raft_msg *m,
  * faulty there, included) and none holds an intact copy of our term. */
 static bool config_convinced(const struct raft *r, const struct raft_config *c)
 {
-    uint32_t n = config_n_voters(c);
+    uint32_t n = raft__config_n_voters(c);
     uint32_t q = n / 2 + 1;
     uint32_t lack = 0;
     uint32_t answered = 0;
@@ -216,14 +218,14 @@ static void discard_decide(struct raft *r, struct raft_out *out)
     }
     raft_index at = r->discard_index;
     r->discard_index = 0;
-    log_truncate(r, at);
+    raft__log_truncate(r, at);
     out->truncate_from = at;
     r->extent_index = 0;
     r->extent_term = 0;
 }
 
-void recv_discard_resp(struct raft *r, const struct raft_msg *m,
-                       struct raft_out *out)
+void raft__recv_discard_resp(struct raft *r, const struct raft_msg *m,
+                             struct raft_out *out)
 {
     const struct raft_msg_discard_resp *a = &m->discard_resp;
     ASSERT(m->type == RAFT_MSG_DISCARD_RESP);

@@ -37,7 +37,7 @@ raft_term raft_term_at(const struct raft *r, raft_index index)
     return r->runs[lo].term;
 }
 
-raft_term log_last_term(const struct raft *r)
+raft_term raft__log_last_term(const struct raft *r)
 {
     ASSERT(r->last_index >= r->snap_index);
     if (r->last_index == r->snap_index) {
@@ -49,8 +49,8 @@ raft_term log_last_term(const struct raft *r)
 
 /* Largest index <= from whose term is <= term (fast backtracking, the
  * follower's and the leader's side alike). Never below the snapshot. */
-raft_index log_find_le_term(const struct raft *r, raft_index from,
-                            raft_term term)
+raft_index raft__log_find_le_term(const struct raft *r, raft_index from,
+                                  raft_term term)
 {
     ASSERT(from <= r->last_index);
     ASSERT(r->n_runs <= RAFT_LOG_RUNS_MAX);
@@ -70,7 +70,7 @@ raft_index log_find_le_term(const struct raft *r, raft_index from,
     return from < r->snap_index ? r->snap_index : from;
 }
 
-bool log_configs_full(const struct raft *r)
+static bool log_configs_full(const struct raft *r)
 {
     ASSERT(r->n_configs <= RAFT_CONFIGS_MAX);
     return r->n_configs == RAFT_CONFIGS_MAX;
@@ -97,7 +97,8 @@ static int runs_grow(struct raft *r)
 }
 
 /* Append the record at index == last + 1. Nothing changes on error. */
-int log_append(struct raft *r, raft_index index, const struct raft_entry *e)
+int raft__log_append(struct raft *r, raft_index index,
+                     const struct raft_entry *e)
 {
     struct raft_config c;
     int rv;
@@ -129,14 +130,14 @@ int log_append(struct raft *r, raft_index index, const struct raft_entry *e)
         r->configs[r->n_configs].index = index;
         r->configs[r->n_configs].config = c;
         r->n_configs++;
-        progress_rebuild(r);
+        raft__progress_rebuild(r);
     }
     return 0;
 }
 
 /* Drop every record >= from. Membership rule 2: a truncated configuration
  * entry stops applying, the previous one applies again. */
-void log_truncate(struct raft *r, raft_index from)
+void raft__log_truncate(struct raft *r, raft_index from)
 {
     ASSERT(from > r->snap_index);
     ASSERT(from <= r->last_index);
@@ -162,12 +163,12 @@ void log_truncate(struct raft *r, raft_index from)
         reverted = true;
     }
     if (reverted) {
-        progress_rebuild(r);
+        raft__progress_rebuild(r);
     }
 }
 
 /* Forget configurations older than the latest committed one. */
-void log_configs_committed(struct raft *r)
+void raft__log_configs_committed(struct raft *r)
 {
     uint32_t keep = 0;
     ASSERT(r->n_configs <= RAFT_CONFIGS_MAX);
@@ -186,7 +187,7 @@ void log_configs_committed(struct raft *r)
 }
 
 /* Drop the terms of records <= index: a snapshot covers them. */
-void log_compact(struct raft *r, raft_index index, raft_term term)
+void raft__log_compact(struct raft *r, raft_index index, raft_term term)
 {
     ASSERT(index <= r->last_index);
     ASSERT(raft_term_at(r, index) == term);

@@ -14,8 +14,8 @@ static bool same_incarnation(const struct raft *r, raft_incarnation a,
     return a == b;
 }
 
-bool config_is_voter(const struct raft *r, const struct raft_config *c,
-                     raft_node node, raft_incarnation inc)
+bool raft__config_is_voter(const struct raft *r, const struct raft_config *c,
+                           raft_node node, raft_incarnation inc)
 {
     const struct raft_server *s = raft_config_find(c, node);
     ASSERT(c->n <= RAFT_SERVERS_MAX);
@@ -25,8 +25,8 @@ bool config_is_voter(const struct raft *r, const struct raft_config *c,
 }
 
 /* Named with this incarnation, as a voter or as a learner. */
-bool config_is_member(const struct raft *r, const struct raft_config *c,
-                      raft_node node, raft_incarnation inc)
+bool raft__config_is_member(const struct raft *r, const struct raft_config *c,
+                            raft_node node, raft_incarnation inc)
 {
     const struct raft_server *s = raft_config_find(c, node);
     ASSERT(c->n <= RAFT_SERVERS_MAX);
@@ -34,7 +34,7 @@ bool config_is_member(const struct raft *r, const struct raft_config *c,
     return s != NULL && same_incarnation(r, s->incarnation, inc);
 }
 
-uint32_t config_n_voters(const struct raft_config *c)
+uint32_t raft__config_n_voters(const struct raft_config *c)
 {
     uint32_t n = 0;
     ASSERT(c->n <= RAFT_SERVERS_MAX);
@@ -47,8 +47,8 @@ uint32_t config_n_voters(const struct raft_config *c)
     return n;
 }
 
-struct raft_progress *progress_find(struct raft *r, raft_node node,
-                                    raft_incarnation inc)
+struct raft_progress *raft__progress_find(struct raft *r, raft_node node,
+                                          raft_incarnation inc)
 {
     ASSERT(r->n_progress <= RAFT_SERVERS_MAX);
     ASSERT(node != 0);
@@ -63,7 +63,7 @@ struct raft_progress *progress_find(struct raft *r, raft_node node,
 
 /* Follow the configuration in effect: keep what we know of servers that stay
  * (same node and incarnation), start probing new ones. */
-void progress_rebuild(struct raft *r)
+void raft__progress_rebuild(struct raft *r)
 {
     const struct raft_config *c = raft_config_current(r);
     struct raft_progress old[RAFT_SERVERS_MAX];
@@ -105,7 +105,7 @@ void progress_rebuild(struct raft *r)
 static bool change_is_safe(struct raft *r, const struct raft_config *next)
 {
     uint32_t healthy = 0;
-    uint32_t voters = config_n_voters(next);
+    uint32_t voters = raft__config_n_voters(next);
     ASSERT(voters > 0);
     for (uint32_t i = 0; i < next->n; i++) {
         const struct raft_server *s = &next->servers[i];
@@ -116,7 +116,8 @@ static bool change_is_safe(struct raft *r, const struct raft_config *next)
             healthy++;
             continue;
         }
-        struct raft_progress *p = progress_find(r, s->node, s->incarnation);
+        struct raft_progress *p =
+            raft__progress_find(r, s->node, s->incarnation);
         if (p != NULL && p->match >= r->commit &&
             r->now_ms < p->heard_ms + r->election_timeout_ms) {
             healthy++;
@@ -155,7 +156,7 @@ static int change_build(struct raft *r, const struct raft_in *in,
         if (s == NULL || s->incarnation != inc || s->role != RAFT_LEARNER) {
             return KEEL_EINVAL;
         }
-        struct raft_progress *p = progress_find(r, node, inc);
+        struct raft_progress *p = raft__progress_find(r, node, inc);
         if (p == NULL || p->match < r->commit ||
             r->now_ms >= p->heard_ms + r->election_timeout_ms) {
             return KEEL_EBUSY; /* not caught up to commit, or not heard */
@@ -182,8 +183,8 @@ static int change_build(struct raft *r, const struct raft_in *in,
  * Rule 3: only once an entry of this term has committed and no other
  * configuration entry is uncommitted. Returns KEEL_ENOTLEADER, KEEL_EBUSY
  * (wait and retry), KEEL_EINVAL/KEEL_EEXIST/KEEL_ENOENT (bad request). */
-int change_membership(struct raft *r, const struct raft_in *in,
-                      struct raft_out *out)
+int raft__change_membership(struct raft *r, const struct raft_in *in,
+                            struct raft_out *out)
 {
     struct raft_config next;
     int rv;
@@ -215,7 +216,7 @@ int change_membership(struct raft *r, const struct raft_in *in,
                            .type = RAFT_ENTRY_CONFIG,
                            .len = len,
                            .buf = r->config_buf};
-    return leader_append(r, &e, 1, out);
+    return raft__leader_append(r, &e, 1, out);
 }
 
 static void send_timeout_now(struct raft *r, struct raft_progress *p,
@@ -223,12 +224,12 @@ static void send_timeout_now(struct raft *r, struct raft_progress *p,
 {
     ASSERT(r->role == RAFT_LEADER);
     ASSERT(p->match == r->last_index);
-    (void)out_msg(out, RAFT_MSG_TIMEOUT_NOW, r, p->node, p->incarnation);
+    (void)raft__out_msg(out, RAFT_MSG_TIMEOUT_NOW, r, p->node, p->incarnation);
 }
 
 /* Hand leadership to a caught-up voter (thesis §3.10): stop proposals, bring
  * the target up to date, then tell it to campaign at once. */
-int transfer_start(struct raft *r, raft_node to, struct raft_out *out)
+int raft__transfer_start(struct raft *r, raft_node to, struct raft_out *out)
 {
     const struct raft_config *c = raft_config_current(r);
     struct raft_progress *best = NULL;
@@ -239,7 +240,7 @@ int transfer_start(struct raft *r, raft_node to, struct raft_out *out)
     }
     for (uint32_t i = 0; i < r->n_progress; i++) {
         struct raft_progress *p = &r->progress[i];
-        if (!config_is_voter(r, c, p->node, p->incarnation)) {
+        if (!raft__config_is_voter(r, c, p->node, p->incarnation)) {
             continue;
         }
         if (to != 0 ? p->node == to
@@ -256,13 +257,13 @@ int transfer_start(struct raft *r, raft_node to, struct raft_out *out)
     if (best->match == r->last_index) {
         send_timeout_now(r, best, out);
     } else {
-        send_append(r, best, false, out);
+        raft__send_append(r, best, false, out);
     }
     return 0;
 }
 
-void transfer_check(struct raft *r, struct raft_progress *p,
-                    struct raft_out *out)
+void raft__transfer_check(struct raft *r, struct raft_progress *p,
+                          struct raft_out *out)
 {
     ASSERT(r->role == RAFT_LEADER);
     ASSERT(p != NULL);

@@ -18,6 +18,14 @@ static uint64_t prng_next(struct raft *r)
     return z ^ (z >> 31);
 }
 
+static void reset_election_timer(struct raft *r)
+{
+    ASSERT(r->election_timeout_ms > 0);
+    uint64_t jitter = prng_next(r) % r->election_timeout_ms;
+    r->election_deadline_ms = r->now_ms + r->election_timeout_ms + jitter;
+    ASSERT(r->election_deadline_ms > r->now_ms);
+}
+
 int raft_init(struct raft *r, const struct raft_params *p)
 {
     ASSERT(p->id != 0);
@@ -82,7 +90,7 @@ int raft_load_entry(struct raft *r, raft_index index,
     if (index != r->last_index + 1 || e->term == 0) {
         return KEEL_EINVAL;
     }
-    return log_append(r, index, e);
+    return raft__log_append(r, index, e);
 }
 
 void raft_load_faulty(struct raft *r, raft_index index, raft_index extent_index,
@@ -114,7 +122,7 @@ void raft_start(struct raft *r, uint64_t now_ms)
 {
     ASSERT(r->role == RAFT_FOLLOWER);
     ASSERT(r->last_index >= r->snap_index);
-    raft_term t = log_last_term(r);
+    raft_term t = raft__log_last_term(r);
     if (t > r->term) {
         /* Never below a term seen in the log or snapshot (DESIGN §3). */
         r->term = t;
@@ -124,20 +132,12 @@ void raft_start(struct raft *r, uint64_t now_ms)
     r->persisted = r->last_index;
     r->now_ms = now_ms;
     reset_election_timer(r);
-    progress_rebuild(r);
+    raft__progress_rebuild(r);
 }
 
-void reset_election_timer(struct raft *r)
-{
-    ASSERT(r->election_timeout_ms > 0);
-    uint64_t jitter = prng_next(r) % r->election_timeout_ms;
-    r->election_deadline_ms = r->now_ms + r->election_timeout_ms + jitter;
-    ASSERT(r->election_deadline_ms > r->now_ms);
-}
-
-struct raft_msg *out_msg(struct raft_out *out, uint8_t type,
-                         const struct raft *r, raft_node to,
-                         raft_incarnation to_inc)
+struct raft_msg *raft__out_msg(struct raft_out *out, uint8_t type,
+                               const struct raft *r, raft_node to,
+                               raft_incarnation to_inc)
 {
     ASSERT(to != r->id);
     if (out->n_msgs == RAFT_OUT_MSGS_MAX) {
@@ -166,15 +166,15 @@ static void set_term(struct raft *r, raft_term term)
     r->leader_match = 0;
 }
 
-void become_follower(struct raft *r, raft_term term, raft_node leader,
-                     struct raft_out *out)
+void raft__become_follower(struct raft *r, raft_term term, raft_node leader,
+                           struct raft_out *out)
 {
     ASSERT(term >= r->term);
     if (term > r->term) {
         set_term(r, term);
     }
     if (r->role == RAFT_LEADER) {
-        reads_fail(r, KEEL_ENOTLEADER, out);
+        raft__reads_fail(r, KEEL_ENOTLEADER, out);
         r->transfer_to = 0;
     }
     if (r->leader != leader) {
@@ -189,12 +189,14 @@ static void become_leader(struct raft *r, struct raft_out *out);
 
 static bool is_self_voter(const struct raft *r)
 {
-    return config_is_voter(r, raft_config_current(r), r->id, r->incarnation);
+    return raft__config_is_voter(r, raft_config_current(r), r->id,
+                                 r->incarnation);
 }
 
 /* Start a pre-vote (pre) or a real election. A real one raises the term and
  * votes for itself: the driver syncs that before the requests go out. */
-void campaign(struct raft *r, bool pre, bool transfer, struct raft_out *out)
+void raft__campaign(struct raft *r, bool pre, bool transfer,
+                    struct raft_out *out)
 {
     const struct raft_config *c = raft_config_current(r);
     ASSERT(is_self_voter(r));
@@ -211,10 +213,10 @@ void campaign(struct raft *r, bool pre, bool transfer, struct raft_out *out)
     r->n_votes = 1;
     r->votes[0] = r->id;
     reset_election_timer(r);
-    if (config_n_voters(c) == 1) {
+    if (raft__config_n_voters(c) == 1) {
         /* A group of one wins at once (R1 shares the one code path). */
         if (pre) {
-            campaign(r, false, transfer, out);
+            raft__campaign(r, false, transfer, out);
         } else {
             become_leader(r, out);
         }
@@ -226,7 +228,7 @@ void campaign(struct raft *r, bool pre, bool transfer, struct raft_out *out)
             continue;
         }
         struct raft_msg *m =
-            out_msg(out, RAFT_MSG_VOTE, r, s->node, s->incarnation);
+            raft__out_msg(out, RAFT_MSG_VOTE, r, s->node, s->incarnation);
         if (m == NULL) {
             continue;
         }
@@ -234,7 +236,7 @@ void campaign(struct raft *r, bool pre, bool transfer, struct raft_out *out)
         m->vote.pre = pre;
         m->vote.transfer = transfer;
         m->vote.last_index = r->last_index;
-        m->vote.last_term = log_last_term(r);
+        m->vote.last_term = raft__log_last_term(r);
     }
 }
 
@@ -248,7 +250,7 @@ static void become_leader(struct raft *r, struct raft_out *out)
     r->n_reads = 0;
     r->heartbeat_deadline_ms = r->now_ms + r->heartbeat_ms;
     r->quorum_deadline_ms = r->now_ms + r->election_timeout_ms;
-    progress_rebuild(r);
+    raft__progress_rebuild(r);
     for (uint32_t i = 0; i < r->n_progress; i++) {
         struct raft_progress *p = &r->progress[i];
         p->next = r->last_index + 1;
@@ -268,14 +270,14 @@ static void become_leader(struct raft *r, struct raft_out *out)
     struct raft_entry barrier = {
         .term = r->term, .type = RAFT_ENTRY_BARRIER, .len = 0, .buf = NULL};
     r->term_start = r->last_index + 1;
-    int rv = leader_append(r, &barrier, 1, out);
+    int rv = raft__leader_append(r, &barrier, 1, out);
     ASSERT(rv == 0 || rv == KEEL_ELIMIT || rv == KEEL_ENOMEM);
 }
 
 static bool log_up_to_date(const struct raft *r, raft_term last_term,
                            raft_index last_index)
 {
-    raft_term mine = log_last_term(r);
+    raft_term mine = raft__log_last_term(r);
     ASSERT(r->last_index >= r->snap_index);
     if (last_term != mine) {
         return last_term > mine;
@@ -338,7 +340,7 @@ static void recv_vote(struct raft *r, const struct raft_msg *m,
         return; /* a live leader exists: ignore disruptive candidates */
     }
     if (!m->vote.pre && m->term > r->term) {
-        become_follower(r, m->term, 0, out);
+        raft__become_follower(r, m->term, 0, out);
     }
     bool grant = m->term >= r->term;
     if (m->vote.pre) {
@@ -350,8 +352,8 @@ static void recv_vote(struct raft *r, const struct raft_msg *m,
         grant = false; /* rule 3: no vote, no pre-vote */
     }
     if (grant) {
-        grant = config_is_member(r, raft_config_current(r), r->id,
-                                 r->incarnation) &&
+        grant = raft__config_is_member(r, raft_config_current(r), r->id,
+                                       r->incarnation) &&
                 candidate_known(r, m) && vote_log_ok(r, m);
     }
     if (grant && !m->vote.pre) {
@@ -360,7 +362,7 @@ static void recv_vote(struct raft *r, const struct raft_msg *m,
         reset_election_timer(r);
     }
     struct raft_msg *resp =
-        out_msg(out, RAFT_MSG_VOTE_RESP, r, m->from, m->from_incarnation);
+        raft__out_msg(out, RAFT_MSG_VOTE_RESP, r, m->from, m->from_incarnation);
     if (resp == NULL) {
         return;
     }
@@ -376,7 +378,7 @@ static void recv_vote_resp(struct raft *r, const struct raft_msg *m,
     bool pre = m->vote_resp.pre;
     if (!m->vote_resp.granted) {
         if (m->term > r->term) {
-            become_follower(r, m->term, 0, out);
+            raft__become_follower(r, m->term, 0, out);
         }
         return;
     }
@@ -386,7 +388,7 @@ static void recv_vote_resp(struct raft *r, const struct raft_msg *m,
     if (!pre && (r->role != RAFT_CANDIDATE || m->term != r->term)) {
         return;
     }
-    if (!config_is_voter(r, c, m->from, m->from_incarnation)) {
+    if (!raft__config_is_voter(r, c, m->from, m->from_incarnation)) {
         return; /* rule 1: not the incarnation the configuration names */
     }
     for (uint32_t i = 0; i < r->n_votes; i++) {
@@ -396,11 +398,11 @@ static void recv_vote_resp(struct raft *r, const struct raft_msg *m,
     }
     ASSERT(r->n_votes < RAFT_SERVERS_MAX);
     r->votes[r->n_votes++] = m->from;
-    if (r->n_votes * 2 <= config_n_voters(c)) {
+    if (r->n_votes * 2 <= raft__config_n_voters(c)) {
         return;
     }
     if (pre) {
-        campaign(r, false, r->campaign_transfer, out);
+        raft__campaign(r, false, r->campaign_transfer, out);
     } else {
         become_leader(r, out);
     }
@@ -415,7 +417,7 @@ static void recv_timeout_now(struct raft *r, const struct raft_msg *m,
         r->amnesiac) {
         return; /* rule 1: a faulty node is never a transfer target */
     }
-    campaign(r, false, true, out);
+    raft__campaign(r, false, true, out);
 }
 
 /* Rule 3: the first message of a leader of term >= T0 sets the amnesia
@@ -458,11 +460,11 @@ static void recv_msg(struct raft *r, const struct raft_msg *m,
         return;
     }
     if (m->type == RAFT_MSG_FETCH) {
-        recv_discard(r, m, out); /* repair asks in any term */
+        raft__recv_discard(r, m, out); /* repair asks in any term */
         return;
     }
     if (m->type == RAFT_MSG_FETCH_RESP) {
-        recv_fetch_resp(r, m, out);
+        raft__recv_fetch_resp(r, m, out);
         return;
     }
     bool from_leader = m->type == RAFT_MSG_APPEND ||
@@ -470,8 +472,8 @@ static void recv_msg(struct raft *r, const struct raft_msg *m,
                        m->type == RAFT_MSG_TIMEOUT_NOW;
     if (m->term < r->term) {
         if (from_leader) {
-            struct raft_msg *resp = out_msg(out, RAFT_MSG_APPEND_RESP, r,
-                                            m->from, m->from_incarnation);
+            struct raft_msg *resp = raft__out_msg(out, RAFT_MSG_APPEND_RESP, r,
+                                                  m->from, m->from_incarnation);
             if (resp != NULL) {
                 resp->append_resp.success = 0;
             }
@@ -479,34 +481,34 @@ static void recv_msg(struct raft *r, const struct raft_msg *m,
         return;
     }
     if (m->term > r->term) {
-        become_follower(r, m->term, from_leader ? m->from : 0, out);
+        raft__become_follower(r, m->term, from_leader ? m->from : 0, out);
     }
     if (!from_leader) {
         if (m->type == RAFT_MSG_APPEND_RESP && r->role == RAFT_LEADER) {
-            recv_append_resp(r, m, out);
+            raft__recv_append_resp(r, m, out);
         } else if (m->type == RAFT_MSG_SNAPSHOT_RESP &&
                    r->role == RAFT_LEADER) {
-            recv_snapshot_resp(r, m, out);
+            raft__recv_snapshot_resp(r, m, out);
         } else if (m->type == RAFT_MSG_DISCARD) {
-            recv_discard(r, m, out); /* term T adopted above, no vote */
+            raft__recv_discard(r, m, out); /* term T adopted above, no vote */
         } else if (m->type == RAFT_MSG_DISCARD_RESP) {
-            recv_discard_resp(r, m, out);
+            raft__recv_discard_resp(r, m, out);
         }
         return;
     }
     if (r->role == RAFT_LEADER) {
         return; /* two leaders in one term cannot happen; ignore */
     }
-    become_follower(r, m->term, m->from, out);
+    raft__become_follower(r, m->term, m->from, out);
     r->leader_contact_ms = r->now_ms;
     r->recover_wait_dirty = r->recover_wait_dirty || r->recover_wait;
     r->recover_wait = false;
     reset_election_timer(r);
     amnesia_learn(r, m);
     if (m->type == RAFT_MSG_APPEND) {
-        recv_append(r, m, out);
+        raft__recv_append(r, m, out);
     } else if (m->type == RAFT_MSG_SNAPSHOT) {
-        recv_snapshot(r, m, out);
+        raft__recv_snapshot(r, m, out);
     } else if (m->type == RAFT_MSG_TIMEOUT_NOW) {
         recv_timeout_now(r, m, out);
     }
@@ -519,14 +521,14 @@ static void check_quorum(struct raft *r, struct raft_out *out)
     ASSERT(r->role == RAFT_LEADER);
     for (uint32_t i = 0; i < r->n_progress; i++) {
         struct raft_progress *p = &r->progress[i];
-        if (p->active && config_is_voter(r, c, p->node, p->incarnation)) {
+        if (p->active && raft__config_is_voter(r, c, p->node, p->incarnation)) {
             active++;
         }
         p->active = false;
     }
     r->quorum_deadline_ms = r->now_ms + r->election_timeout_ms;
-    if (active * 2 <= config_n_voters(c)) {
-        become_follower(r, r->term, 0, out);
+    if (active * 2 <= raft__config_n_voters(c)) {
+        raft__become_follower(r, r->term, 0, out);
         reset_election_timer(r);
     }
 }
@@ -547,14 +549,14 @@ static void tick(struct raft *r, struct raft_out *out)
             if (r->faulty != 0) {
                 /* Rule 1: a faulty leader whose transfer stalled steps
                  * down rather than lead with a damaged log. */
-                become_follower(r, r->term, 0, out);
+                raft__become_follower(r, r->term, 0, out);
                 reset_election_timer(r);
                 return;
             }
         }
         if (r->now_ms >= r->heartbeat_deadline_ms) {
             r->heartbeat_deadline_ms = r->now_ms + r->heartbeat_ms;
-            broadcast_append(r, true, out);
+            raft__broadcast_append(r, true, out);
         }
         return;
     }
@@ -566,11 +568,11 @@ static void tick(struct raft *r, struct raft_out *out)
          * for an election timeout it runs a discard round instead. */
         reset_election_timer(r);
         if (r->fetch_sent && !r->fetch_held) {
-            discard_start(r, out); /* nobody showed an intact copy */
+            raft__discard_start(r, out); /* nobody showed an intact copy */
         }
         r->fetch_held = false;
         r->fetch_sent = true;
-        fetch_start(r, out);
+        raft__fetch_start(r, out);
         return;
     }
     if (!is_self_voter(r) || r->amnesiac || r->recover_wait) {
@@ -579,7 +581,7 @@ static void tick(struct raft *r, struct raft_out *out)
         reset_election_timer(r);
         return;
     }
-    campaign(r, true, false, out);
+    raft__campaign(r, true, false, out);
 }
 
 /* The store found a damaged record (reads verify) or repaired one. A leader
@@ -612,7 +614,7 @@ static int faulty_report(struct raft *r, const struct raft_in *in,
     r->faulty = f;
     if (chain && f != 0 && is_self_voter(r)) {
         r->fetch_sent = true;
-        fetch_start(r, out);
+        raft__fetch_start(r, out);
     }
     r->extent_index = in->faulty.extent_index;
     r->extent_term = in->faulty.extent_term;
@@ -620,20 +622,21 @@ static int faulty_report(struct raft *r, const struct raft_in *in,
         r->role == RAFT_FOLLOWER) {
         /* The mutation: drop the log from the damage (what a store without
          * rule 1 does) instead of keeping it faulty and repairing it. */
-        log_truncate(r, f);
+        raft__log_truncate(r, f);
         out->truncate_from = f;
         return 0;
     }
     if (f != 0 &&
         (r->role == RAFT_CANDIDATE || r->role == RAFT_PRE_CANDIDATE)) {
-        become_follower(r, r->term, 0, out); /* never campaigns while faulty */
+        raft__become_follower(r, r->term, 0,
+                              out); /* never campaigns while faulty */
         return 0;
     }
     if (f == 0 || r->role != RAFT_LEADER || r->transfer_to != 0) {
         return 0;
     }
-    if (transfer_start(r, 0, out) != 0) {
-        become_follower(r, r->term, 0, out);
+    if (raft__transfer_start(r, 0, out) != 0) {
+        raft__become_follower(r, r->term, 0, out);
         reset_election_timer(r);
     }
     return 0;
@@ -653,9 +656,9 @@ static int recover(struct raft *r, const struct raft_in *in,
         keep < r->commit || (r->faulty != 0 && r->faulty <= keep)) {
         return KEEL_EINVAL;
     }
-    become_follower(r, in->recover.term, 0, out);
+    raft__become_follower(r, in->recover.term, 0, out);
     if (keep < r->last_index) {
-        log_truncate(r, keep + 1);
+        raft__log_truncate(r, keep + 1);
         out->truncate_from = keep + 1;
     }
     if (r->amnesiac) {
@@ -694,7 +697,7 @@ static void amnesia_output(struct raft *r, struct raft_out *out)
 {
     ASSERT(r->persisted <= r->last_index);
     if (r->amnesiac && r->amnesia_target != 0 && r->role == RAFT_FOLLOWER &&
-        follower_match(r) >= r->amnesia_target) {
+        raft__follower_match(r) >= r->amnesia_target) {
         r->amnesiac = false;
         r->amnesia_dirty = true;
     }
@@ -714,15 +717,15 @@ static void amnesia_output(struct raft *r, struct raft_out *out)
 static bool sole_voter_ever(const struct raft *r)
 {
     if (r->snap_config.n > 0 &&
-        (config_n_voters(&r->snap_config) != 1 ||
-         !config_is_voter(r, &r->snap_config, r->id, r->incarnation))) {
+        (raft__config_n_voters(&r->snap_config) != 1 ||
+         !raft__config_is_voter(r, &r->snap_config, r->id, r->incarnation))) {
         return false;
     }
     ASSERT(r->n_configs <= RAFT_CONFIGS_MAX);
     for (uint32_t k = 0; k < r->n_configs; k++) {
         const struct raft_config *c = &r->configs[k].config;
-        if (config_n_voters(c) != 1 ||
-            !config_is_voter(r, c, r->id, r->incarnation)) {
+        if (raft__config_n_voters(c) != 1 ||
+            !raft__config_is_voter(r, c, r->id, r->incarnation)) {
             return false;
         }
     }
@@ -775,10 +778,10 @@ int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out)
         }
         break;
     case RAFT_IN_PROPOSE:
-        rv = propose(r, in, out);
+        rv = raft__propose(r, in, out);
         break;
     case RAFT_IN_PERSISTED:
-        on_persisted(r, in->persisted.index, in->persisted.term, out);
+        raft__on_persisted(r, in->persisted.index, in->persisted.term, out);
         break;
     case RAFT_IN_HARD_STATE_PERSISTED:
         break; /* the driver syncs hard state before sending: nothing waits */
@@ -791,20 +794,20 @@ int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out)
     case RAFT_IN_SNAPSHOT_TAKEN:
         ASSERT(in->snapshot.index <= r->applied);
         ASSERT(in->snapshot.index <= r->persisted);
-        log_compact(r, in->snapshot.index, in->snapshot.term);
+        raft__log_compact(r, in->snapshot.index, in->snapshot.term);
         break;
     case RAFT_IN_SNAPSHOT_INSTALLED:
-        snapshot_installed(r, in->snapshot.index, in->snapshot.term,
-                           in->snapshot.config, in->snapshot.faulty, out);
+        raft__snapshot_installed(r, in->snapshot.index, in->snapshot.term,
+                                 in->snapshot.config, in->snapshot.faulty, out);
         break;
     case RAFT_IN_TRANSFER:
-        rv = transfer_start(r, in->transfer_to, out);
+        rv = raft__transfer_start(r, in->transfer_to, out);
         break;
     case RAFT_IN_READ_INDEX:
-        rv = read_index(r, in->read_id, out);
+        rv = raft__read_index(r, in->read_id, out);
         break;
     case RAFT_IN_CHANGE:
-        rv = change_membership(r, in, out);
+        rv = raft__change_membership(r, in, out);
         break;
     case RAFT_IN_FAULTY:
         rv = faulty_report(r, in, out);
@@ -823,7 +826,7 @@ int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out)
     amnesia_output(r, out);
     sole_voter_commit(r);
     if (r->commit > commit_before) {
-        log_configs_committed(r);
+        raft__log_configs_committed(r);
     }
     out->term = r->term;
     out->vote = r->vote;

@@ -12,7 +12,7 @@ _Static_assert(RAFT_OUT_READS_MAX >= RAFT_READS_MAX,
 /* What a follower may claim to hold: the last index known to match the
  * leader, never above the accepted persisted index. Issue 5 caps this at the
  * first faulty index - 1 as well; keep every response going through here. */
-raft_index follower_match(const struct raft *r)
+raft_index raft__follower_match(const struct raft *r)
 {
     ASSERT(r->persisted <= r->last_index);
     ASSERT(r->leader_match <= r->last_index);
@@ -58,8 +58,8 @@ static void progress_probe(struct raft_progress *p, raft_index next)
 /* Send one AppendEntries to p: entries from p->next (a range: the driver fills
  * payloads), or an empty one at p->match when it is a heartbeat that cannot
  * carry more. Pipelined while replicating, one at a time while probing. */
-void send_append(struct raft *r, struct raft_progress *p, bool heartbeat,
-                 struct raft_out *out)
+void raft__send_append(struct raft *r, struct raft_progress *p, bool heartbeat,
+                       struct raft_out *out)
 {
     ASSERT(r->role == RAFT_LEADER);
     ASSERT(p->next > 0);
@@ -89,11 +89,11 @@ void send_append(struct raft *r, struct raft_progress *p, bool heartbeat,
     }
     if (prev < r->snap_index) {
         /* The entries it needs are compacted: InstallSnapshot. */
-        send_snapshot(r, p, heartbeat, out);
+        raft__send_snapshot(r, p, heartbeat, out);
         return;
     }
     struct raft_msg *m =
-        out_msg(out, RAFT_MSG_APPEND, r, p->node, p->incarnation);
+        raft__out_msg(out, RAFT_MSG_APPEND, r, p->node, p->incarnation);
     if (m == NULL) {
         return;
     }
@@ -112,7 +112,8 @@ void send_append(struct raft *r, struct raft_progress *p, bool heartbeat,
     }
 }
 
-void broadcast_append(struct raft *r, bool heartbeat, struct raft_out *out)
+void raft__broadcast_append(struct raft *r, bool heartbeat,
+                            struct raft_out *out)
 {
     ASSERT(r->role == RAFT_LEADER);
     ASSERT(r->n_progress <= RAFT_SERVERS_MAX);
@@ -129,14 +130,14 @@ void broadcast_append(struct raft *r, bool heartbeat, struct raft_out *out)
         if (heartbeat) {
             p->acked_at_heartbeat = p->acked;
         }
-        send_append(r, p, heartbeat, out);
+        raft__send_append(r, p, heartbeat, out);
     }
 }
 
 /* Append entries of the current term to the leader's log and start
  * replicating them. */
-int leader_append(struct raft *r, const struct raft_entry *e, uint32_t n,
-                  struct raft_out *out)
+int raft__leader_append(struct raft *r, const struct raft_entry *e, uint32_t n,
+                        struct raft_out *out)
 {
     int rv = 0;
     ASSERT(r->role == RAFT_LEADER);
@@ -146,20 +147,21 @@ int leader_append(struct raft *r, const struct raft_entry *e, uint32_t n,
     for (uint32_t i = 0; i < n; i++) {
         struct raft_entry copy = e[i];
         copy.term = r->term;
-        rv = log_append(r, r->last_index + 1, &copy);
+        rv = raft__log_append(r, r->last_index + 1, &copy);
         if (rv != 0) {
             break;
         }
         out->entries[out->n_entries++] = copy;
     }
     for (uint32_t i = 0; i < r->n_progress; i++) {
-        send_append(r, &r->progress[i], false, out);
+        raft__send_append(r, &r->progress[i], false, out);
     }
-    maybe_commit(r, out);
+    raft__maybe_commit(r, out);
     return rv;
 }
 
-int propose(struct raft *r, const struct raft_in *in, struct raft_out *out)
+int raft__propose(struct raft *r, const struct raft_in *in,
+                  struct raft_out *out)
 {
     ASSERT(in->type == RAFT_IN_PROPOSE);
     ASSERT(in->propose.n == 0 || in->propose.entries != NULL);
@@ -177,13 +179,13 @@ int propose(struct raft *r, const struct raft_in *in, struct raft_out *out)
             return KEEL_EINVAL; /* configurations go through RAFT_IN_CHANGE */
         }
     }
-    return leader_append(r, in->propose.entries, in->propose.n, out);
+    return raft__leader_append(r, in->propose.entries, in->propose.n, out);
 }
 
 static void reads_check(struct raft *r, struct raft_out *out)
 {
     const struct raft_config *c = raft_config_current(r);
-    uint32_t voters = config_n_voters(c);
+    uint32_t voters = raft__config_n_voters(c);
     ASSERT(r->role == RAFT_LEADER);
     while (r->n_reads > 0) {
         struct raft_pending_read *rd = &r->reads[0];
@@ -191,7 +193,7 @@ static void reads_check(struct raft *r, struct raft_out *out)
         for (uint32_t i = 0; i < r->n_progress; i++) {
             struct raft_progress *p = &r->progress[i];
             if (p->read_round >= rd->round &&
-                config_is_voter(r, c, p->node, p->incarnation)) {
+                raft__config_is_voter(r, c, p->node, p->incarnation)) {
                 acks++;
             }
         }
@@ -207,7 +209,7 @@ static void reads_check(struct raft *r, struct raft_out *out)
     }
 }
 
-void reads_fail(struct raft *r, int status, struct raft_out *out)
+void raft__reads_fail(struct raft *r, int status, struct raft_out *out)
 {
     ASSERT(status != 0);
     ASSERT(r->n_reads <= RAFT_READS_MAX);
@@ -222,7 +224,7 @@ void reads_fail(struct raft *r, int status, struct raft_out *out)
 /* Read-index (DESIGN §3): only after an entry of this term committed; record
  * commit, confirm leadership with a heartbeat round of this term, and let the
  * driver serve the read once applied >= the recorded index. */
-int read_index(struct raft *r, uint64_t id, struct raft_out *out)
+int raft__read_index(struct raft *r, uint64_t id, struct raft_out *out)
 {
     ASSERT(r->n_reads <= RAFT_READS_MAX);
     if (r->role != RAFT_LEADER) {
@@ -238,7 +240,7 @@ int read_index(struct raft *r, uint64_t id, struct raft_out *out)
     r->read_round++;
     r->reads[r->n_reads++] = (struct raft_pending_read){
         .id = id, .index = r->commit, .round = r->read_round};
-    broadcast_append(r, true, out);
+    raft__broadcast_append(r, true, out);
     reads_check(r, out);
     return 0;
 }
@@ -246,7 +248,7 @@ int read_index(struct raft *r, uint64_t id, struct raft_out *out)
 /* Leader: the highest index persisted on a majority of voters whose entry has
  * the current term (Raft §5.4.2, Figure 8). The leader counts itself only up
  * to its accepted persisted index. */
-void maybe_commit(struct raft *r, struct raft_out *out)
+void raft__maybe_commit(struct raft *r, struct raft_out *out)
 {
     const struct raft_config *c = raft_config_current(r);
     raft_index m[RAFT_SERVERS_MAX];
@@ -254,7 +256,7 @@ void maybe_commit(struct raft *r, struct raft_out *out)
 
     (void)out;
     ASSERT(r->role == RAFT_LEADER);
-    if (config_is_voter(r, c, r->id, r->incarnation)) {
+    if (raft__config_is_voter(r, c, r->id, r->incarnation)) {
         raft_index self = MUTATED(r, RAFT_MUT_LEADER_COUNTS_UNSYNCED)
                               ? r->last_index
                               : r->persisted;
@@ -266,7 +268,7 @@ void maybe_commit(struct raft *r, struct raft_out *out)
     }
     for (uint32_t i = 0; i < r->n_progress; i++) {
         struct raft_progress *p = &r->progress[i];
-        if (config_is_voter(r, c, p->node, p->incarnation)) {
+        if (raft__config_is_voter(r, c, p->node, p->incarnation)) {
             m[n++] = p->match;
         }
     }
@@ -282,7 +284,7 @@ void maybe_commit(struct raft *r, struct raft_out *out)
             m[j - 1] = t;
         }
     }
-    raft_index candidate = m[config_n_voters(c) / 2];
+    raft_index candidate = m[raft__config_n_voters(c) / 2];
     if (candidate <= r->commit || candidate > r->last_index) {
         return;
     }
@@ -296,15 +298,15 @@ void maybe_commit(struct raft *r, struct raft_out *out)
 static void reply_append(struct raft *r, const struct raft_msg *m, bool success,
                          raft_index last, raft_index hint, struct raft_out *out)
 {
-    struct raft_msg *resp =
-        out_msg(out, RAFT_MSG_APPEND_RESP, r, m->from, m->from_incarnation);
+    struct raft_msg *resp = raft__out_msg(out, RAFT_MSG_APPEND_RESP, r, m->from,
+                                          m->from_incarnation);
     ASSERT(m->type == RAFT_MSG_APPEND);
     ASSERT(hint <= r->last_index);
     if (resp == NULL) {
         return;
     }
     resp->append_resp.success = success;
-    resp->append_resp.match = follower_match(r);
+    resp->append_resp.match = raft__follower_match(r);
     resp->append_resp.last = last;
     resp->append_resp.hint = hint;
     resp->append_resp.hint_term = raft_term_at(r, hint);
@@ -372,13 +374,13 @@ static raft_index append_entries(struct raft *r, raft_index prev,
         if (at <= r->commit) {
             return prev + i; /* a leader never conflicts with our commit */
         }
-        log_truncate(r, at);
+        raft__log_truncate(r, at);
         out->truncate_from = at;
     }
     out->entries_first = at;
     for (; i < n; i++) {
         if (e[i].term == 0 || e[i].term > r->term ||
-            log_append(r, prev + 1 + i, &e[i]) != 0) {
+            raft__log_append(r, prev + 1 + i, &e[i]) != 0) {
             break; /* malformed or over a bound: keep what fits */
         }
         out->entries[out->n_entries++] = e[i];
@@ -387,7 +389,8 @@ static raft_index append_entries(struct raft *r, raft_index prev,
     return prev + i;
 }
 
-void recv_append(struct raft *r, const struct raft_msg *m, struct raft_out *out)
+void raft__recv_append(struct raft *r, const struct raft_msg *m,
+                       struct raft_out *out)
 {
     const struct raft_msg_append *a = &m->append;
     raft_index prev = a->prev_index;
@@ -414,7 +417,7 @@ void recv_append(struct raft *r, const struct raft_msg *m, struct raft_out *out)
         return;
     } else if (raft_term_at(r, prev) != a->prev_term) {
         /* Fast backtracking: the last index whose term could match. */
-        raft_index hint = log_find_le_term(r, prev - 1, a->prev_term);
+        raft_index hint = raft__log_find_le_term(r, prev - 1, a->prev_term);
         reply_append(r, m, false, 0, hint, out);
         return;
     }
@@ -436,11 +439,12 @@ void recv_append(struct raft *r, const struct raft_msg *m, struct raft_out *out)
     reply_append(r, m, true, matched, r->last_index, out);
 }
 
-void recv_append_resp(struct raft *r, const struct raft_msg *m,
-                      struct raft_out *out)
+void raft__recv_append_resp(struct raft *r, const struct raft_msg *m,
+                            struct raft_out *out)
 {
     const struct raft_msg_append_resp *a = &m->append_resp;
-    struct raft_progress *p = progress_find(r, m->from, m->from_incarnation);
+    struct raft_progress *p =
+        raft__progress_find(r, m->from, m->from_incarnation);
 
     ASSERT(r->role == RAFT_LEADER);
     ASSERT(m->term == r->term);
@@ -455,15 +459,15 @@ void recv_append_resp(struct raft *r, const struct raft_msg *m,
     }
     if (!a->success) {
         raft_index hint = a->hint < r->last_index ? a->hint : r->last_index;
-        progress_probe(p, log_find_le_term(r, hint, a->hint_term) + 1);
-        send_append(r, p, false, out);
+        progress_probe(p, raft__log_find_le_term(r, hint, a->hint_term) + 1);
+        raft__send_append(r, p, false, out);
         return;
     }
     /* The latest value reported in this term, even if lower (DESIGN §3). */
     p->match = a->match <= r->last_index ? a->match : r->last_index;
     if (p->snap_index != 0) {
         if (p->match >= p->snap_index) {
-            snapshot_done(r, p, out);
+            raft__snapshot_done(r, p, out);
         }
         return;
     }
@@ -480,16 +484,16 @@ void recv_append_resp(struct raft *r, const struct raft_msg *m,
     if (p->next <= p->match) {
         p->next = p->match + 1;
     }
-    maybe_commit(r, out);
-    transfer_check(r, p, out);
-    send_append(r, p, false, out);
+    raft__maybe_commit(r, out);
+    raft__transfer_check(r, p, out);
+    raft__send_append(r, p, false, out);
 }
 
 /* A sync completed covering (index, term). Accepted only if the log still
  * holds that term there (DESIGN §3): a sync that raced a conflict truncation
  * says nothing about the new entries. */
-void on_persisted(struct raft *r, raft_index index, raft_term term,
-                  struct raft_out *out)
+void raft__on_persisted(struct raft *r, raft_index index, raft_term term,
+                        struct raft_out *out)
 {
     ASSERT(r->persisted <= r->last_index);
     if (MUTATED(r, RAFT_MUT_PERSISTED_BY_INDEX)) {
@@ -504,16 +508,16 @@ void on_persisted(struct raft *r, raft_index index, raft_term term,
     }
     r->persisted = index;
     if (r->role == RAFT_LEADER) {
-        maybe_commit(r, out);
+        raft__maybe_commit(r, out);
         return;
     }
     if (r->role == RAFT_FOLLOWER && r->leader != 0) {
         /* Answer as soon as the persisted index advances. */
         struct raft_msg *resp =
-            out_msg(out, RAFT_MSG_APPEND_RESP, r, r->leader, 0);
+            raft__out_msg(out, RAFT_MSG_APPEND_RESP, r, r->leader, 0);
         if (resp != NULL) {
             resp->append_resp.success = 1;
-            resp->append_resp.match = follower_match(r);
+            resp->append_resp.match = raft__follower_match(r);
         }
     }
     ASSERT(r->persisted <= r->last_index);

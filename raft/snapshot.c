@@ -11,8 +11,8 @@
 /* Leader: send p the next chunk of the snapshot at r->snap_index (the driver
  * fills chunk, len, done and log_first). One chunk in flight per follower;
  * a heartbeat resends it. */
-void send_snapshot(struct raft *r, struct raft_progress *p, bool heartbeat,
-                   struct raft_out *out)
+void raft__send_snapshot(struct raft *r, struct raft_progress *p,
+                         bool heartbeat, struct raft_out *out)
 {
     ASSERT(r->role == RAFT_LEADER);
     ASSERT(r->snap_index > 0);
@@ -25,7 +25,7 @@ void send_snapshot(struct raft *r, struct raft_progress *p, bool heartbeat,
         return;
     }
     struct raft_msg *m =
-        out_msg(out, RAFT_MSG_SNAPSHOT, r, p->node, p->incarnation);
+        raft__out_msg(out, RAFT_MSG_SNAPSHOT, r, p->node, p->incarnation);
     if (m == NULL) {
         return;
     }
@@ -41,21 +41,21 @@ void send_snapshot(struct raft *r, struct raft_progress *p, bool heartbeat,
 static void reply(struct raft *r, const struct raft_msg *m, uint8_t success,
                   struct raft_out *out)
 {
-    struct raft_msg *resp =
-        out_msg(out, RAFT_MSG_SNAPSHOT_RESP, r, m->from, m->from_incarnation);
+    struct raft_msg *resp = raft__out_msg(out, RAFT_MSG_SNAPSHOT_RESP, r,
+                                          m->from, m->from_incarnation);
     ASSERT(r->role == RAFT_FOLLOWER);
     if (resp == NULL) {
         return;
     }
     resp->snapshot_resp.success = success;
     resp->snapshot_resp.offset = r->recv_offset;
-    resp->snapshot_resp.match = follower_match(r);
+    resp->snapshot_resp.match = raft__follower_match(r);
 }
 
 /* Follower: one chunk. Chunks must arrive in order; anything else is
  * answered with the offset we expect. */
-void recv_snapshot(struct raft *r, const struct raft_msg *m,
-                   struct raft_out *out)
+void raft__recv_snapshot(struct raft *r, const struct raft_msg *m,
+                         struct raft_out *out)
 {
     const struct raft_msg_snapshot *s = &m->snapshot;
     ASSERT(r->role == RAFT_FOLLOWER);
@@ -109,9 +109,9 @@ void raft_snapshot_abort(struct raft *r)
 
 /* Follower: the driver made the snapshot, the retained log and their LMDB
  * records durable. Keep our entries after X if ours at X matches. */
-void snapshot_installed(struct raft *r, raft_index index, raft_term term,
-                        const struct raft_config *config, raft_index faulty,
-                        struct raft_out *out)
+void raft__snapshot_installed(struct raft *r, raft_index index, raft_term term,
+                              const struct raft_config *config,
+                              raft_index faulty, struct raft_out *out)
 {
     ASSERT(term > 0);
     ASSERT(config != NULL);
@@ -129,7 +129,7 @@ void snapshot_installed(struct raft *r, raft_index index, raft_term term,
         r->faulty = faulty > index && faulty <= r->last_index ? faulty : 0;
     }
     if (index <= r->last_index && raft_term_at(r, index) == term) {
-        log_compact(r, index, term);
+        raft__log_compact(r, index, term);
     } else {
         ASSERT(r->commit < index);
         r->faulty = 0; /* the whole log is replaced */
@@ -143,7 +143,7 @@ void snapshot_installed(struct raft *r, raft_index index, raft_term term,
     }
     r->snap_config = *config;
     r->snap_config_index = index;
-    progress_rebuild(r);
+    raft__progress_rebuild(r);
     if (r->commit < index) {
         r->commit = index;
     }
@@ -158,21 +158,22 @@ void snapshot_installed(struct raft *r, raft_index index, raft_term term,
     }
     if (r->role == RAFT_FOLLOWER && r->leader != 0) {
         struct raft_msg *resp =
-            out_msg(out, RAFT_MSG_SNAPSHOT_RESP, r, r->leader, 0);
+            raft__out_msg(out, RAFT_MSG_SNAPSHOT_RESP, r, r->leader, 0);
         if (resp != NULL) {
             resp->snapshot_resp.success = 1;
-            resp->snapshot_resp.match = follower_match(r);
+            resp->snapshot_resp.match = raft__follower_match(r);
         }
     }
     ASSERT(r->last_index >= r->snap_index);
 }
 
 /* Leader: a follower's answer to a chunk or to the install. */
-void recv_snapshot_resp(struct raft *r, const struct raft_msg *m,
-                        struct raft_out *out)
+void raft__recv_snapshot_resp(struct raft *r, const struct raft_msg *m,
+                              struct raft_out *out)
 {
     const struct raft_msg_snapshot_resp *a = &m->snapshot_resp;
-    struct raft_progress *p = progress_find(r, m->from, m->from_incarnation);
+    struct raft_progress *p =
+        raft__progress_find(r, m->from, m->from_incarnation);
     ASSERT(r->role == RAFT_LEADER);
     ASSERT(m->term == r->term);
     if (p == NULL) {
@@ -185,17 +186,17 @@ void recv_snapshot_resp(struct raft *r, const struct raft_msg *m,
         return;
     }
     if (p->match >= p->snap_index) {
-        snapshot_done(r, p, out);
+        raft__snapshot_done(r, p, out);
         return;
     }
     p->snap_offset = a->success ? a->offset : 0;
     p->snap_sent = false;
-    send_snapshot(r, p, false, out);
+    raft__send_snapshot(r, p, false, out);
 }
 
 /* The follower holds everything through the snapshot: replicate again. */
-void snapshot_done(struct raft *r, struct raft_progress *p,
-                   struct raft_out *out)
+void raft__snapshot_done(struct raft *r, struct raft_progress *p,
+                         struct raft_out *out)
 {
     ASSERT(p->snap_index != 0);
     ASSERT(p->match >= p->snap_index);
@@ -205,6 +206,6 @@ void snapshot_done(struct raft *r, struct raft_progress *p,
     p->probe_sent = false;
     p->next = p->match + 1;
     p->inflight.n = 0;
-    maybe_commit(r, out);
-    send_append(r, p, false, out);
+    raft__maybe_commit(r, out);
+    raft__send_append(r, p, false, out);
 }
