@@ -115,7 +115,7 @@ int snap_quarantine_orphan(const struct snap_config *cfg, const char *path,
     if (name[0] == '\0' || strchr(name, '/') != NULL || name[0] == '.') {
         return keel_err(KEEL_EINVAL, errmsg, "orphan name '%s' invalid", name);
     }
-    fs = cfg->fs != NULL ? cfg->fs : fs_posix();
+    fs = cfg->fs != NULL ? cfg->fs : store_fs_posix();
     rv = fs->stat(fs, path, errmsg);
     if (rv != 0) {
         return rv;
@@ -154,7 +154,7 @@ int snap_orphans_list(const struct snap_config *cfg,
 
     ASSERT(cfg != NULL && cfg->data_dir != NULL);
     ASSERT(n != NULL);
-    fs = cfg->fs != NULL ? cfg->fs : fs_posix();
+    fs = cfg->fs != NULL ? cfg->fs : store_fs_posix();
     snap__fmt(dir, sizeof dir, "%s/quarantine/orphans", cfg->data_dir);
     rv = fs->readdir(fs, dir, list_cb, &c, errmsg);
     if (rv == KEEL_ENOENT) {

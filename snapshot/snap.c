@@ -411,7 +411,7 @@ static int init_snap(struct snap *sn, const struct snap_config *cfg,
 
     ASSERT(cfg != NULL && cfg->data_dir != NULL);
     ASSERT(s != NULL && g != NULL);
-    sn->fs = cfg->fs != NULL ? cfg->fs : fs_posix();
+    sn->fs = cfg->fs != NULL ? cfg->fs : store_fs_posix();
     sn->fatal_cb = cfg->fatal_cb;
     sn->fatal_arg = cfg->fatal_arg;
     sn->s = s;
@@ -537,7 +537,7 @@ int snap_group_delete(const struct snap_config *cfg,
 
     ASSERT(cfg != NULL && cfg->data_dir != NULL);
     ASSERT(id != NULL);
-    fs = cfg->fs != NULL ? cfg->fs : fs_posix();
+    fs = cfg->fs != NULL ? cfg->fs : store_fs_posix();
     store_group_id_hex(id, hex);
     snap__fmt(dir, sizeof dir, "%s/groups/%s/snap", cfg->data_dir, hex);
     names.v = calloc(SNAP_DIR_ENTRIES_MAX, NAME_BYTES);

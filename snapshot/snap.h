@@ -75,7 +75,7 @@ KEEL_MUST_USE int snap_validate(const uint8_t *buf, size_t len,
                                 size_t *body_len, char *errmsg);
 
 struct snap_config {
-    struct fs *fs;        /* NULL: the real file system (fs_posix) */
+    struct fs *fs;        /* NULL: the real file system (store_fs_posix) */
     const char *data_dir; /* the store's data directory */
     void (*fatal_cb)(void *arg, const char *msg); /* log, then abort */
     void *fatal_arg;

@@ -308,7 +308,7 @@ static struct fs posix_fs = {
     .stat = posix_stat,
 };
 
-struct fs *fs_posix(void)
+struct fs *store_fs_posix(void)
 {
     return &posix_fs;
 }

@@ -194,7 +194,7 @@ static int config_check(struct store *s, const struct store_config *cfg,
     ASSERT(s != NULL);
     ASSERT(cfg != NULL);
     s->cfg = *cfg;
-    s->fs = cfg->fs != NULL ? cfg->fs : fs_posix();
+    s->fs = cfg->fs != NULL ? cfg->fs : store_fs_posix();
     if (s->cfg.segment_bytes == 0) {
         s->cfg.segment_bytes = STORE_SEGMENT_BYTES_DEFAULT;
     }

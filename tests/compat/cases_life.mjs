@@ -60,7 +60,7 @@ export const cases = [
     run: async (ctx) => {
       // nats-server 2.9.10 exits 1 or, under load, 0 (its shutdown races
       // its exit call), so only a stop by exit status is compared; keeld
-      // exits 0 (client/tests/cli_test.sh checks it).
+      // exits 0 (tests/integration/cli_test.sh checks it).
       const s = await startOne(ctx.kind);
       return { exited: typeof (await s.stop('SIGTERM')) === 'number' };
     },

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fs_fault.h"
 #include "store.h"
 
 #define TS_WAIT_MS_MAX 20000

@@ -1,7 +1,7 @@
 // Retention bench (DESIGN §5 compaction): publish N messages with acks
 // (window W) to a fresh stream RET with max_msgs 1000 on a running keeld and
 // print the data directory's disk use every STEP publishes.
-// usage: node snapshot/retention_bench.mjs NATS_URL DATA_DIR N [STEP]
+// usage: node bench/retention_bench.mjs NATS_URL DATA_DIR N [STEP]
 import { createRequire } from "node:module";
 const require = createRequire(import.meta.url);
 const { connect } = require("../tests/js/node_modules/nats");

@@ -1,4 +1,4 @@
-/* A fault-injecting, in-memory struct fs for tests (see fs.h).
+/* A fault-injecting, in-memory struct fs for tests (see fs_fault.h).
  *
  * Model: each file keeps its current bytes (what reads see, the page cache)
  * and its durable bytes (what survives a power loss). fdatasync and fsync
@@ -17,7 +17,7 @@
 #include <keel/error.h>
 #include <keel/limits.h>
 
-#include "fs.h"
+#include "fs_fault.h"
 
 #define FAULT_WRITES_MAX 4096
 #define FAULT_NODES_MAX (4 * STORE_DIR_ENTRIES_MAX)
