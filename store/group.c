@@ -50,7 +50,7 @@ static bool load_facts(struct store_group *g, struct store_recovery *rep)
             rep->amnesia_reason = STORE_AMNESIA_BAD_VALUE;
         }
     }
-    if (s->meta_reset) {
+    if (s->meta_reset && !s->cfg.sole_member) {
         rep->amnesia = true;
         rep->amnesia_reason = STORE_AMNESIA_META_RESET;
     }
@@ -66,7 +66,9 @@ static bool load_facts(struct store_group *g, struct store_recovery *rep)
  * log that holds records of a term cannot be trusted to know its vote:
  * amnesiac (rule 3), so it votes for nobody until a leader caught it up;
  * nothing is dropped. An empty or term-0 log is a group whose first hard
- * state never became durable, nothing more. */
+ * state never became durable, nothing more. On a node of one no other
+ * voter exists: a lost vote cannot help elect a second leader, so such a
+ * group is not amnesiac (store_config.sole_member). */
 static void hs_unknown_after_scan(struct store_group *g,
                                   struct store_recovery *rep)
 {
@@ -74,7 +76,7 @@ static void hs_unknown_after_scan(struct store_group *g,
     ASSERT(rep != NULL);
     g->hard_term =
         rep->max_term_seen > g->snap.term ? rep->max_term_seen : g->snap.term;
-    if (g->hard_term > 0 && !rep->amnesia) {
+    if (g->hard_term > 0 && !rep->amnesia && !g->s->cfg.sole_member) {
         rep->amnesia = true;
         rep->amnesia_reason = STORE_AMNESIA_BAD_VALUE;
     }

@@ -237,6 +237,12 @@ int store__quarantine(struct store *s, const char *path, const char *name,
 int store__scan(struct store_group *g, struct store_recovery *rep,
                 char *errmsg);
 
+/* rebuild.c: a node of one with no catalogue entry for the group
+ * catalogues the segment files whose headers verify (one synced
+ * transaction) and says so in rep. */
+int store__rebuild_catalogue(struct store_group *g, struct store_recovery *rep,
+                             char *errmsg);
+
 /* sync.c */
 int store__sync_start(struct store *s, char *errmsg);
 void store__sync_stop(struct store *s);

@@ -600,6 +600,14 @@ int store_meta_incarnation(struct store_meta *m, uint8_t out[16])
     return value_get(m, &STORE_META_CODEC_INCARNATION, NULL, out);
 }
 
+int store_meta_incarnation_put(struct store_meta *m, const uint8_t inc[16],
+                               char *errmsg)
+{
+    ASSERT(m != NULL);
+    ASSERT(inc != NULL);
+    return value_put(m, &STORE_META_CODEC_INCARNATION, NULL, 0, inc, errmsg);
+}
+
 int store_meta_node_get(struct store_meta *m, struct store_meta_node *out)
 {
     ASSERT(m != NULL);

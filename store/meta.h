@@ -78,6 +78,9 @@ int store_meta_open_ro(const char *data_dir, struct store_meta **out,
 void store_meta_close(struct store_meta *m);
 
 int store_meta_incarnation(struct store_meta *m, uint8_t out[16]);
+/* Replace the incarnation value (store_incarnation_adopt), synced. */
+int store_meta_incarnation_put(struct store_meta *m, const uint8_t inc[16],
+                               char *errmsg);
 int store_meta_node_get(struct store_meta *m, struct store_meta_node *out);
 int store_meta_node_put(struct store_meta *m, const struct store_meta_node *n,
                         char *errmsg);

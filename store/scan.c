@@ -742,6 +742,13 @@ int store__scan(struct store_group *g, struct store_recovery *rep, char *errmsg)
     }
     rv = store_meta_cat_list(g->s->meta, g->id.b, cat,
                              STORE_SEGMENTS_PER_GROUP_MAX, &ncat);
+    if (rv == 0 && ncat == 0 && g->s->cfg.sole_member && !g->s->cfg.read_only) {
+        rv = store__rebuild_catalogue(g, rep, errmsg);
+        rv = rv == 0 && rep->rebuilt_segments > 0
+                 ? store_meta_cat_list(g->s->meta, g->id.b, cat,
+                                       STORE_SEGMENTS_PER_GROUP_MAX, &ncat)
+                 : rv;
+    }
     if (rv != 0) {
         rv = keel_err(rv, errmsg, "catalogue of group unreadable");
         goto out;

@@ -277,6 +277,30 @@ uint64_t store_incarnation64(const uint8_t inc[16])
     return v != 0 ? v : 1;
 }
 
+int store_incarnation_adopt(struct store *s, uint64_t inc64, char *errmsg)
+{
+    uint8_t inc[16];
+
+    ASSERT(s != NULL);
+    ASSERT(inc64 != 0);
+    if (!s->cfg.sole_member || s->cfg.read_only) {
+        return keel_err(KEEL_EINVAL, errmsg,
+                        "only a writable store of a node of one adopts an "
+                        "incarnation");
+    }
+    store_fmt_put64(inc, inc64);
+    pthread_mutex_lock(&s->mu); /* the segment planner draws from it too */
+    uint64_t r = store__rand(s);
+    pthread_mutex_unlock(&s->mu);
+    store_fmt_put64(inc + 8, r);
+    int rv = store_meta_incarnation_put(s->meta, inc, errmsg);
+    if (rv != 0) {
+        store__fatal(s, "write the incarnation", errmsg);
+    }
+    ASSERT(store_incarnation64(inc) == inc64 || inc64 == 1);
+    return 0;
+}
+
 int store_open(const struct store_config *cfg, struct store **out,
                struct store_node_report *rep, char *errmsg)
 {

@@ -61,6 +61,14 @@ struct store_config {
     bool no_prealloc; /* tests: create segments only when needed */
     bool manual_sync; /* tests: no sync threads; store_debug_step runs the
                          queued work on the caller (deterministic) */
+    bool sole_member; /* this node is the only member of every group it
+                         holds (a keeld without a cluster): after a
+                         meta.lmdb reset or loss a group with no catalogue
+                         entry catalogues the segment files whose headers
+                         verify (nobody else can hold a newer copy: the
+                         log is the stream), and neither the reset nor a
+                         lost hard state makes a group amnesiac (no other
+                         voter exists to be misled by a lost vote). */
     bool read_only;   /* forensic open of a stopped node's directory (keel
                          store dump): LMDB MDB_RDONLY, segments O_RDONLY, no
                          sync threads, no node record, no quarantine moves,
@@ -101,6 +109,14 @@ uint64_t store_incarnation64(const uint8_t inc[16]);
 /* Open the store of a data directory. Starts the sync threads. */
 int store_open(const struct store_config *cfg, struct store **out,
                struct store_node_report *rep, char *errmsg);
+
+/* A node of one (cfg.sole_member) whose meta.lmdb was reset or lost took
+ * a new incarnation, but its logs' configurations name the old one, and
+ * nobody else holds its groups: keep the old one. Writes the incarnation
+ * value (bytes 0..7 little-endian inc64, bytes 8..15 random) synced;
+ * store_incarnation64 of it is inc64 from now on. KEEL_EINVAL without
+ * cfg.sole_member or on a read-only store. */
+int store_incarnation_adopt(struct store *s, uint64_t inc64, char *errmsg);
 
 /* Stop the sync threads after they finish queued work and free everything.
  * clean=true records a clean shutdown in the node record (synced); a test
@@ -149,6 +165,9 @@ struct store_recovery {
     uint64_t snapshot_index;
     uint64_t snapshot_term;
     unsigned quarantined_files;
+    unsigned rebuilt_segments; /* sole_member: catalogue entries rebuilt
+                                  from segment headers by this open */
+    uint64_t rebuilt_from;     /* base index of the first of them */
 };
 
 /* Open (or create, empty from index 1) the log of a group and run the

@@ -626,7 +626,9 @@ static int open_store(struct srv_js *js, const char *dir, char *errmsg)
                               .wakeup_cb = replica_host_wakeup,
                               .wakeup_arg = js->host,
                               .fatal_cb = store_fatal,
-                              .fatal_arg = js};
+                              .fatal_arg = js,
+                              .sole_member =
+                                  js->srv->cfg->cluster_listen[0] == '\0'};
     memset(&rep, 0, sizeof rep);
     rv = store_open(&sc, &js->store, &rep, errmsg);
     if (rv != 0) {
@@ -765,9 +767,10 @@ int srv_js_open(struct srv_server *srv, const char *store_dir,
         rv = open_store(js, store_dir, errmsg);
     }
     if (rv == 0) {
-        rv = srv->cfg->cluster_listen[0] != '\0'
-                 ? srv_js_cluster_open(js, store_dir, errmsg)
-                 : open_meta(js, NULL, errmsg);
+        bool alone = srv->cfg->cluster_listen[0] == '\0';
+        rv = alone ? srv_js_alone_open(js, errmsg)
+                   : srv_js_cluster_open(js, store_dir, errmsg);
+        rv = rv == 0 && alone ? open_meta(js, NULL, errmsg) : rv;
     }
     if (rv != 0) {
         srv_js_stop(js);

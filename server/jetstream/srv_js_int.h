@@ -100,6 +100,10 @@ struct srv_js {
     bool meta_leader_seen;   /* a meta leader was known since start */
     struct srv_admin *admin; /* membership requests (srv_admin.c) */
     bool orphans_checked;    /* clustered: srv_js_orphans_tick ran */
+    /* Groups (and their segment files) whose catalogue this node of one
+     * rebuilt at start after a meta.lmdb reset (/healthz warns). */
+    uint32_t rebuilt_groups;
+    uint64_t rebuilt_segments;
 };
 
 /* ---- srv_js.c ---- */
@@ -161,6 +165,11 @@ srv_js_limits_check_config(const struct srv_js *js,
 KEEL_MUST_USE int srv_js_limits_check_publish(const struct srv_js *js,
                                               const struct srv_stream *st,
                                               enum srv_js_err *jerr);
+
+/* ---- srv_js_alone.c (a node without a cluster) ---- */
+/* Before the meta group opens: report a rebuilt meta catalogue and keep
+ * the incarnation the meta log names (store_incarnation_adopt). */
+int srv_js_alone_open(struct srv_js *js, char *errmsg);
 
 /* ---- srv_js_meta.c (clustered meta group) ---- */
 /* The meta group's id, the same on every node. */

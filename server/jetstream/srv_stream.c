@@ -636,6 +636,16 @@ static int stream_replica_open(struct srv_stream *st, char *errmsg)
     if (si.log_quarantined) {
         SRV_WARN("js", "stream %s: %s", st->cfg.name, si.load);
     }
+    if (si.rebuilt_segments > 0) {
+        js->rebuilt_groups++;
+        js->rebuilt_segments += si.rebuilt_segments;
+        SRV_WARN("js",
+                 "stream %s: catalogue rebuilt from %u segment file(s) "
+                 "(from index %llu) after meta.lmdb was reset: this node "
+                 "is the stream's only member",
+                 st->cfg.name, si.rebuilt_segments,
+                 (unsigned long long)si.rebuilt_from);
+    }
     return 0;
 }
 

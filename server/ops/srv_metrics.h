@@ -106,7 +106,10 @@ struct srv_mon_snap {
     uint64_t elections;           /* times a local group became leader */
     unsigned quarantined_files;   /* <data>/quarantine, orphans aside */
     unsigned quarantined_orphans; /* <data>/quarantine/orphans */
-    struct srv_mon_hist puback;   /* publish proposal to PubAck */
+    uint32_t rebuilt_groups;      /* catalogues a node of one rebuilt at
+                                     start (meta.lmdb reset) */
+    uint64_t rebuilt_segments;
+    struct srv_mon_hist puback; /* publish proposal to PubAck */
 };
 
 struct srv_metrics;

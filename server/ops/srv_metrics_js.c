@@ -118,6 +118,8 @@ int srv_metrics_gather_js(struct srv_server *srv, struct srv_mon_snap *s)
     s->api_total = js->api_total;
     s->api_errors = js->api_errors;
     s->streams_unopened = js->streams_unopened;
+    s->rebuilt_groups = js->rebuilt_groups;
+    s->rebuilt_segments = js->rebuilt_segments;
     s->meta_outsider = strcmp(srv_js_meta_membership(js), "not a member") == 0;
     s->meta_joining = strcmp(srv_js_meta_membership(js), "joining") == 0;
     snprintf(s->unopened_why, sizeof s->unopened_why, "%s", js->unopened_why);

@@ -189,6 +189,10 @@ static void js_families(FILE *f, const struct srv_mon_snap *s)
            s->quarantined_files);
     scalar(f, "keel_quarantined_orphans", "gauge",
            "Files in <data>/quarantine/orphans.", s->quarantined_orphans);
+    scalar(f, "keel_store_rebuilt_segments", "gauge",
+           "Segment files a node of one catalogued again at start after a "
+           "meta.lmdb reset.",
+           s->rebuilt_segments);
     raft_families(f, s);
 }
 

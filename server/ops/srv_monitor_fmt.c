@@ -31,6 +31,16 @@ json_t *srv_mon_warnings_json(const struct srv_mon_snap *snap)
                  snap->quarantined_files, snap->store_dir);
         json_array_append_new(w, json_string(text));
     }
+    if (w != NULL && snap->rebuilt_groups > 0) {
+        snprintf(text, sizeof text,
+                 "meta.lmdb was reset at start: the catalogue of %u group(s) "
+                 "was rebuilt from %llu segment file(s) (this node is the "
+                 "only member of its groups; the old meta.lmdb is in "
+                 "%s/js/quarantine)",
+                 snap->rebuilt_groups,
+                 (unsigned long long)snap->rebuilt_segments, snap->store_dir);
+        json_array_append_new(w, json_string(text));
+    }
     return w;
 }
 

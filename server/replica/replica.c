@@ -704,6 +704,8 @@ static int open_once(struct replica_host *h, const struct store_group_id *gid,
         replica_free(r);
         return rv;
     }
+    r->snap.rebuilt_segments = rep.rebuilt_segments;
+    r->snap.rebuilt_from = rep.rebuilt_from;
     *out = r;
     return 0;
 }

@@ -153,6 +153,11 @@ struct replica_snap_info {
     bool log_quarantined;       /* the open quarantined a log that continued no
                                    valid snapshot and opened empty (amnesiac) */
     char load[KEEL_ERRMSG_MAX]; /* what the open decided (snap_report_...) */
+    /* A node of one whose meta.lmdb was reset: the open catalogued this
+     * many segment files from their headers (store_config.sole_member),
+     * the first with this base index; 0: none. */
+    unsigned rebuilt_segments;
+    uint64_t rebuilt_from;
 };
 void replica_snap_info(const struct replica *r, struct replica_snap_info *out);
 

@@ -94,7 +94,9 @@ struct replica_snap {
                        uint8_t type, const void *payload, uint32_t len,
                        uint64_t ctx, void *arg);
     char load[KEEL_ERRMSG_MAX];
-    bool log_quarantined; /* opened empty after replica__quarantine_log */
+    bool log_quarantined;      /* opened empty after replica__quarantine_log */
+    unsigned rebuilt_segments; /* catalogue rebuilt by the open (store.h) */
+    uint64_t rebuilt_from;
 };
 
 struct replica_cached {

@@ -469,6 +469,8 @@ void replica_snap_info(const struct replica *r, struct replica_snap_info *out)
         out->must_not_lead = si.must_not_lead;
     }
     out->log_quarantined = s->log_quarantined;
+    out->rebuilt_segments = s->rebuilt_segments;
+    out->rebuilt_from = s->rebuilt_from;
     out->cut = s->cut;
     out->taken = s->taken;
     out->writing = s->job != NULL;

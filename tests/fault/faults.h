@@ -150,6 +150,9 @@ struct f_view {
     uint64_t alien;    /* a publish whose value is not ours */
     bool flagged;      /* the node reported damage (faulty, lost, amnesia) */
     bool lagging;      /* the node was down at the end: it never caught up */
+    bool dump_failed;  /* keel store dump failed: nothing known, nothing
+                          excused (a failed dump is not damage the node
+                          flags itself) */
     uint64_t first_damage; /* lowest flagged index (1 when unknown) */
     char flags[128];
 };
@@ -166,6 +169,7 @@ struct f_result {
     uint64_t failed_stored; /* an error reply, yet served (fails) */
     uint64_t read_total;
     uint64_t consumer_missing; /* acked, served, never delivered */
+    uint64_t dump_failed;      /* nodes whose store dump failed (fails) */
     bool pass;
 };
 

@@ -15,6 +15,8 @@
  *   misplaced    an acked sequence holding another value
  *   failed       an attempt answered with a JetStream error ("not
  *   stored       stored") whose value the final read serves
+ *   dump failed  a node whose `keel store dump` failed: nothing it holds
+ *                excuses an unserved acked value, and the run fails
  *   consumer     acked and served, yet never delivered to the durable
  *   missing      consumer (which reads from sequence 1 while the nemesis
  *                runs, and is drained after healing)
@@ -126,7 +128,13 @@ int f_dump_node(struct f_run_ctx *c, int node, struct f_view *v)
     int st = pclose(p);
     free(line);
     if (st != 0) {
-        v->flagged = true; /* the dump itself failed: say so */
+        /* The dump itself failed (keeld lost the stream from its meta
+         * state, say): nothing is known of the node, so nothing it holds
+         * excuses an acked value the read does not serve (explained()),
+         * and the run fails. flagged keeps the divergence checks from
+         * reading its empty view as a node lacking every value. */
+        v->dump_failed = true;
+        v->flagged = true;
         v->first_damage = 1;
         snprintf(v->flags, sizeof v->flags, "DUMP_FAILED(%d)", st);
     }
@@ -267,7 +275,8 @@ static bool explained(const struct f_run_ctx *c, uint32_t s,
     }
     for (int i = 0; i < n; i++) {
         uint64_t at = npos[i] != NULL ? npos[i][s] : 0;
-        if (nodes[i].flagged && (at == 0 || at >= nodes[i].first_damage)) {
+        if (nodes[i].flagged && !nodes[i].dump_failed &&
+            (at == 0 || at >= nodes[i].first_damage)) {
             return true;
         }
     }
@@ -416,6 +425,9 @@ void f_check(struct f_run_ctx *c, const struct f_view *read,
     }
     check_acked(c, rpos, disk, nodes, npos, n, r);
     for (int i = 0; i < n; i++) {
+        r->dump_failed += nodes[i].dump_failed;
+    }
+    for (int i = 0; i < n; i++) {
         free(npos[i]);
     }
     for (uint64_t q = 1; q < read->n; q++) {
@@ -428,6 +440,7 @@ void f_check(struct f_run_ctx *c, const struct f_view *read,
     r->pass = r->lost == 0 && r->divergent == 0 && r->misplaced == 0 &&
               r->on_disk_missing == 0 && r->never_published == 0 &&
               r->consumer_missing == 0 && r->failed_stored == 0 &&
+              r->dump_failed == 0 &&
               (c->nem->expect == F_EXPECT_FLAGGED || r->unavailable == 0);
     free(disk);
     free(rpos);

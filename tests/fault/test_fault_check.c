@@ -103,6 +103,52 @@ static void a_failed_publish_that_is_served_fails_the_run(void **state)
     assert_false(r.pass);
 }
 
+/* An R1 media-fault run: the one node's view for the checker. */
+static void r1_flagged_node(struct fixture *f, struct f_view *node)
+{
+    f->nem.expect = F_EXPECT_FLAGGED;
+    memset(node, 0, sizeof *node);
+    node->slot_at = calloc(F_SEQS_MAX + 1024, sizeof *node->slot_at);
+    assert_non_null(node->slot_at);
+    node->n = 1;
+    node->flagged = true;
+    node->first_damage = 1;
+    f->c.att[0] = (struct f_attempt){F_ACKED, 1};
+}
+
+static void
+an_unserved_value_on_a_node_flagging_damage_is_unavailable(void **state)
+{
+    struct fixture *f = *state;
+    struct f_view node;
+    struct f_result r;
+
+    r1_flagged_node(f, &node);
+    f_check(&f->c, &f->read, &node, 1, &r);
+    assert_int_equal(r.unavailable, 1);
+    assert_int_equal(r.lost, 0);
+    assert_true(r.pass);
+    f_view_free(&node);
+}
+
+/* keeld lost the stream from its meta state: `keel store dump` fails, and
+ * that is no damage report excusing what the read does not serve. */
+static void a_failed_dump_excuses_nothing_and_fails_the_run(void **state)
+{
+    struct fixture *f = *state;
+    struct f_view node;
+    struct f_result r;
+
+    r1_flagged_node(f, &node);
+    node.dump_failed = true;
+    f_check(&f->c, &f->read, &node, 1, &r);
+    assert_int_equal(r.unavailable, 0);
+    assert_int_equal(r.lost, 1);
+    assert_int_equal(r.dump_failed, 1);
+    assert_false(r.pass);
+    f_view_free(&node);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -110,6 +156,11 @@ int main(void)
             a_failed_publish_that_is_not_served_passes, setup, teardown),
         cmocka_unit_test_setup_teardown(
             a_failed_publish_that_is_served_fails_the_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            an_unserved_value_on_a_node_flagging_damage_is_unavailable, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            a_failed_dump_excuses_nothing_and_fails_the_run, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
