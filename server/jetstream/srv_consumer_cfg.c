@@ -8,10 +8,8 @@
 #include <time.h>
 
 #include "keel/error.h"
+#include "srv_js_json.h"
 #include "srv_js_config.h"
-
-#define CFG_ERR(jerr, e, errmsg, ...)                                          \
-    (*(jerr) = (e), keel_err(KEEL_EINVAL, (errmsg), __VA_ARGS__))
 
 static const char *const deliver_names[] = {
     "all",           "last",
@@ -38,215 +36,140 @@ void srv_consumer_config_free(struct srv_consumer_config *cfg)
     memset(cfg, 0, sizeof *cfg);
 }
 
-static int get_int(const json_t *j, const char *key, int64_t min, int64_t *v,
-                   enum srv_js_err *jerr, char *errmsg)
+static int parse_names(const struct srv_js_json_rd *rd,
+                       struct srv_consumer_config *c)
 {
-    return srv_js_json_int(j, key, min, v, SRV_JS_ECONSUMER_CONFIG, jerr,
-                           errmsg);
-}
-
-static int get_bool(const json_t *j, const char *key, bool *v,
-                    enum srv_js_err *jerr, char *errmsg)
-{
-    return srv_js_json_bool(j, key, v, SRV_JS_ECONSUMER_CONFIG, jerr, errmsg);
-}
-
-/* An optional enum string; *present tells whether the key was there. */
-static int get_enum(const json_t *j, const char *key, const char *const *names,
-                    int n, int *v, bool *present, enum srv_js_err *jerr,
-                    char *errmsg)
-{
-    json_t *f = json_object_get(j, key);
-    *present = false;
-    if (f == NULL || json_is_null(f)) {
-        return 0;
-    }
-    const char *s = json_string_value(f);
-    for (int i = 0; s != NULL && i < n; i++) {
-        if (strcmp(s, names[i]) == 0) {
-            *v = i;
-            *present = true;
-            return 0;
-        }
-    }
-    return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                   "invalid %s %s: see PROTOCOL §2.1 for the values", key,
-                   s != NULL ? s : "(not a string)");
-}
-
-/* An optional non-empty string field copied to *dst (NULL when absent or
- * empty). */
-static int get_str(const json_t *j, const char *key, char **dst,
-                   enum srv_js_err *jerr, char *errmsg)
-{
-    json_t *f = json_object_get(j, key);
-    if (f == NULL || json_is_null(f)) {
-        return 0;
-    }
-    const char *s = json_string_value(f);
-    if (s == NULL) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "%s must be a string", key);
-    }
-    if (s[0] == '\0') {
-        return 0;
-    }
-    *dst = strdup(s);
-    return *dst == NULL ? keel_err(KEEL_ENOMEM, errmsg, "out of memory") : 0;
-}
-
-static int get_name(const json_t *j, const char *key, char *dst,
-                    enum srv_js_err *jerr, char *errmsg)
-{
-    const char *s = json_string_value(json_object_get(j, key));
-    if (s == NULL || s[0] == '\0') {
-        return 0;
-    }
-    if (!srv_js_name_valid(s)) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "invalid %s: no '.', '*', '>', '/', '\\' or "
-                       "whitespace, at most %d bytes",
-                       key, SRV_JS_NAME_BYTES_MAX);
-    }
-    snprintf(dst, SRV_JS_NAME_BYTES_MAX + 1, "%s", s);
-    return 0;
-}
-
-static int parse_names(const json_t *j, struct srv_consumer_config *c,
-                       enum srv_js_err *jerr, char *errmsg)
-{
-    int rv = get_name(j, "durable_name", c->durable_name, jerr, errmsg);
+    int rv = srv_js_json_name(rd, "durable_name", c->durable_name);
     if (rv == 0) {
-        rv = get_name(j, "name", c->name, jerr, errmsg);
+        rv = srv_js_json_name(rd, "name", c->name);
     }
     if (rv == 0 && c->durable_name[0] != '\0' && c->name[0] != '\0' &&
         strcmp(c->durable_name, c->name) != 0) {
-        rv = CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                     "consumer name and durable_name must be equal when "
-                     "both are set");
+        rv = srv_js_json_fail(
+            rd, "consumer name and durable_name must be equal when "
+                "both are set");
     }
     if (rv == 0 && c->durable_name[0] != '\0') {
         memcpy(c->name, c->durable_name, sizeof c->name);
     }
     if (rv == 0) {
-        rv = get_str(j, "description", &c->description, jerr, errmsg);
+        rv = srv_js_json_str(rd, "description", &c->description);
     }
     return rv;
 }
 
-static int parse_filters(const json_t *j, struct srv_consumer_config *c,
-                         enum srv_js_err *jerr, char *errmsg)
+static int parse_filters(const struct srv_js_json_rd *rd,
+                         struct srv_consumer_config *c)
 {
-    int rv = get_str(j, "filter_subject", &c->filter_subject, jerr, errmsg);
+    int rv = srv_js_json_str(rd, "filter_subject", &c->filter_subject);
     if (rv != 0) {
         return rv;
     }
-    json_t *f = json_object_get(j, "filter_subjects");
+    json_t *f = json_object_get(rd->j, "filter_subjects");
     if (f != NULL && !json_is_null(f) && !json_is_array(f)) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "filter_subjects must be an array of strings");
+        return srv_js_json_fail(rd,
+                                "filter_subjects must be an array of strings");
     }
     size_t n = json_is_array(f) ? json_array_size(f) : 0;
     if (n > SRV_JS_SUBJECTS_MAX) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "too many filter_subjects (at most %d)",
-                       SRV_JS_SUBJECTS_MAX);
+        return srv_js_json_fail(rd, "too many filter_subjects (at most %d)",
+                                SRV_JS_SUBJECTS_MAX);
     }
     if (n > 0 && c->filter_subject != NULL) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "consumer can not have both filter_subject and "
-                       "filter_subjects: use one of them");
+        return srv_js_json_fail(rd,
+                                "consumer can not have both filter_subject and "
+                                "filter_subjects: use one of them");
     }
     if (c->filter_subject != NULL &&
         !srv_js_subject_valid(c->filter_subject, true)) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "invalid filter_subject %s", c->filter_subject);
+        return srv_js_json_fail(rd, "invalid filter_subject %s",
+                                c->filter_subject);
     }
     if (n == 0) {
         return 0;
     }
     c->filter_subjects = calloc(n, sizeof *c->filter_subjects);
     if (c->filter_subjects == NULL) {
-        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+        return keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
     }
     for (size_t i = 0; i < n; i++) {
         const char *s = json_string_value(json_array_get(f, i));
         if (s == NULL || !srv_js_subject_valid(s, true)) {
-            return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                           "invalid subject in filter_subjects: %s",
-                           s != NULL ? s : "(not a string)");
+            return srv_js_json_fail(rd,
+                                    "invalid subject in filter_subjects: %s",
+                                    s != NULL ? s : "(not a string)");
         }
         for (size_t k = 0; k < i; k++) {
             if (srv_js_subjects_overlap(c->filter_subjects[k], s)) {
-                return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                               "consumer subject filters cannot overlap: "
-                               "%s and %s",
-                               c->filter_subjects[k], s);
+                return srv_js_json_fail(
+                    rd,
+                    "consumer subject filters cannot overlap: "
+                    "%s and %s",
+                    c->filter_subjects[k], s);
             }
         }
         c->filter_subjects[i] = strdup(s);
         if (c->filter_subjects[i] == NULL) {
-            return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+            return keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
         }
         c->nfilter_subjects = (uint32_t)(i + 1);
     }
     return 0;
 }
 
-static int parse_start(const json_t *j, struct srv_consumer_config *c,
-                       enum srv_js_err *jerr, char *errmsg)
+static int parse_start(const struct srv_js_json_rd *rd,
+                       struct srv_consumer_config *c)
 {
     int64_t seq = 0;
-    int rv = get_int(j, "opt_start_seq", 0, &seq, jerr, errmsg);
+    int rv = srv_js_json_int(rd, "opt_start_seq", 0, &seq);
     if (rv != 0) {
         return rv;
     }
     c->opt_start_seq = (uint64_t)seq;
-    json_t *t = json_object_get(j, "opt_start_time");
+    json_t *t = json_object_get(rd->j, "opt_start_time");
     if (t != NULL && !json_is_null(t)) {
         const char *s = json_string_value(t);
         if (s == NULL || srv_js_time_parse(s, &c->opt_start_time_ns) != 0) {
-            return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                           "opt_start_time must be an RFC3339 time");
+            return srv_js_json_fail(rd,
+                                    "opt_start_time must be an RFC3339 time");
         }
     }
     bool by_seq = c->deliver_policy == SRV_DELIVER_BY_START_SEQ;
     bool by_time = c->deliver_policy == SRV_DELIVER_BY_START_TIME;
     if (by_seq != (c->opt_start_seq > 0)) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "opt_start_seq is required by and only valid with "
-                       "deliver_policy by_start_sequence");
+        return srv_js_json_fail(
+            rd, "opt_start_seq is required by and only valid with "
+                "deliver_policy by_start_sequence");
     }
     if (by_time != (c->opt_start_time_ns != 0)) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "opt_start_time is required by and only valid with "
-                       "deliver_policy by_start_time");
+        return srv_js_json_fail(
+            rd, "opt_start_time is required by and only valid with "
+                "deliver_policy by_start_time");
     }
     return 0;
 }
 
-static int parse_backoff(const json_t *j, struct srv_consumer_config *c,
-                         enum srv_js_err *jerr, char *errmsg)
+static int parse_backoff(const struct srv_js_json_rd *rd,
+                         struct srv_consumer_config *c)
 {
-    json_t *f = json_object_get(j, "backoff");
+    json_t *f = json_object_get(rd->j, "backoff");
     size_t n = json_is_array(f) ? json_array_size(f) : 0;
     if (n == 0) {
         return 0;
     }
     if (n > SRV_JS_BACKOFF_MAX) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "too many backoff durations (at most %d)",
-                       SRV_JS_BACKOFF_MAX);
+        return srv_js_json_fail(rd, "too many backoff durations (at most %d)",
+                                SRV_JS_BACKOFF_MAX);
     }
     c->backoff_ns = calloc(n, sizeof *c->backoff_ns);
     if (c->backoff_ns == NULL) {
-        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+        return keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
     }
     for (size_t i = 0; i < n; i++) {
         json_t *d = json_array_get(f, i);
         if (!json_is_integer(d) || json_integer_value(d) <= 0) {
-            return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                           "backoff durations must be positive ns integers");
+            return srv_js_json_fail(
+                rd, "backoff durations must be positive ns integers");
         }
         c->backoff_ns[i] = (int64_t)json_integer_value(d);
     }
@@ -254,13 +177,13 @@ static int parse_backoff(const json_t *j, struct srv_consumer_config *c,
     return 0;
 }
 
-static int parse_policies(const json_t *j, struct srv_consumer_config *c,
-                          enum srv_js_err *jerr, char *errmsg)
+static int parse_policies(const struct srv_js_json_rd *rd,
+                          struct srv_consumer_config *c)
 {
     int v = 0;
     bool present = false;
-    int rv = get_enum(j, "deliver_policy", deliver_names, 6, &v, &present, jerr,
-                      errmsg);
+    int rv =
+        srv_js_json_enum(rd, "deliver_policy", deliver_names, 6, &v, &present);
     c->deliver_policy = (enum srv_deliver_policy)v;
     if (rv != 0) {
         return rv;
@@ -268,20 +191,19 @@ static int parse_policies(const json_t *j, struct srv_consumer_config *c,
     /* Absent ack_policy: explicit for pull (what nats.c defaults to), none
      * for push (the zero value clients send when they mean none). */
     v = c->deliver_subject == NULL ? SRV_ACKP_EXPLICIT : SRV_ACKP_NONE;
-    rv = get_enum(j, "ack_policy", ack_names, 3, &v, &present, jerr, errmsg);
+    rv = srv_js_json_enum(rd, "ack_policy", ack_names, 3, &v, &present);
     c->ack_policy = (enum srv_ack_policy)v;
     if (rv != 0) {
         return rv;
     }
     v = 0;
-    rv = get_enum(j, "replay_policy", replay_names, 2, &v, &present, jerr,
-                  errmsg);
+    rv = srv_js_json_enum(rd, "replay_policy", replay_names, 2, &v, &present);
     c->replay_policy = (enum srv_replay_policy)v;
     return rv;
 }
 
-static int parse_numbers(const json_t *j, struct srv_consumer_config *c,
-                         enum srv_js_err *jerr, char *errmsg)
+static int parse_numbers(const struct srv_js_json_rd *rd,
+                         struct srv_consumer_config *c)
 {
     const struct {
         const char *key;
@@ -300,7 +222,7 @@ static int parse_numbers(const json_t *j, struct srv_consumer_config *c,
         {"num_replicas", 0, &c->num_replicas},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-        int rv = get_int(j, f[i].key, f[i].min, f[i].v, jerr, errmsg);
+        int rv = srv_js_json_int(rd, f[i].key, f[i].min, f[i].v);
         if (rv != 0) {
             return rv;
         }
@@ -312,16 +234,16 @@ static int parse_numbers(const json_t *j, struct srv_consumer_config *c,
              {"headers_only", &c->headers_only},
              {"mem_storage", &c->mem_storage}};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
-        int rv = get_bool(j, b[i].key, b[i].v, jerr, errmsg);
+        int rv = srv_js_json_bool(rd, b[i].key, b[i].v);
         if (rv != 0) {
             return rv;
         }
     }
-    json_t *md = json_object_get(j, "metadata");
+    json_t *md = json_object_get(rd->j, "metadata");
     if (json_is_object(md) && json_object_size(md) > 0) {
         c->metadata = json_deep_copy(md);
         if (c->metadata == NULL) {
-            return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+            return keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
         }
     }
     return 0;
@@ -351,93 +273,87 @@ static void set_defaults(struct srv_consumer_config *c)
 }
 
 /* Push-only and pull-only fields, heartbeats, groups. */
-static int check_mode(const struct srv_consumer_config *c, const json_t *j,
-                      enum srv_js_err *jerr, char *errmsg)
+static int check_mode(const struct srv_js_json_rd *rd,
+                      const struct srv_consumer_config *c)
 {
     bool pull = c->deliver_subject == NULL;
     if (c->deliver_subject != NULL &&
         !srv_js_subject_valid(c->deliver_subject, false)) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "invalid deliver_subject %s: use a literal subject",
-                       c->deliver_subject);
+        return srv_js_json_fail(
+            rd, "invalid deliver_subject %s: use a literal subject",
+            c->deliver_subject);
     }
     if (c->idle_heartbeat_ns > 0 &&
         c->idle_heartbeat_ns < SRV_JS_HEARTBEAT_NS_MIN) {
-        return CFG_ERR(jerr, SRV_JS_EHEARTBEAT_MIN, errmsg,
-                       "consumer idle heartbeat needs to be >= 100ms");
+        return SRV_JS_CFG_ERR(rd->jerr, SRV_JS_EHEARTBEAT_MIN, rd->errmsg,
+                              "consumer idle heartbeat needs to be >= 100ms");
     }
-    if (!pull && json_integer_value(json_object_get(j, "max_waiting")) > 0) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "consumer in push mode can not set max_waiting");
+    if (!pull &&
+        json_integer_value(json_object_get(rd->j, "max_waiting")) > 0) {
+        return srv_js_json_fail(
+            rd, "consumer in push mode can not set max_waiting");
     }
     if (pull && (c->deliver_group != NULL || c->flow_control ||
                  c->idle_heartbeat_ns > 0)) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "deliver_group, flow_control and idle_heartbeat need "
-                       "a push consumer: set deliver_subject");
+        return srv_js_json_fail(
+            rd, "deliver_group, flow_control and idle_heartbeat need "
+                "a push consumer: set deliver_subject");
     }
     if (!pull &&
         (c->max_batch > 0 || c->max_expires_ns > 0 || c->max_bytes > 0)) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "max_batch, max_expires and max_bytes are for pull "
-                       "consumers only");
+        return srv_js_json_fail(
+            rd, "max_batch, max_expires and max_bytes are for pull "
+                "consumers only");
     }
     if (c->flow_control && c->idle_heartbeat_ns == 0) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "consumer with flow control also needs heartbeats");
+        return srv_js_json_fail(
+            rd, "consumer with flow control also needs heartbeats");
     }
     if (c->nbackoff > 0 && c->max_deliver > 0 &&
         (int64_t)c->nbackoff > c->max_deliver) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "max_deliver must be at least the number of backoff "
-                       "durations");
+        return srv_js_json_fail(
+            rd, "max_deliver must be at least the number of backoff "
+                "durations");
     }
     if (c->max_deliver == 0 || c->max_deliver < -1) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "max_deliver must be -1 or >= 1");
+        return srv_js_json_fail(rd, "max_deliver must be -1 or >= 1");
     }
     return 0;
+}
+
+static int parse_deliver(const struct srv_js_json_rd *rd,
+                         struct srv_consumer_config *c)
+{
+    int rv = srv_js_json_str(rd, "deliver_subject", &c->deliver_subject);
+    return rv == 0 ? srv_js_json_str(rd, "deliver_group", &c->deliver_group)
+                   : rv;
+}
+
+/* Defaults depend on the whole config (pull or push, durable or not);
+ * the mode checks on the defaults. */
+static int finish(const struct srv_js_json_rd *rd,
+                  struct srv_consumer_config *c)
+{
+    set_defaults(c);
+    return check_mode(rd, c);
 }
 
 int srv_consumer_config_parse(const json_t *j, struct srv_consumer_config *out,
                               enum srv_js_err *jerr, char *errmsg)
 {
+    static int (*const steps[])(const struct srv_js_json_rd *,
+                                struct srv_consumer_config *) = {
+        parse_names,   parse_deliver, parse_policies, parse_start,
+        parse_filters, parse_numbers, parse_backoff,  finish};
+    const struct srv_js_json_rd rd = {j, SRV_JS_ECONSUMER_CONFIG, jerr, errmsg};
+
     memset(out, 0, sizeof *out);
-    *jerr = SRV_JS_OK;
-    if (!json_is_object(j)) {
-        return CFG_ERR(jerr, SRV_JS_EBAD_REQUEST, errmsg,
-                       "consumer config must be a JSON object");
-    }
-    int rv = parse_names(j, out, jerr, errmsg);
-    if (rv == 0) {
-        rv = get_str(j, "deliver_subject", &out->deliver_subject, jerr, errmsg);
-    }
-    if (rv == 0) {
-        rv = get_str(j, "deliver_group", &out->deliver_group, jerr, errmsg);
-    }
-    if (rv == 0) {
-        rv = parse_policies(j, out, jerr, errmsg);
-    }
-    if (rv == 0) {
-        rv = parse_start(j, out, jerr, errmsg);
-    }
-    if (rv == 0) {
-        rv = parse_filters(j, out, jerr, errmsg);
-    }
-    if (rv == 0) {
-        rv = parse_numbers(j, out, jerr, errmsg);
-    }
-    if (rv == 0) {
-        rv = parse_backoff(j, out, jerr, errmsg);
-    }
-    if (rv == 0) {
-        set_defaults(out);
-        rv = check_mode(out, j, jerr, errmsg);
+    int rv = srv_js_json_begin(&rd, "consumer config");
+    for (size_t i = 0; rv == 0 && i < sizeof steps / sizeof steps[0]; i++) {
+        rv = steps[i](&rd, out);
     }
     if (rv != 0) {
-        if (*jerr == SRV_JS_OK) {
-            *jerr = SRV_JS_EUNAVAILABLE; /* out of memory: retry later */
-        }
+        srv_js_json_end(&rd);
         srv_consumer_config_free(out);
     }
     return rv;
@@ -538,24 +454,18 @@ int srv_consumer_config_encode(const struct srv_consumer_config *c,
                           (json_int_t)c->max_deliver, "replay_policy",
                           replay_names[c->replay_policy], "num_replicas",
                           (json_int_t)c->num_replicas);
-    if (o == NULL || encode_optional(c, o) != 0) {
-        json_decref(o);
-        return keel_err(KEEL_ENOMEM, errmsg, "out of memory encoding config");
-    }
-    *out = o;
-    return 0;
+    return srv_js_json_out(o, o != NULL && encode_optional(c, o) == 0, out,
+                           errmsg);
 }
 
 bool srv_consumer_config_equal(const struct srv_consumer_config *a,
                                const struct srv_consumer_config *b)
 {
-    json_t *ja = NULL, *jb = NULL;
-    bool eq = srv_consumer_config_encode(a, &ja, NULL) == 0 &&
-              srv_consumer_config_encode(b, &jb, NULL) == 0 &&
-              json_equal(ja, jb);
-    json_decref(ja);
-    json_decref(jb);
-    return eq;
+    json_t *ja = NULL;
+    json_t *jb = NULL;
+    int ra = srv_consumer_config_encode(a, &ja, NULL);
+    int rb = srv_consumer_config_encode(b, &jb, NULL);
+    return srv_js_json_same(ra, ja, rb, jb);
 }
 
 int srv_consumer_config_copy(struct srv_consumer_config *dst,
@@ -604,8 +514,8 @@ int srv_consumer_config_update_check(const struct srv_consumer_config *o,
         field = "deliver_group";
     }
     if (field != NULL) {
-        return CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
-                       "consumer update: %s can not be updated", field);
+        return SRV_JS_CFG_ERR(jerr, SRV_JS_ECONSUMER_CONFIG, errmsg,
+                              "consumer update: %s can not be updated", field);
     }
     return 0;
 }

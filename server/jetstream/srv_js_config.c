@@ -9,9 +9,7 @@
 #include <time.h>
 
 #include "keel/error.h"
-
-#define CFG_ERR(jerr, e, errmsg, ...)                                          \
-    (*(jerr) = (e), keel_err(KEEL_EINVAL, (errmsg), __VA_ARGS__))
+#include "srv_js_json.h"
 
 bool srv_js_name_valid(const char *name)
 {
@@ -182,77 +180,15 @@ void srv_stream_config_free(struct srv_stream_config *cfg)
     memset(cfg, 0, sizeof *cfg);
 }
 
-int srv_js_json_int(const json_t *j, const char *key, int64_t min, int64_t *v,
-                    enum srv_js_err bad, enum srv_js_err *jerr, char *errmsg)
-{
-    json_t *f = json_object_get(j, key);
-    if (f == NULL || json_is_null(f)) {
-        return 0;
-    }
-    if (!json_is_integer(f) || json_integer_value(f) < min) {
-        return CFG_ERR(jerr, bad, errmsg, "%s must be an integer >= %" PRId64,
-                       key, min);
-    }
-    *v = (int64_t)json_integer_value(f);
-    return 0;
-}
-
-int srv_js_json_bool(const json_t *j, const char *key, bool *v,
-                     enum srv_js_err bad, enum srv_js_err *jerr, char *errmsg)
-{
-    json_t *f = json_object_get(j, key);
-    if (f == NULL || json_is_null(f)) {
-        return 0;
-    }
-    if (!json_is_boolean(f)) {
-        return CFG_ERR(jerr, bad, errmsg, "%s must be true or false", key);
-    }
-    *v = json_is_true(f);
-    return 0;
-}
-
-static int get_int(const json_t *j, const char *key, int64_t min, int64_t *v,
-                   enum srv_js_err *jerr, char *errmsg)
-{
-    return srv_js_json_int(j, key, min, v, SRV_JS_ESTREAM_CONFIG, jerr, errmsg);
-}
-
-static int get_bool(const json_t *j, const char *key, bool *v,
-                    enum srv_js_err *jerr, char *errmsg)
-{
-    return srv_js_json_bool(j, key, v, SRV_JS_ESTREAM_CONFIG, jerr, errmsg);
-}
-
-/* An optional enum string: absent leaves *v; otherwise one of names[]. */
-static int get_enum(const json_t *j, const char *key, const char *const *names,
-                    int n, int *v, enum srv_js_err *jerr, char *errmsg)
-{
-    json_t *f = json_object_get(j, key);
-    if (f == NULL || json_is_null(f)) {
-        return 0;
-    }
-    const char *s = json_string_value(f);
-    for (int i = 0; s != NULL && i < n; i++) {
-        if (strcmp(s, names[i]) == 0) {
-            *v = i;
-            return 0;
-        }
-    }
-    return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
-                   "invalid %s: use one of %s%s%s%s%s", key, names[0],
-                   n > 1 ? ", " : "", n > 1 ? names[1] : "", n > 2 ? ", " : "",
-                   n > 2 ? names[2] : "");
-}
-
 static const char *const retention_names[] = {"limits", "interest",
                                               "workqueue"};
 static const char *const discard_names[] = {"old", "new"};
 static const char *const storage_names[] = {"file", "memory"};
 
-static int parse_fsync(const json_t *j, struct srv_stream_config *c,
-                       enum srv_js_err *jerr, char *errmsg)
+static int parse_fsync(const struct srv_js_json_rd *rd,
+                       struct srv_stream_config *c)
 {
-    json_t *f = json_object_get(j, "keel_fsync");
+    json_t *f = json_object_get(rd->j, "keel_fsync");
     if (f == NULL || json_is_null(f)) {
         return 0;
     }
@@ -275,78 +211,64 @@ static int parse_fsync(const json_t *j, struct srv_stream_config *c,
             return 0;
         }
     }
-    return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
-                   "invalid keel_fsync: use \"group\", \"always\" or "
-                   "\"interval:<ms>\" with 1..%d ms",
-                   SRV_JS_FSYNC_INTERVAL_MS_MAX);
+    return srv_js_json_fail(rd,
+                            "invalid keel_fsync: use \"group\", \"always\" or "
+                            "\"interval:<ms>\" with 1..%d ms",
+                            SRV_JS_FSYNC_INTERVAL_MS_MAX);
 }
 
-static int parse_subjects(const json_t *j, struct srv_stream_config *c,
-                          enum srv_js_err *jerr, char *errmsg)
+static int parse_subjects(const struct srv_js_json_rd *rd,
+                          struct srv_stream_config *c)
 {
-    json_t *f = json_object_get(j, "subjects");
+    json_t *f = json_object_get(rd->j, "subjects");
     size_t n = json_is_array(f) ? json_array_size(f) : 0;
     if (f != NULL && !json_is_null(f) && !json_is_array(f)) {
-        return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
-                       "subjects must be an array of strings");
+        return srv_js_json_fail(rd, "subjects must be an array of strings");
     }
     if (n > SRV_JS_SUBJECTS_MAX) {
-        return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
-                       "too many subjects (%zu, at most %d)", n,
-                       SRV_JS_SUBJECTS_MAX);
+        return srv_js_json_fail(rd, "too many subjects (%zu, at most %d)", n,
+                                SRV_JS_SUBJECTS_MAX);
     }
     size_t count = n == 0 ? 1 : n;
     c->subjects = calloc(count, sizeof *c->subjects);
     if (c->subjects == NULL) {
-        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+        return keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
     }
     for (size_t i = 0; i < count; i++) {
         const char *s =
             n == 0 ? c->name : json_string_value(json_array_get(f, i));
         if (s == NULL || !srv_js_subject_valid(s, true)) {
-            return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
-                           "invalid subject %s: use dot-separated tokens, "
-                           "'*' and '>' only as whole tokens",
-                           s != NULL ? s : "(not a string)");
+            return srv_js_json_fail(
+                rd,
+                "invalid subject %s: use dot-separated tokens, "
+                "'*' and '>' only as whole tokens",
+                s != NULL ? s : "(not a string)");
         }
         for (size_t k = 0; k < i; k++) {
             if (strcmp(c->subjects[k], s) == 0) {
-                return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
-                               "duplicate subjects detected");
+                return srv_js_json_fail(rd, "duplicate subjects detected");
             }
         }
         c->subjects[i] = strdup(s);
         if (c->subjects[i] == NULL) {
-            return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+            return keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
         }
         c->nsubjects = (uint32_t)(i + 1);
     }
     return 0;
 }
 
-static int parse_name(const json_t *j, struct srv_stream_config *c,
-                      enum srv_js_err *jerr, char *errmsg)
+static int parse_name(const struct srv_js_json_rd *rd,
+                      struct srv_stream_config *c)
 {
-    const char *name = json_string_value(json_object_get(j, "name"));
+    const char *name = json_string_value(json_object_get(rd->j, "name"));
+    int rv;
+
     if (name == NULL || name[0] == '\0') {
-        return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
-                       "stream name is required");
+        return srv_js_json_fail(rd, "stream name is required");
     }
-    if (!srv_js_name_valid(name)) {
-        return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
-                       "invalid stream name: no '.', '*', '>', '/', '\\' or "
-                       "whitespace, at most %d bytes",
-                       SRV_JS_NAME_BYTES_MAX);
-    }
-    snprintf(c->name, sizeof c->name, "%s", name);
-    const char *desc = json_string_value(json_object_get(j, "description"));
-    if (desc != NULL && desc[0] != '\0') {
-        c->description = strdup(desc);
-        if (c->description == NULL) {
-            return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
-        }
-    }
-    return 0;
+    rv = srv_js_json_name(rd, "name", c->name);
+    return rv == 0 ? srv_js_json_str(rd, "description", &c->description) : rv;
 }
 
 static void set_defaults(struct srv_stream_config *c)
@@ -357,8 +279,8 @@ static void set_defaults(struct srv_stream_config *c)
 }
 
 /* Limits: 0 means unlimited as well (what clients send for "unset"). */
-static int parse_limits(const json_t *j, struct srv_stream_config *c,
-                        enum srv_js_err *jerr, char *errmsg)
+static int parse_limits(const struct srv_js_json_rd *rd,
+                        struct srv_stream_config *c)
 {
     struct {
         const char *key;
@@ -369,7 +291,7 @@ static int parse_limits(const json_t *j, struct srv_stream_config *c,
                {"max_msgs_per_subject", &c->max_msgs_per_subject},
                {"max_msg_size", &c->max_msg_size}};
     for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++) {
-        int rv = get_int(j, lim[i].key, -1, lim[i].v, jerr, errmsg);
+        int rv = srv_js_json_int(rd, lim[i].key, -1, lim[i].v);
         if (rv != 0) {
             return rv;
         }
@@ -377,9 +299,9 @@ static int parse_limits(const json_t *j, struct srv_stream_config *c,
             *lim[i].v = -1;
         }
     }
-    int rv = get_int(j, "max_age", 0, &c->max_age_ns, jerr, errmsg);
+    int rv = srv_js_json_int(rd, "max_age", 0, &c->max_age_ns);
     if (rv == 0) {
-        rv = get_int(j, "num_replicas", 0, &c->num_replicas, jerr, errmsg);
+        rv = srv_js_json_int(rd, "num_replicas", 0, &c->num_replicas);
     }
     if (rv != 0) {
         return rv;
@@ -388,17 +310,17 @@ static int parse_limits(const json_t *j, struct srv_stream_config *c,
         c->num_replicas = 1;
     }
     if (c->num_replicas > SRV_JS_REPLICAS_MAX) {
-        return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
-                       "replicas > %d not supported", SRV_JS_REPLICAS_MAX);
+        return srv_js_json_fail(rd, "replicas > %d not supported",
+                                SRV_JS_REPLICAS_MAX);
     }
     return 0;
 }
 
-static int parse_window(const json_t *j, struct srv_stream_config *c,
-                        enum srv_js_err *jerr, char *errmsg)
+static int parse_window(const struct srv_js_json_rd *rd,
+                        struct srv_stream_config *c)
 {
     int64_t w = 0;
-    int rv = get_int(j, "duplicate_window", 0, &w, jerr, errmsg);
+    int rv = srv_js_json_int(rd, "duplicate_window", 0, &w);
     if (rv != 0) {
         return rv;
     }
@@ -408,15 +330,15 @@ static int parse_window(const json_t *j, struct srv_stream_config *c,
             w = c->max_age_ns;
         }
     } else if (c->max_age_ns > 0 && w > c->max_age_ns) {
-        return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
-                       "duplicates window can not be larger then max age");
+        return srv_js_json_fail(
+            rd, "duplicates window can not be larger then max age");
     }
     c->duplicate_window_ns = w;
     return 0;
 }
 
-static int parse_flags(const json_t *j, struct srv_stream_config *c,
-                       enum srv_js_err *jerr, char *errmsg)
+static int parse_flags(const struct srv_js_json_rd *rd,
+                       struct srv_stream_config *c)
 {
     struct {
         const char *key;
@@ -429,18 +351,18 @@ static int parse_flags(const json_t *j, struct srv_stream_config *c,
               {"allow_rollup_hdrs", &c->allow_rollup_hdrs},
               {"no_ack", &c->no_ack}};
     for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++) {
-        int rv = get_bool(j, fl[i].key, fl[i].v, jerr, errmsg);
+        int rv = srv_js_json_bool(rd, fl[i].key, fl[i].v);
         if (rv != 0) {
             return rv;
         }
     }
     int r = 0, d = 0, s = 0;
-    int rv = get_enum(j, "retention", retention_names, 3, &r, jerr, errmsg);
+    int rv = srv_js_json_enum(rd, "retention", retention_names, 3, &r, NULL);
     if (rv == 0) {
-        rv = get_enum(j, "discard", discard_names, 2, &d, jerr, errmsg);
+        rv = srv_js_json_enum(rd, "discard", discard_names, 2, &d, NULL);
     }
     if (rv == 0) {
-        rv = get_enum(j, "storage", storage_names, 2, &s, jerr, errmsg);
+        rv = srv_js_json_enum(rd, "storage", storage_names, 2, &s, NULL);
     }
     c->retention = (enum srv_js_retention)r;
     c->discard = (enum srv_js_discard)d;
@@ -449,80 +371,68 @@ static int parse_flags(const json_t *j, struct srv_stream_config *c,
 }
 
 /* Objects echoed as given: placement, metadata, consumer_limits. */
-static int parse_objects(const json_t *j, struct srv_stream_config *c,
-                         enum srv_js_err *jerr, char *errmsg)
+static int parse_objects(const struct srv_js_json_rd *rd,
+                         struct srv_stream_config *c)
 {
     const char *keys[] = {"placement", "metadata", "consumer_limits"};
     json_t **dst[] = {&c->placement, &c->metadata, &c->consumer_limits};
     for (size_t i = 0; i < 3; i++) {
-        json_t *f = json_object_get(j, keys[i]);
+        json_t *f = json_object_get(rd->j, keys[i]);
         if (f == NULL || json_is_null(f)) {
             continue;
         }
         if (!json_is_object(f)) {
-            return CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
-                           "%s must be an object", keys[i]);
+            return srv_js_json_fail(rd, "%s must be an object", keys[i]);
         }
         if (json_object_size(f) == 0 && dst[i] != &c->consumer_limits) {
             continue;
         }
         *dst[i] = json_deep_copy(f);
         if (*dst[i] == NULL) {
-            return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+            return keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
         }
     }
     if (c->consumer_limits == NULL) {
         c->consumer_limits = json_object();
         if (c->consumer_limits == NULL) {
-            return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+            return keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
         }
     }
     return 0;
 }
 
+static int parse_first_seq(const struct srv_js_json_rd *rd,
+                           struct srv_stream_config *c)
+{
+    int64_t first_seq = 0;
+    int rv = srv_js_json_int(rd, "first_seq", 0, &first_seq);
+
+    c->first_seq = (uint64_t)first_seq;
+    if (rv == 0 && c->max_msgs_per_subject > 0 && c->max_msgs > 0 &&
+        c->max_msgs_per_subject > c->max_msgs) {
+        rv = srv_js_json_fail(rd,
+                              "max_msgs_per_subject can not exceed max_msgs");
+    }
+    return rv;
+}
+
 int srv_stream_config_parse(const json_t *j, struct srv_stream_config *out,
                             enum srv_js_err *jerr, char *errmsg)
 {
+    static int (*const steps[])(const struct srv_js_json_rd *,
+                                struct srv_stream_config *) = {
+        parse_name,  parse_subjects, parse_limits, parse_window,
+        parse_flags, parse_objects,  parse_fsync,  parse_first_seq};
+    const struct srv_js_json_rd rd = {j, SRV_JS_ESTREAM_CONFIG, jerr, errmsg};
+
     memset(out, 0, sizeof *out);
-    *jerr = SRV_JS_OK;
-    if (!json_is_object(j)) {
-        return CFG_ERR(jerr, SRV_JS_EBAD_REQUEST, errmsg,
-                       "stream config must be a JSON object");
-    }
     set_defaults(out);
-    int64_t first_seq = 0;
-    int rv = parse_name(j, out, jerr, errmsg);
-    if (rv == 0) {
-        rv = parse_subjects(j, out, jerr, errmsg);
-    }
-    if (rv == 0) {
-        rv = parse_limits(j, out, jerr, errmsg);
-    }
-    if (rv == 0) {
-        rv = parse_window(j, out, jerr, errmsg);
-    }
-    if (rv == 0) {
-        rv = parse_flags(j, out, jerr, errmsg);
-    }
-    if (rv == 0) {
-        rv = parse_objects(j, out, jerr, errmsg);
-    }
-    if (rv == 0) {
-        rv = parse_fsync(j, out, jerr, errmsg);
-    }
-    if (rv == 0) {
-        rv = get_int(j, "first_seq", 0, &first_seq, jerr, errmsg);
-    }
-    out->first_seq = (uint64_t)first_seq;
-    if (rv == 0 && out->max_msgs_per_subject > 0 && out->max_msgs > 0 &&
-        out->max_msgs_per_subject > out->max_msgs) {
-        rv = CFG_ERR(jerr, SRV_JS_ESTREAM_CONFIG, errmsg,
-                     "max_msgs_per_subject can not exceed max_msgs");
+    int rv = srv_js_json_begin(&rd, "stream config");
+    for (size_t i = 0; rv == 0 && i < sizeof steps / sizeof steps[0]; i++) {
+        rv = steps[i](&rd, out);
     }
     if (rv != 0) {
-        if (*jerr == SRV_JS_OK) {
-            *jerr = SRV_JS_EUNAVAILABLE; /* out of memory: retry later */
-        }
+        srv_js_json_end(&rd);
         srv_stream_config_free(out);
     }
     return rv;
@@ -594,23 +504,18 @@ int srv_stream_config_encode(const struct srv_stream_config *c, json_t **out,
         c->deny_delete, "deny_purge", c->deny_purge, "allow_rollup_hdrs",
         c->allow_rollup_hdrs, "no_ack", c->no_ack, "compression", "none",
         "keel_fsync", fsync_string(c, fs, sizeof fs));
-    if (o == NULL || encode_optional(c, o) != 0) {
-        json_decref(o);
-        return keel_err(KEEL_ENOMEM, errmsg, "out of memory encoding config");
-    }
-    *out = o;
-    return 0;
+    return srv_js_json_out(o, o != NULL && encode_optional(c, o) == 0, out,
+                           errmsg);
 }
 
 bool srv_stream_config_equal(const struct srv_stream_config *a,
                              const struct srv_stream_config *b)
 {
-    json_t *ja = NULL, *jb = NULL;
-    bool eq = srv_stream_config_encode(a, &ja, NULL) == 0 &&
-              srv_stream_config_encode(b, &jb, NULL) == 0 && json_equal(ja, jb);
-    json_decref(ja);
-    json_decref(jb);
-    return eq;
+    json_t *ja = NULL;
+    json_t *jb = NULL;
+    int ra = srv_stream_config_encode(a, &ja, NULL);
+    int rb = srv_stream_config_encode(b, &jb, NULL);
+    return srv_js_json_same(ra, ja, rb, jb);
 }
 
 /* Copy the token at *p (up to the next '.' or end) into dst as a name. */
@@ -685,14 +590,15 @@ int srv_consumer_create_check(const struct srv_consumer_create_subj *s,
     ASSERT(!s->durable_form || s->consumer[0] != '\0');
     *jerr = SRV_JS_OK;
     if (present(stream_name) && strcmp(stream_name, s->stream) != 0) {
-        return CFG_ERR(jerr, SRV_JS_ESTREAM_NAME_MISMATCH, errmsg,
-                       "stream name in subject does not match request");
+        return SRV_JS_CFG_ERR(jerr, SRV_JS_ESTREAM_NAME_MISMATCH, errmsg,
+                              "stream name in subject does not match request");
     }
     if (s->consumer[0] == '\0') {
         if (present(durable_name)) {
-            return CFG_ERR(jerr, SRV_JS_EEPHEMERAL_DURABLE, errmsg,
-                           "consumer expected to be ephemeral but a durable "
-                           "name was set in request");
+            return SRV_JS_CFG_ERR(
+                jerr, SRV_JS_EEPHEMERAL_DURABLE, errmsg,
+                "consumer expected to be ephemeral but a durable "
+                "name was set in request");
         }
         return 0;
     }
@@ -701,15 +607,16 @@ int srv_consumer_create_check(const struct srv_consumer_create_subj *s,
         (present(name) && strcmp(name, s->consumer) != 0) ||
         (s->durable_form && !present(durable_name));
     if (bad) {
-        return CFG_ERR(jerr, SRV_JS_EDURABLE_NAME_MISMATCH, errmsg,
-                       "consumer name in subject does not match durable name "
-                       "in request");
+        return SRV_JS_CFG_ERR(
+            jerr, SRV_JS_EDURABLE_NAME_MISMATCH, errmsg,
+            "consumer name in subject does not match durable name "
+            "in request");
     }
     if (s->filter[0] != '\0' &&
         (filter_subject == NULL || strcmp(filter_subject, s->filter) != 0)) {
-        return CFG_ERR(jerr, SRV_JS_EFILTER_MISMATCH, errmsg,
-                       "Consumer create request did not match filtered "
-                       "subject from create subject");
+        return SRV_JS_CFG_ERR(jerr, SRV_JS_EFILTER_MISMATCH, errmsg,
+                              "Consumer create request did not match filtered "
+                              "subject from create subject");
     }
     return 0;
 }

@@ -105,16 +105,6 @@ bool srv_js_subject_subset(const char *sub, const char *sup);
 
 /* True when any subject of list a overlaps any of list b (two streams may
  * not share a subject, error 10065). */
-/* Optional JSON fields of a config object: absent or null leaves *v; a
- * wrong type (or an integer below min) returns KEEL_EINVAL with *jerr = bad
- * and a message naming the key. Shared by the stream and consumer configs. */
-KEEL_MUST_USE int srv_js_json_int(const json_t *j, const char *key, int64_t min,
-                                  int64_t *v, enum srv_js_err bad,
-                                  enum srv_js_err *jerr, char *errmsg);
-KEEL_MUST_USE int srv_js_json_bool(const json_t *j, const char *key, bool *v,
-                                   enum srv_js_err bad, enum srv_js_err *jerr,
-                                   char *errmsg);
-
 bool srv_js_subject_lists_overlap(char *const *a, uint32_t na, char *const *b,
                                   uint32_t nb);
 

@@ -1,0 +1,77 @@
+/* srv_js_json: the one reader of JetStream config objects (stream and
+ * consumer create/update requests). Each reader carries the object and
+ * the API error a bad field answers with, so a parse step is one call
+ * per field. A field absent or null leaves its destination as it was
+ * (the caller set the default); a field of the wrong type returns
+ * KEEL_EINVAL with *rd->jerr = rd->bad and a message naming the key.
+ * Pure: no I/O. */
+#ifndef KEEL_SRV_JS_JSON_H
+#define KEEL_SRV_JS_JSON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "keel/error.h"
+#include "srv_js_err.h"
+
+/* Set *jerr to e and return KEEL_EINVAL with the message in errmsg. */
+#define SRV_JS_CFG_ERR(jerr, e, errmsg, ...)                                   \
+    (*(jerr) = (e), keel_err(KEEL_EINVAL, (errmsg), __VA_ARGS__))
+
+struct srv_js_json_rd {
+    const json_t *j;       /* the config object */
+    enum srv_js_err bad;   /* the API error of a bad field */
+    enum srv_js_err *jerr; /* set on a bad field */
+    char *errmsg;          /* KEEL_ERRMSG_MAX bytes */
+};
+
+/* Start reading rd's object: *jerr = SRV_JS_OK; KEEL_EINVAL with
+ * SRV_JS_EBAD_REQUEST when it is not an object (what names it). */
+KEEL_MUST_USE int srv_js_json_begin(const struct srv_js_json_rd *rd,
+                                    const char *what);
+
+/* After a failed read: an error that set no API code (out of memory)
+ * answers SRV_JS_EUNAVAILABLE (retry later). */
+void srv_js_json_end(const struct srv_js_json_rd *rd);
+
+/* An integer >= min. */
+KEEL_MUST_USE int srv_js_json_int(const struct srv_js_json_rd *rd,
+                                  const char *key, int64_t min, int64_t *v);
+
+/* true or false. */
+KEEL_MUST_USE int srv_js_json_bool(const struct srv_js_json_rd *rd,
+                                   const char *key, bool *v);
+
+/* One of the n strings names[]: *v is its index. *present (may be NULL)
+ * tells whether the key was there. The error lists the names. */
+KEEL_MUST_USE int srv_js_json_enum(const struct srv_js_json_rd *rd,
+                                   const char *key, const char *const *names,
+                                   int n, int *v, bool *present);
+
+/* A string, copied to *dst (malloc'd; the caller frees it). An empty
+ * string leaves *dst as absent does. KEEL_ENOMEM (*jerr untouched) when
+ * the copy fails. */
+KEEL_MUST_USE int srv_js_json_str(const struct srv_js_json_rd *rd,
+                                  const char *key, char **dst);
+
+/* A stream or consumer name (srv_js_name_valid) copied into dst
+ * (SRV_JS_NAME_BYTES_MAX + 1 bytes); absent or empty leaves dst. */
+KEEL_MUST_USE int srv_js_json_name(const struct srv_js_json_rd *rd,
+                                   const char *key, char *dst);
+
+/* The end of a config encode: *out = o when ok; else o is freed and
+ * KEEL_ENOMEM returned. */
+KEEL_MUST_USE int srv_js_json_out(json_t *o, bool ok, json_t **out,
+                                  char *errmsg);
+
+/* Two encoded configs compare equal: both encodes (ra, rb) succeeded and
+ * the objects are equal. Frees both. */
+bool srv_js_json_same(int ra, json_t *ja, int rb, json_t *jb);
+
+/* A bad field of rd's object: KEEL_EINVAL, *rd->jerr = rd->bad. */
+__attribute__((format(printf, 2, 3))) int
+srv_js_json_fail(const struct srv_js_json_rd *rd, const char *fmt, ...);
+
+#endif
