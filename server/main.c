@@ -1,6 +1,10 @@
 /* keeld: flags and config file -> srv_config, data directory lock, client
  * JetStream, optional monitoring, the client port, ports file, then the
  * libuv loop until SIGTERM/SIGINT.
+ *
+ * main.c is the top of the layers: it alone knows them all, and plugs each
+ * layer into the ones below through their hooks (srv_server_set_*_hooks,
+ * srv_metrics_set_gather).
  */
 #include <errno.h>
 #include <limits.h>
@@ -16,6 +20,7 @@
 #include "srv_cluster.h"
 #include "srv_config.h"
 #include "srv_js.h"
+#include "srv_js_mon.h"
 #include "srv_log.h"
 #include "srv_metrics.h"
 #include "srv_monitor.h"
@@ -112,6 +117,7 @@ static int parse_args(struct srv_config *cfg, int argc, char **argv)
 
 struct runtime {
     struct srv_server srv;
+    struct srv_js *js; /* NULL without a store dir */
     struct srv_cluster cluster;
     bool cluster_started;
     struct srv_monitor *mon;
@@ -146,10 +152,17 @@ static int start_cluster(struct runtime *rt, const struct srv_config *cfg,
     rt->cluster_started = true; /* closable after a failed start too */
     if (rv == 0) {
         rt->srv.cluster = &rt->cluster;
+        srv_server_set_fwd_hooks(&rt->srv, &srv_cluster_fwd_hooks,
+                                 &rt->cluster);
         const char *self[] = {client_url};
         srv_server_set_connect_urls(&rt->srv, self, 1);
     }
     return rv;
+}
+
+static int gather_js(void *arg, struct srv_mon_snap *snap)
+{
+    return srv_js_mon_gather(arg, snap);
 }
 
 /* Say why start-up ended early when a stop signal is pending; the signal
@@ -181,13 +194,23 @@ static int start(struct runtime *rt, const struct srv_config *cfg)
         return 0;
     }
     if (rv == 0 && cfg->store_dir[0] != '\0') {
-        rv = srv_js_open(&rt->srv, cfg->store_dir, &rt->srv.js, errmsg);
+        rv = srv_js_open(&rt->srv, cfg->store_dir, &rt->js, errmsg);
+    }
+    if (rt->js != NULL) {
+        srv_server_set_pub_hooks(&rt->srv, &srv_js_pub_hooks, rt->js);
     }
     if (rv == 0 && stop_asked("JetStream opened")) {
         return 0;
     }
     if (rv == 0 && cfg->http_port >= 0) {
         rv = srv_metrics_init(&rt->srv, uv_default_loop(), &rt->srv.metrics);
+    }
+    if (rv == 0 && rt->srv.metrics != NULL) {
+        srv_server_set_mon_hooks(&rt->srv, &srv_metrics_mon_hooks,
+                                 rt->srv.metrics);
+        if (rt->js != NULL) {
+            srv_metrics_set_gather(rt->srv.metrics, gather_js, rt->js);
+        }
     }
     if (rv == 0 && cfg->http_port >= 0) {
         rv = srv_monitor_start(&rt->srv, cfg->addr, cfg->http_port, &rt->mon,
@@ -282,15 +305,16 @@ int main(int argc, char **argv)
         }
         srv_cluster_close(&rt.cluster);
     }
-    if (rt.srv.js != NULL) {
+    if (rt.js != NULL) {
         /* After a failed start the loop never ran: stop here and let a few
          * non-blocking rounds run the handle closes. */
-        srv_js_stop(rt.srv.js);
+        srv_js_stop(rt.js);
         for (int i = 0; i < 4; i++) {
             uv_run(uv_default_loop(), UV_RUN_NOWAIT);
         }
-        srv_js_close(rt.srv.js);
-        rt.srv.js = NULL;
+        srv_server_set_pub_hooks(&rt.srv, NULL, NULL);
+        srv_js_close(rt.js);
+        rt.js = NULL;
     }
     if (rt.srv_inited) {
         srv_server_close(&rt.srv);

@@ -5,6 +5,7 @@
  */
 #include "srv_cluster.h"
 
+#include <assert.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -928,7 +929,8 @@ static void tick_cb(uv_timer_t *t)
         cl->srv != NULL) {
         cl->snapshot_dirty = false;
         cl->snapshot_ms = now;
-        srv_server_cluster_snapshot(cl->srv);
+        srv_server_cluster_snapshot(cl->srv, srv_cluster_json(cl, false),
+                                    srv_cluster_json(cl, true));
     }
 }
 
@@ -1176,3 +1178,53 @@ void srv_cluster_close(struct srv_cluster *cl)
     cl->groups = NULL;
     cl->scratch = NULL;
 }
+
+/* ---- the hooks keeld registers with the NATS core (main.c) ---- */
+
+static_assert(sizeof(struct srv_cluster_pub) <= sizeof(struct srv_pub_fwd),
+              "raise SRV_PUB_FWD_BYTES: struct srv_cluster_pub grew");
+static_assert(alignof(struct srv_cluster_pub) <= alignof(struct srv_pub_fwd),
+              "struct srv_cluster_pub needs a stricter alignment");
+
+static void fwd_begin(void *arg, const struct srv_cmd *cmd,
+                      struct srv_pub_fwd *f)
+{
+    srv_cluster_pub_begin(arg, cmd, (struct srv_cluster_pub *)f->bytes);
+}
+
+static bool fwd_queue_remote(void *arg, struct srv_pub_fwd *f, const char *name,
+                             size_t name_len, size_t local_n)
+{
+    return srv_cluster_pub_queue_remote(arg, (struct srv_cluster_pub *)f->bytes,
+                                        name, name_len, local_n);
+}
+
+static size_t fwd_end(void *arg, struct srv_pub_fwd *f,
+                      const struct srv_cmd *cmd)
+{
+    return srv_cluster_pub_end(arg, (struct srv_cluster_pub *)f->bytes, cmd);
+}
+
+static void fwd_interest_add(void *arg, const struct srv_sub *sub)
+{
+    srv_cluster_interest_add(arg, sub);
+}
+
+static void fwd_interest_remove(void *arg, const struct srv_sub *sub)
+{
+    srv_cluster_interest_remove(arg, sub);
+}
+
+static void fwd_stop(void *arg)
+{
+    srv_cluster_stop(arg);
+}
+
+const struct srv_fwd_hooks srv_cluster_fwd_hooks = {
+    .begin = fwd_begin,
+    .queue_remote = fwd_queue_remote,
+    .end = fwd_end,
+    .interest_add = fwd_interest_add,
+    .interest_remove = fwd_interest_remove,
+    .stop = fwd_stop,
+};

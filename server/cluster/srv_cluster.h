@@ -314,6 +314,12 @@ uint8_t *srv_cluster_scratch(struct srv_cluster *cl, size_t n);
 
 /* ---- core NATS interest and forwarding (srv_cluster_interest.c) ---- */
 
+/* What keeld registers with the NATS core (srv_server_set_fwd_hooks, arg
+ * the struct srv_cluster): interest and publishes reach the links through
+ * these. */
+struct srv_fwd_hooks;
+extern const struct srv_fwd_hooks srv_cluster_fwd_hooks;
+
 /* A local subscription was added / removed (sub->conn != NULL). */
 void srv_cluster_interest_add(struct srv_cluster *cl,
                               const struct srv_sub *sub);

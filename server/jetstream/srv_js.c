@@ -21,6 +21,7 @@
 #include "srv_js_unsupported.h"
 #include "srv_js_snap.h"
 #include "srv_log.h"
+#include "srv_metrics.h"
 #include "srv_parser.h"
 #include "srv_route.h"
 #include "srv_server.h"
@@ -998,3 +999,33 @@ bool srv_js_intercept(struct srv_js *js, struct srv_conn *c,
     capture(js, st, cmd, reply);
     return true;
 }
+
+/* ---- the hooks keeld registers with the NATS core (main.c) ---- */
+
+static bool hook_take(void *arg, struct srv_conn *c, const struct srv_cmd *cmd)
+{
+    return srv_js_intercept(arg, c, cmd);
+}
+
+/* Its stream's create may not be applied here yet. */
+static bool hook_park(void *arg, const struct srv_cmd *cmd, bool no_responders)
+{
+    return srv_js_fwd_late_park(arg, cmd, no_responders);
+}
+
+static uint32_t hook_hand_over(void *arg, bool start)
+{
+    return srv_js_hand_over(arg, start);
+}
+
+static void hook_stop(void *arg)
+{
+    srv_js_stop(arg);
+}
+
+const struct srv_pub_hooks srv_js_pub_hooks = {
+    .take = hook_take,
+    .park = hook_park,
+    .hand_over = hook_hand_over,
+    .stop = hook_stop,
+};

@@ -129,6 +129,12 @@ bool srv_js_is_meta_leader(const struct srv_js *js);
  * a voter yet: the meta leader adds and promotes it). */
 const char *srv_js_meta_membership(const struct srv_js *js);
 
+/* What keeld registers with the NATS core (srv_server_set_pub_hooks, arg
+ * the struct srv_js): take is srv_js_intercept, park srv_js_fwd_late_park,
+ * hand_over srv_js_hand_over, stop srv_js_stop. */
+struct srv_pub_hooks;
+extern const struct srv_pub_hooks srv_js_pub_hooks;
+
 /* Called by the publish path for every PUB/HPUB before core delivery.
  * Handles $JS.API.* requests, hands $JS.ACK.* (etc.) to the consumer
  * intercept, and proposes publishes whose subject a stream captures (the

@@ -33,6 +33,7 @@
 #include "srv_cluster.h"
 #include "srv_js_forward.h"
 #include "srv_js_int.h"
+#include "srv_js_mon.h"
 #include "srv_js_snap.h"
 #include "srv_log.h"
 #include "srv_metrics.h"
@@ -277,7 +278,7 @@ static void status(struct srv_js *js, const char *reply, json_t *asked)
     }
     snap->taken_ms = srv_now_ms();
     snap->start_ms = srv->start_ms;
-    if (srv_metrics_gather_js(srv, snap) == 0) {
+    if (srv_js_mon_gather(js, snap) == 0) {
         srv_js_reply_json(js, reply, with_asked(status_json(js, snap), asked));
     } else {
         json_decref(asked);

@@ -9,11 +9,21 @@
 #include <uv.h>
 
 #include "srv_hmap.h"
-#include "srv_metrics.h"
 #include "srv_outq.h"
 #include "srv_parser.h"
 #include "srv_server.h"
 #include "srv_tls.h"
+
+/* Per-conn counters kept in struct srv_conn (loop thread; monitoring copies
+ * them into its snapshots). */
+struct srv_conn_mon {
+    char name[64]; /* from CONNECT; truncated */
+    char lang[16];
+    char version[32];
+    uint64_t in_msgs, in_bytes, out_msgs, out_bytes;
+    uint64_t start_ms; /* srv_now_ms() at accept */
+    uint64_t last_ms;  /* uv_now of the last message in or out */
+};
 
 struct srv_conn {
     uv_tcp_t tcp;

@@ -6,10 +6,7 @@
 #include <string.h>
 
 #include "keel/error.h"
-#include "srv_cluster.h"
 #include "srv_conn.h"
-#include "srv_js.h"
-#include "srv_js_forward.h"
 #include "srv_log.h"
 
 static void mark_dirty(struct srv_conn *c)
@@ -367,7 +364,9 @@ static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
 {
     struct srv_server *srv = c->srv;
     struct srv_sublist_result *r;
-    struct srv_cluster_pub fwd;
+    const struct srv_pub_hooks *ph = srv->pub_hooks;
+    const struct srv_fwd_hooks *fh = srv->fwd_hooks;
+    struct srv_pub_fwd fwd;
     size_t delivered = 0;
     int rv;
 
@@ -385,11 +384,11 @@ static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
     if (rv != 0) {
         return rv == KEEL_ESHUTDOWN || c->closing ? KEEL_ESHUTDOWN : 0;
     }
-    /* JetStream: API requests, acks, and publishes a stream captures
-     * (stored by the stream AND delivered to core subscribers below). */
-    bool js_took = srv->js != NULL && srv_js_intercept(srv->js, c, cmd);
-    if (srv->cluster != NULL) {
-        srv_cluster_pub_begin(srv->cluster, cmd, &fwd);
+    /* The layer above may take it (JetStream: API requests, acks, and
+     * publishes a stream stores, which core subscribers get too). */
+    bool took = ph != NULL && ph->take(srv->pub_arg, c, cmd);
+    if (fh != NULL) {
+        fh->begin(srv->fwd_arg, cmd, &fwd);
     }
     rv = srv_sublist_match(&srv->sublist, cmd->subject.ptr, cmd->subject.len,
                            &r);
@@ -403,9 +402,8 @@ static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
         for (size_t i = 0; i < r->nqgroups; i++) {
             struct srv_sublist_qgroup *g = &r->qgroups[i];
             /* Each message goes to one member of the group cluster-wide. */
-            if (srv->cluster != NULL &&
-                srv_cluster_pub_queue_remote(srv->cluster, &fwd, g->name,
-                                             g->name_len, g->n)) {
+            if (fh != NULL && fh->queue_remote(srv->fwd_arg, &fwd, g->name,
+                                               g->name_len, g->n)) {
                 continue;
             }
             struct srv_sub *sub = srv_sublist_qgroup_pick(g, skip_for, c);
@@ -418,14 +416,14 @@ static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
         srv_conn_close(c, NULL, false);
         return KEEL_ESHUTDOWN;
     }
-    if (srv->cluster != NULL) {
-        delivered += srv_cluster_pub_end(srv->cluster, &fwd, cmd);
+    if (fh != NULL) {
+        delivered += fh->end(srv->fwd_arg, &fwd, cmd);
     }
-    if (delivered == 0 && !js_took && srv->js != NULL &&
-        srv_js_fwd_late_park(srv->js, cmd, c->no_responders && c->headers)) {
-        js_took = true; /* its stream's create may not be applied here yet */
+    if (delivered == 0 && !took && ph != NULL &&
+        ph->park(srv->pub_arg, cmd, c->no_responders && c->headers)) {
+        took = true;
     }
-    if (delivered == 0 && !js_took && cmd->reply.len > 0 && c->no_responders &&
+    if (delivered == 0 && !took && cmd->reply.len > 0 && c->no_responders &&
         !c->closing) {
         no_responders(c, cmd);
     }
@@ -576,8 +574,8 @@ static int on_sub(struct srv_conn *c, const struct srv_cmd *cmd)
             (void)srv_sublist_remove(&c->srv->sublist, sub);
         }
     }
-    if (rv == 0 && c->srv->cluster != NULL) {
-        srv_cluster_interest_add(c->srv->cluster, sub);
+    if (rv == 0 && c->srv->fwd_hooks != NULL) {
+        c->srv->fwd_hooks->interest_add(c->srv->fwd_arg, sub);
     }
     if (rv != 0) {
         free(sub);

@@ -8,9 +8,7 @@
 #include <time.h>
 
 #include "keel/error.h"
-#include "srv_cluster.h"
 #include "srv_conn.h"
-#include "srv_js.h"
 #include "srv_log.h"
 #include "srv_route.h"
 #include "srv_tls.h"
@@ -73,8 +71,8 @@ void srv_server_conn_gone(struct srv_server *srv, struct srv_conn *c)
 void srv_server_bury_sub(struct srv_server *srv, struct srv_sub *sub)
 {
     ASSERT(sub->removed);
-    if (srv->cluster != NULL && sub->conn != NULL) {
-        srv_cluster_interest_remove(srv->cluster, sub);
+    if (srv->fwd_hooks != NULL && sub->conn != NULL) {
+        srv->fwd_hooks->interest_remove(srv->fwd_arg, sub);
     }
     sub->next_free = srv->graveyard;
     srv->graveyard = sub;
@@ -442,12 +440,14 @@ void srv_server_stop(struct srv_server *srv)
         return;
     }
     srv->stopping = true;
-    srv_metrics_stop(srv->metrics);
-    if (srv->cluster != NULL) {
-        srv_cluster_stop(srv->cluster);
+    if (srv->mon_hooks != NULL) {
+        srv->mon_hooks->stop(srv->mon_arg);
     }
-    if (srv->js != NULL) {
-        srv_js_stop(srv->js);
+    if (srv->fwd_hooks != NULL) {
+        srv->fwd_hooks->stop(srv->fwd_arg);
+    }
+    if (srv->pub_hooks != NULL) {
+        srv->pub_hooks->stop(srv->pub_arg);
     }
     if (!uv_is_closing((uv_handle_t *)&srv->listener)) {
         uv_close((uv_handle_t *)&srv->listener, NULL);
@@ -574,7 +574,9 @@ static void ldm_tick_cb(uv_timer_t *t)
     struct srv_server *srv = t->data;
     uint64_t now = uv_now(srv->loop);
     bool retry = now >= srv->ldm_retry_ms;
-    uint32_t led = srv->js != NULL ? srv_js_hand_over(srv->js, retry) : 0;
+    uint32_t led = srv->pub_hooks != NULL
+                       ? srv->pub_hooks->hand_over(srv->pub_arg, retry)
+                       : 0;
 
     if (retry) {
         srv->ldm_retry_ms = now + SRV_LDM_RETRY_MS;
@@ -617,11 +619,35 @@ void srv_server_lame_duck(struct srv_server *srv)
     uv_timer_start(&srv->ldm_timer, ldm_tick_cb, 0, SRV_LDM_TICK_MS);
 }
 
-void srv_server_cluster_snapshot(struct srv_server *srv)
+void srv_server_set_pub_hooks(struct srv_server *srv,
+                              const struct srv_pub_hooks *h, void *arg)
 {
-    char *c = srv_cluster_json(srv->cluster, false);
-    char *r = srv_cluster_json(srv->cluster, true);
+    ASSERT(h == NULL || (h->take != NULL && h->park != NULL &&
+                         h->hand_over != NULL && h->stop != NULL));
+    srv->pub_hooks = h;
+    srv->pub_arg = arg;
+}
 
+void srv_server_set_fwd_hooks(struct srv_server *srv,
+                              const struct srv_fwd_hooks *h, void *arg)
+{
+    ASSERT(h == NULL || (h->begin != NULL && h->queue_remote != NULL &&
+                         h->end != NULL && h->interest_add != NULL &&
+                         h->interest_remove != NULL && h->stop != NULL));
+    srv->fwd_hooks = h;
+    srv->fwd_arg = arg;
+}
+
+void srv_server_set_mon_hooks(struct srv_server *srv,
+                              const struct srv_mon_hooks *h, void *arg)
+{
+    ASSERT(h == NULL || h->stop != NULL);
+    srv->mon_hooks = h;
+    srv->mon_arg = arg;
+}
+
+void srv_server_cluster_snapshot(struct srv_server *srv, char *c, char *r)
+{
     pthread_mutex_lock(&srv->stats_mu);
     char *oc = srv->cluster_json;
     char *old_r = srv->routez_json;

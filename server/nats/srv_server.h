@@ -6,7 +6,9 @@
 #define SRV_SERVER_H
 
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -18,10 +20,65 @@
 #include "srv_sublist.h"
 
 struct srv_conn;
-struct srv_js;
-struct srv_monitor;
+struct srv_cmd;
 struct srv_cluster;
 struct srv_metrics;
+
+/* ---- How the layers above plug into the NATS core ----
+ *
+ * The core (this folder) calls no layer above it: it calls the hooks those
+ * layers register before the loop runs (main.c wires them). A NULL table
+ * is skipped, so a core without them is a plain NATS server.
+ */
+
+/* The layer that answers some publishes itself (JetStream: API requests,
+ * acks, publishes a stream stores). Every hook runs on the loop thread. */
+struct srv_pub_hooks {
+    /* A PUB passed the permission checks, before local delivery. True: the
+     * layer took it (it still reaches matching subscribers; only "no
+     * responders" is not sent for it). c is NULL for a request another
+     * node forwarded. */
+    bool (*take)(void *arg, struct srv_conn *c, const struct srv_cmd *cmd);
+    /* A PUB neither taken nor delivered anywhere: true when the layer
+     * keeps it to answer later (its stream may not be created here yet),
+     * so no "no responders" is sent. */
+    bool (*park)(void *arg, const struct srv_cmd *cmd, bool no_responders);
+    /* Lame duck mode: hand the leaderships held here over (start: begin a
+     * round); returns how many are still led here. */
+    uint32_t (*hand_over)(void *arg, bool start);
+    /* The server stops (after the forwarder stopped). */
+    void (*stop)(void *arg);
+};
+
+/* Per-PUB scratch a forwarder keeps from begin to end (on the stack of
+ * the publish path: no allocation per message). */
+#define SRV_PUB_FWD_BYTES 128
+struct srv_pub_fwd {
+    alignas(max_align_t) unsigned char bytes[SRV_PUB_FWD_BYTES];
+};
+
+/* The layer that carries messages and interest to other nodes (cluster).
+ * Every hook runs on the loop thread. */
+struct srv_fwd_hooks {
+    /* A PUB is about to be delivered locally: look up remote interest. */
+    void (*begin)(void *arg, const struct srv_cmd *cmd, struct srv_pub_fwd *f);
+    /* Should the queue group `name` (local_n members here) get this
+     * message on another node instead? */
+    bool (*queue_remote)(void *arg, struct srv_pub_fwd *f, const char *name,
+                         size_t name_len, size_t local_n);
+    /* Forward to the nodes with interest; returns how many got it. */
+    size_t (*end)(void *arg, struct srv_pub_fwd *f, const struct srv_cmd *cmd);
+    /* A client subscription was added / is being buried (sub->conn set). */
+    void (*interest_add)(void *arg, const struct srv_sub *sub);
+    void (*interest_remove)(void *arg, const struct srv_sub *sub);
+    /* The server stops (after monitoring stopped). */
+    void (*stop)(void *arg);
+};
+
+/* Monitoring: stopped first when the server stops. */
+struct srv_mon_hooks {
+    void (*stop)(void *arg);
+};
 
 struct srv_stats {
     uint64_t in_msgs;
@@ -65,21 +122,28 @@ struct srv_server {
     struct srv_conn *stalled;  /* publishers paused for their receivers */
     uv_timer_t stall_timer;
     size_t stall_bytes;
-    size_t nbacked;             /* conns with backed_up set */
-    struct srv_outpool outpool; /* output blocks of every conn */
-    struct srv_js *js;          /* JetStream engine; NULL when off */
-    struct srv_auth auth;       /* immutable after init */
-    size_t auth_inflight;       /* hash checks on the worker pool */
-    uint64_t auth_timeout_ms;   /* accept to CONNECT */
-    struct srv_tls *tls;        /* NULL without TLS */
-    uv_signal_t sighup;         /* reloads the TLS files */
+    size_t nbacked;                        /* conns with backed_up set */
+    struct srv_outpool outpool;            /* output blocks of every conn */
+    const struct srv_pub_hooks *pub_hooks; /* NULL: none registered */
+    void *pub_arg;
+    const struct srv_fwd_hooks *fwd_hooks;
+    void *fwd_arg;
+    const struct srv_mon_hooks *mon_hooks;
+    void *mon_arg;
+    struct srv_auth auth;     /* immutable after init */
+    size_t auth_inflight;     /* hash checks on the worker pool */
+    uint64_t auth_timeout_ms; /* accept to CONNECT */
+    struct srv_tls *tls;      /* NULL without TLS */
+    uv_signal_t sighup;       /* reloads the TLS files */
     struct srv_stats stats;
     pthread_mutex_t stats_mu;
-    struct srv_stats snapshot;   /* copy for the monitoring thread */
-    struct srv_cluster *cluster; /* NULL when not clustered */
-    char *cluster_json;          /* /varz "cluster", under stats_mu */
-    char *routez_json;           /* /routez, under stats_mu */
-    struct srv_metrics *metrics; /* monitoring snapshots; NULL when off */
+    struct srv_stats snapshot; /* copy for the monitoring thread */
+    /* The upper layers' handles, kept here so each can find the others'
+     * (the core itself never reads them): NULL when off. */
+    struct srv_cluster *cluster;
+    char *cluster_json; /* /varz "cluster", under stats_mu */
+    char *routez_json;  /* /routez, under stats_mu */
+    struct srv_metrics *metrics;
     char read_buf[SRV_READ_BYTES];
     char tls_plain[SRV_TLS_CHUNK_BYTES]; /* decrypted input, like read_buf */
 };
@@ -122,7 +186,7 @@ void srv_server_stop(struct srv_server *srv);
  * lameduck`), as nats-server's: close the client port (new conns are
  * refused), send INFO with "ldm":true to every client so it can move,
  * hand every Raft leadership this node holds to a caught-up peer
- * (srv_js_hand_over, retried each SRV_LDM_RETRY_MS, given up after
+ * (the pub hooks' hand_over, retried each SRV_LDM_RETRY_MS, given up after
  * SRV_LDM_HANDOFF_MS_MAX), then stop as on SIGTERM (flush and close the
  * conns, finish the syncs, exit 0). Idempotent; ignored once stopping.
  * Loop thread only. */
@@ -137,8 +201,20 @@ void srv_server_close(struct srv_server *srv);
 void srv_server_set_connect_urls(struct srv_server *srv,
                                  const char *const *urls, size_t n);
 
-/* Refresh the cluster JSON the monitoring thread serves (loop thread). */
-void srv_server_cluster_snapshot(struct srv_server *srv);
+/* Register the hooks of the layer above (main.c, before the loop runs;
+ * hooks and arg must outlive srv). NULL unregisters. */
+void srv_server_set_pub_hooks(struct srv_server *srv,
+                              const struct srv_pub_hooks *h, void *arg);
+void srv_server_set_fwd_hooks(struct srv_server *srv,
+                              const struct srv_fwd_hooks *h, void *arg);
+void srv_server_set_mon_hooks(struct srv_server *srv,
+                              const struct srv_mon_hooks *h, void *arg);
+
+/* Replace the cluster JSON the monitoring thread serves (loop thread):
+ * the /varz cluster block and /routez, malloc'd (srv takes them; NULL:
+ * none). */
+void srv_server_cluster_snapshot(struct srv_server *srv, char *cluster_json,
+                                 char *routez_json);
 
 /* Copy of the /varz cluster block (routez false) or of /routez; NULL when
  * not clustered. The caller frees it. Any thread. */

@@ -36,6 +36,8 @@ struct srv_metrics {
     /* Loop thread only. */
     struct srv_mon_hist puback;
     uint64_t elections;
+    srv_metrics_gather_fn gather_up; /* the layer above's part; NULL: none */
+    void *gather_arg;
 };
 
 void srv_mon_hist_add(struct srv_mon_hist *h, uint64_t us)
@@ -141,8 +143,8 @@ static void gather(struct srv_metrics *m)
         s->elections = m->elections;
         rv = gather_conns(srv, s);
     }
-    if (rv == 0) {
-        rv = srv_metrics_gather_js(srv, s);
+    if (rv == 0 && m->gather_up != NULL) {
+        rv = m->gather_up(m->gather_arg, s);
     }
     if (rv != 0) {
         SRV_WARN("monitor", "stats snapshot skipped: %s", keel_strerror(rv));
@@ -188,6 +190,20 @@ int srv_metrics_init(struct srv_server *srv, uv_loop_t *loop,
     *out = m;
     return 0;
 }
+
+void srv_metrics_set_gather(struct srv_metrics *m, srv_metrics_gather_fn fn,
+                            void *arg)
+{
+    m->gather_up = fn;
+    m->gather_arg = arg;
+}
+
+static void hook_stop(void *arg)
+{
+    srv_metrics_stop(arg);
+}
+
+const struct srv_mon_hooks srv_metrics_mon_hooks = {.stop = hook_stop};
 
 void srv_metrics_stop(struct srv_metrics *m)
 {

@@ -16,18 +16,9 @@
 
 #include "keel/assert.h"
 #include "keel/limits.h"
+#include "srv_conn.h"
 #include "srv_server.h"
 #include "store.h"
-
-/* Per-conn counters kept in struct srv_conn (loop thread). */
-struct srv_conn_mon {
-    char name[64]; /* from CONNECT; truncated */
-    char lang[16];
-    char version[32];
-    uint64_t in_msgs, in_bytes, out_msgs, out_bytes;
-    uint64_t start_ms; /* srv_now_ms() at accept */
-    uint64_t last_ms;  /* uv_now of the last message in or out */
-};
 
 /* A latency histogram: counts[i] counts observations at or below
  * srv_mon_hist_bounds_us[i] (cumulative sums are made when printed). */
@@ -142,11 +133,18 @@ void srv_metrics_election(struct srv_server *srv);
 /* Monotonic microseconds (for latency stamps). */
 uint64_t srv_metrics_now_us(void);
 
-/* ---- srv_metrics_js.c: the JetStream part of a gather (loop thread) ---- */
-/* Fill snap's JetStream fields from srv->js (absent: js_enabled false).
- * Returns 0 or KEEL_ENOMEM. */
-int srv_metrics_gather_js(struct srv_server *srv, struct srv_mon_snap *snap);
+/* A layer above fills its part of each snapshot (JetStream: streams,
+ * groups, store counters) on the loop thread; without one js_enabled stays
+ * false. Returns 0 or KEEL_ENOMEM (the snapshot is skipped). */
+typedef int (*srv_metrics_gather_fn)(void *arg, struct srv_mon_snap *snap);
+void srv_metrics_set_gather(struct srv_metrics *m, srv_metrics_gather_fn fn,
+                            void *arg);
 
+/* What keeld registers with the NATS core (srv_server_set_mon_hooks, arg
+ * the struct srv_metrics): stop is srv_metrics_stop. */
+extern const struct srv_mon_hooks srv_metrics_mon_hooks;
+
+/* ---- srv_metrics_health.c: the verdicts over a snapshot (pure) ---- */
 /* Health per DESIGN §6: writes a reason into why (len bytes) and returns
  * false while any local group is failed, faulty, amnesiac or not caught
  * up, or JetStream has no meta leader. Pure over snap. */
