@@ -20,6 +20,7 @@
 #include "srv_js_int.h"
 #include "srv_js_unsupported.h"
 #include "srv_js_snap.h"
+#include "srv_js_table.h"
 #include "srv_log.h"
 #include "srv_metrics.h"
 #include "srv_parser.h"
@@ -926,11 +927,9 @@ static void capture(struct srv_js *js, struct srv_stream *st,
  * once, as nats-server does once it gives up on a leader (10008). Later
  * leader changes park requests instead (srv_js_forward.c): those end in
  * a leader, this one may never. Returns true when it answered. */
-static bool not_ready(struct srv_js *js, const char *s, size_t n,
-                      const char *reply)
+static bool not_ready(struct srv_js *js, const char *reply)
 {
-    if (js->meta_leader_seen || js->jc == NULL || n <= 8 ||
-        memcmp(s, "$JS.API.", 8) != 0) {
+    if (js->meta_leader_seen || js->jc == NULL) {
         return false;
     }
     if (srv_js_meta_leader_name(js) != NULL) {
@@ -947,6 +946,8 @@ static bool not_ready(struct srv_js *js, const char *s, size_t n,
     return true;
 }
 
+/* One table lookup (srv_js_table.c) decides what a publish is: a request
+ * to answer here, to forward, or a publish a stream may capture. */
 bool srv_js_intercept(struct srv_js *js, struct srv_conn *c,
                       const struct srv_cmd *cmd)
 {
@@ -959,35 +960,29 @@ bool srv_js_intercept(struct srv_js *js, struct srv_conn *c,
     }
     memcpy(reply, cmd->reply.ptr, cmd->reply.len);
     reply[cmd->reply.len] = '\0';
-    const char *body = cmd->payload + cmd->hdr_bytes;
-    size_t blen = cmd->total_bytes - cmd->hdr_bytes;
-    /* Every node answers these itself (srv_js_status.h). */
-    if (srv_js_status_intercept(js, cmd, reply) ||
-        srv_js_ldm_request(js, cmd, reply)) {
-        return true;
-    }
-    if (not_ready(js, s, n, reply)) {
-        return true;
-    }
-    /* Clustered: only the leader answers (forwarded there otherwise). */
-    if (srv_js_fwd_request(js, cmd, reply)) {
-        return true;
-    }
-    if (srv_admin_request(js, s, n, reply, body, blen)) {
-        js->api_total++;
-        return true;
-    }
-    if (n > 8 && memcmp(s, "$JS.API.", 8) == 0) {
-        js->api_total++;
-        srv_js_api(js, s, n, reply, body, blen);
-        return true;
-    }
-    const struct srv_consumer_ops *ops = js->cops;
-    if (ops != NULL && ops->intercept != NULL &&
-        ops->intercept(js, s, n, reply, cmd->reply.len,
-                       cmd->hdr_bytes ? cmd->payload : NULL, cmd->hdr_bytes,
-                       body, blen)) {
-        return true;
+    const struct srv_js_api_entry *e = srv_js_api_lookup(s, n);
+    if (e != NULL) {
+        const struct srv_js_req q = {
+            .cmd = cmd,
+            .subject = s,
+            .subject_len = n,
+            .reply = reply,
+            .body = cmd->payload + cmd->hdr_bytes,
+            .body_len = cmd->total_bytes - cmd->hdr_bytes,
+        };
+        if ((e->flags & SRV_JS_API_LOCAL) != 0) {
+            if (e->fn(js, &q)) {
+                return true;
+            }
+        } else {
+            if ((e->flags & SRV_JS_API_READY) != 0 && not_ready(js, reply)) {
+                return true;
+            }
+            /* Clustered: only the leader answers (forwarded there). */
+            if (srv_js_fwd_request(js, e, cmd, reply) || e->fn(js, &q)) {
+                return true;
+            }
+        }
     }
     struct srv_stream *st = srv_js_stream_for_subject(js, s, n);
     if (st == NULL) {

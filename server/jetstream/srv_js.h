@@ -135,12 +135,13 @@ const char *srv_js_meta_membership(const struct srv_js *js);
 struct srv_pub_hooks;
 extern const struct srv_pub_hooks srv_js_pub_hooks;
 
-/* Called by the publish path for every PUB/HPUB before core delivery.
- * Handles $JS.API.* requests, hands $JS.ACK.* (etc.) to the consumer
- * intercept, and proposes publishes whose subject a stream captures (the
- * message is then ALSO delivered to core subscribers: the return value
- * says only whether JetStream answered the request, so no 503 no-responders
- * status is sent for it). */
+/* Called by the publish path for every PUB/HPUB before core delivery
+ * (srv_js_pub_hooks' take). Looks the subject up in srv_js_api_table
+ * (srv_js_table.h) and answers, forwards or drops what an entry names
+ * ($JS.API.*, $KEEL.API.*, $JS.ACK.*, $JS.FC.*), and proposes publishes whose
+ * subject a stream captures (the message is then ALSO delivered to core
+ * subscribers: the return value says only whether JetStream answered the
+ * request, so no 503 no-responders status is sent for it). */
 bool srv_js_intercept(struct srv_js *js, struct srv_conn *c,
                       const struct srv_cmd *cmd);
 

@@ -15,6 +15,7 @@
 #include "srv_js.h"
 #include "srv_js_err.h"
 #include "srv_js_int.h"
+#include "srv_js_table.h"
 #include "srv_log.h"
 #include "srv_parser.h"
 #include "srv_route.h"
@@ -75,72 +76,11 @@ static struct {
 
 /* ---- classification ---- */
 
-struct route_prefix {
-    const char *prefix;
-    enum srv_js_fwd_target target;
-    bool named; /* the stream name follows the prefix */
-};
-
-/* Every $JS.API request and who answers it (DESIGN §6). Requests not
- * listed (unknown ones) are answered where they arrive, with an error. */
-static const struct route_prefix prefixes[] = {
-    {"$JS.API.INFO", SRV_JS_FWD_META, false},
-    {"$JS.API.STREAM.CREATE.", SRV_JS_FWD_META, true},
-    {"$JS.API.STREAM.UPDATE.", SRV_JS_FWD_META, true},
-    {"$JS.API.STREAM.DELETE.", SRV_JS_FWD_META, true},
-    {"$JS.API.STREAM.NAMES", SRV_JS_FWD_META, false},
-    {"$JS.API.STREAM.LIST", SRV_JS_FWD_META, false},
-    {"$JS.API.META.LEADER.STEPDOWN", SRV_JS_FWD_META, false},
-    {"$JS.API.SERVER.REMOVE", SRV_JS_FWD_META, false},
-    {"$KEEL.API.CLUSTER.PEER.ADD", SRV_JS_FWD_META, false},
-    {"$KEEL.API.CLUSTER.PEER.INFO", SRV_JS_FWD_META, false},
-    {"$JS.API.STREAM.INFO.", SRV_JS_FWD_STREAM, true},
-    {"$JS.API.STREAM.PURGE.", SRV_JS_FWD_STREAM, true},
-    {"$JS.API.STREAM.MSG.GET.", SRV_JS_FWD_STREAM, true},
-    {"$JS.API.STREAM.MSG.DELETE.", SRV_JS_FWD_STREAM, true},
-    {"$JS.API.STREAM.LEADER.STEPDOWN.", SRV_JS_FWD_STREAM, true},
-    {"$JS.API.STREAM.PEER.REMOVE.", SRV_JS_FWD_META, true},
-    {"$JS.API.DIRECT.GET.", SRV_JS_FWD_STREAM, true},
-    {"$JS.API.CONSUMER.CREATE.", SRV_JS_FWD_STREAM, true},
-    {"$JS.API.CONSUMER.DURABLE.CREATE.", SRV_JS_FWD_STREAM, true},
-    {"$JS.API.CONSUMER.INFO.", SRV_JS_FWD_STREAM, true},
-    {"$JS.API.CONSUMER.DELETE.", SRV_JS_FWD_STREAM, true},
-    {"$JS.API.CONSUMER.NAMES.", SRV_JS_FWD_STREAM, true},
-    {"$JS.API.CONSUMER.LIST.", SRV_JS_FWD_STREAM, true},
-    {"$JS.API.CONSUMER.MSG.NEXT.", SRV_JS_FWD_STREAM, true},
-    {"$JS.API.CONSUMER.LEADER.STEPDOWN.", SRV_JS_FWD_STREAM, true},
-    {"$JS.ACK.", SRV_JS_FWD_STREAM, true},
-    {"$JS.FC.", SRV_JS_FWD_STREAM, true},
-};
-
 enum srv_js_fwd_target srv_js_fwd_classify(const char *subject, size_t len,
                                            char *stream)
 {
-    if ((len < 4 || memcmp(subject, "$JS.", 4) != 0) &&
-        (len < 10 || memcmp(subject, "$KEEL.API.", 10) != 0)) {
-        return SRV_JS_FWD_HERE;
-    }
-    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
-        const struct route_prefix *p = &prefixes[i];
-        size_t pl = strlen(p->prefix);
-        if (len < pl || memcmp(subject, p->prefix, pl) != 0) {
-            continue;
-        }
-        if (!p->named) {
-            /* Exact subject only ("$JS.API.INFO" but not "...INFOX"). */
-            return len == pl ? p->target : SRV_JS_FWD_HERE;
-        }
-        const char *name = subject + pl;
-        const char *dot = memchr(name, '.', len - pl);
-        size_t n = dot != NULL ? (size_t)(dot - name) : len - pl;
-        if (n == 0 || n > SRV_JS_NAME_BYTES_MAX) {
-            return SRV_JS_FWD_HERE;
-        }
-        memcpy(stream, name, n);
-        stream[n] = '\0';
-        return p->target;
-    }
-    return SRV_JS_FWD_HERE;
+    return srv_js_api_target(srv_js_api_lookup(subject, len), subject, len,
+                             stream);
 }
 
 /* ---- attach ---- */
@@ -482,15 +422,15 @@ static bool await_take(const char *route, char *stream)
     return false;
 }
 
-bool srv_js_fwd_request(struct srv_js *js, const struct srv_cmd *cmd,
-                        const char *reply)
+bool srv_js_fwd_request(struct srv_js *js, const struct srv_js_api_entry *e,
+                        const struct srv_cmd *cmd, const char *reply)
 {
     char stream[SRV_JS_NAME_BYTES_MAX + 1];
     if (!srv_js_clustered(js)) {
         return false;
     }
     enum srv_js_fwd_target t =
-        srv_js_fwd_classify(cmd->subject.ptr, cmd->subject.len, stream);
+        srv_js_api_target(e, cmd->subject.ptr, cmd->subject.len, stream);
     if (t == SRV_JS_FWD_META) {
         uint64_t sent = fwd.stats.requests_out;
         bool done =

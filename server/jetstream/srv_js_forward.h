@@ -61,6 +61,7 @@ struct srv_js;
 struct srv_cmd;
 struct srv_stream;
 struct srv_cluster;
+struct srv_js_api_entry;
 
 /* Who must answer a subject (srv_js_fwd_classify). */
 enum srv_js_fwd_target {
@@ -69,7 +70,8 @@ enum srv_js_fwd_target {
     SRV_JS_FWD_STREAM = 2, /* the leader of the named stream */
 };
 
-/* Classify a $JS.API / $JS.ACK / $JS.FC subject; for SRV_JS_FWD_STREAM
+/* Classify a $JS.API / $JS.ACK / $JS.FC subject by srv_js_api_table
+ * (srv_js_table.h); for SRV_JS_FWD_STREAM
  * stream (at least SRV_JS_NAME_BYTES_MAX + 1 bytes) gets the stream name.
  * A subject naming no valid stream is SRV_JS_FWD_HERE (answered locally
  * with the usual error). Pure. */
@@ -88,13 +90,14 @@ void srv_js_fwd_detach(struct srv_js *js);
  * after the JetStream engine opens). */
 void srv_js_fwd_tick(struct srv_js *js);
 
-/* A $JS.API / $JS.ACK / $JS.FC request reached srv_js_intercept (reply is
- * the NUL-terminated reply subject, "" if none). Returns true when this
+/* A $JS.API / $JS.ACK / $JS.FC request reached srv_js_intercept and
+ * matched e of srv_js_api_table (reply is the NUL-terminated reply
+ * subject, "" if none). Returns true when this
  * node must not handle it: it was forwarded to the leader, or answered
  * with the 503 error (leader unknown, or a forwarded request that found
  * this node no longer the leader). */
-bool srv_js_fwd_request(struct srv_js *js, const struct srv_cmd *cmd,
-                        const char *reply);
+bool srv_js_fwd_request(struct srv_js *js, const struct srv_js_api_entry *e,
+                        const struct srv_cmd *cmd, const char *reply);
 
 /* Admin requests (srv_js_status.c) that every node answers itself: is
  * the request running now one a peer forwarded here (never forwarded

@@ -14,6 +14,7 @@
 
 #include "keel/limits.h"
 #include "srv_js_forward.h"
+#include "srv_js_table.h"
 
 struct fixture {
     char stream[SRV_JS_NAME_BYTES_MAX + 1];
@@ -121,6 +122,57 @@ static void a_stream_name_longer_than_the_limit_is_answered_here(void **state)
     assert_int_equal(strlen(f->stream), SRV_JS_NAME_BYTES_MAX);
 }
 
+/* A subject of each entry's own shape (the prefix plus a name token when
+ * it takes one) finds that entry: no entry is shadowed by an earlier
+ * one, so the table is the whole story. */
+static void every_api_table_entry_is_reachable(void **state)
+{
+    (void)state;
+    char subj[128];
+    assert_true(srv_js_api_table_len > 0);
+    for (size_t i = 0; i < srv_js_api_table_len; i++) {
+        const struct srv_js_api_entry *e = &srv_js_api_table[i];
+        assert_int_equal(strlen(e->subject), e->len);
+        assert_non_null(e->fn);
+        snprintf(subj, sizeof subj, "%s%s", e->subject,
+                 e->match == SRV_JS_MATCH_EXACT ? "" : "ORD");
+        const struct srv_js_api_entry *got =
+            srv_js_api_lookup(subj, strlen(subj));
+        if (got != e) {
+            fail_msg("%s finds entry %s, not its own", subj,
+                     got != NULL ? got->subject : "(none)");
+        }
+    }
+}
+
+/* A publish to an ordinary subject is looked up no further than its first
+ * byte; a $ subject no entry names reaches no handler either. */
+static void ordinary_subjects_match_no_entry(void **state)
+{
+    (void)state;
+    static const char *const none[] = {
+        "orders.new",
+        "",
+        "$JS.API",
+        "$JS.ACK",
+        "$JS.FC.",
+        "$KEEL.API.OTHER",
+        "$JS.EVENT.ADVISORY.X",
+        "$KEEL.API.ORPHANS.RM.",
+        "$KEEL.API.CLUSTER.STATUSX",
+    };
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+        assert_null(srv_js_api_lookup(none[i], strlen(none[i])));
+    }
+    /* Unknown $JS.API requests still get their error answer, here. */
+    const struct srv_js_api_entry *e =
+        srv_js_api_lookup("$JS.API.UNKNOWN", strlen("$JS.API.UNKNOWN"));
+    assert_non_null(e);
+    assert_string_equal(e->subject, "$JS.API.");
+    assert_int_equal(e->route, SRV_JS_FWD_HERE);
+    assert_true((e->flags & SRV_JS_API_READY) != 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -134,6 +186,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             a_stream_name_longer_than_the_limit_is_answered_here, setup,
             teardown),
+        cmocka_unit_test(every_api_table_entry_is_reachable),
+        cmocka_unit_test(ordinary_subjects_match_no_entry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
