@@ -39,66 +39,6 @@ void srv_config_release(struct srv_config *c)
     c->auth_users = NULL;
 }
 
-bool srv_parse_size(const char *s, uint64_t *out)
-{
-    static const struct {
-        const char *suffix;
-        int shift;
-    } sfx[] = {{"", 0},    {"b", 0},  {"k", 10},  {"kb", 10}, {"m", 20},
-               {"mb", 20}, {"g", 30}, {"gb", 30}, {"t", 40},  {"tb", 40}};
-    char *end;
-    unsigned long long v;
-
-    if (s == NULL || !isdigit((unsigned char)s[0])) {
-        return false;
-    }
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno != 0) {
-        return false;
-    }
-    for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
-        if (strcasecmp(end, sfx[i].suffix) == 0) {
-            if (v > (UINT64_MAX >> sfx[i].shift)) {
-                return false;
-            }
-            *out = (uint64_t)v << sfx[i].shift;
-            return true;
-        }
-    }
-    return false;
-}
-
-bool srv_parse_duration_ms(const char *s, uint64_t *out)
-{
-    static const struct {
-        const char *suffix;
-        uint64_t ms;
-    } sfx[] = {
-        {"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
-    char *end;
-    unsigned long long v;
-
-    if (s == NULL || !isdigit((unsigned char)s[0])) {
-        return false;
-    }
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno != 0) {
-        return false;
-    }
-    for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
-        if (strcmp(end, sfx[i].suffix) == 0) {
-            if (v > UINT64_MAX / sfx[i].ms) {
-                return false;
-            }
-            *out = (uint64_t)v * sfx[i].ms;
-            return true;
-        }
-    }
-    return false;
-}
-
 static int copy_str(char *dst, size_t dst_len, const char *v, const char *what,
                     char *errmsg)
 {

@@ -11,6 +11,7 @@
 
 #include "keel/assert.h"
 #include "keel/limits.h"
+#include "srv_units.h"
 
 #define SRV_VERSION_ADVERTISED "2.10.24"
 
@@ -107,12 +108,6 @@ KEEL_MUST_USE int srv_config_apply_json(struct srv_config *c,
  * turning JetStream off, an unknown or unsupported block key, a bad size. */
 KEEL_MUST_USE int srv_config_apply_jetstream(struct srv_config *c,
                                              const json_t *v, char *errmsg);
-
-/* Parse sizes like 1048576, 1MB, 64K, 1T (powers of 1024). */
-KEEL_MUST_USE bool srv_parse_size(const char *s, uint64_t *out);
-
-/* Parse durations like 2m, 30s, 500ms, 1h; a bare number is seconds. */
-KEEL_MUST_USE bool srv_parse_duration_ms(const char *s, uint64_t *out);
 
 /* Free what the config owns (auth_users). */
 void srv_config_release(struct srv_config *c);

@@ -9,6 +9,7 @@
 
 #include "keel/error.h"
 #include "keel/limits.h"
+#include "srv_units.h"
 
 struct cp {
     const char *s;
@@ -17,6 +18,7 @@ struct cp {
     size_t line;
     size_t items;
     char *errmsg;
+    bool duration; /* the value being read is a duration key's */
 };
 
 static int fail(struct cp *p, const char *what)
@@ -85,63 +87,18 @@ static int parse_quoted(struct cp *p, json_t **out)
     return *out == NULL ? KEEL_ENOMEM : 0;
 }
 
-/* Integer with an optional size suffix, or false if `w` is not one. As in
- * nats-server's config reader, a bare K, M, G, T, P or E is a power of 1000
- * and KB, KI, KIB (and so on) a power of 1024, in any case. */
-static bool word_to_int(const char *w, size_t n, json_int_t *out)
-{
-    static const struct {
-        const char *suffix;
-        uint64_t mult;
-    } sfx[] = {
-        {"", 1},
-        {"k", 1000ULL},
-        {"kb", 1ULL << 10},
-        {"ki", 1ULL << 10},
-        {"kib", 1ULL << 10},
-        {"m", 1000000ULL},
-        {"mb", 1ULL << 20},
-        {"mi", 1ULL << 20},
-        {"mib", 1ULL << 20},
-        {"g", 1000000000ULL},
-        {"gb", 1ULL << 30},
-        {"gi", 1ULL << 30},
-        {"gib", 1ULL << 30},
-        {"t", 1000000000000ULL},
-        {"tb", 1ULL << 40},
-        {"ti", 1ULL << 40},
-        {"tib", 1ULL << 40},
-        {"p", 1000000000000000ULL},
-        {"pb", 1ULL << 50},
-        {"pi", 1ULL << 50},
-        {"pib", 1ULL << 50},
-        {"e", 1000000000000000000ULL},
-        {"eb", 1ULL << 60},
-        {"ei", 1ULL << 60},
-        {"eib", 1ULL << 60},
-    };
-    size_t i = 0;
-    bool neg = n > 0 && w[0] == '-';
-    uint64_t v = 0;
+/* Keys whose values are durations: an unquoted 2m under one of them
+ * stays the string "2m" (two minutes, for the key's reader), where
+ * elsewhere it is the integer 2000000 (a size). nats-server 2.9.10 reads
+ * an unquoted `ping_interval: 2m` as 2000000 seconds with a warning; an
+ * operator writing 2m means two minutes. */
+static const char *const duration_keys[] = {"ping_interval", "timeout"};
 
-    i = neg ? 1 : 0;
-    if (i == n || !isdigit((unsigned char)w[i])) {
-        return false;
-    }
-    for (; i < n && isdigit((unsigned char)w[i]); i++) {
-        if (v > (uint64_t)INT64_MAX / 10) {
-            return false;
-        }
-        v = v * 10 + (uint64_t)(w[i] - '0');
-    }
-    for (size_t k = 0; k < sizeof sfx / sizeof sfx[0]; k++) {
-        if (strlen(sfx[k].suffix) == n - i &&
-            strncasecmp(sfx[k].suffix, w + i, n - i) == 0) {
-            if (v > (uint64_t)INT64_MAX / sfx[k].mult) {
-                return false;
-            }
-            v *= sfx[k].mult;
-            *out = neg ? -(json_int_t)v : (json_int_t)v;
+static bool is_duration_key(const char *key)
+{
+    for (size_t i = 0; i < sizeof duration_keys / sizeof duration_keys[0];
+         i++) {
+        if (strcasecmp(key, duration_keys[i]) == 0) {
             return true;
         }
     }
@@ -151,7 +108,7 @@ static bool word_to_int(const char *w, size_t n, json_int_t *out)
 static int parse_word(struct cp *p, json_t **out)
 {
     size_t start = p->i;
-    json_int_t iv;
+    int64_t iv;
 
     while (p->i < p->len) {
         char c = p->s[p->i];
@@ -175,7 +132,9 @@ static int parse_word(struct cp *p, json_t **out)
     if (n == 0) {
         return fail(p, "missing value");
     }
-    if (word_to_int(w, n, &iv)) {
+    if (p->duration) {
+        *out = json_stringn_nocheck(w, n);
+    } else if (srv_parse_conf_int(w, n, &iv)) {
         *out = json_integer(iv);
     } else if ((n == 4 && strncasecmp(w, "true", 4) == 0) ||
                (n == 3 && strncasecmp(w, "yes", 3) == 0) ||
@@ -211,7 +170,8 @@ static int parse_array(struct cp *p, size_t depth, json_t **out)
     if (arr == NULL) {
         return KEEL_ENOMEM;
     }
-    p->i++; /* '[' */
+    p->i++;              /* '[' */
+    p->duration = false; /* durations are scalars */
     for (;;) {
         skip_space(p, true);
         while (peek(p) == ',') {
@@ -304,7 +264,9 @@ static int parse_map_body(struct cp *p, size_t depth, bool nested, json_t *obj)
             skip_space(p, false);
         }
         json_t *v = NULL;
+        p->duration = is_duration_key(key);
         rv = parse_value(p, depth + 1, &v);
+        p->duration = false;
         if (rv != 0) {
             return rv;
         }
@@ -354,7 +316,7 @@ static int parse_value(struct cp *p, size_t depth, json_t **out)
 
 int srv_confparse(const char *text, size_t len, json_t **out, char *errmsg)
 {
-    struct cp p = {text, len, 0, 1, 0, errmsg};
+    struct cp p = {text, len, 0, 1, 0, errmsg, false};
     json_t *root;
     int rv;
 

@@ -1,8 +1,9 @@
 /* Parser for the subset of the NATS server configuration format that Keel
  * reads: `key: value`, `key = value`, `key value`, nested `{}` blocks, `[]`
  * arrays, `#` and `//` comments, quoted strings, booleans, integers with
- * size suffixes (1K, 1KB, 1MB, 1GB: powers of 1024). Durations such as 2m
- * stay strings; the config layer interprets them per key.
+ * size suffixes as nats-server reads them (srv_parse_conf_int: 1K is 1000,
+ * 1KB 1024). The value of a duration key (ping_interval, timeout) stays a
+ * string, so that 2m is read as two minutes by the config layer.
  */
 #ifndef SRV_CONFPARSE_H
 #define SRV_CONFPARSE_H

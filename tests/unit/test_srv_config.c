@@ -163,6 +163,31 @@ static void sizes_and_durations_take_suffixes(void **state)
     assert_false(srv_parse_duration_ms("soon", &v));
 }
 
+static void one_parser_bounds_sizes_durations_and_config_integers(void **state)
+{
+    (void)state;
+    uint64_t v = 0;
+    int64_t i = 0;
+
+    assert_true(srv_parse_size("18446744073709551615", &v));
+    assert_true(v == UINT64_MAX);
+    assert_false(srv_parse_size("18446744073709551616", &v));
+    assert_false(srv_parse_size("17179869184GB", &v)); /* 2^64 */
+    assert_true(srv_parse_size("16777215tb", &v));
+    assert_false(srv_parse_duration_ms("2M", &v)); /* m, not M, is minutes */
+    assert_true(srv_parse_duration_ms("1h", &v));
+    assert_int_equal(v, 3600000);
+    assert_true(srv_parse_conf_int("-2MB", 4, &i));
+    assert_int_equal(i, -2 * 1048576);
+    assert_true(srv_parse_conf_int("9223372036854775807", 19, &i));
+    assert_true(i == INT64_MAX);
+    assert_false(srv_parse_conf_int("9223372036854775808", 19, &i));
+    assert_true(srv_parse_conf_int("9E", 2, &i));
+    assert_false(srv_parse_conf_int("10E", 3, &i));
+    assert_false(srv_parse_conf_int("-", 1, &i));
+    assert_false(srv_parse_conf_int("2s", 2, &i));
+}
+
 static int from_args(struct fixture *f, const char **argv)
 {
     int argc = 0;
@@ -170,6 +195,36 @@ static int from_args(struct fixture *f, const char **argv)
         argc++;
     }
     return srv_config_from_args(&f->cfg, argc, (char **)argv, f->errmsg);
+}
+
+/* nats-server 2.9.10 reads an unquoted `ping_interval: 2m` as 2000000
+ * seconds (with a warning that it should be a duration); keeld reads the
+ * value of a duration key as a duration, and every other key's 2m as the
+ * size nats-server reads. */
+static void unquoted_durations_under_duration_keys_are_durations(void **state)
+{
+    struct fixture *f = *state;
+    const char *argv[] = {"keeld", "-c", NULL, NULL};
+
+    write_file(f, "ping_interval: 2m\nmax_payload: 2m\n"
+                  "authorization { token: s3cr3t, timeout: 3m }\n");
+    argv[2] = f->path;
+    assert_int_equal(from_args(f, argv), 0);
+    assert_int_equal(f->cfg.ping_interval_ms, 120000);
+    assert_int_equal(f->cfg.auth_timeout_ms, 180000);
+    assert_int_equal(f->cfg.max_payload, 2000000);
+    unlink(f->path);
+
+    write_file(f, "ping_interval: 90\n");
+    argv[2] = f->path;
+    assert_int_equal(from_args(f, argv), 0);
+    assert_int_equal(f->cfg.ping_interval_ms, 90000);
+    unlink(f->path);
+
+    write_file(f, "ping_interval: 2M\n");
+    argv[2] = f->path;
+    assert_int_equal(from_args(f, argv), KEEL_ECONFIG);
+    assert_non_null(strstr(f->errmsg, "ping_interval '2M'"));
 }
 
 static void flags_spelled_like_nats_server_set_the_config(void **state)
@@ -396,6 +451,8 @@ int main(void)
         T(malformed_config_names_the_line),
         T(nesting_past_the_limit_is_refused),
         T(sizes_and_durations_take_suffixes),
+        T(one_parser_bounds_sizes_durations_and_config_integers),
+        T(unquoted_durations_under_duration_keys_are_durations),
         T(flags_spelled_like_nats_server_set_the_config),
         T(unknown_flags_and_bad_values_are_usage_errors),
         T(port_minus_one_means_any_port_as_in_nats_server),

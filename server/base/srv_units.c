@@ -1,0 +1,139 @@
+/* srv_units: one suffixed-number parser and its three tables
+ * (srv_units.h). */
+#include "srv_units.h"
+
+#include <ctype.h>
+#include <string.h>
+#include <strings.h>
+
+struct unit {
+    const char *suffix;
+    uint64_t mult;
+};
+
+#define UNITS(a) a, sizeof a / sizeof a[0]
+
+/* Flags and config sizes: powers of 1024. */
+static const struct unit size_units[] = {{"", 1},           {"b", 1},
+                                         {"k", 1ULL << 10}, {"kb", 1ULL << 10},
+                                         {"m", 1ULL << 20}, {"mb", 1ULL << 20},
+                                         {"g", 1ULL << 30}, {"gb", 1ULL << 30},
+                                         {"t", 1ULL << 40}, {"tb", 1ULL << 40}};
+
+/* Durations in milliseconds (case matters: m is a minute). */
+static const struct unit duration_units[] = {
+    {"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
+
+/* The multiplier of a nats-server config integer's suffix sfx[0..n): ""
+ * is 1; a letter of "kmgtpe" alone is that power of 1000, followed by b, i
+ * or ib that power of 1024 (any case). */
+static bool conf_mult(const char *sfx, size_t n, uint64_t *mult)
+{
+    static const char letters[] = "kmgtpe";
+    static const char *const tails[] = {"b", "i", "ib"};
+    const char *l =
+        n > 0 ? strchr(letters, tolower((unsigned char)sfx[0])) : NULL;
+    bool binary = false;
+
+    ASSERT(mult != NULL);
+    if (n == 0) {
+        *mult = 1;
+        return true;
+    }
+    if (l == NULL || *l == '\0') {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+        binary = binary || (strlen(tails[i]) == n - 1 &&
+                            strncasecmp(tails[i], sfx + 1, n - 1) == 0);
+    }
+    if (n > 1 && !binary) {
+        return false;
+    }
+    *mult = 1;
+    for (ptrdiff_t i = 0; i <= l - letters; i++) {
+        *mult *= binary ? 1024 : 1000; /* at most 1024^6 = 2^60 */
+    }
+    return true;
+}
+
+/* s[0..n): digits, then the suffix; *v the number (at most max), *sfx
+ * and *sn the suffix. */
+static bool parse_digits(const char *s, size_t n, uint64_t max, uint64_t *v,
+                         const char **sfx, size_t *sn)
+{
+    size_t i = 0;
+
+    ASSERT(s != NULL || n == 0);
+    ASSERT(v != NULL && sfx != NULL && sn != NULL);
+    *v = 0;
+    if (n == 0 || !isdigit((unsigned char)s[0])) {
+        return false;
+    }
+    for (; i < n && isdigit((unsigned char)s[i]); i++) {
+        uint64_t d = (uint64_t)(s[i] - '0');
+        if (*v > (max - d) / 10) {
+            return false;
+        }
+        *v = *v * 10 + d;
+    }
+    *sfx = s + i;
+    *sn = n - i;
+    return true;
+}
+
+/* s: digits, then exactly one suffix of u (compared ignoring case when
+ * fold); *out the number times the suffix's multiplier, at most max. */
+static bool parse_scaled(const char *s, const struct unit *u, size_t nu,
+                         bool fold, uint64_t max, uint64_t *out)
+{
+    const char *sfx = NULL;
+    size_t sn = 0;
+    uint64_t v = 0;
+
+    ASSERT(u != NULL && out != NULL);
+    if (s == NULL || !parse_digits(s, strlen(s), max, &v, &sfx, &sn)) {
+        return false;
+    }
+    for (size_t k = 0; k < nu; k++) {
+        bool same = fold ? strcasecmp(u[k].suffix, sfx) == 0
+                         : strcmp(u[k].suffix, sfx) == 0;
+        if (same) {
+            if (v > max / u[k].mult) {
+                return false;
+            }
+            *out = v * u[k].mult;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool srv_parse_size(const char *s, uint64_t *out)
+{
+    return parse_scaled(s, UNITS(size_units), true, UINT64_MAX, out);
+}
+
+bool srv_parse_duration_ms(const char *s, uint64_t *out)
+{
+    return parse_scaled(s, UNITS(duration_units), false, UINT64_MAX, out);
+}
+
+bool srv_parse_conf_int(const char *w, size_t n, int64_t *out)
+{
+    bool neg = n > 0 && w[0] == '-';
+    size_t skip = neg ? 1 : 0;
+    const uint64_t max = (uint64_t)INT64_MAX;
+    const char *sfx = NULL;
+    size_t sn = 0;
+    uint64_t v = 0;
+    uint64_t mult = 0;
+
+    ASSERT(out != NULL);
+    if (!parse_digits(w + skip, n - skip, max, &v, &sfx, &sn) ||
+        !conf_mult(sfx, sn, &mult) || v > max / mult) {
+        return false;
+    }
+    *out = neg ? -(int64_t)(v * mult) : (int64_t)(v * mult);
+    return true;
+}
