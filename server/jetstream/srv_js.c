@@ -278,6 +278,27 @@ static void meta_reply_err(struct srv_js *js, uint64_t ctx, enum srv_js_err err,
     free(p);
 }
 
+/* A create or update of st applied from the meta log: the waiting request
+ * ctx (if this node holds it) is re-filed under the same id, now bound to
+ * the stream, and answered once the stream's group has the config. */
+static void meta_applied(struct srv_js *js, struct srv_stream *st, uint64_t ctx,
+                         bool created)
+{
+    struct srv_js_pending *p = srv_js_pending_take(js, ctx);
+
+    ASSERT(st != NULL);
+    if (p != NULL) {
+        p->st = st;
+        if (srv_hmap_put(&js->pending, (const char *)&p->id, sizeof p->id, p) !=
+            0) {
+            free(p);
+            ctx = 0;
+        }
+    }
+    ctx = srv_js_meta_answer(js, st, ctx, created);
+    srv_stream_config_request(st, ctx);
+}
+
 static void meta_create(struct srv_js *js, const json_t *e,
                         const struct srv_stream_config *cfg, uint64_t ctx)
 {
@@ -309,18 +330,7 @@ static void meta_create(struct srv_js *js, const json_t *e,
         return;
     }
     js->streams[js->nstreams++] = st;
-    struct srv_js_pending *p = srv_js_pending_take(js, ctx);
-    if (p != NULL) {
-        /* Re-file under the same id, now bound to the stream. */
-        p->st = st;
-        if (srv_hmap_put(&js->pending, (const char *)&p->id, sizeof p->id, p) !=
-            0) {
-            free(p);
-            ctx = 0;
-        }
-    }
-    ctx = srv_js_meta_answer(js, st, ctx, true);
-    srv_stream_config_request(st, ctx);
+    meta_applied(js, st, ctx, true);
 }
 
 static void meta_update(struct srv_js *js, struct srv_stream *st,
@@ -342,17 +352,7 @@ static void meta_update(struct srv_js *js, struct srv_stream *st,
     }
     srv_stream_config_free(&st->cfg);
     st->cfg = copy;
-    struct srv_js_pending *p = srv_js_pending_take(js, ctx);
-    if (p != NULL) {
-        p->st = st;
-        if (srv_hmap_put(&js->pending, (const char *)&p->id, sizeof p->id, p) !=
-            0) {
-            free(p);
-            ctx = 0;
-        }
-    }
-    ctx = srv_js_meta_answer(js, st, ctx, false);
-    srv_stream_config_request(st, ctx);
+    meta_applied(js, st, ctx, false);
 }
 
 static void meta_delete(struct srv_js *js, struct srv_stream *st, uint64_t ctx)
