@@ -16,6 +16,7 @@
 
 #include "cjs_common.h"
 #include "harness.h"
+#include "kv_common.h"
 
 #define NODES 3
 #define WAIT_MS 10000
@@ -32,22 +33,6 @@ static int group_teardown(void **state)
 {
     (void)state;
     return cjs_stop(&cj);
-}
-
-/* The operations of key's history through node i, as letters: P(ut),
- * D(elete), U (pUrge). */
-static void history(kvStore *kv, const char *key, char *out, size_t cap)
-{
-    kvEntryList l;
-    size_t n = 0;
-    memset(&l, 0, sizeof l);
-    assert_int_equal(kvStore_History(&l, kv, key, NULL), NATS_OK);
-    for (int i = 0; i < l.Count && n + 1 < cap; i++) {
-        kvOperation op = kvEntry_Operation(l.Entries[i]);
-        out[n++] = op == kvOp_Put ? 'P' : op == kvOp_Delete ? 'D' : 'U';
-    }
-    out[n] = '\0';
-    kvEntryList_Destroy(&l);
 }
 
 struct msgs_wait {
@@ -89,7 +74,7 @@ static void a_kv_purge_through_every_node_leaves_only_its_marker(void **state)
         assert_int_equal(kvStore_PutString(&rev, kv, key, "1"), NATS_OK);
         assert_int_equal(kvStore_PutString(&rev, kv, key, "2"), NATS_OK);
         assert_int_equal(kvStore_Purge(kv, key, NULL), NATS_OK);
-        history(kv, key, ops, sizeof ops);
+        kv_history_ops(kv, key, ops, sizeof ops);
         assert_string_equal(ops, "U");
         kvStore_Destroy(kv);
     }
