@@ -341,7 +341,15 @@ static void api_update(struct api_req *q)
     if (config_from_request(q, kind, &st->cfg, &cfg) != 0) {
         return;
     }
-    if (st->cfg.sealed && !cfg.sealed) {
+    if (cfg.first_seq == 0) {
+        cfg.first_seq = st->cfg.first_seq; /* not given: kept */
+    }
+    if (cfg.first_seq != st->cfg.first_seq) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
+                         "stream configuration update can not change "
+                         "first_seq (it only sets where a new stream "
+                         "starts)");
+    } else if (st->cfg.sealed && !cfg.sealed) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
                          "stream configuration update can not unseal a "
                          "sealed stream");

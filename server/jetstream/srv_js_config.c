@@ -349,7 +349,8 @@ static int parse_flags(const struct srv_js_json_rd *rd,
               {"deny_delete", &c->deny_delete},
               {"deny_purge", &c->deny_purge},
               {"allow_rollup_hdrs", &c->allow_rollup_hdrs},
-              {"no_ack", &c->no_ack}};
+              {"no_ack", &c->no_ack},
+              {"discard_new_per_subject", &c->discard_new_per_subject}};
     for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++) {
         int rv = srv_js_json_bool(rd, fl[i].key, fl[i].v);
         if (rv != 0) {
@@ -416,13 +417,34 @@ static int parse_first_seq(const struct srv_js_json_rd *rd,
     return rv;
 }
 
+/* discard_new_per_subject refuses a publish to a subject that holds
+ * max_msgs_per_subject messages: meaningless without both, so refused
+ * with nats-server's texts rather than silently ignored. */
+static int check_discard_new_per_subject(const struct srv_js_json_rd *rd,
+                                         struct srv_stream_config *c)
+{
+    if (!c->discard_new_per_subject) {
+        return 0;
+    }
+    if (c->discard != SRV_JS_DISCARD_NEW) {
+        return srv_js_json_fail(rd, "discard new per subject requires "
+                                    "discard new policy to be set");
+    }
+    if (c->max_msgs_per_subject <= 0) {
+        return srv_js_json_fail(rd, "discard new per subject requires max "
+                                    "msgs per subject > 0");
+    }
+    return 0;
+}
+
 int srv_stream_config_parse(const json_t *j, struct srv_stream_config *out,
                             enum srv_js_err *jerr, char *errmsg)
 {
     static int (*const steps[])(const struct srv_js_json_rd *,
                                 struct srv_stream_config *) = {
-        parse_name,  parse_subjects, parse_limits, parse_window,
-        parse_flags, parse_objects,  parse_fsync,  parse_first_seq};
+        parse_name,   parse_subjects,  parse_limits,
+        parse_window, parse_flags,     parse_objects,
+        parse_fsync,  parse_first_seq, check_discard_new_per_subject};
     const struct srv_js_json_rd rd = {j, SRV_JS_ESTREAM_CONFIG, jerr, errmsg};
 
     memset(out, 0, sizeof *out);
@@ -459,6 +481,10 @@ static int encode_optional(const struct srv_stream_config *c, json_t *o)
     if (c->description != NULL) {
         bad |=
             json_object_set_new(o, "description", json_string(c->description));
+    }
+    if (c->discard_new_per_subject) {
+        /* Only when set, as nats-server omits it (omitempty). */
+        bad |= json_object_set_new(o, "discard_new_per_subject", json_true());
     }
     if (c->first_seq > 0) {
         bad |= json_object_set_new(o, "first_seq",

@@ -51,10 +51,11 @@ struct srv_stream_config {
     int64_t duplicate_window_ns;
     bool allow_direct, mirror_direct, sealed, deny_delete, deny_purge,
         allow_rollup_hdrs, no_ack;
-    uint64_t first_seq;      /* 0 = absent */
-    json_t *placement;       /* owned; NULL when absent */
-    json_t *metadata;        /* owned; NULL when absent or empty */
-    json_t *consumer_limits; /* owned; always an object ({} default) */
+    bool discard_new_per_subject; /* needs discard new, max_msgs_per_subject */
+    uint64_t first_seq;           /* 0 = absent */
+    json_t *placement;            /* owned; NULL when absent */
+    json_t *metadata;             /* owned; NULL when absent or empty */
+    json_t *consumer_limits;      /* owned; always an object ({} default) */
     enum srv_js_fsync fsync;
     uint32_t fsync_interval_ms; /* only for SRV_JS_FSYNC_INTERVAL */
 };

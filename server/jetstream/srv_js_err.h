@@ -51,6 +51,8 @@
     X(SRV_JS_EMSG_SIZE, 400, 10054, "message size exceeds maximum allowed")    \
     X(SRV_JS_EMAX_MSGS, 503, 10077, "maximum messages exceeded")               \
     X(SRV_JS_EMAX_BYTES, 503, 10077, "maximum bytes exceeded")                 \
+    X(SRV_JS_EMAX_MSGS_PER_SUBJECT, 503, 10077,                                \
+      "maximum messages per subject exceeded")                                 \
     X(SRV_JS_EREPLICAS_STANDALONE, 500, 10074,                                 \
       "replicas > 1 not supported in non-clustered mode")                      \
     X(SRV_JS_EUNAVAILABLE, 503, 10008,                                         \

@@ -33,7 +33,6 @@ struct field {
 };
 
 static const struct field stream_fields[] = {
-    {"first_seq", UNSET_ZERO, "streams start at sequence 1"},
     {"mirror", UNSET_NULL, "mirrors are not implemented"},
     {"sources", UNSET_EMPTY, "sources are not implemented"},
     {"republish", UNSET_NULL, "republish is not implemented"},
@@ -41,8 +40,6 @@ static const struct field stream_fields[] = {
      "subject transforms are not "
      "implemented"},
     {"mirror_direct", UNSET_FALSE, "mirrors are not implemented"},
-    {"discard_new_per_subject", UNSET_FALSE,
-     "use discard new with max_msgs or max_bytes"},
     {"template_owner", UNSET_EMPTY, "stream templates are not implemented"},
     {"allow_msg_ttl", UNSET_FALSE,
      "per-message TTL is not implemented; "
@@ -131,6 +128,14 @@ int srv_stream_request_check(const json_t *req, enum srv_js_err *jerr,
                         "stream consumer_limits is not supported by keeld: "
                         "set inactive_threshold and max_ack_pending on each "
                         "consumer (" DOC ")");
+    }
+    /* Here, not in the config parse: a log written before this check
+     * replays as it was. */
+    const json_t *age = json_object_get(req, "max_age");
+    if (json_is_integer(age) && json_integer_value(age) > 0 &&
+        json_integer_value(age) < SRV_JS_MAX_AGE_NS_MIN) {
+        *jerr = SRV_JS_ESTREAM_CONFIG;
+        return keel_err(KEEL_EINVAL, errmsg, "max age needs to be >= 100ms");
     }
     const json_t *tags =
         json_object_get(json_object_get(req, "placement"), "tags");

@@ -89,6 +89,7 @@ struct srv_stream_limits {
     int64_t max_msgs, max_bytes, max_msgs_per_subject, max_msg_size;
     int64_t max_age_ns, duplicate_window_ns;
     bool deny_delete, deny_purge, sealed;
+    bool discard_new_per_subject; /* refuse, not drop, at max per subject */
 };
 
 void srv_stream_limits_from_config(const struct srv_stream_config *cfg,

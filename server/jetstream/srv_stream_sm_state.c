@@ -26,6 +26,7 @@ void srv_stream_limits_from_config(const struct srv_stream_config *cfg,
         .deny_delete = cfg->deny_delete,
         .deny_purge = cfg->deny_purge,
         .sealed = cfg->sealed,
+        .discard_new_per_subject = cfg->discard_new_per_subject,
     };
 }
 
@@ -298,6 +299,12 @@ static bool publish_refused(struct srv_stream_sm *sm,
         set_detail(res, SRV_JS_EMAX_MSGS, NULL);
         return true;
     }
+    if (l->discard == SRV_JS_DISCARD_NEW && l->discard_new_per_subject &&
+        l->max_msgs_per_subject > 0 && sj != NULL &&
+        sj->msgs >= (uint64_t)l->max_msgs_per_subject) {
+        set_detail(res, SRV_JS_EMAX_MSGS_PER_SUBJECT, NULL);
+        return true;
+    }
     if (l->discard == SRV_JS_DISCARD_NEW && l->max_bytes > 0 &&
         sm->bytes + size > (uint64_t)l->max_bytes) {
         set_detail(res, SRV_JS_EMAX_BYTES, NULL);
@@ -415,6 +422,14 @@ static int apply_config(struct srv_stream_sm *sm,
         return set_detail(res, SRV_JS_ESTREAM_CONFIG, "bad config entry");
     }
     json_decref(j);
+    if (!sm->configured && sm->last_seq == 0 && cfg.first_seq > 1) {
+        /* first_seq: the stream's first CONFIG entry comes before any
+         * publish (a new leader proposes it first), so the first message
+         * gets first_seq, on every replica alike. Later entries never
+         * move it (an update cannot change it). */
+        sm->last_seq = cfg.first_seq - 1;
+        trim_front(sm);
+    }
     srv_stream_limits_from_config(&cfg, &sm->lim);
     srv_stream_config_free(&cfg);
     sm->configured = true;
@@ -513,7 +528,8 @@ static void snap_header(struct sbuf *b, const struct srv_stream_sm *sm)
     sb_u64(b, (uint64_t)l->retention | (uint64_t)l->discard << 8 |
                   (uint64_t)l->deny_delete << 16 |
                   (uint64_t)l->deny_purge << 17 | (uint64_t)l->sealed << 18 |
-                  (uint64_t)sm->configured << 19);
+                  (uint64_t)sm->configured << 19 |
+                  (uint64_t)l->discard_new_per_subject << 20);
     int64_t v[6] = {l->max_msgs,     l->max_bytes,  l->max_msgs_per_subject,
                     l->max_msg_size, l->max_age_ns, l->duplicate_window_ns};
     for (int i = 0; i < 6; i++) {
@@ -632,7 +648,7 @@ static int restore_header(struct srv_stream_sm *sm, struct rd *r)
     }
     uint64_t f = rd_u64(r);
     if ((f & 0xff) > SRV_JS_RETENTION_WORKQUEUE ||
-        (f >> 8 & 0xff) > SRV_JS_DISCARD_NEW || f >> 20 != 0) {
+        (f >> 8 & 0xff) > SRV_JS_DISCARD_NEW || f >> 21 != 0) {
         return KEEL_ECORRUPT;
     }
     l->retention = (enum srv_js_retention)(f & 0xff);
@@ -641,6 +657,7 @@ static int restore_header(struct srv_stream_sm *sm, struct rd *r)
     l->deny_purge = f >> 17 & 1;
     l->sealed = f >> 18 & 1;
     sm->configured = f >> 19 & 1;
+    l->discard_new_per_subject = f >> 20 & 1;
     int64_t *v[6] = {&l->max_msgs,     &l->max_bytes,  &l->max_msgs_per_subject,
                      &l->max_msg_size, &l->max_age_ns, &l->duplicate_window_ns};
     for (int i = 0; i < 6; i++) {

@@ -652,3 +652,41 @@ int h_flip_segment_byte(const char *data_dir, const char *needle)
     closedir(d);
     return done ? 0 : -1;
 }
+
+uint64_t h_log_start(const char *data_dir)
+{
+    char path[768];
+    uint64_t best = 0;
+    snprintf(path, sizeof path, "%s/js/groups", data_dir);
+    DIR *g = opendir(path);
+    if (g == NULL) {
+        return 0;
+    }
+    struct dirent *ge;
+    while ((ge = readdir(g)) != NULL) {
+        if (ge->d_name[0] == '.') {
+            continue;
+        }
+        char lp[2048];
+        snprintf(lp, sizeof lp, "%s/%s/log", path, ge->d_name);
+        DIR *d = opendir(lp);
+        if (d == NULL) {
+            continue;
+        }
+        uint64_t lo = UINT64_MAX;
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            size_t n = strlen(e->d_name);
+            if (n > 4 && strcmp(e->d_name + n - 4, ".blk") == 0) {
+                uint64_t b = strtoull(e->d_name, NULL, 10);
+                lo = b < lo ? b : lo;
+            }
+        }
+        closedir(d);
+        if (lo != UINT64_MAX && lo > best) {
+            best = lo;
+        }
+    }
+    closedir(g);
+    return best;
+}

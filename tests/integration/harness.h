@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define H_START_TIMEOUT_MS 30000 /* a loaded 2-core CI machine */
@@ -101,6 +102,12 @@ int h_routez_num_routes(const char *body);
  * The server must be stopped. Returns 0, or -1 when no segment holds
  * needle. */
 int h_flip_segment_byte(const char *data_dir, const char *needle);
+
+/* The smallest segment base of the Raft group with the most entries
+ * behind it under data_dir (<data_dir>/js/groups/<hex>/log/<base>.blk):
+ * a stream's log start once the meta group is the smaller. 0 when there
+ * is none. */
+uint64_t h_log_start(const char *data_dir);
 
 /* ---- clusters (tests/integration/test_cluster_*.c) ---- */
 

@@ -262,44 +262,9 @@ static bool log_grew(void *arg)
     return count_in_log(w->node, w->needle) > w->more_than;
 }
 
-/* The smallest segment base of the group with the most entries behind it
- * in node i's data directory: the stream's log start. */
 static uint64_t log_start(int i)
 {
-    char path[768];
-    uint64_t best = 0;
-    snprintf(path, sizeof path, "%s/js/groups", net.node[i].k.data_dir);
-    DIR *g = opendir(path);
-    if (g == NULL) {
-        return 0;
-    }
-    struct dirent *ge;
-    while ((ge = readdir(g)) != NULL) {
-        if (ge->d_name[0] == '.') {
-            continue;
-        }
-        char lp[2048];
-        snprintf(lp, sizeof lp, "%s/%s/log", path, ge->d_name);
-        DIR *d = opendir(lp);
-        if (d == NULL) {
-            continue;
-        }
-        uint64_t lo = UINT64_MAX;
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            size_t n = strlen(e->d_name);
-            if (n > 4 && strcmp(e->d_name + n - 4, ".blk") == 0) {
-                uint64_t b = strtoull(e->d_name, NULL, 10);
-                lo = b < lo ? b : lo;
-            }
-        }
-        closedir(d);
-        if (lo != UINT64_MAX && lo > best) {
-            best = lo;
-        }
-    }
-    closedir(g);
-    return best;
+    return h_log_start(net.node[i].k.data_dir);
 }
 
 static int count_in_log(int i, const char *needle)

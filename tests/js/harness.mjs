@@ -202,3 +202,13 @@ export async function closeAndStop(nc, server) {
     }
   }
 }
+
+// The JetStream API error of a rejected promise; throws when it resolved.
+export async function apiError(p) {
+  try {
+    await p;
+  } catch (e) {
+    return e.api_error ?? { description: e.message };
+  }
+  throw new Error('the request was accepted');
+}

@@ -1,24 +1,14 @@
 // nats.js against keeld: options keeld does not implement are refused with
-// an error naming them (first_seq, replay_policy original, Nats-TTL)
+// an error naming them (replay_policy original, Nats-TTL)
 // instead of being accepted and ignored, and Nats-Rollup works: a Key/Value
 // purge leaves only its marker, a rollup "all" leaves only itself, and the
 // object store (whose meta updates roll up) keeps one meta per object.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { AckPolicy, connect, headers, ReplayPolicy, StringCodec } from 'nats';
-import { startServer } from './harness.mjs';
+import { apiError, startServer } from './harness.mjs';
 
 const sc = StringCodec();
-
-// The JetStream API error of a rejected promise.
-async function apiError(p) {
-  try {
-    await p;
-  } catch (e) {
-    return e.api_error ?? { description: e.message };
-  }
-  assert.fail('the request was accepted');
-}
 
 describe('nats.js: options keeld does not implement, and rollups', () => {
   let server;
@@ -42,18 +32,6 @@ describe('nats.js: options keeld does not implement, and rollups', () => {
     if (server) {
       await server.stop();
     }
-  });
-
-  it('refuses first_seq instead of starting at 1', { skip: false }, async (t) => {
-    if (!keeld) {
-      t.skip('nats-server 2.9 ignores first_seq');
-      return;
-    }
-    const err = await apiError(
-      jsm.streams.add({ name: 'FIRST', subjects: ['first'], first_seq: 100 }));
-    assert.equal(err.err_code, 10052);
-    assert.match(err.description, /first_seq/);
-    await assert.rejects(jsm.streams.info('FIRST'));
   });
 
   it('refuses replay_policy original instead of replaying at once', async (t) => {

@@ -149,6 +149,34 @@ static void invalid_values_are_refused(void **state)
     }
 }
 
+static void discard_new_per_subject_needs_discard_new_and_a_limit(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(parse(f, "{\"name\":\"S\",\"max_msgs_per_subject\":1,"
+                              "\"discard_new_per_subject\":true}"),
+                     KEEL_EINVAL);
+    assert_int_equal(f->jerr, SRV_JS_ESTREAM_CONFIG);
+    assert_string_equal(f->errmsg, "discard new per subject requires discard "
+                                   "new policy to be set");
+    assert_int_equal(parse(f, "{\"name\":\"S\",\"discard\":\"new\","
+                              "\"discard_new_per_subject\":true}"),
+                     KEEL_EINVAL);
+    assert_string_equal(f->errmsg, "discard new per subject requires max msgs "
+                                   "per subject > 0");
+    assert_int_equal(parse(f, "{\"name\":\"S\",\"discard\":\"new\","
+                              "\"max_msgs_per_subject\":1,"
+                              "\"discard_new_per_subject\":true}"),
+                     0);
+    assert_true(f->cfg.discard_new_per_subject);
+    encode(f);
+    assert_true(
+        json_is_true(json_object_get(f->out, "discard_new_per_subject")));
+    /* Unset, it is not echoed at all (nats-server omits it). */
+    assert_int_equal(parse(f, "{\"name\":\"S\"}"), 0);
+    encode(f);
+    assert_null(json_object_get(f->out, "discard_new_per_subject"));
+}
+
 static void parsed_encoding_parses_to_an_equal_config(void **state)
 {
     struct fixture *f = *state;
@@ -215,6 +243,7 @@ int main(void)
         T(duplicate_window_defaults_to_max_age_when_smaller),
         T(invalid_names_are_refused_with_10052),
         T(invalid_values_are_refused),
+        T(discard_new_per_subject_needs_discard_new_and_a_limit),
         T(parsed_encoding_parses_to_an_equal_config),
         T(subject_overlap_follows_wildcards),
         T(time_formats_rfc3339_with_nanoseconds),

@@ -93,7 +93,6 @@ static void stream_fields_keeld_does_not_implement_are_refused(void **state)
         const char *body;
         const char *field;
     } bad[] = {
-        {"{\"name\":\"S\",\"first_seq\":100}", "first_seq"},
         {"{\"name\":\"S\",\"mirror\":{\"name\":\"O\"}}", "mirror"},
         {"{\"name\":\"S\",\"sources\":[{\"name\":\"O\"}]}", "sources"},
         {"{\"name\":\"S\",\"republish\":{\"src\":\">\",\"dest\":\"x.>\"}}",
@@ -101,8 +100,6 @@ static void stream_fields_keeld_does_not_implement_are_refused(void **state)
         {"{\"name\":\"S\",\"subject_transform\":{\"src\":\"a\"}}",
          "subject_transform"},
         {"{\"name\":\"S\",\"mirror_direct\":true}", "mirror_direct"},
-        {"{\"name\":\"S\",\"discard_new_per_subject\":true}",
-         "discard_new_per_subject"},
         {"{\"name\":\"S\",\"template_owner\":\"T\"}", "template_owner"},
         {"{\"name\":\"S\",\"allow_msg_ttl\":true}", "allow_msg_ttl"},
         {"{\"name\":\"S\",\"subject_delete_marker_ttl\":1000000000}",
@@ -122,6 +119,17 @@ static void stream_fields_keeld_does_not_implement_are_refused(void **state)
         assert_non_null(strstr(f->errmsg, bad[i].field));
         assert_non_null(strstr(f->errmsg, "not supported by keeld"));
     }
+}
+
+static void a_max_age_under_100ms_is_refused_as_nats_server_does(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(stream(f, "{\"name\":\"S\",\"max_age\":99999999}"),
+                     KEEL_EINVAL);
+    assert_int_equal(f->jerr, SRV_JS_ESTREAM_CONFIG);
+    assert_string_equal(f->errmsg, "max age needs to be >= 100ms");
+    assert_int_equal(stream(f, "{\"name\":\"S\",\"max_age\":100000000}"), 0);
+    assert_int_equal(stream(f, "{\"name\":\"S\",\"max_age\":0}"), 0);
 }
 
 static void consumer_defaults_and_client_bodies_are_accepted(void **state)
@@ -221,6 +229,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(stream_defaults_and_client_bodies_are_accepted),
         T(stream_fields_keeld_does_not_implement_are_refused),
+        T(a_max_age_under_100ms_is_refused_as_nats_server_does),
         T(consumer_defaults_and_client_bodies_are_accepted),
         T(consumer_fields_keeld_does_not_implement_are_refused),
         T(publish_headers_keeld_does_not_implement_are_refused),

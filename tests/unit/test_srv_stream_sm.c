@@ -200,6 +200,59 @@ static void max_msgs_per_subject_keeps_the_newest_of_each(void **state)
     assert_non_null(srv_stream_sm_get(&f->sm, 4));
 }
 
+static void discard_new_per_subject_refuses_only_the_full_subject(void **state)
+{
+    struct fixture *f = *state;
+    config(f, "{\"name\":\"S\",\"discard\":\"new\","
+              "\"max_msgs_per_subject\":2,\"discard_new_per_subject\":true}");
+    pub(f, 1, "a", "1");
+    pub(f, 2, "a", "2");
+    pub(f, 3, "a", "3");
+    assert_int_equal(f->res.jerr, SRV_JS_EMAX_MSGS_PER_SUBJECT);
+    assert_int_equal(srv_js_err_info(f->res.jerr)->err_code, 10077);
+    pub(f, 4, "b", "4");
+    assert_int_equal(f->res.jerr, SRV_JS_OK);
+    assert_int_equal(f->res.seq, 3);
+    assert_int_equal(f->sm.msgs, 3);
+    /* Deleting one of a's makes room for one more. */
+    del(f, 1);
+    pub(f, 5, "a", "5");
+    assert_int_equal(f->res.jerr, SRV_JS_OK);
+    assert_int_equal(f->res.seq, 4);
+    /* It survives a snapshot: the restored state still refuses. */
+    uint8_t *a = NULL;
+    size_t alen = 0;
+    char err[256];
+    assert_int_equal(srv_stream_sm_snapshot(&f->sm, &a, &alen), 0);
+    srv_stream_sm_close(&f->sm);
+    assert_int_equal(srv_stream_sm_init(&f->sm, "S"), 0);
+    assert_int_equal(srv_stream_sm_restore(&f->sm, a, alen, err), 0);
+    free(a);
+    pub(f, 6, "a", "6");
+    assert_int_equal(f->res.jerr, SRV_JS_EMAX_MSGS_PER_SUBJECT);
+    /* Without the flag, discard new keeps dropping the subject's oldest. */
+    config(f, "{\"name\":\"S\",\"discard\":\"new\","
+              "\"max_msgs_per_subject\":2}");
+    pub(f, 7, "a", "7");
+    assert_int_equal(f->res.jerr, SRV_JS_OK);
+    assert_int_equal(f->sm.msgs, 3);
+}
+
+static void first_seq_sets_the_first_message_seq_once(void **state)
+{
+    struct fixture *f = *state;
+    config(f, "{\"name\":\"S\",\"first_seq\":100}");
+    assert_int_equal(srv_stream_sm_first_seq(&f->sm), 100);
+    assert_int_equal(f->sm.last_seq, 99);
+    pub(f, 1, "a", "1");
+    assert_int_equal(f->res.seq, 100);
+    /* A later config entry (a new leader's, an update) never moves it. */
+    config(f, "{\"name\":\"S\",\"first_seq\":500}");
+    pub(f, 2, "a", "2");
+    assert_int_equal(f->res.seq, 101);
+    assert_int_equal(srv_stream_sm_first_seq(&f->sm), 100);
+}
+
 static void max_msg_size_refuses_with_10054(void **state)
 {
     struct fixture *f = *state;
@@ -521,6 +574,8 @@ int main(void)
         T(max_msgs_with_discard_new_refuses_with_10077),
         T(max_bytes_discard_old_and_new),
         T(max_msgs_per_subject_keeps_the_newest_of_each),
+        T(discard_new_per_subject_refuses_only_the_full_subject),
+        T(first_seq_sets_the_first_message_seq_once),
         T(max_msg_size_refuses_with_10054),
         T(tick_entries_expire_messages_past_max_age),
         T(same_msg_id_within_window_is_a_duplicate),

@@ -1,0 +1,219 @@
+/* Stream features that change what a stream stores, on an R3 stream of
+ * real keelds in network namespaces: first_seq and
+ * discard_new_per_subject hold on every node across a purge, a failover (kill
+ * -9 of the leader), a restart, and a follower that catches up by
+ * InstallSnapshot and then leads. Both live in the stream's Raft group
+ * (its CONFIG entries and its snapshot), never in one node's memory.
+ * Shared setup: cjs_common.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <nats/nats.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cjs_common.h"
+#include "harness.h"
+
+#define NODES 3
+#define WAIT_MS 20000
+#define STREAM "FEAT"
+#define FIRST_SEQ 1000
+#define PER_SUBJECT 3
+#define FILLER                                                                 \
+    1100 /* > SRV_STREAM_CUT_ENTRIES_MIN: the leader cuts its log              \
+          */
+
+static struct cjs cj; /* one cluster for the whole file */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    /* Small segments and frequent snapshots, so the leader's log soon
+     * starts past what a stopped follower holds. */
+    static const char *const extra[] = {"--segment_size", "16384",
+                                        "--snapshot_entries", "50", NULL};
+    return cjs_start(&cj, NODES, "cjsfeat", extra, WAIT_MS);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    return cjs_stop(&cj);
+}
+
+/* Publish through node via, retrying (bounded) while there is no leader:
+ * the PubAck's seq, or -(err_code) when refused. */
+static json_int_t publish(int via, const char *subject)
+{
+    json_t *o = cjs_request_retry(&cj, via, subject, "x", WAIT_MS);
+    assert_non_null(o);
+    json_int_t code = json_integer_value(
+        json_object_get(json_object_get(o, "error"), "err_code"));
+    json_int_t seq = json_integer_value(json_object_get(o, "seq"));
+    json_decref(o);
+    return code != 0 ? -code : seq;
+}
+
+static json_int_t state_int(int i, const char *key)
+{
+    json_t *si = cjs_stream_info(&cj, i, STREAM);
+    json_int_t v =
+        json_integer_value(json_object_get(json_object_get(si, "state"), key));
+    json_decref(si);
+    return v;
+}
+
+struct agree {
+    json_int_t last_seq;
+    json_int_t first_seq;
+};
+
+static bool every_running_node_has(void *arg)
+{
+    const struct agree *a = arg;
+    for (int i = 0; i < NODES; i++) {
+        if (cj.net.node[i].running &&
+            (state_int(i, "last_seq") != a->last_seq ||
+             state_int(i, "first_seq") != a->first_seq)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The stream's rules, checked through node via: subject a is full,
+ * subject b takes one more (returns its seq). */
+static json_int_t check_rules(int via)
+{
+    assert_int_equal(publish(via, "feat.a"), -10077);
+    return publish(via, "feat.b");
+}
+
+struct cut_wait {
+    int node;
+    uint64_t past; /* the stopped follower's log start */
+};
+
+/* Has the node's log been cut past every segment the follower holds?
+ * (FILLER entries: past its last segment too.) */
+static bool log_cut_past(void *arg)
+{
+    const struct cut_wait *w = arg;
+    return h_log_start(cj.net.node[w->node].k.data_dir) > w->past + FILLER / 2;
+}
+
+struct install_wait {
+    int node;
+};
+
+static bool installed(void *arg)
+{
+    const struct install_wait *w = arg;
+    return cjs_log_has(&cj, w->node, "stream " STREAM ": installed snapshot");
+}
+
+struct lead_wait {
+    int want;
+};
+
+static bool led_by(void *arg)
+{
+    const struct lead_wait *w = arg;
+    int l = -1;
+    if (cjs_stream_agreed(&cj, STREAM, &l) && l == w->want) {
+        return true;
+    }
+    if (l >= 0) {
+        json_decref(
+            cjs_request(&cj, l, "$JS.API.STREAM.LEADER.STEPDOWN." STREAM, ""));
+    }
+    return false;
+}
+
+static void
+first_seq_and_discard_new_per_subject_survive_every_change(void **state)
+{
+    (void)state;
+    char body[256];
+    snprintf(body, sizeof body,
+             "{\"name\":\"" STREAM "\",\"subjects\":[\"feat.>\"],"
+             "\"num_replicas\":3,\"first_seq\":%d,\"discard\":\"new\","
+             "\"max_msgs_per_subject\":%d,\"discard_new_per_subject\":true}",
+             FIRST_SEQ, PER_SUBJECT);
+    json_decref(cjs_request_ok(&cj, 0, "$JS.API.STREAM.CREATE." STREAM, body));
+    int leader = cjs_wait_stream_led(&cj, STREAM, WAIT_MS);
+    assert_true(leader >= 0);
+    for (int i = 0; i < PER_SUBJECT; i++) {
+        assert_int_equal(publish(i % NODES, "feat.a"), FIRST_SEQ + i);
+    }
+    assert_int_equal(check_rules(leader), FIRST_SEQ + PER_SUBJECT);
+
+    /* A follower misses FILLER publishes and a purge, so the leader's
+     * log starts past its own (the log is cut only below the first live
+     * message): it catches up by InstallSnapshot. */
+    int follower = (leader + 1) % NODES;
+    cjs_disconnect(&cj, follower);
+    assert_int_equal(h_netns_node_stop(&cj.net, follower), 0);
+    char subj[32];
+    for (int i = 0; i < FILLER; i++) {
+        snprintf(subj, sizeof subj, "feat.f%d", i);
+        assert_true(publish(leader, subj) > 0);
+    }
+    json_decref(
+        cjs_request_ok(&cj, leader, "$JS.API.STREAM.PURGE." STREAM, ""));
+    json_int_t base = FIRST_SEQ + PER_SUBJECT + 1 + FILLER;
+    assert_int_equal(state_int(leader, "first_seq"), base);
+    for (int i = 0; i < PER_SUBJECT; i++) {
+        assert_int_equal(publish(leader, "feat.a"), base + i);
+    }
+    assert_int_equal(check_rules(leader), base + PER_SUBJECT);
+    struct cut_wait cw = {leader,
+                          h_log_start(cj.net.node[follower].k.data_dir)};
+    assert_true(h_poll(log_cut_past, &cw, WAIT_MS));
+    assert_int_equal(h_netns_node_start(&cj.net, follower), 0);
+    assert_int_equal(cjs_connect(&cj, follower), 0);
+    /* Stream info is answered by the leader: the follower's own log says
+     * when it has the state. */
+    struct install_wait iw = {follower};
+    assert_true(h_poll(installed, &iw, WAIT_MS));
+    struct agree a = {base + PER_SUBJECT, base};
+    assert_true(h_poll(every_running_node_has, &a, WAIT_MS));
+
+    /* The follower that only has the snapshot leads: same rules. */
+    struct lead_wait w = {follower};
+    assert_true(h_poll(led_by, &w, WAIT_MS));
+    a.last_seq = check_rules(follower);
+    assert_int_equal(a.last_seq, base + PER_SUBJECT + 1);
+
+    /* kill -9 of that leader: a new one keeps the rules. */
+    cjs_disconnect(&cj, follower);
+    assert_int_equal(h_netns_node_kill(&cj.net, follower), 0);
+    int other = (follower + 1) % NODES;
+    a.last_seq = check_rules(other);
+    assert_int_equal(a.last_seq, base + PER_SUBJECT + 2);
+    assert_int_equal(h_netns_node_start(&cj.net, follower), 0);
+    assert_int_equal(cjs_connect(&cj, follower), 0);
+    assert_true(h_poll(every_running_node_has, &a, WAIT_MS));
+    /* feat.b is full now too, on every node. */
+    for (int i = 0; i < NODES; i++) {
+        assert_int_equal(publish(i, "feat.b"), -10077);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(
+            first_seq_and_discard_new_per_subject_survive_every_change),
+    };
+    nats_Open(-1);
+    int rv = cmocka_run_group_tests(tests, group_setup, group_teardown);
+    nats_Close();
+    return rv;
+}
