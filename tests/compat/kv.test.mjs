@@ -1,0 +1,4 @@
+import { compatSuite } from './harness.mjs';
+import { cases } from './cases_kv.mjs';
+
+compatSuite(cases);
