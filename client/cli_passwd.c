@@ -16,7 +16,7 @@
 #include "keel/error.h"
 #include "keel/limits.h"
 #include "cli_passwd.h"
-#include "srv_auth.h"
+#include "keel_passwd.h"
 
 #define EXIT_USAGE 2
 
@@ -29,8 +29,8 @@ static void usage(FILE *out, const char *prog)
             "  authorization { users = [ {user: alice, password: "
             "\"<hash>\"} ] }\n\n"
             "  --iterations N   PBKDF2 rounds (%u; %u to %u)\n",
-            prog, SRV_AUTH_PBKDF2_ITER_DEFAULT, SRV_AUTH_PBKDF2_ITER_MIN,
-            SRV_AUTH_PBKDF2_ITER_MAX);
+            prog, KEEL_PASSWD_ITER_DEFAULT, KEEL_PASSWD_ITER_MIN,
+            KEEL_PASSWD_ITER_MAX);
 }
 
 /* One line from f without its newline; false on EOF or an overlong line. */
@@ -73,7 +73,7 @@ static bool prompt_no_echo(const char *prompt, char *buf, size_t len)
 
 static int read_password(char *pw, size_t len)
 {
-    char again[SRV_AUTH_SECRET_BYTES_MAX + 2];
+    char again[KEEL_PASSWD_BYTES_MAX + 2];
 
     if (!isatty(STDIN_FILENO)) {
         return read_line(stdin, pw, len) ? 0 : KEEL_EUSAGE;
@@ -98,10 +98,10 @@ static int parse_args(int argc, char **argv, const char *prog, uint32_t *iter)
             char *end;
             errno = 0;
             unsigned long v = strtoul(argv[++i], &end, 10);
-            if (errno != 0 || *end != '\0' || v < SRV_AUTH_PBKDF2_ITER_MIN ||
-                v > SRV_AUTH_PBKDF2_ITER_MAX) {
+            if (errno != 0 || *end != '\0' || v < KEEL_PASSWD_ITER_MIN ||
+                v > KEEL_PASSWD_ITER_MAX) {
                 fprintf(stderr, "%s: --iterations must be %u to %u\n", prog,
-                        SRV_AUTH_PBKDF2_ITER_MIN, SRV_AUTH_PBKDF2_ITER_MAX);
+                        KEEL_PASSWD_ITER_MIN, KEEL_PASSWD_ITER_MAX);
                 return -1;
             }
             *iter = (uint32_t)v;
@@ -116,24 +116,24 @@ static int parse_args(int argc, char **argv, const char *prog, uint32_t *iter)
 
 int cli_passwd_run(int argc, char **argv, const char *prog)
 {
-    char pw[SRV_AUTH_SECRET_BYTES_MAX + 2];
-    char hash[SRV_AUTH_HASH_STRING_BYTES];
+    char pw[KEEL_PASSWD_BYTES_MAX + 2];
+    char hash[KEEL_PASSWD_STRING_BYTES];
     char errmsg[KEEL_ERRMSG_MAX] = "";
-    uint32_t iter = SRV_AUTH_PBKDF2_ITER_DEFAULT;
+    uint32_t iter = KEEL_PASSWD_ITER_DEFAULT;
     int rv = parse_args(argc, argv, prog, &iter);
 
     if (rv != 0) {
         return rv > 0 ? 0 : EXIT_USAGE;
     }
     rv = read_password(pw, sizeof pw);
-    if (rv != 0 || pw[0] == '\0' || strlen(pw) > SRV_AUTH_SECRET_BYTES_MAX) {
+    if (rv != 0 || pw[0] == '\0' || strlen(pw) > KEEL_PASSWD_BYTES_MAX) {
         fprintf(stderr, "%s: %s\n", prog,
                 rv == KEEL_EINVAL ? "the passwords differ"
                                   : "give a password of 1 to 1024 bytes");
         memset(pw, 0, sizeof pw);
         return EXIT_USAGE;
     }
-    rv = srv_auth_hash_password(pw, iter, hash, sizeof hash, errmsg);
+    rv = keel_passwd_hash(pw, iter, hash, sizeof hash, errmsg);
     memset(pw, 0, sizeof pw);
     if (rv != 0) {
         fprintf(stderr, "%s: %s\n", prog, errmsg);

@@ -22,7 +22,7 @@
 #include "cli.h"
 #include "cli_store.h"
 #include "raft.h"
-#include "srv_stream_entry.h"
+#include "keel_stream_entry.h"
 #include "store.h"
 
 #define STORE_DIR_BYTES 4096
@@ -188,18 +188,18 @@ static void set_msg_id(json_t *o, const uint8_t *hdr, size_t len)
     }
 }
 
-/* Decode a stream group's NORMAL entry (srv_stream_entry kinds; consumer
+/* Decode a stream group's NORMAL entry (keel_stream_entry kinds; consumer
  * entries 0x40..0x7F are named by kind only). */
 static void decode_stream_entry(const struct dump *d, json_t *o,
                                 const uint8_t *p, size_t len)
 {
-    struct srv_stream_entry e;
+    struct keel_stream_entry e;
     char err[KEEL_ERRMSG_MAX];
-    static const char *const kinds[] = {[SRV_STREAM_E_PUBLISH] = "publish",
-                                        [SRV_STREAM_E_PURGE] = "purge",
-                                        [SRV_STREAM_E_DELETE] = "delete",
-                                        [SRV_STREAM_E_CONFIG] = "config",
-                                        [SRV_STREAM_E_TICK] = "tick"};
+    static const char *const kinds[] = {[KEEL_STREAM_E_PUBLISH] = "publish",
+                                        [KEEL_STREAM_E_PURGE] = "purge",
+                                        [KEEL_STREAM_E_DELETE] = "delete",
+                                        [KEEL_STREAM_E_CONFIG] = "config",
+                                        [KEEL_STREAM_E_TICK] = "tick"};
 
     if (len == 0) {
         json_object_set_new(o, "entry", json_string("empty"));
@@ -210,13 +210,13 @@ static void decode_stream_entry(const struct dump *d, json_t *o,
         json_object_set_new(o, "entry_kind", json_integer(p[0]));
         return;
     }
-    if (srv_stream_entry_decode(p, len, &e, err) != 0) {
+    if (keel_stream_entry_decode(p, len, &e, err) != 0) {
         json_object_set_new(o, "entry", json_string("undecodable"));
         json_object_set_new(o, "error", json_string(err));
         return;
     }
     json_object_set_new(o, "entry", json_string(kinds[e.kind]));
-    if (e.kind == SRV_STREAM_E_PUBLISH) {
+    if (e.kind == KEEL_STREAM_E_PUBLISH) {
         json_object_set_new(o, "ts", json_integer(e.ts_ns));
         set_bytes(o, "subject", (const uint8_t *)e.subject, e.subject_len);
         if (e.hdr_len > 0) {
@@ -228,7 +228,8 @@ static void decode_stream_entry(const struct dump *d, json_t *o,
         }
         json_object_set_new(o, "payload_len",
                             json_integer((json_int_t)e.data_len));
-    } else if (e.kind == SRV_STREAM_E_DELETE || e.kind == SRV_STREAM_E_PURGE) {
+    } else if (e.kind == KEEL_STREAM_E_DELETE ||
+               e.kind == KEEL_STREAM_E_PURGE) {
         json_object_set_new(o, "seq", json_integer((json_int_t)e.seq));
     }
 }

@@ -58,16 +58,20 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 #define SRV_CONN_STALL_BYTES (64 * 1024 * 1024)
 #define SRV_STALL_MS 100
 
+/* ---- shared: password hashes (common/keel_passwd.c) ---- */
+#define KEEL_PASSWD_BYTES_MAX 1024
+#define KEEL_PASSWD_SALT_BYTES 16
+#define KEEL_PASSWD_HASH_BYTES 32 /* PBKDF2-HMAC-SHA256 output */
+#define KEEL_PASSWD_STRING_BYTES 160
+#define KEEL_PASSWD_ITER_DEFAULT 200000
+#define KEEL_PASSWD_ITER_MIN 1000
+#define KEEL_PASSWD_ITER_MAX 10000000
+
 /* ---- server: security (srv_auth, srv_tls) ---- */
-#define SRV_AUTH_USERS_MAX 1024        /* users in the authorization block */
-#define SRV_AUTH_PERMS_MAX 256         /* subjects in one allow/deny list */
-#define SRV_AUTH_SECRET_BYTES_MAX 1024 /* a user name, password or token */
-#define SRV_AUTH_SALT_BYTES 16
-#define SRV_AUTH_HASH_BYTES 32 /* PBKDF2-HMAC-SHA256 output */
-#define SRV_AUTH_HASH_STRING_BYTES 160
-#define SRV_AUTH_PBKDF2_ITER_DEFAULT 200000
-#define SRV_AUTH_PBKDF2_ITER_MIN 1000
-#define SRV_AUTH_PBKDF2_ITER_MAX 10000000
+#define SRV_AUTH_USERS_MAX 1024 /* users in the authorization block */
+#define SRV_AUTH_PERMS_MAX 256  /* subjects in one allow/deny list */
+/* A user name, password or token; keel passwd hashes passwords this long. */
+#define SRV_AUTH_SECRET_BYTES_MAX KEEL_PASSWD_BYTES_MAX
 /* Password hashes verified on the worker pool at once; CONNECTs past it
  * are refused ('Authorization Violation') so a flood cannot queue
  * unbounded work. */

@@ -440,7 +440,7 @@ static void api_delete(struct api_req *q)
 /* Propose a purge or message delete entry to the stream's group. */
 static void stream_write(struct api_req *q, struct srv_stream *st,
                          const char *kind, enum srv_js_pend_kind pk,
-                         const struct srv_stream_entry *e)
+                         const struct keel_stream_entry *e)
 {
     char err[KEEL_ERRMSG_MAX];
     bool full = false;
@@ -482,11 +482,11 @@ static void api_purge(struct api_req *q)
                          "stream purge not permitted");
         return;
     }
-    struct srv_stream_entry e = {.kind = SRV_STREAM_E_PURGE,
-                                 .subject = filter != NULL ? filter : "",
-                                 .subject_len = filter ? strlen(filter) : 0,
-                                 .seq = (uint64_t)seq,
-                                 .keep = (uint64_t)keep};
+    struct keel_stream_entry e = {.kind = KEEL_STREAM_E_PURGE,
+                                  .subject = filter != NULL ? filter : "",
+                                  .subject_len = filter ? strlen(filter) : 0,
+                                  .seq = (uint64_t)seq,
+                                  .keep = (uint64_t)keep};
     stream_write(q, st, kind, SRV_JS_PEND_PURGE, &e);
 }
 
@@ -514,8 +514,8 @@ static void api_msg_delete(struct api_req *q)
     }
     /* no_erase is accepted: bodies live in the Raft log, which is never
      * rewritten; a deleted message is unreachable either way. */
-    struct srv_stream_entry e = {.kind = SRV_STREAM_E_DELETE,
-                                 .seq = (uint64_t)seq};
+    struct keel_stream_entry e = {.kind = KEEL_STREAM_E_DELETE,
+                                  .seq = (uint64_t)seq};
     stream_write(q, st, kind, SRV_JS_PEND_MSG_DELETE, &e);
 }
 

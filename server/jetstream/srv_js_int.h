@@ -16,7 +16,7 @@
 #include "srv_js_cluster.h"
 #include "srv_js_config.h"
 #include "srv_stream.h"
-#include "srv_stream_entry.h"
+#include "keel_stream_entry.h"
 #include "srv_stream_sm.h"
 
 /* Election timeout of the node's groups of one: a restart replays each
@@ -240,7 +240,7 @@ void srv_stream_role_cluster(struct srv_stream *st, struct replica *r,
 void srv_stream_close(struct srv_stream *st, bool deleted);
 /* Propose a stream entry (publish, purge, delete, config, tick). */
 int srv_stream_propose_entry(struct srv_stream *st,
-                             const struct srv_stream_entry *e, uint64_t ctx,
+                             const struct keel_stream_entry *e, uint64_t ctx,
                              char *errmsg);
 /* Leader's publish: stamp ts, encode, propose. */
 int srv_stream_publish(struct srv_stream *st, const char *subj, size_t slen,

@@ -133,13 +133,13 @@ int srv_stream_msg_load(struct srv_stream *st, uint64_t seq,
                         "stream %s has no message %" PRIu64, st->cfg.name, seq);
     }
     struct store_entry e;
-    struct srv_stream_entry d;
+    struct keel_stream_entry d;
     int rv = replica_read(st->r, sl->index, &e, errmsg);
     if (rv != 0) {
         return rv;
     }
-    rv = srv_stream_entry_decode(e.payload, e.len, &d, errmsg);
-    if (rv == 0 && d.kind != SRV_STREAM_E_PUBLISH) {
+    rv = keel_stream_entry_decode(e.payload, e.len, &d, errmsg);
+    if (rv == 0 && d.kind != KEEL_STREAM_E_PUBLISH) {
         rv = keel_err(KEEL_ECORRUPT, errmsg,
                       "index %" PRIu64 " is not a "
                       "publish",
@@ -182,7 +182,7 @@ void srv_stream_msg_free(struct srv_stream_msg *m)
 }
 
 int srv_stream_propose_entry(struct srv_stream *st,
-                             const struct srv_stream_entry *e, uint64_t ctx,
+                             const struct keel_stream_entry *e, uint64_t ctx,
                              char *errmsg)
 {
     uint8_t *buf = NULL;
@@ -191,7 +191,7 @@ int srv_stream_propose_entry(struct srv_stream *st,
         return keel_err(KEEL_EBUSY, errmsg, "stream %s is unavailable",
                         st->cfg.name);
     }
-    int rv = srv_stream_entry_encode(e, &buf, &len);
+    int rv = keel_stream_entry_encode(e, &buf, &len);
     if (rv != 0) {
         return keel_err(rv, errmsg, "stream entry encode");
     }
@@ -240,14 +240,14 @@ int srv_stream_publish(struct srv_stream *st, const char *subj, size_t slen,
         now = st->last_prop_ts; /* leader time never goes backwards */
     }
     st->last_prop_ts = now;
-    struct srv_stream_entry e = {.kind = SRV_STREAM_E_PUBLISH,
-                                 .ts_ns = now,
-                                 .subject = subj,
-                                 .subject_len = slen,
-                                 .hdr = (const uint8_t *)hdr,
-                                 .hdr_len = hlen,
-                                 .data = (const uint8_t *)data,
-                                 .data_len = dlen};
+    struct keel_stream_entry e = {.kind = KEEL_STREAM_E_PUBLISH,
+                                  .ts_ns = now,
+                                  .subject = subj,
+                                  .subject_len = slen,
+                                  .hdr = (const uint8_t *)hdr,
+                                  .hdr_len = hlen,
+                                  .data = (const uint8_t *)data,
+                                  .data_len = dlen};
     return srv_stream_propose_entry(st, &e, ctx, errmsg);
 }
 
@@ -261,7 +261,7 @@ void srv_stream_maybe_tick(struct srv_stream *st, int64_t now_ns)
         sm->ring[sm->head].ts_ns > now_ns - sm->lim.max_age_ns) {
         return;
     }
-    struct srv_stream_entry e = {.kind = SRV_STREAM_E_TICK, .ts_ns = now_ns};
+    struct keel_stream_entry e = {.kind = KEEL_STREAM_E_TICK, .ts_ns = now_ns};
     if (srv_stream_propose_entry(st, &e, 0, err) != 0) {
         SRV_DEBUG("js", "stream %s: tick not proposed: %s", st->cfg.name, err);
     }
@@ -377,15 +377,15 @@ static void answer(struct srv_stream *st, struct srv_js_pending *p,
  * PURGE entry with filter and up-to seq that every replica applies the
  * same way. The PubAck waits for that PURGE (rollup_done). Takes p. */
 static void rollup_purge(struct srv_stream *st, struct srv_js_pending *p,
-                         const struct srv_stream_entry *e,
+                         const struct keel_stream_entry *e,
                          struct srv_stream_result *res)
 {
     char err[KEEL_ERRMSG_MAX] = "no longer the stream leader";
     bool all = p->rollup == SRV_JS_ROLLUP_ALL;
-    struct srv_stream_entry pe = {.kind = SRV_STREAM_E_PURGE,
-                                  .subject = all ? "" : e->subject,
-                                  .subject_len = all ? 0 : e->subject_len,
-                                  .seq = res->seq};
+    struct keel_stream_entry pe = {.kind = KEEL_STREAM_E_PURGE,
+                                   .subject = all ? "" : e->subject,
+                                   .subject_len = all ? 0 : e->subject_len,
+                                   .seq = res->seq};
     ASSERT(p->kind == SRV_JS_PEND_ROLLUP);
     ASSERT(res->seq > 0);
     p->kind = SRV_JS_PEND_ROLLUP_PURGE;
@@ -445,7 +445,7 @@ static void stream_apply(struct replica *r, uint64_t index, uint64_t term,
 {
     struct srv_stream *st = arg;
     const uint8_t *b = payload;
-    struct srv_stream_entry e;
+    struct keel_stream_entry e;
     struct srv_stream_result res;
     char err[KEEL_ERRMSG_MAX];
     (void)r;
@@ -465,7 +465,7 @@ static void stream_apply(struct replica *r, uint64_t index, uint64_t term,
         }
         return;
     }
-    int rv = srv_stream_entry_decode(b, len, &e, err);
+    int rv = keel_stream_entry_decode(b, len, &e, err);
     memset(&res, 0, sizeof res);
     if (rv != 0) {
         /* Same bytes on every replica: skipping is deterministic. */
@@ -476,14 +476,14 @@ static void stream_apply(struct replica *r, uint64_t index, uint64_t term,
         stream_fail(st, rv, "the state machine cannot hold the stream");
         res.jerr = SRV_JS_EUNAVAILABLE;
     }
-    if (rv == 0 && e.kind == SRV_STREAM_E_PUBLISH && res.jerr == SRV_JS_OK &&
+    if (rv == 0 && e.kind == KEEL_STREAM_E_PUBLISH && res.jerr == SRV_JS_OK &&
         !res.duplicate && st->js->cops != NULL &&
         st->js->cops->on_stored != NULL) {
         st->js->cops->on_stored(st, res.seq);
     }
     struct srv_js_pending *p = srv_js_pending_take(st->js, ctx);
     if (p != NULL && p->kind == SRV_JS_PEND_ROLLUP && rv == 0 &&
-        e.kind == SRV_STREAM_E_PUBLISH && res.jerr == SRV_JS_OK &&
+        e.kind == KEEL_STREAM_E_PUBLISH && res.jerr == SRV_JS_OK &&
         !res.duplicate) {
         rollup_purge(st, p, &e, &res);
         return;
@@ -507,9 +507,9 @@ static void propose_config(struct srv_stream *st)
         rv = s == NULL ? KEEL_ENOMEM : 0;
     }
     if (rv == 0) {
-        struct srv_stream_entry e = {.kind = SRV_STREAM_E_CONFIG,
-                                     .subject = s,
-                                     .subject_len = strlen(s)};
+        struct keel_stream_entry e = {.kind = KEEL_STREAM_E_CONFIG,
+                                      .subject = s,
+                                      .subject_len = strlen(s)};
         rv = srv_stream_propose_entry(st, &e, st->cfg_ctx, err);
     }
     if (rv == 0) {

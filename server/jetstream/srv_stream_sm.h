@@ -76,11 +76,11 @@ KEEL_MUST_USE int srv_dedupe_add(struct srv_dedupe *d, const char *id,
                                  size_t id_len, int64_t ts_ns, uint64_t seq);
 
 /* ---- the stream state machine (DESIGN §6) ----
- * State derived only from applied entries (srv_stream_entry), never from a
+ * State derived only from applied entries (keel_stream_entry), never from a
  * clock: counters, per-subject counts, interior deletes, the seq -> Raft
  * index map (bodies stay in the log), the dedupe table. */
 
-struct srv_stream_entry;
+struct keel_stream_entry;
 
 /* The config values the state machine enforces. */
 struct srv_stream_limits {
@@ -146,7 +146,7 @@ void srv_stream_sm_close(struct srv_stream_sm *sm);
  * every replica. Returns KEEL_ENOMEM/KEEL_ELIMIT only when the node cannot
  * hold the state (the caller stops the group). */
 KEEL_MUST_USE int srv_stream_sm_apply(struct srv_stream_sm *sm, uint64_t index,
-                                      const struct srv_stream_entry *e,
+                                      const struct keel_stream_entry *e,
                                       struct srv_stream_result *res);
 
 /* Remove one message (consumer ack under interest/workqueue retention, or

@@ -8,7 +8,7 @@
 
 #include "keel/error.h"
 #include "keel/limits.h"
-#include "srv_stream_entry.h"
+#include "keel_stream_entry.h"
 #include "srv_stream_sm.h"
 
 void srv_stream_limits_from_config(const struct srv_stream_config *cfg,
@@ -261,7 +261,7 @@ static int set_detail(struct srv_stream_result *res, enum srv_js_err jerr,
 /* Refusals before storing: size, expectations, dedupe, discard new.
  * Returns true when the publish is answered without storing. */
 static bool publish_refused(struct srv_stream_sm *sm,
-                            const struct srv_stream_entry *e, uint64_t size,
+                            const struct keel_stream_entry *e, uint64_t size,
                             const char *id, size_t id_len,
                             struct srv_stream_result *res)
 {
@@ -314,7 +314,7 @@ static bool publish_refused(struct srv_stream_sm *sm,
 }
 
 static int apply_publish(struct srv_stream_sm *sm, uint64_t index,
-                         const struct srv_stream_entry *e,
+                         const struct keel_stream_entry *e,
                          struct srv_stream_result *res)
 {
     const char *id = NULL;
@@ -356,7 +356,7 @@ static int apply_publish(struct srv_stream_sm *sm, uint64_t index,
 }
 
 /* Is live slot s (at seq) chosen by the purge's filter? */
-static bool purge_match(const struct srv_stream_entry *e,
+static bool purge_match(const struct keel_stream_entry *e,
                         const struct srv_stream_slot *s)
 {
     if (e->subject_len == 0) {
@@ -372,7 +372,7 @@ static bool purge_match(const struct srv_stream_entry *e,
 }
 
 static int apply_purge(struct srv_stream_sm *sm,
-                       const struct srv_stream_entry *e,
+                       const struct keel_stream_entry *e,
                        struct srv_stream_result *res)
 {
     if (sm->lim.deny_purge) {
@@ -408,7 +408,7 @@ static int apply_purge(struct srv_stream_sm *sm,
 }
 
 static int apply_config(struct srv_stream_sm *sm,
-                        const struct srv_stream_entry *e,
+                        const struct keel_stream_entry *e,
                         struct srv_stream_result *res)
 {
     json_error_t jerr;
@@ -438,17 +438,17 @@ static int apply_config(struct srv_stream_sm *sm,
 }
 
 int srv_stream_sm_apply(struct srv_stream_sm *sm, uint64_t index,
-                        const struct srv_stream_entry *e,
+                        const struct keel_stream_entry *e,
                         struct srv_stream_result *res)
 {
     ASSERT(sm != NULL && e != NULL && res != NULL);
     memset(res, 0, sizeof *res);
     switch (e->kind) {
-    case SRV_STREAM_E_PUBLISH:
+    case KEEL_STREAM_E_PUBLISH:
         return apply_publish(sm, index, e, res);
-    case SRV_STREAM_E_PURGE:
+    case KEEL_STREAM_E_PURGE:
         return apply_purge(sm, e, res);
-    case SRV_STREAM_E_DELETE:
+    case KEEL_STREAM_E_DELETE:
         if (sm->lim.deny_delete) {
             return set_detail(res, SRV_JS_EBAD_REQUEST,
                               "message delete not permitted");
@@ -461,9 +461,9 @@ int srv_stream_sm_apply(struct srv_stream_sm *sm, uint64_t index,
             return set_detail(res, SRV_JS_ESEQUENCE_NOT_FOUND, d);
         }
         return 0;
-    case SRV_STREAM_E_CONFIG:
+    case KEEL_STREAM_E_CONFIG:
         return apply_config(sm, e, res);
-    case SRV_STREAM_E_TICK:
+    case KEEL_STREAM_E_TICK:
         srv_dedupe_expire(&sm->dedupe, e->ts_ns, sm->lim.duplicate_window_ns);
         enforce_limits(sm, e->ts_ns, NULL);
         return 0;

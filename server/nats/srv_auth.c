@@ -1,13 +1,12 @@
 #include "srv_auth.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "keel/error.h"
+#include "keel_passwd.h"
 #include "srv_sublist.h"
 
 /* ---- subject patterns ---- */
@@ -122,137 +121,6 @@ bool srv_auth_can_deliver(const struct srv_perms *perms, const char *s,
     return perms == NULL || !any_match(&perms->sub_deny, s, s_len);
 }
 
-/* ---- password hashes ---- */
-
-static size_t b64_encode(const unsigned char *in, size_t n, char *out)
-{
-    return (size_t)EVP_EncodeBlock((unsigned char *)out, in, (int)n);
-}
-
-/* Decode exactly want bytes from a padded base64 string of len chars. */
-static bool b64_decode(const char *in, size_t len, unsigned char *out,
-                       size_t want)
-{
-    unsigned char tmp[SRV_AUTH_HASH_BYTES + SRV_AUTH_SALT_BYTES + 4];
-    size_t pad = 0;
-
-    if (len == 0 || len % 4 != 0 || len / 4 * 3 > sizeof tmp) {
-        return false;
-    }
-    int n = EVP_DecodeBlock(tmp, (const unsigned char *)in, (int)len);
-    while (pad < 2 && in[len - 1 - pad] == '=') {
-        pad++;
-    }
-    if (n < 0 || (size_t)n - pad != want) {
-        return false;
-    }
-    memcpy(out, tmp, want);
-    return true;
-}
-
-struct parsed_hash {
-    uint32_t iterations;
-    unsigned char salt[SRV_AUTH_SALT_BYTES];
-    unsigned char hash[SRV_AUTH_HASH_BYTES];
-};
-
-static bool parse_hash(const char *stored, struct parsed_hash *h)
-{
-    size_t plen = strlen(SRV_AUTH_HASH_PREFIX);
-    const char *p = stored + plen;
-    char *end;
-
-    if (strncmp(stored, SRV_AUTH_HASH_PREFIX, plen) != 0 ||
-        strncmp(p, "i=", 2) != 0) {
-        return false;
-    }
-    unsigned long long it = strtoull(p + 2, &end, 10);
-    if (end == p + 2 || *end != '$' || it < SRV_AUTH_PBKDF2_ITER_MIN ||
-        it > SRV_AUTH_PBKDF2_ITER_MAX) {
-        return false;
-    }
-    h->iterations = (uint32_t)it;
-    const char *salt = end + 1;
-    const char *dollar = strchr(salt, '$');
-    if (dollar == NULL) {
-        return false;
-    }
-    const char *hash = dollar + 1;
-    return b64_decode(salt, (size_t)(dollar - salt), h->salt, sizeof h->salt) &&
-           b64_decode(hash, strlen(hash), h->hash, sizeof h->hash);
-}
-
-bool srv_auth_is_hash(const char *stored)
-{
-    struct parsed_hash h;
-    return stored != NULL && parse_hash(stored, &h);
-}
-
-static bool pbkdf2(const char *password, const unsigned char *salt,
-                   uint32_t iterations, unsigned char *out)
-{
-    return PKCS5_PBKDF2_HMAC(password, (int)strlen(password), salt,
-                             SRV_AUTH_SALT_BYTES, (int)iterations, EVP_sha256(),
-                             SRV_AUTH_HASH_BYTES, out) == 1;
-}
-
-int srv_auth_hash_password(const char *password, uint32_t iterations, char *out,
-                           size_t out_len, char *errmsg)
-{
-    unsigned char salt[SRV_AUTH_SALT_BYTES];
-    unsigned char hash[SRV_AUTH_HASH_BYTES];
-    char salt64[64];
-    char hash64[64];
-
-    if (iterations < SRV_AUTH_PBKDF2_ITER_MIN ||
-        iterations > SRV_AUTH_PBKDF2_ITER_MAX) {
-        return keel_err(
-            KEEL_EINVAL, errmsg, "iterations must be %u to %u, not %u",
-            SRV_AUTH_PBKDF2_ITER_MIN, SRV_AUTH_PBKDF2_ITER_MAX, iterations);
-    }
-    if (RAND_bytes(salt, sizeof salt) != 1 ||
-        !pbkdf2(password, salt, iterations, hash)) {
-        return keel_err(KEEL_EIO, errmsg, "OpenSSL could not make a hash");
-    }
-    b64_encode(salt, sizeof salt, salt64);
-    b64_encode(hash, sizeof hash, hash64);
-    int n = snprintf(out, out_len, "%si=%u$%s$%s", SRV_AUTH_HASH_PREFIX,
-                     iterations, salt64, hash64);
-    OPENSSL_cleanse(hash, sizeof hash);
-    if (n < 0 || (size_t)n >= out_len) {
-        return keel_err(KEEL_EINVAL, errmsg, "hash buffer too small");
-    }
-    return 0;
-}
-
-bool srv_auth_password_ok(const char *stored, const char *password)
-{
-    unsigned char a[SRV_AUTH_HASH_BYTES];
-    unsigned char b[SRV_AUTH_HASH_BYTES];
-    struct parsed_hash h;
-    bool ok;
-
-    if (strncmp(stored, SRV_AUTH_HASH_PREFIX, strlen(SRV_AUTH_HASH_PREFIX)) ==
-        0) {
-        if (!parse_hash(stored, &h) ||
-            !pbkdf2(password, h.salt, h.iterations, a)) {
-            return false;
-        }
-        ok = CRYPTO_memcmp(a, h.hash, sizeof a) == 0;
-        OPENSSL_cleanse(a, sizeof a);
-        return ok;
-    }
-    /* Plain text: compare digests so neither the contents nor the length
-     * of the secret shows in the timing. */
-    unsigned int n = 0;
-    if (EVP_Digest(stored, strlen(stored), a, &n, EVP_sha256(), NULL) != 1 ||
-        EVP_Digest(password, strlen(password), b, &n, EVP_sha256(), NULL) !=
-            1) {
-        return false;
-    }
-    return CRYPTO_memcmp(a, b, sizeof a) == 0;
-}
-
 /* ---- checks ---- */
 
 static const struct srv_user *find_user(const struct srv_auth *a,
@@ -281,8 +149,7 @@ bool srv_auth_check_is_slow(const struct srv_auth *a,
         const struct srv_user *u = find_user(a, creds->user);
         secret = u != NULL ? u->password : a->dummy_hash;
     }
-    return secret != NULL && strncmp(secret, SRV_AUTH_HASH_PREFIX,
-                                     strlen(SRV_AUTH_HASH_PREFIX)) == 0;
+    return keel_passwd_looks_hashed(secret);
 }
 
 int srv_auth_check(const struct srv_auth *a, const struct srv_auth_creds *creds,
@@ -293,8 +160,7 @@ int srv_auth_check(const struct srv_auth *a, const struct srv_auth_creds *creds,
         return 0;
     }
     if (a->token != NULL) {
-        return creds->token != NULL &&
-                       srv_auth_password_ok(a->token, creds->token)
+        return creds->token != NULL && keel_passwd_ok(a->token, creds->token)
                    ? 0
                    : KEEL_EAUTH;
     }
@@ -304,11 +170,11 @@ int srv_auth_check(const struct srv_auth *a, const struct srv_auth_creds *creds,
     const struct srv_user *u = find_user(a, creds->user);
     if (u == NULL) {
         if (a->dummy_hash != NULL) {
-            (void)srv_auth_password_ok(a->dummy_hash, creds->pass);
+            (void)keel_passwd_ok(a->dummy_hash, creds->pass);
         }
         return KEEL_EAUTH;
     }
-    if (!srv_auth_password_ok(u->password, creds->pass)) {
+    if (!keel_passwd_ok(u->password, creds->pass)) {
         return KEEL_EAUTH;
     }
     *user_out = u;
@@ -477,9 +343,8 @@ static int add_user(struct srv_auth *a, const char *name, const char *pass,
         return keel_err(KEEL_ECONFIG, errmsg, "user '%s' is listed twice",
                         name);
     }
-    bool hashed =
-        strncmp(pass, SRV_AUTH_HASH_PREFIX, strlen(SRV_AUTH_HASH_PREFIX)) == 0;
-    if (hashed && !srv_auth_is_hash(pass)) {
+    bool hashed = keel_passwd_looks_hashed(pass);
+    if (hashed && keel_passwd_iterations(pass) == 0) {
         return keel_err(KEEL_ECONFIG, errmsg,
                         "user '%s': malformed password hash (make one with "
                         "keel-passwd)",
@@ -535,9 +400,9 @@ static void pick_dummy_hash(struct srv_auth *a)
     uint32_t iter = 0;
 
     for (size_t i = 0; i < a->nusers; i++) {
-        struct parsed_hash h;
-        if (parse_hash(a->users[i].password, &h) && h.iterations > iter) {
-            iter = h.iterations;
+        uint32_t n = keel_passwd_iterations(a->users[i].password);
+        if (n > iter) {
+            iter = n;
             a->dummy_hash = a->users[i].password;
         }
     }
@@ -565,7 +430,7 @@ int srv_auth_init(struct srv_auth *a, const char *token, const char *user,
         }
         a->token = dup_str(token);
         a->required = true;
-        a->nplain = srv_auth_is_hash(token) ? 0 : 1;
+        a->nplain = keel_passwd_iterations(token) != 0 ? 0 : 1;
         return a->token != NULL ? 0 : KEEL_ENOMEM;
     }
     if (n == 0) {

@@ -1,7 +1,7 @@
 /* Client authentication and authorization for keeld: a token, or users
- * with passwords (plain text, or salted PBKDF2-HMAC-SHA256 hashes in a
- * self-describing string), each user with optional publish and subscribe
- * allow/deny lists of subject patterns.
+ * with passwords (plain text, or salted PBKDF2-HMAC-SHA256 hashes made
+ * and verified by common/keel_passwd.c), each user with optional publish and
+ * subscribe allow/deny lists of subject patterns.
  *
  * A built struct srv_auth is immutable: the loop thread reads it and the
  * worker pool verifies password hashes against it without locks.
@@ -16,8 +16,6 @@
 
 #include "keel/assert.h"
 #include "keel/limits.h"
-
-#define SRV_AUTH_HASH_PREFIX "$pbkdf2-sha256$"
 
 /* One allow or deny list: subject patterns split into tokens once, so a
  * check walks at most SRV_AUTH_PERMS_MAX patterns of at most
@@ -39,7 +37,7 @@ struct srv_perms {
 
 struct srv_user {
     char *name;
-    char *password; /* a SRV_AUTH_HASH_PREFIX string, or plain text */
+    char *password; /* a keel_passwd hash, or plain text */
     bool has_perms;
     struct srv_perms perms;
 };
@@ -87,21 +85,6 @@ bool srv_auth_check_is_slow(const struct srv_auth *a,
 KEEL_MUST_USE int srv_auth_check(const struct srv_auth *a,
                                  const struct srv_auth_creds *creds,
                                  const struct srv_user **user_out);
-
-/* Hash password with a fresh random salt and iterations rounds into out
- * ("$pbkdf2-sha256$i=<n>$<salt b64>$<hash b64>"). Returns 0, KEEL_EINVAL
- * (iterations outside SRV_AUTH_PBKDF2_ITER_MIN..MAX, out too small) or
- * KEEL_EIO (the RNG or OpenSSL failed). */
-KEEL_MUST_USE int srv_auth_hash_password(const char *password,
-                                         uint32_t iterations, char *out,
-                                         size_t out_len, char *errmsg);
-
-/* Constant-time check of password against stored (hash or plain). False
- * on a malformed hash. */
-bool srv_auth_password_ok(const char *stored, const char *password);
-
-/* Whether stored parses as a SRV_AUTH_HASH_PREFIX hash. */
-bool srv_auth_is_hash(const char *stored);
 
 /* NATS subject matching. Pattern tokens '*' match one token and '>' one or
  * more trailing tokens.

@@ -25,7 +25,7 @@
 
 #include "meta_env.h"
 #include "raft.h"
-#include "srv_stream_entry.h"
+#include "keel_stream_entry.h"
 #include "store.h"
 
 #define D_MSGS 10
@@ -110,17 +110,17 @@ static void write_stream(struct fx *f, struct store *s)
         int bl = snprintf(body, sizeof body, "p0-%06d", i);
         int hl = snprintf(hdr, sizeof hdr,
                           "NATS/1.0\r\nNats-Msg-Id: m%d\r\n\r\n", i);
-        struct srv_stream_entry e = {.kind = SRV_STREAM_E_PUBLISH,
-                                     .ts_ns = 1000 + i,
-                                     .subject = "d.x",
-                                     .subject_len = 3,
-                                     .hdr = (const uint8_t *)hdr,
-                                     .hdr_len = i % 2 == 0 ? (size_t)hl : 0,
-                                     .data = (const uint8_t *)body,
-                                     .data_len = (size_t)bl};
+        struct keel_stream_entry e = {.kind = KEEL_STREAM_E_PUBLISH,
+                                      .ts_ns = 1000 + i,
+                                      .subject = "d.x",
+                                      .subject_len = 3,
+                                      .hdr = (const uint8_t *)hdr,
+                                      .hdr_len = i % 2 == 0 ? (size_t)hl : 0,
+                                      .data = (const uint8_t *)body,
+                                      .data_len = (size_t)bl};
         uint8_t *buf = NULL;
         size_t len = 0;
-        assert_int_equal(srv_stream_entry_encode(&e, &buf, &len), 0);
+        assert_int_equal(keel_stream_entry_encode(&e, &buf, &len), 0);
         struct store_record r = {(uint64_t)i + 1, 3,  RAFT_ENTRY_NORMAL, 0,
                                  (uint32_t)len,   buf};
         put(s, g, &r, 1);

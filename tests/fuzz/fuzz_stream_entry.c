@@ -1,4 +1,4 @@
-/* libFuzzer target for the stream entry decoder (srv_stream_entry) and the
+/* libFuzzer target for the stream entry decoder (keel_stream_entry) and the
  * state machine behind it: a decoded entry re-encodes to bytes that decode
  * to the same fields, applies to a state machine without crashing, and the
  * state's snapshot restores to the same bytes. Input starting with 0xff is
@@ -9,11 +9,11 @@
 
 #include "keel/assert.h"
 #include "keel/error.h"
-#include "srv_stream_entry.h"
+#include "keel_stream_entry.h"
 #include "srv_stream_sm.h"
 
-static void same_entry(const struct srv_stream_entry *a,
-                       const struct srv_stream_entry *b)
+static void same_entry(const struct keel_stream_entry *a,
+                       const struct keel_stream_entry *b)
 {
     ASSERT(a->kind == b->kind && a->ts_ns == b->ts_ns && a->seq == b->seq &&
            a->keep == b->keep);
@@ -44,7 +44,7 @@ static void snapshot_round_trip(const struct srv_stream_sm *sm)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[KEEL_ERRMSG_MAX];
-    struct srv_stream_entry e, again;
+    struct keel_stream_entry e, again;
     struct srv_stream_sm sm;
     struct srv_stream_result res;
     uint8_t *enc = NULL;
@@ -55,9 +55,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         srv_stream_sm_close(&sm);
         return 0;
     }
-    if (srv_stream_entry_decode(data, size, &e, err) == 0) {
-        ASSERT(srv_stream_entry_encode(&e, &enc, &len) == 0);
-        ASSERT(srv_stream_entry_decode(enc, len, &again, err) == 0);
+    if (keel_stream_entry_decode(data, size, &e, err) == 0) {
+        ASSERT(keel_stream_entry_encode(&e, &enc, &len) == 0);
+        ASSERT(keel_stream_entry_decode(enc, len, &again, err) == 0);
         same_entry(&e, &again);
         /* Twice: the second publish meets the first (dedupe, limits). */
         ASSERT(srv_stream_sm_apply(&sm, 1, &e, &res) == 0);

@@ -53,8 +53,10 @@ def external_symbols(path):
         f = line.split()
         if len(f) == 1 and f[0].endswith(":"):
             obj = os.path.basename(f[0][:-1])
-        elif len(f) == 3:
-            yield obj, f[2].split("@", 1)[0]
+        elif len(f) == 3 and "@" not in f[2]:
+            # name@VERSION: a shared library's (libc's stdout copied into
+            # the executable), not ours.
+            yield obj, f[2]
 
 
 def check(name, kind, path, prefixes):

@@ -13,7 +13,7 @@
 
 #include "keel/error.h"
 #include "keel/limits.h"
-#include "srv_stream_entry.h"
+#include "keel_stream_entry.h"
 #include "srv_stream_sm.h"
 
 #define SEC 1000000000LL
@@ -45,14 +45,14 @@ static int teardown(void **state)
 }
 
 /* Encode, decode and apply one entry (the path a committed entry takes). */
-static void apply(struct fixture *f, const struct srv_stream_entry *e)
+static void apply(struct fixture *f, const struct keel_stream_entry *e)
 {
     uint8_t *buf = NULL;
     size_t len = 0;
-    struct srv_stream_entry d;
+    struct keel_stream_entry d;
     char err[256];
-    assert_int_equal(srv_stream_entry_encode(e, &buf, &len), 0);
-    assert_int_equal(srv_stream_entry_decode(buf, len, &d, err), 0);
+    assert_int_equal(keel_stream_entry_encode(e, &buf, &len), 0);
+    assert_int_equal(keel_stream_entry_decode(buf, len, &d, err), 0);
     assert_int_equal(srv_stream_sm_apply(&f->sm, f->index++, &d, &f->res), 0);
     free(buf);
 }
@@ -60,8 +60,8 @@ static void apply(struct fixture *f, const struct srv_stream_entry *e)
 static void pub_h(struct fixture *f, int64_t ts, const char *subj,
                   const char *hdr, const char *data)
 {
-    struct srv_stream_entry e = {
-        .kind = SRV_STREAM_E_PUBLISH,
+    struct keel_stream_entry e = {
+        .kind = KEEL_STREAM_E_PUBLISH,
         .ts_ns = ts,
         .subject = subj,
         .subject_len = strlen(subj),
@@ -81,9 +81,9 @@ static void pub(struct fixture *f, int64_t ts, const char *subj,
 
 static void config(struct fixture *f, const char *json)
 {
-    struct srv_stream_entry e = {.kind = SRV_STREAM_E_CONFIG,
-                                 .subject = json,
-                                 .subject_len = strlen(json)};
+    struct keel_stream_entry e = {.kind = KEEL_STREAM_E_CONFIG,
+                                  .subject = json,
+                                  .subject_len = strlen(json)};
     apply(f, &e);
     assert_int_equal(f->res.jerr, SRV_JS_OK);
 }
@@ -91,23 +91,23 @@ static void config(struct fixture *f, const char *json)
 static void purge(struct fixture *f, const char *filter, uint64_t seq,
                   uint64_t keep)
 {
-    struct srv_stream_entry e = {.kind = SRV_STREAM_E_PURGE,
-                                 .subject = filter,
-                                 .subject_len = strlen(filter),
-                                 .seq = seq,
-                                 .keep = keep};
+    struct keel_stream_entry e = {.kind = KEEL_STREAM_E_PURGE,
+                                  .subject = filter,
+                                  .subject_len = strlen(filter),
+                                  .seq = seq,
+                                  .keep = keep};
     apply(f, &e);
 }
 
 static void del(struct fixture *f, uint64_t seq)
 {
-    struct srv_stream_entry e = {.kind = SRV_STREAM_E_DELETE, .seq = seq};
+    struct keel_stream_entry e = {.kind = KEEL_STREAM_E_DELETE, .seq = seq};
     apply(f, &e);
 }
 
 static void tick(struct fixture *f, int64_t ts)
 {
-    struct srv_stream_entry e = {.kind = SRV_STREAM_E_TICK, .ts_ns = ts};
+    struct keel_stream_entry e = {.kind = KEEL_STREAM_E_TICK, .ts_ns = ts};
     apply(f, &e);
 }
 
@@ -454,14 +454,14 @@ static void msg_id_with_a_nul_byte_survives_a_snapshot(void **state)
 {
     struct fixture *f = *state;
     static const char h[] = "NATS/1.0\r\nNats-Msg-Id: a\0b\r\n\r\n";
-    struct srv_stream_entry e = {.kind = SRV_STREAM_E_PUBLISH,
-                                 .ts_ns = 1,
-                                 .subject = "a",
-                                 .subject_len = 1,
-                                 .hdr = (const uint8_t *)h,
-                                 .hdr_len = sizeof h - 1,
-                                 .data = (const uint8_t *)"x",
-                                 .data_len = 1};
+    struct keel_stream_entry e = {.kind = KEEL_STREAM_E_PUBLISH,
+                                  .ts_ns = 1,
+                                  .subject = "a",
+                                  .subject_len = 1,
+                                  .hdr = (const uint8_t *)h,
+                                  .hdr_len = sizeof h - 1,
+                                  .data = (const uint8_t *)"x",
+                                  .data_len = 1};
     apply(f, &e);
     assert_int_equal(f->res.seq, 1);
     assert_int_equal(f->sm.last_msg_id_len, 3);
@@ -502,35 +502,35 @@ static void restore_refuses_every_truncation(void **state)
 static void entry_decoder_refuses_truncation_and_trailing_bytes(void **state)
 {
     (void)state;
-    struct srv_stream_entry e = {.kind = SRV_STREAM_E_PUBLISH,
-                                 .ts_ns = 7,
-                                 .subject = "foo.bar",
-                                 .subject_len = 7,
-                                 .hdr = (const uint8_t *)"NATS/1.0\r\n\r\n",
-                                 .hdr_len = 12,
-                                 .data = (const uint8_t *)"hello",
-                                 .data_len = 5};
+    struct keel_stream_entry e = {.kind = KEEL_STREAM_E_PUBLISH,
+                                  .ts_ns = 7,
+                                  .subject = "foo.bar",
+                                  .subject_len = 7,
+                                  .hdr = (const uint8_t *)"NATS/1.0\r\n\r\n",
+                                  .hdr_len = 12,
+                                  .data = (const uint8_t *)"hello",
+                                  .data_len = 5};
     uint8_t *buf = NULL;
     size_t len = 0;
-    struct srv_stream_entry d;
+    struct keel_stream_entry d;
     char err[256];
-    assert_int_equal(srv_stream_entry_encode(&e, &buf, &len), 0);
-    assert_int_equal(srv_stream_entry_decode(buf, len, &d, err), 0);
+    assert_int_equal(keel_stream_entry_encode(&e, &buf, &len), 0);
+    assert_int_equal(keel_stream_entry_decode(buf, len, &d, err), 0);
     assert_int_equal(d.ts_ns, 7);
     assert_memory_equal(d.subject, "foo.bar", 7);
     assert_memory_equal(d.data, "hello", 5);
     assert_int_equal(d.hdr_len, 12);
     for (size_t n = 0; n < len; n++) {
-        assert_int_equal(srv_stream_entry_decode(buf, n, &d, err),
+        assert_int_equal(keel_stream_entry_decode(buf, n, &d, err),
                          KEEL_ECORRUPT);
     }
     uint8_t *longer = malloc(len + 1);
     memcpy(longer, buf, len);
     longer[len] = 0;
-    assert_int_equal(srv_stream_entry_decode(longer, len + 1, &d, err),
+    assert_int_equal(keel_stream_entry_decode(longer, len + 1, &d, err),
                      KEEL_ECORRUPT);
     longer[0] = 0x40; /* a consumer kind */
-    assert_int_equal(srv_stream_entry_decode(longer, len, &d, err),
+    assert_int_equal(keel_stream_entry_decode(longer, len, &d, err),
                      KEEL_EINVAL);
     free(longer);
     free(buf);
@@ -541,7 +541,7 @@ static void entry_decoder_survives_random_bytes(void **state)
     (void)state;
     uint64_t seed = 12345;
     uint8_t buf[64];
-    struct srv_stream_entry d;
+    struct keel_stream_entry d;
     char err[256];
     int ok = 0;
     for (int i = 0; i < 20000; i++) {
@@ -553,7 +553,7 @@ static void entry_decoder_survives_random_bytes(void **state)
             buf[0] = (uint8_t)(1 + rnd(&seed) % 5);
             buf[1] = (uint8_t)(0x91 + rnd(&seed) % 4);
         }
-        int rv = srv_stream_entry_decode(buf, n, &d, err);
+        int rv = keel_stream_entry_decode(buf, n, &d, err);
         assert_true(rv == 0 || rv == KEEL_ECORRUPT || rv == KEEL_EINVAL);
         ok += rv == 0;
         if (rv == 0 && d.subject_len > 0) {

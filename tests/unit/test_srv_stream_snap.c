@@ -13,7 +13,7 @@
 
 #include "keel/error.h"
 #include "srv_js_int.h"
-#include "srv_stream_entry.h"
+#include "keel_stream_entry.h"
 #include "srv_stream_snap.h"
 
 struct fixture {
@@ -53,15 +53,15 @@ static int teardown(void **state)
     return 0;
 }
 
-static void apply(struct fixture *f, const struct srv_stream_entry *e)
+static void apply(struct fixture *f, const struct keel_stream_entry *e)
 {
     uint8_t *buf = NULL;
     size_t len = 0;
-    struct srv_stream_entry d;
+    struct keel_stream_entry d;
     struct srv_stream_result res;
     char err[256];
-    assert_int_equal(srv_stream_entry_encode(e, &buf, &len), 0);
-    assert_int_equal(srv_stream_entry_decode(buf, len, &d, err), 0);
+    assert_int_equal(keel_stream_entry_encode(e, &buf, &len), 0);
+    assert_int_equal(keel_stream_entry_decode(buf, len, &d, err), 0);
     assert_int_equal(srv_stream_sm_apply(&f->a.sm, f->index++, &d, &res), 0);
     free(buf);
 }
@@ -69,8 +69,8 @@ static void apply(struct fixture *f, const struct srv_stream_entry *e)
 static void pub(struct fixture *f, int64_t ts, const char *subj,
                 const char *hdr)
 {
-    struct srv_stream_entry e = {
-        .kind = SRV_STREAM_E_PUBLISH,
+    struct keel_stream_entry e = {
+        .kind = KEEL_STREAM_E_PUBLISH,
         .ts_ns = ts,
         .subject = subj,
         .subject_len = strlen(subj),
@@ -86,16 +86,16 @@ static void fill(struct fixture *f)
 {
     const char *json = "{\"name\":\"S\",\"subjects\":[\"s.>\"],"
                        "\"duplicate_window\":60000000000}";
-    struct srv_stream_entry c = {.kind = SRV_STREAM_E_CONFIG,
-                                 .subject = json,
-                                 .subject_len = strlen(json)};
+    struct keel_stream_entry c = {.kind = KEEL_STREAM_E_CONFIG,
+                                  .subject = json,
+                                  .subject_len = strlen(json)};
     apply(f, &c);
     for (int i = 0; i < 20; i++) {
         char hdr[64];
         snprintf(hdr, sizeof hdr, "NATS/1.0\r\nNats-Msg-Id: id-%d\r\n\r\n", i);
         pub(f, 1000 + i, i % 2 ? "s.odd" : "s.even", hdr);
     }
-    struct srv_stream_entry del = {.kind = SRV_STREAM_E_DELETE, .seq = 7};
+    struct keel_stream_entry del = {.kind = KEEL_STREAM_E_DELETE, .seq = 7};
     apply(f, &del);
     assert_int_equal(
         srv_stream_snap_encode(NULL, f->index - 1, &f->body, &f->len, &f->a),

@@ -1,7 +1,7 @@
-/* srv_stream_entry: msgpack encoding of stream entries (a subset: arrays,
+/* keel_stream_entry: msgpack encoding of stream entries (a subset: arrays,
  * unsigned/signed integers, str and bin), written and read by hand so the
  * decoder can be exact about what it accepts. */
-#include "srv_stream_entry.h"
+#include "keel_stream_entry.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -44,21 +44,21 @@ static void put_raw(struct wbuf *w, uint8_t tag, const void *b, size_t n)
 static unsigned entry_fields(uint8_t kind)
 {
     switch (kind) {
-    case SRV_STREAM_E_PUBLISH:
+    case KEEL_STREAM_E_PUBLISH:
         return 4;
-    case SRV_STREAM_E_PURGE:
+    case KEEL_STREAM_E_PURGE:
         return 3;
-    case SRV_STREAM_E_DELETE:
-    case SRV_STREAM_E_CONFIG:
-    case SRV_STREAM_E_TICK:
+    case KEEL_STREAM_E_DELETE:
+    case KEEL_STREAM_E_CONFIG:
+    case KEEL_STREAM_E_TICK:
         return 1;
     default:
         return 0;
     }
 }
 
-int srv_stream_entry_encode(const struct srv_stream_entry *e, uint8_t **out,
-                            size_t *len)
+int keel_stream_entry_encode(const struct keel_stream_entry *e, uint8_t **out,
+                             size_t *len)
 {
     unsigned nf = entry_fields(e->kind);
     *out = NULL;
@@ -75,24 +75,24 @@ int srv_stream_entry_encode(const struct srv_stream_entry *e, uint8_t **out,
     w.p[w.len++] = e->kind;
     w.p[w.len++] = (uint8_t)(0x90 | nf); /* fixarray */
     switch (e->kind) {
-    case SRV_STREAM_E_PUBLISH:
+    case KEEL_STREAM_E_PUBLISH:
         put_u64(&w, (uint64_t)e->ts_ns);
         put_raw(&w, 0xdb, e->subject, e->subject_len);
         put_raw(&w, 0xc6, e->hdr, e->hdr_len);
         put_raw(&w, 0xc6, e->data, e->data_len);
         break;
-    case SRV_STREAM_E_PURGE:
+    case KEEL_STREAM_E_PURGE:
         put_raw(&w, 0xdb, e->subject, e->subject_len);
         put_u64(&w, e->seq);
         put_u64(&w, e->keep);
         break;
-    case SRV_STREAM_E_DELETE:
+    case KEEL_STREAM_E_DELETE:
         put_u64(&w, e->seq);
         break;
-    case SRV_STREAM_E_CONFIG:
+    case KEEL_STREAM_E_CONFIG:
         put_raw(&w, 0xdb, e->subject, e->subject_len);
         break;
-    default: /* SRV_STREAM_E_TICK (entry_fields rejected the rest) */
+    default: /* KEEL_STREAM_E_TICK (entry_fields rejected the rest) */
         put_u64(&w, (uint64_t)e->ts_ns);
         break;
     }
@@ -177,11 +177,11 @@ static const uint8_t *get_raw(struct rbuf *r, bool want_str, size_t *n)
     return b;
 }
 
-static void decode_fields(struct rbuf *r, struct srv_stream_entry *e)
+static void decode_fields(struct rbuf *r, struct keel_stream_entry *e)
 {
     uint64_t u;
     switch (e->kind) {
-    case SRV_STREAM_E_PUBLISH:
+    case KEEL_STREAM_E_PUBLISH:
         u = get_uint(r);
         e->ts_ns = (int64_t)u;
         if (u > INT64_MAX) {
@@ -196,15 +196,15 @@ static void decode_fields(struct rbuf *r, struct srv_stream_entry *e)
             r->bad = true;
         }
         break;
-    case SRV_STREAM_E_PURGE:
+    case KEEL_STREAM_E_PURGE:
         e->subject = (const char *)get_raw(r, true, &e->subject_len);
         e->seq = get_uint(r);
         e->keep = get_uint(r);
         break;
-    case SRV_STREAM_E_DELETE:
+    case KEEL_STREAM_E_DELETE:
         e->seq = get_uint(r);
         break;
-    case SRV_STREAM_E_CONFIG:
+    case KEEL_STREAM_E_CONFIG:
         e->subject = (const char *)get_raw(r, true, &e->subject_len);
         break;
     default:
@@ -217,8 +217,8 @@ static void decode_fields(struct rbuf *r, struct srv_stream_entry *e)
     }
 }
 
-int srv_stream_entry_decode(const uint8_t *buf, size_t len,
-                            struct srv_stream_entry *e, char *errmsg)
+int keel_stream_entry_decode(const uint8_t *buf, size_t len,
+                             struct keel_stream_entry *e, char *errmsg)
 {
     struct rbuf r = {buf, len, 0, false};
     memset(e, 0, sizeof *e);
