@@ -4,7 +4,7 @@
 # sanitizer runtimes. The codec object may also call msgpack-c. The shared
 # ASSERT (include/keel/assert.h, always on) prints to stderr and aborts on a
 # broken invariant: its four symbols are the only other ones allowed.
-# usage: check_purity.sh libkeel_raft.a
+# usage: check_raft_purity.sh libkeel_raft.a
 set -euo pipefail
 lib=$1
 allow='^(memcpy|memmove|memset|memcmp|malloc|calloc|realloc|free|__asan_.*|__ubsan_.*|__sanitizer_.*|__sancov_.*|__stack_chk_fail|__tsan_.*|_GLOBAL_OFFSET_TABLE_|abort|fprintf|fflush|stderr)$'
