@@ -149,24 +149,9 @@ static void init_persisted(struct store_group *g,
  * op owns its segment. */
 static void drop_queued_ro(struct store_group *g)
 {
-    size_t n = 0;
-
     ASSERT(g->s->cfg.read_only);
     ASSERT(g->inflight == NULL);
-    while (g->ops_head != NULL) {
-        struct op *op = g->ops_head;
-        ASSERT(++n <= STORE_GROUP_OPS_MAX * 1024);
-        g->ops_head = op->next;
-        if (op->kind == OP_DELETE_SEG && op->seg != NULL) {
-            if (op->seg->f != NULL) {
-                g->s->fs->close(g->s->fs, op->seg->f);
-            }
-            free(op->seg);
-        }
-        store__op_free(op);
-    }
-    g->ops_tail = NULL;
-    g->nops = 0;
+    store__ops_drop(g);
 }
 
 int store_group_open(struct store *s, const struct store_group_id *id,

@@ -200,6 +200,8 @@ void store__queue_event(struct store *s, struct store_group *g);
 void store__op_push(struct store_group *g, struct op *op);
 struct op *store__op_new(enum op_kind kind);
 void store__op_free(struct op *op);
+void store__ops_drop(struct store_group *g);
+void store__wait_step(struct store *s);
 uint64_t store__now_ms(void);
 __attribute__((noreturn)) void store__fatal(struct store *s, const char *what,
                                             const char *errmsg);

@@ -11,30 +11,6 @@
 
 #include "internal.h"
 
-/* Free ops that can no longer run (the group is out of space and closing).
- * A delete op owns its segment. Caller holds s->mu. */
-static void drop_ops(struct store *s, struct store_group *g)
-{
-    size_t n = 0;
-
-    ASSERT(!g->busy);
-    ASSERT(s != NULL);
-    while (g->ops_head != NULL) {
-        struct op *op = g->ops_head;
-        ASSERT(++n <= STORE_GROUP_OPS_MAX * 1024);
-        g->ops_head = op->next;
-        if (op->kind == OP_DELETE_SEG && op->seg != NULL) {
-            if (op->seg->f != NULL) {
-                s->fs->close(s->fs, op->seg->f);
-            }
-            free(op->seg);
-        }
-        store__op_free(op);
-    }
-    g->ops_tail = NULL;
-    g->nops = 0;
-}
-
 /* Unlink g from the store's lists. Caller holds s->mu; g is idle. */
 static void unlink_group(struct store *s, struct store_group *g)
 {
@@ -80,7 +56,8 @@ void store_group_close(struct store_group *g)
     store__schedule(s, g);
     for (;;) {
         if (!g->busy && !g->queued && g->enospc) {
-            drop_ops(s, g); /* nothing more can be written */
+            store__ops_drop(
+                g); /* out of space, closing: nothing more can be written */
         }
         if (g->pre_queued) {
             store__spare_unqueue(s, g); /* no spare for a closing group */
@@ -88,13 +65,7 @@ void store_group_close(struct store_group *g)
         if (!g->busy && !g->queued && g->ops_head == NULL && !g->pre_running) {
             break;
         }
-        if (s->cfg.manual_sync) {
-            pthread_mutex_unlock(&s->mu);
-            store_debug_step(s);
-            pthread_mutex_lock(&s->mu);
-        } else {
-            pthread_cond_wait(&s->idle_cv, &s->mu);
-        }
+        store__wait_step(s);
     }
     unlink_group(s, g);
     pthread_mutex_unlock(&s->mu);

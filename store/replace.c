@@ -59,13 +59,7 @@ static int wait_idle(struct store_group *g, char *errmsg)
                           "no space for a new segment: free disk space");
             break;
         }
-        if (s->cfg.manual_sync) {
-            pthread_mutex_unlock(&s->mu);
-            store_debug_step(s);
-            pthread_mutex_lock(&s->mu);
-        } else {
-            pthread_cond_wait(&s->idle_cv, &s->mu);
-        }
+        store__wait_step(s);
     }
     pthread_mutex_unlock(&s->mu);
     return rv;

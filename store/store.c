@@ -73,6 +73,45 @@ void store__op_free(struct op *op)
     free(op);
 }
 
+/* Free g's pending ops without running them; a delete op owns its
+ * segment. Caller holds s->mu (or owns g alone). */
+void store__ops_drop(struct store_group *g)
+{
+    size_t n = 0;
+
+    ASSERT(g != NULL && g->s != NULL);
+    ASSERT(!g->busy);
+    while (g->ops_head != NULL) {
+        struct op *op = g->ops_head;
+        ASSERT(++n <= STORE_GROUP_OPS_MAX * 1024);
+        g->ops_head = op->next;
+        if (op->kind == OP_DELETE_SEG && op->seg != NULL) {
+            if (op->seg->f != NULL) {
+                g->s->fs->close(g->s->fs, op->seg->f);
+            }
+            free(op->seg);
+        }
+        store__op_free(op);
+    }
+    g->ops_tail = NULL;
+    g->nops = 0;
+}
+
+/* Let the sync side make progress: one manual step (cfg.manual_sync) or
+ * a wait for the idle signal. Caller holds s->mu, and holds it again on
+ * return. */
+void store__wait_step(struct store *s)
+{
+    ASSERT(s != NULL);
+    if (s->cfg.manual_sync) {
+        pthread_mutex_unlock(&s->mu);
+        store_debug_step(s);
+        pthread_mutex_lock(&s->mu);
+    } else {
+        pthread_cond_wait(&s->idle_cv, &s->mu);
+    }
+}
+
 /* Append op to g's pending list. Caller holds s->mu (or owns g alone). */
 void store__op_push(struct store_group *g, struct op *op)
 {

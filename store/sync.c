@@ -59,6 +59,20 @@ static void datasync(struct store_group *g, struct seg *seg)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* op's entries are durable: move the persisted mark past them (a stale op,
+ * one a truncation overtook, reports nothing). Caller holds s->mu. */
+static void advance_persisted(struct store_group *g, const struct op *op)
+{
+    ASSERT(g != NULL && op != NULL);
+    ASSERT(g->s != NULL);
+    if (!op->stale && op->last_index > g->persisted_index) {
+        g->persisted_index = op->last_index;
+        g->persisted_term = op->last_term;
+        g->ev_persisted = true;
+        store__queue_event(g->s, g);
+    }
+}
+
 static void report_persisted(struct store_group *g, const struct op *op)
 {
     struct store *s = g->s;
@@ -70,12 +84,7 @@ static void report_persisted(struct store_group *g, const struct op *op)
     s->stats.records_written += op->last_index - op->first_index + 1;
     store_hist_add(&s->stats.batch_records,
                    op->last_index - op->first_index + 1);
-    if (!op->stale && op->last_index > g->persisted_index) {
-        g->persisted_index = op->last_index;
-        g->persisted_term = op->last_term;
-        g->ev_persisted = true;
-        store__queue_event(s, g);
-    }
+    advance_persisted(g, op);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -269,12 +278,7 @@ static void exec_mark(struct store_group *g, struct op *op)
     op->seg->hi_water = end > op->seg->hi_water ? end : op->seg->hi_water;
     datasync(g, op->seg);
     pthread_mutex_lock(&s->mu);
-    if (!op->stale && op->last_index > g->persisted_index) {
-        g->persisted_index = op->last_index;
-        g->persisted_term = op->last_term;
-        g->ev_persisted = true;
-        store__queue_event(s, g);
-    }
+    advance_persisted(g, op);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -509,6 +513,21 @@ static void *prealloc_main(void *arg)
     return NULL;
 }
 
+/* Run the group g just popped off the run queue: its ops taken under
+ * s->mu (held on entry and on return), the I/O and the wakeup without it. */
+static void run_unlocked(struct store *s, struct store_group *g)
+{
+    ASSERT(s != NULL);
+    ASSERT(g != NULL);
+    take_ops(g);
+    pthread_mutex_unlock(&s->mu);
+    run_group(s, g);
+    if (s->cfg.wakeup_cb != NULL) {
+        s->cfg.wakeup_cb(s->cfg.wakeup_arg);
+    }
+    pthread_mutex_lock(&s->mu);
+}
+
 void store_debug_step(struct store *s)
 {
     ASSERT(s != NULL);
@@ -522,13 +541,7 @@ void store_debug_step(struct store *s)
         if (g == NULL) {
             break;
         }
-        take_ops(g);
-        pthread_mutex_unlock(&s->mu);
-        run_group(s, g);
-        if (s->cfg.wakeup_cb != NULL) {
-            s->cfg.wakeup_cb(s->cfg.wakeup_arg);
-        }
-        pthread_mutex_lock(&s->mu);
+        run_unlocked(s, g);
     }
     pthread_mutex_unlock(&s->mu);
 }
@@ -549,13 +562,7 @@ static void *sync_main(void *arg)
             wait_ms(s, next);
             continue;
         }
-        take_ops(g);
-        pthread_mutex_unlock(&s->mu);
-        run_group(s, g);
-        if (s->cfg.wakeup_cb != NULL) {
-            s->cfg.wakeup_cb(s->cfg.wakeup_arg);
-        }
-        pthread_mutex_lock(&s->mu);
+        run_unlocked(s, g);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
