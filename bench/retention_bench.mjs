@@ -1,4 +1,4 @@
-// Retention bench (DESIGN §5 compaction): publish N messages with acks
+// Retention bench (docs/design.md §5 S2): publish N messages with acks
 // (window W) to a fresh stream RET with max_msgs 1000 on a running keeld and
 // print the data directory's disk use every STEP publishes.
 // usage: node bench/retention_bench.mjs NATS_URL DATA_DIR N [STEP]

@@ -593,8 +593,9 @@ static const struct cli_subcmd subs[] = {
       0},
      cli_cluster_status},
     {{"cluster orphans", NULL, "ls|rm|restore",
-      "Quarantined data no stream names (DESIGN §5): list, remove, restore.", 0,
-      4},
+      "Quarantined data no stream names (docs/design.md §5): list, remove, "
+      "restore.",
+      0, 4},
      cli_cluster_orphans},
     {{"cluster transfer-leader", NULL, "",
       "Hand the meta group's (or --stream's) leadership to another voter.", 0,

@@ -1,4 +1,4 @@
-/* keel consumer add|ls|info|rm|next (PROTOCOL.md §2.6-2.8). */
+/* keel consumer add|ls|info|rm|next (docs/protocol.md §2.6-2.8). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

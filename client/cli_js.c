@@ -208,7 +208,7 @@ static int pull_request(natsConnection *nc, const char *stream,
     return s == NATS_OK ? 0 : cli_nats_err(s, errmsg, "pull request");
 }
 
-/* A status that ends a pull (PROTOCOL.md §2.8): 404 and 408 say nothing is
+/* A status that ends a pull (docs/protocol.md §2.8): 404 and 408 say nothing is
  * pending, which the caller reports from the count; every other status is
  * an error that names the consumer and what to do. */
 static int pull_status(natsMsg *m, const char *status, const char *stream,

@@ -1,5 +1,5 @@
 /* cli_js: what the keel stream / consumer / backup commands share — the
- * JetStream API request helper (PROTOCOL.md §2) and sub-command dispatch.
+ * JetStream API request helper (docs/protocol.md §2) and sub-command dispatch.
  */
 #ifndef KEEL_CLI_JS_H
 #define KEEL_CLI_JS_H
@@ -52,7 +52,7 @@ int64_t cli_js_int(const json_t *o, const char *key, int64_t dflt);
 const char *cli_js_str(const json_t *o, const char *key, const char *dflt);
 
 /* The stream sequence, stored time and pending count of a delivered
- * message, from its $JS.ACK reply subject (PROTOCOL.md §2.7). Returns 0 or
+ * message, from its $JS.ACK reply subject (docs/protocol.md §2.7). Returns 0 or
  * KEEL_EPROTO. */
 int cli_js_ack_meta(const char *reply, uint64_t *sseq, int64_t *ts_ns,
                     uint64_t *pending);
@@ -60,7 +60,7 @@ int cli_js_ack_meta(const char *reply, uint64_t *sseq, int64_t *ts_ns,
 /* Called for each message a pull delivers; return non-zero to stop. */
 typedef int (*cli_pull_cb)(natsMsg *m, void *arg, char *errmsg);
 
-/* One pull request (PROTOCOL.md §2.8) for up to batch messages of a pull
+/* One pull request (docs/protocol.md §2.8) for up to batch messages of a pull
  * consumer, expiring after expires_ms: cb gets each message in order; ends
  * at batch, a status (404/408/409) or a silent timeout. *got counts the
  * messages. Returns 0, cb's error, or a KEEL_E* from the connection. */

@@ -1,4 +1,4 @@
-/* keel cluster orphans ls|rm|restore: the data DESIGN §5 keeps in
+/* keel cluster orphans ls|rm|restore: the data docs/design.md §5 keeps in
  * <data>/js/quarantine/orphans/ (group directories the metadata does not
  * name). ls asks every node ($KEEL.API.ORPHANS.LIST); rm and restore go
  * to the one node holding the orphan ($KEEL.API.ORPHANS.RM.<node>,

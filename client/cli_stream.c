@@ -1,6 +1,6 @@
 /* keel stream add|ls|info|edit|rm|purge|get (backup|restore: cli_backup.c).
  *
- * Each sub-command speaks the JetStream API (PROTOCOL.md §2.4). Read
+ * Each sub-command speaks the JetStream API (docs/protocol.md §2.4). Read
  * commands print a human summary, or with --json the API's own reply.
  */
 #include <inttypes.h>

@@ -1,5 +1,5 @@
 /* cli_stream_cfg: `keel stream add|edit` flags -> a stream config JSON
- * (PROTOCOL.md §2.4), and the human print of a config. Pure apart from
+ * (docs/protocol.md §2.4), and the human print of a config. Pure apart from
  * reading --config FILE.
  */
 #ifndef KEEL_CLI_STREAM_CFG_H

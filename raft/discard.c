@@ -1,6 +1,6 @@
-/* The discard round (DESIGN §4 rule 1c): a faulty node that hears no leader
- * proves its damaged record was never committed, or keeps it. Never on a
- * timeout alone: only answers given in a fresh term every answering voter
+/* The discard round (docs/design.md §4.7 R1, discard): a faulty node that hears
+ * no leader proves its damaged record was never committed, or keeps it. Never
+ * on a timeout alone: only answers given in a fresh term every answering voter
  * adopted durably count, so no leader of an older term can still commit at
  * that index once the round decides. */
 #include <string.h>

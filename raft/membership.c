@@ -1,4 +1,4 @@
-/* Membership (DESIGN §3 rules 1-4) and leadership transfer. */
+/* Membership (docs/design.md §3.2 M1-M4) and leadership transfer. */
 #include <string.h>
 
 #include "internal.h"

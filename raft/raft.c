@@ -124,7 +124,8 @@ void raft_start(struct raft *r, uint64_t now_ms)
     ASSERT(r->last_index >= r->snap_index);
     raft_term t = raft__log_last_term(r);
     if (t > r->term) {
-        /* Never below a term seen in the log or snapshot (DESIGN §3). */
+        /* Never below a term seen in the log or snapshot (docs/design.md §3).
+         */
         r->term = t;
         r->vote = 0;
         r->hs_dirty = true;
@@ -732,8 +733,8 @@ static bool sole_voter_ever(const struct raft *r)
     return r->n_configs > 0 || r->snap_config.n > 0;
 }
 
-/* A group of one (DESIGN §4 rule 5, finding F1): when this node has been
- * the only voter of every configuration, everything it persisted was
+/* A group of one (docs/design.md §4.7 R5, decision 0014): when this node has
+ * been the only voter of every configuration, everything it persisted was
  * durable on a majority when persisted, so it is committed, leader or not.
  * That lets a faulty group of one, which must not lead and has nobody to
  * repair from, still apply (and serve) the intact records before its first

@@ -1,4 +1,4 @@
-/* The Raft core: a pure state machine (DESIGN.md §3).
+/* The Raft core: a pure state machine (docs/design.md §3).
  *
  * No I/O, no clock, no threads, no global state: every group is one
  * struct raft, driven by raft_step() with one input at a time (a tick carrying
@@ -118,7 +118,7 @@ struct raft_msg_vote_resp {
     uint8_t granted;
 };
 
-/* InstallSnapshot (DESIGN §5): the snapshot at index and the leader's
+/* InstallSnapshot (docs/design.md §5): the snapshot at index and the leader's
  * retained log from first through index, in chunks the driver fills. */
 struct raft_msg_snapshot {
     raft_index index;
@@ -138,7 +138,7 @@ struct raft_msg_snapshot_resp {
     uint64_t offset;
 };
 
-/* Repair and discard (DESIGN §4 rule 1). FETCH asks for one index (any
+/* Repair and discard (docs/design.md §4.7 R1). FETCH asks for one index (any
  * term, with or without a leader; the answer is a copy to verify). DISCARD
  * asks the same in a fresh term the faulty node made durable and every
  * receiver adopts durably (rule 1c); both answer with discard_resp. */
@@ -199,7 +199,7 @@ enum raft_in_type {
     RAFT_IN_READ_INDEX,
     RAFT_IN_CHANGE,
     RAFT_IN_SNAPSHOT_INSTALLED,
-    /* Storage faults (DESIGN §4 rule 1): the store found a damaged record
+    /* Storage faults (docs/design.md §4.7 R1): the store found a damaged record
      * (reads verify), or repaired one. Carries the first faulty index now
      * (0: the log is intact again) and the extent. */
     RAFT_IN_FAULTY,
@@ -296,8 +296,8 @@ struct raft_out {
     uint32_t n_reads;
     struct raft_read reads[RAFT_OUT_READS_MAX];
     uint64_t timeout_ms; /* call with a tick at or after this time */
-    /* InstallSnapshot chunk to write (DESIGN §5): write [offset, offset +
-     * len) of the transfer; when done, install (segments, snapshot, then
+    /* InstallSnapshot chunk to write (docs/design.md §5): write [offset, offset
+     * + len) of the transfer; when done, install (segments, snapshot, then
      * LMDB, all synced) and report RAFT_IN_SNAPSHOT_INSTALLED. Pointers are
      * valid during this step only. */
     bool has_snapshot;
@@ -454,8 +454,8 @@ struct raft {
     struct raft_pending_read reads[RAFT_READS_MAX];
     uint8_t config_buf[RAFT_CONFIG_BYTES_MAX];
 
-    /* Storage faults (DESIGN §4 rule 1). faulty: the first damaged index at
-     * or below the sync marker (0: none). While faulty the node reports
+    /* Storage faults (docs/design.md §4.7 R1). faulty: the first damaged index
+     * at or below the sync marker (0: none). While faulty the node reports
      * match below it, votes with its extent (not at all if extent_term is
      * 0), never campaigns, is never a transfer target, applies nothing from
      * it on; a faulty leader transfers leadership or steps down. */
@@ -468,7 +468,7 @@ struct raft {
     uint32_t n_discard;
     raft_node discard_from[RAFT_SERVERS_MAX];
     uint8_t discard_status[RAFT_SERVERS_MAX];
-    /* Amnesia (DESIGN §4 rules 3-4): lost a range that may have been
+    /* Amnesia (docs/design.md §4.7 R3-R4): lost a range that may have been
      * acknowledged. No vote, no pre-vote, no campaign, not a transfer
      * target; acks count. Exit once persisted >= target, the leader's last
      * index carried by the first AppendEntries/InstallSnapshot of a leader

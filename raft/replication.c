@@ -1,5 +1,5 @@
 /* Log replication (Raft §5.3), commitment (§5.4.2), the durability contract
- * of DESIGN §3, and read-index (thesis §6.4, without leases). */
+ * of docs/design.md §3, and read-index (thesis §6.4, without leases). */
 #include <string.h>
 
 #include "internal.h"
@@ -78,7 +78,7 @@ void raft__send_append(struct raft *r, struct raft_progress *p, bool heartbeat,
             n = r->append_entries_max;
         }
         if (r->faulty != 0 && prev + n >= r->faulty) {
-            /* Never serve a damaged record (DESIGN §4 rule 5). */
+            /* Never serve a damaged record (docs/design.md §4.7 R5). */
             n = prev < r->faulty ? r->faulty - 1 - prev : 0;
         }
     } else {
@@ -221,9 +221,9 @@ void raft__reads_fail(struct raft *r, int status, struct raft_out *out)
     r->n_reads = 0;
 }
 
-/* Read-index (DESIGN §3): only after an entry of this term committed; record
- * commit, confirm leadership with a heartbeat round of this term, and let the
- * driver serve the read once applied >= the recorded index. */
+/* Read-index (docs/design.md §3): only after an entry of this term committed;
+ * record commit, confirm leadership with a heartbeat round of this term, and
+ * let the driver serve the read once applied >= the recorded index. */
 int raft__read_index(struct raft *r, uint64_t id, struct raft_out *out)
 {
     ASSERT(r->n_reads <= RAFT_READS_MAX);
@@ -463,7 +463,8 @@ void raft__recv_append_resp(struct raft *r, const struct raft_msg *m,
         raft__send_append(r, p, false, out);
         return;
     }
-    /* The latest value reported in this term, even if lower (DESIGN §3). */
+    /* The latest value reported in this term, even if lower (docs/design.md
+     * §3). */
     p->match = a->match <= r->last_index ? a->match : r->last_index;
     if (p->snap_index != 0) {
         if (p->match >= p->snap_index) {
@@ -490,8 +491,8 @@ void raft__recv_append_resp(struct raft *r, const struct raft_msg *m,
 }
 
 /* A sync completed covering (index, term). Accepted only if the log still
- * holds that term there (DESIGN §3): a sync that raced a conflict truncation
- * says nothing about the new entries. */
+ * holds that term there (docs/design.md §3): a sync that raced a conflict
+ * truncation says nothing about the new entries. */
 void raft__on_persisted(struct raft *r, raft_index index, raft_term term,
                         struct raft_out *out)
 {

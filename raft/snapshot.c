@@ -1,5 +1,5 @@
-/* InstallSnapshot (DESIGN §5, Raft §7): the leader streams the snapshot at
- * its snapshot index X, with its retained log through X, in chunks the
+/* InstallSnapshot (docs/design.md §5, Raft §7): the leader streams the snapshot
+ * at its snapshot index X, with its retained log through X, in chunks the
  * driver fills; the follower reports persisted(X) only once the install is
  * durable, and never discards a local entry that matches the leader's. */
 #include <string.h>

@@ -120,7 +120,7 @@ int snap_quarantine_orphan(const struct snap_config *cfg, const char *path,
     if (rv != 0) {
         return rv;
     }
-    /* Never unlink: an operator command removes orphans (DESIGN.md §5). */
+    /* Never unlink: an operator command removes orphans (docs/design.md §5). */
     return snap__move_to(fs, cfg->data_dir, "orphans", path, name, errmsg);
 }
 

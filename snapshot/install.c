@@ -1,4 +1,4 @@
-/* InstallSnapshot transfers (DESIGN.md §5, FORMAT.md "Transfer"): the
+/* InstallSnapshot transfers (docs/design.md §5, FORMAT.md "Transfer"): the
  * leader spools the snapshot and its retained log into one stream and cuts
  * it into checksummed frames; the follower spools frames to a file (bounded
  * memory), validates the whole, writes the retained log through the store,

@@ -53,7 +53,7 @@ uint32_t snap_get32(const uint8_t *p);
 int snap_check_expect(const struct snap_header *h, const struct snap_expect *e,
                       char *errmsg);
 
-/* Report an I/O error that must not be survived (DESIGN.md §4), abort. */
+/* Report an I/O error that must not be survived (docs/design.md §4), abort. */
 __attribute__((noreturn)) void snap__fatal(struct snap *sn, const char *what,
                                            const char *errmsg);
 

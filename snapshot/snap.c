@@ -1,4 +1,4 @@
-/* Loading at start (DESIGN.md §5): validate the LMDB-named snapshots,
+/* Loading at start (docs/design.md §5): validate the LMDB-named snapshots,
  * quarantine a bad one, choose the source to restore from, and report it.
  */
 #include <stdlib.h>
@@ -454,7 +454,7 @@ int snap_open(const struct snap_config *cfg, struct store *s,
     }
     rv = rv == 0 ? choose(sn, rep, &nm, lr, errmsg) : rv;
     if (rv == 0 && lr->source == SNAP_SOURCE_AMNESIA && !rep->amnesia) {
-        /* Recorded synced, so a crash keeps it (DESIGN.md §4 rule 3);
+        /* Recorded synced, so a crash keeps it (docs/design.md §4.7 R3);
          * the group restores by InstallSnapshot. */
         rv = store_amnesia_enter(g, rep->hard_term, 0, errmsg);
     }

@@ -1,5 +1,5 @@
 /* snapshot/: write, validate, load, install and quarantine state-machine
- * snapshots (DESIGN.md §5). The body is opaque msgpack made by the stream
+ * snapshots (docs/design.md §5). The body is opaque msgpack made by the stream
  * and meta state machines; this module stores it as a checksummed file,
  * decides which snapshot a group restarts from, and keeps the §5 rules
  * around it (file format: snapshot/FORMAT.md).
@@ -12,7 +12,7 @@
  *
  * Errors: functions return 0 or a negative KEEL_E* code and fill errmsg
  * (KEEL_ERRMSG_MAX bytes, may be NULL). A write or fsync error on a
- * snapshot file is never returned (DESIGN.md §4 I/O errors): cfg.fatal_cb
+ * snapshot file is never returned (docs/design.md §4.5): cfg.fatal_cb
  * is called (to log) and the process aborts. Running out of space is
  * returned (KEEL_ENOSPC) and leaves the previous snapshots in place.
  *
@@ -118,7 +118,7 @@ struct snap_load_report {
 struct snap;
 
 /* Open the snapshots of an open store group, validate the LMDB-named ones
- * and choose the source to restore from (DESIGN.md §5): the newest valid
+ * and choose the source to restore from (docs/design.md §5): the newest valid
  * one; if it is bad, quarantine it and use the older one when the log
  * continues it; with neither, the log from index 1; otherwise amnesia,
  * recorded with store_amnesia_enter (T0 = rep->hard_term). Leftover temp
@@ -139,7 +139,7 @@ void snap_report_describe(const struct snap_load_report *lrep, char *out,
 void snap_close(struct snap *sn);
 void snap_body_free(struct snap_load_report *lrep);
 
-/* Write a snapshot of the state at (index, term) (DESIGN.md §5): temp
+/* Write a snapshot of the state at (index, term) (docs/design.md §5): temp
  * file, write, fsync, rename, directory fsync, then store_snapshot_record
  * (synced LMDB); only then delete the snapshot the record pushed out of
  * the two kept. index must be above the newest valid snapshot held
@@ -184,7 +184,7 @@ KEEL_MUST_USE int snap_read_held(struct snap *sn, uint64_t index,
 /* Path of the snapshot file of index (tests, the sender). */
 void snap_path(const struct snap *sn, uint64_t index, char *out, size_t cap);
 
-/* ---- InstallSnapshot (DESIGN.md §5, docs/raft.md) ----
+/* ---- InstallSnapshot (docs/design.md §5, docs/raft.md) ----
  *
  * The transfer is a byte stream: a manifest, the snapshot file, then the
  * leader's retained log from log_first through the snapshot index. It
@@ -262,7 +262,7 @@ KEEL_MUST_USE int snap_recv_chunk(struct snap_recv *sr, uint64_t off,
 /* After the last frame: validate the whole transfer (manifest, the
  * snapshot file's header and XXH3-128 against (index, term, group), the
  * retained log's hash and record order), then make the local log the
- * leader's (DESIGN.md §5: drop our own entries below log_first, never
+ * leader's (docs/design.md §5 S5: drop our own entries below log_first, never
  * discard one that matches the leader's):
  *   - we hold (index, term): the log is kept as it is;
  *   - the log is empty at log_first, or holds log_first with the leader's
@@ -285,7 +285,7 @@ KEEL_MUST_USE int snap_recv_commit(struct snap_recv *sr, char *errmsg);
 /* Remove the spool file and free (after commit, or to abandon). */
 void snap_recv_close(struct snap_recv *sr);
 
-/* ---- orphans (DESIGN.md §5 last bullet) ---- */
+/* ---- orphans (docs/design.md §5 S6) ---- */
 
 /* Move path (a file or directory under the data directory that metadata
  * says should not exist) to <data>/quarantine/orphans/<name> (a numeric
@@ -299,7 +299,7 @@ KEEL_MUST_USE int snap_orphans_list(const struct snap_config *cfg,
                                     int (*cb)(void *arg, const char *name),
                                     void *arg, size_t *n, char *errmsg);
 
-/* After an explicit, committed stream deletion (DESIGN.md §5 last bullet)
+/* After an explicit, committed stream deletion (docs/design.md §5 S6)
  * and store_group_delete (its LMDB keys go first, so a crash leaves files
  * nothing names): unlink the group's snapshot and temp files, then fsync
  * the directory. The group's struct snap is closed. Never called because

@@ -1,4 +1,4 @@
-/* Writing a snapshot (DESIGN.md §5): temp file, write, fsync, rename,
+/* Writing a snapshot (docs/design.md §5): temp file, write, fsync, rename,
  * directory fsync, then the synced LMDB record; the snapshot pushed out of
  * the two kept is deleted only after the newer one is recorded.
  */
@@ -299,7 +299,7 @@ int snap_drop_prefix(struct snap *sn, uint64_t upto, char *errmsg)
     ASSERT(sn->older.index <= sn->newest.index);
     /* The store checks LMDB's older snapshot; after a quarantine that one
      * may be the bad file, so also stay at or below the older snapshot this
-     * node can actually restore from (TRACES §5 prefix drop). */
+     * node can actually restore from (docs/design.md §5 S2). */
     if (sn->older.index == 0 || upto > sn->older.index) {
         return keel_err(KEEL_EPERM, errmsg,
                         "prefix drop to %llu refused: the older valid "

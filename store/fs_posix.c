@@ -1,5 +1,5 @@
 /* The real file system behind struct fs: thin wrappers over POSIX calls that
- * translate errno at this boundary (STYLE.md).
+ * translate errno at this boundary, as every I/O boundary does.
  */
 #include <dirent.h>
 #include <limits.h>

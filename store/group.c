@@ -62,7 +62,7 @@ static bool load_facts(struct store_group *g, struct store_recovery *rep)
 }
 
 /* The hard state was unreadable: term := the highest term the log shows
- * (DESIGN §3: term := max(hard state, last log term, snapshot term)). A
+ * (docs/design.md §3: term := max(hard state, last log term, snapshot term)). A
  * log that holds records of a term cannot be trusted to know its vote:
  * amnesiac (rule 3), so it votes for nobody until a leader caught it up;
  * nothing is dropped. An empty or term-0 log is a group whose first hard

@@ -17,7 +17,7 @@
 
 #define STORE_PREALLOC_NAME "prealloc.tmp"
 #define STORE_MARKER_CANDIDATES_MAX 8
-/* Preallocation (DESIGN.md §4 Segments: ahead of need, off the hot path,
+/* Preallocation (docs/design.md §4.1: ahead of need, off the hot path,
  * rate-limited): a group's spare is made once its tail segment is half
  * full, by one prealloc thread per store, at most this many bytes per
  * second, fdatasynced every STORE_PREALLOC_SYNC_BYTES so its writeback

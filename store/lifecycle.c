@@ -1,5 +1,5 @@
 /* Group close and explicit deletion, and the hard-state read (store.h).
- * Deletion follows DESIGN.md §4/§5: every LMDB key of the group goes in
+ * Deletion follows docs/design.md §4, §5: every LMDB key of the group goes in
  * one synced transaction first, then the files are unlinked, then the
  * directory is fsynced. A crash before the transaction leaves the whole
  * group; after it, files LMDB no longer names, which the next open of that
@@ -234,7 +234,7 @@ int store_group_delete(struct store *s, const struct store_group_id *id,
     return 0;
 }
 
-/* The log moves to quarantine/ (never deleted, DESIGN §4/§5): the
+/* The log moves to quarantine/ (never deleted, docs/design.md §4, §5): the
  * catalogue and the snapshot pair go first, in one synced LMDB
  * transaction, then the files. A crash between leaves files LMDB does not
  * name, which the next open quarantines anyway. The amnesia record (rule

@@ -1,4 +1,4 @@
-/* All LMDB code of the store (DESIGN.md §4 LMDB, rule 3). Keys are binary:
+/* All LMDB code of the store (docs/design.md §4.6, §4.7 R3). Keys are binary:
  *   'I'                      incarnation id (16 bytes)
  *   'N'                      node record {boot id, clean}
  *   'H' gid 'T' and 'H' gid 'V' hard state term and vote (one txn)
@@ -306,7 +306,7 @@ static int validate_all(struct store_meta *m, struct store_meta_report *rep)
     return bad;
 }
 
-/* Envelope version 2 (README design note 35): rewrite every sound
+/* Envelope version 2 (docs/decisions/0013): rewrite every sound
  * version-1 value (a file written before it) as version 2 in one synced
  * transaction, so every key is covered from this start on. Only after
  * validate_all found the file sound: the rewrite vouches for each key as

@@ -1,4 +1,4 @@
-/* meta.lmdb: the store's small durable facts (DESIGN.md §4 LMDB). All LMDB
+/* meta.lmdb: the store's small durable facts (docs/design.md §4.6). All LMDB
  * code lives in meta.c. Every value is an envelope {version, kind, length,
  * body, checksum} (meta_env.h: version 2's checksum covers the key too);
  * a value failing it reads as KEEL_ECORRUPT. Every put is
@@ -17,7 +17,7 @@
 
 #define STORE_META_BAD_GROUPS_MAX 64
 /* keeld's exit status after an LMDB assertion on meta.lmdb at run time
- * (README design note 34): EX_SOFTWARE. Its next start resets the file. */
+ * (docs/decisions/0013): EX_SOFTWARE. Its next start resets the file. */
 #define STORE_META_ASSERT_EXIT 70
 
 struct store_meta;
@@ -112,7 +112,7 @@ int store_meta_amnesia_put(struct store_meta *m, const uint8_t gid[16],
 int store_meta_amnesia_del(struct store_meta *m, const uint8_t gid[16],
                            char *errmsg);
 
-/* Recover wait (`keel cluster recover`, DESIGN §3 rule 4): the term of
+/* Recover wait (`keel cluster recover`, docs/design.md §4.7 R4): the term of
  * the override after which this node, not the survey's source, must not
  * campaign until it hears a leader. get: 0, KEEL_ENOENT or
  * KEEL_ECORRUPT. */
@@ -123,20 +123,20 @@ int store_meta_recover_wait_put(struct store_meta *m, const uint8_t gid[16],
 int store_meta_recover_wait_del(struct store_meta *m, const uint8_t gid[16],
                                 char *errmsg);
 
-/* InstallSnapshot (DESIGN.md §5): in one synced transaction, replace the
+/* InstallSnapshot (docs/design.md §5): in one synced transaction, replace the
  * group's whole catalogue by segs[0..n) and record the snapshot pair. */
 int store_meta_log_replace(struct store_meta *m, const uint8_t gid[16],
                            const struct store_meta_seg *segs, size_t n,
                            const struct store_meta_snap *sn, char *errmsg);
 
 /* Remove every key of a group (hard state, catalogue, snapshot, amnesia,
- * recover wait) in one synced transaction (DESIGN.md §5: an explicit,
+ * recover wait) in one synced transaction (docs/design.md §5: an explicit,
  * committed stream deletion). */
 int store_meta_group_del(struct store_meta *m, const uint8_t gid[16],
                          char *errmsg);
 
 /* Tests: false leaves the structural page check (meta_check.h) out of the
- * open's probe, as before README design note 34. */
+ * open's probe, as before docs/decisions/0013. */
 void store_meta_debug_check_structure(bool on);
 
 /* Tests: overwrite the raw value of a group's key kind ('H','C','S','A')

@@ -1,5 +1,5 @@
-/* Damage detection around meta.lmdb's open (README design notes 27 and
- * 34), used by meta.c.
+/* Damage detection around meta.lmdb's open (docs/decisions/0013
+ * and store/FORMAT.md), used by meta.c.
  */
 #ifndef KEEL_STORE_META_PROBE_H
 #define KEEL_STORE_META_PROBE_H

@@ -1,4 +1,4 @@
-/* Repair of a faulty run (DESIGN.md §4 rule 1). A candidate copy, from a
+/* Repair of a faulty run (docs/design.md §4.7 R1). A candidate copy, from a
  * peer or the leader, is verified by re-encoding its (index, term, type,
  * flags, payload) with the local predecessor's checksum and the local
  * segment salt: the chain must end equal to the local successor's
@@ -51,7 +51,7 @@ static int successor_prev(struct store_group *g, uint64_t index, uint64_t *prev,
 }
 
 /* The predecessor ended a batch: its sync marker sits between it and the
- * damaged run (README design note 3: batches start after the marker), so
+ * damaged run (docs/decisions/0009: batches start after the marker), so
  * the run starts after that marker. A marker that does not decode, or
  * names another record, is not skipped (the length check then refuses). */
 static void skip_marker(struct store_group *g, struct target *t,

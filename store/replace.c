@@ -1,4 +1,4 @@
-/* InstallSnapshot log replacement (DESIGN.md §5): the leader's retained
+/* InstallSnapshot log replacement (docs/design.md §5): the leader's retained
  * log [first, X] becomes the group's whole log. The new segments are
  * written, fsynced and their directory fsynced before anything names them;
  * then ONE synced LMDB transaction swaps the catalogue and records the

@@ -1,4 +1,4 @@
-/* The recovery scan of one group (DESIGN.md §4 scanner acceptance and
+/* The recovery scan of one group (docs/design.md §4.4 and
  * recovery rules 1–3). Phase A parses every catalogued segment into items
  * (valid records and valid sync markers, by position). Phase B walks the
  * items once per sync-marker candidate M and applies the acceptance rules:
@@ -200,7 +200,7 @@ static int on_record(struct scan *sc, struct walk *w, size_t si,
         }
     } else if (w->in_damage) {
         /* The damage took no index: stale bytes, check the chain against
-         * the intact record before them (TRACES.md scanner acceptance). */
+         * the intact record before them (docs/design.md §4.4). */
         w->in_damage = false;
         w->have_pred = w->pred_before_damage;
     }

@@ -1,4 +1,4 @@
-/* Segment file discipline (DESIGN.md §4 Segments): create = header, full
+/* Segment file discipline (docs/design.md §4.1): create = header, full
  * size zero-filled, file fsync, directory fsync, then the catalogue entry
  * (synced); delete = catalogue, unlink, directory fsync. Runs on sync
  * threads only (store__mkdirs and store__quarantine also at open).

@@ -1,4 +1,4 @@
-/* The snapshot (index, term) pair LMDB records for a group (DESIGN.md §5):
+/* The snapshot (index, term) pair LMDB records for a group (docs/design.md §5):
  * read back for the driver, the snapshot module and the vote extent. */
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* store/: the checksummed .blk segment log and the node's small durable
- * facts (DESIGN.md §4, §5). It knows log records and hard state, not the
+ * facts (docs/design.md §4, §5). It knows log records and hard state, not the
  * Raft protocol.
  *
  * Threads. Every store_* function is called from one thread (the server's
@@ -13,7 +13,7 @@
  * Errors. Functions return 0 or a negative KEEL_E* code and fill errmsg
  * (KEEL_ERRMSG_MAX bytes, may be NULL). A write or fsync error on a segment
  * or LMDB is never returned: it calls cfg.fatal_cb (to log) and aborts the
- * process (DESIGN.md §4 I/O errors); recovery then runs from disk.
+ * process (docs/design.md §4.5); recovery then runs from disk.
  */
 #ifndef KEEL_STORE_H
 #define KEEL_STORE_H
@@ -83,7 +83,7 @@ struct store_node_report {
     bool fresh;      /* a new data directory: a new incarnation was made */
     bool meta_reset; /* meta.lmdb was unreadable (hard state or catalogue):
                         moved to quarantine/, new incarnation; every group
-                        rejoins as a non-voter (DESIGN.md §4 rule 3) */
+                        rejoins as a non-voter (docs/design.md §4.7 R3) */
     char meta_reset_reason[KEEL_ERRMSG_MAX];
     size_t meta_migrated; /* meta.lmdb values rewritten in envelope version
                              2 (their checksum covers the key) by this open:
@@ -140,7 +140,7 @@ enum store_amnesia_reason {
     STORE_AMNESIA_BAD_VALUE,      /* the group's snapshot/amnesia value */
 };
 
-/* The recovery report of one group (DESIGN.md §4 recovery rules 1–5). */
+/* The recovery report of one group (docs/design.md §4.7 R1-R5). */
 struct store_recovery {
     uint64_t first_index;  /* first index held in the log */
     uint64_t last_index;   /* last index of the log (intact or faulty) */
@@ -198,8 +198,8 @@ KEEL_MUST_USE int store_append(struct store_group *g,
                                const struct store_record *recs, size_t n,
                                char *errmsg);
 
-/* Conflict truncation (DESIGN.md §4): remove every index >= from. The bytes
- * are zeroed durably before any later entry is reported persisted. */
+/* Conflict truncation (docs/design.md §4.3): remove every index >= from. The
+ * bytes are zeroed durably before any later entry is reported persisted. */
 KEEL_MUST_USE int store_truncate(struct store_group *g, uint64_t from,
                                  char *errmsg);
 
@@ -250,7 +250,7 @@ KEEL_MUST_USE int store_term_at(struct store_group *g, uint64_t index,
 void store_group_close(struct store_group *g);
 
 /* Delete a group's log after an explicit, committed stream deletion
- * (DESIGN.md §5 last bullet). Closes it first if open. Blocking (call it
+ * (docs/design.md §5 S6). Closes it first if open. Blocking (call it
  * when a stall of one LMDB commit, unlinks and a directory fsync is
  * acceptable): every meta.lmdb key of the group (hard state, catalogue,
  * snapshot, amnesia) is removed in one synced transaction, then the segment
@@ -263,13 +263,12 @@ int store_group_delete(struct store *s, const struct store_group_id *id,
                        char *errmsg);
 
 /* A closed group recorded amnesiac (rule 3) whose log continues no valid
- * snapshot (DESIGN §5: it can only be restored by InstallSnapshot): move
- * its segment files to <data>/quarantine/<group hex>-<name> and forget
- * its catalogue and snapshot pair in one synced LMDB transaction first,
- * so the next store_group_open finds an empty log from index 1. Hard
- * state, amnesia record and recover wait are kept. Never deletes.
- * Blocking. KEEL_EEXIST (the group is open), KEEL_EINVAL (not recorded
- * amnesiac), KEEL_ELIMIT, directory errors. */
+ * snapshot (docs/design.md §5 S4: it can only be restored by InstallSnapshot):
+ * move its segment files to <data>/quarantine/<group hex>-<name> and forget its
+ * catalogue and snapshot pair in one synced LMDB transaction first, so the next
+ * store_group_open finds an empty log from index 1. Hard state, amnesia record
+ * and recover wait are kept. Never deletes. Blocking. KEEL_EEXIST (the group is
+ * open), KEEL_EINVAL (not recorded amnesiac), KEEL_ELIMIT, directory errors. */
 int store_group_quarantine_log(struct store *s, const struct store_group_id *id,
                                char *errmsg);
 
@@ -286,7 +285,7 @@ void store_group_info(struct store_group *g, struct store_group_info *out);
 
 /* Durably save (term, vote) in one synced LMDB transaction on a sync
  * thread; STORE_EV_HARD_STATE follows. Raft must not send any message of
- * the new term before it (DESIGN.md §3). */
+ * the new term before it (docs/design.md §3). */
 KEEL_MUST_USE int store_hard_state_save(struct store_group *g, uint64_t term,
                                         const void *vote, size_t vote_len,
                                         char *errmsg);
@@ -321,11 +320,12 @@ KEEL_MUST_USE int store_faulty_run(struct store_group *g, uint64_t from,
 /* Record a durable snapshot (index, term) (synced, blocking: call from a
  * worker thread or while the group is quiet). The previous newest becomes
  * the older kept snapshot. KEEL_EAGAIN if index is above the persisted
- * index (DESIGN.md §5: a snapshot at X only after entries <= X persist). */
+ * index (docs/design.md §5 S1: a snapshot at X only after entries <= X
+ * persist). */
 KEEL_MUST_USE int store_snapshot_record(struct store_group *g, uint64_t index,
                                         uint64_t term, char *errmsg);
 
-/* The snapshots LMDB records for the group (DESIGN.md §5: a snapshot file
+/* The snapshots LMDB records for the group (docs/design.md §5: a snapshot file
  * LMDB does not name does not count): the newest and the older kept one,
  * index 0 when none. Read from LMDB (any thread). A group that never
  * recorded one reads all zeros. KEEL_ECORRUPT when the value fails its
@@ -340,14 +340,14 @@ KEEL_MUST_USE int store_snapshot_get(struct store_group *g,
                                      struct store_snapshot_pair *out,
                                      char *errmsg);
 
-/* Drop whole segments whose records are all <= upto (DESIGN.md §5): only
+/* Drop whole segments whose records are all <= upto (docs/design.md §5): only
  * allowed when upto <= the older of the two kept snapshots (KEEL_EPERM
  * otherwise). Catalogue first, then unlink, then directory fsync, on a sync
  * thread. The caller proved the cut committed. */
 KEEL_MUST_USE int store_drop_prefix(struct store_group *g, uint64_t upto,
                                     char *errmsg);
 
-/* InstallSnapshot log replacement (DESIGN.md §5): the leader's retained
+/* InstallSnapshot log replacement (docs/design.md §5): the leader's retained
  * log [first, X] becomes the group's whole log, with the snapshot at X.
  * Blocking (segment writes and fsyncs on the caller's thread, which must
  * make no other store call for the group meanwhile); the loop thread may
@@ -385,7 +385,7 @@ KEEL_MUST_USE int store_amnesia_enter(struct store_group *g, uint64_t t0,
                                       uint64_t target, char *errmsg);
 KEEL_MUST_USE int store_amnesia_clear(struct store_group *g, char *errmsg);
 
-/* Recover wait (the operator override, DESIGN §3 rule 4), recorded
+/* Recover wait (the operator override, docs/design.md §4.7 R4), recorded
  * synced: the override's term, or 0 to clear it. get: 0, KEEL_ENOENT
  * (none) or KEEL_ECORRUPT. */
 KEEL_MUST_USE int store_recover_wait_set(struct store_group *g, uint64_t term,
@@ -443,7 +443,7 @@ void store_debug_step(struct store *s);
 /* Tests: the process dies now: sync threads write nothing more (files or
  * LMDB); close with store_close(s, false). */
 void store_debug_kill(struct store *s);
-/* Disable truncation zeroing (the TRACES.md scanner test builds the
+/* Disable truncation zeroing (the docs/design.md §4.4 scanner test builds the
  * unzeroed file this way). Never in production. */
 void store_debug_no_zeroing(struct store *s, bool on);
 /* Segment file path of the segment holding index (tests). */

@@ -1,4 +1,4 @@
-/* The sync thread pool (DESIGN.md §4 Writes): one sync at a time per group,
+/* The sync thread pool (docs/design.md §4.2): one sync at a time per group,
  * a small pool for all groups. A thread takes every pending op of a group
  * (writes arriving meanwhile form the next batch), writes each batch and its
  * sync marker in one pwritev at the tail, fdatasyncs, and reports

@@ -131,7 +131,7 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 /* ---- server: JetStream streams (srv_js, srv_stream) ---- */
 #define SRV_STREAM_MSGS_MAX (64u * 1024 * 1024) /* seqs one stream tracks */
 #define SRV_STREAM_SCAN_MAX 4096 /* seqs one srv_stream_next_seq visits */
-/* A stream leader proposes a retention cut (DESIGN §5) once this many
+/* A stream leader proposes a retention cut (docs/design.md §5) once this many
  * log entries below its first live message are not covered by one. */
 #define SRV_STREAM_CUT_ENTRIES_MIN 1024
 #define SRV_JS_STREAMS_MAX 1024  /* streams per node */
@@ -321,7 +321,7 @@ _Static_assert(2 * RAFT_SERVERS_MAX <= RAFT_OUT_MSGS_MAX,
 _Static_assert(RAFT_PROPOSE_ENTRIES_MAX < REPLICA_SEND_CACHE_ENTRIES,
                "a proposal step never evicts its own entries");
 #define REPLICA_STEP_LOOPS_MAX 1024 /* apply/step rounds per drive */
-/* Snapshots (DESIGN §5): a group snapshots its state machine once this
+/* Snapshots (docs/design.md §5): a group snapshots its state machine once this
  * many entries, or entry bytes, were applied since its last snapshot
  * (replica_options may lower them: tests). */
 #define REPLICA_SNAP_ENTRIES_DEFAULT (64u * 1024)

@@ -34,7 +34,7 @@ export const VOLATILE = new Set([
 ]);
 
 // Fields keeld adds that nats-server 2.9.10 does not send, removed from
-// keeld's side only. Keel speaks the 2.10 API (PROTOCOL.md §1.2): clients
+// keeld's side only. Keel speaks the 2.10 API (docs/protocol.md §1.2): clients
 // read these when present and ignore them when absent.
 export const KEEL_EXTRA = {
   consumer_limits: '2.10 stream config field',

@@ -1,4 +1,4 @@
-/* keel-faults: the Jepsen-style fault suite (issue 8, shared/FAULTS.md
+/* keel-faults: the Jepsen-style fault suite (issue 8, docs/faults.md
  * "How a run is checked"). Publishers write unique values p<k>-<n> with
  * acks and record each attempt as ok / fail / indeterminate; a consumer
  * reads concurrently; a nemesis injures the node(s) meanwhile; then every

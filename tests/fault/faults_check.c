@@ -1,4 +1,4 @@
-/* The checker of keel-faults (shared/FAULTS.md "How a run is checked"):
+/* The checker of keel-faults (docs/faults.md "How a run is checked"):
  * every node's data directory is dumped with `keel store dump` after a
  * clean stop, and compared with the acked attempts and the final read.
  *   lost         acked, not served, and not explained by damage the node
@@ -260,7 +260,7 @@ static uint64_t *positions(const struct f_view *v, uint64_t *dup)
 
 /* Is the acked value in slot s explained by damage the nodes flag? Only
  * under F_EXPECT_FLAGGED, and only at or after a node's first flagged
- * index (an intact record before it must still be served, DESIGN.md §4
+ * index (an intact record before it must still be served, docs/design.md §4
  * rule 5), or destroyed outright by an injury. */
 static bool explained(const struct f_run_ctx *c, uint32_t s,
                       const struct f_view *nodes, uint64_t *const *npos, int n)

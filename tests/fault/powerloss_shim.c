@@ -15,7 +15,7 @@
  *
  * $KEEL_PL_BOOT_ID, when set, replaces /proc/sys/kernel/random/boot_id for
  * the process: after a modelled power loss the tool writes a new id there,
- * as an OS crash does (DESIGN.md §4 rule 4).
+ * as an OS crash does (docs/design.md §4.7 R4).
  *
  * A test helper, not part of keeld. Record layout (little-endian):
  *   'W' path off len old_size n_old old[n_old]   before a write

@@ -6,7 +6,7 @@
  * scanner's "term <= hard-state term" check, and the whole log is zeroed
  * as a torn tail: every acked message deleted, nothing quarantined, no
  * warning (keel-faults --nemesis meta --seed 1796084248). This test takes
- * the key away on purpose (stream group only) and asserts DESIGN.md §4:
+ * the key away on purpose (stream group only) and asserts docs/design.md §4:
  * never delete — every acked value is still on disk after the restart.
  * Expected to fail until the store treats a missing hard state of a group
  * that has catalogued segments as unreadable (rule 3). */

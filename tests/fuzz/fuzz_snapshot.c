@@ -1,7 +1,7 @@
-/* Fuzz the snapshot loader's validation (DESIGN.md §5, snapshot/FORMAT.md):
- * header decode and whole-image validation must never crash, assert or
- * read out of bounds on any bytes, and a validated image must re-encode to
- * the same header.
+/* Fuzz the snapshot loader's validation (docs/design.md §5,
+ * snapshot/FORMAT.md): header decode and whole-image validation must never
+ * crash, assert or read out of bounds on any bytes, and a validated image must
+ * re-encode to the same header.
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -3,8 +3,8 @@
  * is in a bridge (the root namespace has 10.<a>.<b>.254 on it, so the test's
  * clients reach every node). Every node listens for cluster links on the
  * fixed port H_NETNS_CLUSTER_PORT of its own address and gets the same full
- * --routes seed list (DESIGN §3 bootstrap needs the full list); client and
- * monitoring ports are kernel-chosen and read from the ports file.
+ * --routes seed list (docs/design.md §7 bootstrap needs the full list); client
+ * and monitoring ports are kernel-chosen and read from the ports file.
  *
  * <a>.<b> and every name carry the test process's pid, so test processes
  * running at once do not collide, and h_netns_reap_stale() removes what a

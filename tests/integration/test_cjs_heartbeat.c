@@ -1,6 +1,6 @@
-/* Heartbeat coalescing (DESIGN §3: the cluster link batches the heartbeats
- * of all groups between two nodes into one frame per tick, each group
- * keeping its own term, commit and response). Three keelds in network
+/* Heartbeat coalescing (docs/design.md §3: the cluster link batches the
+ * heartbeats of all groups between two nodes into one frame per tick, each
+ * group keeping its own term, commit and response). Three keelds in network
  * namespaces (netns.c) with 20 R3 streams, so 21 Raft groups (with the
  * meta group) span every pair of nodes. Idle, each link carries a few
  * frames per heartbeat tick (one batch of heartbeats and one of responses

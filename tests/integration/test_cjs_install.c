@@ -1,5 +1,5 @@
-/* InstallSnapshot between nodes (DESIGN §5, issues 7-8) with real keelds
- * in network namespaces: an R3 stream with small segments, a low
+/* InstallSnapshot between nodes (docs/design.md §5, issues 7-8) with real
+ * keelds in network namespaces: an R3 stream with small segments, a low
  * --snapshot_entries and a max_msgs limit (so the leader proposes
  * retention cuts and drops whole segments). A follower is stopped, the
  * leader publishes until its log starts past everything the follower
@@ -642,7 +642,7 @@ a_follower_whose_log_continues_no_valid_snapshot_heals_by_install_snapshot(
     disconnect(follower);
     assert_int_equal(h_netns_node_stop(&net, follower), 0);
     /* Its log starts past index 1: without a valid snapshot it cannot
-     * rebuild the state (DESIGN §5). */
+     * rebuild the state (docs/design.md §5). */
     assert_true(log_start(follower) > 1);
     assert_true(damage_stream_snapshots(follower) >= 2);
     int qlog = quarantined_files(follower, ".blk");

@@ -1,6 +1,6 @@
 /* The JetStream meta group and stream placement across three real keelds
- * in network namespaces (netns.c; issue 7, DESIGN §3): the meta group is
- * bootstrapped once from the full seed list and every node learns its
+ * in network namespaces (netns.c; issue 7, docs/design.md §3): the meta group
+ * is bootstrapped once from the full seed list and every node learns its
  * leader; a stream created through one node is known on every node with
  * one leader; more replicas than meta voters is refused (10023); R1
  * streams are placed on the least-loaded nodes (ties by name); a publish

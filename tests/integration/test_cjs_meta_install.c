@@ -1,11 +1,11 @@
 /* A node that was down while the meta group compacted its log catches up
- * through a meta snapshot from the leader (DESIGN §5), with real keelds
+ * through a meta snapshot from the leader (docs/design.md §5), with real keelds
  * in network namespaces and --snapshot_entries 4 (the meta group snapshots
  * every four entries and compacts past what the stopped node holds).
  * While it is down: a stream is deleted, another gains a subject. After
  * its restart the node must (a) close the deleted stream without deleting
- * its files: the group directory goes to quarantine/orphans/ (DESIGN §5),
- * (b) take the new subject: a publish to it through this node is stored,
+ * its files: the group directory goes to quarantine/orphans/ (docs/design.md
+ * §5), (b) take the new subject: a publish to it through this node is stored,
  * (c) be healthy. Before the meta install reconciled, the deleted stream
  * stayed open on that node for ever (its files never reported) and the
  * update never reached it (the publish found no responders): both checks

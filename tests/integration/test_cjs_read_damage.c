@@ -1,4 +1,4 @@
-/* A record damaged under a running stream leader (DESIGN §4 rule 5: reads
+/* A record damaged under a running stream leader (docs/design.md §4.7 R5: reads
  * verify; a bad record becomes faulty and is repaired; rule 1: a leader
  * that finds damage in its own log hands over leadership), seen through a
  * durable pull consumer of an R3 stream, with real keelds in network

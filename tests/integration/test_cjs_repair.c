@@ -1,4 +1,4 @@
-/* Repair from peers (DESIGN §4 recovery rule 1, issue 8): a follower of an
+/* Repair from peers (docs/design.md §4.7 R1, issue 8): a follower of an
  * R3 stream whose `.blk` file has one flipped byte inside an acked record
  * opens anyway, reports the group faulty (/healthz 503), gets an intact
  * copy of the record from the leader, verifies it against its own hash

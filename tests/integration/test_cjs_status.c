@@ -307,7 +307,7 @@ static void a_follower_repair_is_counted_and_status_turns_ok(void **state)
 
 /* A group directory no stream of the meta state names, planted on a
  * stopped follower: once the restarted node's meta state is complete it
- * moves to quarantine/orphans/ (DESIGN §5: never deleted), the node
+ * moves to quarantine/orphans/ (docs/design.md §5: never deleted), the node
  * reports it, and only the operator's rm removes it. Before clustered
  * nodes ran the check, such a directory (a stream deleted while the node
  * was down, its delete only in a meta snapshot) stayed unreported. */

@@ -1,4 +1,4 @@
-/* Clustered JetStream through every node (issue 7, DESIGN §6 routing) with
+/* Clustered JetStream through every node (issue 7, docs/design.md §6 A3) with
  * real keelds in network namespaces (netns.c) and libnats: an R3 stream
  * created through one node takes publishes through every node and reads
  * back in order on every node; stream info agrees on every node; each API
@@ -251,7 +251,7 @@ static void a_leader_step_down_hands_the_stream_to_another_node(void **state)
 {
     (void)state;
     step_down("$JS.API.STREAM.LEADER.STEPDOWN." STREAM);
-    /* A consumer step-down moves its stream's group (DESIGN §3). */
+    /* A consumer step-down moves its stream's group (docs/design.md §3). */
     step_down("$JS.API.CONSUMER.LEADER.STEPDOWN." STREAM ".PC");
     int leader = leader_index(0);
     json_t *o =

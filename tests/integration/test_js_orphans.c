@@ -1,5 +1,5 @@
 /* keel cluster orphans ls|restore|rm and keel cluster status on one keeld
- * (DESIGN §5: data the metadata does not name goes to
+ * (docs/design.md §5: data the metadata does not name goes to
  * quarantine/orphans/ and only an operator command removes or restores
  * it): a group directory no stream names is quarantined at start, listed
  * with its size, restored to groups/ byte for byte (and quarantined again

@@ -1,4 +1,4 @@
-/* Stream snapshots and log compaction through a real keeld (DESIGN §5):
+/* Stream snapshots and log compaction through a real keeld (docs/design.md §5):
  * with small segments and a small snapshot interval, a stream with
  * max_msgs keeps its log bounded (a committed cut drops whole segments,
  * never past the older snapshot), and a restart restores the stream and a
@@ -328,7 +328,8 @@ static void the_meta_state_restarts_from_its_snapshot(void **state)
     assert_true(snaps >= 1);
 }
 
-/* DESIGN §5: data the meta state does not name is moved, never deleted. */
+/* docs/design.md §5: data the meta state does not name is moved, never deleted.
+ */
 static void a_group_the_meta_state_does_not_name_goes_to_orphans(void **state)
 {
     struct fixture *f = *state;

@@ -426,7 +426,7 @@ static void expect_fsync(struct fixture *f, const char *op, const char *name,
     free(got);
 }
 
-/* DESIGN §4: keeld's --fsync is the default for new streams (finding
+/* docs/design.md §4: keeld's --fsync is the default for new streams (finding
  * F4: it used to be ignored, every stream without keel_fsync got group).
  * The policy is recorded in the stream's config, so an UPDATE without the
  * field and a restart under another --fsync keep it. */

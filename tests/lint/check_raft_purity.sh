@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Raft purity lint: the core is a pure state machine (DESIGN.md §3), so its
+# Raft purity lint: the core is a pure state machine (docs/design.md §3), so its
 # objects may reference only memory and allocation functions and the
 # sanitizer runtimes. The codec object may also call msgpack-c. The shared
 # ASSERT (include/keel/assert.h, always on) prints to stderr and aborts on a

@@ -1,8 +1,8 @@
 /* The simulated disk under storage faults, as the store's open sees it
- * (DESIGN §4 rules 1-2): sync markers, power loss with reordered writeback
- * (a marker can reach the disk while a record below it does not), bit flips
- * in markers. Records are whole (the store's checksums turn a partly written
- * or zero-filled record into a damaged one: `bad`, content kept so the
+ * (docs/design.md §4.7 R1-R2): sync markers, power loss with reordered
+ * writeback (a marker can reach the disk while a record below it does not), bit
+ * flips in markers. Records are whole (the store's checksums turn a partly
+ * written or zero-filled record into a damaged one: `bad`, content kept so the
  * simulator can verify repairs against it). */
 #include "keel/assert.h"
 #include "sim.h"

@@ -1,4 +1,4 @@
-/* The invariants of DESIGN §3 and STYLE (Election Safety, Log Matching,
+/* The invariants of docs/design.md §3 and STYLE (Election Safety, Log Matching,
  * Leader Completeness, State Machine Safety, no committed entry lost or
  * changed, durable majority at commit, linearizable read-index). Each is
  * checked incrementally, where the step that could break it happens. */

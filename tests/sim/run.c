@@ -437,7 +437,7 @@ static void heal(struct sim *s)
     }
 }
 
-/* TRACES, membership rule 1: e commits on {A, C} while B is cut off; C's
+/* docs/design.md §3.2 M1: e commits on {A, C} while B is cut off; C's
  * disk is replaced (same node id, new incarnation) and it rejoins; A fails
  * while C is catching up. C must not vote (it would elect B, lacking e). */
 static void script_wipe_vote(struct sim *s)

@@ -1,4 +1,4 @@
-/* Scripted storage-fault traces (DESIGN §4 rules 1 and 3): each puts the
+/* Scripted storage-fault traces (docs/design.md §4.7 R1 and R3): each puts the
  * cluster into the one state where a rule matters, with seeded timing, so
  * the simulator catches the mutation that breaks that rule on an early seed
  * and the unmutated core passes. Random faults reach these states too

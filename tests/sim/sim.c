@@ -697,7 +697,7 @@ void sim_node_step(struct sim *s, uint32_t i, struct raft_in *in)
 /* ---- node lifecycle ---- */
 
 /* Open the data directory: the scanner keeps records up to the first one
- * whose term exceeds the hard-state term (DESIGN §4 scanner acceptance). */
+ * whose term exceeds the hard-state term (docs/design.md §4.4). */
 void sim_node_boot(struct sim *s, uint32_t i)
 {
     struct sim_node *n = &s->nodes[i];
@@ -912,7 +912,7 @@ void sim_install(struct sim *s, uint32_t i, uint64_t gen)
     }
 }
 
-/* Compact the core's log at what is applied and persisted (DESIGN §5: a
+/* Compact the core's log at what is applied and persisted (docs/design.md §5: a
  * snapshot at X only after entries <= X are persisted locally). */
 void sim_take_snapshot(struct sim *s, uint32_t i)
 {

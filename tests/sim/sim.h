@@ -1,6 +1,6 @@
 /* Deterministic Raft simulation: N nodes running the real core against a
- * simulated network and a model of the store's durability (DESIGN §3, §7).
- * One seed fixes everything; a failing seed reproduces exactly. */
+ * simulated network and a model of the store's durability (docs/design.md
+ * §3.4). One seed fixes everything; a failing seed reproduces exactly. */
 #ifndef KEEL_SIM_H
 #define KEEL_SIM_H
 
@@ -96,7 +96,7 @@ struct sim_node {
     uint64_t *lost;
     uint64_t lost_from;
     uint64_t lost_to;
-    /* Sync markers (DESIGN §4 rule 2): the newest one on disk names the
+    /* Sync markers (docs/design.md §4.7 R2): the newest one on disk names the
      * last record of the last completed sync (marker_bad: its bytes are
      * damaged, the one before it, marker_prev, is M then). */
     uint64_t marker;
@@ -141,7 +141,7 @@ struct sim_params {
     bool quiet;
     bool bench;          /* instant network and disk, no faults */
     uint32_t scenario;   /* 0: random faults; else a scripted trace */
-    bool storage_faults; /* bit flips in records (DESIGN §4 rule 1) */
+    bool storage_faults; /* bit flips in records (docs/design.md §4.7 R1) */
 };
 
 struct sim_created {
@@ -229,9 +229,10 @@ enum sim_ev_type {
 
 enum sim_scenario {
     SIM_SCENARIO_NONE = 0,
-    SIM_SCENARIO_WIPE_VOTE = 1, /* TRACES §3 membership rule 1 */
-    SIM_SCENARIO_FIGURE8 = 2,   /* Raft Figure 8, DESIGN §2 commit rule */
-    /* DESIGN §4 rule 1 and 3 traces (scenario.c). */
+    SIM_SCENARIO_WIPE_VOTE = 1, /* docs/design.md §3.2 M1 */
+    SIM_SCENARIO_FIGURE8 =
+        2, /* Raft Figure 8, docs/design.md §3.1 D5 commit rule */
+    /* docs/design.md §4.7 R1 and R3 traces (scenario.c). */
     SIM_SCENARIO_FAULTY_NONE = 3,    /* two faulty at a committed index */
     SIM_SCENARIO_DISCARD_RACE = 4,   /* a discard round vs a live leader */
     SIM_SCENARIO_AMNESIA_COMMIT = 5, /* amnesia with acks in flight */
@@ -273,7 +274,7 @@ void sim_flip(struct sim *s, uint32_t i);
 /* Flip bits in record k of node i (synced, on disk and in the cache). */
 void sim_flip_at(struct sim *s, uint32_t i, uint64_t k);
 
-/* disk.c: the store's view of a disk after faults (DESIGN §4 rule 2). */
+/* disk.c: the store's view of a disk after faults (docs/design.md §4.7 R2). */
 /* A sync completed: its marker names the last record it covered. */
 void sim_disk_marker(struct sim_node *n, uint64_t index);
 /* Power loss with reordered writeback: every write of the batch under sync

@@ -6,7 +6,7 @@
  * fsync_dir of their directory. A power loss keeps durable state plus,
  * depending on the cut, a prefix of the last unsynced write (torn write:
  * only the bytes that write covered, so bytes it rewrote with their old value
- * stay old, DESIGN.md §4 assumption) or a random subset of dirty 4 KiB pages
+ * stay old, docs/design.md §4) or a random subset of dirty 4 KiB pages
  * (writeback reordering). All randomness comes from the seed.
  */
 #include <pthread.h>

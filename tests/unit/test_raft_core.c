@@ -1,5 +1,5 @@
 /* Unit tests of the Raft core driven by hand: elections, the durability
- * contract, commitment, membership rules and read-index (DESIGN §3). */
+ * contract, commitment, membership rules and read-index (docs/design.md §3). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -525,7 +525,7 @@ static void read_index_waits_for_a_heartbeat_round_of_this_term(void **state)
     assert_int_equal(f->out.reads[0].index, 2);
 }
 
-/* DESIGN §4 rule 3: a node whose hard state was unreadable rejoins with a
+/* docs/design.md §4.7 R3: a node whose hard state was unreadable rejoins with a
  * new incarnation; until the leader replaces the old one (remove, add as
  * learner, promote) its responses count for nothing. */
 static void a_new_incarnation_counts_for_nothing_until_replaced(void **state)

@@ -1,5 +1,5 @@
-/* Unit tests of the Raft core under storage faults (DESIGN §4 recovery
- * rule 1): the match cap, votes with the extent, no campaign, apply stops at
+/* Unit tests of the Raft core under storage faults (docs/design.md
+ * §4.7 R1): the match cap, votes with the extent, no campaign, apply stops at
  * the fault, a faulty leader, repair from the leader, and the discard round. */
 #include <setjmp.h>
 #include <stdarg.h>

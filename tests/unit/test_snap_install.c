@@ -1,4 +1,4 @@
-/* InstallSnapshot (DESIGN.md §5, TRACES §5 "InstallSnapshot"): the leader's
+/* InstallSnapshot (docs/design.md §5 S5): the leader's
  * snapshot and retained log travel in checksummed frames; the follower
  * refuses a damaged frame or transfer, writes the retained log, then the
  * snapshot, then the LMDB record, and keeps matching entries.
@@ -221,7 +221,8 @@ static void matching_entries_are_kept_and_divergent_ones_replaced(void **state)
 }
 
 /* A local log that ends before the leader's retained log starts is
- * replaced as a whole (DESIGN §5: drop our own entries below log_first). */
+ * replaced as a whole (docs/design.md §5 S5: drop our own entries below
+ * log_first). */
 static void a_log_behind_the_leaders_first_index_is_replaced(void **state)
 {
     struct fixture *fx = *state;
@@ -281,8 +282,8 @@ a_divergent_entry_at_the_leaders_first_index_is_replaced(void **state)
     ts_expect(&fx->f.t, 250, 2, 1);
 }
 
-/* Crash at each step of a replacement (DESIGN §5 order: segments synced,
- * snapshot file, then one LMDB transaction): the old state or the new,
+/* Crash at each step of a replacement (docs/design.md §5 order: segments
+ * synced, snapshot file, then one LMDB transaction): the old state or the new,
  * never a mix; LMDB names only synced files. */
 enum replace_crash {
     CRASH_AFTER_SEGMENTS,  /* new segments synced, nothing named */

@@ -1,4 +1,4 @@
-/* Loading at start (DESIGN.md §5, FAULTS.md "corrupted snapshot"): a bad
+/* Loading at start (docs/design.md §5, docs/faults.md): a bad
  * newest snapshot moves to quarantine and the node restores from the older
  * one plus the log, votes with the LMDB extent and does not lead; with
  * neither valid and a log that does not reach back, the node is amnesiac.
@@ -129,7 +129,7 @@ static void the_extent_keeps_the_quarantined_newest(void **state)
     assert_int_equal(f->x.lr.source, SNAP_SOURCE_OLDER);
 }
 
-/* TRACES §5 rebuild: no valid snapshot and a log that does not reach back
+/* docs/design.md §5 S4: no valid snapshot and a log that does not reach back
  * to index 1: amnesia, recorded so a restart keeps it. */
 static void both_bad_after_a_cut_makes_the_node_amnesiac(void **state)
 {

@@ -1,5 +1,5 @@
-/* Orphans (DESIGN.md §5 last bullet, TRACES §5 "No code path deletes stream
- * data because metadata says so"): data metadata says should not exist
+/* Orphans (docs/design.md §5 S6, "No code path deletes
+ * stream data because metadata says so"): data metadata says should not exist
  * moves to quarantine/orphans/ and is listed; nothing is deleted.
  */
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-/* Writing snapshots (DESIGN.md §5): the write order and its crash points,
+/* Writing snapshots (docs/design.md §5): the write order and its crash points,
  * the persisted-entries rule, keeping the two newest, the prefix-drop rule.
  * Each test fails when its rule is removed.
  */
@@ -38,7 +38,8 @@ static void a_written_snapshot_survives_power_loss_and_loads(void **state)
     tsn_expect_body(&f->x.lr, 10, 1000);
 }
 
-/* TRACES §5: a snapshot at X only after entries <= X persist locally. */
+/* docs/design.md §5 S1: a snapshot at X only after entries <= X persist
+ * locally. */
 static void a_snapshot_before_its_entries_persist_is_refused(void **state)
 {
     struct fixture *f = *state;
@@ -151,7 +152,7 @@ static void a_crash_before_the_delete_keeps_both_named(void **state)
     assert_true(tsn_snap_exists(&f->x, 10));
 }
 
-/* TRACES §5 prefix drop: only at or below the older kept snapshot, so a
+/* docs/design.md §5 S2: only at or below the older kept snapshot, so a
  * bad newest restores locally. */
 static void the_prefix_drops_only_up_to_the_older_snapshot(void **state)
 {

@@ -389,8 +389,8 @@ static void a_restarted_peer_replaces_its_stale_link(void **state)
     fake_fd = -1;
 }
 
-/* Batching (DESIGN §3): the messages of 20 groups sent to one node in one
- * loop iteration arrive in one frame, each at its own group's handler, in
+/* Batching (docs/design.md §3): the messages of 20 groups sent to one node in
+ * one loop iteration arrive in one frame, each at its own group's handler, in
  * the order sent; a message too large to batch is framed alone after them
  * (it must not overtake them). */
 #define BATCH_GROUPS 20

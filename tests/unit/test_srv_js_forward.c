@@ -1,8 +1,8 @@
-/* srv_js_fwd_classify: which node answers each JetStream subject (DESIGN
- * §6): the meta leader for INFO and stream create/update/delete/names/
- * list, the stream leader for everything naming one stream (stream info,
- * purge, messages, direct get, step-down, every consumer request, acks,
- * flow control); anything else is answered where it arrives. */
+/* srv_js_fwd_classify: which node answers each JetStream subject
+ * (docs/design.md §6): the meta leader for INFO and stream
+ * create/update/delete/names/ list, the stream leader for everything naming one
+ * stream (stream info, purge, messages, direct get, step-down, every consumer
+ * request, acks, flow control); anything else is answered where it arrives. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

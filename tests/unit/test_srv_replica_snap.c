@@ -1,7 +1,7 @@
-/* The driver's snapshots (DESIGN §5): taken every N applied entries once
- * persisted, restored at open with only the log after them replayed, a
- * bad newest falls back to the older one (quarantined, never deleted), and
- * a committed cut drops the log prefix only up to the older snapshot. */
+/* The driver's snapshots (docs/design.md §5): taken every N applied entries
+ * once persisted, restored at open with only the log after them replayed, a bad
+ * newest falls back to the older one (quarantined, never deleted), and a
+ * committed cut drops the log prefix only up to the older snapshot. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>

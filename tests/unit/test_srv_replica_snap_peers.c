@@ -3,7 +3,7 @@
  * restores from them), compacts its raft core to the older kept snapshot
  * and drops log prefixes under a committed cut; a follower that was down
  * restores its own snapshot and catches up by AppendEntries, or, when the
- * leader compacted past its log, by InstallSnapshot (DESIGN §5). */
+ * leader compacted past its log, by InstallSnapshot (docs/design.md §5). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -336,7 +336,7 @@ static void peers_compact_to_the_older_snapshot(void **state)
     assert_true(si.older_index > 0);
     assert_int_equal(si.cut, ri.applied);
     /* The core compacts to the older kept snapshot, the store drops
-     * whole segments at or below it (never past it, DESIGN §5). */
+     * whole segments at or below it (never past it, docs/design.md §5). */
     assert_int_equal(r->raft.snap_index, si.older_index);
     assert_true(si.first_index > 1);
     assert_true(si.first_index <= si.older_index + 1);

@@ -253,7 +253,7 @@ static void recover_wait_survives_a_crash_until_cleared_or_deleted(void **state)
     assert_int_equal(store_recover_wait_get(f->t.g, &term), KEEL_ENOENT);
 }
 
-/* DESIGN §5: LMDB first (one synced txn), then unlink, then directory
+/* docs/design.md §5: LMDB first (one synced txn), then unlink, then directory
  * fsync. A crash after any step opens as the whole group or as an empty
  * group whose leftover files are quarantined — never as a group with a
  * lost range (which an unlink before the LMDB transaction would give). */

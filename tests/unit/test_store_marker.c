@@ -4,7 +4,7 @@
  * sync, so damage before it is faulty (repaired from a peer, never dropped).
  * A marker a power loss left half-written is a torn tail, whatever part of
  * it survived: a node of one, with no peer to repair from, must not stall
- * on a record that was never acknowledged (DESIGN §4 rule 5 would keep it
+ * on a record that was never acknowledged (docs/design.md §4.7 R5 would keep it
  * read-only until an operator acts).
  */
 #include <setjmp.h>

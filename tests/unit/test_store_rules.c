@@ -1,5 +1,5 @@
-/* One test per store rule of DESIGN.md §4/§5 named in TRACES.md. Each fails
- * when its rule is removed.
+/* One test per store rule of docs/design.md §4 and §5 (each with its trace
+ * there). Each fails when its rule is removed.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -44,7 +44,7 @@ static int teardown(void **state)
     return 0;
 }
 
-/* TRACES §4 Conflict truncation: truncate at 6, append shorter 6'-7',
+/* docs/design.md §4.3: truncate at 6, append shorter 6'-7',
  * sync: every byte after 7' (and its marker) to the old end is zero. */
 static void conflict_truncation_zeroes_to_the_old_end(void **state)
 {
@@ -98,7 +98,7 @@ static void stale_records_are_never_readopted_after_a_crash(void **state)
     ts_expect(&f->t, 5, 2, 1);
 }
 
-/* TRACES §4 Scanner acceptance: step 3's file with zeroing off (old tail
+/* docs/design.md §4.4: step 3's file with zeroing off (old tail
  * left in place), in both term orders: the log ends at 7'. */
 static void scan_ends_at_the_shorter_tail_in_both_term_orders(void **state)
 {
@@ -135,7 +135,7 @@ static void scan_ends_at_the_shorter_tail_in_both_term_orders(void **state)
     }
 }
 
-/* TRACES §4 I/O errors: one failed fdatasync aborts the process and
+/* docs/design.md §4.5: one failed fdatasync aborts the process and
  * nothing is reported persisted. */
 static void failed_fdatasync_aborts_with_nothing_persisted(void **state)
 {
@@ -167,7 +167,7 @@ static void failed_fdatasync_aborts_with_nothing_persisted(void **state)
     ts_open(&f->t);
 }
 
-/* TRACES §4 rule 2 (a): the marker is written before the fdatasync, so a
+/* docs/design.md §4.7 R2 (a): the marker is written before the fdatasync, so a
  * flip in the last synced record is faulty, not torn: extent (t5, 100). */
 static void marker_keeps_a_flipped_last_record_faulty(void **state)
 {
@@ -233,7 +233,7 @@ static void repair_of_a_record_between_markers_lands_in_place(void **state)
     }
 }
 
-/* TRACES §4 rule 2 (b) and Repair: the marker names the highest index,
+/* docs/design.md §4.7 R2 (b) and Repair: the marker names the highest index,
  * repair appends none; a stale candidate fails the chain, the true copy is
  * written; a later flip at 900 is still faulty: extent (t5, 1000). */
 static void repair_verifies_by_chain_and_marker_names_the_highest(void **state)
@@ -275,7 +275,7 @@ static void repair_verifies_by_chain_and_marker_names_the_highest(void **state)
     ts_expect(&f->t, 1000, 5, 1);
 }
 
-/* TRACES §4 rule 5: a flipped payload byte fails the read, the index
+/* docs/design.md §4.7 R5: a flipped payload byte fails the read, the index
  * becomes faulty, nothing is truncated. */
 static void reads_verify_and_never_truncate(void **state)
 {
@@ -298,7 +298,7 @@ static void reads_verify_and_never_truncate(void **state)
     ts_expect(&f->t, 50, 5, 1);
 }
 
-/* TRACES §4 Segments: a power cut dropping every unsynced directory entry
+/* docs/design.md §4.1: a power cut dropping every unsynced directory entry
  * keeps every acked record (new segments are fsynced into their dir). */
 static void directory_entry_cut_keeps_every_acked_record(void **state)
 {

@@ -1,5 +1,5 @@
 /* store_snapshot_get: the (index, term) pairs LMDB records for a group
- * (DESIGN.md §5), across records, refusals, reopen and a bad value. */
+ * (docs/design.md §5), across records, refusals, reopen and a bad value. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Lint: code cites the design documents that are in the repository.
+
+Comments and strings in code may cite docs/design.md and docs/protocol.md
+by section (docs/design.md §4.7 R3, docs/protocol.md §2.8) and decision
+records by number (docs/decisions/0013). This fails on a citation of a
+document that is not in the repository (DESIGN.md, PROTOCOL.md, TRACES,
+FAULTS.md, shared/..., README design notes), and on a section, rule or
+decision that the cited document does not have.
+"""
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SELF = os.path.relpath(os.path.abspath(__file__), ROOT)
+CODE = re.compile(r"(\.(c|h|sh|py|mjs|js|build)|/(dev|cluster|faults|"
+                  r"faults-powerloss|rolling-restart|bench-vs-nats))$")
+SKIP = ("tests/js/node_modules/", "tests/fuzz/corpus/")
+
+# Documents that are not in the repository, however spelled.
+GONE = [
+    (re.compile(r"\bDESIGN(\.md)?\s*§|\bDESIGN\.md"), "DESIGN.md"),
+    (re.compile(r"\bPROTOCOL(\.md)?\s*§|\bPROTOCOL\.md"), "PROTOCOL.md"),
+    (re.compile(r"\bTRACES\b"), "TRACES.md"),
+    (re.compile(r"\bFAULTS\.md|\bSTYLE\.md"), "FAULTS.md/STYLE.md"),
+    (re.compile(r"\bshared/[A-Za-z]"), "shared/"),
+    (re.compile(r"\bdesign notes? \d"), "README design notes"),
+]
+CITE = re.compile(r"docs/(design|protocol)\.md\s+§\s*(\d+(?:\.\d+)?)"
+                  r"(?:\s*[-–]\s*(\d+(?:\.\d+)?))?"
+                  r"(?:\s*,?\s+([DMRSA]\d)(?:\s*[-–]\s*([DMRSA]\d))?)?")
+DECISION = re.compile(r"docs/decisions/(\d{4})")
+# A line break inside a comment: newline, indent, comment leader.
+JOIN = re.compile(r"\s*\n\s*(?:\*(?!/)|#|//)?\s*")
+
+
+def files():
+    try:
+        out = subprocess.run(["git", "ls-files"], cwd=ROOT, check=True,
+                             capture_output=True, text=True).stdout
+        names = out.split()
+    except (OSError, subprocess.CalledProcessError):
+        names = []
+        for d, _, fs in os.walk(ROOT):
+            for f in fs:
+                names.append(os.path.relpath(os.path.join(d, f), ROOT))
+    for n in sorted(names):
+        if CODE.search(n) and n != SELF and not n.startswith(SKIP):
+            yield n
+
+
+def doc_index(name):
+    """Sections ("4.7", "4") and rule ids ("R3") of docs/<name>.md."""
+    path = os.path.join(ROOT, "docs", name + ".md")
+    secs, rules = set(), set()
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            m = re.match(r"#{2,4} (\d+(?:\.\d+)?)\.? ", line)
+            if m:
+                secs.add(m.group(1))
+            for r in re.findall(r"\*\*([DMRSA]\d)\. ", line):
+                rules.add(r)
+    return secs, rules
+
+
+def main():
+    docs = {n: doc_index(n) for n in ("design", "protocol")}
+    decided = {f[:4] for f in os.listdir(os.path.join(ROOT, "docs",
+                                                      "decisions"))}
+    bad = []
+    for n in files():
+        path = os.path.join(ROOT, n)
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for rx, what in GONE:
+            for m in rx.finditer(text):
+                line = text.count("\n", 0, m.start()) + 1
+                bad.append(f"{n}:{line}: cites {what}, which is not in the "
+                           f"repository: cite docs/design.md or "
+                           f"docs/protocol.md by section")
+        flat = JOIN.sub(" ", text)
+        for m in CITE.finditer(flat):
+            secs, rules = docs[m.group(1)]
+            for s in (m.group(2), m.group(3)):
+                if s is not None and s not in secs:
+                    bad.append(f"{n}: docs/{m.group(1)}.md has no §{s} "
+                               f"(cited as \"{m.group(0)}\")")
+            for r in (m.group(4), m.group(5)):
+                if r is not None and r not in rules:
+                    bad.append(f"{n}: docs/{m.group(1)}.md has no rule {r} "
+                               f"(cited as \"{m.group(0)}\")")
+        for m in DECISION.finditer(flat):
+            if m.group(1) not in decided:
+                bad.append(f"{n}: no docs/decisions/{m.group(1)}-*.md")
+    for b in bad:
+        print(b)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
