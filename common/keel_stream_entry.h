@@ -1,6 +1,6 @@
 /* keel_stream_entry: the stream group's entry codec. An entry payload is a
  * kind byte followed by one msgpack array whose shape the kind fixes
- * (DESIGN §6). The decoder is strict: exact array length, exact types,
+ * (docs/design.md §6). The decoder is strict: exact array length, exact types,
  * lengths within the payload, no trailing bytes; it never reads past the
  * buffer and never asserts on input (it is fuzzed: fuzz_stream_entry).
  * Decoded strings and byte fields point into the payload. Pure. */

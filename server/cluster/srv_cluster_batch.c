@@ -1,6 +1,6 @@
-/* Group frame batching (DESIGN §3: "the cluster link multiplexes groups,
- * batching the heartbeats of all groups between two nodes into one frame
- * per tick, each group keeping its own term, commit and response").
+/* Group frame batching (docs/design.md §3: "the cluster link multiplexes
+ * groups, batching the heartbeats of all groups between two nodes into one
+ * frame per tick, each group keeping its own term, commit and response").
  *
  * srv_cluster_send queues a small Raft message (up to
  * SRV_CLUSTER_BATCH_ITEM_BYTES_MAX: heartbeats, responses, votes, small

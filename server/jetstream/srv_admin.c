@@ -858,7 +858,7 @@ static void move_off_removed(struct srv_js *js)
     }
 }
 
-/* The stream leader carries out its placement (DESIGN §3 rule 5): a
+/* The stream leader carries out its placement (docs/design.md §3.2 M5): a
  * placed node missing from the group is added as a learner, a caught-up
  * learner promoted, and a voter no longer placed removed once every
  * placed node votes (the leader hands over first). One change a tick. */

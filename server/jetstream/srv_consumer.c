@@ -335,7 +335,7 @@ static json_t *pos_json(struct srv_csm_pos p, int64_t last_active_ns)
     return o;
 }
 
-/* The consumer info object (PROTOCOL §2.6), or NULL without memory. */
+/* The consumer info object (docs/protocol.md §2.6), or NULL without memory. */
 static json_t *info_json(struct srv_cstream *cs, struct srv_csm *c,
                          const char *type)
 {

@@ -2,7 +2,7 @@
  * stream engine (srv_js, srv_stream): the $JS.API.CONSUMER.* handlers,
  * the pull waiting lists, push delivery with flow control and idle
  * heartbeats, acks batched into one entry per consumer per loop iteration
- * (DESIGN §6), ack_wait redelivery timers, and ephemeral reaping.
+ * (docs/design.md §6), ack_wait redelivery timers, and ephemeral reaping.
  *
  * The replicated state is srv_consumer_sm's (struct srv_csm_set in the
  * stream's consumer slot); everything here is the leader's and is rebuilt
@@ -33,7 +33,7 @@ void srv_consumer_detach(struct srv_js *js);
 
 /* ---- internal: shared by srv_consumer.c and srv_consumer_deliver.c ---- */
 
-/* One waiting pull request (PROTOCOL §2.8). */
+/* One waiting pull request (docs/protocol.md §2.8). */
 struct srv_cpull {
     char *reply;
     int64_t batch;        /* messages still wanted */
@@ -96,7 +96,7 @@ struct srv_cengine {
 struct srv_cengine *srv_cengine_get(void);
 struct srv_cstream *srv_cstream_of(struct srv_stream *st);
 /* srv_consumer_ops.snapshot / .restore (srv_consumer_snap.c): the stream's
- * consumer set in a stream snapshot (DESIGN §5). */
+ * consumer set in a stream snapshot (docs/design.md §5). */
 int srv_consumer_snap_encode(const struct srv_stream *st, uint8_t **out,
                              size_t *len);
 int srv_consumer_snap_restore(struct srv_stream *st, const uint8_t *buf,

@@ -1,4 +1,4 @@
-/* srv_consumer_cfg: JetStream consumer config (PROTOCOL.md §2.6) parsed
+/* srv_consumer_cfg: JetStream consumer config (docs/protocol.md §2.6) parsed
  * from JSON with every default filled, validated, encoded back with the
  * optional fields absent when empty (a pull consumer has NO deliver_subject
  * key: clients treat any value there as push), and the rules for what a

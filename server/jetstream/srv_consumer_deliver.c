@@ -1,7 +1,7 @@
 /* srv_consumer_deliver: the leader's delivery side of consumers — pull
- * requests (PROTOCOL §2.8) with their 404/408/409/100 statuses, push
+ * requests (docs/protocol.md §2.8) with their 404/408/409/100 statuses, push
  * delivery with flow control and idle heartbeats (§2.9), acks (§2.7)
- * batched into one entry per consumer per loop iteration (DESIGN §6),
+ * batched into one entry per consumer per loop iteration (docs/design.md §6),
  * ack_wait redelivery and ephemeral reaping. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -520,7 +520,7 @@ static void flush_acks(struct srv_cengine *e, struct srv_cstream *cs,
         rv = srv_stream_propose(cs->st, SRV_CSM_KIND_ACKS, p, len, ctx, NULL);
     }
     if (rv != 0) {
-        /* Lost acks mean redelivery, never loss (DESIGN §6). */
+        /* Lost acks mean redelivery, never loss (docs/design.md §6). */
         struct srv_cwait *w = srv_cwait_take(e, ctx);
         if (w != NULL) {
             free(w->reply);

@@ -1,5 +1,5 @@
-/* srv_consumer_sm: the deterministic consumer state machine (DESIGN §6)
- * and the consumer pieces of PROTOCOL.md §2.7: the $JS.ACK reply subject
+/* srv_consumer_sm: the deterministic consumer state machine (docs/design.md §6)
+ * and the consumer pieces of docs/protocol.md §2.7: the $JS.ACK reply subject
  * (v1) built and parsed, the ack body (+ACK, -NAK [delay], +WPI, +TERM,
  * +NXT) parsed, the consumer entries (create, delete, ack batch) encoded,
  * decoded and applied, the leader's pending (delivered, unacked) set, and
@@ -112,7 +112,7 @@ struct srv_csm_pending {
 /* One consumer. The replicated part (config, created, delivered high-water,
  * ack floor, acked set, lps_end) changes only in srv_csm_apply; the
  * pending set and the live delivery position are the leader's and may be
- * lost on failover (then redelivered: DESIGN §6). */
+ * lost on failover (then redelivered: docs/design.md §6). */
 struct srv_csm {
     char name[SRV_JS_NAME_BYTES_MAX + 1];
     struct srv_consumer_config cfg;
@@ -259,7 +259,7 @@ static inline uint32_t srv_csm_num_ack_pending(const struct srv_csm *c)
 
 /* Leader start: rebuild pending from the log's view: every wanted seq in
  * (ack_floor, delivered] not acked is pending with one delivery and due
- * now (DESIGN §6: uncommitted delivery state means redelivery). */
+ * now (docs/design.md §6: uncommitted delivery state means redelivery). */
 KEEL_MUST_USE int srv_csm_leader_start(struct srv_csm *c,
                                        const struct srv_csm_stream *st,
                                        int64_t now_ns);

@@ -1,8 +1,8 @@
-/* The consumers' part of a stream snapshot (DESIGN §5): the
+/* The consumers' part of a stream snapshot (docs/design.md §5): the
  * srv_consumer_ops snapshot/restore hooks over the stream's consumer set
  * (configs, delivered and ack state; deterministic bytes). The leader's
  * pending set is not in it: a new leader rebuilds it (srv_csm_leader_start,
- * DESIGN §6: uncommitted delivery state means redelivery). */
+ * docs/design.md §6: uncommitted delivery state means redelivery). */
 #include <stdlib.h>
 
 #include "keel/error.h"

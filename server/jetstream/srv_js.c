@@ -446,8 +446,8 @@ static void install_existing(struct srv_js *js, struct srv_stream *st,
 void srv_js_meta_install(struct srv_js *js, const json_t *a)
 {
     /* Streams the snapshot lacks: deleted while this node was behind,
-     * the delete compacted away. Closed, never deleted (DESIGN §5): their
-     * group directories become orphans, quarantined once the meta state
+     * the delete compacted away. Closed, never deleted (docs/design.md §5):
+     * their group directories become orphans, quarantined once the meta state
      * is complete again (srv_js_orphans_tick). */
     for (uint32_t k = 0; k < js->nstreams;) {
         struct srv_stream *st = js->streams[k];
@@ -637,7 +637,7 @@ static int open_store(struct srv_js *js, const char *dir, char *errmsg)
         return rv;
     }
     replica_host_attach(js->host, js->store);
-    /* Stream and meta groups snapshot their state (DESIGN §5). */
+    /* Stream and meta groups snapshot their state (docs/design.md §5). */
     rv = replica_host_snapshots(js->host, path, store_fatal, js, errmsg);
     if (rv != 0) {
         return rv;
@@ -787,7 +787,8 @@ int srv_js_open(struct srv_server *srv, const char *store_dir,
     if (js->jc == NULL) {
         wait_ready(js); /* clustered: the meta group forms after start */
         /* Only a complete meta state with every stream open may say a
-         * group directory is an orphan (DESIGN §5: moved, never deleted). */
+         * group directory is an orphan (docs/design.md §5: moved, never
+         * deleted). */
         if (ready(js) && js->streams_unopened == 0) {
             (void)srv_js_orphans_check(js);
         }

@@ -1,4 +1,4 @@
-/* srv_js: the JetStream engine of one keeld node (DESIGN §5, §6).
+/* srv_js: the JetStream engine of one keeld node (docs/design.md §5, §6).
  *
  * Enabled when keeld has a store dir. One store and one replica_host per
  * node; a meta group of one holds stream configs (create/update/delete are
@@ -157,7 +157,7 @@ KEEL_MUST_USE int srv_js_send(struct srv_js *js, const char *subject,
                               const char *reply, const void *hdr, size_t hlen,
                               const void *data, size_t dlen);
 
-/* Deliver a consumer message (PROTOCOL §2.7): routed like a publish to
+/* Deliver a consumer message (docs/protocol.md §2.7): routed like a publish to
  * route_subject (the pull request's reply inbox, or the push
  * deliver_subject, where a queue group gets it once) but the MSG/HMSG line
  * carries wire_subject (the stored message's subject) and reply (its

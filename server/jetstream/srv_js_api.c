@@ -1,4 +1,4 @@
-/* srv_js_api: the $JS.API stream handlers (PROTOCOL §2.3, §2.4). Reads
+/* srv_js_api: the $JS.API stream handlers (docs/protocol.md §2.3, §2.4). Reads
  * answer at once from the applied state; writes are proposed (stream
  * config changes to the meta group, purge/delete to the stream's group)
  * and answered from the apply callback after commit. */
@@ -134,7 +134,7 @@ static size_t max_streams(const struct srv_js *js)
 }
 
 /* A request without keel_fsync gets the policy it would have had: on
- * CREATE the server's --fsync (DESIGN §4: the default for new streams,
+ * CREATE the server's --fsync (docs/design.md §4: the default for new streams,
  * finding F4), on UPDATE the stream's current one, so leaving the field
  * out never changes a stream's durability. The meta entry then names it,
  * so every replica and every restart (whatever its --fsync) agrees. */
@@ -812,7 +812,7 @@ void srv_js_api(struct srv_js *js, const char *subject, size_t slen,
     char subj[SRV_JS_SUBJECT_BYTES_MAX + 1];
     json_error_t jerr;
     if (slen > SRV_JS_SUBJECT_BYTES_MAX || reply == NULL || reply[0] == '\0') {
-        return; /* no reply: nothing to answer (PROTOCOL §2.1) */
+        return; /* no reply: nothing to answer (docs/protocol.md §2.1) */
     }
     if (len > SRV_JS_API_REQUEST_BYTES_MAX) {
         /* Refused unparsed: a huge body would cost parse time and memory

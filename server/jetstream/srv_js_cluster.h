@@ -1,4 +1,4 @@
-/* srv_js_cluster: JetStream across the cluster (DESIGN §3, §6).
+/* srv_js_cluster: JetStream across the cluster (docs/design.md §3, §6).
  *
  * - Node identity: a node's raft_node is a stable nonzero hash of its name
  *   (-n); a directory maps raft_node -> name for every node seen.

@@ -1,4 +1,4 @@
-/* The "cluster" block of stream and consumer info (PROTOCOL §3): the
+/* The "cluster" block of stream and consumer info (docs/protocol.md §2.4): the
  * cluster name, the group's leader and its followers as the leader sees
  * them. INFO is answered by the stream leader (srv_js_forward.h), so every
  * node that asks gets the same block. Standalone: {"leader": <name>}. */

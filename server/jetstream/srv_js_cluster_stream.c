@@ -1,5 +1,5 @@
-/* srv_js_cluster_stream: the clustered side of a stream's group (DESIGN
- * §3 membership rule 5): placement recorded at open, the index-1
+/* srv_js_cluster_stream: the clustered side of a stream's group (docs/design.md
+ * §3.2 M5): placement recorded at open, the index-1
  * configuration of placed nodes, the leader directory entry, and the
  * accessors the forwarding layer and stream info use. */
 #include <inttypes.h>

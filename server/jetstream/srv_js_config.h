@@ -1,4 +1,4 @@
-/* srv_js_config: JetStream stream config (PROTOCOL.md §2.4) parsed from
+/* srv_js_config: JetStream stream config (docs/protocol.md §2.4) parsed from
  * JSON with every default filled, validated, and encoded back with every
  * field echoed and optional fields absent when empty (Go omitempty). Also
  * the subject helpers (syntax with wildcards, overlap of two subjects) and
@@ -26,7 +26,8 @@ enum srv_js_discard { SRV_JS_DISCARD_OLD = 0, SRV_JS_DISCARD_NEW };
 
 enum srv_js_storage { SRV_JS_STORAGE_FILE = 0, SRV_JS_STORAGE_MEMORY };
 
-/* Keel's extension "keel_fsync": when a replica fdatasyncs (DESIGN §3). */
+/* Keel's extension "keel_fsync": when a replica fdatasyncs (docs/design.md §3).
+ */
 enum srv_js_fsync {
     SRV_JS_FSYNC_GROUP = 0, /* group commit: sync before ack, batched */
     SRV_JS_FSYNC_ALWAYS,    /* one sync per entry */
@@ -78,7 +79,7 @@ KEEL_MUST_USE int srv_stream_config_encode(const struct srv_stream_config *cfg,
 
 /* True when a and b are the same configuration (compared by their
  * encodings, so defaults filled either way compare equal): CREATE of an
- * existing stream with an equal config succeeds (PROTOCOL §2.4). */
+ * existing stream with an equal config succeeds (docs/protocol.md §2.4). */
 bool srv_stream_config_equal(const struct srv_stream_config *a,
                              const struct srv_stream_config *b);
 
@@ -109,7 +110,7 @@ bool srv_js_subject_subset(const char *sub, const char *sup);
 bool srv_js_subject_lists_overlap(char *const *a, uint32_t na, char *const *b,
                                   uint32_t nb);
 
-/* What a consumer create subject says (PROTOCOL §2.6). */
+/* What a consumer create subject says (docs/protocol.md §2.6). */
 struct srv_consumer_create_subj {
     char stream[SRV_JS_NAME_BYTES_MAX + 1];
     char consumer[SRV_JS_NAME_BYTES_MAX + 1];  /* "" for the legacy form */

@@ -1,4 +1,4 @@
-/* srv_js_err: the JetStream API error table (PROTOCOL.md §2.2) and the
+/* srv_js_err: the JetStream API error table (docs/protocol.md §2.2) and the
  * standard JSON error object every $JS.API reply carries on failure. Pure:
  * no I/O, no clock. */
 #ifndef KEEL_SRV_JS_ERR_H
@@ -115,7 +115,7 @@ KEEL_MUST_USE int srv_js_err_json(const char *kind, enum srv_js_err err,
                                   char *errmsg);
 
 /* Add the `"error":{...}` member to an existing reply object (the publish
- * ack form of PROTOCOL §2.5 carries it beside "stream" and "seq"). */
+ * ack form of docs/protocol.md §2.5 carries it beside "stream" and "seq"). */
 KEEL_MUST_USE int srv_js_err_add(json_t *obj, enum srv_js_err err,
                                  const char *detail, char *errmsg);
 

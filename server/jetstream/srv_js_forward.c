@@ -554,7 +554,7 @@ void srv_js_fwd_stepdown(struct srv_js *js, const char *subject,
     int rv = KEEL_ENOTLEADER;
     snprintf(err, sizeof err, "this node does not lead the stream now");
     if (srv_stream_is_leader(st) && st->r != NULL) {
-        /* A consumer runs in its stream's group (DESIGN §3): its
+        /* A consumer runs in its stream's group (docs/design.md §3): its
          * step-down hands over the whole group. */
         rv = replica_transfer_leader(st->r, 0, err);
     }

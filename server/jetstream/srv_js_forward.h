@@ -1,5 +1,5 @@
 /* srv_js_forward: JetStream requests reach the node that must answer them
- * (DESIGN §6 "Routing").
+ * (docs/design.md §6 A3).
  *
  * Exactly one node answers each request: the meta leader for INFO and
  * stream create/update/delete/names/list, the stream leader for everything

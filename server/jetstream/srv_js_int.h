@@ -203,7 +203,7 @@ int srv_stream_open(struct srv_js *js, const struct srv_stream_config *cfg,
                     char *errmsg);
 /* Clustered open: pl is the committed placement (its gid names the
  * group); only a placed node opens the replica, bootstrapped with the
- * placement as the index-1 configuration (DESIGN §3 membership rule 5).
+ * placement as the index-1 configuration (docs/design.md §3.2 M5).
  * pl NULL or pl->n 0: as srv_stream_open. */
 int srv_stream_open_placed(struct srv_js *js,
                            const struct srv_stream_config *cfg, uint64_t nonce,

@@ -1,7 +1,7 @@
-/* srv_js_meta: the clustered side of the meta group (DESIGN §3): open or
- * wait for bootstrap, placement of new streams at propose time, the
- * leader directory entry of the meta group, and the accessors other
- * modules use to find the meta leader. */
+/* srv_js_meta: the clustered side of the meta group (docs/design.md §3): open
+ * or wait for bootstrap, placement of new streams at propose time, the leader
+ * directory entry of the meta group, and the accessors other modules use to
+ * find the meta leader. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* The meta group's snapshots and the orphan check (DESIGN §5): see
+/* The meta group's snapshots and the orphan check (docs/design.md §5): see
  * srv_js_snap.h. */
 #include "srv_js_snap.h"
 

@@ -1,4 +1,4 @@
-/* srv_js_snap: the meta group's snapshots (DESIGN §5) and the orphan
+/* srv_js_snap: the meta group's snapshots (docs/design.md §5) and the orphan
  * check of the node's group directories. The meta state (every stream's
  * config, id nonce, creation time and placement) is written as the list
  * of create entries that rebuild it; a restore applies them as the log
@@ -29,7 +29,7 @@ void srv_js_meta_apply_json(struct srv_js *js, const json_t *e, uint64_t ctx);
 /* A meta snapshot (array a of create entries) installed from the leader
  * over this node's older meta state (srv_js.c): streams a lacks, or holds
  * as another group, are closed with their files kept (orphans once the
- * state is complete again: never deleted, DESIGN §5); streams here take
+ * state is complete again: never deleted, docs/design.md §5); streams here take
  * a's placement and config; the rest are created; the order becomes a's.
  * Without this a stream deleted while the node was behind stayed open
  * here for ever, and an update or move compacted away never reached it. */
@@ -38,7 +38,7 @@ void srv_js_meta_install(struct srv_js *js, const json_t *a);
 /* Once the meta state is complete (a node that is not clustered: applied
  * at open; clustered: srv_js_orphans_tick): move every group directory
  * the meta state does not name (a stream of its, or the meta group) to
- * quarantine/orphans/ (DESIGN §5: never deleted). Returns the number
+ * quarantine/orphans/ (docs/design.md §5: never deleted). Returns the number
  * moved now. */
 unsigned srv_js_orphans_check(struct srv_js *js);
 

@@ -13,7 +13,7 @@
  * Permissions: these are publishes, checked against the user's publish
  * permissions before the JetStream intercept (srv_route.c, SECURITY.md).
  * Orphans are never deleted or moved by anything but RM and RESTORE
- * (DESIGN §5). Loop thread only.
+ * (docs/design.md §5). Loop thread only.
  */
 #include "srv_js_status.h"
 

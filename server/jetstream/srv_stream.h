@@ -1,5 +1,5 @@
-/* srv_stream: one JetStream stream on this node (DESIGN §6): its config,
- * its Raft group (a struct replica), its deterministic state machine
+/* srv_stream: one JetStream stream on this node (docs/design.md §6): its
+ * config, its Raft group (a struct replica), its deterministic state machine
  * (srv_stream_sm) and message reads from the store.
  *
  * Bodies stay in the Raft log: the state machine maps each stream seq to
@@ -72,8 +72,8 @@ void srv_stream_state(const struct srv_stream *st,
 /* True while this node is the leader of the stream's group (always true
  * for a started group of one). Consumers propose only on the leader. */
 bool srv_stream_is_leader(const struct srv_stream *st);
-/* The stream's group lost records it may have acked (DESIGN §4 rule 3): its
- * applied state is not the stream's, so nothing is served from it until a
+/* The stream's group lost records it may have acked (docs/design.md §4.7 R3):
+ * its applied state is not the stream's, so nothing is served from it until a
  * leader caught it up (or the operator ran `keel cluster recover`). */
 bool srv_stream_amnesiac(const struct srv_stream *st);
 /* Does "no such message" from this node's state mean the stream has no

@@ -1,7 +1,7 @@
 /* srv_stream_sm: pieces of the deterministic stream state machine
- * (DESIGN §6). So far: NATS/1.0 header block lookup and the publish
- * expectation checks of PROTOCOL §2.5, evaluated against state values the
- * caller passes in. Pure: no I/O, no clock. */
+ * (docs/design.md §6). So far: NATS/1.0 header block lookup and the publish
+ * expectation checks of docs/protocol.md §2.5, evaluated against state values
+ * the caller passes in. Pure: no I/O, no clock. */
 #ifndef KEEL_SRV_STREAM_SM_H
 #define KEEL_SRV_STREAM_SM_H
 
@@ -75,7 +75,7 @@ uint64_t srv_dedupe_find(const struct srv_dedupe *d, const char *id,
 KEEL_MUST_USE int srv_dedupe_add(struct srv_dedupe *d, const char *id,
                                  size_t id_len, int64_t ts_ns, uint64_t seq);
 
-/* ---- the stream state machine (DESIGN §6) ----
+/* ---- the stream state machine (docs/design.md §6) ----
  * State derived only from applied entries (keel_stream_entry), never from a
  * clock: counters, per-subject counts, interior deletes, the seq -> Raft
  * index map (bodies stay in the log), the dedupe table. */

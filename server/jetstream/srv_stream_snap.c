@@ -1,4 +1,4 @@
-/* A stream group's snapshots and retention cuts (DESIGN §5): see
+/* A stream group's snapshots and retention cuts (docs/design.md §5): see
  * srv_stream_snap.h. */
 #include "srv_stream_snap.h"
 
@@ -139,7 +139,7 @@ void srv_stream_cut_apply(struct srv_stream *st, uint64_t index,
     if (len != SRV_STREAM_CUT_BYTES || st->r == NULL) {
         return; /* the same bytes on every replica: skipped everywhere */
     }
-    /* The apply-time check is authoritative (DESIGN §6): never past a
+    /* The apply-time check is authoritative (docs/design.md §6): never past a
      * message this replica still holds, never at or past this entry. */
     uint64_t p = get64(payload + 1);
     uint64_t most = cut_point(st, index - 1);

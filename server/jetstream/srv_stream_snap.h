@@ -1,6 +1,6 @@
-/* srv_stream_snap: a stream group's snapshots and retention cuts (DESIGN
- * §5). The snapshot body is the stream state machine (state, deleted
- * sequences, seq -> Raft index, dedupe table) plus the consumers' state
+/* srv_stream_snap: a stream group's snapshots and retention cuts
+ * (docs/design.md §5). The snapshot body is the stream state machine (state,
+ * deleted sequences, seq -> Raft index, dedupe table) plus the consumers' state
  * through the consumer ops, and the highest committed cut. A cut is a
  * stream-group entry the leader proposes carrying the log index P below
  * which no live message remains; its apply tells the driver, which drops

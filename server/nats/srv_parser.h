@@ -1,7 +1,7 @@
 /* Streaming parser for the client side of the NATS core protocol
- * (PROTOCOL.md §1). Bytes may arrive split at any boundary; the parser emits
- * the same commands either way. Payloads that arrive in one read are handed
- * to the callback in place (no copy); split payloads are gathered in a
+ * (docs/protocol.md §1). Bytes may arrive split at any boundary; the parser
+ * emits the same commands either way. Payloads that arrive in one read are
+ * handed to the callback in place (no copy); split payloads are gathered in a
  * per-parser buffer that is reused across messages.
  */
 #ifndef SRV_PARSER_H

@@ -41,7 +41,7 @@ static void send_ok(struct srv_conn *c)
     }
 }
 
-/* -ERR that keeps the conn open (PROTOCOL.md §1.9). */
+/* -ERR that keeps the conn open (docs/protocol.md §1.9). */
 static void send_err(struct srv_conn *c, const char *text)
 {
     char line[SRV_CONTROL_LINE_BYTES_MAX + 128];
@@ -216,7 +216,7 @@ static bool deliver(struct srv_conn *pub, struct srv_sub *sub,
     return true;
 }
 
-/* PROTOCOL.md §1.8: a request that reached nobody gets a 503 status on
+/* docs/protocol.md §1.8: a request that reached nobody gets a 503 status on
  * the requester's own sub matching the reply subject. */
 static void no_responders(struct srv_conn *c, const struct srv_cmd *cmd)
 {

@@ -1,5 +1,5 @@
 /* Protocol commands of one conn and message routing: CONNECT, PUB/HPUB
- * fan-out through the sublist, SUB/UNSUB, PING/PONG (PROTOCOL.md §1).
+ * fan-out through the sublist, SUB/UNSUB, PING/PONG (docs/protocol.md §1).
  */
 #ifndef SRV_ROUTE_H
 #define SRV_ROUTE_H
@@ -18,7 +18,7 @@ KEEL_MUST_USE int srv_route_append(struct srv_conn *c, const char *data,
                                    size_t len);
 
 /* Parse and act on len bytes read from c. Protocol errors queue the -ERR
- * that PROTOCOL.md §1.9 prescribes and close c. */
+ * that docs/protocol.md §1.9 prescribes and close c. */
 void srv_route_input(struct srv_conn *c, const char *data, size_t len);
 
 struct srv_server;

@@ -233,7 +233,7 @@ static void make_server_id(char *id, size_t len)
     id[n] = '\0';
 }
 
-/* INFO fields of the security settings (PROTOCOL.md §1.2). */
+/* INFO fields of the security settings (docs/protocol.md §1.2). */
 static int add_security_info(struct srv_server *srv, json_t *o)
 {
     int rv = 0;

@@ -195,7 +195,7 @@ void srv_server_lame_duck(struct srv_server *srv);
 /* Free what init allocated; the loop must have finished. */
 void srv_server_close(struct srv_server *srv);
 
-/* Rebuild INFO with connect_urls (PROTOCOL.md §1.10) and send it to
+/* Rebuild INFO with connect_urls (docs/protocol.md §1.10) and send it to
  * every connected client, so clients learn the other nodes. Keeps the old
  * INFO if the new one would not fit SRV_INFO_LINE_BYTES_MAX. */
 void srv_server_set_connect_urls(struct srv_server *srv,

@@ -1,4 +1,4 @@
-/* Subject index: a trie of literal, `*` and `>` nodes (PROTOCOL.md §1.7)
+/* Subject index: a trie of literal, `*` and `>` nodes (docs/protocol.md §1.7)
  * plus a cache of match results keyed by literal subject. A change removes
  * only the cached results whose subject the changed subscription matches,
  * so request/reply inbox churn does not flush unrelated entries. Matching

@@ -1,4 +1,4 @@
-/* srv_metrics: the stats the monitoring thread serves (DESIGN §6).
+/* srv_metrics: the stats the monitoring thread serves (docs/design.md §6).
  *
  * The loop thread owns every counter. On request (an HTTP query asks
  * through a uv_async and waits at most SRV_MON_REFRESH_WAIT_MS) it copies
@@ -145,8 +145,8 @@ void srv_metrics_set_gather(struct srv_metrics *m, srv_metrics_gather_fn fn,
 extern const struct srv_mon_hooks srv_metrics_mon_hooks;
 
 /* ---- srv_metrics_health.c: the verdicts over a snapshot (pure) ---- */
-/* Health per DESIGN §6: writes a reason into why (len bytes) and returns
- * false while any local group is failed, faulty, amnesiac or not caught
+/* Health per docs/design.md §6: writes a reason into why (len bytes) and
+ * returns false while any local group is failed, faulty, amnesiac or not caught
  * up, or JetStream has no meta leader. Pure over snap. */
 bool srv_mon_healthy(const struct srv_mon_snap *snap, char *why, size_t len);
 

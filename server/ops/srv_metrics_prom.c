@@ -145,8 +145,8 @@ static void raft_families(FILE *f, const struct srv_mon_snap *s)
         fprintf(f, "\"} %d\n", strcmp(g->role, "leader") == 0 ? 1 : 0);
     }
     per_group(f, s, "keel_raft_repairs_total",
-              "Damaged records rewritten from a verified copy (DESIGN §4 "
-              "rule 1).",
+              "Damaged records rewritten from a verified copy "
+              "(docs/design.md §4.7 R1).",
               offsetof(struct srv_mon_group, repairs));
     per_group(f, s, "keel_raft_repairs_refused_total",
               "Repair copies the store refused (they did not verify).",

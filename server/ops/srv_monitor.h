@@ -42,7 +42,7 @@ char *srv_mon_jsz_json(const struct srv_mon_snap *s, const char *server_id,
 /* /metrics: Prometheus text format 0.0.4. */
 char *srv_mon_metrics_text(const struct srv_mon_snap *s, bool healthy);
 
-/* The /healthz warnings (DESIGN §6: they never change the status), e.g.
+/* The /healthz warnings (docs/design.md §6: they never change the status), e.g.
  * quarantined orphans: a JSON array of strings, NULL when out of memory.
  * Also in keel cluster status (srv_js_status.c). */
 struct json_t *srv_mon_warnings_json(const struct srv_mon_snap *s);

@@ -12,7 +12,7 @@
 #include "srv_metrics.h"
 #include "srv_monitor.h"
 
-/* Warnings that do not make the node unhealthy (DESIGN §6). */
+/* Warnings that do not make the node unhealthy (docs/design.md §6). */
 json_t *srv_mon_warnings_json(const struct srv_mon_snap *snap)
 {
     json_t *w = json_array();

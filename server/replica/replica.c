@@ -600,7 +600,7 @@ static int load_group(struct replica *r, const struct replica_options *opt,
         from = rep->snapshot_index + 1;
     }
     /* Raft holds the log after its snapshot; the store may retain more
-     * (the prefix goes only under a committed cut, DESIGN §5). */
+     * (the prefix goes only under a committed cut, docs/design.md §5). */
     from = from > rep->first_index ? from : rep->first_index;
     rv = replica__load_amnesia(r, rep, errmsg);
     rv = rv == 0 ? replica__load_recover_wait(r, errmsg) : rv;

@@ -44,8 +44,8 @@ struct replica_callbacks {
     /* The replica hit an unrecoverable store error (already logged by
      * nobody: the caller logs). May be NULL. */
     void (*failed)(struct replica *r, int rv, const char *msg, void *arg);
-    /* Snapshots (DESIGN §5; both or neither; NULL: the group takes none).
-     * snapshot encodes the state machine right after the entry at index
+    /* Snapshots (docs/design.md §5; both or neither; NULL: the group takes
+     * none). snapshot encodes the state machine right after the entry at index
      * was applied into a malloc'ed *out: the same applied entries must
      * give the same bytes on every replica. restore replaces the state
      * machine with the state a snapshot at index holds (at open, before
@@ -100,7 +100,7 @@ void replica_host_destroy(struct replica_host *h);
 
 /* Enable snapshots for the groups opened afterwards whose callbacks have
  * snapshot/restore: files under data_dir (the store's; copied), fatal_cb
- * logs a snapshot write error before the process aborts (DESIGN §4). */
+ * logs a snapshot write error before the process aborts (docs/design.md §4). */
 int replica_host_snapshots(struct replica_host *h, const char *data_dir,
                            void (*fatal_cb)(void *arg, const char *msg),
                            void *fatal_arg, char *errmsg);
@@ -123,14 +123,14 @@ int replica_open(struct replica_host *h, const struct store_group_id *gid,
 /* A committed retention entry says the state machine no longer needs the
  * log prefix <= upto (called from apply). The driver drops whole segments
  * <= min(upto, the older kept snapshot it holds valid) now or after the
- * next snapshot (DESIGN §5: a committed cut AND P <= the older snapshot).
- * KEEL_EINVAL when upto is above the applied index. */
+ * next snapshot (docs/design.md §5: a committed cut AND P <= the older
+ * snapshot). KEEL_EINVAL when upto is above the applied index. */
 int replica_compact(struct replica *r, uint64_t upto, char *errmsg);
 
 /* After an explicit, committed deletion of a closed group and
  * store_group_delete: remove its snapshot files (snap_group_delete). 0
  * when snapshots are off. Never because metadata says the group should
- * not exist (DESIGN §5: those go to quarantine/orphans/). */
+ * not exist (docs/design.md §5: those go to quarantine/orphans/). */
 int replica_host_delete_snapshots(struct replica_host *h,
                                   const struct store_group_id *gid,
                                   char *errmsg);
@@ -239,7 +239,7 @@ size_t replica_peers(const struct replica *r, struct replica_peer *out,
 KEEL_MUST_USE int replica_transfer_leader(struct replica *r, raft_node to,
                                           char *errmsg);
 
-/* One membership change (DESIGN §3 rules 1-4; raft's RAFT_IN_CHANGE). */
+/* One membership change (docs/design.md §3.2 M1-M4; raft's RAFT_IN_CHANGE). */
 struct replica_change {
     uint8_t op; /* enum raft_change_op */
     raft_node node;

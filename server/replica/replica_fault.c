@@ -1,4 +1,4 @@
-/* Storage faults in the driver (DESIGN §4 recovery rules 1-4): a group
+/* Storage faults in the driver (docs/design.md §4.7 R1-R4): a group
  * whose store found damaged records or lost ranges opens anyway, tells the
  * core (raft_load_faulty / raft_load_amnesia), writes the verified copies
  * the core hands it (repair), answers FETCH with its own intact records,
@@ -95,7 +95,7 @@ int replica__load_amnesia(struct replica *r, const struct store_recovery *rep,
     return 0;
 }
 
-/* A log that continues no valid snapshot (DESIGN §5: state is rebuilt
+/* A log that continues no valid snapshot (docs/design.md §5: state is rebuilt
  * only from index 1 or right after a valid snapshot) cannot be loaded; a
  * group with peers is restored by InstallSnapshot instead. Its log goes to
  * quarantine (never deleted) and the next open finds it empty. Safe

@@ -1,5 +1,5 @@
-/* InstallSnapshot in the driver (DESIGN §5, docs/raft.md "InstallSnapshot",
- * snapshot/FORMAT.md "Transfer").
+/* InstallSnapshot in the driver (docs/design.md §5, docs/raft.md
+ * "InstallSnapshot", snapshot/FORMAT.md "Transfer").
  *
  * Leader: the core emits RAFT_MSG_SNAPSHOT with no chunk for the snapshot
  * it compacted to; the driver spools that snapshot and its retained log

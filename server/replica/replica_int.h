@@ -1,5 +1,5 @@
 /* Internals shared by replica.c (the driver) and replica_snap.c (its
- * snapshots, DESIGN §5). Not part of the replica API. */
+ * snapshots, docs/design.md §5). Not part of the replica API. */
 #ifndef KEEL_SRV_REPLICA_INT_H
 #define KEEL_SRV_REPLICA_INT_H
 

@@ -1,4 +1,4 @@
-/* The driver's snapshots (DESIGN §5, snapshot/FORMAT.md "Driver
+/* The driver's snapshots (docs/design.md §5, snapshot/FORMAT.md "Driver
  * integration"): restore at open, take one every N applied entries or M
  * bytes on the worker pool once the entries it covers are persisted, tell
  * raft, and drop the log prefix a committed retention cut allows. */
