@@ -17,7 +17,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SELF = os.path.relpath(os.path.abspath(__file__), ROOT)
 CODE = re.compile(r"(\.(c|h|sh|py|mjs|js|build)|/(dev|cluster|faults|"
                   r"faults-powerloss|rolling-restart|bench-vs-nats))$")
-SKIP = ("tests/js/node_modules/", "tests/fuzz/corpus/")
+SKIP = ("tests/js/node_modules/", "tests/fuzz/corpus/", "build/", ".git/")
 
 # Documents that are not in the repository, however spelled.
 GONE = [
