@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 
-BASE = "88e083db76437d7131e4476a377c7e6f50008b9b"
+BASE = "801cec5e93cbd078a6f48ebf22efa344a83ca67a"
 SUBJECT_MAX = 72
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
