@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Prefix lint: every external symbol of a product library carries its
 module's prefix, so modules cannot clash and a reader can tell from a name
-which module owns it (STYLE.md, Naming).
+which module owns it.
 
 usage: check_prefixes.py BUILD_ROOT SOURCE_ROOT PREFIX_TABLE
 
