@@ -26,7 +26,7 @@ GONE = [
     (re.compile(r"\bTRACES\b"), "TRACES.md"),
     (re.compile(r"\bFAULTS\.md|\bSTYLE\.md"), "FAULTS.md/STYLE.md"),
     (re.compile(r"\bshared/[A-Za-z]"), "shared/"),
-    (re.compile(r"\bdesign notes? \d"), "README design notes"),
+    (re.compile(r"\b(README |design )notes? \d"), "README design notes"),
 ]
 CITE = re.compile(r"docs/(design|protocol)\.md\s+§\s*(\d+(?:\.\d+)?)"
                   r"(?:\s*[-–]\s*(\d+(?:\.\d+)?))?"
