@@ -3,7 +3,7 @@
 
 Comments and strings in code may cite docs/design.md and docs/protocol.md
 by section (docs/design.md §4.7 R3, docs/protocol.md §2.8) and decision
-records by number (docs/decisions/0013). This fails on a citation of a
+records by number (docs/decisions/0014). This fails on a citation of a
 document that is not in the repository (DESIGN.md, PROTOCOL.md, TRACES,
 FAULTS.md, shared/..., README design notes), and on a section, rule or
 decision that the cited document does not have.
