@@ -67,9 +67,9 @@ static bool h_consumer(struct srv_js *js, const struct srv_js_req *q)
 #define LOCAL SRV_JS_API_LOCAL
 #define READY SRV_JS_API_READY
 
-/* Who answers each subject (DESIGN §6). Order: the first match wins, so a
- * catch-all prefix comes after every entry it covers; the busiest
- * subjects (acks) come first. */
+/* Who answers each subject (docs/design.md §6 A3). Order: the first match wins,
+ * so a catch-all prefix comes after every entry it covers; the busiest subjects
+ * (acks) come first. */
 const struct srv_js_api_entry srv_js_api_table[] = {
     /* Consumers: acks and flow control, to the stream's leader. */
     E("$JS.ACK.", ATLEAST, 0, STREAM, h_consumer),
