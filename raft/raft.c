@@ -733,7 +733,7 @@ static bool sole_voter_ever(const struct raft *r)
     return r->n_configs > 0 || r->snap_config.n > 0;
 }
 
-/* A group of one (docs/design.md §4.7 R5, decision 0015): when this node has
+/* A group of one (docs/design.md §4.7 R5, decision 0016): when this node has
  * been the only voter of every configuration, everything it persisted was
  * durable on a majority when persisted, so it is committed, leader or not.
  * That lets a faulty group of one, which must not lead and has nobody to

@@ -306,7 +306,7 @@ static int validate_all(struct store_meta *m, struct store_meta_report *rep)
     return bad;
 }
 
-/* Envelope version 2 (docs/decisions/0014): rewrite every sound
+/* Envelope version 2 (docs/decisions/0015): rewrite every sound
  * version-1 value (a file written before it) as version 2 in one synced
  * transaction, so every key is covered from this start on. Only after
  * validate_all found the file sound: the rewrite vouches for each key as

@@ -17,7 +17,7 @@
 
 #define STORE_META_BAD_GROUPS_MAX 64
 /* keeld's exit status after an LMDB assertion on meta.lmdb at run time
- * (docs/decisions/0014): EX_SOFTWARE. Its next start resets the file. */
+ * (docs/decisions/0015): EX_SOFTWARE. Its next start resets the file. */
 #define STORE_META_ASSERT_EXIT 70
 
 struct store_meta;
@@ -136,7 +136,7 @@ int store_meta_group_del(struct store_meta *m, const uint8_t gid[16],
                          char *errmsg);
 
 /* Tests: false leaves the structural page check (meta_check.h) out of the
- * open's probe, as before docs/decisions/0014. */
+ * open's probe, as before docs/decisions/0015. */
 void store_meta_debug_check_structure(bool on);
 
 /* Tests: overwrite the raw value of a group's key kind ('H','C','S','A')

@@ -1,4 +1,4 @@
-/* A structural check of a whole meta.lmdb file (docs/decisions/0014).
+/* A structural check of a whole meta.lmdb file (docs/decisions/0015).
  * LMDB 0.9 trusts every page header and record count it reads: a changed
  * byte that no read reaches (a page's own number, its free-space bounds, a
  * tree's counts, a page neither used nor free) made a later write abort on

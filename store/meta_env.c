@@ -1,7 +1,7 @@
 /* meta.lmdb's value envelope (store/FORMAT.md "meta.lmdb"):
  *   u8 version, u8 0, u16 kind, u32 body length, body, u64 checksum.
  * Version 1: XXH3-64 (seed 0) of header and body. Version 2
- * (docs/decisions/0014): the same seeded with XXH3-64 (seed 0) of the key, so a
+ * (docs/decisions/0015): the same seeded with XXH3-64 (seed 0) of the key, so a
  * changed key byte fails the value's checksum. LMDB checksums nothing
  * and a changed key that still sorts in place moves its value to another
  * key (finding F2; a catalogue entry to a group that does not exist).

@@ -1,5 +1,5 @@
 /* meta.lmdb's value envelope and the checks a key must pass against its
- * value (store/FORMAT.md "meta.lmdb", docs/decisions/0014). Pure
+ * value (store/FORMAT.md "meta.lmdb", docs/decisions/0015). Pure
  * functions, used by meta.c.
  */
 #ifndef KEEL_STORE_META_ENV_H

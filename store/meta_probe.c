@@ -1,4 +1,4 @@
-/* Damage detection around meta.lmdb's open (docs/decisions/0014
+/* Damage detection around meta.lmdb's open (docs/decisions/0015
  * and store/FORMAT.md): the probe child (the structural check of meta_check.c,
  * then every value read through LMDB) and the marker an LMDB assertion at run
  * time leaves for the next open.
@@ -163,7 +163,7 @@ static void probe_child(const char *path, int (*read_all)(const char *), int fd)
  * keeld died at every start (fault-suite finding F15). And it trusts page
  * headers, record counts and free-page lists on a write: a changed byte
  * no read reaches aborted keeld on an assertion at run time, or freed a
- * live page (docs/decisions/0014). So a child first checks every page
+ * live page (docs/decisions/0015). So a child first checks every page
  * of the file (meta_check.c), then reads every value through LMDB
  * (read-only, no lock file). If it does not come back with 0 (sound) or 3
  * (could not open: the open here decides), it died of what it read (a

@@ -1,4 +1,4 @@
-/* Damage detection around meta.lmdb's open (docs/decisions/0014
+/* Damage detection around meta.lmdb's open (docs/decisions/0015
  * and store/FORMAT.md), used by meta.c.
  */
 #ifndef KEEL_STORE_META_PROBE_H

@@ -1,5 +1,5 @@
 /* The catalogue of a node of one, rebuilt from its segment files
- * (store_config.sole_member; docs/decisions/0024, docs/faults.md F3).
+ * (store_config.sole_member; docs/decisions/0025, docs/faults.md F3).
  *
  * A reset meta.lmdb (rule 3, last part) forgets every catalogue entry, and
  * a segment the catalogue does not name is never part of the log: with

@@ -51,7 +51,7 @@ static int successor_prev(struct store_group *g, uint64_t index, uint64_t *prev,
 }
 
 /* The predecessor ended a batch: its sync marker sits between it and the
- * damaged run (docs/decisions/0010: batches start after the marker), so
+ * damaged run (docs/decisions/0011: batches start after the marker), so
  * the run starts after that marker. A marker that does not decode, or
  * names another record, is not skipped (the length check then refuses). */
 static void skip_marker(struct store_group *g, struct target *t,

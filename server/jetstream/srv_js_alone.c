@@ -1,5 +1,5 @@
 /* srv_js_alone: a keeld without a cluster whose meta.lmdb was reset or
- * lost (docs/faults.md F3, docs/decisions/0024). Such a node is the
+ * lost (docs/faults.md F3, docs/decisions/0025). Such a node is the
  * only member of every group it holds, so the store catalogues their
  * segment files again (store_config.sole_member) instead of moving them
  * to quarantine/. What is left is the incarnation: the reset made a new

@@ -97,7 +97,7 @@ int srv_js_meta_cluster_opts(struct srv_js *js, const struct raft_config *boot,
      * until the install: every stream it hosts unopened and "stream not
      * found" answered for streams that exist. Refused instead (the node
      * says why); an operator moves the data directory (a new incarnation
-     * the meta leader replaces, docs/decisions/0014). */
+     * the meta leader replaces, docs/decisions/0015). */
     opt->heal_by_install = false;
     cbs->send = meta_send;
     int rv = srv_jsc_group_register(js->jc, gid.b, &js->meta);

@@ -1,5 +1,5 @@
 /* A keeld without a cluster whose meta.lmdb is reset (suite 'fault';
- * docs/faults.md F3, docs/decisions/0024). A reset (rule 3, last part:
+ * docs/faults.md F3, docs/decisions/0025). A reset (rule 3, last part:
  * the file moves to quarantine/, a new incarnation starts) used to leave
  * every segment file uncatalogued, so they moved to quarantine/ too, the
  * meta group started empty and the stream's directory went to

@@ -697,7 +697,7 @@ static bool n2_or_n3_campaigned(void *arg)
 /* The override reached n2 and n3 (not the source) while n1, the source,
  * is down; then the longer of the two restarts. Without the recorded wait
  * it campaigned, won with the other's vote and cut n1's acked tail when
- * n1 came back (docs/decisions/0018): it must wait for n1. */
+ * n1 came back (docs/decisions/0019): it must wait for n1. */
 static void a_non_source_restarted_after_recover_does_not_campaign(void **state)
 {
     (void)state;

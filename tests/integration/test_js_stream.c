@@ -464,7 +464,7 @@ static void fsync_flag_is_the_default_for_new_streams(void **state)
 
 /* Issue 8: a stream whose replica cannot serve a message never reports
  * an acked message missing. An R1 stream with a damaged record serves what
- * precedes it read-only (docs/decisions/0015); a MSG.GET or DIRECT.GET at or
+ * precedes it read-only (docs/decisions/0016); a MSG.GET or DIRECT.GET at or
  * after the damage used to answer "no message found" (10037 / 404) for a
  * message it had acknowledged; it now answers the retryable 503. A seq
  * the stream never had and a deleted one still read as not found on a

@@ -3,7 +3,7 @@
 
 Comments and strings in code may cite docs/design.md and docs/protocol.md
 by section (docs/design.md §4.7 R3, docs/protocol.md §2.8) and decision
-records by number (docs/decisions/0014). This fails on a citation of a
+records by number (docs/decisions/0015). This fails on a citation of a
 document that is not in the repository (DESIGN.md, PROTOCOL.md, TRACES,
 FAULTS.md, shared/..., README design notes), and on a section, rule or
 decision that the cited document does not have.
@@ -31,7 +31,7 @@ GONE = [
 CITE = re.compile(r"docs/(design|protocol)\.md\s+§\s*(\d+(?:\.\d+)?)"
                   r"(?:\s*[-–]\s*(\d+(?:\.\d+)?))?"
                   r"(?:\s*,?\s+([DMRSA]\d)(?:\s*[-–]\s*([DMRSA]\d))?)?")
-DECISION = re.compile(r"docs/decisions/(\d{4})")
+DECISION = re.compile(r"docs/decisions/(\d{4})(-[a-z0-9-]+\.md)?")
 # A line break inside a comment: newline, indent, comment leader.
 JOIN = re.compile(r"\s*\n\s*(?:\*(?!/)|#|//)?\s*")
 
@@ -69,8 +69,8 @@ def doc_index(name):
 
 def main():
     docs = {n: doc_index(n) for n in ("design", "protocol")}
-    decided = {f[:4] for f in os.listdir(os.path.join(ROOT, "docs",
-                                                      "decisions"))}
+    records = os.listdir(os.path.join(ROOT, "docs", "decisions"))
+    decided = {f[:4] for f in records}
     bad = []
     for n in files():
         path = os.path.join(ROOT, n)
@@ -99,6 +99,9 @@ def main():
         for m in DECISION.finditer(flat):
             if m.group(1) not in decided:
                 bad.append(f"{n}: no docs/decisions/{m.group(1)}-*.md")
+            elif m.group(2) and m.group(1) + m.group(2) not in records:
+                bad.append(f"{n}: no docs/decisions/{m.group(1)}"
+                           f"{m.group(2)} (renumbered or renamed?)")
     for b in bad:
         print(b)
     return 1 if bad else 0

@@ -1,5 +1,5 @@
 /* meta.lmdb's structural check and LMDB's run-time assertion hook (README
- * docs/decisions/0014). Each damage below is one changed field that no read at
+ * docs/decisions/0015). Each damage below is one changed field that no read at
  * open reaches: the probe of session 5 (every value read through LMDB in a
  * child) passes it, a later write would abort keeld on an LMDB assertion
  * or free a live page; the structural check resets the file at open (rule
@@ -566,7 +566,7 @@ static void a_version_1_file_is_migrated_once(void **state)
     store_meta_close(m);
 }
 
-/* The damages of session 5 (docs/decisions/0014) are found by the check too,
+/* The damages of session 5 (docs/decisions/0015) are found by the check too,
  * with a reason naming the page. */
 static void session_5_damages_are_named(void **state)
 {
