@@ -6,7 +6,8 @@ by section (docs/design.md §4.7 R3, docs/protocol.md §2.8) and decision
 records by number (docs/decisions/0015). This fails on a citation of a
 document that is not in the repository (DESIGN.md, PROTOCOL.md, TRACES,
 FAULTS.md, shared/..., README design notes), and on a section, rule or
-decision that the cited document does not have.
+decision that the cited document does not have. It also fails when
+docs/architecture.md names a function or file the code no longer has.
 """
 import os
 import re
@@ -34,6 +35,34 @@ CITE = re.compile(r"docs/(design|protocol)\.md\s+§\s*(\d+(?:\.\d+)?)"
 DECISION = re.compile(r"docs/decisions/(\d{4})(-[a-z0-9-]+\.md)?")
 # A line break inside a comment: newline, indent, comment leader.
 JOIN = re.compile(r"\s*\n\s*(?:\*(?!/)|#|//)?\s*")
+
+
+WORD = re.compile(r"\b[a-z_][a-z0-9_]*\b")
+# Docs that name functions and files of the code: each name must exist.
+NAMED = ["docs/architecture.md"]
+
+
+def names_unknown(words):
+    """Backticked identifiers and paths in NAMED that the code lacks."""
+    out = []
+    for doc in NAMED:
+        path = os.path.join(ROOT, doc)
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        for name in sorted(set(re.findall(r"`([a-z_][a-z0-9_]*)`", text))):
+            if "_" in name and name not in words:
+                out.append(f"{doc} names `{name}`, which no code has: "
+                           f"update the doc")
+        for p in sorted(set(re.findall(r"\b((?:server|store|raft|snapshot|"
+                                       r"client|common|tests|include)"
+                                       r"/[A-Za-z0-9_/.*-]*[A-Za-z0-9_*])",
+                                       text))):
+            if "*" not in p and not os.path.exists(os.path.join(ROOT, p)):
+                out.append(f"{doc} names {p}, which does not exist: "
+                           f"update the doc")
+    return out
 
 
 def files():
@@ -72,6 +101,7 @@ def main():
     records = os.listdir(os.path.join(ROOT, "docs", "decisions"))
     decided = {f[:4] for f in records}
     bad = []
+    words = set()
     for n in files():
         path = os.path.join(ROOT, n)
         try:
@@ -85,6 +115,7 @@ def main():
                 bad.append(f"{n}:{line}: cites {what}, which is not in the "
                            f"repository: cite docs/design.md or "
                            f"docs/protocol.md by section")
+        words.update(WORD.findall(text))
         flat = JOIN.sub(" ", text)
         for m in CITE.finditer(flat):
             secs, rules = docs[m.group(1)]
@@ -102,6 +133,7 @@ def main():
             elif m.group(2) and m.group(1) + m.group(2) not in records:
                 bad.append(f"{n}: no docs/decisions/{m.group(1)}"
                            f"{m.group(2)} (renumbered or renamed?)")
+    bad += names_unknown(words)
     for b in bad:
         print(b)
     return 1 if bad else 0
