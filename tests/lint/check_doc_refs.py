@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Lint: code cites the design documents that are in the repository.
+"""Lint: code and docs cite the design documents that are in the repository.
 
-Comments and strings in code may cite docs/design.md and docs/protocol.md
+Comments, strings and docs may cite docs/design.md and docs/protocol.md
 by section (docs/design.md §4.7 R3, docs/protocol.md §2.8) and decision
 records by number (docs/decisions/0015). This fails on a citation of a
 document that is not in the repository (DESIGN.md, PROTOCOL.md, TRACES,
@@ -16,7 +16,7 @@ import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SELF = os.path.relpath(os.path.abspath(__file__), ROOT)
-CODE = re.compile(r"(\.(c|h|sh|py|mjs|js|build)|/(dev|cluster|faults|"
+CODE = re.compile(r"(\.(c|h|sh|py|mjs|js|build|md)|/(dev|cluster|faults|"
                   r"faults-powerloss|rolling-restart|bench-vs-nats))$")
 SKIP = ("tests/js/node_modules/", "tests/fuzz/corpus/", "build/", ".git/")
 
