@@ -29,13 +29,41 @@ struct backup {
     bool finished;
 };
 
+/* The "key: value" lines of the message's headers written into buf (cap
+ * bytes; NULL to measure only); returns the bytes they take. */
+static size_t header_lines(natsMsg *m, const char **keys, int nkeys, char *buf,
+                           size_t cap)
+{
+    size_t used = 0;
+
+    for (int i = 0; i < nkeys; i++) {
+        const char **vals = NULL;
+        int nv = 0;
+        if (natsMsgHeader_Values(m, keys[i], &vals, &nv) != NATS_OK) {
+            continue;
+        }
+        for (int j = 0; j < nv; j++) {
+            size_t n = strlen(keys[i]) + strlen(vals[j]) + 4;
+            if (buf != NULL && used + n < cap) {
+                snprintf(buf + used, cap - used, "%s: %s\r\n", keys[i],
+                         vals[j]);
+            }
+            used += n;
+        }
+        free((void *)vals);
+    }
+    return used;
+}
+
 /* The message's header block as NATS/1.0 text, rebuilt from libnats'
  * parsed headers (malloc'ed into *out, "" when none). */
 static int header_block(natsMsg *m, char **out, uint32_t *len)
 {
+    static const char first[] = "NATS/1.0\r\n";
     const char **keys = NULL;
     int nkeys = 0;
-    size_t cap = 16, used = 0;
+    size_t cap;
+    size_t used;
     char *buf = NULL;
     *out = NULL;
     *len = 0;
@@ -43,35 +71,14 @@ static int header_block(natsMsg *m, char **out, uint32_t *len)
         free((void *)keys);
         return 0;
     }
-    for (int i = 0; i < nkeys; i++) {
-        const char **vals = NULL;
-        int nv = 0;
-        if (natsMsgHeader_Values(m, keys[i], &vals, &nv) != NATS_OK) {
-            continue;
-        }
-        for (int j = 0; j < nv; j++) {
-            cap += strlen(keys[i]) + strlen(vals[j]) + 4;
-        }
-        free((void *)vals);
-    }
+    cap = sizeof first + header_lines(m, keys, nkeys, NULL, 0) + 2;
     buf = malloc(cap + 1);
     if (buf == NULL) {
         free((void *)keys);
         return KEEL_ENOMEM;
     }
-    used = (size_t)snprintf(buf, cap, "NATS/1.0\r\n");
-    for (int i = 0; i < nkeys; i++) {
-        const char **vals = NULL;
-        int nv = 0;
-        if (natsMsgHeader_Values(m, keys[i], &vals, &nv) != NATS_OK) {
-            continue;
-        }
-        for (int j = 0; j < nv; j++) {
-            used += (size_t)snprintf(buf + used, cap - used, "%s: %s\r\n",
-                                     keys[i], vals[j]);
-        }
-        free((void *)vals);
-    }
+    used = (size_t)snprintf(buf, cap, "%s", first);
+    used += header_lines(m, keys, nkeys, buf + used, cap - used);
     used += (size_t)snprintf(buf + used, cap - used, "\r\n");
     free((void *)keys);
     *out = buf;

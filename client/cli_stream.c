@@ -148,15 +148,8 @@ static int ls_page(struct cli_table *t, const json_t *streams)
     {
         const json_t *cfg = json_object_get(info, "config");
         const json_t *st = json_object_get(info, "state");
-        char msgs[32], bytes[32], subjects[256] = "";
-        const json_t *subj;
-        size_t k;
-        json_array_foreach(json_object_get(cfg, "subjects"), k, subj)
-        {
-            size_t used = strlen(subjects);
-            snprintf(subjects + used, sizeof subjects - used, "%s%s",
-                     k > 0 ? ", " : "", json_string_value(subj));
-        }
+        char msgs[32], bytes[32], subjects[256];
+        cli_stream_cfg_subjects(cfg, subjects, sizeof subjects);
         cli_fmt_count((uint64_t)cli_js_int(st, "messages", 0), msgs,
                       sizeof msgs);
         cli_fmt_bytes((uint64_t)cli_js_int(st, "bytes", 0), bytes,

@@ -208,18 +208,26 @@ int cli_stream_cfg_build(const struct cli_stream_flags *sf, const char *name,
     return rv;
 }
 
-void cli_stream_cfg_print(const json_t *cfg)
+void cli_stream_cfg_subjects(const json_t *cfg, char *buf, size_t len)
 {
-    char subjects[512] = "";
-    char a[32], b[32], c[32], d[32], e[32];
     const json_t *subj;
     size_t k;
+
+    ASSERT(buf != NULL && len > 0);
+    buf[0] = '\0';
     json_array_foreach(json_object_get(cfg, "subjects"), k, subj)
     {
-        size_t used = strlen(subjects);
-        snprintf(subjects + used, sizeof subjects - used, "%s%s",
-                 k > 0 ? ", " : "", json_string_value(subj));
+        size_t used = strlen(buf);
+        snprintf(buf + used, len - used, "%s%s", k > 0 ? ", " : "",
+                 json_string_value(subj));
     }
+}
+
+void cli_stream_cfg_print(const json_t *cfg)
+{
+    char subjects[512];
+    char a[32], b[32], c[32], d[32], e[32];
+    cli_stream_cfg_subjects(cfg, subjects, sizeof subjects);
     int64_t max_bytes = cli_js_int(cfg, "max_bytes", -1);
     int64_t age = cli_js_int(cfg, "max_age", 0);
     cli_fmt_limit(cli_js_int(cfg, "max_msgs", -1), a, sizeof a);

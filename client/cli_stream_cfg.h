@@ -50,6 +50,10 @@ int cli_stream_cfg_build(const struct cli_stream_flags *sf, const char *name,
 /* Print a config as aligned "Key: value" lines with human units. */
 void cli_stream_cfg_print(const json_t *cfg);
 
+/* The config's subjects joined with ", " into buf (len bytes, cut short
+ * when they do not fit). */
+void cli_stream_cfg_subjects(const json_t *cfg, char *buf, size_t len);
+
 /* Ask "<what> <name>? [y/N]" on the terminal. Returns 0 on yes,
  * KEEL_ECANCELED on no, KEEL_EUSAGE when stdin is not a terminal (the
  * message says to add --force). */
