@@ -319,3 +319,32 @@ int cli_js_pull(natsConnection *nc, const char *stream, const char *consumer,
     natsInbox_Destroy(inbox);
     return rv;
 }
+
+int cli_js_stream_pages(natsConnection *nc, int64_t timeout_ms,
+                        const char *what, cli_js_page_cb cb, void *arg,
+                        char *errmsg)
+{
+    ASSERT(cb != NULL);
+    int rv = 0;
+    int64_t offset = 0;
+    for (int page = 0; rv == 0 && page < CLI_JS_PAGES_MAX; page++) {
+        char body[64];
+        json_t *reply = NULL;
+        snprintf(body, sizeof body, "{\"offset\":%lld}", (long long)offset);
+        rv = cli_js_request(nc, timeout_ms, what, "STREAM.LIST", body, &reply,
+                            NULL, errmsg);
+        if (rv != 0) {
+            break;
+        }
+        const json_t *streams = json_object_get(reply, "streams");
+        rv = cb(streams, arg);
+        offset += (int64_t)json_array_size(streams);
+        bool last = json_array_size(streams) == 0 ||
+                    offset >= cli_js_int(reply, "total", 0);
+        json_decref(reply);
+        if (last) {
+            break;
+        }
+    }
+    return rv;
+}

@@ -42,6 +42,16 @@ int cli_js_request(natsConnection *nc, int64_t timeout_ms, const char *what,
                    const char *api, const char *body, json_t **out, char **raw,
                    char *errmsg);
 
+/* Called with each page (the "streams" array) of STREAM.LIST; return
+ * non-zero to stop with that code. */
+typedef int (*cli_js_page_cb)(const json_t *streams, void *arg);
+
+/* Page through STREAM.LIST (at most CLI_JS_PAGES_MAX pages), calling cb
+ * with each page's stream infos. Returns 0, cb's code or the request's. */
+int cli_js_stream_pages(natsConnection *nc, int64_t timeout_ms,
+                        const char *what, cli_js_page_cb cb, void *arg,
+                        char *errmsg);
+
 /* Print JSON o to stdout, indented (the --json output). */
 void cli_js_print_json(const json_t *o);
 

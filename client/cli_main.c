@@ -12,6 +12,7 @@
 #include "keel/assert.h"
 #include "cli.h"
 #include "cli_js.h"
+#include "cli_kv.h"
 #include "cli_passwd.h"
 #include "cli_store.h"
 
@@ -47,6 +48,9 @@ static const struct cli_cmd commands[] = {
      "Manage streams (JetStream); 'keel stream' lists the commands.", 0, 8},
     {"consumer", cli_consumer, "add|ls|info|rm|next",
      "Manage consumers and fetch messages; 'keel consumer' lists them.", 0, 8},
+    {"kv", cli_kv,
+     "add|put|get|create|update|del|purge|history|keys|watch|ls|info|rm",
+     "Key/Value buckets; 'keel kv' lists the commands.", 0, 8},
     {"passwd", cli_passwd, "[--iterations N]",
      "Print a password hash for keeld's authorization block.", 0, 0},
     {"cluster", cli_cluster,

@@ -140,8 +140,19 @@ static int stream_edit(const struct cli_cmd *cmd, int argc, char **argv,
     return stream_add_edit(cmd, argc, argv, errmsg, true);
 }
 
-static int ls_page(struct cli_table *t, const json_t *streams)
+/* What stream ls gathers: the table and, for --json, every info. */
+struct ls_acc {
+    struct cli_table *t;
+    json_t *all;
+};
+
+static int ls_page(const json_t *streams, void *arg)
 {
+    struct ls_acc *acc = arg;
+    struct cli_table *t = acc->t;
+    if (json_array_extend(acc->all, (json_t *)streams) != 0) {
+        return KEEL_ENOMEM;
+    }
     size_t i;
     const json_t *info;
     json_array_foreach(streams, i, info)
@@ -187,25 +198,10 @@ static int stream_ls(const struct cli_cmd *cmd, int argc, char **argv,
     if (rv == 0 && !help) {
         rv = cli_table_init(t, 5, heads);
     }
-    int64_t offset = 0;
-    for (int page = 0; rv == 0 && !help && page < CLI_JS_PAGES_MAX; page++) {
-        char body[64];
-        json_t *reply = NULL;
-        snprintf(body, sizeof body, "{\"offset\":%lld}", (long long)offset);
-        rv = cli_js_request(nc, conn.timeout_ms, "stream ls", "STREAM.LIST",
-                            body, &reply, NULL, errmsg);
-        if (rv != 0) {
-            break;
-        }
-        json_t *streams = json_object_get(reply, "streams");
-        rv = ls_page(t, streams);
-        json_array_extend(all, streams);
-        offset += (int64_t)json_array_size(streams);
-        int64_t total = cli_js_int(reply, "total", 0);
-        json_decref(reply);
-        if (json_array_size(streams) == 0 || offset >= total) {
-            break;
-        }
+    struct ls_acc acc = {t, all};
+    if (rv == 0 && !help) {
+        rv = cli_js_stream_pages(nc, conn.timeout_ms, "stream ls", ls_page,
+                                 &acc, errmsg);
     }
     if (rv == 0 && !help) {
         if (json) {

@@ -1,0 +1,380 @@
+/* keel kv add|ls|info|rm and the kv dispatch (keys: cli_kv_key.c).
+ *
+ * A bucket is the stream KV_<BUCKET>; libnats' kvStore API speaks the
+ * conventions, so keel works the same against keeld and nats-server.
+ */
+#include "cli_kv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keel/assert.h"
+#include "cli_js.h"
+#include "cli_stream_cfg.h"
+
+/* libnats prefixes its last error with "(file.c:line): ": drop it. */
+const char *cli_kv_last_error(void)
+{
+    const char *last = nats_GetLastError(NULL);
+    if (last == NULL) {
+        return "";
+    }
+    const char *sep = last[0] == '(' ? strstr(last, "): ") : NULL;
+    return sep != NULL ? sep + 3 : last;
+}
+
+int cli_kv_err(natsStatus s, const char *what, const char *key, char *errmsg)
+{
+    const char *last = cli_kv_last_error();
+    if (s == NATS_NOT_FOUND) {
+        return keel_err(KEEL_ENOENT, errmsg,
+                        "%s: key %s not found (list keys with 'keel kv keys "
+                        "BUCKET')",
+                        what, key != NULL ? key : "?");
+    }
+    if (last[0] != '\0') {
+        int rv = cli_nats_err(s, errmsg, what);
+        size_t used = strlen(errmsg);
+        snprintf(errmsg + used, KEEL_ERRMSG_MAX - used, " (%s)", last);
+        return rv;
+    }
+    return cli_nats_err(s, errmsg, what);
+}
+
+int cli_kv_open(const struct cli_cmd *cmd, const struct cli_flag *flags,
+                struct cli_conn_opts *conn, int argc, char **argv,
+                struct cli_args *args, bool bind, struct cli_kv *out,
+                bool *help, char *errmsg)
+{
+    memset(out, 0, sizeof *out);
+    int rv = cli_js_start(cmd, flags, conn, argc, argv, args, &out->nc, help,
+                          errmsg);
+    if (rv != 0 || *help) {
+        return rv;
+    }
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Wait = conn->timeout_ms;
+    natsStatus s = natsConnection_JetStream(&out->js, out->nc, &jo);
+    if (s != NATS_OK) {
+        return cli_nats_err(s, errmsg, "JetStream context");
+    }
+    if (!bind) {
+        return 0;
+    }
+    ASSERT(args->count >= 1);
+    s = js_KeyValue(&out->kv, out->js, args->items[0]);
+    if (s == NATS_NOT_FOUND) {
+        return keel_err(KEEL_ENOENT, errmsg,
+                        "bucket %s not found: list buckets with 'keel kv ls' "
+                        "or create it with 'keel kv add %s'",
+                        args->items[0], args->items[0]);
+    }
+    if (s != NATS_OK) {
+        return cli_kv_err(s, "open bucket", NULL, errmsg);
+    }
+    return 0;
+}
+
+void cli_kv_close(struct cli_kv *k)
+{
+    kvStore_Destroy(k->kv);
+    jsCtx_Destroy(k->js);
+    natsConnection_Destroy(k->nc);
+    memset(k, 0, sizeof *k);
+}
+
+/* The human view of a bucket, from its stream's info. */
+static void print_bucket(const json_t *info)
+{
+    const json_t *cfg = json_object_get(info, "config");
+    const json_t *st = json_object_get(info, "state");
+    const char *stream = cli_js_str(cfg, "name", "KV_?");
+    char ttl[32], vals[32], bytes[32], maxval[32], maxb[32];
+    cli_fmt_duration_ns(
+        cli_js_int(cfg, "max_age", 0) == 0 ? -1 : cli_js_int(cfg, "max_age", 0),
+        ttl, sizeof ttl);
+    cli_fmt_count((uint64_t)cli_js_int(st, "messages", 0), vals, sizeof vals);
+    cli_fmt_bytes((uint64_t)cli_js_int(st, "bytes", 0), bytes, sizeof bytes);
+    cli_fmt_limit(cli_js_int(cfg, "max_msg_size", -1), maxval, sizeof maxval);
+    cli_fmt_limit(cli_js_int(cfg, "max_bytes", -1), maxb, sizeof maxb);
+    printf("Information for Key-Value Store Bucket %s\n\n", stream + 3);
+    printf("  %-18s %s\n", "Bucket Name:", stream + 3);
+    printf("  %-18s %lld\n", "History Kept:",
+           (long long)cli_js_int(cfg, "max_msgs_per_subject", 1));
+    printf("  %-18s %s\n", "Values Stored:", vals);
+    printf("  %-18s %s\n", "Size:", bytes);
+    printf("  %-18s %s\n", "TTL:", ttl);
+    printf("  %-18s %s\n", "Max Value Size:", maxval);
+    printf("  %-18s %s\n", "Max Bucket Size:", maxb);
+    printf("  %-18s %lld\n",
+           "Replicas:", (long long)cli_js_int(cfg, "num_replicas", 1));
+    printf("  %-18s %s\n", "Storage:", cli_js_str(cfg, "storage", "file"));
+    printf("  %-18s %s\n", "Backing Stream:", stream);
+}
+
+static int bucket_info(const struct cli_kv *k, int64_t timeout_ms,
+                       const char *bucket, bool json, char *errmsg)
+{
+    char api[CLI_SUBJECT_BYTES_MAX];
+    json_t *reply = NULL;
+    snprintf(api, sizeof api, "STREAM.INFO.KV_%s", bucket);
+    int rv = cli_js_request(k->nc, timeout_ms, "kv info", api, NULL, &reply,
+                            NULL, errmsg);
+    if (rv == KEEL_ENOENT) {
+        return keel_err(KEEL_ENOENT, errmsg,
+                        "bucket %s not found: list buckets with 'keel kv ls'",
+                        bucket);
+    }
+    if (rv == 0 && json) {
+        cli_js_print_json(reply);
+    } else if (rv == 0) {
+        print_bucket(reply);
+    }
+    json_decref(reply);
+    return rv;
+}
+
+static int kv_add(const struct cli_cmd *cmd, int argc, char **argv,
+                  char *errmsg)
+{
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    struct cli_kv k = {0};
+    int64_t history = 1, ttl_ms = 0, max_value = -1, max_bytes = -1;
+    int64_t replicas = 1;
+    const char *storage = "file", *description = NULL;
+    bool json = false, help = false;
+    struct cli_flag flags[] = {
+        {"history", 0, CLI_FLAG_INT, &history, "N",
+         "values kept per key (1-64, default 1)"},
+        {"ttl", 0, CLI_FLAG_DURATION, &ttl_ms, "DURATION",
+         "how long a value lives (default forever)"},
+        {"max-value-size", 0, CLI_FLAG_SIZE, &max_value, "BYTES",
+         "largest value accepted"},
+        {"max-bucket-size", 0, CLI_FLAG_SIZE, &max_bytes, "BYTES",
+         "largest size of the whole bucket"},
+        {"replicas", 0, CLI_FLAG_INT, &replicas, "N",
+         "copies of the bucket (1, 3 or 5 on a cluster)"},
+        {"storage", 0, CLI_FLAG_STR, &storage, "file|memory",
+         "where values are kept"},
+        {"description", 0, CLI_FLAG_STR, &description, "TEXT",
+         "what the bucket is for"},
+        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the stream info"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    int rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, false, &k, &help,
+                         errmsg);
+    if (rv != 0 || help) {
+        goto out;
+    }
+    if (history < 1 || history > 64) {
+        rv = keel_err(KEEL_EUSAGE, errmsg,
+                      "--history %lld: a bucket keeps 1 to 64 values per key",
+                      (long long)history);
+        goto out;
+    }
+    if (max_value > INT32_MAX || replicas > 5 || replicas < 1) {
+        rv = keel_err(KEEL_EUSAGE, errmsg,
+                      "--max-value-size must be below 2 GiB and --replicas "
+                      "1 to 5");
+        goto out;
+    }
+    bool mem = strcmp(storage, "memory") == 0;
+    if (!mem && strcmp(storage, "file") != 0) {
+        rv = keel_err(KEEL_EUSAGE, errmsg, "--storage %s: use file or memory",
+                      storage);
+        goto out;
+    }
+    kvConfig kc;
+    kvConfig_Init(&kc);
+    kc.Bucket = args.items[0];
+    kc.Description = description;
+    kc.History = (uint8_t)history;
+    kc.TTL = ttl_ms * 1000000;
+    kc.MaxValueSize = (int32_t)max_value;
+    kc.MaxBytes = max_bytes;
+    kc.Replicas = (int)replicas;
+    kc.StorageType = mem ? js_MemoryStorage : js_FileStorage;
+    natsStatus s = js_CreateKeyValue(&k.kv, k.js, &kc);
+    if (s != NATS_OK) {
+        rv = cli_kv_err(s, "kv add", NULL, errmsg);
+        goto out;
+    }
+    rv = bucket_info(&k, conn.timeout_ms, args.items[0], json, errmsg);
+out:
+    cli_kv_close(&k);
+    return rv;
+}
+
+static int kv_info(const struct cli_cmd *cmd, int argc, char **argv,
+                   char *errmsg)
+{
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    struct cli_kv k = {0};
+    bool json = false, help = false;
+    struct cli_flag flags[] = {
+        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the stream info"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    int rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, false, &k, &help,
+                         errmsg);
+    if (rv == 0 && !help) {
+        rv = bucket_info(&k, conn.timeout_ms, args.items[0], json, errmsg);
+    }
+    cli_kv_close(&k);
+    return rv;
+}
+
+static int kv_rm(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+{
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    struct cli_kv k = {0};
+    bool force = false, help = false;
+    struct cli_flag flags[] = {
+        {"force", 'f', CLI_FLAG_BOOL, &force, NULL,
+         "do not ask (needed when stdin is not a terminal)"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    int rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, true, &k, &help,
+                         errmsg);
+    if (rv == 0 && !help && !force) {
+        rv = cli_confirm("delete bucket", args.items[0], errmsg);
+    }
+    if (rv == 0 && !help) {
+        natsStatus s = js_DeleteKeyValue(k.js, args.items[0]);
+        rv = s == NATS_OK ? 0 : cli_kv_err(s, "kv rm", NULL, errmsg);
+    }
+    if (rv == 0 && !help) {
+        printf("Bucket %s deleted\n", args.items[0]);
+    }
+    cli_kv_close(&k);
+    return rv;
+}
+
+/* Buckets are the streams named KV_*: one page of STREAM.LIST at a time. */
+struct ls_acc {
+    struct cli_table *t;
+    json_t *all; /* the bucket names, for --json */
+};
+
+static int ls_page(const json_t *streams, void *arg)
+{
+    struct ls_acc *acc = arg;
+    size_t i;
+    const json_t *info;
+    json_array_foreach(streams, i, info)
+    {
+        const json_t *cfg = json_object_get(info, "config");
+        const json_t *st = json_object_get(info, "state");
+        const char *name = cli_js_str(cfg, "name", "");
+        if (strncmp(name, "KV_", 3) != 0) {
+            continue;
+        }
+        char vals[32], bytes[32], hist[32];
+        cli_fmt_count((uint64_t)cli_js_int(st, "messages", 0), vals,
+                      sizeof vals);
+        cli_fmt_bytes((uint64_t)cli_js_int(st, "bytes", 0), bytes,
+                      sizeof bytes);
+        snprintf(hist, sizeof hist, "%lld",
+                 (long long)cli_js_int(cfg, "max_msgs_per_subject", 1));
+        const char *row[] = {name + 3, hist, vals, bytes};
+        int rv = cli_table_add(acc->t, row);
+        if (rv != 0 ||
+            json_array_append_new(acc->all, json_string(name + 3)) != 0) {
+            return KEEL_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+static int kv_ls(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+{
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    struct cli_kv k = {0};
+    bool json = false, help = false;
+    struct cli_flag flags[] = {
+        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the names as JSON"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    static const char *const heads[] = {"Bucket", ">History", ">Values",
+                                        ">Size"};
+    struct cli_table *t = calloc(1, sizeof *t);
+    json_t *all = json_array();
+    int rv = t == NULL || all == NULL ? KEEL_ENOMEM : 0;
+    if (rv == 0) {
+        rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, false, &k, &help,
+                         errmsg);
+    }
+    if (rv == 0 && !help) {
+        rv = cli_table_init(t, 4, heads);
+    }
+    struct ls_acc acc = {t, all};
+    if (rv == 0 && !help) {
+        rv = cli_js_stream_pages(k.nc, conn.timeout_ms, "kv ls", ls_page, &acc,
+                                 errmsg);
+    }
+    if (rv == 0 && !help) {
+        if (json) {
+            cli_js_print_json(all);
+        } else if (t->nrows == 1) {
+            printf("No Key-Value buckets found (add one with 'keel kv "
+                   "add')\n");
+        } else {
+            cli_table_print(t, stdout, cli_color(stdout));
+        }
+    }
+    if (t != NULL) {
+        cli_table_free(t);
+    }
+    free(t);
+    json_decref(all);
+    cli_kv_close(&k);
+    return rv;
+}
+
+static const struct cli_subcmd subs[] = {
+    {{"kv add", NULL, "BUCKET",
+      "Create a bucket (--history, --ttl, --max-value-size, --replicas).", 1,
+      1},
+     kv_add},
+    {{"kv put", NULL, "BUCKET KEY [VALUE]",
+      "Set KEY to VALUE (default: read stdin).", 2, 3},
+     cli_kv_put},
+    {{"kv get", NULL, "BUCKET KEY", "Print a key's value (--raw: only it).", 2,
+      2},
+     cli_kv_get},
+    {{"kv create", NULL, "BUCKET KEY [VALUE]",
+      "Set KEY only if it has no value.", 2, 3},
+     cli_kv_create},
+    {{"kv update", NULL, "BUCKET KEY VALUE REVISION",
+      "Set KEY only if its last revision is REVISION.", 4, 4},
+     cli_kv_update},
+    {{"kv del", NULL, "BUCKET KEY", "Delete KEY (keeps its history).", 2, 2},
+     cli_kv_del},
+    {{"kv purge", NULL, "BUCKET KEY", "Delete KEY and all its history.", 2, 2},
+     cli_kv_purge},
+    {{"kv history", NULL, "BUCKET KEY", "List the revisions of KEY.", 2, 2},
+     cli_kv_history},
+    {{"kv keys", NULL, "BUCKET", "List the keys that have a value.", 1, 1},
+     cli_kv_keys},
+    {{"kv watch", NULL, "BUCKET [KEY]",
+      "Print values, then changes, of KEY (wildcards) or all keys.", 1, 2},
+     cli_kv_watch},
+    {{"kv ls", NULL, "", "List the buckets.", 0, 0}, kv_ls},
+    {{"kv info", NULL, "BUCKET", "Show a bucket's settings and size.", 1, 1},
+     kv_info},
+    {{"kv rm", NULL, "BUCKET", "Delete a bucket and all its keys.", 1, 1},
+     kv_rm},
+};
+
+int cli_kv(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+{
+    (void)cmd;
+    return cli_subcmd_dispatch("kv", subs, sizeof subs / sizeof subs[0], argc,
+                               argv, errmsg);
+}

@@ -1,0 +1,407 @@
+/* keel kv put|get|create|update|del|purge|history|keys|watch: the verbs on
+ * keys of one bucket, as the nats CLI spells them.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "keel/assert.h"
+#include "cli_js.h"
+#include "cli_kv.h"
+#include "cli_stream_cfg.h"
+
+/* The value argument, or stdin when it is absent (as `nats kv put B K`).
+ * *owned is the buffer to free (NULL when the value is argv's). */
+static int read_value(const struct cli_args *args, int at, const char **val,
+                      int *len, char **owned, char *errmsg)
+{
+    *owned = NULL;
+    if (args->count > at) {
+        *val = args->items[at];
+        *len = (int)strlen(*val);
+        return 0;
+    }
+    char *buf = malloc((size_t)CLI_BODY_BYTES_MAX + 1);
+    if (buf == NULL) {
+        return KEEL_ENOMEM;
+    }
+    size_t n = fread(buf, 1, (size_t)CLI_BODY_BYTES_MAX + 1, stdin);
+    if (n > (size_t)CLI_BODY_BYTES_MAX) {
+        free(buf);
+        return keel_err(KEEL_ETOOBIG, errmsg,
+                        "the value on stdin is over %d bytes: store large "
+                        "data in an object store",
+                        (int)CLI_BODY_BYTES_MAX);
+    }
+    *owned = buf;
+    *val = buf;
+    *len = (int)n;
+    return 0;
+}
+
+enum put_mode { PUT_ANY, PUT_CREATE, PUT_UPDATE };
+
+static int parse_revision(const char *text, uint64_t *rev, char *errmsg)
+{
+    char *end = NULL;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (text[0] == '\0' || text[0] == '-' || *end != '\0' || v == 0) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "revision '%s': give the positive number 'keel kv "
+                        "get' or 'keel kv history' shows",
+                        text);
+    }
+    *rev = (uint64_t)v;
+    return 0;
+}
+
+/* create and update are refused by the server's expected-last-sequence
+ * check ("wrong last sequence: N", N the key's revision now). */
+static int refusal(natsStatus s, const char *what, const char *key,
+                   enum put_mode mode, uint64_t last, char *errmsg)
+{
+    const char *text = cli_kv_last_error();
+    const char *seq = strstr(text, "wrong last sequence");
+    if (mode == PUT_ANY || seq == NULL) {
+        return cli_kv_err(s, what, key, errmsg);
+    }
+    const char *colon = strchr(seq, ':');
+    const char *now = colon != NULL ? colon + 2 : "?";
+    if (mode == PUT_CREATE) {
+        return keel_err(KEEL_EEXIST, errmsg,
+                        "%s: key %s already has a value (revision %s): set "
+                        "it with 'keel kv put' or 'keel kv update'",
+                        what, key, now);
+    }
+    return keel_err(KEEL_EEXIST, errmsg,
+                    "%s: key %s is at revision %s, not %" PRIu64
+                    ": read it with 'keel kv get' and retry",
+                    what, key, now, last);
+}
+
+static int put_common(const struct cli_cmd *cmd, int argc, char **argv,
+                      char *errmsg, enum put_mode mode)
+{
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    struct cli_kv k = {0};
+    bool help = false;
+    char *owned = NULL;
+    struct cli_flag flags[] = {{NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL}};
+    int rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, true, &k, &help,
+                         errmsg);
+    if (rv != 0 || help) {
+        goto out;
+    }
+    const char *key = args.items[1], *val = NULL;
+    int len = 0;
+    uint64_t last = 0, rev = 0;
+    if (mode == PUT_UPDATE) {
+        rv = parse_revision(args.items[3], &last, errmsg);
+    }
+    if (rv == 0) {
+        rv = read_value(&args, 2, &val, &len, &owned, errmsg);
+    }
+    if (rv != 0) {
+        goto out;
+    }
+    natsStatus s =
+        mode == PUT_CREATE   ? kvStore_Create(&rev, k.kv, key, val, len)
+        : mode == PUT_UPDATE ? kvStore_Update(&rev, k.kv, key, val, len, last)
+                             : kvStore_Put(&rev, k.kv, key, val, len);
+    if (s != NATS_OK) {
+        rv = refusal(s, cmd->name, key, mode, last, errmsg);
+        goto out;
+    }
+    /* The nats CLI echoes the value stored. */
+    fwrite(val, 1, (size_t)len, stdout);
+    printf("\n");
+out:
+    free(owned);
+    cli_kv_close(&k);
+    return rv;
+}
+
+int cli_kv_put(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+{
+    return put_common(cmd, argc, argv, errmsg, PUT_ANY);
+}
+
+int cli_kv_create(const struct cli_cmd *cmd, int argc, char **argv,
+                  char *errmsg)
+{
+    return put_common(cmd, argc, argv, errmsg, PUT_CREATE);
+}
+
+int cli_kv_update(const struct cli_cmd *cmd, int argc, char **argv,
+                  char *errmsg)
+{
+    return put_common(cmd, argc, argv, errmsg, PUT_UPDATE);
+}
+
+static void fmt_time(int64_t ns, char *buf, size_t len)
+{
+    time_t sec = (time_t)(ns / 1000000000);
+    struct tm tm;
+    gmtime_r(&sec, &tm);
+    strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+static const char *op_name(kvOperation op)
+{
+    switch (op) {
+    case kvOp_Put:
+        return "PUT";
+    case kvOp_Delete:
+        return "DEL";
+    case kvOp_Purge:
+        return "PURGE";
+    default:
+        return "?";
+    }
+}
+
+int cli_kv_get(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+{
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    struct cli_kv k = {0};
+    kvEntry *e = NULL;
+    bool raw = false, help = false;
+    int64_t revision = 0;
+    struct cli_flag flags[] = {
+        {"raw", 0, CLI_FLAG_BOOL, &raw, NULL, "print only the value"},
+        {"revision", 0, CLI_FLAG_INT, &revision, "N",
+         "the value at revision N (default the latest)"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    int rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, true, &k, &help,
+                         errmsg);
+    if (rv != 0 || help) {
+        goto out;
+    }
+    const char *key = args.items[1];
+    natsStatus s = revision > 0
+                       ? kvStore_GetRevision(&e, k.kv, key, (uint64_t)revision)
+                       : kvStore_Get(&e, k.kv, key);
+    if (s != NATS_OK) {
+        rv = cli_kv_err(s, "kv get", key, errmsg);
+        goto out;
+    }
+    if (!raw) {
+        char when[32];
+        fmt_time(kvEntry_Created(e), when, sizeof when);
+        printf("%s > %s revision: %" PRIu64 " created @ %s UTC\n\n",
+               kvEntry_Bucket(e), kvEntry_Key(e), kvEntry_Revision(e), when);
+    }
+    fwrite(kvEntry_Value(e), 1, (size_t)kvEntry_ValueLen(e), stdout);
+    printf("\n");
+out:
+    kvEntry_Destroy(e);
+    cli_kv_close(&k);
+    return rv;
+}
+
+/* del and purge: both leave a marker; purge also drops the history. */
+static int del_common(const struct cli_cmd *cmd, int argc, char **argv,
+                      char *errmsg, bool purge)
+{
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    struct cli_kv k = {0};
+    bool force = false, help = false;
+    struct cli_flag flags[] = {
+        {"force", 'f', CLI_FLAG_BOOL, &force, NULL,
+         "do not ask (needed when stdin is not a terminal)"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    int rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, true, &k, &help,
+                         errmsg);
+    if (rv != 0 || help) {
+        goto out;
+    }
+    const char *key = args.items[1];
+    if (!force) {
+        rv = cli_confirm(purge ? "purge key" : "delete key", key, errmsg);
+    }
+    if (rv == 0) {
+        natsStatus s =
+            purge ? kvStore_Purge(k.kv, key, NULL) : kvStore_Delete(k.kv, key);
+        rv = s == NATS_OK ? 0 : cli_kv_err(s, cmd->name, key, errmsg);
+    }
+    if (rv == 0) {
+        printf("%s %s > %s\n", purge ? "Purged" : "Deleted", args.items[0],
+               key);
+    }
+out:
+    cli_kv_close(&k);
+    return rv;
+}
+
+int cli_kv_del(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+{
+    return del_common(cmd, argc, argv, errmsg, false);
+}
+
+int cli_kv_purge(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+{
+    return del_common(cmd, argc, argv, errmsg, true);
+}
+
+static int history_table(const kvEntryList *l, struct cli_table *t)
+{
+    static const char *const heads[] = {"Key",     ">Revision", "Op",
+                                        "Created", ">Length",   "Value"};
+    int rv = cli_table_init(t, 6, heads);
+    for (int i = 0; rv == 0 && i < l->Count; i++) {
+        kvEntry *e = l->Entries[i];
+        char revs[32], when[32], lens[32], val[64];
+        snprintf(revs, sizeof revs, "%" PRIu64, kvEntry_Revision(e));
+        fmt_time(kvEntry_Created(e), when, sizeof when);
+        snprintf(lens, sizeof lens, "%d", kvEntry_ValueLen(e));
+        /* Long values are cut, as the nats CLI does: 'get' prints all. */
+        snprintf(val, sizeof val, "%.*s",
+                 kvEntry_ValueLen(e) > 40 ? 40 : kvEntry_ValueLen(e),
+                 kvEntry_ValueLen(e) > 0 ? (const char *)kvEntry_Value(e) : "");
+        const char *row[] = {
+            kvEntry_Key(e), revs, op_name(kvEntry_Operation(e)),
+            when,           lens, val};
+        rv = cli_table_add(t, row);
+    }
+    return rv;
+}
+
+int cli_kv_history(const struct cli_cmd *cmd, int argc, char **argv,
+                   char *errmsg)
+{
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    struct cli_kv k = {0};
+    kvEntryList l = {0};
+    bool help = false;
+    struct cli_flag flags[] = {{NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL}};
+    struct cli_table *t = calloc(1, sizeof *t);
+    int rv = t == NULL ? KEEL_ENOMEM : 0;
+    if (rv == 0) {
+        rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, true, &k, &help,
+                         errmsg);
+    }
+    if (rv != 0 || help) {
+        goto out;
+    }
+    kvWatchOptions wo;
+    kvWatchOptions_Init(&wo);
+    wo.Timeout = conn.timeout_ms;
+    natsStatus s = kvStore_History(&l, k.kv, args.items[1], &wo);
+    if (s != NATS_OK) {
+        rv = cli_kv_err(s, "kv history", args.items[1], errmsg);
+        goto out;
+    }
+    rv = history_table(&l, t);
+    if (rv == 0) {
+        cli_table_print(t, stdout, cli_color(stdout));
+    }
+out:
+    kvEntryList_Destroy(&l);
+    if (t != NULL && t->ncols > 0) {
+        cli_table_free(t);
+    }
+    free(t);
+    cli_kv_close(&k);
+    return rv;
+}
+
+int cli_kv_keys(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+{
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    struct cli_kv k = {0};
+    kvKeysList l = {0};
+    bool help = false;
+    struct cli_flag flags[] = {{NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL}};
+    int rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, true, &k, &help,
+                         errmsg);
+    if (rv != 0 || help) {
+        goto out;
+    }
+    kvWatchOptions wo;
+    kvWatchOptions_Init(&wo);
+    wo.Timeout = conn.timeout_ms;
+    natsStatus s = kvStore_Keys(&l, k.kv, &wo);
+    if (s == NATS_NOT_FOUND || (s == NATS_OK && l.Count == 0)) {
+        printf("No keys found in bucket\n");
+        goto out;
+    }
+    if (s != NATS_OK) {
+        rv = cli_kv_err(s, "kv keys", NULL, errmsg);
+        goto out;
+    }
+    for (int i = 0; i < l.Count; i++) {
+        printf("%s\n", l.Keys[i]);
+    }
+out:
+    kvKeysList_Destroy(&l);
+    cli_kv_close(&k);
+    return rv;
+}
+
+static void print_watched(const kvEntry *ce)
+{
+    kvEntry *e = (kvEntry *)ce; /* libnats' getters take a non-const */
+    char when[32];
+    fmt_time(kvEntry_Created(e), when, sizeof when);
+    kvOperation op = kvEntry_Operation(e);
+    printf("[%s] %s %s > %s", when, op_name(op), kvEntry_Bucket(e),
+           kvEntry_Key(e));
+    if (op == kvOp_Put) {
+        printf(": ");
+        fwrite(kvEntry_Value(e), 1, (size_t)kvEntry_ValueLen(e), stdout);
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+int cli_kv_watch(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+{
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    struct cli_kv k = {0};
+    kvWatcher *w = NULL;
+    int64_t count = 0;
+    bool help = false;
+    struct cli_flag flags[] = {
+        {"count", 0, CLI_FLAG_INT, &count, "N",
+         "stop after N entries (default: until ^C)"},
+        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+    };
+    int rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, true, &k, &help,
+                         errmsg);
+    if (rv != 0 || help) {
+        goto out;
+    }
+    natsStatus s = args.count > 1 ? kvStore_Watch(&w, k.kv, args.items[1], NULL)
+                                  : kvStore_WatchAll(&w, k.kv, NULL);
+    for (int64_t got = 0; s == NATS_OK && (count == 0 || got < count);) {
+        kvEntry *e = NULL;
+        s = kvWatcher_Next(&e, w, CLI_WAIT_SLICE_MS);
+        if (s == NATS_TIMEOUT) {
+            s = NATS_OK; /* nothing new yet: keep watching */
+            continue;
+        }
+        if (s == NATS_OK && e != NULL) {
+            print_watched(e);
+            kvEntry_Destroy(e);
+            got++;
+        }
+        /* e == NULL marks the end of the initial values: keep going. */
+    }
+    if (s != NATS_OK) {
+        rv = cli_kv_err(s, "kv watch", NULL, errmsg);
+    }
+out:
+    kvWatcher_Destroy(w);
+    cli_kv_close(&k);
+    return rv;
+}
