@@ -208,53 +208,6 @@ out:
     return rv;
 }
 
-static int kv_info(const struct cli_cmd *cmd, int argc, char **argv,
-                   char *errmsg)
-{
-    struct cli_conn_opts conn;
-    struct cli_args args;
-    struct cli_kv k = {0};
-    bool json = false, help = false;
-    struct cli_flag flags[] = {
-        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the stream info"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
-    };
-    int rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, false, &k, &help,
-                         errmsg);
-    if (rv == 0 && !help) {
-        rv = bucket_info(&k, conn.timeout_ms, args.items[0], json, errmsg);
-    }
-    cli_kv_close(&k);
-    return rv;
-}
-
-static int kv_rm(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
-{
-    struct cli_conn_opts conn;
-    struct cli_args args;
-    struct cli_kv k = {0};
-    bool force = false, help = false;
-    struct cli_flag flags[] = {
-        {"force", 'f', CLI_FLAG_BOOL, &force, NULL,
-         "do not ask (needed when stdin is not a terminal)"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
-    };
-    int rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, true, &k, &help,
-                         errmsg);
-    if (rv == 0 && !help && !force) {
-        rv = cli_confirm("delete bucket", args.items[0], errmsg);
-    }
-    if (rv == 0 && !help) {
-        natsStatus s = js_DeleteKeyValue(k.js, args.items[0]);
-        rv = s == NATS_OK ? 0 : cli_kv_err(s, "kv rm", NULL, errmsg);
-    }
-    if (rv == 0 && !help) {
-        printf("Bucket %s deleted\n", args.items[0]);
-    }
-    cli_kv_close(&k);
-    return rv;
-}
-
 /* Buckets are the streams named KV_*: one page of STREAM.LIST at a time. */
 struct ls_acc {
     struct cli_table *t;
@@ -291,90 +244,88 @@ static int ls_page(const json_t *streams, void *arg)
     return 0;
 }
 
+static void print_buckets(const struct ls_acc *acc, bool json)
+{
+    if (json) {
+        cli_js_print_json(acc->all);
+        return;
+    }
+    if (acc->t->nrows == 1) {
+        printf("No Key-Value buckets found (add one with 'keel kv add')\n");
+        return;
+    }
+    cli_table_print(acc->t, stdout, cli_color(stdout));
+}
+
+static void ls_acc_free(struct ls_acc *acc)
+{
+    if (acc->t != NULL) {
+        cli_table_free(acc->t);
+        free(acc->t);
+    }
+    json_decref(acc->all);
+}
+
+/* ls and info: the row's name says which. */
 static int kv_ls(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
 {
+    static const char *const heads[] = {"Bucket", ">History", ">Values",
+                                        ">Size"};
     struct cli_conn_opts conn;
     struct cli_args args;
     struct cli_kv k = {0};
     bool json = false, help = false;
     struct cli_flag flags[] = {
-        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the names as JSON"},
+        {"json", 0, CLI_FLAG_BOOL, &json, NULL,
+         "print JSON (ls: the names, info: the stream info)"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    static const char *const heads[] = {"Bucket", ">History", ">Values",
-                                        ">Size"};
-    struct cli_table *t = calloc(1, sizeof *t);
-    json_t *all = json_array();
-    int rv = t == NULL || all == NULL ? KEEL_ENOMEM : 0;
-    if (rv == 0) {
-        rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, false, &k, &help,
-                         errmsg);
+    struct ls_acc acc = {calloc(1, sizeof *acc.t), json_array()};
+    int rv = acc.t == NULL || acc.all == NULL
+                 ? KEEL_ENOMEM
+                 : cli_kv_open(cmd, flags, &conn, argc, argv, &args, false, &k,
+                               &help, errmsg);
+    bool info = strcmp(cmd->name, "kv info") == 0;
+    if (rv == 0 && !help && info) {
+        rv = bucket_info(&k, conn.timeout_ms, args.items[0], json, errmsg);
+        help = true; /* done: skip the listing */
     }
     if (rv == 0 && !help) {
-        rv = cli_table_init(t, 4, heads);
+        rv = cli_table_init(acc.t, 4, heads);
     }
-    struct ls_acc acc = {t, all};
     if (rv == 0 && !help) {
         rv = cli_js_stream_pages(k.nc, conn.timeout_ms, "kv ls", ls_page, &acc,
                                  errmsg);
     }
     if (rv == 0 && !help) {
-        if (json) {
-            cli_js_print_json(all);
-        } else if (t->nrows == 1) {
-            printf("No Key-Value buckets found (add one with 'keel kv "
-                   "add')\n");
-        } else {
-            cli_table_print(t, stdout, cli_color(stdout));
-        }
+        print_buckets(&acc, json);
     }
-    if (t != NULL) {
-        cli_table_free(t);
-    }
-    free(t);
-    json_decref(all);
+    ls_acc_free(&acc);
     cli_kv_close(&k);
     return rv;
 }
 
-static const struct cli_subcmd subs[] = {
+static const struct cli_subcmd bucket_subs[] = {
     {{"kv add", NULL, "BUCKET",
       "Create a bucket (--history, --ttl, --max-value-size, --replicas).", 1,
       1},
      kv_add},
-    {{"kv put", NULL, "BUCKET KEY [VALUE]",
-      "Set KEY to VALUE (default: read stdin).", 2, 3},
-     cli_kv_put},
-    {{"kv get", NULL, "BUCKET KEY", "Print a key's value (--raw: only it).", 2,
-      2},
-     cli_kv_get},
-    {{"kv create", NULL, "BUCKET KEY [VALUE]",
-      "Set KEY only if it has no value.", 2, 3},
-     cli_kv_create},
-    {{"kv update", NULL, "BUCKET KEY VALUE REVISION",
-      "Set KEY only if its last revision is REVISION.", 4, 4},
-     cli_kv_update},
-    {{"kv del", NULL, "BUCKET KEY", "Delete KEY (keeps its history).", 2, 2},
-     cli_kv_del},
-    {{"kv purge", NULL, "BUCKET KEY", "Delete KEY and all its history.", 2, 2},
-     cli_kv_purge},
-    {{"kv history", NULL, "BUCKET KEY", "List the revisions of KEY.", 2, 2},
-     cli_kv_history},
-    {{"kv keys", NULL, "BUCKET", "List the keys that have a value.", 1, 1},
-     cli_kv_keys},
-    {{"kv watch", NULL, "BUCKET [KEY]",
-      "Print values, then changes, of KEY (wildcards) or all keys.", 1, 2},
-     cli_kv_watch},
     {{"kv ls", NULL, "", "List the buckets.", 0, 0}, kv_ls},
     {{"kv info", NULL, "BUCKET", "Show a bucket's settings and size.", 1, 1},
-     kv_info},
-    {{"kv rm", NULL, "BUCKET", "Delete a bucket and all its keys.", 1, 1},
-     kv_rm},
+     kv_ls},
 };
+
+#define BUCKET_SUBS (sizeof bucket_subs / sizeof bucket_subs[0])
+#define KV_SUBS_MAX 16
 
 int cli_kv(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
 {
     (void)cmd;
-    return cli_subcmd_dispatch("kv", subs, sizeof subs / sizeof subs[0], argc,
-                               argv, errmsg);
+    struct cli_subcmd subs[KV_SUBS_MAX];
+    size_t n = BUCKET_SUBS + cli_kv_key_subs_count;
+    ASSERT(n <= KV_SUBS_MAX);
+    memcpy(subs, bucket_subs, sizeof bucket_subs);
+    memcpy(subs + BUCKET_SUBS, cli_kv_key_subs,
+           cli_kv_key_subs_count * sizeof subs[0]);
+    return cli_subcmd_dispatch("kv", subs, n, argc, argv, errmsg);
 }

@@ -7,6 +7,7 @@
 #include <nats/nats.h>
 
 #include "cli.h"
+#include "cli_js.h"
 
 /* An open bucket: the connection, its JetStream context and the store.
  * cli_kv_close releases whatever cli_kv_open set; fields may be NULL. */
@@ -34,21 +35,9 @@ const char *cli_kv_last_error(void);
  * last error; a missing key says how to list the keys. */
 int cli_kv_err(natsStatus s, const char *what, const char *key, char *errmsg);
 
-/* Sub-commands on keys (cli_kv_key.c); argv[0] is the verb. */
-int cli_kv_put(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
-int cli_kv_create(const struct cli_cmd *cmd, int argc, char **argv,
-                  char *errmsg);
-int cli_kv_update(const struct cli_cmd *cmd, int argc, char **argv,
-                  char *errmsg);
-int cli_kv_get(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
-int cli_kv_del(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
-int cli_kv_purge(const struct cli_cmd *cmd, int argc, char **argv,
-                 char *errmsg);
-int cli_kv_history(const struct cli_cmd *cmd, int argc, char **argv,
-                   char *errmsg);
-int cli_kv_keys(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
-int cli_kv_watch(const struct cli_cmd *cmd, int argc, char **argv,
-                 char *errmsg);
+/* The verbs on keys, and kv rm (cli_kv_key.c), in --help order. */
+extern const struct cli_subcmd cli_kv_key_subs[];
+extern const size_t cli_kv_key_subs_count;
 
 /* keel kv ... (cli_kv.c). */
 int cli_kv(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);

@@ -81,9 +81,13 @@ static int refusal(natsStatus s, const char *what, const char *key,
                     what, key, now, last);
 }
 
-static int put_common(const struct cli_cmd *cmd, int argc, char **argv,
-                      char *errmsg, enum put_mode mode)
+/* put, create and update: the row's name says which. */
+static int kv_put(const struct cli_cmd *cmd, int argc, char **argv,
+                  char *errmsg)
 {
+    enum put_mode mode = strcmp(cmd->name, "kv create") == 0   ? PUT_CREATE
+                         : strcmp(cmd->name, "kv update") == 0 ? PUT_UPDATE
+                                                               : PUT_ANY;
     struct cli_conn_opts conn;
     struct cli_args args;
     struct cli_kv k = {0};
@@ -124,23 +128,6 @@ out:
     return rv;
 }
 
-int cli_kv_put(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
-{
-    return put_common(cmd, argc, argv, errmsg, PUT_ANY);
-}
-
-int cli_kv_create(const struct cli_cmd *cmd, int argc, char **argv,
-                  char *errmsg)
-{
-    return put_common(cmd, argc, argv, errmsg, PUT_CREATE);
-}
-
-int cli_kv_update(const struct cli_cmd *cmd, int argc, char **argv,
-                  char *errmsg)
-{
-    return put_common(cmd, argc, argv, errmsg, PUT_UPDATE);
-}
-
 static void fmt_time(int64_t ns, char *buf, size_t len)
 {
     time_t sec = (time_t)(ns / 1000000000);
@@ -151,19 +138,13 @@ static void fmt_time(int64_t ns, char *buf, size_t len)
 
 static const char *op_name(kvOperation op)
 {
-    switch (op) {
-    case kvOp_Put:
-        return "PUT";
-    case kvOp_Delete:
-        return "DEL";
-    case kvOp_Purge:
-        return "PURGE";
-    default:
-        return "?";
-    }
+    static const char *const names[] = {"?", "PUT", "DEL", "PURGE"};
+    _Static_assert(kvOp_Purge == 3, "names[] follows kvOperation");
+    return op >= kvOp_Put && op <= kvOp_Purge ? names[op] : names[0];
 }
 
-int cli_kv_get(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+static int kv_get(const struct cli_cmd *cmd, int argc, char **argv,
+                  char *errmsg)
 {
     struct cli_conn_opts conn;
     struct cli_args args;
@@ -204,10 +185,33 @@ out:
     return rv;
 }
 
-/* del and purge: both leave a marker; purge also drops the history. */
-static int del_common(const struct cli_cmd *cmd, int argc, char **argv,
-                      char *errmsg, bool purge)
+/* del and purge leave a marker (purge also drops the key's history); rm
+ * deletes the bucket. All three ask first unless --force. */
+enum del_kind { DEL_KEY, PURGE_KEY, RM_BUCKET };
+
+static natsStatus del_run(const struct cli_kv *k, const char *bucket,
+                          const char *key, enum del_kind kind)
 {
+    switch (kind) {
+    case DEL_KEY:
+        return kvStore_Delete(k->kv, key);
+    case PURGE_KEY:
+        return kvStore_Purge(k->kv, key, NULL);
+    default:
+        return js_DeleteKeyValue(k->js, bucket);
+    }
+}
+
+/* del, purge and rm: the row's name says which. */
+static int kv_del(const struct cli_cmd *cmd, int argc, char **argv,
+                  char *errmsg)
+{
+    enum del_kind kind = strcmp(cmd->name, "kv purge") == 0 ? PURGE_KEY
+                         : strcmp(cmd->name, "kv rm") == 0  ? RM_BUCKET
+                                                            : DEL_KEY;
+    static const char *const asks[] = {"delete key", "purge key",
+                                       "delete bucket"};
+    static const char *const dones[] = {"Deleted", "Purged", "Deleted bucket"};
     struct cli_conn_opts conn;
     struct cli_args args;
     struct cli_kv k = {0};
@@ -222,32 +226,22 @@ static int del_common(const struct cli_cmd *cmd, int argc, char **argv,
     if (rv != 0 || help) {
         goto out;
     }
-    const char *key = args.items[1];
+    const char *bucket = args.items[0];
+    const char *key = kind == RM_BUCKET ? NULL : args.items[1];
     if (!force) {
-        rv = cli_confirm(purge ? "purge key" : "delete key", key, errmsg);
+        rv = cli_confirm(asks[kind], key != NULL ? key : bucket, errmsg);
     }
     if (rv == 0) {
-        natsStatus s =
-            purge ? kvStore_Purge(k.kv, key, NULL) : kvStore_Delete(k.kv, key);
+        natsStatus s = del_run(&k, bucket, key, kind);
         rv = s == NATS_OK ? 0 : cli_kv_err(s, cmd->name, key, errmsg);
     }
     if (rv == 0) {
-        printf("%s %s > %s\n", purge ? "Purged" : "Deleted", args.items[0],
-               key);
+        printf("%s %s%s%s\n", dones[kind], bucket, key != NULL ? " > " : "",
+               key != NULL ? key : "");
     }
 out:
     cli_kv_close(&k);
     return rv;
-}
-
-int cli_kv_del(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
-{
-    return del_common(cmd, argc, argv, errmsg, false);
-}
-
-int cli_kv_purge(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
-{
-    return del_common(cmd, argc, argv, errmsg, true);
 }
 
 static int history_table(const kvEntryList *l, struct cli_table *t)
@@ -273,76 +267,64 @@ static int history_table(const kvEntryList *l, struct cli_table *t)
     return rv;
 }
 
-int cli_kv_history(const struct cli_cmd *cmd, int argc, char **argv,
+static int print_history(const struct cli_kv *k, const char *key,
+                         kvWatchOptions *wo, char *errmsg)
+{
+    kvEntryList l = {0};
+    struct cli_table *t = calloc(1, sizeof *t);
+    if (t == NULL) {
+        return KEEL_ENOMEM;
+    }
+    natsStatus s = kvStore_History(&l, k->kv, key, wo);
+    int rv = s == NATS_OK ? history_table(&l, t)
+                          : cli_kv_err(s, "kv history", key, errmsg);
+    if (rv == 0) {
+        cli_table_print(t, stdout, cli_color(stdout));
+    }
+    kvEntryList_Destroy(&l);
+    if (t->ncols > 0) {
+        cli_table_free(t);
+    }
+    free(t);
+    return rv;
+}
+
+static int print_keys(const struct cli_kv *k, kvWatchOptions *wo, char *errmsg)
+{
+    kvKeysList l = {0};
+    natsStatus s = kvStore_Keys(&l, k->kv, wo);
+    int rv = 0;
+    if (s == NATS_NOT_FOUND || (s == NATS_OK && l.Count == 0)) {
+        printf("No keys found in bucket\n");
+    } else if (s != NATS_OK) {
+        rv = cli_kv_err(s, "kv keys", NULL, errmsg);
+    }
+    for (int i = 0; rv == 0 && i < l.Count; i++) {
+        printf("%s\n", l.Keys[i]);
+    }
+    kvKeysList_Destroy(&l);
+    return rv;
+}
+
+/* keys and history: the row's name says which. */
+static int kv_list(const struct cli_cmd *cmd, int argc, char **argv,
                    char *errmsg)
 {
     struct cli_conn_opts conn;
     struct cli_args args;
     struct cli_kv k = {0};
-    kvEntryList l = {0};
-    bool help = false;
-    struct cli_flag flags[] = {{NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL}};
-    struct cli_table *t = calloc(1, sizeof *t);
-    int rv = t == NULL ? KEEL_ENOMEM : 0;
-    if (rv == 0) {
-        rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, true, &k, &help,
-                         errmsg);
-    }
-    if (rv != 0 || help) {
-        goto out;
-    }
-    kvWatchOptions wo;
-    kvWatchOptions_Init(&wo);
-    wo.Timeout = conn.timeout_ms;
-    natsStatus s = kvStore_History(&l, k.kv, args.items[1], &wo);
-    if (s != NATS_OK) {
-        rv = cli_kv_err(s, "kv history", args.items[1], errmsg);
-        goto out;
-    }
-    rv = history_table(&l, t);
-    if (rv == 0) {
-        cli_table_print(t, stdout, cli_color(stdout));
-    }
-out:
-    kvEntryList_Destroy(&l);
-    if (t != NULL && t->ncols > 0) {
-        cli_table_free(t);
-    }
-    free(t);
-    cli_kv_close(&k);
-    return rv;
-}
-
-int cli_kv_keys(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
-{
-    struct cli_conn_opts conn;
-    struct cli_args args;
-    struct cli_kv k = {0};
-    kvKeysList l = {0};
     bool help = false;
     struct cli_flag flags[] = {{NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL}};
     int rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, true, &k, &help,
                          errmsg);
-    if (rv != 0 || help) {
-        goto out;
+    if (rv == 0 && !help) {
+        kvWatchOptions wo;
+        kvWatchOptions_Init(&wo);
+        wo.Timeout = conn.timeout_ms;
+        rv = strcmp(cmd->name, "kv history") == 0
+                 ? print_history(&k, args.items[1], &wo, errmsg)
+                 : print_keys(&k, &wo, errmsg);
     }
-    kvWatchOptions wo;
-    kvWatchOptions_Init(&wo);
-    wo.Timeout = conn.timeout_ms;
-    natsStatus s = kvStore_Keys(&l, k.kv, &wo);
-    if (s == NATS_NOT_FOUND || (s == NATS_OK && l.Count == 0)) {
-        printf("No keys found in bucket\n");
-        goto out;
-    }
-    if (s != NATS_OK) {
-        rv = cli_kv_err(s, "kv keys", NULL, errmsg);
-        goto out;
-    }
-    for (int i = 0; i < l.Count; i++) {
-        printf("%s\n", l.Keys[i]);
-    }
-out:
-    kvKeysList_Destroy(&l);
     cli_kv_close(&k);
     return rv;
 }
@@ -363,7 +345,8 @@ static void print_watched(const kvEntry *ce)
     fflush(stdout);
 }
 
-int cli_kv_watch(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+static int kv_watch(const struct cli_cmd *cmd, int argc, char **argv,
+                    char *errmsg)
 {
     struct cli_conn_opts conn;
     struct cli_args args;
@@ -405,3 +388,34 @@ out:
     cli_kv_close(&k);
     return rv;
 }
+
+const struct cli_subcmd cli_kv_key_subs[] = {
+    {{"kv put", NULL, "BUCKET KEY [VALUE]",
+      "Set KEY to VALUE (default: read stdin).", 2, 3},
+     kv_put},
+    {{"kv get", NULL, "BUCKET KEY", "Print a key's value (--raw: only it).", 2,
+      2},
+     kv_get},
+    {{"kv create", NULL, "BUCKET KEY [VALUE]",
+      "Set KEY only if it has no value.", 2, 3},
+     kv_put},
+    {{"kv update", NULL, "BUCKET KEY VALUE REVISION",
+      "Set KEY only if its last revision is REVISION.", 4, 4},
+     kv_put},
+    {{"kv del", NULL, "BUCKET KEY", "Delete KEY (keeps its history).", 2, 2},
+     kv_del},
+    {{"kv purge", NULL, "BUCKET KEY", "Delete KEY and all its history.", 2, 2},
+     kv_del},
+    {{"kv history", NULL, "BUCKET KEY", "List the revisions of KEY.", 2, 2},
+     kv_list},
+    {{"kv keys", NULL, "BUCKET", "List the keys that have a value.", 1, 1},
+     kv_list},
+    {{"kv watch", NULL, "BUCKET [KEY]",
+      "Print values, then changes, of KEY (wildcards) or all keys.", 1, 2},
+     kv_watch},
+    {{"kv rm", NULL, "BUCKET", "Delete a bucket and all its keys.", 1, 1},
+     kv_del},
+};
+
+const size_t cli_kv_key_subs_count =
+    sizeof cli_kv_key_subs / sizeof cli_kv_key_subs[0];

@@ -139,7 +139,7 @@ t_del_keeps_history_purge_drops_it() {
   [[ $("$KEEL" kv keys CFG) == 'No keys found in bucket' ]]
 }
 
-watch_saw() { grep -q "$1" "$TMP/watch.out"; }
+watch_saw() { grep -qs "$1" "$TMP/watch.out"; }
 
 t_watch_prints_values_then_changes() {
   "$KEEL" kv put CFG w.one 1 >/dev/null || return 1
