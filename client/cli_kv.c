@@ -1,4 +1,5 @@
-/* keel kv add|ls|info|rm and the kv dispatch (keys: cli_kv_key.c).
+/* keel kv add|ls|info and what every kv verb shares (the rest and the
+ * command table: cli_kv_key.c).
  *
  * A bucket is the stream KV_<BUCKET>; libnats' kvStore API speaks the
  * conventions, so keel works the same against keeld and nats-server.
@@ -136,8 +137,7 @@ static int bucket_info(const struct cli_kv *k, int64_t timeout_ms,
     return rv;
 }
 
-static int kv_add(const struct cli_cmd *cmd, int argc, char **argv,
-                  char *errmsg)
+int cli_kv_add(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
 {
     struct cli_conn_opts conn;
     struct cli_args args;
@@ -267,7 +267,7 @@ static void ls_acc_free(struct ls_acc *acc)
 }
 
 /* ls and info: the row's name says which. */
-static int kv_ls(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+int cli_kv_ls(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
 {
     static const char *const heads[] = {"Bucket", ">History", ">Values",
                                         ">Size"};
@@ -303,29 +303,4 @@ static int kv_ls(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
     ls_acc_free(&acc);
     cli_kv_close(&k);
     return rv;
-}
-
-static const struct cli_subcmd bucket_subs[] = {
-    {{"kv add", NULL, "BUCKET",
-      "Create a bucket (--history, --ttl, --max-value-size, --replicas).", 1,
-      1},
-     kv_add},
-    {{"kv ls", NULL, "", "List the buckets.", 0, 0}, kv_ls},
-    {{"kv info", NULL, "BUCKET", "Show a bucket's settings and size.", 1, 1},
-     kv_ls},
-};
-
-#define BUCKET_SUBS (sizeof bucket_subs / sizeof bucket_subs[0])
-#define KV_SUBS_MAX 16
-
-int cli_kv(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
-{
-    (void)cmd;
-    struct cli_subcmd subs[KV_SUBS_MAX];
-    size_t n = BUCKET_SUBS + cli_kv_key_subs_count;
-    ASSERT(n <= KV_SUBS_MAX);
-    memcpy(subs, bucket_subs, sizeof bucket_subs);
-    memcpy(subs + BUCKET_SUBS, cli_kv_key_subs,
-           cli_kv_key_subs_count * sizeof subs[0]);
-    return cli_subcmd_dispatch("kv", subs, n, argc, argv, errmsg);
 }

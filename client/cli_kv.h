@@ -7,7 +7,6 @@
 #include <nats/nats.h>
 
 #include "cli.h"
-#include "cli_js.h"
 
 /* An open bucket: the connection, its JetStream context and the store.
  * cli_kv_close releases whatever cli_kv_open set; fields may be NULL. */
@@ -35,11 +34,11 @@ const char *cli_kv_last_error(void);
  * last error; a missing key says how to list the keys. */
 int cli_kv_err(natsStatus s, const char *what, const char *key, char *errmsg);
 
-/* The verbs on keys, and kv rm (cli_kv_key.c), in --help order. */
-extern const struct cli_subcmd cli_kv_key_subs[];
-extern const size_t cli_kv_key_subs_count;
+/* kv add and kv ls|info (cli_kv.c); argv[0] is the verb. */
+int cli_kv_add(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
+int cli_kv_ls(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
 
-/* keel kv ... (cli_kv.c). */
+/* keel kv ... (the command table: cli_kv_key.c). */
 int cli_kv(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
 
 #endif

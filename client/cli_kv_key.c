@@ -1,5 +1,6 @@
-/* keel kv put|get|create|update|del|purge|history|keys|watch: the verbs on
- * keys of one bucket, as the nats CLI spells them.
+/* keel kv put|get|create|update|del|purge|history|keys|watch|rm: the verbs
+ * on keys of one bucket, and the kv command table, as the nats CLI spells
+ * them.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -389,7 +390,14 @@ out:
     return rv;
 }
 
-const struct cli_subcmd cli_kv_key_subs[] = {
+static const struct cli_subcmd subs[] = {
+    {{"kv add", NULL, "BUCKET",
+      "Create a bucket (--history, --ttl, --max-value-size, --replicas).", 1,
+      1},
+     cli_kv_add},
+    {{"kv ls", NULL, "", "List the buckets.", 0, 0}, cli_kv_ls},
+    {{"kv info", NULL, "BUCKET", "Show a bucket's settings and size.", 1, 1},
+     cli_kv_ls},
     {{"kv put", NULL, "BUCKET KEY [VALUE]",
       "Set KEY to VALUE (default: read stdin).", 2, 3},
      kv_put},
@@ -417,5 +425,9 @@ const struct cli_subcmd cli_kv_key_subs[] = {
      kv_del},
 };
 
-const size_t cli_kv_key_subs_count =
-    sizeof cli_kv_key_subs / sizeof cli_kv_key_subs[0];
+int cli_kv(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+{
+    (void)cmd;
+    return cli_subcmd_dispatch("kv", subs, sizeof subs / sizeof subs[0], argc,
+                               argv, errmsg);
+}
