@@ -151,9 +151,9 @@ void store_group_info(struct store_group *g, struct store_group_info *out)
     out->last_index = g->nents > 0 ? store__last_index(g) : g->first_index - 1;
     out->last_term = g->nents > 0 ? g->ents[g->nents - 1].term : g->snap.term;
     for (size_t i = 0; i < g->nents; i++) {
-        if (g->ents[i].faulty) {
+        out->log_bytes += g->ents[i].bytes;
+        if (g->ents[i].faulty && out->first_faulty == 0) {
             out->first_faulty = g->first_index + i;
-            break;
         }
     }
     out->amnesia = g->amnesia;

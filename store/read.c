@@ -162,3 +162,66 @@ int store_read_range(struct store_group *g, uint64_t from, uint64_t to,
     free(buf);
     return rv;
 }
+
+static int scrub_count_cb(void *arg, const struct store_entry *e)
+{
+    uint64_t *n = arg;
+    ASSERT(e != NULL);
+    (*n)++;
+    return 0;
+}
+
+/* The last index of a scrub run from `from`: intact records, persisted,
+ * at most max_bytes together (at least one); *bytes their size. */
+static uint64_t scrub_run_end(struct store_group *g, uint64_t from,
+                              uint64_t upto, uint64_t max_bytes,
+                              uint64_t *bytes)
+{
+    uint64_t to = from;
+    uint64_t acc = store__ent(g, from)->bytes;
+
+    ASSERT(from <= upto);
+    ASSERT(!store__ent(g, from)->faulty);
+    while (to < upto) {
+        const struct ient *e = store__ent(g, to + 1);
+        if (e->faulty || acc + e->bytes > max_bytes) {
+            break;
+        }
+        acc += e->bytes;
+        to++;
+    }
+    *bytes = acc;
+    return to;
+}
+
+int store_scrub(struct store_group *g, uint64_t from, uint64_t max_bytes,
+                uint64_t *next, uint64_t *bytes, char *errmsg)
+{
+    uint64_t upto;
+    uint64_t verified = 0;
+
+    ASSERT(next != NULL && bytes != NULL);
+    ASSERT(max_bytes > 0);
+    *bytes = 0;
+    pthread_mutex_lock(&g->s->mu);
+    upto = g->persisted_index;
+    pthread_mutex_unlock(&g->s->mu);
+    upto = g->nents == 0 ? 0 : upto;
+    upto = upto > store__last_index(g) ? store__last_index(g) : upto;
+    from = from < g->first_index ? g->first_index : from;
+    while (from <= upto && store__ent(g, from)->faulty) {
+        from++; /* already known: the repair path has it */
+    }
+    *next = from;
+    if (from > upto || g->nents == 0) {
+        return 0;
+    }
+    uint64_t to = scrub_run_end(g, from, upto, max_bytes, bytes);
+    int rv = store_read_range(g, from, to, scrub_count_cb, &verified, errmsg);
+    ASSERT(verified <= to - from + 1);
+    *next = rv == 0 ? to + 1 : from + verified + 1;
+    if (rv == KEEL_ECORRUPT && !store__ent(g, from + verified)->faulty) {
+        store__ent(g, from + verified)->faulty = 1; /* cut short: unread */
+    }
+    return rv;
+}

@@ -237,6 +237,18 @@ KEEL_MUST_USE int store_read_range(struct store_group *g, uint64_t from,
                                    uint64_t to, store_iter_cb cb, void *arg,
                                    char *errmsg);
 
+/* Background scrub (docs/decisions/0027-background-scrub.md): read and verify
+ * (checksum, and the hash chain through the checksums the open's scan verified)
+ * the persisted records from `from` on, skipping known faulty ones, at most
+ * max_bytes of records (at least one). *next := the index to scrub next
+ * (past the log's persisted end when done), *bytes := record bytes read.
+ * KEEL_ECORRUPT when a record failed: it is faulty now, as after a failed
+ * read (rule 5), and the caller tells the Raft driver; *next is past it.
+ * Loop thread, like store_read. */
+KEEL_MUST_USE int store_scrub(struct store_group *g, uint64_t from,
+                              uint64_t max_bytes, uint64_t *next,
+                              uint64_t *bytes, char *errmsg);
+
 /* Term at index from the in-memory table (no I/O). KEEL_EFAULTY,
  * KEEL_ENOENT. For index == first_index - 1 the snapshot term is used. */
 KEEL_MUST_USE int store_term_at(struct store_group *g, uint64_t index,
@@ -278,6 +290,7 @@ struct store_group_info {
     uint64_t last_term;
     uint64_t persisted_index; /* last reported persisted */
     uint64_t first_faulty;    /* 0 when none */
+    uint64_t log_bytes;       /* bytes of the records in the log */
     bool enospc;
     bool amnesia;
 };

@@ -326,6 +326,14 @@ _Static_assert(RAFT_PROPOSE_ENTRIES_MAX < REPLICA_SEND_CACHE_ENTRIES,
  * (replica_options may lower them: tests). */
 #define REPLICA_SNAP_ENTRIES_DEFAULT (64u * 1024)
 #define REPLICA_SNAP_BYTES_DEFAULT (64ull * 1024 * 1024)
+/* Background scrub (replica_scrub.c): one tick every REPLICA_SCRUB_TICK_MS
+ * reads at most REPLICA_SCRUB_TICK_BYTES_MAX (one bounded stall of the
+ * loop) in at most REPLICA_SCRUB_TICK_RUNS_MAX runs beyond one per group;
+ * a full pass takes SRV_SCRUB_PASS_MS_DEFAULT unless configured. */
+#define REPLICA_SCRUB_TICK_MS 100
+#define REPLICA_SCRUB_TICK_BYTES_MAX (4u * 1024 * 1024)
+#define REPLICA_SCRUB_TICK_RUNS_MAX 64
+#define SRV_SCRUB_PASS_MS_DEFAULT (24ull * 3600 * 1000)
 
 /* ---- snapshot ---- */
 /* One state-machine body; one read/write/hash step of a file. */

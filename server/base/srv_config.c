@@ -31,6 +31,7 @@ void srv_config_defaults(struct srv_config *c)
     c->tls_timeout_ms = SRV_TLS_TIMEOUT_MS_DEFAULT;
     c->js_max_memory = -1;
     c->js_max_file = -1;
+    c->scrub_pass_ms = SRV_SCRUB_PASS_MS_DEFAULT;
 }
 
 void srv_config_release(struct srv_config *c)
@@ -127,6 +128,7 @@ enum opt_id {
     OPT_MAX_PAYLOAD,
     OPT_SEGMENT_SIZE,
     OPT_SNAPSHOT_ENTRIES,
+    OPT_SCRUB_PASS,
     OPT_MAX_PENDING,
     OPT_PING_INTERVAL,
     OPT_PING_MAX,
@@ -176,6 +178,7 @@ static const struct opt opts[] = {
     {{"max_payload"}, OPT_MAX_PAYLOAD, true},
     {{"segment_size"}, OPT_SEGMENT_SIZE, true},
     {{"snapshot_entries"}, OPT_SNAPSHOT_ENTRIES, true},
+    {{"scrub_pass"}, OPT_SCRUB_PASS, true},
     {{"max_pending"}, OPT_MAX_PENDING, true},
     {{"ping_interval"}, OPT_PING_INTERVAL, true},
     {{"ping_max"}, OPT_PING_MAX, true},
@@ -426,6 +429,8 @@ static int apply_opt(struct srv_config *c, enum opt_id id, const char *v,
     case OPT_SNAPSHOT_ENTRIES:
         return set_size(&c->snapshot_entries, v, UINT32_MAX, "snapshot_entries",
                         errmsg);
+    case OPT_SCRUB_PASS:
+        return srv_config_set_scrub_pass(c, v, errmsg);
     case OPT_MAX_PENDING:
         return set_size(&c->max_pending, v, SRV_CONN_WRITE_BYTES_MAX,
                         "max_pending", errmsg);
@@ -483,6 +488,7 @@ static const struct {
     {"max_payload", OPT_MAX_PAYLOAD},
     {"segment_size", OPT_SEGMENT_SIZE},
     {"snapshot_entries", OPT_SNAPSHOT_ENTRIES},
+    {"scrub_pass", OPT_SCRUB_PASS},
     {"max_pending", OPT_MAX_PENDING},
     {"ping_interval", OPT_PING_INTERVAL},
     {"ping_max", OPT_PING_MAX},
@@ -1025,6 +1031,9 @@ const char *srv_config_usage(void)
            "  --max_payload SIZE         largest message (1MB)\n"
            "  --segment_size SIZE        store segment file size (64MB)\n"
            "  --snapshot_entries N       snapshot a stream every N entries\n"
+           "  --scrub_pass DUR           verify every record and snapshot\n"
+           "                             once per DUR in the background\n"
+           "                             (24h; 0 turns the scrub off)\n"
            "                             (65536)\n"
            "  --max_pending SIZE         per-connection outbound limit\n"
            "  --ping_interval DUR        server ping interval (2m)\n"

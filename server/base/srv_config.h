@@ -43,6 +43,9 @@ struct srv_config {
      * (0: the store's and replica's defaults; tests use small ones). */
     uint64_t segment_bytes;
     uint64_t snapshot_entries;
+    /* Background scrub: a full pass over every record and snapshot file
+     * takes this long (0: off; SRV_SCRUB_PASS_MS_DEFAULT). */
+    uint64_t scrub_pass_ms;
     /* Clustering is a later issue: these are accepted and stored only. */
     char cluster_listen[256];
     char cluster_name[128];
@@ -108,6 +111,11 @@ KEEL_MUST_USE int srv_config_apply_json(struct srv_config *c,
  * turning JetStream off, an unknown or unsupported block key, a bad size. */
 KEEL_MUST_USE int srv_config_apply_jetstream(struct srv_config *c,
                                              const json_t *v, char *errmsg);
+
+/* --scrub_pass / jetstream { scrub_pass }: a duration such as 24h, 30m or
+ * 2s ("0" turns the scrub off). KEEL_EUSAGE with the reason. */
+KEEL_MUST_USE int srv_config_set_scrub_pass(struct srv_config *c, const char *v,
+                                            char *errmsg);
 
 /* Free what the config owns (auth_users). */
 void srv_config_release(struct srv_config *c);

@@ -1,6 +1,7 @@
 /* srv_config_js: the config file's jetstream key, spelled as nats-server
  * 2.9 spells it: `jetstream: enabled`, `jetstream: true` or a block of
- * { store_dir, max_memory_store, max_file_store, max_streams }. keeld always
+ * { store_dir, max_memory_store, max_file_store, max_streams }, plus
+ * keeld's own scrub_pass (the background scrub). keeld always
  * runs JetStream (docs/decisions/0001-jetstream-always-on.md), so a setting
  * that turns it off, and every block key keeld does not implement, is
  * refused with the reason instead of being accepted and ignored. */
@@ -94,6 +95,28 @@ static int js_max_streams(struct srv_config *c, const json_t *v, char *errmsg)
     return 0;
 }
 
+int srv_config_set_scrub_pass(struct srv_config *c, const char *v, char *errmsg)
+{
+    uint64_t ms = 0;
+
+    ASSERT(c != NULL);
+    if (v != NULL && strcmp(v, "0") == 0) {
+        c->scrub_pass_ms = 0;
+        return 0;
+    }
+    /* Below a second the scrub would reread every log several times a
+     * second: no operator wants that, and a typo is likelier. */
+    if (v == NULL || !srv_parse_duration_ms(v, &ms) || ms < 1000) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "scrub_pass: expected a duration of at least 1s "
+                        "such as 24h, 30m or 2s (0 turns the scrub off), "
+                        "got '%s'",
+                        v != NULL ? v : "");
+    }
+    c->scrub_pass_ms = ms;
+    return 0;
+}
+
 static bool is_key(const char *key, const char *const *names, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -126,6 +149,11 @@ static int js_block_key(struct srv_config *c, const char *key, const json_t *v,
     if (strcasecmp(key, "max_streams") == 0) {
         return js_max_streams(c, v, errmsg);
     }
+    if (strcasecmp(key, "scrub_pass") == 0) {
+        bool off = json_is_integer(v) && json_integer_value(v) == 0;
+        return srv_config_set_scrub_pass(c, off ? "0" : json_string_value(v),
+                                         errmsg);
+    }
     if (is_key(key, on, 2)) {
         if (!json_is_boolean(v)) {
             return keel_err(KEEL_EUSAGE, errmsg, "%s: expected true or false",
@@ -139,13 +167,14 @@ static int js_block_key(struct srv_config *c, const char *key, const json_t *v,
                sizeof unsupported_keys / sizeof unsupported_keys[0])) {
         return keel_err(KEEL_EUSAGE, errmsg,
                         "%s: not supported by keeld; remove it (keeld reads "
-                        "store_dir, max_memory_store, max_file_store and "
-                        "max_streams)",
+                        "store_dir, max_memory_store, max_file_store, "
+                        "max_streams and scrub_pass)",
                         key);
     }
     return keel_err(KEEL_EUSAGE, errmsg,
                     "unknown field '%s' (keeld reads store_dir, "
-                    "max_memory_store, max_file_store and max_streams)",
+                    "max_memory_store, max_file_store, max_streams and "
+                    "scrub_pass)",
                     key);
 }
 

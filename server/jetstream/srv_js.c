@@ -607,6 +607,12 @@ static void store_fatal(void *arg, const char *msg)
     SRV_ERROR("js", "store: %s", msg);
 }
 
+static void scrub_note(void *arg, const char *msg)
+{
+    (void)arg;
+    SRV_WARN("js", "%s", msg);
+}
+
 static int open_store(struct srv_js *js, const char *dir, char *errmsg)
 {
     char path[PATH_MAX];
@@ -639,6 +645,10 @@ static int open_store(struct srv_js *js, const char *dir, char *errmsg)
     replica_host_attach(js->host, js->store);
     /* Stream and meta groups snapshot their state (docs/design.md §5). */
     rv = replica_host_snapshots(js->host, path, store_fatal, js, errmsg);
+    rv = rv == 0
+             ? replica_host_scrub_start(js->host, js->srv->cfg->scrub_pass_ms,
+                                        0, scrub_note, js, errmsg)
+             : rv;
     if (rv != 0) {
         return rv;
     }

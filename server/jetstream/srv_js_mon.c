@@ -118,6 +118,14 @@ int srv_js_mon_gather(struct srv_js *js, struct srv_mon_snap *s)
     s->streams_unopened = js->streams_unopened;
     s->rebuilt_groups = js->rebuilt_groups;
     s->rebuilt_segments = js->rebuilt_segments;
+    if (js->host != NULL) {
+        struct replica_scrub_stats sc;
+        replica_host_scrub_stats(js->host, &sc);
+        s->scrub_bytes = sc.bytes;
+        s->scrub_faults = sc.faults;
+        s->scrub_repaired = sc.repaired;
+        s->scrub_passes = sc.passes;
+    }
     s->meta_outsider = strcmp(srv_js_meta_membership(js), "not a member") == 0;
     s->meta_joining = strcmp(srv_js_meta_membership(js), "joining") == 0;
     snprintf(s->unopened_why, sizeof s->unopened_why, "%s", js->unopened_why);

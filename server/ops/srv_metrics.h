@@ -100,6 +100,7 @@ struct srv_mon_snap {
     uint32_t rebuilt_groups;      /* catalogues a node of one rebuilt at
                                      start (meta.lmdb reset) */
     uint64_t rebuilt_segments;
+    uint64_t scrub_bytes, scrub_faults, scrub_repaired, scrub_passes;
     struct srv_mon_hist puback; /* publish proposal to PubAck */
 };
 

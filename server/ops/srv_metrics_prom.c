@@ -189,6 +189,18 @@ static void js_families(FILE *f, const struct srv_mon_snap *s)
            s->quarantined_files);
     scalar(f, "keel_quarantined_orphans", "gauge",
            "Files in <data>/quarantine/orphans.", s->quarantined_orphans);
+    scalar(f, "keel_scrub_bytes_total", "counter",
+           "Record and snapshot bytes the background scrub verified.",
+           s->scrub_bytes);
+    scalar(f, "keel_scrub_faults_total", "counter",
+           "Damaged records and snapshot files the background scrub found.",
+           s->scrub_faults);
+    scalar(f, "keel_scrub_repaired_total", "counter",
+           "Of those, records no longer damaged (repaired from a verified "
+           "copy or discarded) and snapshot files retaken.",
+           s->scrub_repaired);
+    scalar(f, "keel_scrub_passes_total", "counter",
+           "Full background scrub passes over every group.", s->scrub_passes);
     scalar(f, "keel_store_rebuilt_segments", "gauge",
            "Segment files a node of one catalogued again at start after a "
            "meta.lmdb reset.",

@@ -487,13 +487,21 @@ void replica_host_wakeup(void *host)
 
 static void host_closed(uv_handle_t *hd)
 {
-    free(hd->data);
+    struct replica_host *h = hd->data;
+    ASSERT(h->closes > 0);
+    if (--h->closes == 0) {
+        free(h);
+    }
 }
 
 void replica_host_destroy(struct replica_host *h)
 {
     ASSERT(h != NULL);
     ASSERT(h->n == 0);
+    h->closes = h->scrub.on ? 2 : 1;
+    if (h->scrub.on) {
+        uv_close((uv_handle_t *)&h->scrub.timer, host_closed);
+    }
     uv_close((uv_handle_t *)&h->async, host_closed);
 }
 

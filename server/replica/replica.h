@@ -105,6 +105,28 @@ int replica_host_snapshots(struct replica_host *h, const char *data_dir,
                            void (*fatal_cb)(void *arg, const char *msg),
                            void *fatal_arg, char *errmsg);
 
+/* Background scrub (docs/decisions/0027-background-scrub.md): every tick_ms (0:
+ * the REPLICA_SCRUB_TICK_MS default) read and verify a share of every open
+ * group's persisted records (checksum and hash chain) and held snapshot
+ * files, paced so a full pass takes about pass_ms, at most
+ * REPLICA_SCRUB_TICK_BYTES_MAX a tick. A damaged record takes the path a
+ * failed read takes (the core learns the fault: repaired from a peer, or
+ * the leader hands over); a damaged snapshot file is replaced by a fresh
+ * snapshot. note_cb (may be NULL) gets one line per fault for the log.
+ * pass_ms 0: no scrub. KEEL_ECONFIG when tick_ms exceeds pass_ms. */
+struct replica_scrub_stats {
+    uint64_t bytes;    /* record and snapshot bytes read and verified */
+    uint64_t faults;   /* damaged records and snapshot files found */
+    uint64_t repaired; /* of those, no longer damaged */
+    uint64_t passes;   /* full passes completed */
+};
+int replica_host_scrub_start(struct replica_host *h, uint64_t pass_ms,
+                             uint64_t tick_ms,
+                             void (*note_cb)(void *arg, const char *msg),
+                             void *note_arg, char *errmsg);
+void replica_host_scrub_stats(const struct replica_host *h,
+                              struct replica_scrub_stats *out);
+
 /* The 64-bit Raft incarnation of a store's 16-byte incarnation. */
 raft_incarnation replica_incarnation_of(const uint8_t inc[16]);
 

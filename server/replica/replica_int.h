@@ -144,6 +144,7 @@ struct replica {
     raft_index fault_extent_index;
     raft_term fault_extent_term;
     bool fault_check;
+    uint64_t scrub_fault; /* a record the scrub found damaged (0: none) */
     uint64_t repairs_queued;
     uint64_t repairs_refused;
     /* The leader's copies of the damaged run [rbuf_first, rbuf_last] being
@@ -162,9 +163,27 @@ struct replica {
     struct replica_cached *cache;
 };
 
+/* The background scrub's cursor and counters (replica_scrub.c). */
+struct replica_scrub {
+    bool on;
+    uv_timer_t timer;
+    uint64_t pass_ms, tick_ms;
+    uint64_t pass_bytes; /* log bytes of every group at the pass start */
+    uint64_t credit;     /* bytes it may still read (carried over) */
+    uint32_t slot;       /* groups[slot] is being scrubbed */
+    struct store_group_id gid;
+    uint64_t next_index;
+    bool snap_done; /* its held snapshots were checked this pass */
+    struct replica_scrub_stats stats;
+    void (*note_cb)(void *arg, const char *msg);
+    void *note_arg;
+};
+
 struct replica_host {
     uv_loop_t *loop;
     uv_async_t async;
+    struct replica_scrub scrub;
+    int closes; /* handle closes left before the host is freed */
     struct store *store;
     uint32_t n;
     struct replica *groups[REPLICA_GROUPS_MAX];
@@ -172,6 +191,10 @@ struct replica_host {
     struct snap_config snap_cfg;
     char snap_dir[STORE_PATH_BYTES_MAX];
 };
+
+/* replica_snap.c: verify the held snapshot files of r (the scrub);
+ * a damaged one is replaced by a fresh snapshot. Returns bytes read. */
+uint64_t replica__snap_scrub(struct replica *r, struct replica_scrub_stats *st);
 
 /* replica.c */
 int replica__step(struct replica *r, struct raft_in *in);

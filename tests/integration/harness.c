@@ -690,3 +690,27 @@ uint64_t h_log_start(const char *data_dir)
     closedir(g);
     return best;
 }
+
+int h_byte_at(const char *path, off_t off)
+{
+    unsigned char c = 0;
+    int fd = open(path, O_RDONLY);
+    ssize_t n = fd >= 0 ? pread(fd, &c, 1, off) : -1;
+    if (fd >= 0) {
+        close(fd);
+    }
+    return n == 1 ? c : -1;
+}
+
+int h_flip_byte(const char *path, off_t off)
+{
+    int c = h_byte_at(path, off);
+    unsigned char x = (unsigned char)(c ^ 0x20);
+    int fd = open(path, O_WRONLY);
+    ssize_t n = fd >= 0 && c >= 0 ? pwrite(fd, &x, 1, off) : -1;
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    return n == 1 ? 0 : -1;
+}

@@ -109,6 +109,11 @@ int h_flip_segment_byte(const char *data_dir, const char *needle);
  * is none. */
 uint64_t h_log_start(const char *data_dir);
 
+/* The byte at off of path (-1: unreadable), and that byte XOR 0x20
+ * written back and fsynced (0, or -1). */
+int h_byte_at(const char *path, off_t off);
+int h_flip_byte(const char *path, off_t off);
+
 /* ---- clusters (tests/integration/test_cluster_*.c) ---- */
 
 #define H_CLUSTER_NODES_MAX 5

@@ -105,30 +105,6 @@ static bool find_token(int node, const char *want)
                                &found.off) == 0;
 }
 
-static int byte_at(const char *path, off_t off)
-{
-    unsigned char c = 0;
-    int fd = open(path, O_RDONLY);
-    ssize_t n = fd >= 0 ? pread(fd, &c, 1, off) : -1;
-    if (fd >= 0) {
-        close(fd);
-    }
-    return n == 1 ? c : -1;
-}
-
-static int flip_byte(const char *path, off_t off)
-{
-    int c = byte_at(path, off);
-    unsigned char x = (unsigned char)(c ^ 0x20);
-    int fd = open(path, O_WRONLY);
-    ssize_t n = fd >= 0 && c >= 0 ? pwrite(fd, &x, 1, off) : -1;
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-    return n == 1 ? 0 : -1;
-}
-
 /* ---- cluster state ---- */
 
 static int node_of(const char *name)
@@ -245,10 +221,10 @@ static void a_follower_repairs_a_flipped_byte_from_the_leader(void **state)
     token(VICTIM_MSG, want, sizeof want);
     assert_true(find_token(victim, want));
     off_t off = found.off + 13; /* a digit of the token: payload bytes */
-    int original = byte_at(found.path, off);
+    int original = h_byte_at(found.path, off);
     assert_true(original >= 0);
-    assert_int_equal(flip_byte(found.path, off), 0);
-    assert_int_not_equal(byte_at(found.path, off), original);
+    assert_int_equal(h_flip_byte(found.path, off), 0);
+    assert_int_not_equal(h_byte_at(found.path, off), original);
 
     assert_int_equal(h_netns_node_start(&net, victim), 0);
     /* Faulty (503) until repaired, then 200. */
@@ -259,7 +235,7 @@ static void a_follower_repairs_a_flipped_byte_from_the_leader(void **state)
 
     /* The repaired byte is on disk, in place. */
     assert_int_equal(h_netns_node_stop(&net, victim), 0);
-    assert_int_equal(byte_at(found.path, off), original);
+    assert_int_equal(h_byte_at(found.path, off), original);
     assert_true(find_token(victim, want));
     assert_int_equal(h_netns_node_start(&net, victim), 0);
 }
@@ -382,9 +358,9 @@ static void a_follower_repairs_a_damaged_run_of_records(void **state)
         assert_true(find_token(victim, want));
         snprintf(path[k], sizeof path[k], "%s", found.path);
         offs[k] = found.off + 13;
-        orig[k] = byte_at(path[k], offs[k]);
+        orig[k] = h_byte_at(path[k], offs[k]);
         assert_true(orig[k] >= 0);
-        assert_int_equal(flip_byte(path[k], offs[k]), 0);
+        assert_int_equal(h_flip_byte(path[k], offs[k]), 0);
     }
     assert_int_equal(h_netns_node_start(&net, victim), 0);
     read_all_through(victim, MSGS + 20);
@@ -395,7 +371,7 @@ static void a_follower_repairs_a_damaged_run_of_records(void **state)
     read_all_through(victim, MSGS + 30);
     assert_int_equal(h_netns_node_stop(&net, victim), 0);
     for (int k = RUN_FIRST; k <= RUN_LAST; k++) {
-        assert_int_equal(byte_at(path[k], offs[k]), orig[k]);
+        assert_int_equal(h_byte_at(path[k], offs[k]), orig[k]);
     }
     assert_int_equal(h_netns_node_start(&net, victim), 0);
 }

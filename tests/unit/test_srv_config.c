@@ -360,6 +360,29 @@ static void jetstream_block_sets_the_store_and_limits(void **state)
     assert_int_equal(from_file(f, "jetstream: true\n"), 0);
 }
 
+static void the_scrub_pass_is_a_flag_and_a_jetstream_key(void **state)
+{
+    struct fixture *f = *state;
+    const char *flag[] = {"keeld", "--scrub_pass", "2s", NULL};
+    const char *off[] = {"keeld", "--scrub_pass", "0", NULL};
+    const char *bad[] = {"keeld", "--scrub_pass", "10ms", NULL};
+
+    assert_int_equal(from_file(f, "port: 4222\n"), 0);
+    assert_int_equal(f->cfg.scrub_pass_ms, 24ull * 3600 * 1000);
+    assert_int_equal(from_args(f, flag), 0);
+    assert_int_equal(f->cfg.scrub_pass_ms, 2000);
+    assert_int_equal(from_args(f, off), 0);
+    assert_int_equal(f->cfg.scrub_pass_ms, 0);
+    assert_int_equal(from_args(f, bad), KEEL_EUSAGE);
+    assert_non_null(strstr(f->errmsg, "scrub_pass"));
+    assert_int_equal(from_file(f, "jetstream { scrub_pass: 12h }\n"), 0);
+    assert_int_equal(f->cfg.scrub_pass_ms, 12ull * 3600 * 1000);
+    assert_int_equal(from_file(f, "jetstream { scrub_pass: 0 }\n"), 0);
+    assert_int_equal(f->cfg.scrub_pass_ms, 0);
+    assert_int_equal(from_file(f, "jetstream { scrub_pass: often }\n"),
+                     KEEL_ECONFIG);
+}
+
 static void turning_jetstream_off_or_an_unknown_key_is_refused(void **state)
 {
     struct fixture *f = *state;
@@ -460,6 +483,7 @@ int main(void)
         T(a_bad_value_in_the_file_is_a_config_error),
         T(dash_js_is_accepted_as_nats_server_spells_it),
         T(jetstream_block_sets_the_store_and_limits),
+        T(the_scrub_pass_is_a_flag_and_a_jetstream_key),
         T(turning_jetstream_off_or_an_unknown_key_is_refused),
         T(signal_takes_a_nats_server_command_and_a_pid),
         T(a_key_keeld_does_not_read_is_refused_not_ignored),
