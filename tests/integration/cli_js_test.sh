@@ -14,57 +14,9 @@ KEEL=${1:?usage: cli_js_test.sh KEEL}
 POLL_TRIES=400 # x 0.025 s = 10 s for any one condition
 ROUND_TRIP_MSGS=${KEEL_TEST_BACKUP_MSGS:-100000}
 TMP=$(mktemp -d)
-SERVER_PID=
-PASS=0
-FAIL=0
-
-cleanup() {
-  [[ -n $SERVER_PID ]] && kill "$SERVER_PID" 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-poll_for() {
-  local i
-  for ((i = 0; i < POLL_TRIES; i++)); do
-    "$@" && return 0
-    sleep 0.025
-  done
-  return 1
-}
-
-if [[ -z ${KEELD:-} || ! -x ${KEELD} ]]; then
-  echo "keeld is not built yet: skipping the CLI JetStream test"
-  exit 77
-fi
-mkdir -p "$TMP/data"
-"$KEELD" -a 127.0.0.1 -p 0 -m 0 -sd "$TMP/data" --ports_file_dir "$TMP" \
-  2>"$TMP/server.log" &
-SERVER_PID=$!
-if ! poll_for test -s "$TMP/keeld_${SERVER_PID}.ports"; then
-  echo "keeld wrote no ports file; its log:" >&2
-  cat "$TMP/server.log" >&2
-  exit 1
-fi
-NATS_URL=$(grep -o 'nats://[^"]*' "$TMP/keeld_${SERVER_PID}.ports" | head -n1)
-export NATS_URL
-
-check() { # check "behaviour sentence" test_function
-  local desc=$1
-  shift
-  if "$@"; then
-    echo "ok - $desc"
-    PASS=$((PASS + 1))
-  else
-    echo "not ok - $desc"
-    FAIL=$((FAIL + 1))
-  fi
-}
-
-# json_get FILE EXPR: evaluate a python expression on the parsed JSON `j`.
-json_get() {
-  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"
-}
+CLI_TEST_NAME="the CLI JetStream test"
+# shellcheck source=cli_lib.sh
+. "$(dirname "$0")/cli_lib.sh"
 
 t_stream_add_prints_config_and_json() {
   "$KEEL" stream add ORDERS --subjects 'orders.>' --max-msgs 1000 \
@@ -279,8 +231,4 @@ check "backup and restore of $ROUND_TRIP_MSGS messages keep every message" \
 check "a corrupted archive is refused before anything is created" \
   t_corrupt_archive_is_refused
 
-kill "$SERVER_PID" 2>/dev/null
-wait "$SERVER_PID" 2>/dev/null
-SERVER_PID=
-echo "$PASS passed, $FAIL failed"
-[[ $FAIL == 0 ]]
+cli_finish
