@@ -249,9 +249,10 @@ struct add_try {
     bool retried;
 };
 
-/* One create; false (try again) on 10008: the meta group is between
- * leaders (a loaded machine can delay heartbeats). A retried create may
- * find the stream made by the earlier try (10058). */
+/* One create; false (try again) on 10008 (the meta group is between
+ * leaders) or on a timeout (a loaded machine can take longer than one
+ * request to commit the create). A retried create may find the stream
+ * made by the earlier try (10058). */
 static bool added(void *arg)
 {
     struct add_try *a = arg;
@@ -259,7 +260,7 @@ static bool added(void *arg)
     a->jerr = 0;
     a->s = js_AddStream(&si, a->c->js[a->via], a->cfg, NULL, &a->jerr);
     jsStreamInfo_Destroy(si);
-    if (a->s != NATS_OK && a->jerr == 10008) {
+    if (a->s == NATS_TIMEOUT || (a->s != NATS_OK && a->jerr == 10008)) {
         a->retried = true;
         return false;
     }
@@ -280,6 +281,39 @@ void cjs_add_stream_cfg(struct cjs *c, int via, jsStreamConfig *cfg,
     }
     assert_int_equal(a.s, NATS_OK);
     assert_true(cjs_wait_stream_led(c, cfg->Name, wait_ms) >= 0);
+}
+
+struct kv_try {
+    struct cjs *c;
+    int via;
+    kvConfig *kc;
+    kvStore *kv;
+    natsStatus s;
+};
+
+/* One bucket create; an identical bucket made by an earlier try that
+ * timed out is found as created (nats-server's did_create rule). */
+static bool kv_made(void *arg)
+{
+    struct kv_try *a = arg;
+    kvStore_Destroy(a->kv);
+    a->kv = NULL;
+    a->s = js_CreateKeyValue(&a->kv, a->c->js[a->via], a->kc);
+    return a->s == NATS_OK;
+}
+
+kvStore *cjs_create_kv(struct cjs *c, int via, kvConfig *kc, int wait_ms)
+{
+    struct kv_try a = {c, via, kc, NULL, NATS_OK};
+    if (!h_poll(kv_made, &a, wait_ms)) {
+        fprintf(stderr, "create bucket %s: %s: %s\n", kc->Bucket,
+                natsStatus_GetText(a.s), nats_GetLastError(NULL));
+    }
+    assert_int_equal(a.s, NATS_OK);
+    char stream[96];
+    snprintf(stream, sizeof stream, "KV_%s", kc->Bucket);
+    assert_true(cjs_wait_stream_led(c, stream, wait_ms) >= 0);
+    return a.kv;
 }
 
 void cjs_add_stream(struct cjs *c, int via, const char *name,

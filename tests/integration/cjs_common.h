@@ -99,6 +99,11 @@ void cjs_add_stream(struct cjs *c, int via, const char *name,
 void cjs_add_stream_cfg(struct cjs *c, int via, jsStreamConfig *cfg,
                         int wait_ms);
 
+/* js_CreateKeyValue through node via, retried (bounded) while the meta
+ * group is between leaders or slow to commit, then wait until every
+ * running node names the bucket stream's leader; asserts both. */
+kvStore *cjs_create_kv(struct cjs *c, int via, kvConfig *kc, int wait_ms);
+
 /* The stream sequence of a JetStream message (asserts its metadata). */
 uint64_t cjs_stream_seq(natsMsg *m);
 

@@ -361,8 +361,7 @@ static void a_cas_counter_loses_no_update_across_a_leader_kill(void **state)
     kc.Bucket = "CTR";
     kc.History = 64;
     kc.Replicas = NODES;
-    assert_int_equal(js_CreateKeyValue(&kv, cj.js[0], &kc), NATS_OK);
-    assert_true(cjs_wait_stream_led(&cj, "KV_CTR", WAIT_MS) >= 0);
+    kv = cjs_create_kv(&cj, 0, &kc, WAIT_MS);
     keep_every_revision();
     assert_int_equal(kvStore_PutString(&rev, kv, "n", "0 start"), NATS_OK);
     kvStore_Destroy(kv);

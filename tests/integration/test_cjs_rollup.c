@@ -63,9 +63,7 @@ static void a_kv_purge_through_every_node_leaves_only_its_marker(void **state)
     kc.Bucket = "R3";
     kc.History = 10;
     kc.Replicas = 3;
-    assert_int_equal(js_CreateKeyValue(&kv, cj.js[0], &kc), NATS_OK);
-    kvStore_Destroy(kv);
-    assert_true(cjs_wait_stream_led(&cj, "KV_R3", WAIT_MS) >= 0);
+    kvStore_Destroy(cjs_create_kv(&cj, 0, &kc, WAIT_MS));
     for (int i = 0; i < NODES; i++) {
         char key[8], ops[16];
         uint64_t rev = 0;
