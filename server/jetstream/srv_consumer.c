@@ -16,6 +16,7 @@
 
 #include "keel/error.h"
 #include "srv_js_unsupported.h"
+#include "srv_js_xform.h"
 #include "srv_js_forward.h"
 #include "srv_log.h"
 #include "srv_server.h"
@@ -415,17 +416,23 @@ static void random_name(char *dst)
     dst[8] = '\0';
 }
 
-/* Every filter must overlap one of the stream's subjects (10093). */
+/* Every filter must overlap one of the stream's subjects, or what its
+ * subject_transform stores (10093). */
 static bool filters_fit(const struct srv_consumer_config *cfg,
                         struct srv_stream *st)
 {
     const struct srv_stream_config *sc = srv_stream_config_get(st);
     char *const *f = NULL;
     uint32_t n = 0;
+    char dest[SRV_JS_SUBJECT_BYTES_MAX + 1] = "";
+    if (sc->transform != NULL) {
+        srv_js_xform_dest_pattern(sc->transform, dest);
+    }
     srv_consumer_config_filters(cfg, &f, &n);
     for (uint32_t i = 0; i < n; i++) {
         if (!srv_js_subject_lists_overlap(&f[i], 1, sc->subjects,
-                                          sc->nsubjects)) {
+                                          sc->nsubjects) &&
+            (dest[0] == '\0' || !srv_js_subjects_overlap(f[i], dest))) {
             return false;
         }
     }

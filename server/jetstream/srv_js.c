@@ -920,6 +920,10 @@ static void capture(struct srv_js *js, struct srv_stream *st,
         return;
     }
     json_t *o = json_object();
+    if (je == SRV_JS_OK && rv == KEEL_ELIMIT) {
+        je = SRV_JS_ETRANSFORM_SUBJECT; /* srv_stream_subject_for */
+        snprintf(detail, sizeof detail, "%s", err);
+    }
     if (je == SRV_JS_OK) {
         je = rv == KEEL_ETOOBIG ? SRV_JS_EMSG_SIZE : SRV_JS_EUNAVAILABLE;
     }

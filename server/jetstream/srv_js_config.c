@@ -177,6 +177,7 @@ void srv_stream_config_free(struct srv_stream_config *cfg)
     json_decref(cfg->placement);
     json_decref(cfg->metadata);
     json_decref(cfg->consumer_limits);
+    srv_stream_config_free_xforms(cfg);
     memset(cfg, 0, sizeof *cfg);
 }
 
@@ -442,9 +443,16 @@ int srv_stream_config_parse(const json_t *j, struct srv_stream_config *out,
 {
     static int (*const steps[])(const struct srv_js_json_rd *,
                                 struct srv_stream_config *) = {
-        parse_name,   parse_subjects,  parse_limits,
-        parse_window, parse_flags,     parse_objects,
-        parse_fsync,  parse_first_seq, check_discard_new_per_subject};
+        parse_name,
+        parse_subjects,
+        parse_limits,
+        parse_window,
+        parse_flags,
+        parse_objects,
+        parse_fsync,
+        parse_first_seq,
+        check_discard_new_per_subject,
+        srv_stream_config_parse_xforms};
     const struct srv_js_json_rd rd = {j, SRV_JS_ESTREAM_CONFIG, jerr, errmsg};
 
     memset(out, 0, sizeof *out);
@@ -497,7 +505,7 @@ static int encode_optional(const struct srv_stream_config *c, json_t *o)
         bad |= json_object_set(o, "metadata", c->metadata);
     }
     bad |= json_object_set(o, "consumer_limits", c->consumer_limits);
-    return bad;
+    return bad | srv_stream_config_encode_xforms(c, o);
 }
 
 int srv_stream_config_encode(const struct srv_stream_config *c, json_t **out,

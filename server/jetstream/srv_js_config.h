@@ -54,9 +54,14 @@ struct srv_stream_config {
         allow_rollup_hdrs, no_ack;
     bool discard_new_per_subject; /* needs discard new, max_msgs_per_subject */
     uint64_t first_seq;           /* 0 = absent */
-    json_t *placement;            /* owned; NULL when absent */
-    json_t *metadata;             /* owned; NULL when absent or empty */
-    json_t *consumer_limits;      /* owned; always an object ({} default) */
+    /* republish and subject_transform, compiled (srv_js_xform.h); owned,
+     * NULL when absent (srv_js_config_xform.c). */
+    struct srv_js_xform *republish;
+    bool republish_headers_only;
+    struct srv_js_xform *transform;
+    json_t *placement;       /* owned; NULL when absent */
+    json_t *metadata;        /* owned; NULL when absent or empty */
+    json_t *consumer_limits; /* owned; always an object ({} default) */
     enum srv_js_fsync fsync;
     uint32_t fsync_interval_ms; /* only for SRV_JS_FSYNC_INTERVAL */
 };
@@ -84,6 +89,18 @@ bool srv_stream_config_equal(const struct srv_stream_config *a,
                              const struct srv_stream_config *b);
 
 void srv_stream_config_free(struct srv_stream_config *cfg);
+
+/* The config steps of republish and subject_transform
+ * (srv_js_config_xform.c): parse after the subjects (their checks need
+ * them), encode into the config object o (non-zero when out of memory),
+ * free. */
+struct srv_js_json_rd;
+KEEL_MUST_USE int
+srv_stream_config_parse_xforms(const struct srv_js_json_rd *rd,
+                               struct srv_stream_config *c);
+KEEL_MUST_USE int
+srv_stream_config_encode_xforms(const struct srv_stream_config *c, json_t *o);
+void srv_stream_config_free_xforms(struct srv_stream_config *c);
 
 /* A stream or consumer name: 1..SRV_JS_NAME_BYTES_MAX bytes, none of
  * `. * >`, whitespace, `/` or `\`. */

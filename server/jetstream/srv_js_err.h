@@ -84,7 +84,10 @@
       "server is not a member of the cluster")                                 \
     X(SRV_JS_ECLUSTER_BUSY, 503, 10008,                                        \
       "JetStream system temporarily unavailable: ")                            \
-    X(SRV_JS_ECLUSTER_REFUSED, 400, 10003, "bad request: ")
+    X(SRV_JS_ECLUSTER_REFUSED, 400, 10003, "bad request: ")                    \
+    X(SRV_JS_ETRANSFORM_SOURCE, 400, 10155, "stream transform source: ")       \
+    X(SRV_JS_ETRANSFORM_DEST, 400, 10156, "stream transform: ")                \
+    X(SRV_JS_ETRANSFORM_SUBJECT, 400, 10003, "bad request: ")
 
 /* 0 means "no JetStream error"; the table starts at 1. */
 enum srv_js_err {

@@ -246,6 +246,20 @@ int srv_stream_propose_entry(struct srv_stream *st,
 int srv_stream_publish(struct srv_stream *st, const char *subj, size_t slen,
                        const char *hdr, size_t hlen, const char *data,
                        size_t dlen, uint64_t ctx, char *errmsg);
+/* srv_stream_xform.c. The subject a publish is stored under: *subj
+ * unchanged, or its subject_transform written into buf (KEEL_ELIMIT when
+ * that is too long). */
+int srv_stream_subject_for(const struct srv_stream *st, const char **subj,
+                           size_t *slen, char buf[SRV_JS_SUBJECT_BYTES_MAX + 1],
+                           char *errmsg);
+/* Before applying e: the last seq of its subject (Nats-Last-Sequence), 0
+ * without republish. After it stored seq: republish it when this node
+ * leads in the entry's term. */
+uint64_t srv_stream_republish_prev(const struct srv_stream *st,
+                                   const struct keel_stream_entry *e);
+void srv_stream_republish(struct srv_stream *st, uint64_t term,
+                          const struct keel_stream_entry *e, uint64_t seq,
+                          uint64_t prev);
 /* The stream info JSON ("config", "created", "state", "cluster", "ts"). */
 json_t *srv_stream_info_json(struct srv_stream *st, const char *type,
                              const char *subjects_filter, bool deleted_details);

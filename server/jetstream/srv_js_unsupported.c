@@ -35,10 +35,6 @@ struct field {
 static const struct field stream_fields[] = {
     {"mirror", UNSET_NULL, "mirrors are not implemented"},
     {"sources", UNSET_EMPTY, "sources are not implemented"},
-    {"republish", UNSET_NULL, "republish is not implemented"},
-    {"subject_transform", UNSET_NULL,
-     "subject transforms are not "
-     "implemented"},
     {"mirror_direct", UNSET_FALSE, "mirrors are not implemented"},
     {"template_owner", UNSET_EMPTY, "stream templates are not implemented"},
     {"allow_msg_ttl", UNSET_FALSE,

@@ -235,6 +235,11 @@ int srv_stream_publish(struct srv_stream *st, const char *subj, size_t slen,
                        const char *hdr, size_t hlen, const char *data,
                        size_t dlen, uint64_t ctx, char *errmsg)
 {
+    char tsubj[SRV_JS_SUBJECT_BYTES_MAX + 1];
+    int rv = srv_stream_subject_for(st, &subj, &slen, tsubj, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
     int64_t now = srv_js_now_ns();
     if (now < st->last_prop_ts) {
         now = st->last_prop_ts; /* leader time never goes backwards */
@@ -448,8 +453,8 @@ static void stream_apply(struct replica *r, uint64_t index, uint64_t term,
     struct keel_stream_entry e;
     struct srv_stream_result res;
     char err[KEEL_ERRMSG_MAX];
+    uint64_t prev = 0;
     (void)r;
-    (void)term;
     if (type != RAFT_ENTRY_NORMAL || len == 0) {
         return;
     }
@@ -467,6 +472,9 @@ static void stream_apply(struct replica *r, uint64_t index, uint64_t term,
     }
     int rv = keel_stream_entry_decode(b, len, &e, err);
     memset(&res, 0, sizeof res);
+    if (rv == 0) {
+        prev = srv_stream_republish_prev(st, &e); /* before it is stored */
+    }
     if (rv != 0) {
         /* Same bytes on every replica: skipping is deterministic. */
         SRV_WARN("js", "stream %s index %" PRIu64 ": %s", st->cfg.name, index,
@@ -480,6 +488,10 @@ static void stream_apply(struct replica *r, uint64_t index, uint64_t term,
         !res.duplicate && st->js->cops != NULL &&
         st->js->cops->on_stored != NULL) {
         st->js->cops->on_stored(st, res.seq);
+    }
+    if (rv == 0 && e.kind == KEEL_STREAM_E_PUBLISH && res.jerr == SRV_JS_OK &&
+        !res.duplicate) {
+        srv_stream_republish(st, term, &e, res.seq, prev);
     }
     struct srv_js_pending *p = srv_js_pending_take(st->js, ctx);
     if (p != NULL && p->kind == SRV_JS_PEND_ROLLUP && rv == 0 &&

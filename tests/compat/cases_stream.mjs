@@ -379,6 +379,54 @@ export const cases = [
     },
   },
   {
+    name: 'republish sends each stored message with nats-server\'s headers',
+    run: async (ctx) => {
+      const created = await create(ctx, { republish: {
+        src: `${ctx.uniq}.*`, dest: `rp.${ctx.uniq}.$1` } });
+      const ho = await api(ctx, `STREAM.CREATE.${ctx.uniq}H`, {
+        name: `${ctx.uniq}H`, subjects: [`${ctx.uniq}H.*`],
+        republish: { dest: `rp.${ctx.uniq}.h.>`, headers_only: true } });
+      const got = [];
+      const sub = ctx.nc.subscribe(`rp.${ctx.uniq}.>`, { max: 4 });
+      const done = (async () => {
+        for await (const m of sub) {
+          const hd = {};
+          for (const k of ['Nats-Stream', 'Nats-Subject', 'Nats-Sequence',
+            'Nats-Last-Sequence', 'Nats-Msg-Size', 'X-Trace']) {
+            if (m.headers?.has(k)) {
+              hd[k] = m.headers.get(k);
+            }
+          }
+          got.push({ subject: m.subject, data: sc.decode(m.data), hd });
+        }
+      })();
+      await ctx.nc.flush();
+      const h = headers();
+      h.set('X-Trace', '7');
+      await pub(ctx, `${ctx.uniq}.a`, 'one');
+      await pub(ctx, `${ctx.uniq}.b`, 'two', { headers: h });
+      await pub(ctx, `${ctx.uniq}.a`, 'three');
+      await pub(ctx, `${ctx.uniq}H.k`, 'twelve bytes');
+      const timer = setTimeout(() => sub.unsubscribe(), 3000);
+      await done;
+      clearTimeout(timer);
+      got.sort((x, y) => (x.subject + x.hd['Nats-Sequence']).localeCompare(
+        y.subject + y.hd['Nats-Sequence']));
+      return { republish: created.config?.republish ?? null,
+        headers_only: ho.config?.republish ?? null, got };
+    },
+  },
+  {
+    name: 'republish to the stream\'s own subjects or from outside them ' +
+      'is 10052',
+    run: async (ctx) => {
+      const cycle = await create(ctx, { republish: { dest: `${ctx.uniq}.x` } });
+      const outside = await create(ctx, { republish: { src: 'elsewhere.>',
+        dest: `rp.${ctx.uniq}.>` } });
+      return { cycle: cycle.error, outside: outside.error };
+    },
+  },
+  {
     name: 'a consumer with replay_policy original is refused',
     intended: { error: REFUSED, replay: REFUSED },
     run: async (ctx) => {

@@ -74,6 +74,9 @@ static void stream_defaults_and_client_bodies_are_accepted(void **state)
         "\"metadata\":{\"k\":\"v\"}}",
         "{\"name\":\"S\",\"compression\":\"s2\",\"consumer_limits\":"
         "{\"inactive_threshold\":0,\"max_ack_pending\":0}}",
+        /* Implemented (srv_js_config_xform.c): checked by the config. */
+        "{\"name\":\"S\",\"republish\":{\"src\":\">\",\"dest\":\"x.>\"},"
+        "\"subject_transform\":{\"src\":\"a\",\"dest\":\"b\"}}",
         /* libnats 3.4 js_AddStream with jsStreamConfig_Init defaults. */
         "{\"name\":\"S1\",\"subjects\":[\"s1\"],\"retention\":\"limits\","
         "\"max_consumers\":-1,\"max_msgs\":-1,\"max_bytes\":-1,\"max_age\":0,"
@@ -95,10 +98,6 @@ static void stream_fields_keeld_does_not_implement_are_refused(void **state)
     } bad[] = {
         {"{\"name\":\"S\",\"mirror\":{\"name\":\"O\"}}", "mirror"},
         {"{\"name\":\"S\",\"sources\":[{\"name\":\"O\"}]}", "sources"},
-        {"{\"name\":\"S\",\"republish\":{\"src\":\">\",\"dest\":\"x.>\"}}",
-         "republish"},
-        {"{\"name\":\"S\",\"subject_transform\":{\"src\":\"a\"}}",
-         "subject_transform"},
         {"{\"name\":\"S\",\"mirror_direct\":true}", "mirror_direct"},
         {"{\"name\":\"S\",\"template_owner\":\"T\"}", "template_owner"},
         {"{\"name\":\"S\",\"allow_msg_ttl\":true}", "allow_msg_ttl"},
