@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keel/bytes.h"
 #include "keel/error.h"
 
 struct wbuf {
@@ -17,9 +18,7 @@ struct wbuf {
 
 static void put_be(struct wbuf *w, uint64_t v, unsigned n)
 {
-    for (unsigned i = 0; i < n; i++) {
-        w->p[w->len + i] = (uint8_t)(v >> (8 * (n - 1 - i)));
-    }
+    keel_put_be(w->p + w->len, v, n);
     w->len += n;
 }
 
@@ -110,14 +109,12 @@ struct rbuf {
 
 static uint64_t get_be(struct rbuf *r, unsigned n)
 {
-    uint64_t v = 0;
+    uint64_t v;
     if (r->bad || r->len - r->off < n) {
         r->bad = true;
         return 0;
     }
-    for (unsigned i = 0; i < n; i++) {
-        v = (v << 8) | r->p[r->off + i];
-    }
+    v = keel_get_be(r->p + r->off, n);
     r->off += n;
     return v;
 }

@@ -4,6 +4,7 @@
 
 #include "codec.h"
 #include "keel/assert.h"
+#include "keel/bytes.h"
 #include "keel/error.h"
 
 #define HEADER_FIELDS 7
@@ -241,10 +242,7 @@ static int prescan(const uint8_t *p, size_t len)
             if (len - pos < 1u + lenbytes) {
                 return KEEL_ETRUNCATED;
             }
-            uint64_t n = 0;
-            for (uint32_t i = 0; i < lenbytes; i++) {
-                n = (n << 8) | p[pos + 1 + i];
-            }
+            uint64_t n = keel_get_be(p + pos + 1, lenbytes);
             if (payload) {
                 size += lenbytes + n;
             } else {

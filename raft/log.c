@@ -5,6 +5,7 @@
 
 #include "internal.h"
 #include "keel/assert.h"
+#include "keel/bytes.h"
 #include "keel/error.h"
 
 #define CONFIG_FORMAT_VERSION 1
@@ -251,22 +252,6 @@ const struct raft_server *raft_config_find(const struct raft_config *c,
     return NULL;
 }
 
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) {
-        v |= (uint64_t)p[i] << (8 * i);
-    }
-    return v;
-}
-
 uint32_t raft_config_encode(const struct raft_config *c, uint8_t *buf,
                             uint32_t cap)
 {
@@ -276,8 +261,8 @@ uint32_t raft_config_encode(const struct raft_config *c, uint8_t *buf,
     buf[1] = (uint8_t)c->n;
     for (uint32_t i = 0; i < c->n; i++) {
         uint8_t *p = buf + 2 + 17 * i;
-        put_u64(p, c->servers[i].node);
-        put_u64(p + 8, c->servers[i].incarnation);
+        keel_put_le64(p, c->servers[i].node);
+        keel_put_le64(p + 8, c->servers[i].incarnation);
         p[16] = c->servers[i].role;
     }
     return 2 + 17 * c->n;
@@ -297,8 +282,8 @@ int raft_config_decode(const void *buf, uint32_t len, struct raft_config *c)
     for (uint32_t i = 0; i < c->n; i++) {
         const uint8_t *p = b + 2 + 17 * i;
         struct raft_server *s = &c->servers[i];
-        s->node = get_u64(p);
-        s->incarnation = get_u64(p + 8);
+        s->node = keel_get_le64(p);
+        s->incarnation = keel_get_le64(p + 8);
         s->role = p[16];
         if (s->node == 0 ||
             (s->role != RAFT_VOTER && s->role != RAFT_LEARNER)) {

@@ -12,48 +12,6 @@
 _Static_assert(SNAP_HEADER_BYTES == 96, "header layout is 96 bytes");
 _Static_assert(sizeof(SNAP_MAGIC) == 8, "magic is 8 bytes with its NUL");
 
-void snap_put64(uint8_t *p, uint64_t v)
-{
-    ASSERT(p != NULL);
-    for (unsigned i = 0; i < 8; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
-    ASSERT(p[0] == (uint8_t)v);
-}
-
-uint64_t snap_get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-
-    ASSERT(p != NULL);
-    for (unsigned i = 0; i < 8; i++) {
-        v |= (uint64_t)p[i] << (8 * i);
-    }
-    ASSERT((uint8_t)v == p[0]);
-    return v;
-}
-
-void snap_put32(uint8_t *p, uint32_t v)
-{
-    ASSERT(p != NULL);
-    for (unsigned i = 0; i < 4; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
-    ASSERT(p[0] == (uint8_t)v);
-}
-
-uint32_t snap_get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-
-    ASSERT(p != NULL);
-    for (unsigned i = 0; i < 4; i++) {
-        v |= (uint32_t)p[i] << (8 * i);
-    }
-    ASSERT((uint8_t)v == p[0]);
-    return v;
-}
-
 void snap_header_encode(const struct snap_header *h,
                         uint8_t out[SNAP_HEADER_BYTES])
 {
@@ -61,15 +19,15 @@ void snap_header_encode(const struct snap_header *h,
     ASSERT(h->body_bytes <= SNAP_BODY_BYTES_MAX);
     memset(out, 0, SNAP_HEADER_BYTES);
     memcpy(out, SNAP_MAGIC, 8);
-    snap_put32(out + 8, SNAP_VERSION);
-    snap_put32(out + 12, SNAP_HEADER_BYTES);
+    keel_put_le32(out + 8, SNAP_VERSION);
+    keel_put_le32(out + 12, SNAP_HEADER_BYTES);
     memcpy(out + 16, h->group, 16);
-    snap_put64(out + 32, h->index);
-    snap_put64(out + 40, h->term);
-    snap_put64(out + 48, h->body_bytes);
-    snap_put64(out + 56, h->body_hash_low);
-    snap_put64(out + 64, h->body_hash_high);
-    snap_put64(out + 88, XXH3_64bits(out, 88));
+    keel_put_le64(out + 32, h->index);
+    keel_put_le64(out + 40, h->term);
+    keel_put_le64(out + 48, h->body_bytes);
+    keel_put_le64(out + 56, h->body_hash_low);
+    keel_put_le64(out + 64, h->body_hash_high);
+    keel_put_le64(out + 88, XXH3_64bits(out, 88));
 }
 
 int snap_header_decode(const uint8_t *buf, size_t len, struct snap_header *out,
@@ -85,16 +43,16 @@ int snap_header_decode(const uint8_t *buf, size_t len, struct snap_header *out,
     if (memcmp(buf, SNAP_MAGIC, 8) != 0) {
         return keel_err(KEEL_ECORRUPT, errmsg, "not a snapshot file (magic)");
     }
-    if (snap_get64(buf + 88) != XXH3_64bits(buf, 88)) {
+    if (keel_get_le64(buf + 88) != XXH3_64bits(buf, 88)) {
         return keel_err(KEEL_ECORRUPT, errmsg,
                         "snapshot header checksum mismatch");
     }
-    if (snap_get32(buf + 8) != SNAP_VERSION) {
+    if (keel_get_le32(buf + 8) != SNAP_VERSION) {
         return keel_err(KEEL_EVERSION, errmsg,
                         "snapshot version %u unsupported (this build reads %u)",
-                        snap_get32(buf + 8), SNAP_VERSION);
+                        keel_get_le32(buf + 8), SNAP_VERSION);
     }
-    if (snap_get32(buf + 12) != SNAP_HEADER_BYTES) {
+    if (keel_get_le32(buf + 12) != SNAP_HEADER_BYTES) {
         return keel_err(KEEL_ECORRUPT, errmsg, "snapshot header size wrong");
     }
     for (unsigned i = 72; i < 88; i++) {
@@ -104,11 +62,11 @@ int snap_header_decode(const uint8_t *buf, size_t len, struct snap_header *out,
         }
     }
     memcpy(out->group, buf + 16, 16);
-    out->index = snap_get64(buf + 32);
-    out->term = snap_get64(buf + 40);
-    out->body_bytes = snap_get64(buf + 48);
-    out->body_hash_low = snap_get64(buf + 56);
-    out->body_hash_high = snap_get64(buf + 64);
+    out->index = keel_get_le64(buf + 32);
+    out->term = keel_get_le64(buf + 40);
+    out->body_bytes = keel_get_le64(buf + 48);
+    out->body_hash_low = keel_get_le64(buf + 56);
+    out->body_hash_high = keel_get_le64(buf + 64);
     if (out->body_bytes > SNAP_BODY_BYTES_MAX) {
         return keel_err(KEEL_ECORRUPT, errmsg,
                         "snapshot body length %llu over the maximum",
@@ -193,11 +151,11 @@ void snap_frame_seal(uint8_t *frame, uint32_t n, uint64_t data_off,
 {
     ASSERT(frame != NULL);
     ASSERT(n <= SNAP_CHUNK_DATA_BYTES && data_off + n <= total);
-    snap_put32(frame, SNAP_FRAME_MAGIC);
-    snap_put32(frame + 4, n);
-    snap_put64(frame + 8, data_off);
-    snap_put64(frame + 16, total);
-    snap_put64(frame + 24, frame_sum(frame, n));
+    keel_put_le32(frame, SNAP_FRAME_MAGIC);
+    keel_put_le32(frame + 4, n);
+    keel_put_le64(frame + 8, data_off);
+    keel_put_le64(frame + 16, total);
+    keel_put_le64(frame + 24, frame_sum(frame, n));
 }
 
 int snap_frame_check(const uint8_t *frame, size_t len, struct snap_frame *out,
@@ -206,14 +164,14 @@ int snap_frame_check(const uint8_t *frame, size_t len, struct snap_frame *out,
     ASSERT(out != NULL);
     ASSERT(frame != NULL || len == 0);
     if (len < SNAP_FRAME_HEADER_BYTES || len > SNAP_FRAME_BYTES ||
-        snap_get32(frame) != SNAP_FRAME_MAGIC) {
+        keel_get_le32(frame) != SNAP_FRAME_MAGIC) {
         return keel_err(KEEL_ECORRUPT, errmsg, "transfer frame malformed");
     }
-    out->len = snap_get32(frame + 4);
-    out->data_off = snap_get64(frame + 8);
-    out->total = snap_get64(frame + 16);
+    out->len = keel_get_le32(frame + 4);
+    out->data_off = keel_get_le64(frame + 8);
+    out->total = keel_get_le64(frame + 16);
     if (out->len != len - SNAP_FRAME_HEADER_BYTES ||
-        snap_get64(frame + 24) != frame_sum(frame, out->len)) {
+        keel_get_le64(frame + 24) != frame_sum(frame, out->len)) {
         return keel_err(KEEL_ECORRUPT, errmsg,
                         "transfer frame failed its checksum: drop it, the "
                         "leader resends it");

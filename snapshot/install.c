@@ -86,17 +86,17 @@ static void manifest_encode(const struct xf_manifest *m,
     ASSERT(m->index >= m->log_first || m->records == 0);
     memset(out, 0, XF_MANIFEST_BYTES);
     memcpy(out, XF_MAGIC, 8);
-    snap_put32(out + 8, XF_VERSION);
-    snap_put32(out + 12, XF_MANIFEST_BYTES);
+    keel_put_le32(out + 8, XF_VERSION);
+    keel_put_le32(out + 12, XF_MANIFEST_BYTES);
     memcpy(out + 16, m->group, 16);
-    snap_put64(out + 32, m->index);
-    snap_put64(out + 40, m->term);
-    snap_put64(out + 48, m->log_first);
-    snap_put64(out + 56, m->file_bytes);
-    snap_put64(out + 64, m->log_bytes);
-    snap_put64(out + 72, m->records);
-    snap_put64(out + 80, m->log_hash);
-    snap_put64(out + 88, XXH3_64bits(out, 88));
+    keel_put_le64(out + 32, m->index);
+    keel_put_le64(out + 40, m->term);
+    keel_put_le64(out + 48, m->log_first);
+    keel_put_le64(out + 56, m->file_bytes);
+    keel_put_le64(out + 64, m->log_bytes);
+    keel_put_le64(out + 72, m->records);
+    keel_put_le64(out + 80, m->log_hash);
+    keel_put_le64(out + 88, XXH3_64bits(out, 88));
 }
 
 static int manifest_decode(const uint8_t *b, struct xf_manifest *m,
@@ -105,22 +105,23 @@ static int manifest_decode(const uint8_t *b, struct xf_manifest *m,
     ASSERT(b != NULL);
     ASSERT(m != NULL);
     if (memcmp(b, XF_MAGIC, 8) != 0 ||
-        snap_get64(b + 88) != XXH3_64bits(b, 88)) {
+        keel_get_le64(b + 88) != XXH3_64bits(b, 88)) {
         return keel_err(KEEL_ECORRUPT, errmsg, "transfer manifest damaged");
     }
-    if (snap_get32(b + 8) != XF_VERSION ||
-        snap_get32(b + 12) != XF_MANIFEST_BYTES) {
+    if (keel_get_le32(b + 8) != XF_VERSION ||
+        keel_get_le32(b + 12) != XF_MANIFEST_BYTES) {
         return keel_err(KEEL_EVERSION, errmsg,
-                        "transfer version %u unsupported", snap_get32(b + 8));
+                        "transfer version %u unsupported",
+                        keel_get_le32(b + 8));
     }
     memcpy(m->group, b + 16, 16);
-    m->index = snap_get64(b + 32);
-    m->term = snap_get64(b + 40);
-    m->log_first = snap_get64(b + 48);
-    m->file_bytes = snap_get64(b + 56);
-    m->log_bytes = snap_get64(b + 64);
-    m->records = snap_get64(b + 72);
-    m->log_hash = snap_get64(b + 80);
+    m->index = keel_get_le64(b + 32);
+    m->term = keel_get_le64(b + 40);
+    m->log_first = keel_get_le64(b + 48);
+    m->file_bytes = keel_get_le64(b + 56);
+    m->log_bytes = keel_get_le64(b + 64);
+    m->records = keel_get_le64(b + 72);
+    m->log_hash = keel_get_le64(b + 80);
     return 0;
 }
 
@@ -129,11 +130,11 @@ static void rec_header_encode(const struct store_entry *e, uint8_t *out)
     ASSERT(e != NULL);
     ASSERT(out != NULL);
     memset(out, 0, XF_REC_HEADER_BYTES);
-    snap_put64(out, e->index);
-    snap_put64(out + 8, e->term);
+    keel_put_le64(out, e->index);
+    keel_put_le64(out + 8, e->term);
     out[16] = e->type;
     out[17] = e->flags;
-    snap_put32(out + 20, e->len);
+    keel_put_le32(out + 20, e->len);
 }
 
 /* ---- leader side ---- */
@@ -519,11 +520,11 @@ static int rec_read(struct snap_recv *sr, uint64_t off, struct store_entry *e,
     if (rv != 0) {
         return rv;
     }
-    e->index = snap_get64(h);
-    e->term = snap_get64(h + 8);
+    e->index = keel_get_le64(h);
+    e->term = keel_get_le64(h + 8);
     e->type = h[16];
     e->flags = h[17];
-    e->len = snap_get32(h + 20);
+    e->len = keel_get_le32(h + 20);
     if (h[18] != 0 || h[19] != 0 || e->len > STORE_RECORD_PAYLOAD_BYTES_MAX) {
         return keel_err(KEEL_ECORRUPT, errmsg, "transfer record malformed");
     }

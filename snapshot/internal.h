@@ -3,6 +3,7 @@
 #define KEEL_SNAP_INTERNAL_H
 
 #include <keel/assert.h>
+#include <keel/bytes.h>
 
 #include "snap.h"
 
@@ -43,12 +44,6 @@ struct snap {
 void snap__named(struct snap *sn, struct snap_named *out);
 /* Tests: true (and the crash point cleared) if asked to die here. */
 bool snap__crash_here(struct snap *sn, enum snap_crash_point point);
-
-/* Little-endian field access. */
-void snap_put64(uint8_t *p, uint64_t v);
-uint64_t snap_get64(const uint8_t *p);
-void snap_put32(uint8_t *p, uint32_t v);
-uint32_t snap_get32(const uint8_t *p);
 
 int snap_check_expect(const struct snap_header *h, const struct snap_expect *e,
                       char *errmsg);

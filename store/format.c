@@ -16,16 +16,16 @@ void store_fmt_seg_header_encode(const struct store_seg_header *h,
     ASSERT(h != NULL);
     ASSERT(h->base_index >= 1);
     memset(out, 0, STORE_SEG_HEADER_BYTES);
-    store_fmt_put64(out + 0, STORE_SEG_MAGIC);
-    store_fmt_put32(out + 8, STORE_FMT_VERSION);
-    store_fmt_put32(out + 12, STORE_SEG_HEADER_BYTES);
+    keel_put_le64(out + 0, STORE_SEG_MAGIC);
+    keel_put_le32(out + 8, STORE_FMT_VERSION);
+    keel_put_le32(out + 12, STORE_SEG_HEADER_BYTES);
     memcpy(out + 16, h->group, STORE_GROUP_ID_BYTES);
-    store_fmt_put64(out + 32, h->base_index);
-    store_fmt_put64(out + 40, h->first_index);
-    store_fmt_put64(out + 48, h->size_bytes);
-    store_fmt_put64(out + 56, h->salt);
-    store_fmt_put64(out + STORE_SEG_HEADER_SUM_OFF,
-                    XXH3_64bits(out, STORE_SEG_HEADER_SUM_OFF));
+    keel_put_le64(out + 32, h->base_index);
+    keel_put_le64(out + 40, h->first_index);
+    keel_put_le64(out + 48, h->size_bytes);
+    keel_put_le64(out + 56, h->salt);
+    keel_put_le64(out + STORE_SEG_HEADER_SUM_OFF,
+                  XXH3_64bits(out, STORE_SEG_HEADER_SUM_OFF));
 }
 
 int store_fmt_seg_header_decode(const uint8_t *buf, size_t len,
@@ -36,25 +36,25 @@ int store_fmt_seg_header_decode(const uint8_t *buf, size_t len,
     if (len < STORE_SEG_HEADER_BYTES) {
         return KEEL_ECORRUPT;
     }
-    if (store_fmt_get64(buf) != STORE_SEG_MAGIC) {
+    if (keel_get_le64(buf) != STORE_SEG_MAGIC) {
         return KEEL_ECORRUPT;
     }
     if (XXH3_64bits(buf, STORE_SEG_HEADER_SUM_OFF) !=
-        store_fmt_get64(buf + STORE_SEG_HEADER_SUM_OFF)) {
+        keel_get_le64(buf + STORE_SEG_HEADER_SUM_OFF)) {
         return KEEL_ECORRUPT;
     }
-    out->version = store_fmt_get32(buf + 8);
+    out->version = keel_get_le32(buf + 8);
     if (out->version != STORE_FMT_VERSION) {
         return KEEL_EVERSION;
     }
-    if (store_fmt_get32(buf + 12) != STORE_SEG_HEADER_BYTES) {
+    if (keel_get_le32(buf + 12) != STORE_SEG_HEADER_BYTES) {
         return KEEL_ECORRUPT;
     }
     memcpy(out->group, buf + 16, STORE_GROUP_ID_BYTES);
-    out->base_index = store_fmt_get64(buf + 32);
-    out->first_index = store_fmt_get64(buf + 40);
-    out->size_bytes = store_fmt_get64(buf + 48);
-    out->salt = store_fmt_get64(buf + 56);
+    out->base_index = keel_get_le64(buf + 32);
+    out->first_index = keel_get_le64(buf + 40);
+    out->size_bytes = keel_get_le64(buf + 48);
+    out->salt = keel_get_le64(buf + 56);
     if (out->base_index == 0 || out->size_bytes < STORE_SEG_HEADER_BYTES ||
         out->size_bytes > STORE_SEGMENT_BYTES_MAX) {
         return KEEL_ECORRUPT;
@@ -70,14 +70,14 @@ uint64_t store_fmt_rec_encode(uint8_t *out, const struct store_fmt_rec *r,
 
     ASSERT(r->len <= STORE_RECORD_PAYLOAD_BYTES_MAX);
     ASSERT(r->index >= 1);
-    store_fmt_put32(out + 0, STORE_REC_MAGIC);
-    store_fmt_put32(out + 4, r->len);
-    store_fmt_put64(out + 8, r->index);
-    store_fmt_put64(out + 16, r->term);
+    keel_put_le32(out + 0, STORE_REC_MAGIC);
+    keel_put_le32(out + 4, r->len);
+    keel_put_le64(out + 8, r->index);
+    keel_put_le64(out + 16, r->term);
     out[24] = r->type;
     out[25] = r->flags;
     memset(out + 26, 0, 6);
-    store_fmt_put64(out + 32, r->prev_checksum);
+    keel_put_le64(out + 32, r->prev_checksum);
     if (r->len > 0) {
         memcpy(out + STORE_REC_HEADER_BYTES, r->payload, r->len);
     }
@@ -85,7 +85,7 @@ uint64_t store_fmt_rec_encode(uint8_t *out, const struct store_fmt_rec *r,
     memset(out + STORE_REC_HEADER_BYTES + r->len, 0,
            (size_t)(total - 8 - STORE_REC_HEADER_BYTES - r->len));
     sum = XXH3_64bits_withSeed(out, (size_t)(total - 8), salt);
-    store_fmt_put64(out + total - 8, sum);
+    keel_put_le64(out + total - 8, sum);
     return sum;
 }
 
@@ -100,10 +100,10 @@ int store_fmt_rec_decode(const uint8_t *buf, size_t avail, uint64_t salt,
     if (avail < STORE_REC_OVERHEAD) {
         return KEEL_ECORRUPT;
     }
-    if (store_fmt_get32(buf) != STORE_REC_MAGIC) {
+    if (keel_get_le32(buf) != STORE_REC_MAGIC) {
         return KEEL_ENOENT;
     }
-    len = store_fmt_get32(buf + 4);
+    len = keel_get_le32(buf + 4);
     if (len > STORE_RECORD_PAYLOAD_BYTES_MAX) {
         return KEEL_ECORRUPT;
     }
@@ -111,16 +111,16 @@ int store_fmt_rec_decode(const uint8_t *buf, size_t avail, uint64_t salt,
     if (total > avail) {
         return KEEL_ECORRUPT;
     }
-    out->checksum = store_fmt_get64(buf + total - 8);
+    out->checksum = keel_get_le64(buf + total - 8);
     if (XXH3_64bits_withSeed(buf, (size_t)(total - 8), salt) != out->checksum) {
         return KEEL_ECORRUPT;
     }
     out->len = len;
-    out->index = store_fmt_get64(buf + 8);
-    out->term = store_fmt_get64(buf + 16);
+    out->index = keel_get_le64(buf + 8);
+    out->term = keel_get_le64(buf + 16);
     out->type = buf[24];
     out->flags = buf[25];
-    out->prev_checksum = store_fmt_get64(buf + 32);
+    out->prev_checksum = keel_get_le64(buf + 32);
     out->payload = buf + STORE_REC_HEADER_BYTES;
     return 0;
 }
@@ -130,14 +130,14 @@ void store_fmt_marker_encode(uint8_t out[STORE_MARKER_BYTES],
 {
     ASSERT(m != NULL);
     ASSERT(m->index >= 1);
-    store_fmt_put32(out + 0, STORE_MARKER_MAGIC);
-    store_fmt_put32(out + 4, 0);
-    store_fmt_put64(out + 8, m->index);
-    store_fmt_put64(out + 16, m->term);
-    store_fmt_put64(out + 24, m->rec_checksum);
+    keel_put_le32(out + 0, STORE_MARKER_MAGIC);
+    keel_put_le32(out + 4, 0);
+    keel_put_le64(out + 8, m->index);
+    keel_put_le64(out + 16, m->term);
+    keel_put_le64(out + 24, m->rec_checksum);
     memcpy(out + 32, m->boot_id, STORE_BOOT_ID_BYTES);
-    store_fmt_put64(out + 48, XXH3_64bits_withSeed(
-                                  out, 48, salt ^ STORE_MARKER_SEED_TWEAK));
+    keel_put_le64(out + 48, XXH3_64bits_withSeed(
+                                out, 48, salt ^ STORE_MARKER_SEED_TWEAK));
 }
 
 int store_fmt_marker_decode(const uint8_t *buf, size_t avail, uint64_t salt,
@@ -148,17 +148,17 @@ int store_fmt_marker_decode(const uint8_t *buf, size_t avail, uint64_t salt,
     if (avail < STORE_MARKER_BYTES) {
         return KEEL_ECORRUPT;
     }
-    if (store_fmt_get32(buf) != STORE_MARKER_MAGIC) {
+    if (keel_get_le32(buf) != STORE_MARKER_MAGIC) {
         return KEEL_ENOENT;
     }
     if (XXH3_64bits_withSeed(buf, 48, salt ^ STORE_MARKER_SEED_TWEAK) !=
-            store_fmt_get64(buf + 48) ||
-        store_fmt_get32(buf + 4) != 0) {
+            keel_get_le64(buf + 48) ||
+        keel_get_le32(buf + 4) != 0) {
         return KEEL_ECORRUPT;
     }
-    out->index = store_fmt_get64(buf + 8);
-    out->term = store_fmt_get64(buf + 16);
-    out->rec_checksum = store_fmt_get64(buf + 24);
+    out->index = keel_get_le64(buf + 8);
+    out->term = keel_get_le64(buf + 16);
+    out->rec_checksum = keel_get_le64(buf + 24);
     memcpy(out->boot_id, buf + 32, STORE_BOOT_ID_BYTES);
     if (out->index == 0) {
         return KEEL_ECORRUPT;

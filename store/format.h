@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "keel/bytes.h"
+
 #define STORE_FMT_VERSION 1u
 #define STORE_SEG_MAGIC 0x004b4c424c45454bull /* "KEELBLK\0" */
 #define STORE_SEG_HEADER_BYTES 128u
@@ -83,35 +85,6 @@ void store_fmt_marker_encode(uint8_t out[STORE_MARKER_BYTES],
                              const struct store_fmt_marker *m, uint64_t salt);
 int store_fmt_marker_decode(const uint8_t *buf, size_t avail, uint64_t salt,
                             struct store_fmt_marker *out);
-
-static inline uint64_t store_fmt_get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (unsigned i = 0; i < 8; i++) {
-        v |= (uint64_t)p[i] << (8 * i);
-    }
-    return v;
-}
-
-static inline uint32_t store_fmt_get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-}
-
-static inline void store_fmt_put64(uint8_t *p, uint64_t v)
-{
-    for (unsigned i = 0; i < 8; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
-}
-
-static inline void store_fmt_put32(uint8_t *p, uint32_t v)
-{
-    for (unsigned i = 0; i < 4; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
-}
 
 /* snprintf for paths and messages: a too-long result is cut (paths are
  * bounded by STORE_PATH_BYTES_MAX at configuration time). */

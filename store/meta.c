@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <keel/assert.h>
+#include <keel/bytes.h>
 #include <keel/error.h>
 
 #include "meta.h"
@@ -55,9 +56,8 @@ static size_t key_make(uint8_t *k, char kind, const uint8_t *gid, char sub,
         k[n++] = (uint8_t)sub;
     }
     if (kind == 'C') {
-        for (int i = 7; i >= 0; i--) {
-            k[n++] = (uint8_t)(base >> (8 * i));
-        }
+        keel_put_be(k + n, base, 8); /* big-endian: keys sort by base */
+        n += 8;
     }
     return n;
 }
@@ -350,7 +350,7 @@ static int migrate_v1(struct store_meta *m, size_t *n_done, char *errmsg)
         memcpy(body, b, l);
         k.mv_data = key;
         v.mv_size = store_meta_env_wrap(
-            val, key, k.mv_size, (uint16_t)(vp[2] | vp[3] << 8), body, l);
+            val, key, k.mv_size, (uint16_t)keel_get_le(vp + 2, 2), body, l);
         v.mv_data = val;
         rc = mdb_cursor_put(cur, &k, &v, MDB_CURRENT);
         if (rc != 0) {

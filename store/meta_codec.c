@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <keel/assert.h>
+#include <keel/bytes.h>
 #include <keel/error.h>
 
 #include "meta.h"
@@ -143,10 +144,7 @@ uint32_t store_meta_encode(const struct store_meta_codec *c, const void *obj,
         if (f->type == STORE_META_BYTES) {
             memcpy(body + n, o + f->off, w);
         } else {
-            uint64_t v = field_load(f, o + f->off);
-            for (uint32_t k = 0; k < w; k++) {
-                body[n + k] = (uint8_t)(v >> (8 * k)); /* little-endian */
-            }
+            keel_put_le(body + n, field_load(f, o + f->off), w);
         }
         n += w;
     }
@@ -168,14 +166,10 @@ int store_meta_decode(const struct store_meta_codec *c, const uint8_t *body,
     for (unsigned i = 0; i < c->n_fields; i++) {
         const struct store_meta_field *f = &c->fields[i];
         uint32_t w = field_len(f);
-        uint64_t v = 0;
         if (f->type == STORE_META_BYTES) {
             memcpy(o + f->off, body + n, w);
         } else {
-            for (uint32_t k = 0; k < w; k++) {
-                v |= (uint64_t)body[n + k] << (8 * k);
-            }
-            field_store(f, o + f->off, v);
+            field_store(f, o + f->off, keel_get_le(body + n, w));
         }
         n += w;
     }

@@ -10,6 +10,7 @@
 #include <xxhash.h>
 
 #include <keel/assert.h>
+#include <keel/bytes.h>
 #include <keel/error.h>
 
 #include "format.h"
@@ -40,14 +41,13 @@ size_t store_meta_env_wrap(uint8_t *out, const uint8_t *key, size_t kn,
     ASSERT(out != NULL && key != NULL && kn > 0);
     out[0] = (uint8_t)version;
     out[1] = 0;
-    out[2] = (uint8_t)kind;
-    out[3] = (uint8_t)(kind >> 8);
-    store_fmt_put32(out + 4, len);
+    keel_put_le(out + 2, kind, 2);
+    keel_put_le32(out + 4, len);
     if (len > 0) {
         memcpy(out + STORE_META_ENV_HDR, body, len);
     }
-    store_fmt_put64(out + STORE_META_ENV_HDR + len,
-                    env_sum(version, key, kn, out, STORE_META_ENV_HDR + len));
+    keel_put_le64(out + STORE_META_ENV_HDR + len,
+                  env_sum(version, key, kn, out, STORE_META_ENV_HDR + len));
     return STORE_META_ENV_HDR + len + 8;
 }
 
@@ -63,7 +63,7 @@ int store_meta_env_check(const uint8_t *key, size_t kn, const uint8_t *val,
     if (vn < STORE_META_ENV_HDR + 8) {
         return KEEL_ECORRUPT;
     }
-    l = store_fmt_get32(val + 4);
+    l = keel_get_le32(val + 4);
     if ((size_t)l + STORE_META_ENV_HDR + 8 != vn) {
         return KEEL_ECORRUPT;
     }
@@ -72,12 +72,12 @@ int store_meta_env_check(const uint8_t *key, size_t kn, const uint8_t *val,
         /* A newer format whose checksum still holds as version 1's, or a
          * damaged byte. */
         return XXH3_64bits(val, STORE_META_ENV_HDR + l) ==
-                       store_fmt_get64(val + STORE_META_ENV_HDR + l)
+                       keel_get_le64(val + STORE_META_ENV_HDR + l)
                    ? KEEL_EVERSION
                    : KEEL_ECORRUPT;
     }
     if (env_sum(ver, key, kn, val, STORE_META_ENV_HDR + l) !=
-        store_fmt_get64(val + STORE_META_ENV_HDR + l)) {
+        keel_get_le64(val + STORE_META_ENV_HDR + l)) {
         return KEEL_ECORRUPT;
     }
     *body = val + STORE_META_ENV_HDR;
@@ -94,7 +94,7 @@ int store_meta_env_check(const uint8_t *key, size_t kn, const uint8_t *val,
 static bool key_agrees(const uint8_t *key, size_t kn, const uint8_t *val,
                        const uint8_t *body, uint32_t len)
 {
-    unsigned kind = (unsigned)val[2] | (unsigned)val[3] << 8;
+    unsigned kind = (unsigned)keel_get_le(val + 2, 2);
     size_t want = 0;
     uint64_t base = 0;
 
@@ -130,10 +130,8 @@ static bool key_agrees(const uint8_t *key, size_t kn, const uint8_t *val,
     if (kind != 'C') {
         return true;
     }
-    for (size_t i = 1 + STORE_GROUP_ID_BYTES; i < want; i++) {
-        base = base << 8 | key[i];
-    }
-    return len == 32 && base == store_fmt_get64(body);
+    base = keel_get_be(key + 1 + STORE_GROUP_ID_BYTES, 8);
+    return len == 32 && base == keel_get_le64(body);
 }
 
 /* False when a hard-state pair is broken: a changed group-id byte in

@@ -80,7 +80,7 @@ static size_t zero_run(const uint8_t *p, size_t avail)
         }
         n += 64;
     }
-    while (n + 8 <= avail && store_fmt_get64(p + n) == 0) {
+    while (n + 8 <= avail && keel_get_le64(p + n) == 0) {
         n += 8;
     }
     ASSERT(n <= avail);
@@ -106,7 +106,7 @@ static bool marker_at(const uint8_t *p, size_t avail, uint64_t salt,
     if (store_fmt_marker_decode(p, avail, salt, m) == 0) {
         return true;
     }
-    uint64_t diff = store_fmt_get64(p) ^ (uint64_t)STORE_MARKER_MAGIC;
+    uint64_t diff = keel_get_le64(p) ^ (uint64_t)STORE_MARKER_MAGIC;
     if (avail < STORE_MARKER_BYTES || (diff & (diff - 1)) != 0) {
         return false; /* not a marker's first word, even to a bit */
     }
@@ -140,9 +140,9 @@ static int parse_one(struct reader *r, uint64_t off, uint64_t salt,
     if (rv != 0) {
         return rv;
     }
-    uint32_t magic = store_fmt_get32(p);
+    uint32_t magic = keel_get_le32(p);
     if (magic == STORE_REC_MAGIC) {
-        uint32_t len = store_fmt_get32(p + 4);
+        uint32_t len = keel_get_le32(p + 4);
         if (len <= STORE_RECORD_PAYLOAD_BYTES_MAX) {
             rv = store__scan_window(r, off, (size_t)store_fmt_rec_bytes(len),
                                     &p, &avail, errmsg);
@@ -196,7 +196,7 @@ int store__scan_parse_items(struct sseg *x, struct reader *r, char *errmsg)
         const uint8_t *p;
         size_t avail;
         rv = store__scan_window(r, off, 8, &p, &avail, errmsg);
-        if (rv == 0 && store_fmt_get64(p) != 0) {
+        if (rv == 0 && keel_get_le64(p) != 0) {
             nonzero_end = off + 8; /* a damaged word */
         }
         off += step;

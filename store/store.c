@@ -306,12 +306,10 @@ static int node_record(struct store *s, struct store_node_report *rep,
 
 uint64_t store_incarnation64(const uint8_t inc[16])
 {
-    uint64_t v = 0;
+    uint64_t v;
 
     ASSERT(inc != NULL);
-    for (unsigned i = 0; i < 8; i++) {
-        v |= (uint64_t)inc[i] << (8 * i);
-    }
+    v = keel_get_le64(inc);
     ASSERT(sizeof v == 8);
     return v != 0 ? v : 1;
 }
@@ -327,11 +325,11 @@ int store_incarnation_adopt(struct store *s, uint64_t inc64, char *errmsg)
                         "only a writable store of a node of one adopts an "
                         "incarnation");
     }
-    store_fmt_put64(inc, inc64);
+    keel_put_le64(inc, inc64);
     pthread_mutex_lock(&s->mu); /* the segment planner draws from it too */
     uint64_t r = store__rand(s);
     pthread_mutex_unlock(&s->mu);
-    store_fmt_put64(inc + 8, r);
+    keel_put_le64(inc + 8, r);
     int rv = store_meta_incarnation_put(s->meta, inc, errmsg);
     if (rv != 0) {
         store__fatal(s, "write the incarnation", errmsg);

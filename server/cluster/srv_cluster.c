@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keel/bytes.h"
 #include "keel/error.h"
 #include "srv_cluster_tls.h"
 #include "srv_log.h"
@@ -637,8 +638,7 @@ static int parse_frames(struct srv_cluster_link *l)
             break;
         }
         const uint8_t *h = l->rbuf + off;
-        size_t n =
-            (size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
+        size_t n = (size_t)keel_get_be(h, 4);
         if (n == 0 || n > SRV_CLUSTER_FRAME_BYTES_MAX) {
             return KEEL_ETOOBIG;
         }

@@ -7,16 +7,9 @@
  */
 #include <string.h>
 
+#include "keel/bytes.h"
 #include "keel/error.h"
 #include "srv_cluster.h"
-
-static uint8_t *put_be(uint8_t *p, uint64_t v, unsigned bytes)
-{
-    for (unsigned i = 0; i < bytes; i++) {
-        p[i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
-    }
-    return p + bytes;
-}
 
 uint8_t *srv_mp_put_array(uint8_t *p, uint32_t n)
 {
@@ -26,10 +19,10 @@ uint8_t *srv_mp_put_array(uint8_t *p, uint32_t n)
     }
     if (n <= 0xffff) {
         *p++ = 0xdc;
-        return put_be(p, n, 2);
+        return keel_put_be(p, n, 2);
     }
     *p++ = 0xdd;
-    return put_be(p, n, 4);
+    return keel_put_be(p, n, 4);
 }
 
 uint8_t *srv_mp_put_uint(uint8_t *p, uint64_t v)
@@ -40,10 +33,10 @@ uint8_t *srv_mp_put_uint(uint8_t *p, uint64_t v)
     }
     if (v <= 0xffffffffu) {
         *p++ = 0xce;
-        return put_be(p, v, 4);
+        return keel_put_be(p, v, 4);
     }
     *p++ = 0xcf;
-    return put_be(p, v, 8);
+    return keel_put_be(p, v, 8);
 }
 
 uint8_t *srv_mp_put_str(uint8_t *p, const void *s, size_t len)
@@ -56,7 +49,7 @@ uint8_t *srv_mp_put_str(uint8_t *p, const void *s, size_t len)
         *p++ = (uint8_t)len;
     } else {
         *p++ = 0xdb;
-        p = put_be(p, len, 4);
+        p = keel_put_be(p, len, 4);
     }
     memcpy(p, s, len);
     return p + len;
@@ -66,7 +59,7 @@ uint8_t *srv_mp_put_bin_header(uint8_t *p, size_t len)
 {
     ASSERT(len <= 0xffffffffu);
     *p++ = 0xc6;
-    return put_be(p, len, 4);
+    return keel_put_be(p, len, 4);
 }
 
 static int get_be(struct srv_mp_reader *r, unsigned bytes, uint64_t *v)
@@ -74,10 +67,7 @@ static int get_be(struct srv_mp_reader *r, unsigned bytes, uint64_t *v)
     if ((size_t)(r->end - r->p) < bytes) {
         return KEEL_EPROTO;
     }
-    *v = 0;
-    for (unsigned i = 0; i < bytes; i++) {
-        *v = (*v << 8) | r->p[i];
-    }
+    *v = keel_get_be(r->p, bytes);
     r->p += bytes;
     return 0;
 }
@@ -194,6 +184,6 @@ size_t srv_cluster_frame_header(uint8_t *hdr, unsigned kind,
     }
     p = srv_mp_put_bin_header(p, payload_len);
     size_t body = (size_t)(p - (hdr + 4)) + payload_len;
-    put_be(hdr, body, 4);
+    keel_put_be(hdr, body, 4);
     return (size_t)(p - hdr);
 }

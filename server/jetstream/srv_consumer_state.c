@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keel/bytes.h"
 #include "keel/error.h"
 #include "srv_consumer_sm.h"
 
@@ -44,9 +45,7 @@ static void w_bytes(struct wbuf *w, const void *src, uint32_t n)
 static void w_u64(struct wbuf *w, uint64_t v)
 {
     uint8_t b[8];
-    for (int i = 0; i < 8; i++) {
-        b[i] = (uint8_t)(v >> (8 * i));
-    }
+    keel_put_le64(b, v);
     w_bytes(w, b, 8);
 }
 
@@ -74,10 +73,7 @@ static uint64_t r_u64(struct rbuf *r)
         r->bad = true;
         return 0;
     }
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) {
-        v |= (uint64_t)r->p[r->off + (uint32_t)i] << (8 * i);
-    }
+    uint64_t v = keel_get_le64(r->p + r->off);
     r->off += 8;
     return v;
 }

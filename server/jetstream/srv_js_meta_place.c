@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <xxhash.h>
 
+#include "keel/bytes.h"
 #include "keel/error.h"
 #include "srv_js_cluster.h"
 
@@ -494,10 +495,7 @@ static bool hex_u64(const char *s, uint64_t *v)
     if (!hex_bytes(s, b, sizeof b)) {
         return false;
     }
-    *v = 0;
-    for (size_t i = 0; i < sizeof b; i++) {
-        *v = (*v << 8) | b[i];
-    }
+    *v = keel_get_be(b, sizeof b);
     return true;
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keel/bytes.h"
 #include "keel/error.h"
 #include "keel/limits.h"
 #include "keel_stream_entry.h"
@@ -509,9 +510,7 @@ static void sb_put(struct sbuf *b, const void *v, size_t n)
 static void sb_u64(struct sbuf *b, uint64_t v)
 {
     uint8_t x[8];
-    for (int i = 0; i < 8; i++) {
-        x[i] = (uint8_t)(v >> (8 * i));
-    }
+    keel_put_le64(x, v);
     sb_put(b, x, 8);
 }
 
@@ -614,14 +613,12 @@ struct rd {
 
 static uint64_t rd_u64(struct rd *r)
 {
-    uint64_t v = 0;
+    uint64_t v;
     if (r->bad || r->len - r->off < 8) {
         r->bad = true;
         return 0;
     }
-    for (int i = 0; i < 8; i++) {
-        v |= (uint64_t)r->p[r->off + (size_t)i] << (8 * i);
-    }
+    v = keel_get_le64(r->p + r->off);
     r->off += 8;
     return v;
 }

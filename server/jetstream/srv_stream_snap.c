@@ -6,28 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keel/bytes.h"
 #include "keel/error.h"
 #include "srv_js_int.h"
 #include "srv_log.h"
 
 #define BODY_MAGIC 0x3153534bu /* "KSS1" */
 #define BODY_HEADER_BYTES 4u
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) {
-        v |= (uint64_t)p[i] << (8 * i);
-    }
-    return v;
-}
 
 /* Body: magic u32, stream state length u64, stream state, consumers
  * length u64, consumers (their own encoding), all little-endian. */
@@ -52,12 +37,12 @@ int srv_stream_snap_encode(struct replica *r, uint64_t index, uint8_t **out,
     }
     if (rv == 0) {
         uint8_t *p = b;
-        put64(p, BODY_MAGIC); /* the low 4 bytes */
+        keel_put_le32(p, BODY_MAGIC);
         p += BODY_HEADER_BYTES;
-        put64(p, sm_len);
+        keel_put_le64(p, sm_len);
         memcpy(p + 8, sm, sm_len);
         p += 8 + sm_len;
-        put64(p, cons_len);
+        keel_put_le64(p, cons_len);
         if (cons_len > 0) {
             memcpy(p + 8, cons, cons_len);
         }
@@ -75,18 +60,17 @@ int srv_stream_snap_restore(struct replica *r, uint64_t index,
     struct srv_stream *st = arg;
     const struct srv_consumer_ops *ops = st->js->cops;
     char err[KEEL_ERRMSG_MAX];
-    if (len < BODY_HEADER_BYTES + 8 ||
-        (uint32_t)get64(body) != BODY_MAGIC) { /* get64 reads 8: len >= 12 */
+    if (len < BODY_HEADER_BYTES + 8 || keel_get_le32(body) != BODY_MAGIC) {
         return KEEL_ECORRUPT;
     }
     const uint8_t *p = body + BODY_HEADER_BYTES;
     size_t left = len - BODY_HEADER_BYTES;
-    uint64_t sm_len = get64(p);
+    uint64_t sm_len = keel_get_le64(p);
     if (sm_len > left - 8 || left - 8 - sm_len < 8) {
         return KEEL_ECORRUPT;
     }
     const uint8_t *cons = p + 8 + sm_len + 8;
-    uint64_t cons_len = get64(p + 8 + sm_len);
+    uint64_t cons_len = keel_get_le64(p + 8 + sm_len);
     if (cons_len != left - 8 - sm_len - 8) {
         return KEEL_ECORRUPT;
     }
@@ -141,7 +125,7 @@ void srv_stream_cut_apply(struct srv_stream *st, uint64_t index,
     }
     /* The apply-time check is authoritative (docs/design.md §6): never past a
      * message this replica still holds, never at or past this entry. */
-    uint64_t p = get64(payload + 1);
+    uint64_t p = keel_get_le64(payload + 1);
     uint64_t most = cut_point(st, index - 1);
     p = p < most ? p : most;
     if (p > 0 && replica_compact(st->r, p, err) != 0) {
@@ -169,7 +153,7 @@ void srv_stream_cut_maybe(struct srv_stream *st)
     }
     uint8_t buf[SRV_STREAM_CUT_BYTES];
     buf[0] = SRV_STREAM_KIND_CUT;
-    put64(buf + 1, p);
+    keel_put_le64(buf + 1, p);
     if (replica_propose(st->r, RAFT_ENTRY_NORMAL, buf, sizeof buf, 0, err) !=
         0) {
         SRV_DEBUG("js", "stream %s: cut not proposed: %s", st->cfg.name, err);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <keel/assert.h>
+#include <keel/bytes.h>
 #include <keel/error.h>
 
 #include "meta.h"
@@ -178,9 +179,7 @@ static int persist_out(struct replica *r, const struct raft_out *o)
     int rv = 0;
     if (o->hs_changed) {
         uint8_t vote[8];
-        for (int i = 0; i < 8; i++) {
-            vote[i] = (uint8_t)(o->vote >> (8 * i));
-        }
+        keel_put_le64(vote, o->vote);
         rv = store_hard_state_save(r->g, o->term, vote, sizeof(vote), err);
         if (rv != 0) {
             goto cleanup;
@@ -507,10 +506,7 @@ void replica_host_destroy(struct replica_host *h)
 
 raft_incarnation replica_incarnation_of(const uint8_t inc[16])
 {
-    raft_incarnation v = 0;
-    for (int i = 0; i < 8; i++) {
-        v |= (raft_incarnation)inc[i] << (8 * i);
-    }
+    raft_incarnation v = keel_get_le64(inc);
     return v != 0 ? v : 1; /* 0 means "any" on the wire */
 }
 
@@ -551,11 +547,7 @@ static int load_hard_state(struct replica *r, char *errmsg)
         return keel_err(rv != 0 ? rv : KEEL_ECORRUPT, errmsg,
                         "hard state of the group is unreadable");
     }
-    raft_node v = 0;
-    for (int i = 0; i < 8; i++) {
-        v |= (raft_node)vote[i] << (8 * i);
-    }
-    raft_load_hard_state(&r->raft, term, v);
+    raft_load_hard_state(&r->raft, term, keel_get_le64(vote));
     return 0;
 }
 

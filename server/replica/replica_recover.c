@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <keel/assert.h>
+#include <keel/bytes.h>
 #include <keel/error.h>
 
 #include "replica_int.h"
@@ -33,13 +34,6 @@ void replica_survey(const struct replica *r, struct replica_survey *out)
         .role = r->role,
         .leader = rf->leader,
     };
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
 }
 
 /* Copy records (keep, last] into one file under <data>/quarantine/:
@@ -83,12 +77,10 @@ static int quarantine_tail(struct replica *r, uint64_t keep, uint64_t term,
             continue; /* damaged: nothing intact to copy */
         }
         uint8_t hdr[21];
-        put_u64(hdr, e.index);
-        put_u64(hdr + 8, e.term);
+        keel_put_le64(hdr, e.index);
+        keel_put_le64(hdr + 8, e.term);
         hdr[16] = e.type;
-        for (int k = 0; k < 4; k++) {
-            hdr[17 + k] = (uint8_t)(e.len >> (8 * k));
-        }
+        keel_put_le32(hdr + 17, e.len);
         ok = fwrite(hdr, 1, sizeof hdr, f) == sizeof hdr &&
              (e.len == 0 || fwrite(e.payload, 1, e.len, f) == e.len);
         store_entry_free(&e);

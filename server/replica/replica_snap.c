@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <keel/assert.h>
+#include <keel/bytes.h>
 #include <keel/error.h>
 
 #include "replica_int.h"
@@ -15,22 +16,6 @@
  * the state machine's bytes. Little-endian. */
 #define ENV_MAGIC 0x3153524bu /* "KRS1" */
 #define ENV_HEADER_BYTES 16u
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) {
-        v |= (uint32_t)p[i] << (8 * i);
-    }
-    return v;
-}
 
 /* The configuration in effect at index: the latest at or below it. */
 static const struct raft_config *config_at(const struct raft *rf,
@@ -64,10 +49,9 @@ static int env_encode(const struct raft_config *c, const uint8_t *sm,
     if (b == NULL) {
         return KEEL_ENOMEM;
     }
-    put32(b, ENV_MAGIC);
-    put32(b + 4, clen);
-    put32(b + 8, (uint32_t)(sm_len & 0xffffffffu));
-    put32(b + 12, (uint32_t)((uint64_t)sm_len >> 32));
+    keel_put_le32(b, ENV_MAGIC);
+    keel_put_le32(b + 4, clen);
+    keel_put_le64(b + 8, sm_len);
     memcpy(b + ENV_HEADER_BYTES, cfg, clen);
     if (sm_len > 0) {
         memcpy(b + ENV_HEADER_BYTES + clen, sm, sm_len);
@@ -82,13 +66,13 @@ static int env_encode(const struct raft_config *c, const uint8_t *sm,
 static int env_decode(const uint8_t *b, size_t len, struct raft_config *c,
                       const uint8_t **sm, size_t *sm_len, char *errmsg)
 {
-    if (len < ENV_HEADER_BYTES || get32(b) != ENV_MAGIC) {
+    if (len < ENV_HEADER_BYTES || keel_get_le32(b) != ENV_MAGIC) {
         return keel_err(KEEL_EVERSION, errmsg,
                         "snapshot body is not a replica snapshot (version "
                         "1): start a keeld that wrote it");
     }
-    uint32_t clen = get32(b + 4);
-    uint64_t slen = (uint64_t)get32(b + 8) | (uint64_t)get32(b + 12) << 32;
+    uint32_t clen = keel_get_le32(b + 4);
+    uint64_t slen = keel_get_le64(b + 8);
     if (clen > RAFT_CONFIG_BYTES_MAX ||
         len - ENV_HEADER_BYTES < (uint64_t)clen + slen ||
         len - ENV_HEADER_BYTES - clen != slen ||
