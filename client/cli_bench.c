@@ -17,6 +17,7 @@
 
 #include "keel/assert.h"
 #include "cli_bench.h"
+#include "cli_fmt.h"
 
 #define BENCH_QUEUE "keel-bench"
 #define BENCH_CLOSE_WAIT_MS 5000
@@ -25,13 +26,6 @@
  * bench object, so the counter is static.
  */
 static _Atomic int64_t slow_consumers;
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void bench_err_cb(natsConnection *nc, natsSubscription *sub,
                          natsStatus err, void *closure)
@@ -95,7 +89,7 @@ static void sub_msg_cb(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
     (void)sub;
     int64_t n = atomic_load_explicit(&s->received, memory_order_relaxed) + 1;
     if (n == 1) {
-        atomic_store(&s->first_ns, now_ns());
+        atomic_store(&s->first_ns, cli_mono_ns());
     }
     if (natsMsg_GetDataLength(msg) != b->cfg.size) {
         atomic_fetch_add(&s->bad_size, 1);
@@ -103,7 +97,7 @@ static void sub_msg_cb(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
     natsMsg_Destroy(msg);
     atomic_store_explicit(&s->received, n, memory_order_release);
     if (n == b->cfg.msgs) {
-        atomic_store(&s->last_ns, now_ns());
+        atomic_store(&s->last_ns, cli_mono_ns());
         mark_done(b, &b->subs_done);
     }
 }
@@ -188,11 +182,11 @@ static void request_loop(struct bench_pub *p)
     struct bench *b = p->b;
     for (p->sent = 0; p->sent < p->msgs; p->sent++) {
         natsMsg *reply = NULL;
-        int64_t t0 = now_ns();
+        int64_t t0 = cli_mono_ns();
         natsStatus s =
             natsConnection_Request(&reply, p->nc, b->cfg.subject, b->payload,
                                    (int)b->cfg.size, b->cfg.stall_ms);
-        p->lat_ns[p->sent] = now_ns() - t0;
+        p->lat_ns[p->sent] = cli_mono_ns() - t0;
         if (s != NATS_OK) {
             p->rv = cli_nats_err(s, p->errmsg, "bench request failed");
             break;
@@ -230,13 +224,13 @@ static void *pub_thread(void *arg)
     if (!wait_go(b)) {
         return NULL;
     }
-    p->start_ns = now_ns();
+    p->start_ns = cli_mono_ns();
     if (b->cfg.mode == BENCH_REQ) {
         request_loop(p);
     } else {
         publish_loop(p);
     }
-    p->end_ns = now_ns();
+    p->end_ns = cli_mono_ns();
     mark_done(b, &b->pubs_done);
     return NULL;
 }
@@ -302,7 +296,7 @@ static int wait_done(struct bench *b, int64_t total, char *errmsg)
 {
     int64_t subs_target = b->cfg.mode == BENCH_REQ ? 0 : b->nsubs;
     int64_t last = -1;
-    int64_t last_change_ns = now_ns();
+    int64_t last_change_ns = cli_mono_ns();
     int rv = 0;
 
     pthread_mutex_lock(&b->mu);
@@ -322,9 +316,9 @@ static int wait_done(struct bench *b, int64_t total, char *errmsg)
         cli_bench_progress(b, done, total);
         if (done != last) {
             last = done;
-            last_change_ns = now_ns();
+            last_change_ns = cli_mono_ns();
         } else if ((done > 0 || b->cfg.mode != BENCH_SUB) &&
-                   now_ns() - last_change_ns > b->cfg.stall_ms * 1000000) {
+                   cli_mono_ns() - last_change_ns > b->cfg.stall_ms * 1000000) {
             rv = keel_err(KEEL_ETIMEOUT, errmsg,
                           "no progress for %lld ms (%lld of %lld messages): "
                           "messages were lost or the server stalled",

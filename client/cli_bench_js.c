@@ -16,12 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <nats/nats.h>
 
 #include "cli.h"
 #include "cli_bench.h"
+#include "cli_fmt.h"
 #include "keel/error.h"
 #include "keel/limits.h"
 
@@ -47,13 +47,6 @@ struct bjs_pub {
 
 static _Atomic int64_t acked, ack_errors;
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
                    void *closure)
 {
@@ -77,10 +70,10 @@ static void *pub_thread(void *arg)
         /* Bounded by p->msgs; each js_Publish waits for its ack. */
         for (int64_t i = 0; i < p->msgs && p->status == NATS_OK; i++) {
             jsPubAck *pa = NULL;
-            int64_t t0 = now_ns();
+            int64_t t0 = cli_mono_ns();
             p->status = js_Publish(&pa, p->js, p->cfg->subject, p->payload,
                                    (int)p->cfg->size, &po, NULL);
-            p->lat_ns[i] = now_ns() - t0;
+            p->lat_ns[i] = cli_mono_ns() - t0;
             jsPubAck_Destroy(pa);
             if (p->status == NATS_OK) {
                 p->sent++;
@@ -279,7 +272,7 @@ static int bjs_run(const struct bjs_cfg *c, char *errmsg)
             rv = cli_nats_err(s, errmsg, "first (untimed) publish");
         }
     }
-    int64_t t0 = now_ns();
+    int64_t t0 = cli_mono_ns();
     for (i = 0; rv == 0 && i < c->pubs; i++, started++) {
         if (pthread_create(&pubs[i].th, NULL, pub_thread, &pubs[i]) != 0) {
             rv = keel_err(KEEL_ENOMEM, errmsg, "publisher thread");
@@ -291,7 +284,7 @@ static int bjs_run(const struct bjs_cfg *c, char *errmsg)
             rv = cli_nats_err(pubs[i].status, errmsg, "async publish");
         }
     }
-    int64_t t1 = now_ns();
+    int64_t t1 = cli_mono_ns();
     struct bench_result lat = {0};
     if (rv == 0 && c->sync) {
         rv = sync_latency(c, pubs, &lat, errmsg);

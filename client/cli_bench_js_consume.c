@@ -26,6 +26,7 @@
 #include <nats/nats.h>
 
 #include "cli.h"
+#include "cli_fmt.h"
 #include "keel/error.h"
 #include "keel/limits.h"
 
@@ -54,13 +55,6 @@ struct bjc {
     pthread_mutex_t mu;
     pthread_cond_t cond;
 };
-
-static int64_t bjc_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void bjc_on_pub_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa,
                            jsPubAckErr *pae, void *closure)
@@ -153,7 +147,7 @@ static void bjc_count(struct bjc *b, natsMsg *m)
 static int bjc_fetch_loop(struct bjc *b, char *errmsg)
 {
     const struct bjc_cfg *c = b->cfg;
-    int64_t idle_since = bjc_now_ns();
+    int64_t idle_since = cli_mono_ns();
     /* Bounded by --msgs (each turn receives at least one message) and the
      * stall deadline (each empty turn waits up to --expires). */
     while (atomic_load(&b->received) < c->msgs) {
@@ -177,7 +171,7 @@ static int bjc_fetch_loop(struct bjc *b, char *errmsg)
         if (s != NATS_OK && s != NATS_TIMEOUT) {
             return cli_nats_err(s, errmsg, "ack");
         }
-        int64_t now = bjc_now_ns();
+        int64_t now = cli_mono_ns();
         if (list.Count > 0) {
             idle_since = now;
         } else if (now - idle_since > c->stall_ms * 1000000) {
@@ -210,7 +204,7 @@ static void bjc_on_push(natsConnection *nc, natsSubscription *sub, natsMsg *m,
 static int bjc_push_wait(struct bjc *b, char *errmsg)
 {
     const struct bjc_cfg *c = b->cfg;
-    int64_t last = -1, idle_since = bjc_now_ns();
+    int64_t last = -1, idle_since = cli_mono_ns();
     pthread_mutex_lock(&b->mu);
     /* Bounded by the stall deadline: each turn waits one tick. */
     while (atomic_load(&b->received) < c->msgs) {
@@ -220,7 +214,7 @@ static int bjc_push_wait(struct bjc *b, char *errmsg)
         ts.tv_sec += ts.tv_nsec / 1000000000L;
         ts.tv_nsec %= 1000000000L;
         (void)pthread_cond_timedwait(&b->cond, &b->mu, &ts);
-        int64_t n = atomic_load(&b->received), now = bjc_now_ns();
+        int64_t n = atomic_load(&b->received), now = cli_mono_ns();
         if (n != last) {
             last = n;
             idle_since = now;
@@ -271,7 +265,7 @@ static int bjc_consume(struct bjc *b, int64_t *ns, char *errmsg)
     so.Config.AckPolicy = b->ackp;
     so.Config.MaxAckPending = -1;
     so.Config.DeliverPolicy = js_DeliverAll;
-    int64_t t0 = bjc_now_ns();
+    int64_t t0 = cli_mono_ns();
     if (c->unfiltered) {
         s = bjc_add_unfiltered(b, &so, &inbox, &jerr);
     }
@@ -295,7 +289,7 @@ static int bjc_consume(struct bjc *b, int64_t *ns, char *errmsg)
     }
     int rv = c->mode == BJC_FETCH ? bjc_fetch_loop(b, errmsg)
                                   : bjc_push_wait(b, errmsg);
-    *ns = bjc_now_ns() - t0;
+    *ns = cli_mono_ns() - t0;
     if (rv == 0 && atomic_load(&b->bad_size) != 0) {
         rv = keel_err(KEEL_EPROTO, errmsg,
                       "%" PRId64 " messages had the wrong size",
@@ -400,7 +394,7 @@ static int bjc_check(struct bjc_cfg *c, const char *mode, char *errmsg)
     /* A fresh name per run: PID and clock, so a stream left by a killed run
      * is never reused. */
     snprintf(c->stream, sizeof c->stream, "%s_%d_%" PRId64, c->stream_prefix,
-             (int)getpid(), bjc_now_ns() % 1000000000000);
+             (int)getpid(), cli_mono_ns() % 1000000000000);
     return 0;
 }
 

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "keel/assert.h"
 #include "cli_cluster.h"
@@ -20,20 +19,6 @@
 
 #define CLUSTER_WAIT_MS_DEFAULT 60000
 #define CLUSTER_POLL_MS 500
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void nap(int64_t ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000,
-                          .tv_nsec = (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 static bool retryable(const char *errmsg)
 {
@@ -49,10 +34,10 @@ int cli_cluster_request_retry(natsConnection *nc, int64_t timeout_ms,
     for (;;) {
         int rv = cli_js_request(nc, timeout_ms, what, subject, body, out, NULL,
                                 errmsg);
-        if (rv == 0 || !retryable(errmsg) || mono_ms() >= deadline) {
+        if (rv == 0 || !retryable(errmsg) || cli_mono_ms() >= deadline) {
             return rv;
         }
-        nap(CLUSTER_POLL_MS);
+        cli_nap_ms(CLUSTER_POLL_MS);
     }
 }
 
@@ -82,7 +67,7 @@ static int add_peer(natsConnection *nc, const struct cli_conn_opts *conn,
                     const char *what, const char *peer, int64_t wait_ms,
                     bool json, char *errmsg)
 {
-    int64_t deadline = mono_ms() + wait_ms;
+    int64_t deadline = cli_mono_ms() + wait_ms;
     char *body = peer_body(peer, false);
     json_t *reply = NULL;
     int64_t last_lag = -1;
@@ -110,7 +95,7 @@ static int add_peer(natsConnection *nc, const struct cli_conn_opts *conn,
             fflush(stdout);
             last_lag = lag;
         }
-        if (mono_ms() >= deadline) {
+        if (cli_mono_ms() >= deadline) {
             rv = keel_err(KEEL_ETIMEOUT, errmsg,
                           "%s: %s is a learner %lld entries behind after "
                           "--wait; it is promoted once caught up (run "
@@ -118,7 +103,7 @@ static int add_peer(natsConnection *nc, const struct cli_conn_opts *conn,
                           what, peer, (long long)lag);
             break;
         }
-        nap(CLUSTER_POLL_MS);
+        cli_nap_ms(CLUSTER_POLL_MS);
     }
     if (rv == 0 && json) {
         cli_js_print_json(reply);
@@ -153,7 +138,7 @@ static int remove_peer(natsConnection *nc, const struct cli_conn_opts *conn,
         names = json_pack("[s]", stream);
     } else {
         rv = cli_cluster_streams_on(nc, conn->timeout_ms, peer,
-                                    mono_ms() + wait_ms, &names, errmsg);
+                                    cli_mono_ms() + wait_ms, &names, errmsg);
     }
     if (rv != 0 || names == NULL) {
         json_decref(names);
@@ -170,7 +155,7 @@ static int remove_peer(natsConnection *nc, const struct cli_conn_opts *conn,
              stream != NULL ? "$JS.API.STREAM.PEER.REMOVE."
                             : "$JS.API.SERVER.REMOVE",
              stream != NULL ? stream : "");
-    rv = request_retry(nc, conn, what, subject, body, mono_ms() + wait_ms,
+    rv = request_retry(nc, conn, what, subject, body, cli_mono_ms() + wait_ms,
                        &reply, errmsg);
     if (rv == 0 && json) {
         cli_js_print_json(reply);

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli_cluster.h"
 #include "cli_js.h"
@@ -21,13 +20,6 @@ bool cli_cluster_has(const json_t *a, const char *s)
         }
     }
     return false;
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Names in asked that no reply came from (a new array). */
@@ -77,10 +69,10 @@ int cli_cluster_gather(natsConnection *nc, const char *subject, int64_t wait_ms,
     if (s != NATS_OK) {
         rv = cli_nats_err(s, errmsg, subject);
     }
-    int64_t deadline = now_ms() + wait_ms;
+    int64_t deadline = cli_mono_ms() + wait_ms;
     /* Bounded by the deadline: each wait ends by it. */
     while (rv == 0 && got != NULL) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - cli_mono_ms();
         if (asked != NULL) {
             json_t *miss = not_answered(got, asked);
             bool done = json_array_size(miss) == 0;

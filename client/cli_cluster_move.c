@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli_cluster.h"
@@ -16,13 +15,6 @@
 
 #define MOVE_POLL_MS 500
 #define MOVE_NAMES_PAGES_MAX 64
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Does STREAM.INFO's cluster block name peer (leader or replica)? */
 static bool names_peer(const json_t *cl, const char *peer)
@@ -157,7 +149,7 @@ int cli_cluster_wait_moved(natsConnection *nc, int64_t timeout_ms,
                            const json_t *reply, int64_t wait_ms, bool quiet,
                            char *errmsg)
 {
-    int64_t deadline = mono_ms() + wait_ms;
+    int64_t deadline = cli_mono_ms() + wait_ms;
     bool tty = !quiet && isatty(STDOUT_FILENO) == 1;
     size_t n = json_array_size(streams);
     bool *done = calloc(n + 1, sizeof *done);
@@ -192,7 +184,7 @@ int cli_cluster_wait_moved(natsConnection *nc, int64_t timeout_ms,
             }
             snprintf(last[i], sizeof last[i], "%s", line);
         }
-        if (left > 0 && mono_ms() >= deadline) {
+        if (left > 0 && cli_mono_ms() >= deadline) {
             for (size_t i = 0; i < n && rv == 0; i++) {
                 if (!done[i]) {
                     rv = keel_err(
@@ -208,8 +200,7 @@ int cli_cluster_wait_moved(natsConnection *nc, int64_t timeout_ms,
             }
         }
         if (rv == 0 && left > 0) {
-            struct timespec ts = {0, MOVE_POLL_MS * 1000000L};
-            nanosleep(&ts, NULL);
+            cli_nap_ms(MOVE_POLL_MS);
         }
     }
     free(done);

@@ -168,11 +168,24 @@ bool cli_color(FILE *f)
     return isatty(fileno(f)) && (no == NULL || no[0] == '\0');
 }
 
-static int64_t mono_ms(void)
+int64_t cli_mono_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t cli_mono_ms(void)
+{
+    return cli_mono_ns() / 1000000;
+}
+
+void cli_nap_ms(int64_t ms)
+{
+    ASSERT(ms >= 0);
+    struct timespec ts = {.tv_sec = ms / 1000,
+                          .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
 }
 
 void cli_progress_text(const char *what, uint64_t done, uint64_t total,
@@ -205,7 +218,7 @@ void cli_progress_update(struct cli_progress *p, uint64_t done)
 {
     char line[256];
     p->done = done;
-    int64_t now = mono_ms();
+    int64_t now = cli_mono_ms();
     if (!p->tty || now - p->last_ms < CLI_PROGRESS_MS) {
         return;
     }

@@ -72,4 +72,12 @@ void cli_progress_done(struct cli_progress *p);
 void cli_progress_text(const char *what, uint64_t done, uint64_t total,
                        char *buf, size_t len);
 
+/* The one monotonic clock of keel: the progress bar's pace, the benches'
+ * timings and every bounded wait (cluster changes, polls) read it. */
+int64_t cli_mono_ns(void);
+int64_t cli_mono_ms(void);
+
+/* Sleep ms milliseconds: the pause between two polls of a bounded wait. */
+void cli_nap_ms(int64_t ms);
+
 #endif
