@@ -106,6 +106,18 @@ int cli_bench_latency(const struct bench *b, struct bench_result *r,
  */
 void cli_bench_lat_summary(int64_t *v, int64_t n, struct bench_result *r);
 
+/* Print the latency percentiles of `r` to stdout: with json, as the
+ * members ,"p50_us":...,"mean_us":... to close into an object; else as one
+ * line "  <label> p50 ... us, mean ... us". */
+void cli_bench_lat_print(const struct bench_result *r, const char *label,
+                         bool json);
+
+/* The JetStream benches (cli_bench_js.c, cli_bench_js_consume.c): create
+ * the bench's stream name capturing subject, with replicas. A
+ * refusal is KEEL_ECONN, its message ending in hint (what to check). */
+int cli_bench_js_stream_add(jsCtx *js, const char *name, const char *subject,
+                            int64_t replicas, const char *hint, char *errmsg);
+
 /* Print `r` as text (or one JSON object with cfg->json) to stdout. */
 void cli_bench_report(const struct bench_cfg *cfg,
                       const struct bench_result *r);

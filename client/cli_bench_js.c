@@ -19,9 +19,8 @@
 
 #include <nats/nats.h>
 
-#include "cli.h"
 #include "cli_bench.h"
-#include "cli_fmt.h"
+#include "cli_js.h"
 #include "keel/error.h"
 #include "keel/limits.h"
 
@@ -121,54 +120,56 @@ static int rotate_servers(const char *list, int64_t i, char *out, size_t cap,
     return 0;
 }
 
+int cli_bench_js_stream_add(jsCtx *js, const char *name, const char *subject,
+                            int64_t replicas, const char *hint, char *errmsg)
+{
+    jsStreamConfig cfg;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    const char *subjects[] = {subject};
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = name;
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.Replicas = replicas;
+    natsStatus s = js_AddStream(&si, js, &cfg, NULL, &jerr);
+    jsStreamInfo_Destroy(si);
+    if (s != NATS_OK) {
+        return keel_err(KEEL_ECONN, errmsg,
+                        "create stream %s on %s: %s (JetStream error %d): %s",
+                        name, subject, natsStatus_GetText(s), (int)jerr, hint);
+    }
+    return 0;
+}
+
 static int pub_open(struct bjs_pub *p, int64_t i, char *errmsg)
 {
-    jsOptions jo;
-    jsOptions_Init(&jo);
-    jo.Wait = CLI_BENCH_STALL_MS_DEFAULT;
-    jo.PublishAsync.AckHandler = on_ack;
-    jo.PublishAsync.MaxPending = p->cfg->window;
-    jo.PublishAsync.StallWait = CLI_BENCH_STALL_MS_DEFAULT;
     struct cli_conn_opts conn = p->cfg->conn;
     char servers[CLI_SERVERS_BYTES_MAX];
-    int rv = 0;
     if (conn.servers != NULL) {
-        rv = rotate_servers(conn.servers, i, servers, sizeof servers, errmsg);
+        int rv =
+            rotate_servers(conn.servers, i, servers, sizeof servers, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
         conn.servers = servers;
     }
-    if (rv == 0) {
-        rv = cli_connect_default(&conn, &p->nc, errmsg);
-    }
-    if (rv != 0) {
-        return rv;
-    }
-    natsStatus s = natsConnection_JetStream(&p->js, p->nc, &jo);
-    return s == NATS_OK ? 0 : cli_nats_err(s, errmsg, "JetStream context");
+    int rv = cli_connect_default(&conn, &p->nc, errmsg);
+    return rv != 0
+               ? rv
+               : cli_js_ctx_async(p->nc, CLI_BENCH_STALL_MS_DEFAULT,
+                                  CLI_BENCH_STALL_MS_DEFAULT, p->cfg->window,
+                                  on_ack, NULL, &p->js, errmsg);
 }
 
 /* (Re)create the stream so every run starts empty. */
 static int make_stream(jsCtx *js, const struct bjs_cfg *c, char *errmsg)
 {
-    jsStreamConfig cfg;
-    jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
-    const char *subjects[] = {c->subject};
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = c->stream;
-    cfg.Subjects = subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Replicas = c->replicas;
     (void)js_DeleteStream(js, c->stream, NULL, &jerr);
-    natsStatus s = js_AddStream(&si, js, &cfg, NULL, &jerr);
-    jsStreamInfo_Destroy(si);
-    if (s != NATS_OK) {
-        return keel_err(KEEL_ECONN, errmsg,
-                        "create stream %s on %s: %s (JetStream error %d): is "
-                        "keeld running with a store dir?",
-                        c->stream, c->subject, natsStatus_GetText(s),
-                        (int)jerr);
-    }
-    return 0;
+    return cli_bench_js_stream_add(js, c->stream, c->subject, c->replicas,
+                                   "is keeld running with a store dir?",
+                                   errmsg);
 }
 
 static void report(const struct bjs_cfg *c, int64_t ns,
@@ -187,11 +188,7 @@ static void report(const struct bjs_cfg *c, int64_t ns,
                c->sync ? "true" : "false", n, atomic_load(&ack_errors), s, rate,
                mbs);
         if (c->sync) {
-            printf(",\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,"
-                   "\"max_us\":%.1f,\"mean_us\":%.1f",
-                   (double)lat->p50_ns / 1e3, (double)lat->p90_ns / 1e3,
-                   (double)lat->p99_ns / 1e3, (double)lat->max_ns / 1e3,
-                   lat->mean_ns / 1e3);
+            cli_bench_lat_print(lat, NULL, true);
         }
         printf("}\n");
         return;
@@ -203,11 +200,7 @@ static void report(const struct bjs_cfg *c, int64_t ns,
            c->sync ? 1 : c->window, c->replicas, rate, mbs,
            atomic_load(&ack_errors));
     if (c->sync) {
-        printf("  ack latency p50 %.1f us, p90 %.1f us, p99 %.1f us, max "
-               "%.1f us, mean %.1f us\n",
-               (double)lat->p50_ns / 1e3, (double)lat->p90_ns / 1e3,
-               (double)lat->p99_ns / 1e3, (double)lat->max_ns / 1e3,
-               lat->mean_ns / 1e3);
+        cli_bench_lat_print(lat, "ack latency", false);
     }
 }
 

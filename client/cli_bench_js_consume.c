@@ -25,8 +25,8 @@
 
 #include <nats/nats.h>
 
-#include "cli.h"
-#include "cli_fmt.h"
+#include "cli_bench.h"
+#include "cli_js.h"
 #include "keel/error.h"
 #include "keel/limits.h"
 
@@ -67,45 +67,17 @@ static void bjc_on_pub_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa,
     natsMsg_Destroy(msg);
 }
 
-static int bjc_open(struct bjc *b, char *errmsg)
-{
-    jsOptions jo;
-    jsOptions_Init(&jo);
-    jo.Wait = CLI_BENCH_STALL_MS_DEFAULT;
-    jo.PublishAsync.AckHandler = bjc_on_pub_ack;
-    jo.PublishAsync.AckHandlerClosure = b;
-    jo.PublishAsync.MaxPending = b->cfg->window;
-    jo.PublishAsync.StallWait = CLI_BENCH_STALL_MS_DEFAULT;
-    int rv = cli_connect_default(&b->cfg->conn, &b->nc, errmsg);
-    if (rv != 0) {
-        return rv;
-    }
-    natsStatus s = natsConnection_JetStream(&b->js, b->nc, &jo);
-    return s == NATS_OK ? 0 : cli_nats_err(s, errmsg, "JetStream context");
-}
-
 /* Create the fresh stream and fill it with --msgs messages (not timed). */
 static int bjc_preload(struct bjc *b, char *errmsg)
 {
     const struct bjc_cfg *c = b->cfg;
-    jsStreamConfig cfg;
-    jsStreamInfo *si = NULL;
-    jsErrCode jerr = 0;
-    const char *subjects[] = {c->subject};
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = c->stream;
-    cfg.Subjects = subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Replicas = c->replicas;
-    natsStatus s = js_AddStream(&si, b->js, &cfg, NULL, &jerr);
-    jsStreamInfo_Destroy(si);
-    if (s != NATS_OK) {
-        return keel_err(KEEL_ECONN, errmsg,
-                        "create stream %s on %s: %s (JetStream error %d): is "
-                        "the server running with JetStream (a store dir)?",
-                        c->stream, c->subject, natsStatus_GetText(s),
-                        (int)jerr);
+    int rv = cli_bench_js_stream_add(
+        b->js, c->stream, c->subject, c->replicas,
+        "is the server running with JetStream (a store dir)?", errmsg);
+    if (rv != 0) {
+        return rv;
     }
+    natsStatus s = NATS_OK;
     char *payload = malloc((size_t)c->size + 1);
     if (payload == NULL) {
         return keel_err(KEEL_ENOMEM, errmsg, "payload of %" PRId64 " B",
@@ -334,7 +306,12 @@ static int bjc_run(const struct bjc_cfg *c, char *errmsg)
                                            : js_AckExplicit;
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cond, NULL);
-    int rv = bjc_open(b, errmsg);
+    int rv = cli_connect_default(&c->conn, &b->nc, errmsg);
+    if (rv == 0) {
+        rv = cli_js_ctx_async(b->nc, CLI_BENCH_STALL_MS_DEFAULT,
+                              CLI_BENCH_STALL_MS_DEFAULT, c->window,
+                              bjc_on_pub_ack, b, &b->js, errmsg);
+    }
     bool made = false;
     if (rv == 0) {
         rv = bjc_preload(b, errmsg);

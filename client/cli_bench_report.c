@@ -107,6 +107,23 @@ static void headline(const struct bench_cfg *c, const struct bench_result *r,
     }
 }
 
+void cli_bench_lat_print(const struct bench_result *r, const char *label,
+                         bool json)
+{
+    double us[] = {(double)r->p50_ns / 1e3, (double)r->p90_ns / 1e3,
+                   (double)r->p99_ns / 1e3, (double)r->max_ns / 1e3,
+                   r->mean_ns / 1e3};
+    if (json) {
+        printf(",\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,"
+               "\"max_us\":%.1f,\"mean_us\":%.1f",
+               us[0], us[1], us[2], us[3], us[4]);
+        return;
+    }
+    printf("  %s p50 %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us, mean "
+           "%.1f us\n",
+           label, us[0], us[1], us[2], us[3], us[4]);
+}
+
 static void report_json(const struct bench_cfg *c, const struct bench_result *r)
 {
     double mps, secs;
@@ -134,11 +151,7 @@ static void report_json(const struct bench_cfg *c, const struct bench_result *r)
            (long long)r->lost, (long long)r->dropped,
            (long long)r->slow_consumers, (long long)r->errors);
     if (c->mode == BENCH_REQ) {
-        printf(",\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,"
-               "\"max_us\":%.1f,\"mean_us\":%.1f",
-               (double)r->p50_ns / 1e3, (double)r->p90_ns / 1e3,
-               (double)r->p99_ns / 1e3, (double)r->max_ns / 1e3,
-               r->mean_ns / 1e3);
+        cli_bench_lat_print(r, NULL, true);
     }
     printf("}\n");
 }
@@ -179,11 +192,7 @@ void cli_bench_report(const struct bench_cfg *c, const struct bench_result *r)
         line("end-to-end", r->pub_msgs, c->size, r->e2e_s);
     }
     if (c->mode == BENCH_REQ) {
-        printf("  latency    p50 %.1f us, p90 %.1f us, p99 %.1f us, max %.1f "
-               "us, mean %.1f us\n",
-               (double)r->p50_ns / 1e3, (double)r->p90_ns / 1e3,
-               (double)r->p99_ns / 1e3, (double)r->max_ns / 1e3,
-               r->mean_ns / 1e3);
+        cli_bench_lat_print(r, "latency   ", false);
     }
     if (c->mode != BENCH_PUB && c->mode != BENCH_REQ) {
         printf("  lost %lld, dropped %lld, slow consumers %lld\n",

@@ -150,6 +150,22 @@ int cli_js_request(natsConnection *nc, int64_t timeout_ms, const char *what,
     return 0;
 }
 
+int cli_js_ctx_async(natsConnection *nc, int64_t wait_ms, int64_t stall_ms,
+                     int64_t window, jsPubAckHandler ack_cb, void *closure,
+                     jsCtx **js, char *errmsg)
+{
+    ASSERT(window > 0);
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Wait = wait_ms;
+    jo.PublishAsync.AckHandler = ack_cb;
+    jo.PublishAsync.AckHandlerClosure = closure;
+    jo.PublishAsync.MaxPending = window;
+    jo.PublishAsync.StallWait = stall_ms;
+    natsStatus s = natsConnection_JetStream(js, nc, &jo);
+    return s == NATS_OK ? 0 : cli_nats_err(s, errmsg, "JetStream context");
+}
+
 void cli_js_print_json(const json_t *o)
 {
     char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -42,6 +42,14 @@ int cli_js_request(natsConnection *nc, int64_t timeout_ms, const char *what,
                    const char *api, const char *body, json_t **out, char **raw,
                    char *errmsg);
 
+/* A JetStream context on nc for async publishing: at most window publishes
+ * unacknowledged, each ack (or its error) reported to ack_cb(closure).
+ * wait_ms bounds an API call, stall_ms a publish blocked on the window.
+ * The caller owns *js (jsCtx_Destroy). Returns 0 or the libnats error. */
+int cli_js_ctx_async(natsConnection *nc, int64_t wait_ms, int64_t stall_ms,
+                     int64_t window, jsPubAckHandler ack_cb, void *closure,
+                     jsCtx **js, char *errmsg);
+
 /* Called with each page (the "streams" array) of STREAM.LIST; return
  * non-zero to stop with that code. */
 typedef int (*cli_js_page_cb)(const json_t *streams, void *arg);

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "keel/assert.h"
-#include "cli.h"
+#include "cli_js.h"
 
 /* Build a message with the -H 'Key:Value' headers. Caller owns *out. */
 static int build_msg(const char *subject, const char *reply, const char *body,
@@ -72,14 +72,9 @@ static int pub_jetstream(natsConnection *nc, const char *subject,
                          int64_t count, int64_t timeout_ms, char *errmsg)
 {
     jsCtx *js = NULL;
-    jsOptions jo;
-    jsOptions_Init(&jo);
-    jo.Wait = timeout_ms;
-    jo.PublishAsync.AckHandler = js_ack_cb;
-    jo.PublishAsync.MaxPending = CLI_BACKUP_WINDOW;
-    jo.PublishAsync.StallWait = timeout_ms;
-    natsStatus s = natsConnection_JetStream(&js, nc, &jo);
-    int rv = s == NATS_OK ? 0 : cli_nats_err(s, errmsg, "JetStream context");
+    natsStatus s = NATS_OK;
+    int rv = cli_js_ctx_async(nc, timeout_ms, timeout_ms, CLI_BACKUP_WINDOW,
+                              js_ack_cb, NULL, &js, errmsg);
     for (int64_t i = 0; rv == 0 && i < count; i++) {
         natsMsg *msg = NULL;
         rv = build_msg(subject, NULL, body, headers, &msg, errmsg);

@@ -180,15 +180,8 @@ static int restore_run(const struct cli_conn_opts *conn, const char *path,
                            sizeof sname, errmsg);
     }
     if (rv == 0) {
-        jsOptions jo;
-        jsOptions_Init(&jo);
-        jo.Wait = conn->timeout_ms;
-        jo.PublishAsync.AckHandler = on_ack;
-        jo.PublishAsync.AckHandlerClosure = &r;
-        jo.PublishAsync.MaxPending = CLI_BACKUP_WINDOW;
-        jo.PublishAsync.StallWait = CLI_BENCH_STALL_MS_DEFAULT;
-        natsStatus s = natsConnection_JetStream(&js, nc, &jo);
-        rv = s == NATS_OK ? 0 : cli_nats_err(s, errmsg, "JetStream context");
+        rv = cli_js_ctx_async(nc, conn->timeout_ms, CLI_BENCH_STALL_MS_DEFAULT,
+                              CLI_BACKUP_WINDOW, on_ack, &r, &js, errmsg);
     }
     if (rv == 0) {
         rv = republish(js, f, count, errmsg);
