@@ -152,33 +152,10 @@ out_conn:
     return rv;
 }
 
-int cli_sub(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
-{
-    struct cli_conn_opts conn;
-    struct cli_args args;
-    const char *queue = NULL;
-    int64_t count = 0;
-    bool raw = false;
-    bool help;
-
-    cli_conn_opts_init(&conn);
-    const struct cli_flag flags[] = {
-        {"queue", 0, CLI_FLAG_STR, &queue, "GROUP", "join a queue group"},
-        {"count", 0, CLI_FLAG_INT, &count, "N",
-         "exit after N messages (default: run until ^C)"},
-        {"raw", 'r', CLI_FLAG_BOOL, &raw, NULL,
-         "print only message bodies, one per line"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
-    };
-    int rv = cli_parse(cmd, flags, &conn, argc, argv, &args, &help, errmsg);
-    if (rv != 0 || help) {
-        return rv;
-    }
-    ASSERT(args.count == 1);
-    return run_receiver(&conn, args.items[0], queue, count, raw, NULL, errmsg);
-}
-
-int cli_reply(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+/* sub SUBJECT and reply SUBJECT ANSWER: the same flags, worded for what
+ * each receives. */
+static int receiver_cmd(const struct cli_cmd *cmd, int argc, char **argv,
+                        bool reply, char *errmsg)
 {
     struct cli_conn_opts conn;
     struct cli_args args;
@@ -190,18 +167,31 @@ int cli_reply(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
     cli_conn_opts_init(&conn);
     const struct cli_flag flags[] = {
         {"queue", 0, CLI_FLAG_STR, &queue, "GROUP",
-         "join a queue group, to share requests with other responders"},
+         reply ? "join a queue group, to share requests with other responders"
+               : "join a queue group"},
         {"count", 0, CLI_FLAG_INT, &count, "N",
-         "exit after N requests (default: run until ^C)"},
+         reply ? "exit after N requests (default: run until ^C)"
+               : "exit after N messages (default: run until ^C)"},
         {"raw", 'r', CLI_FLAG_BOOL, &raw, NULL,
-         "print only request bodies, one per line"},
+         reply ? "print only request bodies, one per line"
+               : "print only message bodies, one per line"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
     int rv = cli_parse(cmd, flags, &conn, argc, argv, &args, &help, errmsg);
     if (rv != 0 || help) {
         return rv;
     }
-    ASSERT(args.count == 2);
-    return run_receiver(&conn, args.items[0], queue, count, raw, args.items[1],
-                        errmsg);
+    ASSERT(args.count == (reply ? 2 : 1));
+    return run_receiver(&conn, args.items[0], queue, count, raw,
+                        reply ? args.items[1] : NULL, errmsg);
+}
+
+int cli_sub(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+{
+    return receiver_cmd(cmd, argc, argv, false, errmsg);
+}
+
+int cli_reply(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+{
+    return receiver_cmd(cmd, argc, argv, true, errmsg);
 }
