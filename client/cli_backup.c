@@ -217,28 +217,22 @@ static int backup_run(struct backup *b, const struct cli_conn_opts *conn,
 int cli_stream_backup(const struct cli_cmd *cmd, int argc, char **argv,
                       char *errmsg)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
+    struct cli_js_run r;
     struct backup b;
-    bool help = false;
     struct cli_flag flags[] = {{NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL}};
     memset(&b, 0, sizeof b);
-    cli_conn_opts_init(&conn);
-    int rv = cli_parse(cmd, flags, &conn, argc, argv, &args, &help, errmsg);
-    if (rv != 0 || help) {
-        return rv;
+    int rv = cli_js_start(&r, cmd, flags, argc, argv, errmsg);
+    if (rv == 0 && !r.help) {
+        b.nc = r.nc;
+        rv = backup_run(&b, &r.conn, r.args.items[0], r.args.items[1], errmsg);
     }
-    rv = cli_connect_default(&conn, &b.nc, errmsg);
-    if (rv == 0) {
-        rv = backup_run(&b, &conn, args.items[0], args.items[1], errmsg);
-    }
-    if (rv == 0) {
+    if (rv == 0 && !r.help) {
         char n[32];
         cli_progress_done(&b.prog);
         cli_fmt_count(b.done, n, sizeof n);
-        printf("Backed up %s messages of stream %s to %s\n", n, args.items[0],
-               args.items[1]);
+        printf("Backed up %s messages of stream %s to %s\n", n, r.args.items[0],
+               r.args.items[1]);
     }
-    natsConnection_Destroy(b.nc);
+    cli_js_end(&r);
     return rv;
 }

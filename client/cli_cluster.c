@@ -186,37 +186,35 @@ static int remove_peer(natsConnection *nc, const struct cli_conn_opts *conn,
 static int cluster_add_peer(const struct cli_cmd *cmd, int argc, char **argv,
                             char *errmsg)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
-    natsConnection *nc = NULL;
+    struct cli_js_run r;
     int64_t wait_ms = CLUSTER_WAIT_MS_DEFAULT;
-    bool json = false, help = false;
     struct cli_flag flags[] = {
         {"wait", 0, CLI_FLAG_DURATION, &wait_ms, "DURATION",
          "give up waiting for the promotion after this long (default 60s)"},
-        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the last API reply"},
+        {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the last API reply"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    int rv =
-        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
-    if (rv == 0 && !help) {
-        rv = add_peer(nc, &conn, cmd->name, args.items[0], wait_ms, json,
-                      errmsg);
+    int rv = cli_js_start(&r, cmd, flags, argc, argv, errmsg);
+    if (rv == 0 && !r.help) {
+        rv = add_peer(r.nc, &r.conn, cmd->name, r.args.items[0], wait_ms,
+                      r.json, errmsg);
     }
-    natsConnection_Destroy(nc);
+    cli_js_end(&r);
     return rv;
 }
 
-static int cluster_remove_peer(const struct cli_cmd *cmd, int argc, char **argv,
-                               char *errmsg)
+/* remove-peer NAME and replace-peer OLD NEW share their flags; replace-peer
+ * adds NEW first, so the group never has fewer voters than before, and
+ * prints only the steps. The row's name says which. */
+static int cluster_remove_replace(const struct cli_cmd *cmd, int argc,
+                                  char **argv, char *errmsg)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
-    natsConnection *nc = NULL;
+    bool replace = strcmp(cmd->name, "cluster replace-peer") == 0;
+    struct cli_js_run r;
     int64_t wait_ms = CLUSTER_WAIT_MS_DEFAULT;
     const char *stream = NULL;
-    bool json = false, help = false, force = false, no_wait = false;
-    struct cli_flag flags[] = {
+    bool force = false, no_wait = false;
+    struct cli_flag remove_flags[] = {
         {"force", 0, CLI_FLAG_BOOL, &force, NULL,
          "remove even if a majority of the remaining voters is not healthy"},
         {"stream", 0, CLI_FLAG_STR, &stream, "NAME",
@@ -227,28 +225,10 @@ static int cluster_remove_peer(const struct cli_cmd *cmd, int argc, char **argv,
          "stream replicas to move off (default 60s)"},
         {"no-wait", 0, CLI_FLAG_BOOL, &no_wait, NULL,
          "return once the node is removed, before its replicas moved"},
-        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the API reply"},
+        {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    int rv =
-        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
-    if (rv == 0 && !help) {
-        rv = remove_peer(nc, &conn, cmd->name, args.items[0], stream, force,
-                         wait_ms, no_wait, json, errmsg);
-    }
-    natsConnection_Destroy(nc);
-    return rv;
-}
-
-static int cluster_replace_peer(const struct cli_cmd *cmd, int argc,
-                                char **argv, char *errmsg)
-{
-    struct cli_conn_opts conn;
-    struct cli_args args;
-    natsConnection *nc = NULL;
-    int64_t wait_ms = CLUSTER_WAIT_MS_DEFAULT;
-    bool help = false, force = false, no_wait = false;
-    struct cli_flag flags[] = {
+    struct cli_flag replace_flags[] = {
         {"force", 0, CLI_FLAG_BOOL, &force, NULL,
          "remove OLD even if a majority of the remaining voters is not "
          "healthy"},
@@ -258,44 +238,37 @@ static int cluster_replace_peer(const struct cli_cmd *cmd, int argc,
          "return once OLD is removed, before its replicas moved"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    int rv =
-        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
-    if (rv == 0 && !help) {
-        /* One change at a time: the new voter first, so the group never
-         * has fewer voters than before. */
-        rv = add_peer(nc, &conn, cmd->name, args.items[1], wait_ms, false,
+    int rv = cli_js_start(&r, cmd, replace ? replace_flags : remove_flags, argc,
+                          argv, errmsg);
+    if (rv == 0 && !r.help && replace) {
+        rv = add_peer(r.nc, &r.conn, cmd->name, r.args.items[1], wait_ms, false,
                       errmsg);
     }
-    if (rv == 0 && !help) {
-        rv = remove_peer(nc, &conn, cmd->name, args.items[0], NULL, force,
-                         wait_ms, no_wait, false, errmsg);
+    if (rv == 0 && !r.help) {
+        rv = remove_peer(r.nc, &r.conn, cmd->name, r.args.items[0], stream,
+                         force, wait_ms, no_wait, r.json, errmsg);
     }
-    natsConnection_Destroy(nc);
+    cli_js_end(&r);
     return rv;
 }
 
 static int cluster_transfer_leader(const struct cli_cmd *cmd, int argc,
                                    char **argv, char *errmsg)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
-    natsConnection *nc = NULL;
+    struct cli_js_run r;
     const char *stream = NULL, *to = NULL;
-    bool json = false, help = false;
     struct cli_flag flags[] = {
         {"stream", 0, CLI_FLAG_STR, &stream, "NAME",
          "the stream's group instead of the meta group"},
         {"to", 0, CLI_FLAG_STR, &to, "NODE",
          "the voter to hand leadership to (default: the most caught-up)"},
-        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the API reply"},
+        {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
     char subject[CLI_SUBJECT_BYTES_MAX];
-    json_t *reply = NULL;
     char *body = NULL;
-    int rv =
-        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
-    if (rv != 0 || help) {
+    int rv = cli_js_start(&r, cmd, flags, argc, argv, errmsg);
+    if (rv != 0 || r.help) {
         goto out;
     }
     snprintf(subject, sizeof subject, "%s%s",
@@ -309,11 +282,11 @@ static int cluster_transfer_leader(const struct cli_cmd *cmd, int argc,
         rv = body == NULL ? KEEL_ENOMEM : 0;
     }
     if (rv == 0) {
-        rv = cli_js_request(nc, conn.timeout_ms, cmd->name, subject, body,
-                            &reply, NULL, errmsg);
+        rv = cli_js_request(r.nc, r.conn.timeout_ms, cmd->name, subject, body,
+                            &r.reply, NULL, errmsg);
     }
-    if (rv == 0 && json) {
-        cli_js_print_json(reply);
+    if (rv == 0 && r.json) {
+        cli_js_print_json(r.reply);
     } else if (rv == 0) {
         printf("Leadership transfer of %s%s started\n",
                stream != NULL ? "stream " : "the meta group",
@@ -321,8 +294,7 @@ static int cluster_transfer_leader(const struct cli_cmd *cmd, int argc,
     }
 out:
     free(body);
-    json_decref(reply);
-    natsConnection_Destroy(nc);
+    cli_js_end(&r);
     return rv;
 }
 
@@ -405,11 +377,10 @@ static const struct survey *recover_plan(struct survey *sv, size_t n,
 static int cluster_recover(const struct cli_cmd *cmd, int argc, char **argv,
                            char *errmsg)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
+    struct cli_js_run run;
     struct survey sv[RECOVER_NODES_MAX];
     const char *stream = NULL;
-    bool help = false, accept = false;
+    bool accept = false;
     size_t n = 0;
     int64_t term = 0;
     struct cli_flag flags[] = {
@@ -419,13 +390,13 @@ static int cluster_recover(const struct cli_cmd *cmd, int argc, char **argv,
          "the stream's group instead of the meta group"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    cli_conn_opts_init(&conn);
-    int rv = cli_parse(cmd, flags, &conn, argc, argv, &args, &help, errmsg);
-    if (rv != 0 || help) {
+    /* No connection here: survey_all connects to each node on its own. */
+    int rv = cli_js_parse(&run, cmd, flags, argc, argv, errmsg);
+    if (rv != 0 || run.help) {
         return rv;
     }
     const char *servers =
-        conn.servers != NULL ? conn.servers : getenv("NATS_URL");
+        run.conn.servers != NULL ? run.conn.servers : getenv("NATS_URL");
     char *list = servers != NULL ? strdup(servers) : NULL;
     json_t *b =
         stream != NULL ? json_pack("{s:s}", "stream", stream) : json_object();
@@ -436,7 +407,7 @@ static int cluster_recover(const struct cli_cmd *cmd, int argc, char **argv,
                       "give every node's URL: -s URL,URL,... (or NATS_URL)");
         goto out;
     }
-    n = survey_all(&conn, list, body, sv, errmsg);
+    n = survey_all(&run.conn, list, body, sv, errmsg);
     const struct survey *src = recover_plan(sv, n, &term);
     for (size_t i = 0; i < n; i++) {
         const json_t *o = sv[i].o;
@@ -500,9 +471,9 @@ static int cluster_recover(const struct cli_cmd *cmd, int argc, char **argv,
         char *rb = r != NULL ? json_dumps(r, JSON_COMPACT) : NULL;
         json_decref(r);
         rv = rb == NULL ? KEEL_ENOMEM
-                        : cli_js_request(sv[i].nc, conn.timeout_ms, cmd->name,
-                                         "$KEEL.API.CLUSTER.RECOVER", rb,
-                                         &reply, NULL, errmsg);
+                        : cli_js_request(sv[i].nc, run.conn.timeout_ms,
+                                         cmd->name, "$KEEL.API.CLUSTER.RECOVER",
+                                         rb, &reply, NULL, errmsg);
         free(rb);
         if (rv == 0) {
             printf("  %-8s recovered: %lld records quarantined%s%s\n",
@@ -525,37 +496,31 @@ out:
 
 /* keel cluster lameduck: the node -s names (the one this connection
  * reaches) enters lame duck mode and answers first. */
+static void print_lameduck(const json_t *reply, const struct cli_js_run *r)
+{
+    (void)r;
+    printf("%s %s lame duck mode: it refuses new clients, hands its %d "
+           "leadership(s) over, then stops\n",
+           cli_js_str(reply, "server", "?"),
+           json_is_true(json_object_get(reply, "already")) ? "is in"
+                                                           : "entered",
+           (int)cli_js_int(reply, "leaderships", 0));
+}
+
 static int cluster_lameduck(const struct cli_cmd *cmd, int argc, char **argv,
                             char *errmsg)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
-    natsConnection *nc = NULL;
-    bool json = false, help = false;
+    struct cli_js_run r;
     struct cli_flag flags[] = {
-        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the API reply"},
+        {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    json_t *reply = NULL;
-    int rv =
-        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
-    if (rv == 0 && !help) {
-        rv = cli_js_request(nc, conn.timeout_ms, cmd->name,
-                            "$KEEL.API.SERVER.LAMEDUCK", NULL, &reply, NULL,
-                            errmsg);
+    int rv = cli_js_start(&r, cmd, flags, argc, argv, errmsg);
+    if (rv == 0 && !r.help) {
+        rv = cli_js_show(&r, cmd->name, "$KEEL.API.SERVER.LAMEDUCK", NULL,
+                         print_lameduck, errmsg);
     }
-    if (rv == 0 && !help && json) {
-        cli_js_print_json(reply);
-    } else if (rv == 0 && !help) {
-        printf("%s %s lame duck mode: it refuses new clients, hands its %d "
-               "leadership(s) over, then stops\n",
-               cli_js_str(reply, "server", "?"),
-               json_is_true(json_object_get(reply, "already")) ? "is in"
-                                                               : "entered",
-               (int)cli_js_int(reply, "leaderships", 0));
-    }
-    json_decref(reply);
-    natsConnection_Destroy(nc);
+    cli_js_end(&r);
     return rv;
 }
 
@@ -569,10 +534,10 @@ static const struct cli_subcmd subs[] = {
       "Remove a node from the meta group (refused without a healthy "
       "majority); waits until its stream replicas moved.",
       1, 1},
-     cluster_remove_peer},
+     cluster_remove_replace},
     {{"cluster replace-peer", NULL, "OLD NEW",
       "Add NEW (waits until it is a voter), then remove OLD.", 2, 2},
-     cluster_replace_peer},
+     cluster_remove_replace},
     {{"cluster status", NULL, "",
       "Members, meta leader, each node's health, each stream's replicas.", 0,
       0},

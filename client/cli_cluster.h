@@ -22,6 +22,9 @@
 int cli_cluster_gather(natsConnection *nc, const char *subject, int64_t wait_ms,
                        json_t **replies, json_t **missing, char *errmsg);
 
+/* The --json output of a gather: {"nodes": replies, "missing": missing}. */
+void cli_cluster_print_json(const json_t *replies, const json_t *missing);
+
 /* One request (cli_js_request), retried while the server says retry
  * (503, 10008: busy, leadership moving) until deadline (monotonic ms). */
 int cli_cluster_request_retry(natsConnection *nc, int64_t timeout_ms,

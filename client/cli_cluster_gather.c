@@ -127,3 +127,10 @@ int cli_cluster_gather(natsConnection *nc, const char *subject, int64_t wait_ms,
     *replies = got;
     return 0;
 }
+
+void cli_cluster_print_json(const json_t *replies, const json_t *missing)
+{
+    json_t *o = json_pack("{s:O, s:O}", "nodes", replies, "missing", missing);
+    cli_js_print_json(o);
+    json_decref(o);
+}

@@ -335,31 +335,21 @@ int cli_cluster_status_print(const json_t *replies, const json_t *missing,
 int cli_cluster_status(const struct cli_cmd *cmd, int argc, char **argv,
                        char *errmsg)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
-    natsConnection *nc = NULL;
+    struct cli_js_run r;
     json_t *replies = NULL, *missing = NULL;
-    bool json = false, help = false;
     struct cli_flag flags[] = {
-        {"json", 0, CLI_FLAG_BOOL, &json, NULL,
+        {"json", 0, CLI_FLAG_BOOL, &r.json, NULL,
          "print every node's answer ({\"nodes\": [...], \"missing\": [...]})"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    cli_conn_opts_init(&conn);
-    int rv = cli_parse(cmd, flags, &conn, argc, argv, &args, &help, errmsg);
-    if (rv != 0 || help) {
+    int rv = cli_js_start(&r, cmd, flags, argc, argv, errmsg);
+    if (rv != 0 || r.help) {
         return rv;
     }
-    rv = cli_connect_default(&conn, &nc, errmsg);
-    if (rv == 0) {
-        rv = cli_cluster_gather(nc, STATUS_SUBJECT, conn.timeout_ms, &replies,
-                                &missing, errmsg);
-    }
-    if (rv == 0 && json) {
-        json_t *o =
-            json_pack("{s:O, s:O}", "nodes", replies, "missing", missing);
-        cli_js_print_json(o);
-        json_decref(o);
+    rv = cli_cluster_gather(r.nc, STATUS_SUBJECT, r.conn.timeout_ms, &replies,
+                            &missing, errmsg);
+    if (rv == 0 && r.json) {
+        cli_cluster_print_json(replies, missing);
         /* Same exit status as the tables. */
         FILE *devnull = fopen("/dev/null", "w");
         if (devnull != NULL) {
@@ -373,6 +363,6 @@ int cli_cluster_status(const struct cli_cmd *cmd, int argc, char **argv,
     }
     json_decref(replies);
     json_decref(missing);
-    natsConnection_Destroy(nc);
+    cli_js_end(&r);
     return rv;
 }

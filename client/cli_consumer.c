@@ -17,8 +17,9 @@ struct cons_flags {
     bool json, force;
 };
 
-static void print_info(const json_t *info)
+static void print_info(const json_t *info, const struct cli_js_run *r)
 {
+    (void)r;
     const json_t *cfg = json_object_get(info, "config");
     const json_t *del = json_object_get(info, "delivered");
     const json_t *fl = json_object_get(info, "ack_floor");
@@ -94,6 +95,7 @@ static int build_cfg(const struct cons_flags *cf, const char *stream,
 static int cons_add(const struct cli_cmd *cmd, int argc, char **argv,
                     char *errmsg)
 {
+    struct cli_js_run r;
     struct cons_flags cf = {.ack = "explicit", .policy = "all"};
     struct cli_flag flags[] = {
         {"deliver", 0, CLI_FLAG_STR, &cf.deliver, "SUBJECT",
@@ -112,37 +114,22 @@ static int cons_add(const struct cli_cmd *cmd, int argc, char **argv,
          "unacknowledged messages in flight (default 1000)"},
         {"ack-wait", 0, CLI_FLAG_STR, &cf.ack_wait, "DURATION",
          "redeliver after this long without an ack (default 30s)"},
-        {"json", 0, CLI_FLAG_BOOL, &cf.json, NULL, "print the API reply"},
+        {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    struct cli_conn_opts conn;
-    struct cli_args args;
-    natsConnection *nc = NULL;
-    json_t *reply = NULL;
     char *body = NULL;
     char api[CLI_SUBJECT_BYTES_MAX];
-    bool help = false;
-    int rv =
-        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
-    if (rv == 0 && !help) {
-        rv = build_cfg(&cf, args.items[0], args.items[1], &body, errmsg);
+    int rv = cli_js_start(&r, cmd, flags, argc, argv, errmsg);
+    if (rv == 0 && !r.help) {
+        rv = build_cfg(&cf, r.args.items[0], r.args.items[1], &body, errmsg);
     }
-    if (rv == 0 && !help) {
-        snprintf(api, sizeof api, "CONSUMER.CREATE.%s.%s", args.items[0],
-                 args.items[1]);
-        rv = cli_js_request(nc, conn.timeout_ms, "consumer add", api, body,
-                            &reply, NULL, errmsg);
-    }
-    if (rv == 0 && !help) {
-        if (cf.json) {
-            cli_js_print_json(reply);
-        } else {
-            print_info(reply);
-        }
+    if (rv == 0 && !r.help) {
+        snprintf(api, sizeof api, "CONSUMER.CREATE.%s.%s", r.args.items[0],
+                 r.args.items[1]);
+        rv = cli_js_show(&r, "consumer add", api, body, print_info, errmsg);
     }
     free(body);
-    json_decref(reply);
-    natsConnection_Destroy(nc);
+    cli_js_end(&r);
     return rv;
 }
 
@@ -182,104 +169,71 @@ static int cons_ls(const struct cli_cmd *cmd, int argc, char **argv,
     static const char *const heads[] = {"Name",         "Mode",
                                         "Ack",          ">Last Delivered",
                                         ">Unprocessed", ">Ack Pending"};
-    bool json = false, help = false;
+    struct cli_js_run r = {0}; /* ended even when never started */
     struct cli_flag flags[] = {
-        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the API reply"},
+        {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    struct cli_conn_opts conn;
-    struct cli_args args;
-    natsConnection *nc = NULL;
-    json_t *reply = NULL;
     char api[CLI_SUBJECT_BYTES_MAX];
+    char none[CLI_SUBJECT_BYTES_MAX + 64];
     struct cli_table *t = calloc(1, sizeof *t);
-    int rv = t == NULL ? KEEL_ENOMEM : 0;
-    if (rv == 0) {
-        rv = cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help,
-                          errmsg);
+    int rv = t == NULL ? KEEL_ENOMEM
+                       : cli_js_start(&r, cmd, flags, argc, argv, errmsg);
+    if (rv == 0 && !r.help) {
+        snprintf(api, sizeof api, "CONSUMER.LIST.%s", r.args.items[0]);
+        rv = cli_js_request(r.nc, r.conn.timeout_ms, "consumer ls", api, NULL,
+                            &r.reply, NULL, errmsg);
     }
-    if (rv == 0 && !help) {
-        snprintf(api, sizeof api, "CONSUMER.LIST.%s", args.items[0]);
-        rv = cli_js_request(nc, conn.timeout_ms, "consumer ls", api, NULL,
-                            &reply, NULL, errmsg);
-    }
-    if (rv == 0 && !help) {
+    if (rv == 0 && !r.help) {
         rv = cli_table_init(t, 6, heads);
     }
-    if (rv == 0 && !help) {
-        const json_t *list = json_object_get(reply, "consumers");
+    const json_t *list = json_object_get(r.reply, "consumers");
+    if (rv == 0 && !r.help) {
         rv = ls_rows(t, list);
-        if (rv == 0 && json) {
-            cli_js_print_json(list);
-        } else if (rv == 0 && json_array_size(list) == 0) {
-            printf("No consumers on stream %s (add one with 'keel consumer "
-                   "add')\n",
-                   args.items[0]);
-        } else if (rv == 0) {
-            cli_table_print(t, stdout, cli_color(stdout));
-        }
     }
-    if (t != NULL) {
-        cli_table_free(t);
+    if (rv == 0 && !r.help) {
+        snprintf(none, sizeof none,
+                 "No consumers on stream %s (add one with 'keel consumer "
+                 "add')",
+                 r.args.items[0]);
+        cli_js_print_ls(t, list, r.json, none);
     }
-    free(t);
-    json_decref(reply);
-    natsConnection_Destroy(nc);
+    cli_table_destroy(t);
+    cli_js_end(&r);
     return rv;
 }
 
-/* info and rm: STREAM NAME. */
-static int cons_simple(const struct cli_cmd *cmd, int argc, char **argv,
-                       char *errmsg, const char *verb)
+static void print_deleted(const json_t *reply, const struct cli_js_run *r)
 {
-    bool json = false, help = false, force = false;
+    (void)reply;
+    printf("Consumer %s > %s deleted\n", r->args.items[0], r->args.items[1]);
+}
+
+/* info and rm: STREAM NAME; the row's name says which. */
+static int cons_info_rm(const struct cli_cmd *cmd, int argc, char **argv,
+                        char *errmsg)
+{
+    bool rm = strcmp(cmd->name, "consumer rm") == 0;
+    struct cli_js_run r;
+    bool force = false;
     struct cli_flag flags[] = {
-        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the API reply"},
+        {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
         {"force", 'f', CLI_FLAG_BOOL, &force, NULL, "rm: do not ask"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    struct cli_conn_opts conn;
-    struct cli_args args;
-    natsConnection *nc = NULL;
-    json_t *reply = NULL;
     char api[CLI_SUBJECT_BYTES_MAX];
-    int rv =
-        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
-    if (rv != 0 || help) {
-        goto out;
+    int rv = cli_js_start(&r, cmd, flags, argc, argv, errmsg);
+    if (rv == 0 && !r.help && rm && !force) {
+        rv = cli_confirm("delete consumer", r.args.items[1], errmsg);
     }
-    if (strcmp(verb, "DELETE") == 0 && !force) {
-        rv = cli_confirm("delete consumer", args.items[1], errmsg);
+    if (rv == 0 && !r.help) {
+        snprintf(api, sizeof api, "CONSUMER.%s.%s.%s", rm ? "DELETE" : "INFO",
+                 r.args.items[0], r.args.items[1]);
+        rv = cli_js_show(&r, cmd->name, api, NULL,
+                         rm ? print_deleted : print_info, errmsg);
     }
-    snprintf(api, sizeof api, "CONSUMER.%s.%s.%s", verb, args.items[0],
-             args.items[1]);
-    if (rv == 0) {
-        rv = cli_js_request(nc, conn.timeout_ms, cmd->name, api, NULL, &reply,
-                            NULL, errmsg);
-    }
-    if (rv == 0 && json) {
-        cli_js_print_json(reply);
-    } else if (rv == 0 && strcmp(verb, "INFO") == 0) {
-        print_info(reply);
-    } else if (rv == 0) {
-        printf("Consumer %s > %s deleted\n", args.items[0], args.items[1]);
-    }
-out:
-    json_decref(reply);
-    natsConnection_Destroy(nc);
+    cli_js_end(&r);
     return rv;
-}
-
-static int cons_info(const struct cli_cmd *cmd, int argc, char **argv,
-                     char *errmsg)
-{
-    return cons_simple(cmd, argc, argv, errmsg, "INFO");
-}
-
-static int cons_rm(const struct cli_cmd *cmd, int argc, char **argv,
-                   char *errmsg)
-{
-    return cons_simple(cmd, argc, argv, errmsg, "DELETE");
 }
 
 static const struct cli_subcmd subs[] = {
@@ -290,8 +244,9 @@ static const struct cli_subcmd subs[] = {
      cons_ls},
     {{"consumer info", NULL, "STREAM NAME",
       "Show a consumer's config and progress.", 2, 2},
-     cons_info},
-    {{"consumer rm", NULL, "STREAM NAME", "Delete a consumer.", 2, 2}, cons_rm},
+     cons_info_rm},
+    {{"consumer rm", NULL, "STREAM NAME", "Delete a consumer.", 2, 2},
+     cons_info_rm},
     {{"consumer next", NULL, "STREAM NAME",
       "Fetch and print the next --count messages of a pull consumer.", 2, 2},
      cli_consumer_next},

@@ -75,12 +75,11 @@ static int check_pull_consumer(natsConnection *nc, int64_t timeout_ms,
 int cli_consumer_next(const struct cli_cmd *cmd, int argc, char **argv,
                       char *errmsg)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
+    struct cli_js_run r;
     struct next_state ns = {.ack = true};
     int64_t count = 1;
     int64_t got = 0;
-    bool no_ack = false, help = false;
+    bool no_ack = false;
     struct cli_flag flags[] = {
         {"count", 'n', CLI_FLAG_INT, &count, "N", "messages to fetch (1)"},
         {"no-ack", 0, CLI_FLAG_BOOL, &no_ack, NULL,
@@ -88,9 +87,8 @@ int cli_consumer_next(const struct cli_cmd *cmd, int argc, char **argv,
         {"raw", 0, CLI_FLAG_BOOL, &ns.raw, NULL, "print only the bodies"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    cli_conn_opts_init(&conn);
-    int rv = cli_parse(cmd, flags, &conn, argc, argv, &args, &help, errmsg);
-    if (rv != 0 || help) {
+    int rv = cli_js_parse(&r, cmd, flags, argc, argv, errmsg);
+    if (rv != 0 || r.help) {
         return rv;
     }
     if (count < 1 || count > CLI_NEXT_MSGS_MAX) {
@@ -98,25 +96,26 @@ int cli_consumer_next(const struct cli_cmd *cmd, int argc, char **argv,
                         CLI_NEXT_MSGS_MAX);
     }
     ns.ack = !no_ack;
-    rv = cli_connect_default(&conn, &ns.nc, errmsg);
+    rv = cli_js_connect(&r, errmsg);
+    ns.nc = r.nc;
     if (rv == 0) {
-        rv = check_pull_consumer(ns.nc, conn.timeout_ms, args.items[0],
-                                 args.items[1], errmsg);
+        rv = check_pull_consumer(ns.nc, r.conn.timeout_ms, r.args.items[0],
+                                 r.args.items[1], errmsg);
     }
     if (rv == 0) {
-        rv = cli_js_pull(ns.nc, args.items[0], args.items[1], count,
-                         conn.timeout_ms, print_one, &ns, &got, errmsg);
+        rv = cli_js_pull(ns.nc, r.args.items[0], r.args.items[1], count,
+                         r.conn.timeout_ms, print_one, &ns, &got, errmsg);
     }
     if (rv == 0 && ns.ack) {
-        natsStatus s = natsConnection_FlushTimeout(ns.nc, conn.timeout_ms);
+        natsStatus s = natsConnection_FlushTimeout(ns.nc, r.conn.timeout_ms);
         rv = s == NATS_OK ? 0 : cli_nats_err(s, errmsg, "flush acks");
     }
     if (rv == 0 && got == 0) {
         rv = keel_err(KEEL_ENOENT, errmsg,
                       "no message arrived within --timeout (%lld ms): the "
                       "consumer has nothing pending",
-                      (long long)conn.timeout_ms);
+                      (long long)r.conn.timeout_ms);
     }
-    natsConnection_Destroy(ns.nc);
+    cli_js_end(&r);
     return rv;
 }

@@ -162,6 +162,14 @@ void cli_table_free(struct cli_table *t)
     t->nrows = 0;
 }
 
+void cli_table_destroy(struct cli_table *t)
+{
+    if (t != NULL) {
+        cli_table_free(t);
+        free(t);
+    }
+}
+
 bool cli_color(FILE *f)
 {
     const char *no = getenv("NO_COLOR");

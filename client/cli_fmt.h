@@ -50,6 +50,9 @@ void cli_table_print(const struct cli_table *t, FILE *out, bool color);
 
 void cli_table_free(struct cli_table *t);
 
+/* cli_table_free and free(t) for a table from calloc (t may be NULL). */
+void cli_table_destroy(struct cli_table *t);
+
 /* Whether to colour output written to f: a terminal and NO_COLOR unset. */
 bool cli_color(FILE *f);
 

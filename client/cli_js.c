@@ -51,17 +51,52 @@ int cli_subcmd_dispatch(const char *group, const struct cli_subcmd *subs,
                     name);
 }
 
-int cli_js_start(const struct cli_cmd *cmd, const struct cli_flag *flags,
-                 struct cli_conn_opts *conn, int argc, char **argv,
-                 struct cli_args *args, natsConnection **nc, bool *help,
+int cli_js_parse(struct cli_js_run *r, const struct cli_cmd *cmd,
+                 const struct cli_flag *flags, int argc, char **argv,
                  char *errmsg)
 {
-    cli_conn_opts_init(conn);
-    int rv = cli_parse(cmd, flags, conn, argc, argv, args, help, errmsg);
-    if (rv != 0 || *help) {
-        return rv;
+    memset(r, 0, sizeof *r);
+    cli_conn_opts_init(&r->conn);
+    return cli_parse(cmd, flags, &r->conn, argc, argv, &r->args, &r->help,
+                     errmsg);
+}
+
+int cli_js_connect(struct cli_js_run *r, char *errmsg)
+{
+    ASSERT(r->nc == NULL);
+    return cli_connect_default(&r->conn, &r->nc, errmsg);
+}
+
+int cli_js_start(struct cli_js_run *r, const struct cli_cmd *cmd,
+                 const struct cli_flag *flags, int argc, char **argv,
+                 char *errmsg)
+{
+    int rv = cli_js_parse(r, cmd, flags, argc, argv, errmsg);
+    return rv != 0 || r->help ? rv : cli_js_connect(r, errmsg);
+}
+
+void cli_js_end(struct cli_js_run *r)
+{
+    json_decref(r->reply);
+    natsConnection_Destroy(r->nc);
+    r->reply = NULL;
+    r->nc = NULL;
+}
+
+int cli_js_show(struct cli_js_run *r, const char *what, const char *api,
+                const char *body, cli_js_print_fn print, char *errmsg)
+{
+    ASSERT(r->nc != NULL);
+    json_decref(r->reply);
+    r->reply = NULL;
+    int rv = cli_js_request(r->nc, r->conn.timeout_ms, what, api, body,
+                            &r->reply, NULL, errmsg);
+    if (rv == 0 && r->json) {
+        cli_js_print_json(r->reply);
+    } else if (rv == 0) {
+        print(r->reply, r);
     }
-    return cli_connect_default(conn, nc, errmsg);
+    return rv;
 }
 
 static int api_error(const json_t *err, const char *what, char *errmsg)
@@ -172,6 +207,18 @@ void cli_js_print_json(const json_t *o)
     if (s != NULL) {
         printf("%s\n", s);
         free(s);
+    }
+}
+
+void cli_js_print_ls(const struct cli_table *t, const json_t *all, bool json,
+                     const char *none)
+{
+    if (json) {
+        cli_js_print_json(all);
+    } else if (t->nrows == 1) {
+        printf("%s\n", none);
+    } else {
+        cli_table_print(t, stdout, cli_color(stdout));
     }
 }
 

@@ -22,13 +22,47 @@ struct cli_subcmd {
 int cli_subcmd_dispatch(const char *group, const struct cli_subcmd *subs,
                         size_t n, int argc, char **argv, char *errmsg);
 
-/* The start of every sub-command: init conn, parse argv against flags
- * (positionals into args; --help prints and sets *help), then connect.
- * Returns 0 or the cli_parse / cli_connect error. */
-int cli_js_start(const struct cli_cmd *cmd, const struct cli_flag *flags,
-                 struct cli_conn_opts *conn, int argc, char **argv,
-                 struct cli_args *args, natsConnection **nc, bool *help,
+/* What a JetStream sub-command holds from its parse to its exit: its
+ * connection flags, positional arguments and connection, and the API
+ * reply it prints. The command's flag table may point a --json row at
+ * json. cli_js_end releases what the run holds, whatever it reached. */
+struct cli_js_run {
+    struct cli_conn_opts conn;
+    struct cli_args args;
+    natsConnection *nc; /* NULL until cli_js_connect */
+    json_t *reply;      /* the reply cli_js_show printed */
+    bool help;          /* --help was printed: the command is done */
+    bool json;
+};
+
+/* Clear r and parse argv against flags (positionals into r->args;
+ * --help prints and sets r->help). Returns 0 or the cli_parse error. */
+int cli_js_parse(struct cli_js_run *r, const struct cli_cmd *cmd,
+                 const struct cli_flag *flags, int argc, char **argv,
                  char *errmsg);
+
+/* Connect r with its connection flags. Returns 0 or the cli_connect
+ * error. */
+int cli_js_connect(struct cli_js_run *r, char *errmsg);
+
+/* The start of most sub-commands: cli_js_parse, then (unless --help)
+ * cli_js_connect. Returns 0 or their error. */
+int cli_js_start(struct cli_js_run *r, const struct cli_cmd *cmd,
+                 const struct cli_flag *flags, int argc, char **argv,
+                 char *errmsg);
+
+void cli_js_end(struct cli_js_run *r);
+
+/* Prints a reply in human form; r gives the command's arguments. */
+typedef void (*cli_js_print_fn)(const json_t *reply,
+                                const struct cli_js_run *r);
+
+/* One request on r's connection (cli_js_request: what, api, body) and
+ * its reply printed: the API's own JSON with --json, else print(reply,
+ * r). r->reply keeps the reply until cli_js_end. Returns 0 or the
+ * request's error (nothing printed). */
+int cli_js_show(struct cli_js_run *r, const char *what, const char *api,
+                const char *body, cli_js_print_fn print, char *errmsg);
 
 /* Send a JetStream API request: subject is "$JS.API." + api (e.g.
  * "STREAM.INFO.ORDERS"; an api starting with '$' is the whole subject, as
@@ -62,6 +96,11 @@ int cli_js_stream_pages(natsConnection *nc, int64_t timeout_ms,
 
 /* Print JSON o to stdout, indented (the --json output). */
 void cli_js_print_json(const json_t *o);
+
+/* The end of an ls: with json the gathered API objects all, else the line
+ * none when t has no rows, else t. */
+void cli_js_print_ls(const struct cli_table *t, const json_t *all, bool json,
+                     const char *none);
 
 /* An int64 member of o, or dflt when absent. */
 int64_t cli_js_int(const json_t *o, const char *key, int64_t dflt);

@@ -43,34 +43,34 @@ int cli_kv_err(natsStatus s, const char *what, const char *key, char *errmsg)
     return cli_nats_err(s, errmsg, what);
 }
 
-int cli_kv_open(const struct cli_cmd *cmd, const struct cli_flag *flags,
-                struct cli_conn_opts *conn, int argc, char **argv,
-                struct cli_args *args, bool bind, struct cli_kv *out,
-                bool *help, char *errmsg)
+int cli_kv_open(struct cli_kv *k, const struct cli_cmd *cmd,
+                const struct cli_flag *flags, int argc, char **argv, bool bind,
+                char *errmsg)
 {
-    memset(out, 0, sizeof *out);
-    int rv = cli_js_start(cmd, flags, conn, argc, argv, args, &out->nc, help,
-                          errmsg);
-    if (rv != 0 || *help) {
+    k->js = NULL;
+    k->kv = NULL;
+    int rv = cli_js_start(&k->r, cmd, flags, argc, argv, errmsg);
+    if (rv != 0 || k->r.help) {
         return rv;
     }
     jsOptions jo;
     jsOptions_Init(&jo);
-    jo.Wait = conn->timeout_ms;
-    natsStatus s = natsConnection_JetStream(&out->js, out->nc, &jo);
+    jo.Wait = k->r.conn.timeout_ms;
+    natsStatus s = natsConnection_JetStream(&k->js, k->r.nc, &jo);
     if (s != NATS_OK) {
         return cli_nats_err(s, errmsg, "JetStream context");
     }
     if (!bind) {
         return 0;
     }
-    ASSERT(args->count >= 1);
-    s = js_KeyValue(&out->kv, out->js, args->items[0]);
+    ASSERT(k->r.args.count >= 1);
+    const char *bucket = k->r.args.items[0];
+    s = js_KeyValue(&k->kv, k->js, bucket);
     if (s == NATS_NOT_FOUND) {
         return keel_err(KEEL_ENOENT, errmsg,
                         "bucket %s not found: list buckets with 'keel kv ls' "
                         "or create it with 'keel kv add %s'",
-                        args->items[0], args->items[0]);
+                        bucket, bucket);
     }
     if (s != NATS_OK) {
         return cli_kv_err(s, "open bucket", NULL, errmsg);
@@ -82,13 +82,15 @@ void cli_kv_close(struct cli_kv *k)
 {
     kvStore_Destroy(k->kv);
     jsCtx_Destroy(k->js);
-    natsConnection_Destroy(k->nc);
-    memset(k, 0, sizeof *k);
+    cli_js_end(&k->r);
+    k->kv = NULL;
+    k->js = NULL;
 }
 
 /* The human view of a bucket, from its stream's info. */
-static void print_bucket(const json_t *info)
+static void print_bucket(const json_t *info, const struct cli_js_run *r)
 {
+    (void)r;
     const json_t *cfg = json_object_get(info, "config");
     const json_t *st = json_object_get(info, "state");
     const char *stream = cli_js_str(cfg, "name", "KV_?");
@@ -115,37 +117,25 @@ static void print_bucket(const json_t *info)
     printf("  %-18s %s\n", "Backing Stream:", stream);
 }
 
-static int bucket_info(const struct cli_kv *k, int64_t timeout_ms,
-                       const char *bucket, bool json, char *errmsg)
+static int bucket_info(struct cli_kv *k, const char *bucket, char *errmsg)
 {
     char api[CLI_SUBJECT_BYTES_MAX];
-    json_t *reply = NULL;
     snprintf(api, sizeof api, "STREAM.INFO.KV_%s", bucket);
-    int rv = cli_js_request(k->nc, timeout_ms, "kv info", api, NULL, &reply,
-                            NULL, errmsg);
+    int rv = cli_js_show(&k->r, "kv info", api, NULL, print_bucket, errmsg);
     if (rv == KEEL_ENOENT) {
         return keel_err(KEEL_ENOENT, errmsg,
                         "bucket %s not found: list buckets with 'keel kv ls'",
                         bucket);
     }
-    if (rv == 0 && json) {
-        cli_js_print_json(reply);
-    } else if (rv == 0) {
-        print_bucket(reply);
-    }
-    json_decref(reply);
     return rv;
 }
 
 int cli_kv_add(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
     struct cli_kv k = {0};
     int64_t history = 1, ttl_ms = 0, max_value = -1, max_bytes = -1;
     int64_t replicas = 1;
     const char *storage = "file", *description = NULL;
-    bool json = false, help = false;
     struct cli_flag flags[] = {
         {"history", 0, CLI_FLAG_INT, &history, "N",
          "values kept per key (1-64, default 1)"},
@@ -161,14 +151,14 @@ int cli_kv_add(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
          "where values are kept"},
         {"description", 0, CLI_FLAG_STR, &description, "TEXT",
          "what the bucket is for"},
-        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the stream info"},
+        {"json", 0, CLI_FLAG_BOOL, &k.r.json, NULL, "print the stream info"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    int rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, false, &k, &help,
-                         errmsg);
-    if (rv != 0 || help) {
+    int rv = cli_kv_open(&k, cmd, flags, argc, argv, false, errmsg);
+    if (rv != 0 || k.r.help) {
         goto out;
     }
+    const char *bucket = k.r.args.items[0];
     if (history < 1 || history > 64) {
         rv = keel_err(KEEL_EUSAGE, errmsg,
                       "--history %lld: a bucket keeps 1 to 64 values per key",
@@ -189,7 +179,7 @@ int cli_kv_add(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
     }
     kvConfig kc;
     kvConfig_Init(&kc);
-    kc.Bucket = args.items[0];
+    kc.Bucket = bucket;
     kc.Description = description;
     kc.History = (uint8_t)history;
     kc.TTL = ttl_ms * 1000000;
@@ -202,7 +192,7 @@ int cli_kv_add(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
         rv = cli_kv_err(s, "kv add", NULL, errmsg);
         goto out;
     }
-    rv = bucket_info(&k, conn.timeout_ms, args.items[0], json, errmsg);
+    rv = bucket_info(&k, bucket, errmsg);
 out:
     cli_kv_close(&k);
     return rv;
@@ -244,63 +234,41 @@ static int ls_page(const json_t *streams, void *arg)
     return 0;
 }
 
-static void print_buckets(const struct ls_acc *acc, bool json)
-{
-    if (json) {
-        cli_js_print_json(acc->all);
-        return;
-    }
-    if (acc->t->nrows == 1) {
-        printf("No Key-Value buckets found (add one with 'keel kv add')\n");
-        return;
-    }
-    cli_table_print(acc->t, stdout, cli_color(stdout));
-}
-
-static void ls_acc_free(struct ls_acc *acc)
-{
-    if (acc->t != NULL) {
-        cli_table_free(acc->t);
-        free(acc->t);
-    }
-    json_decref(acc->all);
-}
-
 /* ls and info: the row's name says which. */
 int cli_kv_ls(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
 {
     static const char *const heads[] = {"Bucket", ">History", ">Values",
                                         ">Size"};
-    struct cli_conn_opts conn;
-    struct cli_args args;
     struct cli_kv k = {0};
-    bool json = false, help = false;
     struct cli_flag flags[] = {
-        {"json", 0, CLI_FLAG_BOOL, &json, NULL,
+        {"json", 0, CLI_FLAG_BOOL, &k.r.json, NULL,
          "print JSON (ls: the names, info: the stream info)"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
     struct ls_acc acc = {calloc(1, sizeof *acc.t), json_array()};
     int rv = acc.t == NULL || acc.all == NULL
                  ? KEEL_ENOMEM
-                 : cli_kv_open(cmd, flags, &conn, argc, argv, &args, false, &k,
-                               &help, errmsg);
+                 : cli_kv_open(&k, cmd, flags, argc, argv, false, errmsg);
     bool info = strcmp(cmd->name, "kv info") == 0;
-    if (rv == 0 && !help && info) {
-        rv = bucket_info(&k, conn.timeout_ms, args.items[0], json, errmsg);
-        help = true; /* done: skip the listing */
+    bool done = rv != 0 || k.r.help;
+    if (!done && info) {
+        rv = bucket_info(&k, k.r.args.items[0], errmsg);
+        done = true; /* no listing */
     }
-    if (rv == 0 && !help) {
+    if (!done) {
         rv = cli_table_init(acc.t, 4, heads);
     }
-    if (rv == 0 && !help) {
-        rv = cli_js_stream_pages(k.nc, conn.timeout_ms, "kv ls", ls_page, &acc,
-                                 errmsg);
+    if (!done && rv == 0) {
+        rv = cli_js_stream_pages(k.r.nc, k.r.conn.timeout_ms, "kv ls", ls_page,
+                                 &acc, errmsg);
     }
-    if (rv == 0 && !help) {
-        print_buckets(&acc, json);
+    if (!done && rv == 0) {
+        cli_js_print_ls(acc.t, acc.all, k.r.json,
+                        "No Key-Value buckets found (add one with 'keel kv "
+                        "add')");
     }
-    ls_acc_free(&acc);
+    cli_table_destroy(acc.t);
+    json_decref(acc.all);
     cli_kv_close(&k);
     return rv;
 }

@@ -6,24 +6,24 @@
 
 #include <nats/nats.h>
 
-#include "cli.h"
+#include "cli_js.h"
 
-/* An open bucket: the connection, its JetStream context and the store.
- * cli_kv_close releases whatever cli_kv_open set; fields may be NULL. */
+/* An open bucket: the run (flags, arguments, connection), its JetStream
+ * context and the store. cli_kv_close releases whatever cli_kv_open set;
+ * fields may be NULL. */
 struct cli_kv {
-    natsConnection *nc;
+    struct cli_js_run r;
     jsCtx *js;
     kvStore *kv;
 };
 
-/* Parse argv against flags (cli_js_start), connect and, when bucket is
- * not NULL, bind to it. A missing bucket is KEEL_ENOENT with a sentence
- * naming 'keel kv ls' / 'keel kv add'. On --help sets *help and opens
- * nothing. Always call cli_kv_close. */
-int cli_kv_open(const struct cli_cmd *cmd, const struct cli_flag *flags,
-                struct cli_conn_opts *conn, int argc, char **argv,
-                struct cli_args *args, bool bind, struct cli_kv *out,
-                bool *help, char *errmsg);
+/* Parse argv against flags and connect (cli_js_start) and, when bind,
+ * bind to the bucket r.args.items[0]. A missing bucket is KEEL_ENOENT
+ * with a sentence naming 'keel kv ls' / 'keel kv add'. On --help sets
+ * k->r.help and opens nothing. Always call cli_kv_close. */
+int cli_kv_open(struct cli_kv *k, const struct cli_cmd *cmd,
+                const struct cli_flag *flags, int argc, char **argv, bool bind,
+                char *errmsg);
 
 void cli_kv_close(struct cli_kv *k);
 

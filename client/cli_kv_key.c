@@ -89,25 +89,21 @@ static int kv_put(const struct cli_cmd *cmd, int argc, char **argv,
     enum put_mode mode = strcmp(cmd->name, "kv create") == 0   ? PUT_CREATE
                          : strcmp(cmd->name, "kv update") == 0 ? PUT_UPDATE
                                                                : PUT_ANY;
-    struct cli_conn_opts conn;
-    struct cli_args args;
     struct cli_kv k = {0};
-    bool help = false;
     char *owned = NULL;
     struct cli_flag flags[] = {{NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL}};
-    int rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, true, &k, &help,
-                         errmsg);
-    if (rv != 0 || help) {
+    int rv = cli_kv_open(&k, cmd, flags, argc, argv, true, errmsg);
+    if (rv != 0 || k.r.help) {
         goto out;
     }
-    const char *key = args.items[1], *val = NULL;
+    const char *key = k.r.args.items[1], *val = NULL;
     int len = 0;
     uint64_t last = 0, rev = 0;
     if (mode == PUT_UPDATE) {
-        rv = parse_revision(args.items[3], &last, errmsg);
+        rv = parse_revision(k.r.args.items[3], &last, errmsg);
     }
     if (rv == 0) {
-        rv = read_value(&args, 2, &val, &len, &owned, errmsg);
+        rv = read_value(&k.r.args, 2, &val, &len, &owned, errmsg);
     }
     if (rv != 0) {
         goto out;
@@ -147,11 +143,9 @@ static const char *op_name(kvOperation op)
 static int kv_get(const struct cli_cmd *cmd, int argc, char **argv,
                   char *errmsg)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
     struct cli_kv k = {0};
     kvEntry *e = NULL;
-    bool raw = false, help = false;
+    bool raw = false;
     int64_t revision = 0;
     struct cli_flag flags[] = {
         {"raw", 0, CLI_FLAG_BOOL, &raw, NULL, "print only the value"},
@@ -159,12 +153,11 @@ static int kv_get(const struct cli_cmd *cmd, int argc, char **argv,
          "the value at revision N (default the latest)"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    int rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, true, &k, &help,
-                         errmsg);
-    if (rv != 0 || help) {
+    int rv = cli_kv_open(&k, cmd, flags, argc, argv, true, errmsg);
+    if (rv != 0 || k.r.help) {
         goto out;
     }
-    const char *key = args.items[1];
+    const char *key = k.r.args.items[1];
     natsStatus s = revision > 0
                        ? kvStore_GetRevision(&e, k.kv, key, (uint64_t)revision)
                        : kvStore_Get(&e, k.kv, key);
@@ -213,22 +206,19 @@ static int kv_del(const struct cli_cmd *cmd, int argc, char **argv,
     static const char *const asks[] = {"delete key", "purge key",
                                        "delete bucket"};
     static const char *const dones[] = {"Deleted", "Purged", "Deleted bucket"};
-    struct cli_conn_opts conn;
-    struct cli_args args;
     struct cli_kv k = {0};
-    bool force = false, help = false;
+    bool force = false;
     struct cli_flag flags[] = {
         {"force", 'f', CLI_FLAG_BOOL, &force, NULL,
          "do not ask (needed when stdin is not a terminal)"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    int rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, true, &k, &help,
-                         errmsg);
-    if (rv != 0 || help) {
+    int rv = cli_kv_open(&k, cmd, flags, argc, argv, true, errmsg);
+    if (rv != 0 || k.r.help) {
         goto out;
     }
-    const char *bucket = args.items[0];
-    const char *key = kind == RM_BUCKET ? NULL : args.items[1];
+    const char *bucket = k.r.args.items[0];
+    const char *key = kind == RM_BUCKET ? NULL : k.r.args.items[1];
     if (!force) {
         rv = cli_confirm(asks[kind], key != NULL ? key : bucket, errmsg);
     }
@@ -311,19 +301,15 @@ static int print_keys(const struct cli_kv *k, kvWatchOptions *wo, char *errmsg)
 static int kv_list(const struct cli_cmd *cmd, int argc, char **argv,
                    char *errmsg)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
     struct cli_kv k = {0};
-    bool help = false;
     struct cli_flag flags[] = {{NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL}};
-    int rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, true, &k, &help,
-                         errmsg);
-    if (rv == 0 && !help) {
+    int rv = cli_kv_open(&k, cmd, flags, argc, argv, true, errmsg);
+    if (rv == 0 && !k.r.help) {
         kvWatchOptions wo;
         kvWatchOptions_Init(&wo);
-        wo.Timeout = conn.timeout_ms;
+        wo.Timeout = k.r.conn.timeout_ms;
         rv = strcmp(cmd->name, "kv history") == 0
-                 ? print_history(&k, args.items[1], &wo, errmsg)
+                 ? print_history(&k, k.r.args.items[1], &wo, errmsg)
                  : print_keys(&k, &wo, errmsg);
     }
     cli_kv_close(&k);
@@ -349,24 +335,21 @@ static void print_watched(const kvEntry *ce)
 static int kv_watch(const struct cli_cmd *cmd, int argc, char **argv,
                     char *errmsg)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
     struct cli_kv k = {0};
     kvWatcher *w = NULL;
     int64_t count = 0;
-    bool help = false;
     struct cli_flag flags[] = {
         {"count", 0, CLI_FLAG_INT, &count, "N",
          "stop after N entries (default: until ^C)"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    int rv = cli_kv_open(cmd, flags, &conn, argc, argv, &args, true, &k, &help,
-                         errmsg);
-    if (rv != 0 || help) {
+    int rv = cli_kv_open(&k, cmd, flags, argc, argv, true, errmsg);
+    if (rv != 0 || k.r.help) {
         goto out;
     }
-    natsStatus s = args.count > 1 ? kvStore_Watch(&w, k.kv, args.items[1], NULL)
-                                  : kvStore_WatchAll(&w, k.kv, NULL);
+    natsStatus s = k.r.args.count > 1
+                       ? kvStore_Watch(&w, k.kv, k.r.args.items[1], NULL)
+                       : kvStore_WatchAll(&w, k.kv, NULL);
     for (int64_t got = 0; s == NATS_OK && (count == 0 || got < count);) {
         kvEntry *e = NULL;
         s = kvWatcher_Next(&e, w, CLI_WAIT_SLICE_MS);

@@ -18,32 +18,27 @@
 
 #define LIST_SUBJECT "$KEEL.API.ORPHANS.LIST"
 
+/* ls, rm and restore take the same flags. */
 struct orphan_opts {
-    struct cli_conn_opts conn;
-    struct cli_args args;
+    struct cli_js_run r;
     const char *node;
-    bool json, force, help;
+    bool force;
 };
 
 static int start(const struct cli_cmd *cmd, struct orphan_opts *o, int argc,
-                 char **argv, natsConnection **nc, char *errmsg)
+                 char **argv, char *errmsg)
 {
     struct cli_flag flags[] = {
-        {"json", 0, CLI_FLAG_BOOL, &o->json, NULL, "print the API replies"},
+        {"json", 0, CLI_FLAG_BOOL, &o->r.json, NULL, "print the API replies"},
         {"node", 0, CLI_FLAG_STR, &o->node, "NAME",
          "rm/restore: the node holding the orphan (default: found by ls)"},
         {"force", 'f', CLI_FLAG_BOOL, &o->force, NULL,
          "rm: do not ask (needed when stdin is not a terminal)"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    memset(o, 0, sizeof *o);
-    cli_conn_opts_init(&o->conn);
-    int rv =
-        cli_parse(cmd, flags, &o->conn, argc, argv, &o->args, &o->help, errmsg);
-    if (rv != 0 || o->help) {
-        return rv;
-    }
-    return cli_connect_default(&o->conn, nc, errmsg);
+    o->node = NULL;
+    o->force = false;
+    return cli_js_start(&o->r, cmd, flags, argc, argv, errmsg);
 }
 
 static void print_list(const json_t *replies, const json_t *missing)
@@ -98,26 +93,22 @@ static int orphans_ls(const struct cli_cmd *cmd, int argc, char **argv,
                       char *errmsg)
 {
     struct orphan_opts o;
-    natsConnection *nc = NULL;
     json_t *replies = NULL, *missing = NULL;
-    int rv = start(cmd, &o, argc, argv, &nc, errmsg);
-    if (rv == 0 && !o.help) {
-        rv = cli_cluster_gather(nc, LIST_SUBJECT, o.conn.timeout_ms, &replies,
-                                &missing, errmsg);
+    int rv = start(cmd, &o, argc, argv, errmsg);
+    if (rv == 0 && !o.r.help) {
+        rv = cli_cluster_gather(o.r.nc, LIST_SUBJECT, o.r.conn.timeout_ms,
+                                &replies, &missing, errmsg);
     }
-    if (rv == 0 && !o.help) {
-        if (o.json) {
-            json_t *j =
-                json_pack("{s:O, s:O}", "nodes", replies, "missing", missing);
-            cli_js_print_json(j);
-            json_decref(j);
+    if (rv == 0 && !o.r.help) {
+        if (o.r.json) {
+            cli_cluster_print_json(replies, missing);
         } else {
             print_list(replies, missing);
         }
     }
     json_decref(replies);
     json_decref(missing);
-    natsConnection_Destroy(nc);
+    cli_js_end(&o.r);
     return rv;
 }
 
@@ -158,24 +149,26 @@ static int find_node(natsConnection *nc, int64_t timeout_ms, const char *name,
     return rv;
 }
 
+/* rm and restore: the row's name says which. */
 static int rm_restore(const struct cli_cmd *cmd, int argc, char **argv,
-                      char *errmsg, bool restore)
+                      char *errmsg)
 {
+    bool restore = strcmp(cmd->name, "cluster orphans restore") == 0;
     struct orphan_opts o;
-    natsConnection *nc = NULL;
-    json_t *reply = NULL, *body = NULL;
+    json_t *body = NULL;
     char node[256];
     char subject[CLI_SUBJECT_BYTES_MAX];
     char *text = NULL;
-    int rv = start(cmd, &o, argc, argv, &nc, errmsg);
-    if (rv != 0 || o.help) {
+    int rv = start(cmd, &o, argc, argv, errmsg);
+    if (rv != 0 || o.r.help) {
         goto out;
     }
-    const char *name = o.args.items[0];
+    const char *name = o.r.args.items[0];
     if (o.node != NULL) {
         snprintf(node, sizeof node, "%s", o.node);
     } else {
-        rv = find_node(nc, o.conn.timeout_ms, name, node, sizeof node, errmsg);
+        rv = find_node(o.r.nc, o.r.conn.timeout_ms, name, node, sizeof node,
+                       errmsg);
     }
     if (rv == 0 && !restore && !o.force) {
         char what[300];
@@ -190,34 +183,22 @@ static int rm_restore(const struct cli_cmd *cmd, int argc, char **argv,
              restore ? "RESTORE" : "RM", node);
     body = json_pack("{s:s}", "name", name);
     text = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
-    rv = text != NULL ? cli_js_request(nc, o.conn.timeout_ms, cmd->name,
-                                       subject, text, &reply, NULL, errmsg)
-                      : keel_err(KEEL_ENOMEM, errmsg, "request body");
-    if (rv == 0) {
-        if (o.json) {
-            cli_js_print_json(reply);
-        } else {
-            printf("%s: %s\n", node, cli_js_str(reply, "result", "done"));
-        }
+    if (text == NULL) {
+        rv = keel_err(KEEL_ENOMEM, errmsg, "request body");
+        goto out;
+    }
+    rv = cli_js_request(o.r.nc, o.r.conn.timeout_ms, cmd->name, subject, text,
+                        &o.r.reply, NULL, errmsg);
+    if (rv == 0 && o.r.json) {
+        cli_js_print_json(o.r.reply);
+    } else if (rv == 0) {
+        printf("%s: %s\n", node, cli_js_str(o.r.reply, "result", "done"));
     }
 out:
     free(text);
     json_decref(body);
-    json_decref(reply);
-    natsConnection_Destroy(nc);
+    cli_js_end(&o.r);
     return rv;
-}
-
-static int orphans_rm(const struct cli_cmd *cmd, int argc, char **argv,
-                      char *errmsg)
-{
-    return rm_restore(cmd, argc, argv, errmsg, false);
-}
-
-static int orphans_restore(const struct cli_cmd *cmd, int argc, char **argv,
-                           char *errmsg)
-{
-    return rm_restore(cmd, argc, argv, errmsg, true);
 }
 
 static const struct cli_subcmd subs[] = {
@@ -227,12 +208,12 @@ static const struct cli_subcmd subs[] = {
     {{"cluster orphans rm", NULL, "NAME",
       "Delete an orphan for good (asks; --force), --node NAME or found by ls",
       1, 1},
-     orphans_rm},
+     rm_restore},
     {{"cluster orphans restore", NULL, "NAME",
       "Move an orphan back to groups/<hex> (used by its stream after a "
       "restart)",
       1, 1},
-     orphans_restore},
+     rm_restore},
 };
 
 int cli_cluster_orphans(const struct cli_cmd *cmd, int argc, char **argv,

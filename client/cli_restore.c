@@ -215,19 +215,16 @@ static int restore_run(const struct cli_conn_opts *conn, const char *path,
 int cli_stream_restore(const struct cli_cmd *cmd, int argc, char **argv,
                        char *errmsg)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
+    struct cli_js_run r;
     const char *name = NULL;
-    bool help = false;
     struct cli_flag flags[] = {
         {"name", 0, CLI_FLAG_STR, &name, "NAME",
          "restore under another stream name"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
-    cli_conn_opts_init(&conn);
-    int rv = cli_parse(cmd, flags, &conn, argc, argv, &args, &help, errmsg);
-    if (rv != 0 || help) {
-        return rv;
-    }
-    return restore_run(&conn, args.items[0], name, errmsg);
+    /* restore_run connects once the archive has been verified. */
+    int rv = cli_js_parse(&r, cmd, flags, argc, argv, errmsg);
+    return rv != 0 || r.help
+               ? rv
+               : restore_run(&r.conn, r.args.items[0], name, errmsg);
 }

@@ -53,10 +53,11 @@ static void print_replicas(const json_t *reps)
     }
 }
 
-static void print_info(const json_t *info)
+static void print_info(const json_t *info, const struct cli_js_run *r)
 {
     const json_t *cfg = json_object_get(info, "config");
     const json_t *cl = json_object_get(info, "cluster");
+    (void)r;
     printf("Stream %s (created %s)\n\n", cli_js_str(cfg, "name", "?"),
            cli_js_str(info, "created", "?"));
     cli_stream_cfg_print(cfg);
@@ -69,75 +70,62 @@ static void print_info(const json_t *info)
     print_state(info);
 }
 
-static int stream_add_edit(const struct cli_cmd *cmd, int argc, char **argv,
-                           char *errmsg, bool edit)
+static void print_created(const json_t *info, const struct cli_js_run *r)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
+    printf("Stream %s created\n\n", r->args.items[0]);
+    print_info(info, r);
+}
+
+static void print_updated(const json_t *info, const struct cli_js_run *r)
+{
+    printf("Stream %s updated\n\n", r->args.items[0]);
+    print_info(info, r);
+}
+
+/* add and edit: the row's name says which. */
+static int stream_add_edit(const struct cli_cmd *cmd, int argc, char **argv,
+                           char *errmsg)
+{
+    bool edit = strcmp(cmd->name, "stream edit") == 0;
+    struct cli_js_run r;
     struct cli_stream_flags sf;
     struct cli_flag flags[CLI_STREAM_FLAGS_ROWS];
-    natsConnection *nc = NULL;
     json_t *cfg = NULL;
-    json_t *reply = NULL;
     char api[CLI_SUBJECT_BYTES_MAX];
-    bool help = false;
 
     cli_stream_flags_init(&sf, flags);
-    int rv =
-        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
-    if (rv != 0 || help) {
+    int rv = cli_js_start(&r, cmd, flags, argc, argv, errmsg);
+    if (rv != 0 || r.help) {
         goto out;
     }
-    const char *name = args.items[0];
+    const char *name = r.args.items[0];
     if (edit) {
         /* An edit starts from the current config: flags change fields. */
         snprintf(api, sizeof api, "STREAM.INFO.%s", name);
-        rv = cli_js_request(nc, conn.timeout_ms, "stream edit", api, NULL,
-                            &reply, NULL, errmsg);
-        if (rv == 0) {
-            cfg = json_deep_copy(json_object_get(reply, "config"));
-            json_decref(reply);
-            reply = NULL;
-        }
+        rv = cli_js_request(r.nc, r.conn.timeout_ms, "stream edit", api, NULL,
+                            &r.reply, NULL, errmsg);
+        cfg =
+            rv == 0 ? json_deep_copy(json_object_get(r.reply, "config")) : NULL;
     }
     if (rv == 0) {
         rv = cli_stream_cfg_build(&sf, name, &cfg, errmsg);
     }
+    char *body = rv == 0 ? json_dumps(cfg, JSON_COMPACT) : NULL;
+    if (rv == 0 && body == NULL) {
+        rv = KEEL_ENOMEM;
+    }
     if (rv == 0) {
-        char *body = json_dumps(cfg, JSON_COMPACT);
+        r.json = sf.json;
         snprintf(api, sizeof api, "STREAM.%s.%s", edit ? "UPDATE" : "CREATE",
                  name);
-        rv = body == NULL ? KEEL_ENOMEM
-                          : cli_js_request(nc, conn.timeout_ms,
-                                           edit ? "stream edit" : "stream add",
-                                           api, body, &reply, NULL, errmsg);
-        free(body);
+        rv = cli_js_show(&r, cmd->name, api, body,
+                         edit ? print_updated : print_created, errmsg);
     }
-    if (rv == 0) {
-        if (sf.json) {
-            cli_js_print_json(reply);
-        } else {
-            printf("Stream %s %s\n\n", name, edit ? "updated" : "created");
-            print_info(reply);
-        }
-    }
+    free(body);
 out:
     json_decref(cfg);
-    json_decref(reply);
-    natsConnection_Destroy(nc);
+    cli_js_end(&r);
     return rv;
-}
-
-static int stream_add(const struct cli_cmd *cmd, int argc, char **argv,
-                      char *errmsg)
-{
-    return stream_add_edit(cmd, argc, argv, errmsg, false);
-}
-
-static int stream_edit(const struct cli_cmd *cmd, int argc, char **argv,
-                       char *errmsg)
-{
-    return stream_add_edit(cmd, argc, argv, errmsg, true);
 }
 
 /* What stream ls gathers: the table and, for --json, every info. */
@@ -178,135 +166,97 @@ static int ls_page(const json_t *streams, void *arg)
 static int stream_ls(const struct cli_cmd *cmd, int argc, char **argv,
                      char *errmsg)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
-    natsConnection *nc = NULL;
-    bool json = false, help = false;
+    struct cli_js_run r = {0}; /* ended even when never started */
     struct cli_flag flags[] = {
-        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the API replies"},
+        {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API replies"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
     static const char *const heads[] = {"Name", "Subjects", ">Messages",
                                         ">Bytes", "Last Message"};
-    struct cli_table *t = calloc(1, sizeof *t);
-    json_t *all = json_array();
-    int rv = t == NULL || all == NULL ? KEEL_ENOMEM : 0;
-    if (rv == 0) {
-        rv = cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help,
-                          errmsg);
+    struct ls_acc acc = {calloc(1, sizeof *acc.t), json_array()};
+    int rv = acc.t == NULL || acc.all == NULL
+                 ? KEEL_ENOMEM
+                 : cli_js_start(&r, cmd, flags, argc, argv, errmsg);
+    if (rv == 0 && !r.help) {
+        rv = cli_table_init(acc.t, 5, heads);
     }
-    if (rv == 0 && !help) {
-        rv = cli_table_init(t, 5, heads);
-    }
-    struct ls_acc acc = {t, all};
-    if (rv == 0 && !help) {
-        rv = cli_js_stream_pages(nc, conn.timeout_ms, "stream ls", ls_page,
+    if (rv == 0 && !r.help) {
+        rv = cli_js_stream_pages(r.nc, r.conn.timeout_ms, "stream ls", ls_page,
                                  &acc, errmsg);
     }
-    if (rv == 0 && !help) {
-        if (json) {
-            cli_js_print_json(all);
-        } else if (t->nrows == 1) {
-            printf("No streams defined (add one with 'keel stream add')\n");
-        } else {
-            cli_table_print(t, stdout, cli_color(stdout));
-        }
+    if (rv == 0 && !r.help) {
+        cli_js_print_ls(acc.t, acc.all, r.json,
+                        "No streams defined (add one with 'keel stream add')");
     }
-    if (t != NULL) {
-        cli_table_free(t);
-    }
-    free(t);
-    json_decref(all);
-    natsConnection_Destroy(nc);
+    cli_table_destroy(acc.t);
+    json_decref(acc.all);
+    cli_js_end(&r);
     return rv;
 }
 
-/* info, rm: one stream name and a --json flag (rm: --force). */
-static int stream_simple(const struct cli_cmd *cmd, int argc, char **argv,
-                         char *errmsg, const char *verb)
+static void print_deleted(const json_t *reply, const struct cli_js_run *r)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
-    natsConnection *nc = NULL;
-    json_t *reply = NULL;
-    char *raw = NULL;
-    bool json = false, help = false, force = false;
+    (void)reply;
+    printf("Stream %s deleted\n", r->args.items[0]);
+}
+
+/* info and rm: one stream name and a --json flag (rm: --force); the
+ * row's name says which. */
+static int stream_info_rm(const struct cli_cmd *cmd, int argc, char **argv,
+                          char *errmsg)
+{
+    bool rm = strcmp(cmd->name, "stream rm") == 0;
+    struct cli_js_run r;
+    bool force = false;
     struct cli_flag flags[] = {
-        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the API reply"},
+        {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
         {"force", 'f', CLI_FLAG_BOOL, &force, NULL,
          "rm: do not ask (needed when stdin is not a terminal)"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
     char api[CLI_SUBJECT_BYTES_MAX];
-    int rv =
-        cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help, errmsg);
-    if (rv != 0 || help) {
-        goto out;
+    int rv = cli_js_start(&r, cmd, flags, argc, argv, errmsg);
+    if (rv == 0 && !r.help && rm && !force) {
+        rv = cli_confirm("delete stream", r.args.items[0], errmsg);
     }
-    snprintf(api, sizeof api, "STREAM.%s.%s", verb, args.items[0]);
-    if (strcmp(verb, "DELETE") == 0 && !force) {
-        rv = cli_confirm("delete stream", args.items[0], errmsg);
+    if (rv == 0 && !r.help) {
+        snprintf(api, sizeof api, "STREAM.%s.%s", rm ? "DELETE" : "INFO",
+                 r.args.items[0]);
+        rv = cli_js_show(&r, cmd->name, api, NULL,
+                         rm ? print_deleted : print_info, errmsg);
     }
-    if (rv == 0) {
-        rv = cli_js_request(nc, conn.timeout_ms, cmd->name, api, NULL, &reply,
-                            &raw, errmsg);
-    }
-    if (rv != 0) {
-        goto out;
-    }
-    if (json) {
-        cli_js_print_json(reply);
-    } else if (strcmp(verb, "INFO") == 0) {
-        print_info(reply);
-    } else {
-        printf("Stream %s deleted\n", args.items[0]);
-    }
-out:
-    free(raw);
-    json_decref(reply);
-    natsConnection_Destroy(nc);
+    cli_js_end(&r);
     return rv;
 }
 
-static int stream_info(const struct cli_cmd *cmd, int argc, char **argv,
-                       char *errmsg)
+static void print_purged(const json_t *reply, const struct cli_js_run *r)
 {
-    return stream_simple(cmd, argc, argv, errmsg, "INFO");
-}
-
-static int stream_rm(const struct cli_cmd *cmd, int argc, char **argv,
-                     char *errmsg)
-{
-    return stream_simple(cmd, argc, argv, errmsg, "DELETE");
+    char n[32];
+    cli_fmt_count((uint64_t)cli_js_int(reply, "purged", 0), n, sizeof n);
+    printf("Purged %s messages from %s\n", n, r->args.items[0]);
 }
 
 static int stream_purge(const struct cli_cmd *cmd, int argc, char **argv,
                         char *errmsg)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
-    natsConnection *nc = NULL;
-    json_t *reply = NULL;
+    struct cli_js_run r = {0}; /* ended even when never started */
     json_t *body = json_object();
     const char *subject = NULL;
     int64_t seq = -1, keep = -1;
-    bool json = false, help = false, force = false;
+    bool force = false;
     struct cli_flag flags[] = {
         {"subject", 0, CLI_FLAG_STR, &subject, "SUBJECT",
          "purge only messages on SUBJECT"},
         {"seq", 0, CLI_FLAG_INT, &seq, "N", "purge messages below seq N"},
         {"keep", 0, CLI_FLAG_INT, &keep, "N", "keep the newest N messages"},
         {"force", 'f', CLI_FLAG_BOOL, &force, NULL, "do not ask"},
-        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the API reply"},
+        {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
     char api[CLI_SUBJECT_BYTES_MAX];
-    int rv = body == NULL ? KEEL_ENOMEM : 0;
-    if (rv == 0) {
-        rv = cli_js_start(cmd, flags, &conn, argc, argv, &args, &nc, &help,
-                          errmsg);
-    }
-    if (rv != 0 || help) {
+    int rv = body == NULL ? KEEL_ENOMEM
+                          : cli_js_start(&r, cmd, flags, argc, argv, errmsg);
+    if (rv != 0 || r.help) {
         goto out;
     }
     if (subject != NULL) {
@@ -319,27 +269,19 @@ static int stream_purge(const struct cli_cmd *cmd, int argc, char **argv,
         json_object_set_new(body, "keep", json_integer(keep));
     }
     if (!force) {
-        rv = cli_confirm("purge stream", args.items[0], errmsg);
+        rv = cli_confirm("purge stream", r.args.items[0], errmsg);
     }
     char *text = rv == 0 ? json_dumps(body, JSON_COMPACT) : NULL;
-    snprintf(api, sizeof api, "STREAM.PURGE.%s", args.items[0]);
+    snprintf(api, sizeof api, "STREAM.PURGE.%s", r.args.items[0]);
     if (rv == 0) {
-        rv = text == NULL ? KEEL_ENOMEM
-                          : cli_js_request(nc, conn.timeout_ms, cmd->name, api,
-                                           text, &reply, NULL, errmsg);
+        rv = text == NULL
+                 ? KEEL_ENOMEM
+                 : cli_js_show(&r, cmd->name, api, text, print_purged, errmsg);
     }
     free(text);
-    if (rv == 0 && json) {
-        cli_js_print_json(reply);
-    } else if (rv == 0) {
-        char n[32];
-        cli_fmt_count((uint64_t)cli_js_int(reply, "purged", 0), n, sizeof n);
-        printf("Purged %s messages from %s\n", n, args.items[0]);
-    }
 out:
     json_decref(body);
-    json_decref(reply);
-    natsConnection_Destroy(nc);
+    cli_js_end(&r);
     return rv;
 }
 
@@ -347,16 +289,16 @@ static const struct cli_subcmd subs[] = {
     {{"stream add", NULL, "NAME",
       "Create a stream (flags as 'nats stream add', or --config FILE.json).", 1,
       1},
-     stream_add},
+     stream_add_edit},
     {{"stream ls", NULL, "", "List the streams with their sizes.", 0, 0},
      stream_ls},
     {{"stream info", NULL, "NAME", "Show a stream's config and state.", 1, 1},
-     stream_info},
+     stream_info_rm},
     {{"stream edit", NULL, "NAME",
       "Change a stream's config (only the flags given).", 1, 1},
-     stream_edit},
+     stream_add_edit},
     {{"stream rm", NULL, "NAME", "Delete a stream and all its messages.", 1, 1},
-     stream_rm},
+     stream_info_rm},
     {{"stream purge", NULL, "NAME",
       "Remove messages (all, --subject, --seq, --keep).", 1, 1},
      stream_purge},

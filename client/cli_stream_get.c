@@ -91,28 +91,23 @@ static void print_msg(const json_t *m, const unsigned char *hdr, size_t hlen,
 int cli_stream_get(const struct cli_cmd *cmd, int argc, char **argv,
                    char *errmsg)
 {
-    struct cli_conn_opts conn;
-    struct cli_args args;
-    natsConnection *nc = NULL;
-    json_t *reply = NULL;
+    struct cli_js_run r;
     unsigned char *hdr = NULL, *data = NULL;
     size_t hlen = 0, dlen = 0;
     const char *last_for = NULL;
-    bool json = false, help = false;
     struct cli_flag flags[] = {
         {"last-for", 0, CLI_FLAG_STR, &last_for, "SUBJECT",
          "the last message stored on SUBJECT"},
-        {"json", 0, CLI_FLAG_BOOL, &json, NULL, "print the API reply"},
+        {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
         {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
     };
     char api[CLI_SUBJECT_BYTES_MAX];
     char body[CLI_SUBJECT_BYTES_MAX + 32];
-    cli_conn_opts_init(&conn);
-    int rv = cli_parse(cmd, flags, &conn, argc, argv, &args, &help, errmsg);
-    if (rv != 0 || help) {
+    int rv = cli_js_parse(&r, cmd, flags, argc, argv, errmsg);
+    if (rv != 0 || r.help) {
         return rv;
     }
-    if ((args.count == 2) == (last_for != NULL)) {
+    if ((r.args.count == 2) == (last_for != NULL)) {
         return keel_err(KEEL_EUSAGE, errmsg,
                         "give either a sequence number or --last-for SUBJECT");
     }
@@ -123,18 +118,18 @@ int cli_stream_get(const struct cli_cmd *cmd, int argc, char **argv,
         free(t);
         json_decref(b);
     } else {
-        snprintf(body, sizeof body, "{\"seq\":%lld", atoll(args.items[1]));
+        snprintf(body, sizeof body, "{\"seq\":%lld", atoll(r.args.items[1]));
         strcat(body, "}");
     }
-    rv = cli_connect_default(&conn, &nc, errmsg);
-    snprintf(api, sizeof api, "STREAM.MSG.GET.%s", args.items[0]);
+    rv = cli_js_connect(&r, errmsg);
+    snprintf(api, sizeof api, "STREAM.MSG.GET.%s", r.args.items[0]);
     if (rv == 0) {
-        rv = cli_js_request(nc, conn.timeout_ms, "stream get", api, body,
-                            &reply, NULL, errmsg);
+        rv = cli_js_request(r.nc, r.conn.timeout_ms, "stream get", api, body,
+                            &r.reply, NULL, errmsg);
     }
-    const json_t *m = json_object_get(reply, "message");
-    if (rv == 0 && json) {
-        cli_js_print_json(reply);
+    const json_t *m = json_object_get(r.reply, "message");
+    if (rv == 0 && r.json) {
+        cli_js_print_json(r.reply);
     } else if (rv == 0) {
         rv = decode_field(m, "hdrs", &hdr, &hlen, errmsg);
         if (rv == 0) {
@@ -146,7 +141,6 @@ int cli_stream_get(const struct cli_cmd *cmd, int argc, char **argv,
     }
     free(hdr);
     free(data);
-    json_decref(reply);
-    natsConnection_Destroy(nc);
+    cli_js_end(&r);
     return rv;
 }
