@@ -146,6 +146,9 @@ int cli_bench(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
 /* keel bench js pub SUBJECT (cli_bench_js.c): argv[0] is "js". */
 int cli_bench_js(const struct cli_cmd *cmd, int argc, char **argv,
                  char *errmsg);
+/* keel bench kv put|get BUCKET (cli_bench_kv.c): argv[0] is "kv". */
+int cli_bench_kv(const struct cli_cmd *cmd, int argc, char **argv,
+                 char *errmsg);
 /* keel bench js fetch|push SUBJECT (cli_bench_js_consume.c): argv[0] is
  * "js", the mode is the first positional argument. */
 int cli_bench_js_consume(const struct cli_cmd *cmd, int argc, char **argv,

@@ -545,6 +545,9 @@ int cli_bench(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
     if (argc - hoisted > 1 && strcmp(argv[1], "js") == 0) {
         return cli_bench_js(cmd, argc - 1, argv + 1, errmsg);
     }
+    if (argc - hoisted > 1 && strcmp(argv[1], "kv") == 0) {
+        return cli_bench_kv(cmd, argc - 1, argv + 1, errmsg);
+    }
     memset(&b, 0, sizeof b);
     struct bench_cfg *c = &b.cfg;
     cli_conn_opts_init(&c->conn);

@@ -122,6 +122,13 @@ int cli_bench_js_stream_add(jsCtx *js, const char *name, const char *subject,
 void cli_bench_report(const struct bench_cfg *cfg,
                       const struct bench_result *r);
 
+/* The comma list of server URLs `list` rotated to start at its (i mod n)-th
+ * URL, into out[cap] (cli_bench_js.c): client i of a bench starts at node
+ * i, so clients spread over a cluster the same way on every server.
+ * Returns 0 or KEEL_EUSAGE when the list does not fit. */
+int cli_bench_rotate_servers(const char *list, int64_t i, char *out, size_t cap,
+                             char *errmsg);
+
 /* Draw the progress bar on stderr (TTY only); done/total in messages. */
 void cli_bench_progress(const struct bench *b, int64_t done, int64_t total);
 

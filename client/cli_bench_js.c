@@ -93,9 +93,8 @@ static void *pub_thread(void *arg)
     return NULL;
 }
 
-/* `list` rotated to start at its (i mod n)-th URL, into out[cap]. */
-static int rotate_servers(const char *list, int64_t i, char *out, size_t cap,
-                          char *errmsg)
+int cli_bench_rotate_servers(const char *list, int64_t i, char *out, size_t cap,
+                             char *errmsg)
 {
     const char *urls[CLI_SERVERS_MAX];
     size_t lens[CLI_SERVERS_MAX];
@@ -147,8 +146,8 @@ static int pub_open(struct bjs_pub *p, int64_t i, char *errmsg)
     struct cli_conn_opts conn = p->cfg->conn;
     char servers[CLI_SERVERS_BYTES_MAX];
     if (conn.servers != NULL) {
-        int rv =
-            rotate_servers(conn.servers, i, servers, sizeof servers, errmsg);
+        int rv = cli_bench_rotate_servers(conn.servers, i, servers,
+                                          sizeof servers, errmsg);
         if (rv != 0) {
             return rv;
         }

@@ -43,7 +43,9 @@ static const struct cli_cmd commands[] = {
     {"reply", cli_reply, "SUBJECT BODY",
      "Answer requests on SUBJECT with BODY until --count or ^C.", 2, 2},
     {"bench", cli_bench, "pub|sub|pubsub|req SUBJECT",
-     "Measure throughput (msgs/s, MB/s) or request latency.", 2, 2},
+     "Measure throughput (msgs/s, MB/s) or request latency; also "
+     "'keel bench js pub|fetch|push' and 'keel bench kv put|get BUCKET'.",
+     2, 2},
     {"stream", cli_stream, "add|ls|info|edit|rm|purge|get|backup|restore",
      "Manage streams (JetStream); 'keel stream' lists the commands.", 0, 8},
     {"consumer", cli_consumer, "add|ls|info|rm|next",

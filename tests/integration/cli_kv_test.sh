@@ -2,7 +2,8 @@
 # CLI integration test of keel kv against a real keeld: every verb (add,
 # put, get, create, update, del, purge, history, keys, watch, ls, info, rm)
 # with its output and exit code, and the refusals: create of a key that has
-# a value, update with a wrong revision, a missing bucket or key.
+# a value, update with a wrong revision, a missing bucket or key; and
+# keel bench kv's refusal of a bad mode or flag.
 # usage: cli_kv_test.sh KEEL     env KEELD=<keeld binary> (unset: skip, 77)
 #
 # Every wait is a bounded poll on a condition; keeld is started here and
@@ -153,6 +154,15 @@ t_rm_deletes_the_bucket() {
   [[ $rc == 1 ]]
 }
 
+t_bench_kv_refuses_bad_modes_and_flags() {
+  local rc1=0 rc2=0 rc3=0
+  "$KEEL" bench kv del BENCHKV 2>"$TMP/bkv.err" || rc1=$?
+  grep -q "unknown kv bench mode 'del' (put or get)" "$TMP/bkv.err" || return 1
+  "$KEEL" bench kv put BENCHKV --keys 0 2>/dev/null || rc2=$?
+  "$KEEL" bench kv get BENCHKV --clients 0 2>/dev/null || rc3=$?
+  [[ $rc1 == 2 && $rc2 == 2 && $rc3 == 2 ]]
+}
+
 check "kv add sets history, TTL and max value size; kv info --json shows them" \
   t_add_sets_history_ttl_and_sizes
 check "kv put (argument or stdin) and kv get (header, --raw, --revision)" \
@@ -175,5 +185,7 @@ check "bad flags and missing arguments exit 2" t_bad_flags_exit_2
 check "keel --help and keel kv --help list the verbs" t_help_lists_the_verbs
 check "kv rm needs --force without a terminal and deletes the bucket" \
   t_rm_deletes_the_bucket
+check "bench kv refuses an unknown mode and out-of-range flags (exit 2)" \
+  t_bench_kv_refuses_bad_modes_and_flags
 
 cli_finish
