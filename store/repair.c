@@ -1,19 +1,31 @@
 /* Repair of a faulty run (docs/design.md §4.7 R1). A candidate copy, from a
  * peer or the leader, is verified by re-encoding its (index, term, type,
- * flags, payload) with the local predecessor's checksum and the local
- * segment salt: the chain must end equal to the local successor's
- * prev-checksum (or M's checksum at M.index) and fill the damaged bytes
- * exactly. Checking only index and term would adopt a stale copy.
+ * flags, payload) with the local predecessor's checksum and the salt of the
+ * segment each record lies in: the chain must end equal to the local
+ * successor's prev-checksum (or M's checksum at M.index) and fill the
+ * damaged bytes exactly. Checking only index and term would adopt a stale
+ * copy. A run that crosses a segment boundary is verified whole and
+ * written as one part per segment (docs/decisions/0018).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
-struct target {
+/* One segment's part of the run: recs[first, first + n) go to [start, end)
+ * of seg (end UINT64_MAX: bounded by the segment; the chain decides). */
+struct part {
     struct seg *seg;
     uint64_t start;
     uint64_t end;
+    size_t first;
+    size_t n;
+};
+
+struct target {
+    struct seg *seg; /* where the run starts */
+    uint64_t start;
+    uint64_t end; /* where the run's last part ends */
     uint64_t prev;
     uint64_t want;  /* checksum the last repaired record must have */
     bool at_marker; /* the run ends at M */
@@ -74,13 +86,18 @@ static void skip_marker(struct store_group *g, struct target *t,
     }
 }
 
+/* Where the run starts (after its intact predecessor) and what bounds its
+ * end: the intact successor, or M. The run's last record may lie in a
+ * later segment than its first (docs/decisions/0018). */
 static int find_target(struct store_group *g, uint64_t a, uint64_t b,
                        struct target *t, char *errmsg)
 {
-    int rv;
+    struct seg *last_seg = store__ent(g, b)->seg;
 
     ASSERT(a <= b);
     ASSERT(t != NULL);
+    t->seg = store__ent(g, a)->seg;
+    t->start = STORE_SEG_HEADER_BYTES;
     if (a > g->first_index) {
         struct ient *p = store__ent(g, a - 1);
         if (p->faulty) {
@@ -88,18 +105,12 @@ static int find_target(struct store_group *g, uint64_t a, uint64_t b,
                             "repair must start right after an intact record");
         }
         t->prev = p->checksum;
-        t->seg = p->seg;
-        t->start = p->off + p->bytes;
-        if (store__ent(g, a)->seg != p->seg) {
-            t->seg = store__ent(g, a)->seg;
-            t->start = STORE_SEG_HEADER_BYTES;
-        } else {
+        if (t->seg == p->seg) {
+            t->start = p->off + p->bytes;
             skip_marker(g, t, a - 1);
         }
     } else if (g->first_index == 1) {
         t->prev = 0;
-        t->seg = store__ent(g, a)->seg;
-        t->start = STORE_SEG_HEADER_BYTES;
     } else {
         return keel_err(KEEL_EINVAL, errmsg,
                         "cannot verify the first index "
@@ -108,12 +119,12 @@ static int find_target(struct store_group *g, uint64_t a, uint64_t b,
     if (b < store__last_index(g) && !store__ent(g, b + 1)->faulty) {
         /* In the next segment the successor does not bound the bytes; the
          * chain does: a verified copy is byte-identical to the original. */
-        t->end = store__ent(g, b + 1)->seg == t->seg ? store__ent(g, b + 1)->off
-                                                     : UINT64_MAX;
-        rv = successor_prev(g, b + 1, &t->want, errmsg);
-        return rv;
+        t->end = store__ent(g, b + 1)->seg == last_seg
+                     ? store__ent(g, b + 1)->off
+                     : UINT64_MAX;
+        return successor_prev(g, b + 1, &t->want, errmsg);
     }
-    if (g->has_marker && g->marker_index == b && g->marker_seg == t->seg) {
+    if (g->has_marker && g->marker_index == b && g->marker_seg == last_seg) {
         t->end = g->marker_off;
         t->want = store__ent(g, b)->checksum; /* M's checksum */
         t->at_marker = true;
@@ -124,23 +135,53 @@ static int find_target(struct store_group *g, uint64_t a, uint64_t b,
                     (unsigned long long)a, (unsigned long long)b);
 }
 
-/* Re-encode the candidates as a chain into op->buf. */
-static int encode_chain(const struct store_record *recs, size_t n,
-                        const struct target *t, struct op *op, char *errmsg)
+/* The next part of the run from recs[from]: the records that lie in the
+ * same segment. A later part starts its segment, right after the header. */
+static int next_part(struct store_group *g, const struct store_record *recs,
+                     size_t n, size_t from, const struct target *t,
+                     struct part *p, char *errmsg)
 {
-    uint64_t prev = t->prev;
+    struct seg *seg = store__ent(g, recs[from].index)->seg;
+
+    ASSERT(from < n);
+    ASSERT(n <= STORE_REPAIR_RECORDS_MAX);
+    *p = (struct part){seg, t->start, UINT64_MAX, from, 0};
+    while (from + p->n < n &&
+           store__ent(g, recs[from + p->n].index)->seg == seg) {
+        p->n++;
+    }
+    if (from > 0) {
+        p->start = STORE_SEG_HEADER_BYTES;
+        if (seg->base != recs[from].index) {
+            return keel_err(KEEL_EINVAL, errmsg,
+                            "faulty %llu is not the first record of its "
+                            "segment",
+                            (unsigned long long)recs[from].index);
+        }
+    }
+    if (from + p->n == n) {
+        p->end = t->end;
+    }
+    return 0;
+}
+
+/* Re-encode one part's candidates, chained from *prev, into op->buf with
+ * its segment's salt; *prev := the last record's checksum. */
+static int encode_part(const struct store_record *recs, const struct part *p,
+                       uint64_t *prev, struct op *op, char *errmsg)
+{
     size_t len = 0;
 
-    ASSERT(n >= 1);
-    ASSERT(t->end >= t->start);
-    for (size_t i = 0; i < n; i++) {
+    ASSERT(p->n >= 1);
+    ASSERT(p->end >= p->start);
+    for (size_t i = p->first; i < p->first + p->n; i++) {
         len += (size_t)store_fmt_rec_bytes(recs[i].len);
     }
-    if (t->end == UINT64_MAX &&
-        t->start + len + STORE_MARKER_BYTES <= t->seg->size) {
-        /* bounded by the segment; the chain check below decides */
-    } else if (len != t->end - t->start &&
-               len + STORE_MARKER_BYTES != t->end - t->start) {
+    if (p->end == UINT64_MAX &&
+        p->start + len + STORE_MARKER_BYTES <= p->seg->size) {
+        /* bounded by the segment; the chain check decides */
+    } else if (len != p->end - p->start &&
+               len + STORE_MARKER_BYTES != p->end - p->start) {
         /* (a batch's marker may sit between the run and its successor) */
         return keel_err(KEEL_ECONFLICT, errmsg,
                         "candidate run does not fill the damaged bytes");
@@ -149,28 +190,94 @@ static int encode_chain(const struct store_record *recs, size_t n,
     if (op->buf == NULL) {
         return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = p->first; i < p->first + p->n; i++) {
         struct store_fmt_rec r = {
-            recs[i].index, recs[i].term, prev,          0,
+            recs[i].index, recs[i].term, *prev,         0,
             recs[i].len,   recs[i].type, recs[i].flags, recs[i].payload};
-        prev = store_fmt_rec_encode(op->buf + op->len, &r, t->seg->salt);
+        *prev = store_fmt_rec_encode(op->buf + op->len, &r, p->seg->salt);
         op->len += (size_t)store_fmt_rec_bytes(recs[i].len);
     }
-    if (prev != t->want) {
-        return keel_err(KEEL_ECONFLICT, errmsg,
-                        "candidate for %llu..%llu does not verify against "
-                        "the local chain",
-                        (unsigned long long)recs[0].index,
-                        (unsigned long long)recs[n - 1].index);
-    }
+    op->seg = p->seg;
+    op->off = p->start;
+    op->first_index = recs[p->first].index;
+    op->last_index = recs[p->first + p->n - 1].index;
     return 0;
+}
+
+static void free_ops(struct op *head)
+{
+    while (head != NULL) {
+        struct op *next = head->next;
+        store__op_free(head);
+        head = next;
+    }
+}
+
+/* Encode every part of the run into a list of OP_REPAIR ops (in order);
+ * KEEL_ECONFLICT unless the whole chain ends at t->want. */
+static int encode_run(struct store_group *g, const struct store_record *recs,
+                      size_t n, const struct target *t, struct op **out,
+                      char *errmsg)
+{
+    struct op *head = NULL;
+    struct op **tail = &head;
+    uint64_t prev = t->prev;
+    struct part p;
+    int rv = 0;
+
+    ASSERT(n >= 1 && n <= STORE_REPAIR_RECORDS_MAX);
+    ASSERT(out != NULL);
+    for (size_t from = 0; from < n && rv == 0; from += p.n) {
+        rv = next_part(g, recs, n, from, t, &p, errmsg);
+        if (rv == 0) {
+            struct op *op = store__op_new(OP_REPAIR);
+            *tail = op;
+            tail = &op->next;
+            rv = encode_part(recs, &p, &prev, op, errmsg);
+        }
+    }
+    if (rv == 0 && prev != t->want) {
+        rv = keel_err(KEEL_ECONFLICT, errmsg,
+                      "candidate for %llu..%llu does not verify against "
+                      "the local chain",
+                      (unsigned long long)recs[0].index,
+                      (unsigned long long)recs[n - 1].index);
+    }
+    if (rv != 0) {
+        free_ops(head);
+        return rv;
+    }
+    *out = head;
+    return 0;
+}
+
+/* The index table takes the verified copies' positions. */
+static void place_run(struct store_group *g, const struct store_record *recs,
+                      const struct op *ops)
+{
+    ASSERT(ops != NULL);
+    ASSERT(g != NULL);
+    for (const struct op *op = ops; op != NULL; op = op->next) {
+        uint64_t off = op->off;
+        for (uint64_t i = op->first_index; i <= op->last_index; i++) {
+            const struct store_record *rec = &recs[i - ops->first_index];
+            uint64_t bytes = store_fmt_rec_bytes(rec->len);
+            struct store_fmt_rec r;
+            (void)store_fmt_rec_decode(op->buf + (off - op->off), (size_t)bytes,
+                                       op->seg->salt, &r);
+            *store__ent(g, i) =
+                (struct ient){rec->term,     r.checksum,      op->seg,
+                              (uint32_t)off, (uint32_t)bytes, 0};
+            off += bytes;
+        }
+    }
 }
 
 int store_repair(struct store_group *g, const struct store_record *recs,
                  size_t n, char *errmsg)
 {
     struct target t;
-    struct op *op;
+    struct op *ops = NULL;
     uint64_t a = recs[0].index;
     uint64_t b = a + n - 1;
     int rv;
@@ -189,44 +296,33 @@ int store_repair(struct store_group *g, const struct store_record *recs,
     }
     memset(&t, 0, sizeof t);
     rv = find_target(g, a, b, &t, errmsg);
+    rv = rv == 0 ? encode_run(g, recs, n, &t, &ops, errmsg) : rv;
     if (rv != 0) {
         return rv;
     }
-    op = store__op_new(OP_REPAIR);
-    rv = encode_chain(recs, n, &t, op, errmsg);
-    if (rv != 0) {
-        store__op_free(op);
-        return rv;
-    }
-    op->seg = t.seg;
-    op->off = t.start;
-    op->first_index = a;
-    op->last_index = b;
-    uint64_t off = t.start;
-    uint64_t prev = t.prev;
-    for (size_t i = 0; i < n; i++) {
-        struct store_fmt_rec r;
-        uint64_t bytes = store_fmt_rec_bytes(recs[i].len);
-        (void)store_fmt_rec_decode(op->buf + (off - t.start), (size_t)bytes,
-                                   t.seg->salt, &r);
-        *store__ent(g, a + i) = (struct ient){
-            recs[i].term, r.checksum, t.seg, (uint32_t)off, (uint32_t)bytes, 0};
-        prev = r.checksum;
-        off += bytes;
-    }
-    ASSERT(prev == t.want);
+    place_run(g, recs, ops);
+    ASSERT(store__ent(g, b)->checksum == t.want);
     pthread_mutex_lock(&g->s->mu);
-    store__op_push(g, op);
+    for (struct op *op = ops; op != NULL;) {
+        struct op *next = op->next;
+        /* Only the last part reports, for the whole run: the parts run in
+         * order on one sync thread, so then every part is durable. */
+        op->stale = next != NULL;
+        op->first_index = next != NULL ? op->first_index : a;
+        op->next = NULL;
+        store__op_push(g, op);
+        op = next;
+    }
     if (t.at_marker && g->marker_mended) {
         /* After the records, the mended M gets sound bytes back in place:
          * a second flip in it would not mend (finding 14). */
         struct op *mk = store__op_new(OP_MARK);
-        mk->seg = t.seg;
+        mk->seg = store__ent(g, b)->seg;
         mk->off = g->marker_off;
         mk->first_index = b;
         mk->last_index = b;
         mk->last_term = recs[n - 1].term;
-        mk->last_checksum = prev;
+        mk->last_checksum = t.want;
         mk->stale = true; /* persisted already: nothing to report */
         store__op_push(g, mk);
         g->marker_mended = false;

@@ -76,13 +76,19 @@ static void add_faulty(struct store_recovery *rep, uint64_t from, uint64_t to)
     }
 }
 
-/* Indexes [from, to] become faulty entries (position unknown). */
+/* Indexes [from, to] become faulty entries (position unknown). A run may
+ * cross into later segments: each index is placed in the segment whose
+ * base it reached, where repair writes it back (repair.c). */
 static int push_faulty(struct scan *sc, struct walk *w, uint64_t to)
 {
-    struct seg *seg = sc->ss[w->damage_seg].seg;
+    size_t si = w->damage_seg;
 
+    ASSERT(si < sc->n);
     for (uint64_t i = w->damage_from; i <= to; i++) {
-        struct ient e = {0, 0, seg, 0, 0, 1};
+        while (si + 1 < sc->n && sc->ss[si + 1].seg->base <= i) {
+            si++;
+        }
+        struct ient e = {0, 0, sc->ss[si].seg, 0, 0, 1};
         int rv = ents_push(sc->g, &e);
         if (rv != 0) {
             return rv;

@@ -223,6 +223,9 @@ static void exec_repair(struct store_group *g, struct op *op)
     must(s, s->fs->pwritev(s->fs, op->seg->f, &iov, 1, op->off, errmsg),
          "write repair", errmsg);
     datasync(g, op->seg);
+    if (op->stale) {
+        return; /* a part of a run: the run's last part reports it */
+    }
     pthread_mutex_lock(&s->mu);
     g->ev_repaired = true;
     g->repaired_from = op->first_index;

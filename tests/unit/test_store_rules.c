@@ -530,6 +530,76 @@ static void repair_works_in_a_segment_before_the_tail(void **state)
     ts_expect(&f->t, k + 1, 5, 1);
 }
 
+/* Rule 1 Repair of a run across a segment boundary (docs/decisions/0018):
+ * the last two records of a segment and the first two of the next are
+ * damaged. The scan places each faulty index in its own segment, the run
+ * verifies only whole (each part re-encoded with its segment's salt), a
+ * stale copy of one record fails it and writes nothing, and the true run
+ * is written in place in both segments and stays repaired after a crash.
+ * Before, the whole run was re-encoded into the first segment and never
+ * verified: it stayed faulty for good. */
+static void
+repair_of_a_run_across_a_segment_boundary_lands_in_both(void **state)
+{
+    struct fixture *f = *state;
+    char path[4][512];
+    uint64_t off[4];
+    uint64_t k = 0;
+    uint8_t bufs[4][64];
+    struct store_record run[4];
+
+    ts_append(&f->t, 1, 800, 5, 16, 1);
+    assert_true(ts_wait_persisted(&f->t, 800));
+    for (uint64_t i = 5; i < 790 && k == 0; i++) {
+        char pn[512];
+        uint64_t o;
+        ts_where(&f->t, i, path[0], &o);
+        ts_where(&f->t, i + 1, pn, &o);
+        k = strcmp(path[0], pn) != 0 ? i : 0; /* k: last of its segment */
+    }
+    assert_true(k > 5);
+    for (int j = 0; j < 4; j++) {
+        ts_where(&f->t, k - 1 + (uint64_t)j, path[j], &off[j]);
+    }
+    assert_string_equal(path[0], path[1]);
+    assert_string_not_equal(path[1], path[2]);
+    assert_string_equal(path[2], path[3]);
+    ts_close(&f->t, false);
+    for (int j = 0; j < 4; j++) {
+        assert_int_equal(fs_fault_flip_bit(f->t.ff, path[j], off[j] + 44, 2),
+                         0);
+    }
+    ts_open(&f->t);
+    assert_int_equal(f->t.rep.n_faulty, 1);
+    assert_int_equal(f->t.rep.faulty[0].from, k - 1);
+    assert_int_equal(f->t.rep.faulty[0].to, k + 2);
+    for (int j = 0; j < 4; j++) {
+        run[j] = rec_of(k - 1 + (uint64_t)j, 5, 1, 16, bufs[j]);
+    }
+    /* A stale copy of the head of the next segment: nothing is written. */
+    run[2] = rec_of(k + 1, 5, 9, 16, bufs[2]);
+    assert_int_equal(store_repair(f->t.g, run, 4, NULL), KEEL_ECONFLICT);
+    struct store_entry e;
+    assert_int_equal(store_read(f->t.g, k - 1, &e, NULL), KEEL_EFAULTY);
+    run[2] = rec_of(k + 1, 5, 1, 16, bufs[2]);
+    assert_int_equal(store_repair(f->t.g, run, 4, NULL), 0);
+    assert_true(ts_wait_repaired(&f->t, k + 2));
+    for (uint64_t i = k - 2; i <= k + 3; i++) {
+        ts_expect(&f->t, i, 5, 1);
+    }
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(f->t.rep.n_faulty, 0);
+    assert_int_equal(f->t.rep.last_index, 800);
+    for (int j = 0; j < 4; j++) {
+        char p2[512];
+        uint64_t o2;
+        ts_where(&f->t, k - 1 + (uint64_t)j, p2, &o2);
+        assert_string_equal(p2, path[j]); /* in place, in its own segment */
+        assert_int_equal(o2, off[j]);
+        ts_expect(&f->t, k - 1 + (uint64_t)j, 5, 1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -550,6 +620,9 @@ int main(void)
             repair_works_in_a_segment_before_the_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(
             repair_of_a_record_between_markers_lands_in_place, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            repair_of_a_run_across_a_segment_boundary_lands_in_both, setup,
+            teardown),
         cmocka_unit_test_setup_teardown(reads_verify_and_never_truncate, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(
