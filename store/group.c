@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <keel/grow.h>
+
 #include "internal.h"
 
 /* Group facts from LMDB: hard state, snapshot, recorded amnesia. */
@@ -236,14 +238,8 @@ static struct seg *plan_segment(struct store_group *g, uint64_t index,
     if (seg == NULL) {
         store__fatal(g->s, "plan segment", "out of memory");
     }
-    if (g->nsegs == g->segs_cap) {
-        size_t cap = g->segs_cap == 0 ? 8 : g->segs_cap * 2;
-        struct seg **p = realloc(g->segs, cap * sizeof *p);
-        if (p == NULL) {
-            store__fatal(g->s, "plan segment", "out of memory");
-        }
-        g->segs = p;
-        g->segs_cap = cap;
+    if (keel_grow(&g->segs, &g->segs_cap, g->nsegs, sizeof *g->segs, 8) != 0) {
+        store__fatal(g->s, "plan segment", "out of memory");
     }
     seg->base = index;
     seg->salt = store__rand(g->s);

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <keel/grow.h>
+
 #include "internal.h"
 #include "scan_items.h"
 
@@ -50,17 +52,12 @@ static int ents_push(struct store_group *g, const struct ient *e)
 {
     ASSERT(g != NULL);
     ASSERT(g->nents <= STORE_SCAN_RECORDS_MAX * STORE_SEGMENTS_PER_GROUP_MAX);
-    if (g->nents == g->ents_cap) {
-        size_t cap = g->ents_cap == 0 ? 1024 : g->ents_cap * 2;
-        struct ient *p = realloc(g->ents, cap * sizeof *p);
-        if (p == NULL) {
-            return KEEL_ENOMEM;
-        }
-        g->ents = p;
-        g->ents_cap = cap;
+    int rv = keel_grow(&g->ents, &g->ents_cap, g->nents, sizeof *g->ents, 1024);
+
+    if (rv == 0) {
+        g->ents[g->nents++] = *e;
     }
-    g->ents[g->nents++] = *e;
-    return 0;
+    return rv;
 }
 
 static void add_faulty(struct store_recovery *rep, uint64_t from, uint64_t to)
