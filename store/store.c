@@ -382,6 +382,18 @@ int store_incarnation_adopt(struct store *s, uint64_t inc64, char *errmsg)
     return 0;
 }
 
+/* What store_open made and store_close (or a failed open) frees. */
+static void store_free(struct store *s)
+{
+    ASSERT(s != NULL);
+    store_meta_close(s->meta);
+    pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->idle_cv);
+    pthread_cond_destroy(&s->pre_cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
 int store_open(const struct store_config *cfg, struct store **out,
                struct store_node_report *rep, char *errmsg)
 {
@@ -427,12 +439,7 @@ int store_open(const struct store_config *cfg, struct store **out,
     *out = s;
     return 0;
 err:
-    store_meta_close(s->meta);
-    pthread_cond_destroy(&s->cv);
-    pthread_cond_destroy(&s->idle_cv);
-    pthread_cond_destroy(&s->pre_cv);
-    pthread_mutex_destroy(&s->mu);
-    free(s);
+    store_free(s);
     return rv;
 }
 
@@ -489,12 +496,7 @@ void store_close(struct store *s, bool clean)
             store__fatal(s, "write clean node record", errmsg);
         }
     }
-    store_meta_close(s->meta);
-    pthread_cond_destroy(&s->cv);
-    pthread_cond_destroy(&s->idle_cv);
-    pthread_cond_destroy(&s->pre_cv);
-    pthread_mutex_destroy(&s->mu);
-    free(s);
+    store_free(s);
 }
 
 void store_group_id_hex(const struct store_group_id *id, char out[33])
