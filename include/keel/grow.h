@@ -1,7 +1,8 @@
 /* Doubling arrays, one growth rule for every module that keeps one (the
  * subject trie's vectors, the store's index and segment arrays, the scan's
- * items): room for one more element, a first capacity, then twice the
- * last. Header-only; the caller bounds how many elements there may be. */
+ * items, the consumer and repair buffers): room for one more element, a first
+ * capacity, then twice the last. Header-only; the caller bounds how many
+ * elements there may be. */
 #ifndef KEEL_GROW_H
 #define KEEL_GROW_H
 
@@ -43,6 +44,28 @@ static inline int keel_grow(void *itemsp, size_t *cap, size_t n, size_t elem,
     memcpy(itemsp, &p, sizeof p);
     *cap = ncap;
     return 0;
+}
+
+/* keel_grow for an array whose count and capacity are uint32_t (the
+ * consumer and repair buffers): KEEL_ENOMEM past UINT32_MAX elements. */
+static inline int keel_grow_u32(void *itemsp, uint32_t *cap, uint32_t n,
+                                size_t elem, uint32_t first)
+{
+    size_t c = *cap;
+    int rv;
+
+    ASSERT(cap != NULL);
+    if (n < *cap) {
+        return 0;
+    }
+    if (*cap > UINT32_MAX / 2) {
+        return KEEL_ENOMEM;
+    }
+    rv = keel_grow(itemsp, &c, n, elem, first);
+    if (rv == 0) {
+        *cap = (uint32_t)c;
+    }
+    return rv;
 }
 
 #endif

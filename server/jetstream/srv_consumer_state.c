@@ -8,6 +8,7 @@
 
 #include "keel/bytes.h"
 #include "keel/error.h"
+#include "keel/grow.h"
 #include "srv_consumer_sm.h"
 
 #define CSM_VERSION 1
@@ -254,14 +255,8 @@ static int set_insert(struct srv_csm_set *s, struct srv_csm *c)
     bool found = false;
     uint32_t i = set_pos(s, c->name, &found);
     ASSERT(!found);
-    if (s->n == s->cap) {
-        uint32_t cap = s->cap == 0 ? 8 : 2 * s->cap;
-        struct srv_csm **v = realloc(s->v, cap * sizeof *v);
-        if (v == NULL) {
-            return KEEL_ENOMEM;
-        }
-        s->v = v;
-        s->cap = cap;
+    if (keel_grow_u32(&s->v, &s->cap, s->n, sizeof *s->v, 8) != 0) {
+        return KEEL_ENOMEM;
     }
     memmove(s->v + i + 1, s->v + i, (s->n - i) * sizeof *s->v);
     s->v[i] = c;
@@ -379,14 +374,9 @@ static int acked_add(struct srv_csm *c, struct srv_csm_pos pos, bool *added)
     if (c->nacked >= SRV_CONSUMER_ACKED_MAX) {
         return KEEL_ELIMIT;
     }
-    if (c->nacked == c->acked_cap) {
-        uint32_t cap = c->acked_cap == 0 ? 16 : 2 * c->acked_cap;
-        struct srv_csm_pos *v = realloc(c->acked, cap * sizeof *v);
-        if (v == NULL) {
-            return KEEL_ENOMEM;
-        }
-        c->acked = v;
-        c->acked_cap = cap;
+    if (keel_grow_u32(&c->acked, &c->acked_cap, c->nacked, sizeof *c->acked,
+                      16) != 0) {
+        return KEEL_ENOMEM;
     }
     memmove(c->acked + i + 1, c->acked + i, (c->nacked - i) * sizeof *c->acked);
     c->acked[i] = pos;
