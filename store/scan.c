@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <keel/grow.h>
+#include <keel/sorted.h>
 
 #include "internal.h"
 #include "scan_items.h"
@@ -386,23 +387,15 @@ struct dir_ctx {
 
 static bool in_catalogue(const struct dir_ctx *d, uint64_t base)
 {
-    size_t lo = 0;
-    size_t hi = d->ncat;
+    bool found = false;
 
     ASSERT(d != NULL);
     ASSERT(d->ncat <= STORE_SEGMENTS_PER_GROUP_MAX);
-    while (lo < hi) { /* the catalogue is sorted by base index */
-        size_t mid = lo + (hi - lo) / 2;
-        if (d->cat[mid].base_index == base) {
-            return true;
-        }
-        if (d->cat[mid].base_index < base) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return false;
+    /* The catalogue is sorted by base index. */
+    (void)keel_sorted_find(d->cat, d->ncat, sizeof *d->cat,
+                           offsetof(struct store_meta_seg, base_index), base,
+                           &found);
+    return found;
 }
 
 /* A segment file the catalogue does not name is never part of the log

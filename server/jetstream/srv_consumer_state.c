@@ -9,6 +9,7 @@
 #include "keel/bytes.h"
 #include "keel/error.h"
 #include "keel/grow.h"
+#include "keel/sorted.h"
 #include "srv_consumer_sm.h"
 
 #define CSM_VERSION 1
@@ -331,21 +332,9 @@ uint64_t srv_csm_num_pending(const struct srv_csm *c,
 
 static uint32_t acked_pos(const struct srv_csm *c, uint64_t sseq, bool *found)
 {
-    uint32_t lo = 0, hi = c->nacked;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (c->acked[mid].sseq == sseq) {
-            *found = true;
-            return mid;
-        }
-        if (c->acked[mid].sseq < sseq) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    *found = false;
-    return lo;
+    return (uint32_t)keel_sorted_find(c->acked, c->nacked, sizeof *c->acked,
+                                      offsetof(struct srv_csm_pos, sseq), sseq,
+                                      found);
 }
 
 bool srv_csm_is_acked(const struct srv_csm *c, uint64_t seq)
