@@ -614,6 +614,21 @@ static int apply_create(struct srv_csm_set *s, const struct srv_csm_stream *st,
     return rv;
 }
 
+/* The consumer an entry names, with its name in res; NULL (and res's
+ * error "consumer not found") when there is none: the entry then changes
+ * nothing. */
+static struct srv_csm *entry_consumer(struct srv_csm_set *s, const char *name,
+                                      struct srv_csm_result *res)
+{
+    struct srv_csm *c = srv_csm_find(s, name);
+
+    memcpy(res->name, name, sizeof res->name);
+    if (c == NULL) {
+        result_err(res, SRV_JS_ECONSUMER_NOT_FOUND, NULL);
+    }
+    return c;
+}
+
 static int apply_delete(struct srv_csm_set *s, const struct srv_csm_stream *st,
                         struct rbuf *r, struct srv_csm_result *res,
                         char *errmsg)
@@ -623,10 +638,8 @@ static int apply_delete(struct srv_csm_set *s, const struct srv_csm_stream *st,
     if (r->bad) {
         return keel_err(KEEL_ECORRUPT, errmsg, "bad consumer delete entry");
     }
-    memcpy(res->name, name, sizeof res->name);
-    struct srv_csm *c = srv_csm_find(s, name);
+    struct srv_csm *c = entry_consumer(s, name, res);
     if (c == NULL) {
-        result_err(res, SRV_JS_ECONSUMER_NOT_FOUND, NULL);
         return 0;
     }
     uint64_t from = c->ack_floor.sseq + 1;
@@ -694,10 +707,8 @@ static int apply_acks(struct srv_csm_set *s, const struct srv_csm_stream *st,
     if (r->bad || n > SRV_CONSUMER_ENTRY_ACKS_MAX) {
         return keel_err(KEEL_ECORRUPT, errmsg, "bad consumer ack entry");
     }
-    memcpy(res->name, name, sizeof res->name);
-    struct srv_csm *c = srv_csm_find(s, name);
+    struct srv_csm *c = entry_consumer(s, name, res);
     if (c == NULL) {
-        result_err(res, SRV_JS_ECONSUMER_NOT_FOUND, NULL);
         return 0;
     }
     res->c = c;
