@@ -1,8 +1,8 @@
 /* Doubling arrays, one growth rule for every module that keeps one (the
- * subject trie's vectors, the store's index and segment arrays, the scan's
- * items, the consumer and repair buffers): room for one more element, a first
- * capacity, then twice the last. Header-only; the caller bounds how many
- * elements there may be. */
+ * subject trie's vectors, the store's index, segment and batch arrays, the
+ * scan's items, the consumer and repair buffers, the cluster's frame
+ * batches): a first capacity, then twice the last until what is needed
+ * fits. Header-only; the caller bounds how many elements there may be. */
 #ifndef KEEL_GROW_H
 #define KEEL_GROW_H
 
@@ -13,13 +13,13 @@
 #include "keel/assert.h"
 #include "keel/error.h"
 
-/* Make room for element n of the array *itemsp (a T ** passed as void *)
- * of *cap elements of elem bytes each: nothing when n < *cap, else a
- * realloc to first elements (an empty array) or to twice *cap. KEEL_ENOMEM
- * when that fails or would overflow; the array and *cap are untouched
- * then. */
-static inline int keel_grow(void *itemsp, size_t *cap, size_t n, size_t elem,
-                            size_t first)
+/* The rule itself: make the array *itemsp (a T ** passed as void *) of *cap
+ * elements of elem bytes hold need elements: nothing when it does, else a
+ * realloc to first elements (an empty array) doubled until need fits.
+ * KEEL_ENOMEM when that fails or would pass max elements; the array and
+ * *cap are untouched then. */
+static inline int keel__reserve(void *itemsp, size_t *cap, size_t need,
+                                size_t elem, size_t first, size_t max)
 {
     void *items;
     void *p;
@@ -27,12 +27,17 @@ static inline int keel_grow(void *itemsp, size_t *cap, size_t n, size_t elem,
 
     ASSERT(itemsp != NULL && cap != NULL);
     ASSERT(elem > 0 && first > 0);
-    ASSERT(n <= *cap);
-    if (n < *cap) {
+    if (need <= *cap) {
         return 0;
     }
-    ncap = *cap == 0 ? first : *cap * 2;
-    if (ncap < *cap || ncap > SIZE_MAX / elem) {
+    ncap = *cap == 0 ? first : *cap;
+    while (ncap < need) {
+        if (ncap > max / 2) {
+            return KEEL_ENOMEM;
+        }
+        ncap *= 2;
+    }
+    if (ncap > max || ncap > SIZE_MAX / elem) {
         return KEEL_ENOMEM;
     }
     /* memcpy, not a cast through void **: the caller's pointer is a T *. */
@@ -46,26 +51,46 @@ static inline int keel_grow(void *itemsp, size_t *cap, size_t n, size_t elem,
     return 0;
 }
 
-/* keel_grow for an array whose count and capacity are uint32_t (the
- * consumer and repair buffers): KEEL_ENOMEM past UINT32_MAX elements. */
-static inline int keel_grow_u32(void *itemsp, uint32_t *cap, uint32_t n,
-                                size_t elem, uint32_t first)
+/* Room for need elements in *itemsp (size_t capacity). */
+static inline int keel_reserve(void *itemsp, size_t *cap, size_t need,
+                               size_t elem, size_t first)
+{
+    return keel__reserve(itemsp, cap, need, elem, first, SIZE_MAX);
+}
+
+/* Room for element n (n <= *cap): one more. */
+static inline int keel_grow(void *itemsp, size_t *cap, size_t n, size_t elem,
+                            size_t first)
+{
+    ASSERT(cap != NULL && n <= *cap);
+    return keel_reserve(itemsp, cap, n + 1, elem, first);
+}
+
+/* keel_reserve for an array whose capacity is a uint32_t (the consumer and
+ * repair buffers): KEEL_ENOMEM past UINT32_MAX elements. */
+static inline int keel_reserve_u32(void *itemsp, uint32_t *cap, uint64_t need,
+                                   size_t elem, uint32_t first)
 {
     size_t c = *cap;
     int rv;
 
     ASSERT(cap != NULL);
-    if (n < *cap) {
-        return 0;
-    }
-    if (*cap > UINT32_MAX / 2) {
+    if (need > UINT32_MAX) {
         return KEEL_ENOMEM;
     }
-    rv = keel_grow(itemsp, &c, n, elem, first);
+    rv = keel__reserve(itemsp, &c, (size_t)need, elem, first, UINT32_MAX);
     if (rv == 0) {
         *cap = (uint32_t)c;
     }
     return rv;
+}
+
+/* keel_grow for a uint32_t count and capacity. */
+static inline int keel_grow_u32(void *itemsp, uint32_t *cap, uint32_t n,
+                                size_t elem, uint32_t first)
+{
+    ASSERT(cap != NULL && n <= *cap);
+    return keel_reserve_u32(itemsp, cap, (uint64_t)n + 1, elem, first);
 }
 
 #endif

@@ -27,18 +27,9 @@ static void w_bytes(struct wbuf *w, const void *src, uint32_t n)
     if (w->oom) {
         return;
     }
-    if (w->len + (uint64_t)n > w->cap) {
-        uint64_t cap = w->cap == 0 ? 256 : w->cap;
-        while (cap < w->len + (uint64_t)n) {
-            cap *= 2;
-        }
-        uint8_t *np = cap > UINT32_MAX ? NULL : realloc(w->p, (size_t)cap);
-        if (np == NULL) {
-            w->oom = true;
-            return;
-        }
-        w->p = np;
-        w->cap = (uint32_t)cap;
+    if (keel_reserve_u32(&w->p, &w->cap, w->len + (uint64_t)n, 1, 256) != 0) {
+        w->oom = true;
+        return;
     }
     memcpy(w->p + w->len, src, n);
     w->len += n;
