@@ -93,6 +93,30 @@ static int map_mdb(int rc, char *errmsg, const char *what)
                     mdb_strerror(rc));
 }
 
+/* Begin a transaction (flags 0 or MDB_RDONLY), errors mapped. */
+static int txn_begin(struct store_meta *m, unsigned flags, MDB_txn **txn,
+                     char *errmsg)
+{
+    int rc;
+
+    ASSERT(m != NULL && txn != NULL);
+    rc = mdb_txn_begin(m->env, NULL, flags, txn);
+    return rc == 0 ? 0 : map_mdb(rc, errmsg, "begin");
+}
+
+/* End write transaction txn: commit it when its writes succeeded (rc 0),
+ * else abort it and report rc as what failed. */
+static int txn_end(MDB_txn *txn, int rc, const char *what, char *errmsg)
+{
+    ASSERT(txn != NULL && what != NULL);
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return map_mdb(rc, errmsg, what);
+    }
+    /* mdb_txn_commit syncs (no MDB_NOSYNC): the commit is durable. */
+    return map_mdb(mdb_txn_commit(txn), errmsg, "commit");
+}
+
 /* One synced write transaction putting (or deleting, val NULL) up to two
  * keys: hard state needs both keys in one commit. */
 static int put2(struct store_meta *m, const uint8_t *k1, size_t k1n,
@@ -106,9 +130,9 @@ static int put2(struct store_meta *m, const uint8_t *k1, size_t k1n,
 
     ASSERT(m != NULL);
     ASSERT(k1 != NULL);
-    rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    rc = txn_begin(m, 0, &txn, errmsg);
     if (rc != 0) {
-        return map_mdb(rc, errmsg, "begin");
+        return rc;
     }
     k = (MDB_val){k1n, (void *)k1};
     v = (MDB_val){v1n, (void *)v1};
@@ -122,12 +146,27 @@ static int put2(struct store_meta *m, const uint8_t *k1, size_t k1n,
         v = (MDB_val){v2n, (void *)v2};
         rc = mdb_put(txn, m->dbi, &k, &v, 0);
     }
+    return txn_end(txn, rc, "put", errmsg);
+}
+
+/* Begin a transaction (flags 0 or MDB_RDONLY) and open a cursor in it;
+ * on error (mapped, errmsg may be NULL) nothing is left open. */
+static int txn_cursor(struct store_meta *m, unsigned flags, MDB_txn **txn,
+                      MDB_cursor **cur, char *errmsg)
+{
+    int rc;
+
+    ASSERT(m != NULL && txn != NULL && cur != NULL);
+    rc = txn_begin(m, flags, txn, errmsg);
     if (rc != 0) {
-        mdb_txn_abort(txn);
-        return map_mdb(rc, errmsg, "put");
+        return rc;
     }
-    /* mdb_txn_commit syncs (no MDB_NOSYNC): the commit is durable. */
-    return map_mdb(mdb_txn_commit(txn), errmsg, "commit");
+    rc = mdb_cursor_open(*txn, m->dbi, cur);
+    if (rc != 0) {
+        mdb_txn_abort(*txn);
+        return map_mdb(rc, errmsg, "cursor");
+    }
+    return 0;
 }
 
 static int get1(struct store_meta *m, const uint8_t *key, size_t kn,
@@ -334,14 +373,9 @@ static int migrate_v1(struct store_meta *m, size_t *n_done, char *errmsg)
 
     ASSERT(m != NULL && n_done != NULL);
     *n_done = 0;
-    rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    rc = txn_cursor(m, 0, &txn, &cur, errmsg);
     if (rc != 0) {
-        return map_mdb(rc, errmsg, "begin");
-    }
-    rc = mdb_cursor_open(txn, m->dbi, &cur);
-    if (rc != 0) {
-        mdb_txn_abort(txn);
-        return map_mdb(rc, errmsg, "cursor");
+        return rc;
     }
     while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
         uint8_t key[META_KEY_MAX];
@@ -657,14 +691,9 @@ int store_meta_cat_list(struct store_meta *m, const uint8_t gid[16],
     ASSERT(out != NULL && n != NULL);
     ASSERT(max > 0);
     *n = 0;
-    rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+    rc = txn_cursor(m, MDB_RDONLY, &txn, &cur, NULL);
     if (rc != 0) {
-        return map_mdb(rc, NULL, "begin");
-    }
-    rc = mdb_cursor_open(txn, m->dbi, &cur);
-    if (rc != 0) {
-        mdb_txn_abort(txn);
-        return map_mdb(rc, NULL, "cursor");
+        return rc;
     }
     rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
     while (rc == 0 && k.mv_size == kn && memcmp(k.mv_data, key, 17) == 0) {
@@ -889,9 +918,9 @@ int store_meta_log_replace(struct store_meta *m, const uint8_t gid[16],
     ASSERT(m != NULL && sn != NULL);
     ASSERT(n <= STORE_SEGMENTS_PER_GROUP_MAX);
     ASSERT(sn->older_index <= sn->index);
-    rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    rc = txn_begin(m, 0, &txn, errmsg);
     if (rc != 0) {
-        return map_mdb(rc, errmsg, "begin");
+        return rc;
     }
     rc = cat_del_all_txn(m, txn, gid);
     for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -901,13 +930,9 @@ int store_meta_log_replace(struct store_meta *m, const uint8_t gid[16],
     if (rc == 0) {
         rc = txn_value_put(m, txn, &STORE_META_CODEC_SNAP, gid, 0, sn);
     }
-    if (rc != 0) {
-        mdb_txn_abort(txn);
-        return map_mdb(rc, errmsg, "replace log");
-    }
-    /* mdb_txn_commit syncs: old catalogue out, new catalogue and snapshot
-     * in, all in one commit. */
-    return map_mdb(mdb_txn_commit(txn), errmsg, "commit");
+    /* Old catalogue out, new catalogue and snapshot in, all in one synced
+     * commit. */
+    return txn_end(txn, rc, "replace log", errmsg);
 }
 
 int store_meta_group_del(struct store_meta *m, const uint8_t gid[16],
@@ -918,15 +943,11 @@ int store_meta_group_del(struct store_meta *m, const uint8_t gid[16],
 
     ASSERT(m != NULL);
     ASSERT(gid != NULL);
-    rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    rc = txn_begin(m, 0, &txn, errmsg);
     if (rc != 0) {
-        return map_mdb(rc, errmsg, "begin");
+        return rc;
     }
     rc = group_del_txn(m, txn, gid);
-    if (rc != 0) {
-        mdb_txn_abort(txn);
-        return map_mdb(rc, errmsg, "delete group");
-    }
-    /* mdb_txn_commit syncs: every key of the group goes in one commit. */
-    return map_mdb(mdb_txn_commit(txn), errmsg, "commit");
+    /* Every key of the group goes in one synced commit. */
+    return txn_end(txn, rc, "delete group", errmsg);
 }
