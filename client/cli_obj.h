@@ -1,0 +1,91 @@
+/* cli_obj: keel object — Object Store buckets with the nats CLI's verbs and
+ * flags. libnats 3.4 has no object store API, so keel speaks the clients'
+ * convention itself over JetStream calls (docs/operations.md, "Buckets and
+ * objects"): bucket B is the stream OBJ_B, an object is chunks on
+ * $O.B.C.<nuid> and one meta message (JSON) on $O.B.M.<base64url(name)>,
+ * rolled up on each change, whose digest is "SHA-256=<base64url>".
+ */
+#ifndef KEEL_CLI_OBJ_H
+#define KEEL_CLI_OBJ_H
+
+#include <nats/nats.h>
+
+#include "cli_js.h"
+
+/* Chunk size the clients write by default (smaller if the server's
+ * max_payload is). */
+#define CLI_OBJ_CHUNK_BYTES (128 * 1024)
+/* Object names are the base64 of at most this many bytes, so a meta
+ * subject fits CLI_SUBJECT_BYTES_MAX. */
+#define CLI_OBJ_NAME_BYTES_MAX 512
+#define CLI_OBJ_NUID_LEN 22
+/* Bucket names: up to this many letters, digits, '-' and '_'. */
+#define CLI_OBJ_BUCKET_BYTES_MAX 200
+#define CLI_OBJ_DIGEST_PREFIX "SHA-256="
+
+/* A run of one object verb: the flags, arguments and connection, its
+ * JetStream context and the bucket (args.items[0]) when the verb has one.
+ * cli_obj_close releases whatever cli_obj_open set. */
+struct cli_obj {
+    struct cli_js_run r;
+    jsCtx *js;
+    const char *bucket; /* NULL when the verb names none */
+    char stream[CLI_OBJ_BUCKET_BYTES_MAX + 8]; /* "OBJ_<bucket>" */
+    json_t *si;                                /* its STREAM.INFO when bound */
+};
+
+/* Parse argv against flags and connect (cli_js_start); a bucket argument
+ * must be letters, digits, '-' and '_' (else KEEL_EUSAGE). When bind, read
+ * the bucket's stream info: a missing bucket is KEEL_ENOENT naming 'keel
+ * object ls' / 'keel object add'. On --help sets o->r.help and opens
+ * nothing. Always call cli_obj_close. */
+int cli_obj_open(struct cli_obj *o, const struct cli_cmd *cmd,
+                 const struct cli_flag *flags, int argc, char **argv, bool bind,
+                 char *errmsg);
+
+void cli_obj_close(struct cli_obj *o);
+
+/* The libnats error of an object call: what failed and the library's last
+ * error. */
+int cli_obj_nats_err(natsStatus s, const char *what, char *errmsg);
+
+/* in (n bytes) as padded base64url into out (4 * ceil(n / 3) + 1 bytes). */
+void cli_obj_b64url(const unsigned char *in, size_t n, char *out);
+
+/* The meta subject of object name in o's bucket into out (len bytes).
+ * Returns 0 or KEEL_EUSAGE (empty name, or over CLI_OBJ_NAME_BYTES_MAX). */
+int cli_obj_meta_subject(const struct cli_obj *o, const char *name, char *out,
+                         size_t len, char *errmsg);
+
+/* The latest meta of object name (STREAM.MSG.GET last_by_subj): *meta owns
+ * the parsed JSON. A name never stored is KEEL_ENOENT naming 'keel object
+ * ls'; a deleted object is returned (its "deleted" is true). */
+int cli_obj_meta_get(struct cli_obj *o, const char *name, json_t **meta,
+                     char *errmsg);
+
+/* Publish meta as the object's only meta message (Nats-Rollup: sub). */
+int cli_obj_meta_put(struct cli_obj *o, const json_t *meta, char *errmsg);
+
+/* Purge the chunks of the object whose nuid is nuid. */
+int cli_obj_purge_chunks(struct cli_obj *o, const char *nuid, char *errmsg);
+
+/* An ordered consumer (no acks, flow control) on filter in o's stream,
+ * from the first message, or the last of each subject when last. */
+int cli_obj_subscribe(struct cli_obj *o, const char *filter, bool last,
+                      natsSubscription **sub, char *errmsg);
+
+/* "Object information for B > NAME" and its lines. */
+void cli_obj_print_info(const json_t *meta);
+
+/* keel object put / get (cli_obj_data.c), ls / watch (cli_obj_list.c);
+ * argv[0] is the verb. */
+int cli_obj_put(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
+int cli_obj_get(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
+int cli_obj_ls(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
+int cli_obj_watch(const struct cli_cmd *cmd, int argc, char **argv,
+                  char *errmsg);
+
+/* keel object ... (the command table: cli_obj.c). */
+int cli_obj(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
+
+#endif
