@@ -167,7 +167,12 @@ int cli_obj_put(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
         goto out;
     }
     const char *file = o.r.args.count > 1 ? o.r.args.items[1] : NULL;
-    name = name != NULL ? name : file;
+    if (name == NULL && file != NULL) {
+        /* As the nats CLI cleans the path: "./a.pdf" is "a.pdf". */
+        for (name = file; strncmp(name, "./", 2) == 0;) {
+            name += 2;
+        }
+    }
     if (name == NULL) {
         rv = keel_err(KEEL_EUSAGE, errmsg,
                       "give a FILE, or --name NAME to read the object from "
