@@ -9,6 +9,7 @@
 #include "cli_obj.h"
 
 #include <openssl/evp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,14 +46,12 @@ static bool bucket_ok(const char *b)
     return true;
 }
 
-int cli_obj_open(struct cli_obj *o, const struct cli_cmd *cmd,
-                 const struct cli_flag *flags, int argc, char **argv, bool bind,
-                 char *errmsg)
+/* Parse argv against flags and connect; when bind and a bucket is named,
+ * read its stream info (a missing bucket says how to list or add one). */
+static int obj_open(struct cli_obj *o, const struct cli_cmd *cmd,
+                    const struct cli_flag *flags, int argc, char **argv,
+                    bool bind, char *errmsg)
 {
-    o->js = NULL;
-    o->si = NULL;
-    o->bucket = NULL;
-    o->stream[0] = '\0';
     int rv = cli_js_parse(&o->r, cmd, flags, argc, argv, errmsg);
     if (rv != 0 || o->r.help) {
         return rv;
@@ -73,11 +72,11 @@ int cli_obj_open(struct cli_obj *o, const struct cli_cmd *cmd,
         return rv;
     }
     jsOptions jo;
-    jsOptions_Init(&jo);
+    natsStatus s = jsOptions_Init(&jo);
     jo.Wait = o->r.conn.timeout_ms;
-    natsStatus s = natsConnection_JetStream(&o->js, o->r.nc, &jo);
+    s = s == NATS_OK ? natsConnection_JetStream(&o->js, o->r.nc, &jo) : s;
     if (s != NATS_OK) {
-        return cli_nats_err(s, errmsg, "JetStream context");
+        return cli_obj_nats_err(s, "JetStream context", errmsg);
     }
     if (!bind || o->bucket == NULL) {
         return 0;
@@ -95,7 +94,7 @@ int cli_obj_open(struct cli_obj *o, const struct cli_cmd *cmd,
     return rv;
 }
 
-void cli_obj_close(struct cli_obj *o)
+static void obj_close(struct cli_obj *o)
 {
     json_decref(o->si);
     jsCtx_Destroy(o->js);
@@ -341,89 +340,46 @@ static json_t *bucket_config(const struct cli_obj *o, const char *description,
     return cfg;
 }
 
-static int obj_add(const struct cli_cmd *cmd, int argc, char **argv,
-                   char *errmsg)
+static int obj_add(struct cli_obj *o, char *errmsg)
 {
-    struct cli_obj o = {0};
-    int64_t ttl_ms = 0, max_bytes = -1, replicas = 1;
-    const char *storage = "file", *description = NULL;
-    struct cli_flag flags[] = {
-        {"ttl", 0, CLI_FLAG_DURATION, &ttl_ms, "DURATION",
-         "how long to keep objects (default forever)"},
-        {"replicas", 0, CLI_FLAG_INT, &replicas, "N",
-         "copies of the data (1, 3 or 5 on a cluster)"},
-        {"max-bucket-size", 0, CLI_FLAG_SIZE, &max_bytes, "BYTES",
-         "largest size of the whole bucket"},
-        {"description", 0, CLI_FLAG_STR, &description, "TEXT",
-         "what the bucket is for"},
-        {"storage", 0, CLI_FLAG_STR, &storage, "file|memory",
-         "where objects are kept"},
-        {"json", 0, CLI_FLAG_BOOL, &o.r.json, NULL, "print the stream info"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
-    };
-    int rv = cli_obj_open(&o, cmd, flags, argc, argv, false, errmsg);
-    if (rv != 0 || o.r.help) {
-        goto out;
+    const struct cli_obj_opts *op = &o->opt;
+    bool mem = strcmp(op->storage, "memory") == 0;
+    if (op->replicas < 1 || op->replicas > 5) {
+        return keel_err(KEEL_EUSAGE, errmsg, "--replicas %lld: use 1 to 5",
+                        (long long)op->replicas);
     }
-    bool mem = strcmp(storage, "memory") == 0;
-    if (replicas < 1 || replicas > 5) {
-        rv = keel_err(KEEL_EUSAGE, errmsg, "--replicas %lld: use 1 to 5",
-                      (long long)replicas);
-    } else if (!mem && strcmp(storage, "file") != 0) {
-        rv = keel_err(KEEL_EUSAGE, errmsg, "--storage %s: use file or memory",
-                      storage);
+    if (!mem && strcmp(op->storage, "file") != 0) {
+        return keel_err(KEEL_EUSAGE, errmsg, "--storage %s: use file or memory",
+                        op->storage);
     }
-    if (rv != 0) {
-        goto out;
-    }
-    json_t *cfg =
-        bucket_config(&o, description, ttl_ms, max_bytes, replicas, mem);
+    json_t *cfg = bucket_config(o, op->description, op->ttl_ms, op->max_bytes,
+                                op->replicas, mem);
     char *body = cfg != NULL ? json_dumps(cfg, JSON_COMPACT) : NULL;
     json_decref(cfg);
     if (body == NULL) {
-        rv = KEEL_ENOMEM;
-        goto out;
+        return KEEL_ENOMEM;
     }
     char api[CLI_SUBJECT_BYTES_MAX];
-    snprintf(api, sizeof api, "STREAM.CREATE.%s", o.stream);
-    rv = cli_js_request(o.r.nc, o.r.conn.timeout_ms, "object add", api, body,
-                        NULL, NULL, errmsg);
+    snprintf(api, sizeof api, "STREAM.CREATE.%s", o->stream);
+    int rv = cli_js_request(o->r.nc, o->r.conn.timeout_ms, "object add", api,
+                            body, NULL, NULL, errmsg);
     free(body);
-    if (rv == 0) {
-        rv = bucket_info(&o, errmsg);
-    }
-out:
-    cli_obj_close(&o);
-    return rv;
+    return rv != 0 ? rv : bucket_info(o, errmsg);
 }
 
-static int obj_info(const struct cli_cmd *cmd, int argc, char **argv,
-                    char *errmsg)
+static int obj_info(struct cli_obj *o, char *errmsg)
 {
-    struct cli_obj o = {0};
+    if (o->r.args.count == 1) {
+        return bucket_info(o, errmsg);
+    }
     json_t *meta = NULL;
-    struct cli_flag flags[] = {
-        {"json", 0, CLI_FLAG_BOOL, &o.r.json, NULL,
-         "print JSON (the stream info, or the object's meta)"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
-    };
-    int rv = cli_obj_open(&o, cmd, flags, argc, argv, true, errmsg);
-    if (rv != 0 || o.r.help) {
-        goto out;
-    }
-    if (o.r.args.count == 1) {
-        rv = bucket_info(&o, errmsg);
-        goto out;
-    }
-    rv = cli_obj_meta_get(&o, o.r.args.items[1], &meta, errmsg);
-    if (rv == 0 && o.r.json) {
+    int rv = cli_obj_meta_get(o, o->r.args.items[1], &meta, errmsg);
+    if (rv == 0 && o->r.json) {
         cli_js_print_json(meta);
     } else if (rv == 0) {
         cli_obj_print_info(meta);
     }
-out:
     json_decref(meta);
-    cli_obj_close(&o);
     return rv;
 }
 
@@ -454,67 +410,150 @@ static int delete_object(struct cli_obj *o, const char *name, char *errmsg)
     return rv;
 }
 
-static int obj_rm(const struct cli_cmd *cmd, int argc, char **argv,
-                  char *errmsg)
+static int obj_rm(struct cli_obj *o, char *errmsg)
 {
-    struct cli_obj o = {0};
-    bool force = false;
-    struct cli_flag flags[] = {
-        {"force", 'f', CLI_FLAG_BOOL, &force, NULL,
-         "do not ask (needed when stdin is not a terminal)"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
-    };
-    int rv = cli_obj_open(&o, cmd, flags, argc, argv, true, errmsg);
-    if (rv != 0 || o.r.help) {
-        goto out;
-    }
-    const char *name = o.r.args.count > 1 ? o.r.args.items[1] : NULL;
-    if (!force) {
+    const char *name = o->r.args.count > 1 ? o->r.args.items[1] : NULL;
+    int rv = 0;
+    if (!o->opt.force) {
         rv = name != NULL ? cli_confirm("delete object", name, errmsg)
-                          : cli_confirm("delete bucket", o.bucket, errmsg);
+                          : cli_confirm("delete bucket", o->bucket, errmsg);
     }
     if (rv == 0 && name != NULL) {
-        rv = delete_object(&o, name, errmsg);
+        rv = delete_object(o, name, errmsg);
         if (rv == 0) {
-            printf("Removed %s > %s\n", o.bucket, name);
+            printf("Removed %s > %s\n", o->bucket, name);
         }
     } else if (rv == 0) {
         char api[CLI_SUBJECT_BYTES_MAX];
-        snprintf(api, sizeof api, "STREAM.DELETE.%s", o.stream);
-        rv = cli_js_request(o.r.nc, o.r.conn.timeout_ms, "object rm", api, NULL,
-                            NULL, NULL, errmsg);
+        snprintf(api, sizeof api, "STREAM.DELETE.%s", o->stream);
+        rv = cli_js_request(o->r.nc, o->r.conn.timeout_ms, "object rm", api,
+                            NULL, NULL, NULL, errmsg);
         if (rv == 0) {
-            printf("Deleted bucket %s\n", o.bucket);
+            printf("Deleted bucket %s\n", o->bucket);
         }
     }
-out:
-    cli_obj_close(&o);
     return rv;
 }
 
-static const struct cli_subcmd subs[] = {
-    {{"object add", NULL, "BUCKET",
-      "Create a bucket (--ttl, --replicas, --max-bucket-size).", 1, 1},
-     obj_add},
-    {{"object put", NULL, "BUCKET [FILE]",
-      "Store FILE (stdin with --name) as an object, in chunks.", 1, 2},
-     cli_obj_put},
-    {{"object get", NULL, "BUCKET NAME",
-      "Write an object to a file (-O FILE or -); checks its digest.", 2, 2},
-     cli_obj_get},
-    {{"object ls", NULL, "[BUCKET]",
-      "List the buckets, or the objects of BUCKET.", 0, 1},
-     cli_obj_ls},
-    {{"object info", NULL, "BUCKET [NAME]",
-      "Show a bucket's settings, or an object's size and digest.", 1, 2},
-     obj_info},
-    {{"object rm", NULL, "BUCKET [NAME]",
-      "Delete an object (its chunks are purged), or the bucket.", 1, 2},
-     obj_rm},
-    {{"object watch", NULL, "BUCKET",
-      "Print the objects, then every put and delete.", 1, 1},
-     cli_obj_watch},
+/* Which flags a verb takes (struct cli_obj_opts holds their values). */
+enum {
+    OF_NAME = 1 << 0,
+    OF_DESC = 1 << 1,
+    OF_OUTPUT = 1 << 2,
+    OF_FORCE = 1 << 3,
+    OF_BUCKET = 1 << 4, /* add: --ttl, --replicas, --max-bucket-size... */
+    OF_NAMES = 1 << 5,
+    OF_COUNT = 1 << 6,
+    OF_JSON = 1 << 7,
 };
+
+/* One row a verb: its name, arguments, flags, whether it needs the bucket
+ * to exist, what runs it and its help line. The command table and the
+ * verb table below are both made from it. */
+#define OBJ_VERBS(X)                                                           \
+    X("add", "BUCKET", 1, 1, OF_BUCKET | OF_DESC | OF_JSON, false, obj_add,    \
+      "Create a bucket (--ttl, --replicas, --max-bucket-size).")               \
+    X("put", "BUCKET [FILE]", 1, 2, OF_NAME | OF_DESC | OF_FORCE, true,        \
+      cli_obj_put, "Store FILE (stdin with --name) as an object, in chunks.")  \
+    X("get", "BUCKET NAME", 2, 2, OF_OUTPUT | OF_FORCE, true, cli_obj_get,     \
+      "Write an object to a file (-O FILE, - for stdout); checks its "         \
+      "digest.")                                                               \
+    X("ls", "[BUCKET]", 0, 1, OF_NAMES | OF_JSON, true, cli_obj_ls,            \
+      "List the buckets, or the objects of BUCKET.")                           \
+    X("info", "BUCKET [NAME]", 1, 2, OF_JSON, true, obj_info,                  \
+      "Show a bucket's settings, or an object's size, chunks and digest.")     \
+    X("rm", "BUCKET [NAME]", 1, 2, OF_FORCE, true, obj_rm,                     \
+      "Delete an object (its chunks are purged), or the whole bucket.")        \
+    X("watch", "BUCKET", 1, 1, OF_COUNT, true, cli_obj_watch,                  \
+      "Print the objects, then every put and delete.")
+
+typedef int (*obj_verb_fn)(struct cli_obj *o, char *errmsg);
+
+struct obj_verb {
+    unsigned flags;
+    bool bind;
+    obj_verb_fn run;
+};
+
+static int obj_run(const struct cli_cmd *cmd, int argc, char **argv,
+                   char *errmsg);
+
+#define OBJ_SUBCMD(verb, usage, min, max, flags, bind, run, help)              \
+    {{"object " verb, NULL, usage, help, min, max}, obj_run},
+#define OBJ_VERB(verb, usage, min, max, flags, bind, run, help)                \
+    {flags, bind, run},
+
+static const struct cli_subcmd subs[] = {OBJ_VERBS(OBJ_SUBCMD)};
+static const struct obj_verb verbs[] = {OBJ_VERBS(OBJ_VERB)};
+
+#define OBJ_FLAGS_MAX 12
+
+/* The flags of want into out (ending with the NULL row), their values
+ * into o->opt (and --json into o->r.json). */
+static void obj_flags(struct cli_obj *o, unsigned want, struct cli_flag *out)
+{
+    struct cli_obj_opts *op = &o->opt;
+    const struct cli_flag all[] = {
+        {"name", 0, CLI_FLAG_STR, &op->name, "NAME",
+         "the object's name (default: FILE, a leading ./ dropped)"},
+        {"description", 0, CLI_FLAG_STR, &op->description, "TEXT",
+         "what the bucket or object is for"},
+        {"output", 'O', CLI_FLAG_STR, &op->output, "FILE",
+         "write to FILE ('-': stdout; default: the name's last part)"},
+        {"force", 'f', CLI_FLAG_BOOL, &op->force, NULL,
+         "do not ask (needed when stdin is not a terminal)"},
+        {"ttl", 0, CLI_FLAG_DURATION, &op->ttl_ms, "DURATION",
+         "how long to keep objects (default forever)"},
+        {"replicas", 0, CLI_FLAG_INT, &op->replicas, "N",
+         "copies of the data (1, 3 or 5 on a cluster)"},
+        {"max-bucket-size", 0, CLI_FLAG_SIZE, &op->max_bytes, "BYTES",
+         "largest size of the whole bucket"},
+        {"storage", 0, CLI_FLAG_STR, &op->storage, "file|memory",
+         "where objects are kept"},
+        {"names", 'n', CLI_FLAG_BOOL, &op->names, NULL, "print only the names"},
+        {"count", 0, CLI_FLAG_INT, &op->count, "N",
+         "stop after N entries (default: until ^C)"},
+        {"json", 0, CLI_FLAG_BOOL, &o->r.json, NULL,
+         "print JSON (the stream info, or the objects' meta)"},
+    };
+    /* Which OF_ bit takes each row of all. */
+    static const unsigned bit[] = {OF_NAME,   OF_DESC,   OF_OUTPUT, OF_FORCE,
+                                   OF_BUCKET, OF_BUCKET, OF_BUCKET, OF_BUCKET,
+                                   OF_NAMES,  OF_COUNT,  OF_JSON};
+    _Static_assert(sizeof bit / sizeof bit[0] == sizeof all / sizeof all[0],
+                   "one bit a flag");
+    _Static_assert(sizeof all / sizeof all[0] < OBJ_FLAGS_MAX,
+                   "every flag fits the table obj_run passes");
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if ((bit[i] & want) != 0) {
+            out[n++] = all[i];
+        }
+    }
+    out[n] = (struct cli_flag){NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL};
+}
+
+/* Every verb: its flags parsed, connected (and bound to the bucket when it
+ * needs one), run, and everything released. */
+static int obj_run(const struct cli_cmd *cmd, int argc, char **argv,
+                   char *errmsg)
+{
+    /* cmd is &subs[i].cmd, the first member of subs[i]. */
+    ptrdiff_t i = (const struct cli_subcmd *)(const void *)cmd - subs;
+    ASSERT(i >= 0 && (size_t)i < sizeof verbs / sizeof verbs[0]);
+    struct cli_obj o = {0};
+    o.opt.max_bytes = -1;
+    o.opt.replicas = 1;
+    o.opt.storage = "file";
+    struct cli_flag flags[OBJ_FLAGS_MAX];
+    obj_flags(&o, verbs[i].flags, flags);
+    int rv = obj_open(&o, cmd, flags, argc, argv, verbs[i].bind, errmsg);
+    if (rv == 0 && !o.r.help) {
+        rv = verbs[i].run(&o, errmsg);
+    }
+    obj_close(&o);
+    return rv;
+}
 
 int cli_obj(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
 {

@@ -23,27 +23,32 @@
 #define CLI_OBJ_BUCKET_BYTES_MAX 200
 #define CLI_OBJ_DIGEST_PREFIX "SHA-256="
 
-/* A run of one object verb: the flags, arguments and connection, its
- * JetStream context and the bucket (args.items[0]) when the verb has one.
- * cli_obj_close releases whatever cli_obj_open set. */
+/* The flags of the object verbs; each verb reads those it takes. */
+struct cli_obj_opts {
+    const char *name;        /* put --name */
+    const char *description; /* add, put --description */
+    const char *output;      /* get -O */
+    const char *storage;     /* add --storage (default "file") */
+    int64_t ttl_ms;          /* add --ttl */
+    int64_t max_bytes;       /* add --max-bucket-size (default -1) */
+    int64_t replicas;        /* add --replicas (default 1) */
+    int64_t count;           /* watch --count */
+    bool force;              /* put, get, rm -f */
+    bool names;              /* ls -n */
+};
+
+/* A run of one object verb: its flags, arguments and connection, its
+ * JetStream context and the bucket (args.items[0]) when the verb names one,
+ * with its stream info when the verb needs the bucket to exist. cli_obj()
+ * parses, connects and releases; the verb only runs. */
 struct cli_obj {
     struct cli_js_run r;
     jsCtx *js;
     const char *bucket; /* NULL when the verb names none */
     char stream[CLI_OBJ_BUCKET_BYTES_MAX + 8]; /* "OBJ_<bucket>" */
     json_t *si;                                /* its STREAM.INFO when bound */
+    struct cli_obj_opts opt;
 };
-
-/* Parse argv against flags and connect (cli_js_start); a bucket argument
- * must be letters, digits, '-' and '_' (else KEEL_EUSAGE). When bind, read
- * the bucket's stream info: a missing bucket is KEEL_ENOENT naming 'keel
- * object ls' / 'keel object add'. On --help sets o->r.help and opens
- * nothing. Always call cli_obj_close. */
-int cli_obj_open(struct cli_obj *o, const struct cli_cmd *cmd,
-                 const struct cli_flag *flags, int argc, char **argv, bool bind,
-                 char *errmsg);
-
-void cli_obj_close(struct cli_obj *o);
 
 /* The libnats error of an object call: what failed and the library's last
  * error. */
@@ -77,13 +82,12 @@ int cli_obj_subscribe(struct cli_obj *o, const char *filter, bool last,
 /* "Object information for B > NAME" and its lines. */
 void cli_obj_print_info(const json_t *meta);
 
-/* keel object put / get (cli_obj_data.c), ls / watch (cli_obj_list.c);
- * argv[0] is the verb. */
-int cli_obj_put(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
-int cli_obj_get(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
-int cli_obj_ls(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
-int cli_obj_watch(const struct cli_cmd *cmd, int argc, char **argv,
-                  char *errmsg);
+/* keel object put / get (cli_obj_data.c), ls / watch (cli_obj_list.c):
+ * run on an open o. */
+int cli_obj_put(struct cli_obj *o, char *errmsg);
+int cli_obj_get(struct cli_obj *o, char *errmsg);
+int cli_obj_ls(struct cli_obj *o, char *errmsg);
+int cli_obj_watch(struct cli_obj *o, char *errmsg);
 
 /* keel object ... (the command table: cli_obj.c). */
 int cli_obj(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);

@@ -60,6 +60,46 @@ static void digest_text(const unsigned char sha[SHA256_BYTES], char *out)
     cli_obj_b64url(sha, SHA256_BYTES, out + plen);
 }
 
+/* The bytes of an object as they pass (put reads them, get writes them):
+ * their count, their SHA-256 and the progress bar. */
+struct obj_pass {
+    EVP_MD_CTX *md;
+    struct cli_progress bar;
+    uint64_t bytes;
+};
+
+static int pass_start(struct obj_pass *p, uint64_t total, char *errmsg)
+{
+    p->bytes = 0;
+    cli_progress_init(&p->bar, "bytes", total);
+    p->md = EVP_MD_CTX_new();
+    if (p->md == NULL) {
+        return KEEL_ENOMEM;
+    }
+    return EVP_DigestInit_ex(p->md, EVP_sha256(), NULL) == 1
+               ? 0
+               : keel_err(KEEL_EIO, errmsg, "SHA-256 unavailable in OpenSSL");
+}
+
+static void pass_add(struct obj_pass *p, const void *data, size_t n)
+{
+    EVP_DigestUpdate(p->md, data, n);
+    p->bytes += n;
+    cli_progress_update(&p->bar, p->bytes);
+}
+
+/* Release p; when done, end the bar and put the digest into sha. */
+static void pass_end(struct obj_pass *p, bool done,
+                     unsigned char sha[SHA256_BYTES])
+{
+    if (done) {
+        cli_progress_done(&p->bar);
+        EVP_DigestFinal_ex(p->md, sha, NULL);
+    }
+    EVP_MD_CTX_free(p->md);
+    p->md = NULL;
+}
+
 /* What a put is writing: the new object's chunk subject and counts. */
 struct put_state {
     char nuid[CLI_OBJ_NUID_LEN + 1];
@@ -76,13 +116,8 @@ static int put_chunks(struct cli_obj *o, FILE *in, uint64_t total,
     size_t chunk = max > 0 && max < CLI_OBJ_CHUNK_BYTES ? (size_t)max
                                                         : CLI_OBJ_CHUNK_BYTES;
     unsigned char *buf = malloc(chunk);
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    int rv = buf == NULL || md == NULL ? KEEL_ENOMEM : 0;
-    if (rv == 0 && EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
-        rv = keel_err(KEEL_EIO, errmsg, "SHA-256 unavailable in OpenSSL");
-    }
-    struct cli_progress p;
-    cli_progress_init(&p, "bytes", total);
+    struct obj_pass pass = {0};
+    int rv = buf == NULL ? KEEL_ENOMEM : pass_start(&pass, total, errmsg);
     jsPubOptions po;
     jsPubOptions_Init(&po);
     po.ExpectStream = o->stream;
@@ -94,7 +129,6 @@ static int put_chunks(struct cli_obj *o, FILE *in, uint64_t total,
                             : 0;
             break;
         }
-        EVP_DigestUpdate(md, buf, n);
         jsPubAck *pa = NULL;
         jsErrCode jerr = 0;
         natsStatus s =
@@ -104,15 +138,11 @@ static int put_chunks(struct cli_obj *o, FILE *in, uint64_t total,
             rv = cli_obj_nats_err(s, "publish a chunk", errmsg);
             break;
         }
-        ps->size += n;
+        pass_add(&pass, buf, n);
         ps->chunks++;
-        cli_progress_update(&p, ps->size);
     }
-    if (rv == 0) {
-        cli_progress_done(&p);
-        EVP_DigestFinal_ex(md, ps->sha, NULL);
-    }
-    EVP_MD_CTX_free(md);
+    ps->size = pass.bytes;
+    pass_end(&pass, rv == 0, ps->sha);
     free(buf);
     return rv;
 }
@@ -145,28 +175,14 @@ static int old_meta(struct cli_obj *o, const char *name, json_t **old,
     return rv;
 }
 
-int cli_obj_put(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+int cli_obj_put(struct cli_obj *o, char *errmsg)
 {
-    struct cli_obj o = {0};
-    const char *name = NULL, *description = NULL;
-    bool force = false;
+    const char *name = o->opt.name;
     FILE *in = NULL;
     json_t *old = NULL, *meta = NULL;
     struct put_state ps = {0};
-    struct cli_flag flags[] = {
-        {"name", 0, CLI_FLAG_STR, &name, "NAME",
-         "the object's name (default: FILE as given)"},
-        {"description", 0, CLI_FLAG_STR, &description, "TEXT",
-         "what the object is"},
-        {"force", 'f', CLI_FLAG_BOOL, &force, NULL,
-         "replace an existing object without asking"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
-    };
-    int rv = cli_obj_open(&o, cmd, flags, argc, argv, true, errmsg);
-    if (rv != 0 || o.r.help) {
-        goto out;
-    }
-    const char *file = o.r.args.count > 1 ? o.r.args.items[1] : NULL;
+    int rv = 0;
+    const char *file = o->r.args.count > 1 ? o->r.args.items[1] : NULL;
     if (name == NULL && file != NULL) {
         /* As the nats CLI cleans the path: "./a.pdf" is "a.pdf". */
         for (name = file; strncmp(name, "./", 2) == 0;) {
@@ -190,8 +206,8 @@ int cli_obj_put(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
     if (fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode)) {
         total = (uint64_t)st.st_size;
     }
-    rv = old_meta(&o, name, &old, errmsg);
-    if (rv == 0 && old != NULL && !force &&
+    rv = old_meta(o, name, &old, errmsg);
+    if (rv == 0 && old != NULL && !o->opt.force &&
         !json_is_true(json_object_get(old, "deleted"))) {
         rv = cli_confirm("replace object", name, errmsg);
     }
@@ -201,24 +217,24 @@ int cli_obj_put(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
     if (rv != 0) {
         goto out;
     }
-    snprintf(ps.subj, sizeof ps.subj, "$O.%s.C.%s", o.bucket, ps.nuid);
-    rv = put_chunks(&o, in, total, &ps, errmsg);
-    meta = rv == 0 ? put_meta(&o, name, description, &ps) : NULL;
+    snprintf(ps.subj, sizeof ps.subj, "$O.%s.C.%s", o->bucket, ps.nuid);
+    rv = put_chunks(o, in, total, &ps, errmsg);
+    meta = rv == 0 ? put_meta(o, name, o->opt.description, &ps) : NULL;
     if (rv == 0) {
-        rv = meta == NULL ? KEEL_ENOMEM : cli_obj_meta_put(&o, meta, errmsg);
+        rv = meta == NULL ? KEEL_ENOMEM : cli_obj_meta_put(o, meta, errmsg);
     }
     if (rv != 0) {
         /* Leave no orphan chunks behind; the error above is the one to
          * report. */
         char ignored[KEEL_ERRMSG_MAX];
         if (ps.chunks > 0) {
-            (void)cli_obj_purge_chunks(&o, ps.nuid, ignored);
+            (void)cli_obj_purge_chunks(o, ps.nuid, ignored);
         }
         goto out;
     }
     const char *old_nuid = old != NULL ? cli_js_str(old, "nuid", "") : "";
     if (old_nuid[0] != '\0' && strcmp(old_nuid, ps.nuid) != 0) {
-        rv = cli_obj_purge_chunks(&o, old_nuid, errmsg);
+        rv = cli_obj_purge_chunks(o, old_nuid, errmsg);
     }
     if (rv == 0) {
         cli_obj_print_info(meta);
@@ -229,7 +245,6 @@ out:
     }
     json_decref(meta);
     json_decref(old);
-    cli_obj_close(&o);
     return rv;
 }
 
@@ -292,19 +307,14 @@ static int get_chunks(struct cli_obj *o, const json_t *meta, FILE *out,
                       struct get_state *gs, char *errmsg)
 {
     natsSubscription *sub = NULL;
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    int rv = md == NULL ? KEEL_ENOMEM : 0;
-    if (rv == 0 && EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
-        rv = keel_err(KEEL_EIO, errmsg, "SHA-256 unavailable in OpenSSL");
-    }
+    struct obj_pass pass = {0};
+    int rv = pass_start(&pass, gs->size, errmsg);
     char subj[CLI_SUBJECT_BYTES_MAX];
     snprintf(subj, sizeof subj, "$O.%s.C.%s", o->bucket,
              cli_js_str(meta, "nuid", ""));
     if (rv == 0 && gs->chunks > 0) {
         rv = cli_obj_subscribe(o, subj, false, &sub, errmsg);
     }
-    struct cli_progress p;
-    cli_progress_init(&p, "bytes", gs->size);
     while (rv == 0 && gs->got_chunks < gs->chunks) {
         natsMsg *m = NULL;
         jsMsgMetaData *md_js = NULL;
@@ -326,7 +336,7 @@ static int get_chunks(struct cli_obj *o, const json_t *meta, FILE *out,
             pending = md_js->NumPending;
         }
         jsMsgMetaData_Destroy(md_js);
-        EVP_DigestUpdate(md, natsMsg_GetData(m), n);
+        pass_add(&pass, natsMsg_GetData(m), n);
         if (n > 0 && fwrite(natsMsg_GetData(m), 1, n, out) != n) {
             rv = keel_err(KEEL_EIO, errmsg, "write the object: %s",
                           strerror(errno));
@@ -334,7 +344,6 @@ static int get_chunks(struct cli_obj *o, const json_t *meta, FILE *out,
         natsMsg_Destroy(m);
         gs->got_bytes += n;
         gs->got_chunks++;
-        cli_progress_update(&p, gs->got_bytes);
         if (rv == 0 && pending == 0 && gs->got_chunks < gs->chunks) {
             rv = keel_err(KEEL_ECORRUPT, errmsg,
                           "the stream holds %" PRIu64
@@ -342,12 +351,8 @@ static int get_chunks(struct cli_obj *o, const json_t *meta, FILE *out,
                           gs->got_chunks, gs->chunks);
         }
     }
-    if (rv == 0) {
-        cli_progress_done(&p);
-        EVP_DigestFinal_ex(md, gs->sha, NULL);
-    }
+    pass_end(&pass, rv == 0, gs->sha);
     natsSubscription_Destroy(sub);
-    EVP_MD_CTX_free(md);
     return rv;
 }
 
@@ -381,36 +386,23 @@ static int get_check(const json_t *meta, const struct get_state *gs,
         to_stdout ? " (discard the output)" : "; no file was written");
 }
 
-int cli_obj_get(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+int cli_obj_get(struct cli_obj *o, char *errmsg)
 {
-    struct cli_obj o = {0};
-    const char *output = NULL;
-    bool force = false;
+    const char *output = o->opt.output;
     json_t *meta = NULL;
     FILE *out = NULL;
     char path[4096], tmp[4096 + 16] = "", bucket[CLI_OBJ_BUCKET_BYTES_MAX + 1];
     struct get_state gs = {0};
-    struct cli_flag flags[] = {
-        {"output", 'O', CLI_FLAG_STR, &output, "FILE",
-         "write to FILE ('-': stdout; default: the name's last part)"},
-        {"force", 'f', CLI_FLAG_BOOL, &force, NULL,
-         "replace an existing file without asking"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
-    };
-    int rv = cli_obj_open(&o, cmd, flags, argc, argv, true, errmsg);
-    if (rv != 0 || o.r.help) {
-        goto out;
-    }
-    const char *name = o.r.args.items[1];
-    rv = cli_obj_meta_get(&o, name, &meta, errmsg);
+    const char *name = o->r.args.items[1];
+    int rv = cli_obj_meta_get(o, name, &meta, errmsg);
     if (rv == 0) {
-        rv = follow_link(&o, &meta, bucket, sizeof bucket, errmsg);
+        rv = follow_link(o, &meta, bucket, sizeof bucket, errmsg);
     }
     if (rv == 0 && json_is_true(json_object_get(meta, "deleted"))) {
         rv = keel_err(KEEL_ENOENT, errmsg,
                       "object %s was deleted: list objects with 'keel object "
                       "ls %s'",
-                      name, o.bucket);
+                      name, o->bucket);
     }
     if (rv == 0) {
         rv = get_expect(meta, &gs, errmsg);
@@ -420,7 +412,7 @@ int cli_obj_get(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
     }
     bool to_stdout = output != NULL && strcmp(output, "-") == 0;
     out_path(output, cli_js_str(meta, "name", name), path, sizeof path);
-    if (!to_stdout && !force && access(path, F_OK) == 0) {
+    if (!to_stdout && !o->opt.force && access(path, F_OK) == 0) {
         rv = cli_confirm("replace file", path, errmsg);
     }
     int fd = -1;
@@ -439,7 +431,7 @@ int cli_obj_get(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
     }
     int64_t start = cli_mono_ms();
     if (rv == 0) {
-        rv = get_chunks(&o, meta, out, &gs, errmsg);
+        rv = get_chunks(o, meta, out, &gs, errmsg);
     }
     if (rv == 0) {
         rv = get_check(meta, &gs, to_stdout, errmsg);
@@ -466,6 +458,5 @@ out:
         unlink(tmp);
     }
     json_decref(meta);
-    cli_obj_close(&o);
     return rv;
 }

@@ -17,37 +17,40 @@ struct ls_acc {
     json_t *all; /* bucket names, or metas, for --json and --names */
 };
 
+/* One bucket's row: its name, description, creation (to the second) and
+ * size. */
+static int bucket_row(struct ls_acc *acc, const json_t *info,
+                      const char *bucket)
+{
+    char bytes[32], created[32];
+    const json_t *st = json_object_get(info, "state");
+    cli_fmt_bytes((uint64_t)cli_js_int(st, "bytes", 0), bytes, sizeof bytes);
+    snprintf(created, sizeof created, "%.19s", cli_js_str(info, "created", ""));
+    char *t = strchr(created, 'T');
+    if (t != NULL) {
+        *t = ' ';
+    }
+    const char *desc =
+        cli_js_str(json_object_get(info, "config"), "description", "");
+    const char *row[] = {bucket, desc, created, bytes};
+    bool ok = cli_table_add(acc->t, row) == 0 &&
+              json_array_append_new(acc->all, json_string(bucket)) == 0;
+    return ok ? 0 : KEEL_ENOMEM;
+}
+
+/* The buckets among one page of streams: those named OBJ_*. */
 static int bucket_page(const json_t *streams, void *arg)
 {
-    struct ls_acc *acc = arg;
-    size_t i;
-    const json_t *info;
-    json_array_foreach(streams, i, info)
-    {
-        const json_t *cfg = json_object_get(info, "config");
-        const char *name = cli_js_str(cfg, "name", "");
-        if (strncmp(name, "OBJ_", 4) != 0) {
-            continue;
-        }
-        char bytes[32], created[32];
-        cli_fmt_bytes(
-            (uint64_t)cli_js_int(json_object_get(info, "state"), "bytes", 0),
-            bytes, sizeof bytes);
-        /* "2026-12-03T23:39:20.123Z" to the second. */
-        snprintf(created, sizeof created, "%.19s",
-                 cli_js_str(info, "created", ""));
-        char *t = strchr(created, 'T');
-        if (t != NULL) {
-            *t = ' ';
-        }
-        const char *row[] = {name + 4, cli_js_str(cfg, "description", ""),
-                             created, bytes};
-        if (cli_table_add(acc->t, row) != 0 ||
-            json_array_append_new(acc->all, json_string(name + 4)) != 0) {
-            return KEEL_ENOMEM;
+    int rv = 0;
+    for (size_t i = 0; rv == 0 && i < json_array_size(streams); i++) {
+        const json_t *info = json_array_get(streams, i);
+        const char *name =
+            cli_js_str(json_object_get(info, "config"), "name", "");
+        if (strncmp(name, "OBJ_", 4) == 0) {
+            rv = bucket_row(arg, info, name + 4);
         }
     }
-    return 0;
+    return rv;
 }
 
 static json_t *msg_meta(natsMsg *m)
@@ -59,6 +62,26 @@ static json_t *msg_meta(natsMsg *m)
         return NULL;
     }
     return meta;
+}
+
+/* The next message on sub within wait_ms and its meta (NULL when it is
+ * not a JSON object): 0, KEEL_ETIMEOUT (errmsg says what timed out), or
+ * the library's error. The caller destroys *m and *meta. */
+static int next_meta(natsSubscription *sub, int64_t wait_ms, const char *what,
+                     natsMsg **m, json_t **meta, char *errmsg)
+{
+    *m = NULL;
+    *meta = NULL;
+    natsStatus s = natsSubscription_NextMsg(m, sub, wait_ms);
+    if (s == NATS_TIMEOUT) {
+        return keel_err(KEEL_ETIMEOUT, errmsg,
+                        "%s: no meta message within --timeout", what);
+    }
+    if (s != NATS_OK) {
+        return cli_obj_nats_err(s, what, errmsg);
+    }
+    *meta = msg_meta(*m);
+    return 0;
 }
 
 /* The live objects of o's bucket into acc: as many meta messages as the
@@ -81,12 +104,9 @@ static int list_objects(struct cli_obj *o, struct ls_acc *acc, char *errmsg)
     jsConsumerInfo_Destroy(ci);
     for (uint64_t got = 0; rv == 0 && got < total; got++) {
         natsMsg *m = NULL;
-        s = natsSubscription_NextMsg(&m, sub, o->r.conn.timeout_ms);
-        if (s != NATS_OK) {
-            rv = cli_obj_nats_err(s, "object ls", errmsg);
-            break;
-        }
-        json_t *meta = msg_meta(m);
+        json_t *meta = NULL;
+        rv = next_meta(sub, o->r.conn.timeout_ms, "object ls", &m, &meta,
+                       errmsg);
         natsMsg_Destroy(m);
         if (meta == NULL || json_is_true(json_object_get(meta, "deleted"))) {
             json_decref(meta);
@@ -116,48 +136,33 @@ static void print_names(const json_t *all, bool objects)
     }
 }
 
-int cli_obj_ls(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+int cli_obj_ls(struct cli_obj *o, char *errmsg)
 {
     static const char *const bucket_heads[] = {"Bucket", "Description",
                                                "Created", ">Size"};
     static const char *const object_heads[] = {"Name", ">Size", "Time"};
-    struct cli_obj o = {0};
-    bool names = false;
-    struct cli_flag flags[] = {
-        {"names", 'n', CLI_FLAG_BOOL, &names, NULL, "print only the names"},
-        {"json", 0, CLI_FLAG_BOOL, &o.r.json, NULL,
-         "print JSON (the bucket names, or the objects' meta)"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
-    };
+    bool objects = o->bucket != NULL;
     struct ls_acc acc = {calloc(1, sizeof *acc.t), json_array()};
-    int rv = acc.t == NULL || acc.all == NULL ? KEEL_ENOMEM : 0;
-    if (rv == 0) {
-        rv = cli_obj_open(&o, cmd, flags, argc, argv, true, errmsg);
-    }
-    if (rv != 0 || o.r.help) {
-        goto out;
-    }
-    bool objects = o.bucket != NULL;
-    rv = cli_table_init(acc.t, objects ? 3 : 4,
-                        objects ? object_heads : bucket_heads);
+    int rv = acc.t == NULL || acc.all == NULL
+                 ? KEEL_ENOMEM
+                 : cli_table_init(acc.t, objects ? 3 : 4,
+                                  objects ? object_heads : bucket_heads);
     if (rv == 0 && objects) {
-        rv = list_objects(&o, &acc, errmsg);
+        rv = list_objects(o, &acc, errmsg);
     } else if (rv == 0) {
-        rv = cli_js_stream_pages(o.r.nc, o.r.conn.timeout_ms, "object ls",
+        rv = cli_js_stream_pages(o->r.nc, o->r.conn.timeout_ms, "object ls",
                                  bucket_page, &acc, errmsg);
     }
-    if (rv == 0 && names && !o.r.json) {
+    if (rv == 0 && o->opt.names && !o->r.json) {
         print_names(acc.all, objects);
     } else if (rv == 0) {
-        cli_js_print_ls(acc.t, acc.all, o.r.json,
+        cli_js_print_ls(acc.t, acc.all, o->r.json,
                         objects ? "No entries found"
                                 : "No Object Store buckets found (add one "
                                   "with 'keel object add')");
     }
-out:
     cli_table_destroy(acc.t);
     json_decref(acc.all);
-    cli_obj_close(&o);
     return rv;
 }
 
@@ -189,46 +194,31 @@ static void print_watched(natsMsg *m, const json_t *meta)
     fflush(stdout);
 }
 
-int cli_obj_watch(const struct cli_cmd *cmd, int argc, char **argv,
-                  char *errmsg)
+int cli_obj_watch(struct cli_obj *o, char *errmsg)
 {
-    struct cli_obj o = {0};
-    natsSubscription *sub = NULL;
-    int64_t count = 0;
-    struct cli_flag flags[] = {
-        {"count", 0, CLI_FLAG_INT, &count, "N",
-         "stop after N changes (default: until ^C)"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
-    };
-    int rv = cli_obj_open(&o, cmd, flags, argc, argv, true, errmsg);
-    if (rv != 0 || o.r.help) {
-        goto out;
-    }
     char filter[CLI_SUBJECT_BYTES_MAX];
-    snprintf(filter, sizeof filter, "$O.%s.M.>", o.bucket);
+    snprintf(filter, sizeof filter, "$O.%s.M.>", o->bucket);
     /* The last meta of each object first, then every change: as the nats
      * CLI's watch (with history). */
-    rv = cli_obj_subscribe(&o, filter, true, &sub, errmsg);
-    for (int64_t got = 0; rv == 0 && (count == 0 || got < count);) {
+    natsSubscription *sub = NULL;
+    int rv = cli_obj_subscribe(o, filter, true, &sub, errmsg);
+    int64_t got = 0;
+    while (rv == 0 && (o->opt.count == 0 || got < o->opt.count)) {
         natsMsg *m = NULL;
-        natsStatus s = natsSubscription_NextMsg(&m, sub, CLI_WAIT_SLICE_MS);
-        if (s == NATS_TIMEOUT) {
-            continue; /* nothing new yet: keep watching */
-        }
-        if (s != NATS_OK) {
-            rv = cli_obj_nats_err(s, "object watch", errmsg);
-            break;
-        }
-        json_t *meta = msg_meta(m);
+        json_t *meta = NULL;
+        rv = next_meta(sub, CLI_WAIT_SLICE_MS, "object watch", &m, &meta,
+                       errmsg);
         if (meta != NULL) {
             print_watched(m, meta);
             got++;
         }
         json_decref(meta);
         natsMsg_Destroy(m);
+        if (rv == KEEL_ETIMEOUT) {
+            rv = 0; /* nothing new yet: keep watching */
+            errmsg[0] = '\0';
+        }
     }
-out:
     natsSubscription_Destroy(sub);
-    cli_obj_close(&o);
     return rv;
 }
