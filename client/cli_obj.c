@@ -31,9 +31,9 @@ int cli_obj_nats_err(natsStatus s, const char *what, char *errmsg)
 }
 
 /* The clients accept bucket names of letters, digits, '-' and '_'. */
-static bool bucket_ok(const char *b)
+bool cli_obj_bucket_ok(const char *b)
 {
-    if (b[0] == '\0') {
+    if (b[0] == '\0' || strlen(b) > CLI_OBJ_BUCKET_BYTES_MAX) {
         return false;
     }
     for (const char *p = b; *p != '\0'; p++) {
@@ -58,8 +58,7 @@ static int obj_open(struct cli_obj *o, const struct cli_cmd *cmd,
     }
     if (o->r.args.count >= 1) {
         o->bucket = o->r.args.items[0];
-        if (!bucket_ok(o->bucket) ||
-            strlen(o->bucket) > CLI_OBJ_BUCKET_BYTES_MAX) {
+        if (!cli_obj_bucket_ok(o->bucket)) {
             return keel_err(KEEL_EUSAGE, errmsg,
                             "bucket name '%.40s': use up to %d letters, "
                             "digits, '-' and '_'",

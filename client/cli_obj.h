@@ -50,6 +50,10 @@ struct cli_obj {
     struct cli_obj_opts opt;
 };
 
+/* Whether b is a bucket name: 1 to CLI_OBJ_BUCKET_BYTES_MAX letters,
+ * digits, '-' and '_'. */
+bool cli_obj_bucket_ok(const char *b);
+
 /* The libnats error of an object call: what failed and the library's last
  * error. */
 int cli_obj_nats_err(natsStatus s, const char *what, char *errmsg);

@@ -104,6 +104,7 @@ static void pass_end(struct obj_pass *p, bool done,
 struct put_state {
     char nuid[CLI_OBJ_NUID_LEN + 1];
     char subj[CLI_SUBJECT_BYTES_MAX];
+    size_t chunk_bytes; /* 128 KiB, or the server's max_payload if less */
     uint64_t size;
     uint64_t chunks;
     unsigned char sha[SHA256_BYTES];
@@ -115,6 +116,7 @@ static int put_chunks(struct cli_obj *o, FILE *in, uint64_t total,
     int64_t max = natsConnection_GetMaxPayload(o->r.nc);
     size_t chunk = max > 0 && max < CLI_OBJ_CHUNK_BYTES ? (size_t)max
                                                         : CLI_OBJ_CHUNK_BYTES;
+    ps->chunk_bytes = chunk;
     unsigned char *buf = malloc(chunk);
     struct obj_pass pass = {0};
     int rv = buf == NULL ? KEEL_ENOMEM : pass_start(&pass, total, errmsg);
@@ -154,10 +156,10 @@ static json_t *put_meta(const struct cli_obj *o, const char *name,
     now_rfc3339(mtime, sizeof mtime);
     digest_text(ps->sha, digest);
     json_t *meta = json_pack(
-        "{s:s, s:s, s:{s:i}, s:s, s:s, s:I, s:I, s:s, s:s, s:b}", "name", name,
+        "{s:s, s:s, s:{s:I}, s:s, s:s, s:I, s:I, s:s, s:s, s:b}", "name", name,
         "description", description != NULL ? description : "", "options",
-        "max_chunk_size", CLI_OBJ_CHUNK_BYTES, "bucket", o->bucket, "nuid",
-        ps->nuid, "size", (json_int_t)ps->size, "chunks",
+        "max_chunk_size", (json_int_t)ps->chunk_bytes, "bucket", o->bucket,
+        "nuid", ps->nuid, "size", (json_int_t)ps->size, "chunks",
         (json_int_t)ps->chunks, "mtime", mtime, "digest", digest, "deleted", 0);
     return meta;
 }
@@ -261,8 +263,14 @@ static int follow_link(struct cli_obj *o, json_t **meta, char *bucket,
     char name[CLI_OBJ_NAME_BYTES_MAX + 1];
     snprintf(bucket, blen, "%s", cli_js_str(link, "bucket", o->bucket));
     snprintf(name, sizeof name, "%s", cli_js_str(link, "name", ""));
+    if (!cli_obj_bucket_ok(bucket)) {
+        return keel_err(KEEL_EPROTO, errmsg,
+                        "object %s links to bucket '%.40s', not a bucket "
+                        "name: put the link again",
+                        cli_js_str(*meta, "name", "?"), bucket);
+    }
     if (name[0] == '\0') {
-        return keel_err(KEEL_EUSAGE, errmsg,
+        return keel_err(KEEL_EINVAL, errmsg,
                         "object %s is a link to bucket %s: list it with "
                         "'keel object ls %s'",
                         cli_js_str(*meta, "name", "?"), bucket, bucket);
