@@ -21,13 +21,15 @@ struct qfile {
     uint64_t base;
     uint64_t salt;
     uint64_t size;
+    bool used; /* walked (or unreadable) already */
 };
 
 struct qlist {
     char hex[33];
     struct qfile *f;
-    size_t n;
+    size_t n, cap;
     bool overflow;
+    bool nomem;
 };
 
 /* <hex>-<20 digits>.blk, maybe ".N" when quarantine held a copy. */
@@ -48,6 +50,17 @@ static int list_cb(void *arg, const char *name)
         l->overflow = true;
         return 0;
     }
+    if (l->n == l->cap) {
+        size_t cap = l->cap == 0 ? 64 : 2 * l->cap;
+        struct qfile *f = realloc(l->f, cap * sizeof *f);
+        if (f == NULL) {
+            l->nomem = true;
+            return KEEL_ENOMEM;
+        }
+        l->f = f;
+        l->cap = cap;
+    }
+    memset(&l->f[l->n], 0, sizeof l->f[l->n]);
     snprintf(l->f[l->n].name, sizeof l->f[l->n].name, "%s", name);
     l->f[l->n].base = base;
     l->n++;
@@ -171,62 +184,90 @@ static bool walk_file(const struct qfile *q, const uint8_t *b, size_t len,
 }
 
 /* The verified run from index 1 (out), appending it to c->rp if set. */
+static int by_base(const void *a, const void *b)
+{
+    const struct qfile *x = a, *y = b;
+    if (x->base != y->base) {
+        return x->base < y->base ? -1 : 1;
+    }
+    return strcmp(x->name, y->name);
+}
+
+/* The first file not walked yet whose base is index (sorted list). */
+static struct qfile *file_at(struct qlist *l, uint64_t index)
+{
+    size_t lo = 0, hi = l->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (l->f[mid].base < index) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    for (size_t i = lo; i < l->n && l->f[i].base == index; i++) {
+        if (!l->f[i].used) {
+            return &l->f[i];
+        }
+    }
+    return NULL;
+}
+
+/* The verified run from index 1 (out), appending it to c->rp if set. */
 static int walk(struct store *s, const struct store_group_id *id,
                 struct chain *c, struct store_qlog *out, char *errmsg)
 {
     char dir[STORE_PATH_BYTES_MAX];
-    struct qlist l = {.n = 0};
+    struct qlist l;
+    memset(&l, 0, sizeof l);
     memset(out, 0, sizeof *out);
     store_group_id_hex(id, l.hex);
     store_qlog_dir(s, dir, sizeof dir);
-    l.f = calloc(QLOG_FILES_MAX, sizeof *l.f);
-    if (l.f == NULL) {
-        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
-    }
     int rv = s->fs->readdir(s->fs, dir, list_cb, &l, errmsg);
     if (rv == KEEL_ENOENT) {
         free(l.f);
         return 0; /* nothing was ever quarantined */
+    }
+    if (l.nomem) {
+        free(l.f);
+        return keel_err(KEEL_ENOMEM, errmsg, "out of memory listing %s", dir);
+    }
+    if (l.n > 0) {
+        qsort(l.f, l.n, sizeof *l.f, by_base);
     }
     out->files = (uint32_t)l.n;
     c->next = 1;
     c->prev = 0;
     c->last_term = 0;
     snprintf(out->why, sizeof out->why,
-             "no segment of the group starts at "
-             "index 1 (docs/design.md S4)");
-    /* Each step takes a file that continues the run: at most one per file. */
+             "no segment of the group starts at index 1 (docs/design.md S4)");
+    /* Each step walks one file (marked used): at most l.n steps. */
     for (size_t step = 0; rv == 0 && step < l.n; step++) {
-        size_t i = 0;
         uint8_t *b = NULL;
         size_t len = 0;
-        while (i < l.n && l.f[i].base != c->next) {
-            i++;
-        }
-        if (i == l.n) {
-            if (c->next > 1) {
-                snprintf(out->why, sizeof out->why,
-                         "no quarantined segment holds index %llu",
-                         (unsigned long long)c->next);
-            }
-            break;
-        }
         char err[KEEL_ERRMSG_MAX];
-        if (read_file(s, dir, &l.f[i], id->b, &b, &len, err) != 0) {
-            snprintf(out->why, sizeof out->why, "%.190s", err);
-            l.f[i].base = 0; /* another copy of that base may continue */
-            continue;
+        struct qfile *q = file_at(&l, c->next);
+        if (q == NULL) {
+            break; /* why says what ended the run */
         }
-        l.f[i].base = 0;
+        q->used = true;
+        if (read_file(s, dir, q, id->b, &b, &len, err) != 0) {
+            snprintf(out->why, sizeof out->why, "%.190s", err);
+            continue; /* another copy of that base may continue */
+        }
         uint64_t before = c->next;
-        bool on = walk_file(&l.f[i], b, len, c, out, &rv, errmsg);
+        bool on = walk_file(q, b, len, c, out, &rv, errmsg);
         free(b);
         out->last_index = c->next - 1;
         out->last_term = c->last_term;
-        if (!on || c->next == before) {
+        if (c->next == before) {
+            continue; /* nothing of it continues the run: another copy? */
+        }
+        if (!on) {
             break;
         }
-        snprintf(out->why, sizeof out->why, "the run ends after index %llu",
+        snprintf(out->why, sizeof out->why,
+                 "no quarantined segment continues the run after index %llu",
                  (unsigned long long)out->last_index);
     }
     if (rv == 0 && l.overflow) {
