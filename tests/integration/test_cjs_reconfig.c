@@ -28,7 +28,9 @@
  *    and its log cut at a different point: each quarantines its log and
  *    opens empty; `keel cluster recover --accept-loss` restores the
  *    longest quarantined log (n1's) and every message it held is back
- *    (docs/decisions/0031-recover-reads-quarantined-logs.md). */
+ *    (docs/decisions/0031-recover-reads-quarantined-logs.md).
+ * 8. As 7 on n2 and n3 only: n1's live log holds more and is the source;
+ *    n2 and n3 restore theirs to vote, and nothing acked is lost. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -926,15 +928,17 @@ static int count_of(const char *out, const char *what)
     return n;
 }
 
-/* The survey (no --accept-loss) shows three amnesiac replicas and no
- * leader. */
-static bool three_amnesiac(void *arg)
+static int quarantined_n; /* replicas n_amnesiac waits for */
+
+/* The survey (no --accept-loss) shows quarantined_n amnesiac replicas and
+ * no leader. */
+static bool n_amnesiac(void *arg)
 {
     char *out = arg;
     int rv =
         keel(out, 8192, "cluster recover --stream " STREAM " -s %s,%s,%s 2>&1",
              net.node[0].k.url, net.node[1].k.url, net.node[2].k.url);
-    return rv == 1 && count_of(out, "amnesiac") == 3 &&
+    return rv == 1 && count_of(out, "amnesiac") == quarantined_n &&
            strstr(out, "LEADER") == NULL;
 }
 
@@ -953,16 +957,15 @@ static void forget_from(int from)
     }
 }
 
-/* Every replica of the stream heals by quarantine (both snapshots bad, the
- * log cut below them: it continues no valid snapshot, decision 0024) and
- * opens empty. Before decision 0031 the override surveyed three empty
- * logs and left an empty, leaderless stream while the data sat in each
- * node's quarantine/. */
-static void recover_restores_the_longest_quarantined_log(void **state)
+/* 300 acked messages; every node stops; node i with cut[i] >= 0 has both
+ * snapshots of the stream's group damaged and its log cut before
+ * "late<cut[i]>": it continues no valid snapshot, so the replica moves the
+ * log to quarantine/ and opens empty and amnesiac (decision 0024). All
+ * restart; returns once the survey (out) shows those amnesiac and no
+ * leader. */
+static void quarantine_replicas(const int cut[SEEDS], char *out)
 {
-    (void)state;
-    static const int cut[SEEDS] = {140, 100, 60}; /* "late<k>" each loses */
-    char out[8192];
+    int damaged = 0;
     assert_true(h_poll(stream_added, NULL, WAIT_MS));
     for (int k = 0; k < 300; k++) {
         publish_more(0, k);
@@ -976,21 +979,38 @@ static void recover_restores_the_longest_quarantined_log(void **state)
         char want[32];
         char path[1024];
         off_t off = 0;
+        if (cut[i] < 0) {
+            continue;
+        }
         snprintf(want, sizeof want, "late%d-", cut[i]);
         assert_int_equal(
             h_netns_find_in_blk(&net, i, want, path, sizeof path, &off), 0);
         assert_true(damage_group_snapshots(path) >= 2);
         assert_int_equal(truncate(path, off), 0);
+        damaged++;
     }
     for (int i = 0; i < SEEDS; i++) {
         assert_int_equal(h_netns_node_start(&net, i), 0);
         assert_true(h_poll(connected, &i, WAIT_MS));
     }
-    /* Every replica opened empty: its log is in its quarantine/. */
-    assert_true(h_poll(three_amnesiac, out, 3 * WAIT_MS));
+    quarantined_n = damaged;
+    assert_true(h_poll(n_amnesiac, out, 3 * WAIT_MS));
     for (int i = 0; i < SEEDS; i++) {
-        assert_int_equal(survey_int(i, "last_index"), 0);
+        if (cut[i] >= 0) {
+            assert_int_equal(survey_int(i, "last_index"), 0);
+        }
     }
+}
+
+/* Every replica of the stream heals by quarantine and opens empty. Before
+ * decision 0031 the override surveyed three empty logs and left an empty,
+ * leaderless stream while the data sat in each node's quarantine/. */
+static void recover_restores_the_longest_quarantined_log(void **state)
+{
+    (void)state;
+    static const int cut[SEEDS] = {140, 100, 60}; /* "late<k>" each loses */
+    char out[8192];
+    quarantine_replicas(cut, out);
     assert_int_equal(keel(out, sizeof out,
                           "cluster recover --accept-loss --stream " STREAM
                           " -s %s,%s,%s 2>&1",
@@ -1033,6 +1053,40 @@ static void recover_restores_the_longest_quarantined_log(void **state)
     assert_true(logged);
 }
 
+/* Only n2 and n3 quarantine; n1's live log holds every message. A live
+ * log holding more is never passed over for a quarantined one: n1 is the
+ * source, n2 and n3 restore their quarantined runs (so they hold the
+ * index-1 configuration and vote), and nothing acknowledged is lost. */
+static void a_live_log_holding_more_wins_over_quarantined_ones(void **state)
+{
+    (void)state;
+    static const int cut[SEEDS] = {-1, 100, 60};
+    char out[8192];
+    quarantine_replicas(cut, out);
+    assert_int_equal(keel(out, sizeof out,
+                          "cluster recover --accept-loss --stream " STREAM
+                          " -s %s,%s,%s 2>&1",
+                          net.node[0].k.url, net.node[1].k.url,
+                          net.node[2].k.url),
+                     0);
+    info_via = 0;
+    assert_true(h_poll(three_replicas, NULL, 3 * WAIT_MS));
+    assert_int_equal(count_of(out, "verified 1.."), 2);
+    assert_non_null(strstr(out, "source n1, its live log:"));
+    assert_non_null(strstr(out, "n2 quarantine 1.."));
+    assert_non_null(strstr(out, "n1       recovered from its live log"));
+    assert_non_null(strstr(out, "n2       recovered from its quarantine log"));
+    for (int i = 0; i < SEEDS; i++) {
+        check_acked(i);
+    }
+    for (int k = 300; k < 310; k++) {
+        publish_more(1, k);
+    }
+    for (int i = 0; i < SEEDS; i++) {
+        check_acked(i);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1053,6 +1107,9 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(
             recover_restores_the_longest_quarantined_log, setup_snapshots,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            a_live_log_holding_more_wins_over_quarantined_ones, setup_snapshots,
             teardown),
     };
     if (getenv("CMOCKA_TEST_FILTER") != NULL) { /* one test by hand */
