@@ -310,6 +310,7 @@ struct survey {
     bool quarantine;
     int64_t last_index, last_term;
 };
+
 /* Every node of --server/NATS_URL (a comma list) surveyed on its own. */
 static size_t survey_all(const struct cli_conn_opts *conn, char *list,
                          const char *body, struct survey *sv, char *errmsg)

@@ -518,13 +518,16 @@ static void recover_survey(struct srv_js *js, const json_t *body,
         "commit", (json_int_t)sv.commit, "snapshot", (json_int_t)sv.snap_index,
         "faulty", (json_int_t)sv.faulty, "amnesiac", sv.amnesiac, "leader",
         sv.role == RAFT_LEADER);
-    /* Its quarantined log, a candidate when it verifies from index 1
-     * (docs/decisions/0031-recover-reads-quarantined-logs.md). */
+    /* A stream replica's quarantined log, a candidate when it verifies
+     * from index 1 (docs/decisions/0031-recover-reads-quarantined-logs.md;
+     * the meta group never quarantines its log, decision 0024). */
     struct store_qlog q;
     char dir[STORE_PATH_BYTES_MAX];
     char err[KEEL_ERRMSG_MAX];
-    int rv = replica_quarantine_survey(r, &q, dir, sizeof dir, err);
-    if (o != NULL && (rv != 0 || q.files > 0)) {
+    bool stream = json_object_get(body, "stream") != NULL;
+    int rv =
+        stream ? replica_quarantine_survey(r, &q, dir, sizeof dir, err) : 0;
+    if (o != NULL && stream && (rv != 0 || q.files > 0)) {
         json_object_set_new(o, "quarantine",
                             json_pack("{s:s, s:i, s:I, s:I, s:b, s:s}", "dir",
                                       dir, "files", (int)q.files, "last_index",
