@@ -305,6 +305,10 @@ struct survey {
     natsConnection *nc;
     json_t *o; /* the survey answer; NULL: unreachable or not hosting */
     uint64_t keep;
+    /* The node's candidate: its live log, or (live log empty) its
+     * quarantined log when that verifies from index 1 (decision 0031). */
+    bool quarantine;
+    int64_t last_index, last_term;
 };
 
 /* Every node of --server/NATS_URL (a comma list) surveyed on its own. */
@@ -334,9 +338,41 @@ static size_t survey_all(const struct cli_conn_opts *conn, char *list,
     return n;
 }
 
-/* The source: the greatest (last term, last index); the new term: past
- * every term seen. keep per node: its log up to the source's last index,
- * below its first damaged record. Returns the source or NULL. */
+/* The node's candidate (sv->quarantine, last_index, last_term): the live
+ * log unless it is empty and the quarantined log verifies from index 1. */
+static void candidate_of(struct survey *sv)
+{
+    const json_t *q = json_object_get(sv->o, "quarantine");
+    sv->last_index = cli_js_int(sv->o, "last_index", 0);
+    sv->last_term = cli_js_int(sv->o, "last_term", 0);
+    sv->quarantine = false;
+    if (sv->last_index == 0 && cli_js_int(sv->o, "snapshot", 0) == 0 &&
+        json_is_true(json_object_get(q, "usable")) &&
+        cli_js_int(q, "last_index", 0) > 0) {
+        sv->quarantine = true;
+        sv->last_index = cli_js_int(q, "last_index", 0);
+        sv->last_term = cli_js_int(q, "last_term", 0);
+    }
+}
+
+/* a holds more than b: greater (last term, last index); on a tie a live
+ * log wins over a quarantined one. */
+static bool better(const struct survey *a, const struct survey *b)
+{
+    if (a->last_term != b->last_term) {
+        return a->last_term > b->last_term;
+    }
+    if (a->last_index != b->last_index) {
+        return a->last_index > b->last_index;
+    }
+    return !a->quarantine && b->quarantine;
+}
+
+/* The source: the candidate holding the most (Raft log matching: the
+ * greatest (last term, last index) holds every committed entry any other
+ * candidate holds); the new term: past every term seen. keep per node:
+ * its candidate up to the source's last index, below its first damaged
+ * record. Returns the source or NULL. */
 static const struct survey *recover_plan(struct survey *sv, size_t n,
                                          int64_t *term)
 {
@@ -347,11 +383,8 @@ static const struct survey *recover_plan(struct survey *sv, size_t n,
         if (o == NULL) {
             continue;
         }
-        int64_t lt = cli_js_int(o, "last_term", 0);
-        int64_t li = cli_js_int(o, "last_index", 0);
-        if (src == NULL || lt > cli_js_int(src->o, "last_term", 0) ||
-            (lt == cli_js_int(src->o, "last_term", 0) &&
-             li > cli_js_int(src->o, "last_index", 0))) {
+        candidate_of(&sv[i]);
+        if (src == NULL || better(&sv[i], src)) {
             src = &sv[i];
         }
         int64_t t = cli_js_int(o, "term", 0);
@@ -362,16 +395,46 @@ static const struct survey *recover_plan(struct survey *sv, size_t n,
         if (sv[i].o == NULL) {
             continue;
         }
-        int64_t keep = cli_js_int(sv[i].o, "last_index", 0);
-        int64_t src_last = cli_js_int(src->o, "last_index", 0);
-        int64_t faulty = cli_js_int(sv[i].o, "faulty", 0);
-        keep = keep < src_last ? keep : src_last;
+        int64_t keep = sv[i].last_index;
+        int64_t faulty =
+            sv[i].quarantine ? 0 : cli_js_int(sv[i].o, "faulty", 0);
+        keep = keep < src->last_index ? keep : src->last_index;
         if (faulty > 0 && faulty <= keep) {
             keep = faulty - 1;
         }
         sv[i].keep = (uint64_t)keep;
     }
     return src;
+}
+
+/* What was chosen and why, for the screen and each node's log. */
+static void plan_text(const struct survey *sv, size_t n,
+                      const struct survey *src, char *out, size_t cap)
+{
+    const json_t *q = json_object_get(src->o, "quarantine");
+    int len = snprintf(
+        out, cap,
+        "source %s, its %s%s%s: entries 1..%lld (last term %lld) kept, "
+        "%lld entries holding every committed entry any candidate holds; "
+        "chosen because it holds the most: the greatest (last term, last "
+        "index) of the candidates (Raft log matching), a live log winning "
+        "a tie; others:",
+        cli_js_str(src->o, "node", "?"),
+        src->quarantine ? "quarantined log in " : "live log",
+        src->quarantine ? cli_js_str(q, "dir", "?") : "",
+        src->quarantine ? " (the live log is empty)" : "",
+        (long long)src->last_index, (long long)src->last_term,
+        (long long)src->last_index);
+    for (size_t i = 0; i < n && len > 0 && (size_t)len < cap; i++) {
+        if (sv[i].o == NULL || &sv[i] == src) {
+            continue;
+        }
+        len += snprintf(
+            out + len, cap - (size_t)len, " %s %s 1..%lld (term %lld);",
+            cli_js_str(sv[i].o, "node", "?"),
+            sv[i].quarantine ? "quarantine" : "live",
+            (long long)sv[i].last_index, (long long)sv[i].last_term);
+    }
 }
 
 static int cluster_recover(const struct cli_cmd *cmd, int argc, char **argv,
@@ -383,6 +446,7 @@ static int cluster_recover(const struct cli_cmd *cmd, int argc, char **argv,
     bool accept = false;
     size_t n = 0;
     int64_t term = 0;
+    char plan[1024];
     struct cli_flag flags[] = {
         {"accept-loss", 0, CLI_FLAG_BOOL, &accept, NULL,
          "apply the plan (without it: survey and print the plan only)"},
@@ -423,6 +487,19 @@ static int cluster_recover(const struct cli_cmd *cmd, int argc, char **argv,
                json_is_true(json_object_get(o, "amnesiac")) ? "  amnesiac" : "",
                cli_js_int(o, "faulty", 0) > 0 ? "  damaged" : "",
                json_is_true(json_object_get(o, "leader")) ? "  LEADER" : "");
+        const json_t *q = json_object_get(o, "quarantine");
+        if (q != NULL) {
+            printf("         quarantine %s: %lld file(s), %s 1..%lld "
+                   "(term %lld)%s%s\n",
+                   cli_js_str(q, "dir", "?"),
+                   (long long)cli_js_int(q, "files", 0),
+                   json_is_true(json_object_get(q, "usable")) ? "verified"
+                                                              : "not usable:",
+                   (long long)cli_js_int(q, "last_index", 0),
+                   (long long)cli_js_int(q, "last_term", 0),
+                   json_is_true(json_object_get(q, "usable")) ? "; " : " ",
+                   cli_js_str(q, "why", ""));
+        }
         if (json_is_true(json_object_get(o, "leader"))) {
             rv = keel_err(KEEL_EINVAL, errmsg,
                           "%s leads the group: it needs no recover",
@@ -436,18 +513,22 @@ static int cluster_recover(const struct cli_cmd *cmd, int argc, char **argv,
     if (rv != 0) {
         goto out;
     }
+    plan_text(sv, n, src, plan, sizeof plan);
     printf("source %s: log through index %lld (term %lld); new term %lld.\n"
+           "%s\n"
            "ACKNOWLEDGED ENTRIES AFTER INDEX %lld MAY BE LOST (no surveyed "
            "node holds them); each node's records after its keep index are "
            "copied to its quarantine/ and cut.\n",
-           cli_js_str(src->o, "node", "?"),
-           (long long)cli_js_int(src->o, "last_index", 0),
-           (long long)cli_js_int(src->o, "last_term", 0), (long long)term,
-           (long long)cli_js_int(src->o, "last_index", 0));
+           cli_js_str(src->o, "node", "?"), (long long)src->last_index,
+           (long long)src->last_term, (long long)term, plan,
+           (long long)src->last_index);
     for (size_t i = 0; i < n; i++) {
         if (sv[i].o != NULL) {
-            printf("  %-8s keeps its log through %llu\n",
+            printf("  %-8s keeps its %s through %llu\n",
                    cli_js_str(sv[i].o, "node", "?"),
+                   sv[i].quarantine && sv[i].keep > 0
+                       ? "quarantined log (restored by the install path)"
+                       : "log",
                    (unsigned long long)sv[i].keep);
         }
     }
@@ -462,9 +543,10 @@ static int cluster_recover(const struct cli_cmd *cmd, int argc, char **argv,
         if (sv[i].o == NULL) {
             continue;
         }
-        json_t *r = json_pack("{s:I, s:I, s:b, s:b}", "term", (json_int_t)term,
-                              "keep", (json_int_t)sv[i].keep, "accept_loss", 1,
-                              "source", &sv[i] == src);
+        json_t *r = json_pack(
+            "{s:I, s:I, s:b, s:b, s:b, s:s}", "term", (json_int_t)term, "keep",
+            (json_int_t)sv[i].keep, "accept_loss", 1, "source", &sv[i] == src,
+            "quarantine", sv[i].quarantine && sv[i].keep > 0, "plan", plan);
         if (r != NULL && stream != NULL) {
             json_object_set_new(r, "stream", json_string(stream));
         }
@@ -476,8 +558,11 @@ static int cluster_recover(const struct cli_cmd *cmd, int argc, char **argv,
                                          rb, &reply, NULL, errmsg);
         free(rb);
         if (rv == 0) {
-            printf("  %-8s recovered: %lld records quarantined%s%s\n",
+            printf("  %-8s recovered from its %s log through %lld: %lld "
+                   "records quarantined%s%s\n",
                    cli_js_str(reply, "node", "?"),
+                   cli_js_str(reply, "candidate", "live"),
+                   (long long)cli_js_int(reply, "kept", 0),
                    (long long)cli_js_int(reply, "quarantined", 0),
                    cli_js_str(reply, "file", "")[0] != '\0' ? " to " : "",
                    cli_js_str(reply, "file", ""));

@@ -353,7 +353,7 @@ int store_replace_commit(struct store_replace *rp, uint64_t snap_index,
 
     ASSERT(rp->synced);
     ASSERT(snap_index >= rp->first - 1 && snap_index < rp->next);
-    ASSERT(snap_term > 0);
+    ASSERT(snap_term > 0 || snap_index == 0); /* 0: a log from index 1 */
     if (store__dead(s)) {
         return keel_err(KEEL_ECANCELED, errmsg, "store is dead");
     }

@@ -393,6 +393,29 @@ KEEL_MUST_USE int store_replace_commit(struct store_replace *rp,
                                        char *errmsg);
 void store_replace_abort(struct store_replace *rp);
 
+/* A group's quarantined log (store/qlog.c, docs/decisions/
+ * 0031-recover-reads-quarantined-logs.md): the segment files of the group
+ * in <data>/quarantine/ (<hex>-<base>.blk[.N]) read as one verified run
+ * from index 1 (headers, checksums, consecutive indexes, non-decreasing
+ * terms, hash chain); last_index 0 when there is none, why says where and
+ * why the run ends. Read-only; nothing in quarantine/ moves. */
+struct store_qlog {
+    uint32_t files;      /* the group's files found in quarantine/ */
+    uint64_t last_index; /* the run is 1..last_index */
+    uint64_t last_term;
+    char why[200];
+};
+void store_qlog_dir(const struct store *s, char *out, size_t cap);
+KEEL_MUST_USE int store_qlog_survey(struct store *s,
+                                    const struct store_group_id *id,
+                                    struct store_qlog *out, char *errmsg);
+/* Write the run 1..keep as the log of the open, empty group g through the
+ * InstallSnapshot replacement (store_replace_*, no snapshot), verifying
+ * it again on the way; the quarantined files stay. KEEL_EINVAL when g's
+ * log is not empty, KEEL_ECORRUPT when the run no longer reaches keep. */
+KEEL_MUST_USE int store_qlog_restore(struct store_group *g, uint64_t keep,
+                                     struct store_qlog *out, char *errmsg);
+
 /* Amnesia state (rule 3), recorded synced. */
 KEEL_MUST_USE int store_amnesia_enter(struct store_group *g, uint64_t t0,
                                       uint64_t target, char *errmsg);

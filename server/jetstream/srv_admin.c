@@ -518,7 +518,63 @@ static void recover_survey(struct srv_js *js, const json_t *body,
         "commit", (json_int_t)sv.commit, "snapshot", (json_int_t)sv.snap_index,
         "faulty", (json_int_t)sv.faulty, "amnesiac", sv.amnesiac, "leader",
         sv.role == RAFT_LEADER);
+    /* A stream replica's quarantined log, a candidate when it verifies
+     * from index 1 (docs/decisions/0031-recover-reads-quarantined-logs.md;
+     * the meta group never quarantines its log, decision 0024). */
+    struct store_qlog q;
+    char dir[STORE_PATH_BYTES_MAX];
+    char err[KEEL_ERRMSG_MAX];
+    bool stream = json_object_get(body, "stream") != NULL;
+    int rv =
+        stream ? replica_quarantine_survey(r, &q, dir, sizeof dir, err) : 0;
+    if (o != NULL && stream && (rv != 0 || q.files > 0)) {
+        json_object_set_new(o, "quarantine",
+                            json_pack("{s:s, s:i, s:I, s:I, s:b, s:s}", "dir",
+                                      dir, "files", (int)q.files, "last_index",
+                                      (json_int_t)q.last_index, "last_term",
+                                      (json_int_t)q.last_term, "usable",
+                                      rv == 0 && q.last_index > 0, "why",
+                                      rv == 0 ? q.why : err));
+    }
     reply_ok(js, reply, type, o);
+}
+
+/* Restore this node's quarantined log through keep before the override
+ * ("quarantine": true): only into an empty replica, through the install
+ * path (srv_stream_restore_quarantined). The replica to recover, or NULL
+ * after answering the error. */
+static struct replica *recover_restore(struct srv_js *js, const json_t *body,
+                                       uint64_t keep, struct store_qlog *q,
+                                       const char *reply, const char *type)
+{
+    char err[KEEL_ERRMSG_MAX];
+    struct srv_stream *st = NULL;
+    const char *name = json_string_value(json_object_get(body, "stream"));
+    if (name == NULL) {
+        reply_err(js, reply, type, SRV_JS_ECLUSTER_REFUSED,
+                  "only a stream's group restores a quarantined log (the "
+                  "meta group never quarantines its log)");
+        return NULL;
+    }
+    if (srv_js_find_stream(js, name, &st) != 0 || st->r == NULL) {
+        reply_err(js, reply, type, SRV_JS_ESTREAM_NOT_FOUND, NULL);
+        return NULL;
+    }
+    int rv = srv_stream_restore_quarantined(st, keep, q, err);
+    if (rv != 0) {
+        reply_refused(js, reply, type, rv, err);
+        return NULL;
+    }
+    SRV_WARN("js",
+             "operator recover of stream %s: quarantined log restored "
+             "through index %" PRIu64 " (verified through %" PRIu64
+             ", term %" PRIu64 ") by the install path",
+             name, keep, q->last_index, q->last_term);
+    if (st->r == NULL) {
+        reply_err(js, reply, type, SRV_JS_ECLUSTER_REFUSED,
+                  "the restored group did not open: see the server log");
+    }
+    return st->r;
 }
 
 /* $KEEL.API.CLUSTER.RECOVER {"stream"?, "term", "keep", "accept_loss":
@@ -542,6 +598,17 @@ static void recover_apply(struct srv_js *js, const json_t *body,
     if (r == NULL) {
         return;
     }
+    struct store_qlog q;
+    memset(&q, 0, sizeof q);
+    bool restore = json_is_true(json_object_get(body, "quarantine"));
+    if (restore) {
+        r = recover_restore(js, body, (uint64_t)keep, &q, reply, type);
+        if (r == NULL) {
+            return;
+        }
+    }
+    /* The CLI's choice and its reason, logged here as on its screen. */
+    const char *plan = json_string_value(json_object_get(body, "plan"));
     bool source = json_is_true(json_object_get(body, "source"));
     int rv =
         replica_recover(r, (uint64_t)term, (uint64_t)keep, source, &rec, err);
@@ -549,17 +616,27 @@ static void recover_apply(struct srv_js *js, const json_t *body,
         reply_refused(js, reply, type, rv, err);
         return;
     }
-    SRV_WARN("js",
-             "operator recover (accept loss) of %s: term %" PRIu64
-             ", log kept through %" PRIu64 ", %u records quarantined%s%s",
-             json_string_value(json_object_get(body, "stream")) != NULL
-                 ? json_string_value(json_object_get(body, "stream"))
-                 : "the meta group",
-             (uint64_t)term, (uint64_t)keep, rec.quarantined,
-             rec.path[0] != '\0' ? " to " : "", rec.path);
-    reply_ok(js, reply, type,
-             json_pack("{s:s, s:i, s:s}", "node", srv_js_self_name(js),
-                       "quarantined", (int)rec.quarantined, "file", rec.path));
+    SRV_WARN(
+        "js",
+        "operator recover (accept loss) of %s: term %" PRIu64
+        ", %s log kept through %" PRIu64 ", %u records quarantined%s%s%s%.600s",
+        json_string_value(json_object_get(body, "stream")) != NULL
+            ? json_string_value(json_object_get(body, "stream"))
+            : "the meta group",
+        (uint64_t)term, restore ? "restored quarantined" : "live",
+        (uint64_t)keep, rec.quarantined, rec.path[0] != '\0' ? " to " : "",
+        rec.path, plan != NULL ? "; plan: " : "", plan != NULL ? plan : "");
+    json_t *o = json_pack(
+        "{s:s, s:i, s:s, s:s, s:I}", "node", srv_js_self_name(js),
+        "quarantined", (int)rec.quarantined, "file", rec.path, "candidate",
+        restore ? "quarantine" : "live", "kept", (json_int_t)keep);
+    if (o != NULL && restore) {
+        json_object_set_new(o, "restored", json_integer((json_int_t)keep));
+    }
+    if (o != NULL && plan != NULL) {
+        json_object_set_new(o, "plan", json_string(plan));
+    }
+    reply_ok(js, reply, type, o);
 }
 
 bool srv_admin_request(struct srv_js *js, const char *subject, size_t slen,

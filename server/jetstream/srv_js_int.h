@@ -231,6 +231,12 @@ void srv_stream_cluster_replace(struct srv_stream *st,
                                 const struct srv_jsc_placement *pl);
 /* Open st's replica now (a move placed st on this node). */
 int srv_stream_open_replica(struct srv_stream *st, char *errmsg);
+/* keel cluster recover from a quarantined log (srv_admin.c, decision
+ * 0031): close this node's empty replica, write the verified quarantined
+ * run 1..keep as its log (replica_restore_quarantined) and open it again.
+ * KEEL_EINVAL when the replica's live log is not empty. */
+int srv_stream_restore_quarantined(struct srv_stream *st, uint64_t keep,
+                                   struct store_qlog *out, char *errmsg);
 /* Before the replica closes: leave the transport and leader directory. */
 void srv_stream_cluster_close(struct srv_stream *st);
 /* stream role_changed: leader node, term and the leader directory. */

@@ -602,21 +602,26 @@ static void stream_send(struct replica *r, const struct raft_msg *m, void *arg)
     srv_jsc_send(st->js->jc, st->gid.b, m);
 }
 
+static struct store_fsync stream_fsync(const struct srv_stream *st)
+{
+    static const enum store_fsync_policy pol[] = {
+        [SRV_JS_FSYNC_GROUP] = STORE_FSYNC_GROUP,
+        [SRV_JS_FSYNC_ALWAYS] = STORE_FSYNC_ALWAYS,
+        [SRV_JS_FSYNC_INTERVAL] = STORE_FSYNC_INTERVAL};
+    return (struct store_fsync){pol[st->cfg.fsync], st->cfg.fsync_interval_ms};
+}
+
 static int stream_replica_open(struct srv_stream *st, char *errmsg)
 {
     struct srv_js *js = st->js;
     struct raft_config rc = {.n = 1};
     rc.servers[0] = (struct raft_server){
         .node = 1, .incarnation = js->inc, .role = RAFT_VOTER};
-    static const enum store_fsync_policy pol[] = {
-        [SRV_JS_FSYNC_GROUP] = STORE_FSYNC_GROUP,
-        [SRV_JS_FSYNC_ALWAYS] = STORE_FSYNC_ALWAYS,
-        [SRV_JS_FSYNC_INTERVAL] = STORE_FSYNC_INTERVAL};
     struct replica_options opt = {
         .self = 1,
         .incarnation = js->inc,
         .bootstrap = &rc,
-        .fsync = {pol[st->cfg.fsync], st->cfg.fsync_interval_ms},
+        .fsync = stream_fsync(st),
         .election_timeout_ms = SRV_JS_ELECTION_MS,
         .heartbeat_ms = SRV_JS_ELECTION_MS / 5,
         .seed = st->nonce,
@@ -665,6 +670,42 @@ int srv_stream_open_replica(struct srv_stream *st, char *errmsg)
 {
     ASSERT(st->r == NULL && st->placed);
     return stream_replica_open(st, errmsg);
+}
+
+int srv_stream_restore_quarantined(struct srv_stream *st, uint64_t keep,
+                                   struct store_qlog *out, char *errmsg)
+{
+    struct replica_info ri;
+    char err[KEEL_ERRMSG_MAX];
+    ASSERT(st->r != NULL && st->placed);
+    replica_info(st->r, &ri);
+    if (ri.last_index != 0 || ri.applied != 0) {
+        return keel_err(KEEL_EINVAL, errmsg,
+                        "stream %s: this replica's live log is not empty "
+                        "(through %llu): it is kept, nothing restored",
+                        st->cfg.name, (unsigned long long)ri.last_index);
+    }
+    /* Nothing was applied, so the state machine is as new: the reopened
+     * group rebuilds it from index 1 as at a start (rule S4). */
+    struct store_fsync pol = stream_fsync(st);
+    srv_stream_cluster_close(st);
+    replica_close(st->r);
+    st->r = NULL;
+    int rv = replica_restore_quarantined(st->js->host, &st->gid, &pol, keep,
+                                         out, errmsg);
+    int orv = stream_replica_open(st, err);
+    if (orv != 0) {
+        SRV_ERROR("js", "stream %s: group not opened again: %s", st->cfg.name,
+                  err);
+        st->placed = false;
+        st->failed = true;
+        if (rv == 0) {
+            rv =
+                keel_err(orv, errmsg,
+                         "restored, but the group did not open again: %s", err);
+        }
+    }
+    return rv;
 }
 
 int srv_stream_open(struct srv_js *js, const struct srv_stream_config *cfg,

@@ -297,6 +297,26 @@ struct replica_survey {
 };
 void replica_survey(const struct replica *r, struct replica_survey *out);
 
+/* The group's quarantined log (store_qlog_survey) and the directory it
+ * is read from: a candidate of `keel cluster recover` when it verifies
+ * from index 1 (docs/decisions/0031-recover-reads-quarantined-logs.md).
+ * Reads the files on the calling thread (an operator request). */
+KEEL_MUST_USE int replica_quarantine_survey(struct replica *r,
+                                            struct store_qlog *out, char *dir,
+                                            size_t cap, char *errmsg);
+
+/* With the group closed (replica_close): open its store group, and if its
+ * live log is empty write the quarantined run 1..keep as its log through
+ * the InstallSnapshot replacement (store_qlog_restore), then close it; the
+ * caller opens the replica again, which scans and loads that log as at
+ * any start. KEEL_EINVAL when the live log is not empty (it is kept). */
+KEEL_MUST_USE int replica_restore_quarantined(struct replica_host *h,
+                                              const struct store_group_id *gid,
+                                              const struct store_fsync *policy,
+                                              uint64_t keep,
+                                              struct store_qlog *out,
+                                              char *errmsg);
+
 struct replica_recovered {
     uint32_t quarantined;            /* records copied out before the cut */
     char path[STORE_PATH_BYTES_MAX]; /* their file ("" when none) */

@@ -166,3 +166,40 @@ int replica_recover(struct replica *r, uint64_t term, uint64_t keep,
     }
     return 0;
 }
+
+int replica_quarantine_survey(struct replica *r, struct store_qlog *out,
+                              char *dir, size_t cap, char *errmsg)
+{
+    ASSERT(r != NULL && out != NULL && dir != NULL);
+    store_qlog_dir(r->host->store, dir, cap);
+    return store_qlog_survey(r->host->store, &r->gid, out, errmsg);
+}
+
+int replica_restore_quarantined(struct replica_host *h,
+                                const struct store_group_id *gid,
+                                const struct store_fsync *policy, uint64_t keep,
+                                struct store_qlog *out, char *errmsg)
+{
+    struct store_group *g = NULL;
+    struct store_recovery rep;
+    ASSERT(h != NULL && gid != NULL && out != NULL);
+    memset(&rep, 0, sizeof rep);
+    memset(out, 0, sizeof *out);
+    int rv = store_group_open(h->store, gid, policy, &g, &rep, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    if (rep.last_index != 0 || rep.snapshot_index != 0) {
+        /* Never over a live log: it may hold more than the copy. */
+        rv = keel_err(KEEL_EINVAL, errmsg,
+                      "the live log of the group is not empty (through %llu, "
+                      "snapshot %llu): it is kept and the quarantined log is "
+                      "not restored; survey again",
+                      (unsigned long long)rep.last_index,
+                      (unsigned long long)rep.snapshot_index);
+    } else {
+        rv = store_qlog_restore(g, keep, out, errmsg);
+    }
+    store_group_close(g);
+    return rv;
+}

@@ -23,7 +23,14 @@
  *    is down, and one of them restarts: the recorded recover wait keeps it
  *    from campaigning until n1 is back and leads.
  * 6. n3's meta.lmdb is reset (finding F14): the meta leader replaces its
- *    old incarnation by itself and the stream's replica comes back. */
+ *    old incarnation by itself and the stream's replica comes back.
+ * 7. (snapshots every 50 entries) every replica's two snapshots are damaged
+ *    and its log cut at a different point: each quarantines its log and
+ *    opens empty; `keel cluster recover --accept-loss` restores the
+ *    longest quarantined log (n1's) and every message it held is back
+ *    (docs/decisions/0031-recover-reads-quarantined-logs.md).
+ * 8. As 7 on n2 and n3 only: n1's live log holds more and is the source;
+ *    n2 and n3 restore theirs to vote, and nothing acked is lost. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,6 +44,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -860,6 +869,224 @@ static void a_node_whose_meta_lmdb_was_reset_is_replaced_by_itself(void **state)
     finish_without_n1(2);
 }
 
+/* Snapshots every 50 entries (and 8 KiB segments). */
+static int setup_snapshots(void **state)
+{
+    static const char *const snaps[] = {"--segment_size", "8192",
+                                        "--snapshot_entries", "50", NULL};
+    node_extra = snaps;
+    int rv = setup(state);
+    node_extra = NULL;
+    return rv;
+}
+
+/* Flip the last byte of every snapshot of the group whose segment blk is:
+ * <group>/log/<base>.blk -> <group>/snap/<index>.snap. Returns how many. */
+static int damage_group_snapshots(const char *blk)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", blk);
+    for (int k = 0; k < 2; k++) {
+        char *slash = strrchr(dir, '/');
+        assert_non_null(slash);
+        *slash = '\0';
+    }
+    strncat(dir, "/snap", sizeof dir - strlen(dir) - 1);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e = readdir(d); e != NULL; e = readdir(d)) {
+        char path[1400];
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 5, ".snap") != 0) {
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        int fd = open(path, O_RDWR);
+        assert_true(fd >= 0);
+        off_t end = lseek(fd, 0, SEEK_END);
+        unsigned char b = 0;
+        assert_true(end > 0);
+        assert_int_equal(pread(fd, &b, 1, end - 1), 1);
+        b ^= 0x5a;
+        assert_int_equal(pwrite(fd, &b, 1, end - 1), 1);
+        assert_int_equal(fsync(fd), 0);
+        close(fd);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static int count_of(const char *out, const char *what)
+{
+    int n = 0;
+    for (const char *p = strstr(out, what); p != NULL;
+         p = strstr(p + 1, what)) {
+        n++;
+    }
+    return n;
+}
+
+static int quarantined_n; /* replicas n_amnesiac waits for */
+
+/* The survey (no --accept-loss) shows quarantined_n amnesiac replicas and
+ * no leader. */
+static bool n_amnesiac(void *arg)
+{
+    char *out = arg;
+    int rv =
+        keel(out, 8192, "cluster recover --stream " STREAM " -s %s,%s,%s 2>&1",
+             net.node[0].k.url, net.node[1].k.url, net.node[2].k.url);
+    return rv == 1 && count_of(out, "amnesiac") == quarantined_n &&
+           strstr(out, "LEADER") == NULL;
+}
+
+/* Forget the acked messages at and after the first "late<from>" payload:
+ * the accepted loss (no replica held them). */
+static void forget_from(int from)
+{
+    for (uint64_t s = 1; s <= SEQ_MAX; s++) {
+        int k = -1;
+        if (acked[s] != NULL && sscanf(acked[s], "late%d-", &k) == 1 &&
+            k >= from) {
+            free(acked[s]);
+            acked[s] = NULL;
+            atomic_fetch_sub(&n_acked, 1);
+        }
+    }
+}
+
+/* 300 acked messages; every node stops; node i with cut[i] >= 0 has both
+ * snapshots of the stream's group damaged and its log cut before
+ * "late<cut[i]>": it continues no valid snapshot, so the replica moves the
+ * log to quarantine/ and opens empty and amnesiac (decision 0024). All
+ * restart; returns once the survey (out) shows those amnesiac and no
+ * leader. */
+static void quarantine_replicas(const int cut[SEEDS], char *out)
+{
+    int damaged = 0;
+    assert_true(h_poll(stream_added, NULL, WAIT_MS));
+    for (int k = 0; k < 300; k++) {
+        publish_more(0, k);
+    }
+    assert_true(h_poll(three_replicas, NULL, 3 * WAIT_MS));
+    for (int i = 0; i < SEEDS; i++) {
+        disconnect(i);
+        assert_int_equal(h_netns_node_stop(&net, i), 0);
+    }
+    for (int i = 0; i < SEEDS; i++) {
+        char want[32];
+        char path[1024];
+        off_t off = 0;
+        if (cut[i] < 0) {
+            continue;
+        }
+        snprintf(want, sizeof want, "late%d-", cut[i]);
+        assert_int_equal(
+            h_netns_find_in_blk(&net, i, want, path, sizeof path, &off), 0);
+        assert_true(damage_group_snapshots(path) >= 2);
+        assert_int_equal(truncate(path, off), 0);
+        damaged++;
+    }
+    for (int i = 0; i < SEEDS; i++) {
+        assert_int_equal(h_netns_node_start(&net, i), 0);
+        assert_true(h_poll(connected, &i, WAIT_MS));
+    }
+    quarantined_n = damaged;
+    assert_true(h_poll(n_amnesiac, out, 3 * WAIT_MS));
+    for (int i = 0; i < SEEDS; i++) {
+        if (cut[i] >= 0) {
+            assert_int_equal(survey_int(i, "last_index"), 0);
+        }
+    }
+}
+
+/* Every replica of the stream heals by quarantine and opens empty. Before
+ * decision 0031 the override surveyed three empty logs and left an empty,
+ * leaderless stream while the data sat in each node's quarantine/. */
+static void recover_restores_the_longest_quarantined_log(void **state)
+{
+    (void)state;
+    static const int cut[SEEDS] = {140, 100, 60}; /* "late<k>" each loses */
+    char out[8192];
+    quarantine_replicas(cut, out);
+    assert_int_equal(keel(out, sizeof out,
+                          "cluster recover --accept-loss --stream " STREAM
+                          " -s %s,%s,%s 2>&1",
+                          net.node[0].k.url, net.node[1].k.url,
+                          net.node[2].k.url),
+                     0);
+    /* Before decision 0031 no replica held a log here, nobody could be
+     * elected and the stream stayed empty. */
+    info_via = 0;
+    assert_true(h_poll(three_replicas, NULL, 3 * WAIT_MS));
+    /* The choice and its reason: n1's quarantined log, the longest, each
+     * node's verified run shown. */
+    assert_int_equal(count_of(out, "verified 1.."), 3);
+    assert_non_null(strstr(out, "source n1, its quarantined log in "));
+    assert_non_null(strstr(out, "chosen because it holds the most"));
+    assert_non_null(strstr(out, "n2 quarantine 1.."));
+    assert_non_null(strstr(out, "recovered from its quarantine log"));
+    forget_from(cut[0]);
+    assert_true(atomic_load(&n_acked) >= cut[0]);
+    for (int i = 0; i < SEEDS; i++) {
+        check_acked(i);
+    }
+    for (int k = 300; k < 310; k++) {
+        publish_more(1, k);
+    }
+    for (int i = 0; i < SEEDS; i++) {
+        check_acked(i);
+    }
+    /* The server log says what was restored and why. */
+    char line[4096];
+    bool logged = false;
+    FILE *f = fopen(net.node[0].k.log_path, "r");
+    assert_non_null(f);
+    while (!logged && fgets(line, sizeof line, f) != NULL) {
+        logged =
+            strstr(line, "restored quarantined log kept through") != NULL &&
+            strstr(line, "chosen because") != NULL;
+    }
+    fclose(f);
+    assert_true(logged);
+}
+
+/* Only n2 and n3 quarantine; n1's live log holds every message. A live
+ * log holding more is never passed over for a quarantined one: n1 is the
+ * source, n2 and n3 restore their quarantined runs (so they hold the
+ * index-1 configuration and vote), and nothing acknowledged is lost. */
+static void a_live_log_holding_more_wins_over_quarantined_ones(void **state)
+{
+    (void)state;
+    static const int cut[SEEDS] = {-1, 100, 60};
+    char out[8192];
+    quarantine_replicas(cut, out);
+    assert_int_equal(keel(out, sizeof out,
+                          "cluster recover --accept-loss --stream " STREAM
+                          " -s %s,%s,%s 2>&1",
+                          net.node[0].k.url, net.node[1].k.url,
+                          net.node[2].k.url),
+                     0);
+    info_via = 0;
+    assert_true(h_poll(three_replicas, NULL, 3 * WAIT_MS));
+    assert_int_equal(count_of(out, "verified 1.."), 2);
+    assert_non_null(strstr(out, "source n1, its live log:"));
+    assert_non_null(strstr(out, "n2 quarantine 1.."));
+    assert_non_null(strstr(out, "n1       recovered from its live log"));
+    assert_non_null(strstr(out, "n2       recovered from its quarantine log"));
+    for (int i = 0; i < SEEDS; i++) {
+        check_acked(i);
+    }
+    for (int k = 300; k < 310; k++) {
+        publish_more(1, k);
+    }
+    for (int i = 0; i < SEEDS; i++) {
+        check_acked(i);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -877,6 +1104,12 @@ int main(void)
             setup_small_segments, teardown),
         cmocka_unit_test_setup_teardown(
             a_node_whose_meta_lmdb_was_reset_is_replaced_by_itself, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            recover_restores_the_longest_quarantined_log, setup_snapshots,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            a_live_log_holding_more_wins_over_quarantined_ones, setup_snapshots,
             teardown),
     };
     if (getenv("CMOCKA_TEST_FILTER") != NULL) { /* one test by hand */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -228,6 +229,75 @@ static void quarantine_log_keeps_hard_state_and_amnesia(void **state)
     assert_int_equal(f->t.rep.hard_term, 4);
     assert_true(f->t.rep.amnesia);
     assert_int_equal(f->t.rep.amnesia_reason, STORE_AMNESIA_RECORDED);
+    assert_true(path_exists(&f->t, qpath));
+}
+
+static void flip_byte(struct ts *t, const char *path, uint64_t off)
+{
+    struct fs *fs = fs_fault_fs(t->ff);
+    struct fs_file *file = NULL;
+    uint8_t b = 0;
+    size_t got = 0;
+    assert_int_equal(fs->open(fs, path, 0, &file, NULL), 0);
+    assert_int_equal(fs->pread(fs, file, &b, 1, off, &got, NULL), 0);
+    assert_int_equal(got, 1);
+    b ^= 0x10;
+    struct iovec iov = {&b, 1};
+    assert_int_equal(fs->pwritev(fs, file, &iov, 1, off, NULL), 0);
+    assert_int_equal(fs->fsync(fs, file, NULL), 0);
+    fs->close(fs, file);
+}
+
+/* Decision 0031: a quarantined log is read back as one verified run from
+ * index 1 (a damaged record ends it) and restored through the
+ * InstallSnapshot replacement into an empty group only, the quarantined
+ * files left in place. */
+static void a_quarantined_log_verifies_and_restores_by_replacement(void **state)
+{
+    struct fixture *f = *state;
+    char path[512], qpath[700], hex[33];
+    uint64_t off;
+    struct store_qlog q;
+
+    hard_state(&f->t, 4, "v");
+    ts_append(&f->t, 1, 120, 4, 300, 1); /* several 16 KiB segments */
+    assert_true(ts_wait_persisted(&f->t, 120));
+    ts_where(&f->t, 60, path, &off);
+    assert_int_equal(store_amnesia_enter(f->t.g, 4, 0, NULL), 0);
+    store_group_close(f->t.g);
+    f->t.g = NULL;
+    assert_int_equal(store_group_quarantine_log(f->t.s, &f->t.gid, NULL), 0);
+    assert_int_equal(store_qlog_survey(f->t.s, &f->t.gid, &q, NULL), 0);
+    assert_true(q.files >= 2);
+    assert_int_equal(q.last_index, 120);
+    assert_int_equal(q.last_term, 4);
+    /* Another group has nothing there. */
+    struct store_group_id other = other_id(0x77);
+    struct store_qlog none;
+    assert_int_equal(store_qlog_survey(f->t.s, &other, &none, NULL), 0);
+    assert_int_equal(none.files, 0);
+    assert_int_equal(none.last_index, 0);
+    /* A flipped bit in record 60 ends the run before it. */
+    store_group_id_hex(&f->t.gid, hex);
+    snprintf(qpath, sizeof qpath, "%s/quarantine/%s-%s", f->t.dir, hex,
+             strrchr(path, '/') + 1);
+    flip_byte(&f->t, qpath, off + 44);
+    assert_int_equal(store_qlog_survey(f->t.s, &f->t.gid, &q, NULL), 0);
+    assert_int_equal(q.last_index, 59);
+    assert_non_null(strstr(q.why, "index 60"));
+    /* Restored through 59 only: 80 is past the verified run. */
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(f->t.rep.last_index, 0);
+    assert_int_equal(store_qlog_restore(f->t.g, 80, &q, NULL), KEEL_ECORRUPT);
+    assert_int_equal(store_qlog_restore(f->t.g, 50, &q, NULL), 0);
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(f->t.rep.first_index, 1);
+    assert_int_equal(f->t.rep.last_index, 50);
+    for (uint64_t i = 1; i <= 50; i++) {
+        ts_expect(&f->t, i, 4, 1);
+    }
+    /* Never over a live log; the quarantined copy stays. */
+    assert_int_equal(store_qlog_restore(f->t.g, 50, &q, NULL), KEEL_EINVAL);
     assert_true(path_exists(&f->t, qpath));
 }
 
@@ -508,6 +578,9 @@ int main(void)
             quarantine_log_keeps_hard_state_and_amnesia, setup, teardown),
         cmocka_unit_test_setup_teardown(
             recover_wait_survives_a_crash_until_cleared_or_deleted, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            a_quarantined_log_verifies_and_restores_by_replacement, setup,
             teardown),
         cmocka_unit_test_setup_teardown(
             incarnation64_folds_the_first_eight_bytes, setup, teardown),
