@@ -4,7 +4,8 @@
  * again after its node came back; the mirror ends with every origin seq,
  * subject, payload and timestamp, none missing and none twice, on every
  * node. The position is the mirror's replicated state, so the new
- * leader's pump resumes where the committed state says.
+ * leader's pump resumes where the committed state says. An R1 mirror of
+ * an R1 origin is placed on the origin's node, where its leader reads.
  * Shared setup: cjs_common.h. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -171,10 +172,52 @@ static void an_r3_mirror_keeps_every_seq_once_across_leader_kills(void **state)
     cjs_ledger_free(&l);
 }
 
+struct r1_wait {
+    json_int_t msgs;
+};
+
+static bool r1_mirrored(void *arg)
+{
+    const struct r1_wait *w = arg;
+    return state_int(0, "M1", "messages") == w->msgs &&
+           state_int(0, "M1", "last_seq") == w->msgs;
+}
+
+/* The mirror's leader reads the origin on its own node: an R1 mirror of
+ * an R1 origin is placed on the origin's node, also when another node
+ * hosts fewer streams. */
+static void an_r1_mirror_is_placed_on_its_origin_node(void **state)
+{
+    (void)state;
+    struct cjs_ledger l;
+    memset(&l, 0, sizeof l);
+    cjs_add_stream(&cj, 0, "O1", "o1.>", 1, WAIT_MS);
+    for (int i = 1; i <= 5; i++) {
+        char data[16];
+        snprintf(data, sizeof data, "r%d", i);
+        assert_true(cjs_publish(&cj, 0, "o1.k", data, &l, WAIT_MS));
+    }
+    json_t *o = cjs_request_retry(&cj, 2, "$JS.API.STREAM.CREATE.M1",
+                                  "{\"name\":\"M1\",\"mirror\":{\"name\":"
+                                  "\"O1\"}}",
+                                  WAIT_MS);
+    assert_false(cjs_is_error(o));
+    json_decref(o);
+    int ol = cjs_wait_stream_led(&cj, "O1", WAIT_MS);
+    int ml = cjs_wait_stream_led(&cj, "M1", WAIT_MS);
+    assert_true(ol >= 0);
+    assert_int_equal(ml, ol);
+    struct r1_wait w = {5};
+    assert_true(h_poll(r1_mirrored, &w, WAIT_MS));
+    cjs_check_acked(&cj, 1, "M1", &l);
+    cjs_ledger_free(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(an_r3_mirror_keeps_every_seq_once_across_leader_kills),
+        cmocka_unit_test(an_r1_mirror_is_placed_on_its_origin_node),
     };
     nats_Open(-1);
     int rv = cmocka_run_group_tests(tests, group_setup, group_teardown);
