@@ -101,6 +101,22 @@ static json_t *get(int i, const char *stream, json_int_t seq)
     return m;
 }
 
+/* Create mirror name of origin with r replicas through node via and wait
+ * until every running node names its leader. */
+static void add_mirror(int via, const char *name, const char *origin, int r)
+{
+    char subj[96], body[160];
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.CREATE.%s", name);
+    snprintf(body, sizeof body,
+             "{\"name\":\"%s\",\"num_replicas\":%d,\"mirror\":{\"name\":"
+             "\"%s\"}}",
+             name, r, origin);
+    json_t *o = cjs_request_retry(&cj, via, subj, body, WAIT_MS);
+    assert_false(cjs_is_error(o));
+    json_decref(o);
+    assert_true(cjs_wait_stream_led(&cj, name, WAIT_MS) >= 0);
+}
+
 static void kill_mirror_leader(int *killed)
 {
     int leader = cjs_wait_stream_led(&cj, "MIR", WAIT_MS);
@@ -117,13 +133,7 @@ static void an_r3_mirror_keeps_every_seq_once_across_leader_kills(void **state)
     memset(&l, 0, sizeof l);
     int next = 1, killed = -1;
     cjs_add_stream(&cj, 0, "ORIG", "orig.>", 3, WAIT_MS);
-    json_t *o = cjs_request_retry(&cj, 1, "$JS.API.STREAM.CREATE.MIR",
-                                  "{\"name\":\"MIR\",\"num_replicas\":3,"
-                                  "\"mirror\":{\"name\":\"ORIG\"}}",
-                                  WAIT_MS);
-    assert_false(cjs_is_error(o));
-    json_decref(o);
-    assert_true(cjs_wait_stream_led(&cj, "MIR", WAIT_MS) >= 0);
+    add_mirror(1, "MIR", "ORIG", 3);
     publish_round(&l, &next, ROUND);
     /* Mid-stream: the mirror's leader dies while it pumps. */
     kill_mirror_leader(&killed);
@@ -197,12 +207,7 @@ static void an_r1_mirror_is_placed_on_its_origin_node(void **state)
         snprintf(data, sizeof data, "r%d", i);
         assert_true(cjs_publish(&cj, 0, "o1.k", data, &l, WAIT_MS));
     }
-    json_t *o = cjs_request_retry(&cj, 2, "$JS.API.STREAM.CREATE.M1",
-                                  "{\"name\":\"M1\",\"mirror\":{\"name\":"
-                                  "\"O1\"}}",
-                                  WAIT_MS);
-    assert_false(cjs_is_error(o));
-    json_decref(o);
+    add_mirror(2, "M1", "O1", 1);
     int ol = cjs_wait_stream_led(&cj, "O1", WAIT_MS);
     int ml = cjs_wait_stream_led(&cj, "M1", WAIT_MS);
     assert_true(ol >= 0);
