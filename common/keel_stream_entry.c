@@ -219,8 +219,9 @@ static void decode_fields(struct rbuf *r, struct keel_stream_entry *e)
         e->hdr = get_raw(r, false, &e->hdr_len);
         e->data = get_raw(r, false, &e->data_len);
         e->lost = get_uint(r);
-        /* Origin seqs start at 1; a position-only entry carries no body. */
-        if (u > INT64_MAX || e->seq == 0 ||
+        /* Origin seqs start at 1 and stay far below UINT64_MAX (seq + 1
+         * never wraps); a position-only entry carries no body. */
+        if (u > INT64_MAX || e->seq == 0 || e->seq > INT64_MAX ||
             (e->subject_len == 0 && e->hdr_len + e->data_len > 0)) {
             r->bad = true;
         }

@@ -617,8 +617,14 @@ static void mirror_entry_round_trips_and_is_strict(void **state)
         assert_int_not_equal(keel_stream_entry_decode(buf, cut, &d, err), 0);
     }
     free(buf);
-    /* Origin seq 0 and a position-only entry with a body are refused. */
+    /* Origin seq 0 or past INT64_MAX and a position-only entry with a
+     * body are refused. */
     e.seq = 0;
+    assert_int_equal(keel_stream_entry_encode(&e, &buf, &len), 0);
+    assert_int_equal(keel_stream_entry_decode(buf, len, &d, err),
+                     KEEL_ECORRUPT);
+    free(buf);
+    e.seq = UINT64_MAX;
     assert_int_equal(keel_stream_entry_encode(&e, &buf, &len), 0);
     assert_int_equal(keel_stream_entry_decode(buf, len, &d, err),
                      KEEL_ECORRUPT);
