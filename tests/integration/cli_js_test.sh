@@ -56,6 +56,19 @@ t_stream_info_shows_the_mirror() {
     return 1
   }
   poll_for lonely_says_not_found || return 1
+  # A mirror's archive is not restored: a mirror takes no publishes.
+  "$KEEL" stream backup MIRRORED "$TMP/mirror.bak" >/dev/null || return 1
+  local rc=0
+  "$KEEL" stream restore "$TMP/mirror.bak" --name MCOPY 2>"$TMP/mr.err" ||
+    rc=$?
+  [[ $rc == 1 ]] && grep -q 'takes no publishes' "$TMP/mr.err" || {
+    echo "rc $rc"
+    cat "$TMP/mr.err"
+    return 1
+  }
+  rc=0
+  "$KEEL" stream info MCOPY 2>/dev/null || rc=$?
+  [[ $rc == 1 ]] || return 1
   "$KEEL" stream rm MIRRORED --force >/dev/null &&
     "$KEEL" stream rm LONELY --force >/dev/null
 }
@@ -255,7 +268,7 @@ check "connection flags work before the command and between its words" \
   t_connection_flags_go_before_the_command
 check "a missing stream or consumer, a 409 or a push consumer fails keel consumer next with the server's sentence" \
   t_api_errors_reach_the_user_as_sentences
-check "stream info shows a mirror's origin, lag and error" \
+check "stream info shows a mirror's origin, lag and error; its archive is not restored" \
   t_stream_info_shows_the_mirror
 check "rm and purge need --force without a terminal" \
   t_rm_without_terminal_needs_force
