@@ -1,9 +1,9 @@
 /* Stream mirrors through a real keeld with libnats
  * (docs/decisions/0031-mirrors-pull-into-the-log.md): a mirror stores each
  * origin message at its origin seq with its subject, headers, payload and
- * timestamp; opt_start_seq and filter_subject (origin seqs kept, the gaps
- * deleted); a missing origin shows in info and is mirrored once created;
- * deleting the origin leaves the mirror's messages; origin drops are
+ * timestamp; opt_start_seq, opt_start_time and filter_subject (origin seqs
+ * kept, the gaps deleted); a missing origin shows in info and is mirrored once
+ * created; deleting the origin leaves the mirror's messages; origin drops are
  * recorded instead of stalling; a restart that loads a snapshot resumes
  * without a duplicate; config updates and cycles are refused with
  * nats-server's codes; a publish to a mirror reaches no stream. */
@@ -276,6 +276,30 @@ static void start_seq_and_filter_keep_origin_seqs(void **state)
     same_message(f, "O", "MF", 8);
 }
 
+static void start_time_starts_at_the_first_message_stored_then(void **state)
+{
+    struct fixture *f = *state;
+    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    for (int i = 1; i <= 4; i++) {
+        publish(f, "o.a", "x", NULL, NULL);
+    }
+    long long code = 0;
+    json_t *m3 = get(f, "O", 3, &code);
+    assert_non_null(m3);
+    char body[256];
+    snprintf(body, sizeof body,
+             "{\"name\":\"MT\",\"mirror\":{\"name\":\"O\","
+             "\"opt_start_time\":\"%s\"}}",
+             json_string_value(json_object_get(m3, "time")));
+    json_decref(m3);
+    create(f, "MT", body);
+    wait_mirror(f, "MT", 4, 2);
+    json_t *o = info(f, "MT");
+    assert_int_equal(state_of(o, "first_seq"), 3);
+    json_decref(o);
+    same_message(f, "O", "MT", 3);
+}
+
 static void a_missing_origin_is_shown_then_mirrored_once_created(void **state)
 {
     struct fixture *f = *state;
@@ -400,6 +424,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(a_mirror_stores_each_origin_message_at_its_seq),
         T(start_seq_and_filter_keep_origin_seqs),
+        T(start_time_starts_at_the_first_message_stored_then),
         T(a_missing_origin_is_shown_then_mirrored_once_created),
         T(deleting_the_origin_leaves_the_mirror_messages),
         T(origin_drops_are_recorded_not_waited_for),
