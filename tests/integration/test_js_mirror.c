@@ -300,6 +300,54 @@ static void start_time_starts_at_the_first_message_stored_then(void **state)
     same_message(f, "O", "MT", 3);
 }
 
+/* A consumer's filter on a mirror fits its origin's subjects, as
+ * nats-server checks, and delivers only what it matches. */
+static void a_filtered_consumer_on_a_mirror_gets_its_subject_only(void **state)
+{
+    struct fixture *f = *state;
+    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    for (int i = 1; i <= 5; i++) {
+        publish(f, i % 2 == 1 ? "o.a" : "o.b", "x", NULL, NULL);
+    }
+    create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
+    wait_mirror(f, "M", 5, 5);
+    assert_int_equal(api_err(f, "$JS.API.CONSUMER.DURABLE.CREATE.M.zz",
+                             "{\"stream_name\":\"M\",\"config\":{"
+                             "\"durable_name\":\"zz\",\"ack_policy\":"
+                             "\"explicit\",\"filter_subject\":\"zzz\"}}"),
+                     10093);
+    api_ok(f, "$JS.API.CONSUMER.DURABLE.CREATE.M.d1",
+           "{\"stream_name\":\"M\",\"config\":{\"durable_name\":\"d1\","
+           "\"ack_policy\":\"explicit\",\"filter_subject\":\"o.a\"}}");
+    natsSubscription *sub = NULL;
+    jsSubOptions so;
+    jsErrCode jerr = 0;
+    jsSubOptions_Init(&so);
+    so.Stream = "M";
+    so.Consumer = "d1";
+    assert_int_equal(
+        js_PullSubscribe(&sub, f->js, "o.a", "d1", NULL, &so, &jerr), NATS_OK);
+    natsMsgList list = {0};
+    int got = 0;
+    long long until = h_now_ms() + WAIT_MS;
+    while (got < 3 && h_now_ms() < until) {
+        natsStatus st = natsSubscription_Fetch(&list, sub, 10, 1000, &jerr);
+        for (int i = 0; st == NATS_OK && i < list.Count; i++) {
+            jsMsgMetaData *md = NULL;
+            assert_string_equal(natsMsg_GetSubject(list.Msgs[i]), "o.a");
+            /* num_pending counts the filter's matches, not the stream. */
+            assert_int_equal(natsMsg_GetMetaData(&md, list.Msgs[i]), NATS_OK);
+            assert_int_equal(md->NumPending, (uint64_t)(2 - got));
+            jsMsgMetaData_Destroy(md);
+            assert_int_equal(natsMsg_Ack(list.Msgs[i], NULL), NATS_OK);
+            got++;
+        }
+        natsMsgList_Destroy(&list);
+    }
+    assert_int_equal(got, 3);
+    natsSubscription_Destroy(sub);
+}
+
 static void a_missing_origin_is_shown_then_mirrored_once_created(void **state)
 {
     struct fixture *f = *state;
@@ -425,6 +473,7 @@ int main(void)
         T(a_mirror_stores_each_origin_message_at_its_seq),
         T(start_seq_and_filter_keep_origin_seqs),
         T(start_time_starts_at_the_first_message_stored_then),
+        T(a_filtered_consumer_on_a_mirror_gets_its_subject_only),
         T(a_missing_origin_is_shown_then_mirrored_once_created),
         T(deleting_the_origin_leaves_the_mirror_messages),
         T(origin_drops_are_recorded_not_waited_for),
