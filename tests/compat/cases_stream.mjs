@@ -472,6 +472,25 @@ export const cases = [
     },
   },
   {
+    name: 'a consumer filter on a mirror must fit the origin\'s subjects',
+    run: async (ctx) => {
+      await create(ctx);
+      await fill(ctx, 2);
+      const name = `${ctx.uniq}M`;
+      await api(ctx, `STREAM.CREATE.${name}`,
+        { name, mirror: { name: ctx.uniq } });
+      await mirrorInfo(ctx, name, (x) => x.state?.messages === 2);
+      const mk = (d, filter) => api(ctx,
+        `CONSUMER.DURABLE.CREATE.${name}.${d}`, { stream_name: name,
+          config: { durable_name: d, ack_policy: 'explicit',
+            filter_subject: filter } });
+      const ok = await mk('fits', `${ctx.uniq}.a`);
+      const bad = await mk('foreign', 'elsewhere.x');
+      return { ok: ok.config?.filter_subject ?? ok.error,
+        pending: ok.num_pending, bad: bad.error ?? null };
+    },
+  },
+  {
     name: 'a mirror of another domain (external) is refused by Keel',
     intended: { error: 'Keel has no domains or accounts to mirror from: it ' +
       'refuses mirror external by name (10052) where nats-server accepts ' +
