@@ -6,7 +6,9 @@
  * headers and payload. The position is the applied sm.mirror_pos, part of
  * the mirror's replicated state and snapshot; the apply skips an origin
  * seq not above it, so a new leader that sends again what its
- * predecessor's log already holds never stores a message twice.
+ * predecessor's log already holds never stores a message twice. A
+ * leader whose node holds no replica of the origin hands the leadership
+ * to a peer that does.
  *
  * One timer on the loop runs every pump: at once again while a pump made
  * progress, else every MIRROR_IDLE_MS; an origin that cannot be read is
@@ -49,12 +51,41 @@ static void pump_fail(struct srv_stream *st, enum srv_js_err jerr,
     p->retry_ns = mono_ns() + (int64_t)p->backoff_ms * 1000000;
 }
 
-/* The origin, readable on this node, or NULL (the pump's error set). */
+/* A peer of the mirror's group that also hosts the origin (not this
+ * node), or 0. */
+static raft_node peer_with_origin(const struct srv_stream *st,
+                                  const struct srv_stream *o)
+{
+    raft_node self = st->js->jc != NULL ? srv_jsc_self_node(st->js->jc) : 0;
+    for (uint32_t i = 0; i < st->place.n; i++) {
+        const struct srv_jsc_member *m = &st->place.m[i];
+        for (uint32_t k = 0; m->node != self && k < o->place.n; k++) {
+            if (o->place.m[k].node == m->node && o->place.m[k].inc == m->inc) {
+                return m->node;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The origin, readable on this node, or NULL (the pump's error set). A
+ * leader whose node holds no replica of the origin hands the mirror's
+ * leadership to a peer that does, where the pump can read it. */
 static struct srv_stream *origin_here(struct srv_stream *st)
 {
     struct srv_stream *o = NULL;
+    char err[KEEL_ERRMSG_MAX];
     if (srv_js_find_stream(st->js, st->cfg.mirror.name, &o) != 0) {
         pump_fail(st, SRV_JS_ESTREAM_NOT_FOUND, "stream not found");
+        return NULL;
+    }
+    raft_node to = o->r == NULL || !o->placed ? peer_with_origin(st, o) : 0;
+    if (to != 0 && replica_transfer_leader(st->r, to, err) == 0) {
+        SRV_INFO("js", "mirror %s: leadership to a peer that hosts origin %s",
+                 st->cfg.name, o->cfg.name);
+        pump_fail(st, SRV_JS_EUNAVAILABLE,
+                  "the mirror's leadership moves to a node that hosts the "
+                  "origin");
         return NULL;
     }
     if (o->r == NULL || !o->placed || o->failed || srv_stream_amnesiac(o)) {

@@ -244,11 +244,71 @@ static void an_r1_mirror_is_placed_on_its_origin_node(void **state)
     cjs_ledger_free(&l);
 }
 
+struct led_at {
+    const char *stream;
+    int node;
+    json_int_t msgs;
+};
+
+static bool mirrored_and_led_at(void *arg)
+{
+    const struct led_at *w = arg;
+    int l = -1;
+    return cjs_stream_agreed(&cj, w->stream, &l) && l == w->node &&
+           state_int(0, w->stream, "messages") == w->msgs;
+}
+
+static bool some_log_has(void *arg)
+{
+    for (int i = 0; i < NODES; i++) {
+        if (cjs_log_has(&cj, i, arg)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* An R3 mirror of an R1 origin: only one of its peers can read the
+ * origin, so a leader elsewhere (here: after a step-down) hands the
+ * leadership to that peer, and the mirror goes on from its position. */
+static void an_r3_mirror_of_an_r1_origin_leads_where_the_origin_is(void **state)
+{
+    (void)state;
+    struct cjs_ledger l;
+    memset(&l, 0, sizeof l);
+    cjs_add_stream(&cj, 0, "O3", "o3.>", 1, WAIT_MS);
+    int x = cjs_wait_stream_led(&cj, "O3", WAIT_MS);
+    assert_true(x >= 0);
+    add_mirror(1, "M3", "O3", 3);
+    for (int i = 1; i <= 10; i++) {
+        char data[16];
+        snprintf(data, sizeof data, "q%d", i);
+        assert_true(cjs_publish(&cj, 0, "o3.k", data, &l, WAIT_MS));
+        if (i == 5) {
+            struct led_at w = {"M3", x, 5};
+            assert_true(h_poll(mirrored_and_led_at, &w, WAIT_MS));
+            json_decref(
+                cjs_request(&cj, x, "$JS.API.STREAM.LEADER.STEPDOWN.M3", ""));
+        }
+    }
+    struct led_at w = {"M3", x, 10};
+    assert_true(h_poll(mirrored_and_led_at, &w, WAIT_MS));
+    assert_true(h_poll(some_log_has,
+                       "mirror M3: leadership to a peer that hosts origin O3",
+                       WAIT_MS));
+    for (int i = 0; i < NODES; i++) {
+        cjs_check_acked(&cj, i, "M3", &l);
+    }
+    cjs_ledger_free(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(an_r3_mirror_keeps_every_seq_once_across_leader_kills),
         cmocka_unit_test(an_r1_mirror_is_placed_on_its_origin_node),
+        cmocka_unit_test(
+            an_r3_mirror_of_an_r1_origin_leads_where_the_origin_is),
     };
     nats_Open(-1);
     int rv = cmocka_run_group_tests(tests, group_setup, group_teardown);
