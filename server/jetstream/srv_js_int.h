@@ -293,6 +293,10 @@ void srv_stream_maybe_tick(struct srv_stream *st, int64_t now_ns);
 /* Start and stop the timer that runs every mirror's pump on its leader. */
 void srv_js_mirror_open(struct srv_js *js);
 void srv_js_mirror_close(struct srv_js *js);
+/* A mirror whose origin has a replica on this node and on no other peer
+ * of the mirror: its leadership stays here (lame duck mode hands it
+ * over no more than an R1 stream's, as no other peer could pump). */
+bool srv_stream_mirror_pinned(const struct srv_stream *st);
 /* The stream info "mirror" block {name, lag, active, error?}; NULL when
  * out of memory. */
 json_t *srv_stream_mirror_info(const struct srv_stream *st);

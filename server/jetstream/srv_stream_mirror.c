@@ -99,6 +99,14 @@ static struct srv_stream *origin_here(struct srv_stream *st)
     return o;
 }
 
+bool srv_stream_mirror_pinned(const struct srv_stream *st)
+{
+    struct srv_stream *o = NULL;
+    return st->cfg.has_mirror &&
+           srv_js_find_stream(st->js, st->cfg.mirror.name, &o) == 0 &&
+           o->r != NULL && o->placed && peer_with_origin(st, o) == 0;
+}
+
 static int propose(struct srv_stream *st, const struct srv_stream_msg *m,
                    uint64_t origin_seq, uint64_t lost, char *err)
 {

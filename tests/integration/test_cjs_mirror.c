@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 #include <nats/nats.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,6 +301,18 @@ static void an_r3_mirror_of_an_r1_origin_leads_where_the_origin_is(void **state)
         cjs_check_acked(&cj, i, "M3", &l);
     }
     cjs_ledger_free(&l);
+    /* Lame duck mode on the origin's node: the mirror's leadership stays
+     * (its peers would hand it back), every other one moves, and the node
+     * stops well before SRV_LDM_HANDOFF_MS_MAX (10 s). */
+    pid_t pid = cj.net.node[x].k.pid;
+    cjs_disconnect(&cj, x);
+    long long t0 = h_now_ms();
+    assert_int_equal(kill(pid, SIGUSR2), 0);
+    assert_int_equal(h_wait_pid(pid, 9000, NULL), 0);
+    cj.net.node[x].k.pid = -1;
+    cj.net.node[x].running = false;
+    assert_true(h_now_ms() - t0 < 9000);
+    assert_true(cjs_log_has(&cj, x, "every leadership handed over"));
 }
 
 int main(void)
