@@ -101,6 +101,14 @@ struct bench_result {
 int cli_bench_latency(const struct bench *b, struct bench_result *r,
                       char *errmsg);
 
+/* Fill the latency fields of `r` from the samples of n clients (sorts a
+ * merged copy), for every bench's own client struct: clients[i] is stride
+ * bytes apart, its int64_t * samples at byte ns_off and their int64_t count
+ * at byte n_off. Nothing for no samples. Returns 0 or KEEL_ENOMEM. */
+int cli_bench_lat_merge(const void *clients, int64_t n, size_t stride,
+                        size_t ns_off, size_t n_off, struct bench_result *r,
+                        char *errmsg);
+
 /* Sort the n latency samples in `v` (in place) and fill the p50/p90/p99/
  * max/mean fields of `r`; nothing for n == 0.
  */
@@ -128,6 +136,11 @@ void cli_bench_report(const struct bench_cfg *cfg,
  * Returns 0 or KEEL_EUSAGE when the list does not fit. */
 int cli_bench_rotate_servers(const char *list, int64_t i, char *out, size_t cap,
                              char *errmsg);
+
+/* Connect client i of a bench with conn, its server list rotated by
+ * cli_bench_rotate_servers (cli_bench_js.c). */
+int cli_bench_connect(const struct cli_conn_opts *conn, int64_t i,
+                      natsConnection **nc, char *errmsg);
 
 /* Draw the progress bar on stderr (TTY only); done/total in messages. */
 void cli_bench_progress(const struct bench *b, int64_t done, int64_t total);

@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,23 @@ int cli_bench_rotate_servers(const char *list, int64_t i, char *out, size_t cap,
     return 0;
 }
 
+int cli_bench_connect(const struct cli_conn_opts *conn, int64_t i,
+                      natsConnection **nc, char *errmsg)
+{
+    struct cli_conn_opts c = *conn;
+    char servers[CLI_SERVERS_BYTES_MAX];
+
+    if (c.servers != NULL) {
+        int rv = cli_bench_rotate_servers(c.servers, i, servers, sizeof servers,
+                                          errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+        c.servers = servers;
+    }
+    return cli_connect_default(&c, nc, errmsg);
+}
+
 int cli_bench_js_stream_add(jsCtx *js, const char *name, const char *subject,
                             int64_t replicas, const char *hint, char *errmsg)
 {
@@ -143,17 +161,7 @@ int cli_bench_js_stream_add(jsCtx *js, const char *name, const char *subject,
 
 static int pub_open(struct bjs_pub *p, int64_t i, char *errmsg)
 {
-    struct cli_conn_opts conn = p->cfg->conn;
-    char servers[CLI_SERVERS_BYTES_MAX];
-    if (conn.servers != NULL) {
-        int rv = cli_bench_rotate_servers(conn.servers, i, servers,
-                                          sizeof servers, errmsg);
-        if (rv != 0) {
-            return rv;
-        }
-        conn.servers = servers;
-    }
-    int rv = cli_connect_default(&conn, &p->nc, errmsg);
+    int rv = cli_bench_connect(&p->cfg->conn, i, &p->nc, errmsg);
     return rv != 0
                ? rv
                : cli_js_ctx_async(p->nc, CLI_BENCH_STALL_MS_DEFAULT,
@@ -201,27 +209,6 @@ static void report(const struct bjs_cfg *c, int64_t ns,
     if (c->sync) {
         cli_bench_lat_print(lat, "ack latency", false);
     }
-}
-
-/* Merge every publisher's ack latencies into `r` (--sync only). */
-static int sync_latency(const struct bjs_cfg *c, const struct bjs_pub *pubs,
-                        struct bench_result *r, char *errmsg)
-{
-    int64_t n = 0, k = 0;
-    for (int64_t i = 0; i < c->pubs; i++) {
-        n += pubs[i].sent;
-    }
-    int64_t *all = malloc((size_t)(n > 0 ? n : 1) * sizeof *all);
-    if (all == NULL) {
-        return keel_err(KEEL_ENOMEM, errmsg, "no memory to sort latencies");
-    }
-    for (int64_t i = 0; i < c->pubs; i++) {
-        memcpy(all + k, pubs[i].lat_ns, (size_t)pubs[i].sent * sizeof *all);
-        k += pubs[i].sent;
-    }
-    cli_bench_lat_summary(all, n, r);
-    free(all);
-    return 0;
 }
 
 static int bjs_run(const struct bjs_cfg *c, char *errmsg)
@@ -279,7 +266,10 @@ static int bjs_run(const struct bjs_cfg *c, char *errmsg)
     int64_t t1 = cli_mono_ns();
     struct bench_result lat = {0};
     if (rv == 0 && c->sync) {
-        rv = sync_latency(c, pubs, &lat, errmsg);
+        /* --sync only: every publisher's ack latencies. */
+        rv = cli_bench_lat_merge(pubs, c->pubs, sizeof *pubs,
+                                 offsetof(struct bjs_pub, lat_ns),
+                                 offsetof(struct bjs_pub, sent), &lat, errmsg);
     }
     if (rv == 0) {
         report(c, t1 - t0, &lat);

@@ -22,6 +22,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,17 +123,7 @@ static int bkv_open(struct bkv_client *k, char *errmsg)
     jsOptions jo;
     jsOptions_Init(&jo);
     jo.Wait = CLI_BENCH_STALL_MS_DEFAULT;
-    struct cli_conn_opts conn = k->cfg->conn;
-    char servers[CLI_SERVERS_BYTES_MAX];
-    int rv = 0;
-    if (conn.servers != NULL) {
-        rv = cli_bench_rotate_servers(conn.servers, k->index, servers,
-                                      sizeof servers, errmsg);
-        conn.servers = servers;
-    }
-    if (rv == 0) {
-        rv = cli_connect_default(&conn, &k->nc, errmsg);
-    }
+    int rv = cli_bench_connect(&k->cfg->conn, k->index, &k->nc, errmsg);
     if (rv != 0) {
         return rv;
     }
@@ -235,20 +226,14 @@ static int bkv_collect(const struct bkv_cfg *c, const struct bkv_client *ks,
         t0 = ks[i].start_ns < t0 ? ks[i].start_ns : t0;
         t1 = ks[i].end_ns > t1 ? ks[i].end_ns : t1;
     }
-    int64_t *all = malloc((size_t)(n > 0 ? n : 1) * sizeof *all);
-    if (all == NULL) {
-        return keel_err(KEEL_ENOMEM, errmsg, "no memory to sort latencies");
-    }
-    int64_t k = 0;
-    for (int64_t i = 0; i < c->clients; i++) {
-        memcpy(all + k, ks[i].lat_ns, (size_t)ks[i].done * sizeof *all);
-        k += ks[i].done;
-    }
     struct bench_result lat = {0};
-    cli_bench_lat_summary(all, n, &lat);
-    free(all);
-    bkv_report(c, n, t1 - t0, &lat);
-    return 0;
+    int rv = cli_bench_lat_merge(
+        ks, c->clients, sizeof *ks, offsetof(struct bkv_client, lat_ns),
+        offsetof(struct bkv_client, done), &lat, errmsg);
+    if (rv == 0) {
+        bkv_report(c, n, t1 - t0, &lat);
+    }
+    return rv;
 }
 
 static int bkv_run(const struct bkv_cfg *c, char *errmsg)

@@ -1,6 +1,7 @@
 /* keel bench output: latency percentiles, the text or JSON report, and the
  * progress bar. Pure formatting over the numbers cli_bench.c collected.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,26 +47,42 @@ void cli_bench_lat_summary(int64_t *v, int64_t n, struct bench_result *r)
 int cli_bench_latency(const struct bench *b, struct bench_result *r,
                       char *errmsg)
 {
-    int64_t n = 0;
-    for (int64_t i = 0; i < b->npubs; i++) {
-        n += b->pubs[i].sent;
+    return cli_bench_lat_merge(b->pubs, b->npubs, sizeof *b->pubs,
+                               offsetof(struct bench_pub, lat_ns),
+                               offsetof(struct bench_pub, sent), r, errmsg);
+}
+
+int cli_bench_lat_merge(const void *clients, int64_t n, size_t stride,
+                        size_t ns_off, size_t n_off, struct bench_result *r,
+                        char *errmsg)
+{
+    const unsigned char *base = clients;
+    int64_t total = 0;
+    int64_t k = 0;
+
+    ASSERT(clients != NULL || n == 0);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t cnt;
+        memcpy(&cnt, base + (size_t)i * stride + n_off, sizeof cnt);
+        total += cnt;
     }
-    if (n == 0) {
+    if (total == 0) {
         return 0;
     }
-    int64_t *all = malloc((size_t)n * sizeof *all);
+    int64_t *all = malloc((size_t)total * sizeof *all);
     if (all == NULL) {
         return keel_err(KEEL_ENOMEM, errmsg, "no memory to sort latencies");
     }
-    int64_t k = 0;
-    for (int64_t i = 0; i < b->npubs; i++) {
-        const struct bench_pub *p = &b->pubs[i];
-        for (int64_t j = 0; j < p->sent; j++) {
-            ASSERT(k < n);
-            all[k++] = p->lat_ns[j];
-        }
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t *ns;
+        int64_t cnt;
+        memcpy(&ns, base + (size_t)i * stride + ns_off, sizeof ns);
+        memcpy(&cnt, base + (size_t)i * stride + n_off, sizeof cnt);
+        ASSERT(k + cnt <= total);
+        memcpy(all + k, ns, (size_t)cnt * sizeof *all);
+        k += cnt;
     }
-    cli_bench_lat_summary(all, n, r);
+    cli_bench_lat_summary(all, total, r);
     free(all);
     return 0;
 }

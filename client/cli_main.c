@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "cli_js.h"
 #include "cli_kv.h"
+#include "cli_obj.h"
 #include "cli_passwd.h"
 #include "cli_store.h"
 
@@ -53,6 +54,8 @@ static const struct cli_cmd commands[] = {
     {"kv", cli_kv,
      "add|put|get|create|update|del|purge|history|keys|watch|ls|info|rm",
      "Key/Value buckets; 'keel kv' lists the commands.", 0, 8},
+    {"object", cli_obj, "add|put|get|ls|info|rm|watch",
+     "Object Store buckets; 'keel object' lists the commands.", 0, 8},
     {"passwd", cli_passwd, "[--iterations N]",
      "Print a password hash for keeld's authorization block.", 0, 0},
     {"cluster", cli_cluster,

@@ -12,27 +12,71 @@
 _Static_assert(SNAP_HEADER_BYTES == 96, "header layout is 96 bytes");
 _Static_assert(sizeof(SNAP_MAGIC) == 8, "magic is 8 bytes with its NUL");
 
+_Static_assert(SNAP_HEADER_BYTES == SNAP__FIXED_BYTES,
+               "the header is the fixed block");
+
+void snap__fixed_encode(const char magic[8], uint32_t version,
+                        const uint8_t group[16],
+                        const uint64_t w[SNAP__FIXED_WORDS],
+                        uint8_t out[SNAP__FIXED_BYTES])
+{
+    ASSERT(magic != NULL && group != NULL && w != NULL);
+    memcpy(out, magic, 8);
+    keel_put_le32(out + 8, version);
+    keel_put_le32(out + 12, SNAP__FIXED_BYTES);
+    memcpy(out + 16, group, 16);
+    for (unsigned i = 0; i < SNAP__FIXED_WORDS; i++) {
+        keel_put_le64(out + 32 + 8 * i, w[i]);
+    }
+    keel_put_le64(out + 88, XXH3_64bits(out, 88));
+}
+
+enum snap__fixed_bad snap__fixed_decode(const uint8_t b[SNAP__FIXED_BYTES],
+                                        const char magic[8], uint32_t version,
+                                        uint8_t group[16],
+                                        uint64_t *const w[SNAP__FIXED_WORDS])
+{
+    ASSERT(b != NULL && magic != NULL && group != NULL && w != NULL);
+    if (memcmp(b, magic, 8) != 0) {
+        return SNAP__FIXED_MAGIC;
+    }
+    if (keel_get_le64(b + 88) != XXH3_64bits(b, 88)) {
+        return SNAP__FIXED_SUM;
+    }
+    if (keel_get_le32(b + 8) != version) {
+        return SNAP__FIXED_VERSION;
+    }
+    if (keel_get_le32(b + 12) != SNAP__FIXED_BYTES) {
+        return SNAP__FIXED_SIZE;
+    }
+    memcpy(group, b + 16, 16);
+    for (unsigned i = 0; i < SNAP__FIXED_WORDS; i++) {
+        *w[i] = keel_get_le64(b + 32 + 8 * i);
+    }
+    return SNAP__FIXED_OK;
+}
+
+/* Words 5 and 6 (bytes 72..87) are the header's 16 zero bytes. */
 void snap_header_encode(const struct snap_header *h,
                         uint8_t out[SNAP_HEADER_BYTES])
 {
     ASSERT(h != NULL);
     ASSERT(h->body_bytes <= SNAP_BODY_BYTES_MAX);
-    memset(out, 0, SNAP_HEADER_BYTES);
-    memcpy(out, SNAP_MAGIC, 8);
-    keel_put_le32(out + 8, SNAP_VERSION);
-    keel_put_le32(out + 12, SNAP_HEADER_BYTES);
-    memcpy(out + 16, h->group, 16);
-    keel_put_le64(out + 32, h->index);
-    keel_put_le64(out + 40, h->term);
-    keel_put_le64(out + 48, h->body_bytes);
-    keel_put_le64(out + 56, h->body_hash_low);
-    keel_put_le64(out + 64, h->body_hash_high);
-    keel_put_le64(out + 88, XXH3_64bits(out, 88));
+    const uint64_t w[SNAP__FIXED_WORDS] = {
+        h->index, h->term, h->body_bytes, h->body_hash_low, h->body_hash_high,
+        0,        0};
+    snap__fixed_encode(SNAP_MAGIC, SNAP_VERSION, h->group, w, out);
 }
 
 int snap_header_decode(const uint8_t *buf, size_t len, struct snap_header *out,
                        char *errmsg)
 {
+    struct snap_header h;
+    uint64_t zero[2];
+    uint64_t *const w[SNAP__FIXED_WORDS] = {
+        &h.index,          &h.term,  &h.body_bytes, &h.body_hash_low,
+        &h.body_hash_high, &zero[0], &zero[1]};
+
     ASSERT(out != NULL);
     ASSERT(buf != NULL || len == 0);
     if (len < SNAP_HEADER_BYTES) {
@@ -40,33 +84,26 @@ int snap_header_decode(const uint8_t *buf, size_t len, struct snap_header *out,
                         "snapshot header truncated (%zu of %u bytes)", len,
                         SNAP_HEADER_BYTES);
     }
-    if (memcmp(buf, SNAP_MAGIC, 8) != 0) {
+    switch (snap__fixed_decode(buf, SNAP_MAGIC, SNAP_VERSION, h.group, w)) {
+    case SNAP__FIXED_OK:
+        break;
+    case SNAP__FIXED_MAGIC:
         return keel_err(KEEL_ECORRUPT, errmsg, "not a snapshot file (magic)");
-    }
-    if (keel_get_le64(buf + 88) != XXH3_64bits(buf, 88)) {
+    case SNAP__FIXED_SUM:
         return keel_err(KEEL_ECORRUPT, errmsg,
                         "snapshot header checksum mismatch");
-    }
-    if (keel_get_le32(buf + 8) != SNAP_VERSION) {
+    case SNAP__FIXED_VERSION:
         return keel_err(KEEL_EVERSION, errmsg,
                         "snapshot version %u unsupported (this build reads %u)",
                         keel_get_le32(buf + 8), SNAP_VERSION);
-    }
-    if (keel_get_le32(buf + 12) != SNAP_HEADER_BYTES) {
+    case SNAP__FIXED_SIZE:
         return keel_err(KEEL_ECORRUPT, errmsg, "snapshot header size wrong");
     }
-    for (unsigned i = 72; i < 88; i++) {
-        if (buf[i] != 0) {
-            return keel_err(KEEL_ECORRUPT, errmsg,
-                            "snapshot header reserved bytes not zero");
-        }
+    if (zero[0] != 0 || zero[1] != 0) {
+        return keel_err(KEEL_ECORRUPT, errmsg,
+                        "snapshot header reserved bytes not zero");
     }
-    memcpy(out->group, buf + 16, 16);
-    out->index = keel_get_le64(buf + 32);
-    out->term = keel_get_le64(buf + 40);
-    out->body_bytes = keel_get_le64(buf + 48);
-    out->body_hash_low = keel_get_le64(buf + 56);
-    out->body_hash_high = keel_get_le64(buf + 64);
+    *out = h;
     if (out->body_bytes > SNAP_BODY_BYTES_MAX) {
         return keel_err(KEEL_ECORRUPT, errmsg,
                         "snapshot body length %llu over the maximum",

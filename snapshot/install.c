@@ -14,7 +14,7 @@
 
 #define XF_MAGIC "KEELSXF"
 #define XF_VERSION 1u
-#define XF_MANIFEST_BYTES 96u
+#define XF_MANIFEST_BYTES SNAP__FIXED_BYTES
 #define XF_REC_HEADER_BYTES 24u
 
 _Static_assert(sizeof(XF_MAGIC) == 8, "transfer magic is 8 bytes");
@@ -84,44 +84,30 @@ static void manifest_encode(const struct xf_manifest *m,
 {
     ASSERT(m != NULL);
     ASSERT(m->index >= m->log_first || m->records == 0);
-    memset(out, 0, XF_MANIFEST_BYTES);
-    memcpy(out, XF_MAGIC, 8);
-    keel_put_le32(out + 8, XF_VERSION);
-    keel_put_le32(out + 12, XF_MANIFEST_BYTES);
-    memcpy(out + 16, m->group, 16);
-    keel_put_le64(out + 32, m->index);
-    keel_put_le64(out + 40, m->term);
-    keel_put_le64(out + 48, m->log_first);
-    keel_put_le64(out + 56, m->file_bytes);
-    keel_put_le64(out + 64, m->log_bytes);
-    keel_put_le64(out + 72, m->records);
-    keel_put_le64(out + 80, m->log_hash);
-    keel_put_le64(out + 88, XXH3_64bits(out, 88));
+    const uint64_t w[SNAP__FIXED_WORDS] = {
+        m->index,     m->term,    m->log_first, m->file_bytes,
+        m->log_bytes, m->records, m->log_hash};
+    snap__fixed_encode(XF_MAGIC, XF_VERSION, m->group, w, out);
 }
 
 static int manifest_decode(const uint8_t *b, struct xf_manifest *m,
                            char *errmsg)
 {
-    ASSERT(b != NULL);
     ASSERT(m != NULL);
-    if (memcmp(b, XF_MAGIC, 8) != 0 ||
-        keel_get_le64(b + 88) != XXH3_64bits(b, 88)) {
+    uint64_t *const w[SNAP__FIXED_WORDS] = {
+        &m->index,     &m->term,    &m->log_first, &m->file_bytes,
+        &m->log_bytes, &m->records, &m->log_hash};
+    enum snap__fixed_bad bad =
+        snap__fixed_decode(b, XF_MAGIC, XF_VERSION, m->group, w);
+
+    if (bad == SNAP__FIXED_MAGIC || bad == SNAP__FIXED_SUM) {
         return keel_err(KEEL_ECORRUPT, errmsg, "transfer manifest damaged");
     }
-    if (keel_get_le32(b + 8) != XF_VERSION ||
-        keel_get_le32(b + 12) != XF_MANIFEST_BYTES) {
+    if (bad != SNAP__FIXED_OK) {
         return keel_err(KEEL_EVERSION, errmsg,
                         "transfer version %u unsupported",
                         keel_get_le32(b + 8));
     }
-    memcpy(m->group, b + 16, 16);
-    m->index = keel_get_le64(b + 32);
-    m->term = keel_get_le64(b + 40);
-    m->log_first = keel_get_le64(b + 48);
-    m->file_bytes = keel_get_le64(b + 56);
-    m->log_bytes = keel_get_le64(b + 64);
-    m->records = keel_get_le64(b + 72);
-    m->log_hash = keel_get_le64(b + 80);
     return 0;
 }
 

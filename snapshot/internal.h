@@ -41,6 +41,34 @@ struct snap {
     enum snap_crash_point crash;
 };
 
+/* The 96-byte block that opens both a snapshot file (its header) and a
+ * transfer stream (its manifest), FORMAT.md: magic, version, block size,
+ * group id, then SNAP__FIXED_WORDS u64 words at bytes 32..87 (index, term
+ * and five fields of the format's own) and the XXH3-64 of bytes 0..87. One
+ * codec for both (format.c); each caller names its own errors. */
+#define SNAP__FIXED_BYTES 96u
+#define SNAP__FIXED_WORDS 7u
+
+/* What snap__fixed_decode found wrong first, in the order it checks. */
+enum snap__fixed_bad {
+    SNAP__FIXED_OK,
+    SNAP__FIXED_MAGIC,
+    SNAP__FIXED_SUM,
+    SNAP__FIXED_VERSION,
+    SNAP__FIXED_SIZE,
+};
+
+void snap__fixed_encode(const char magic[8], uint32_t version,
+                        const uint8_t group[16],
+                        const uint64_t w[SNAP__FIXED_WORDS],
+                        uint8_t out[SNAP__FIXED_BYTES]);
+/* Check b's magic, checksum, version and block size, then read its group
+ * and its words through w (nothing written unless SNAP__FIXED_OK). */
+enum snap__fixed_bad snap__fixed_decode(const uint8_t b[SNAP__FIXED_BYTES],
+                                        const char magic[8], uint32_t version,
+                                        uint8_t group[16],
+                                        uint64_t *const w[SNAP__FIXED_WORDS]);
+
 void snap__named(struct snap *sn, struct snap_named *out);
 /* Tests: true (and the crash point cleared) if asked to die here. */
 bool snap__crash_here(struct snap *sn, enum snap_crash_point point);

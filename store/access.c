@@ -348,12 +348,8 @@ size_t store_poll(struct store *s, struct store_event *evs, size_t max)
     ASSERT(s != NULL);
     ASSERT(evs != NULL || max == 0);
     pthread_mutex_lock(&s->mu);
-    while (s->evq_head != NULL && max - n >= 4) {
-        struct store_group *g = s->evq_head;
-        s->evq_head = g->evq_next;
-        if (s->evq_head == NULL) {
-            s->evq_tail = NULL;
-        }
+    while (s->q[STORE__Q_EVENT].head != NULL && max - n >= 4) {
+        struct store_group *g = store__gq_pop(s, STORE__Q_EVENT);
         g->ev_queued = false;
         n += group_events(g, evs + n, max - n);
     }

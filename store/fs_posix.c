@@ -39,6 +39,19 @@ static int errno_to_keel(int e)
     }
 }
 
+/* The error of a failed call named what (about path, or none when NULL):
+ * code, or errno's own code when code is 0, with errno's text. */
+static int os_err(int code, char *errmsg, const char *what, const char *path)
+{
+    int e = errno;
+
+    code = code != 0 ? code : errno_to_keel(e);
+    if (path == NULL) {
+        return keel_err(code, errmsg, "%s: %s", what, strerror(e));
+    }
+    return keel_err(code, errmsg, "%s %s: %s", what, path, strerror(e));
+}
+
 static int posix_open(struct fs *fs, const char *path, int flags,
                       struct fs_file **out, char *errmsg)
 {
@@ -60,9 +73,7 @@ static int posix_open(struct fs *fs, const char *path, int flags,
     }
     fd = open(path, oflags, 0644);
     if (fd < 0) {
-        int e = errno;
-        return keel_err(errno_to_keel(e), errmsg, "open %s: %s", path,
-                        strerror(e));
+        return os_err(0, errmsg, "open", path);
     }
     f = malloc(sizeof *f);
     if (f == NULL) {
@@ -140,22 +151,15 @@ static int posix_fdatasync(struct fs *fs, struct fs_file *f, char *errmsg)
 {
     ASSERT(fs != NULL);
     ASSERT(f != NULL);
-    if (fdatasync(f->fd) != 0) {
-        int e = errno;
-        return keel_err(KEEL_EIO, errmsg, "fdatasync: %s", strerror(e));
-    }
-    return 0;
+    return fdatasync(f->fd) == 0 ? 0
+                                 : os_err(KEEL_EIO, errmsg, "fdatasync", NULL);
 }
 
 static int posix_fsync(struct fs *fs, struct fs_file *f, char *errmsg)
 {
     ASSERT(fs != NULL);
     ASSERT(f != NULL);
-    if (fsync(f->fd) != 0) {
-        int e = errno;
-        return keel_err(KEEL_EIO, errmsg, "fsync: %s", strerror(e));
-    }
-    return 0;
+    return fsync(f->fd) == 0 ? 0 : os_err(KEEL_EIO, errmsg, "fsync", NULL);
 }
 
 static int posix_size(struct fs *fs, struct fs_file *f, uint64_t *out,
@@ -166,8 +170,7 @@ static int posix_size(struct fs *fs, struct fs_file *f, uint64_t *out,
     ASSERT(fs != NULL);
     ASSERT(out != NULL);
     if (fstat(f->fd, &st) != 0) {
-        int e = errno;
-        return keel_err(errno_to_keel(e), errmsg, "fstat: %s", strerror(e));
+        return os_err(0, errmsg, "fstat", NULL);
     }
     *out = (uint64_t)st.st_size;
     return 0;
@@ -178,11 +181,9 @@ static int posix_ftruncate(struct fs *fs, struct fs_file *f, uint64_t len,
 {
     ASSERT(fs != NULL);
     ASSERT(f != NULL);
-    if (ftruncate(f->fd, (off_t)len) != 0) {
-        int e = errno;
-        return keel_err(errno_to_keel(e), errmsg, "ftruncate: %s", strerror(e));
-    }
-    return 0;
+    return ftruncate(f->fd, (off_t)len) == 0
+               ? 0
+               : os_err(0, errmsg, "ftruncate", NULL);
 }
 
 static int posix_fsync_dir(struct fs *fs, const char *path, char *errmsg)
@@ -194,13 +195,10 @@ static int posix_fsync_dir(struct fs *fs, const char *path, char *errmsg)
     ASSERT(path != NULL);
     fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {
-        int e = errno;
-        return keel_err(errno_to_keel(e), errmsg, "open dir %s: %s", path,
-                        strerror(e));
+        return os_err(0, errmsg, "open dir", path);
     }
     if (fsync(fd) != 0) {
-        int e = errno;
-        rv = keel_err(KEEL_EIO, errmsg, "fsync dir %s: %s", path, strerror(e));
+        rv = os_err(KEEL_EIO, errmsg, "fsync dir", path);
     }
     close(fd);
     return rv;
@@ -211,36 +209,21 @@ static int posix_rename(struct fs *fs, const char *from, const char *to,
 {
     ASSERT(fs != NULL);
     ASSERT(from != NULL && to != NULL);
-    if (rename(from, to) != 0) {
-        int e = errno;
-        return keel_err(errno_to_keel(e), errmsg, "rename %s: %s", from,
-                        strerror(e));
-    }
-    return 0;
+    return rename(from, to) == 0 ? 0 : os_err(0, errmsg, "rename", from);
 }
 
 static int posix_unlink(struct fs *fs, const char *path, char *errmsg)
 {
     ASSERT(fs != NULL);
     ASSERT(path != NULL);
-    if (unlink(path) != 0) {
-        int e = errno;
-        return keel_err(errno_to_keel(e), errmsg, "unlink %s: %s", path,
-                        strerror(e));
-    }
-    return 0;
+    return unlink(path) == 0 ? 0 : os_err(0, errmsg, "unlink", path);
 }
 
 static int posix_mkdir(struct fs *fs, const char *path, char *errmsg)
 {
     ASSERT(fs != NULL);
     ASSERT(path != NULL);
-    if (mkdir(path, 0755) != 0) {
-        int e = errno;
-        return keel_err(errno_to_keel(e), errmsg, "mkdir %s: %s", path,
-                        strerror(e));
-    }
-    return 0;
+    return mkdir(path, 0755) == 0 ? 0 : os_err(0, errmsg, "mkdir", path);
 }
 
 static int posix_readdir(struct fs *fs, const char *path, fs_readdir_cb cb,
@@ -255,9 +238,7 @@ static int posix_readdir(struct fs *fs, const char *path, fs_readdir_cb cb,
     ASSERT(cb != NULL);
     d = opendir(path);
     if (d == NULL) {
-        int e = errno;
-        return keel_err(errno_to_keel(e), errmsg, "opendir %s: %s", path,
-                        strerror(e));
+        return os_err(0, errmsg, "opendir", path);
     }
     while ((de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
@@ -282,12 +263,7 @@ static int posix_stat(struct fs *fs, const char *path, char *errmsg)
 
     ASSERT(fs != NULL);
     ASSERT(path != NULL);
-    if (stat(path, &st) != 0) {
-        int e = errno;
-        return keel_err(errno_to_keel(e), errmsg, "stat %s: %s", path,
-                        strerror(e));
-    }
-    return 0;
+    return stat(path, &st) == 0 ? 0 : os_err(0, errmsg, "stat", path);
 }
 
 static struct fs posix_fs = {

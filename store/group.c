@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <keel/grow.h>
+
 #include "internal.h"
 
 /* Group facts from LMDB: hard state, snapshot, recorded amnesia. */
@@ -236,14 +238,8 @@ static struct seg *plan_segment(struct store_group *g, uint64_t index,
     if (seg == NULL) {
         store__fatal(g->s, "plan segment", "out of memory");
     }
-    if (g->nsegs == g->segs_cap) {
-        size_t cap = g->segs_cap == 0 ? 8 : g->segs_cap * 2;
-        struct seg **p = realloc(g->segs, cap * sizeof *p);
-        if (p == NULL) {
-            store__fatal(g->s, "plan segment", "out of memory");
-        }
-        g->segs = p;
-        g->segs_cap = cap;
+    if (keel_grow(&g->segs, &g->segs_cap, g->nsegs, sizeof *g->segs, 8) != 0) {
+        store__fatal(g->s, "plan segment", "out of memory");
     }
     seg->base = index;
     seg->salt = store__rand(g->s);
@@ -282,17 +278,8 @@ static struct op *write_op_for(struct store_group *g, struct seg *seg,
         g->tail_marker = g->policy.policy != STORE_FSYNC_INTERVAL;
         store__op_push(g, op);
     }
-    if (op->len + bytes > op->cap) {
-        size_t cap = op->cap == 0 ? 4096 : op->cap;
-        while (cap < op->len + bytes) {
-            cap *= 2;
-        }
-        uint8_t *p = realloc(op->buf, cap);
-        if (p == NULL) {
-            store__fatal(g->s, "grow write batch", "out of memory");
-        }
-        op->buf = p;
-        op->cap = cap;
+    if (keel_reserve(&op->buf, &op->cap, op->len + bytes, 1, 4096) != 0) {
+        store__fatal(g->s, "grow write batch", "out of memory");
     }
     return op;
 }
@@ -326,20 +313,8 @@ static int ents_reserve(struct store_group *g, size_t more)
 {
     ASSERT(g != NULL);
     ASSERT(more <= STORE_APPEND_RECORDS_MAX);
-    if (g->nents + more <= g->ents_cap) {
-        return 0;
-    }
-    size_t cap = g->ents_cap == 0 ? 1024 : g->ents_cap;
-    while (cap < g->nents + more) {
-        cap *= 2;
-    }
-    struct ient *p = realloc(g->ents, cap * sizeof *p);
-    if (p == NULL) {
-        return KEEL_ENOMEM;
-    }
-    g->ents = p;
-    g->ents_cap = cap;
-    return 0;
+    return keel_reserve(&g->ents, &g->ents_cap, g->nents + more,
+                        sizeof *g->ents, 1024);
 }
 
 int store_append(struct store_group *g, const struct store_record *recs,

@@ -85,6 +85,22 @@ struct op {
     size_t vote_len;
 };
 
+/* The store's three FIFO queues of groups, under s->mu: groups with ops for
+ * a sync thread (run), groups with events for store_poll (event), groups
+ * waiting for the prealloc thread's spare (prealloc). One intrusive link a
+ * queue in each group, one push, pop and unlink for all three (store.c). */
+enum store__queue {
+    STORE__Q_RUN,
+    STORE__Q_EVENT,
+    STORE__Q_PREALLOC,
+    STORE__Q_COUNT,
+};
+
+struct store__gq {
+    struct store_group *head;
+    struct store_group *tail;
+};
+
 struct store_group {
     struct store *s;
     struct store_group_id id;
@@ -117,8 +133,8 @@ struct store_group {
     size_t nops;
     struct op *inflight; /* taken by a sync thread */
     bool busy;
-    bool queued;
-    struct store_group *runq_next;
+    bool queued;                               /* on STORE__Q_RUN */
+    struct store_group *qnext[STORE__Q_COUNT]; /* links of the queues */
     bool has_spare;          /* a preallocated file is ready */
     bool spare_pending;      /* queued for, or held by, the prealloc thread or
                                 take_spare: no new spare request meanwhile */
@@ -126,7 +142,6 @@ struct store_group {
     uint64_t spare_retry_ms; /* after a failed spare (ENOSPC): not before */
     bool pre_queued;         /* on the store's prealloc queue */
     bool pre_running;        /* the prealloc thread is making its spare */
-    struct store_group *pre_next;
     bool enospc;
     uint64_t enospc_retry_ms;
     bool enospc_reported;
@@ -140,8 +155,7 @@ struct store_group {
     bool ev_repaired;
     uint64_t repaired_from;
     uint64_t repaired_to;
-    bool ev_queued;
-    struct store_group *evq_next;
+    bool ev_queued; /* on STORE__Q_EVENT */
     /* interval policy */
     bool interval_dirty;
     uint64_t interval_deadline_ms;
@@ -175,14 +189,9 @@ struct store {
     pthread_t threads[STORE_SYNC_THREADS_MAX];
     unsigned nthreads;
     bool stopping;
-    struct store_group *runq_head;
-    struct store_group *runq_tail;
-    struct store_group *evq_head;
-    struct store_group *evq_tail;
+    struct store__gq q[STORE__Q_COUNT];
     struct store_group *groups;
     size_t ngroups;
-    struct store_group *pre_head; /* groups waiting for a spare */
-    struct store_group *pre_tail;
     pthread_cond_t pre_cv;
     pthread_t pre_thread;
     bool pre_started;
@@ -195,6 +204,11 @@ static inline bool store__dead(struct store *s)
 }
 
 /* store.c */
+void store__gq_push(struct store *s, enum store__queue q,
+                    struct store_group *g);
+struct store_group *store__gq_pop(struct store *s, enum store__queue q);
+void store__gq_unlink(struct store *s, enum store__queue q,
+                      struct store_group *g);
 void store__schedule(struct store *s, struct store_group *g);
 void store__queue_event(struct store *s, struct store_group *g);
 void store__op_push(struct store_group *g, struct op *op);

@@ -24,19 +24,7 @@ static void unlink_group(struct store *s, struct store_group *g)
         }
     }
     if (g->ev_queued) {
-        struct store_group *prev = NULL;
-        for (struct store_group *e = s->evq_head; e != NULL; e = e->evq_next) {
-            if (e == g) {
-                if (prev == NULL) {
-                    s->evq_head = e->evq_next;
-                } else {
-                    prev->evq_next = e->evq_next;
-                }
-                s->evq_tail = s->evq_tail == g ? prev : s->evq_tail;
-                break;
-            }
-            prev = e;
-        }
+        store__gq_unlink(s, STORE__Q_EVENT, g);
         g->ev_queued = false;
     }
 }

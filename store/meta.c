@@ -93,6 +93,30 @@ static int map_mdb(int rc, char *errmsg, const char *what)
                     mdb_strerror(rc));
 }
 
+/* Begin a transaction (flags 0 or MDB_RDONLY), errors mapped. */
+static int txn_begin(struct store_meta *m, unsigned flags, MDB_txn **txn,
+                     char *errmsg)
+{
+    int rc;
+
+    ASSERT(m != NULL && txn != NULL);
+    rc = mdb_txn_begin(m->env, NULL, flags, txn);
+    return rc == 0 ? 0 : map_mdb(rc, errmsg, "begin");
+}
+
+/* End write transaction txn: commit it when its writes succeeded (rc 0),
+ * else abort it and report rc as what failed. */
+static int txn_end(MDB_txn *txn, int rc, const char *what, char *errmsg)
+{
+    ASSERT(txn != NULL && what != NULL);
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return map_mdb(rc, errmsg, what);
+    }
+    /* mdb_txn_commit syncs (no MDB_NOSYNC): the commit is durable. */
+    return map_mdb(mdb_txn_commit(txn), errmsg, "commit");
+}
+
 /* One synced write transaction putting (or deleting, val NULL) up to two
  * keys: hard state needs both keys in one commit. */
 static int put2(struct store_meta *m, const uint8_t *k1, size_t k1n,
@@ -106,9 +130,9 @@ static int put2(struct store_meta *m, const uint8_t *k1, size_t k1n,
 
     ASSERT(m != NULL);
     ASSERT(k1 != NULL);
-    rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    rc = txn_begin(m, 0, &txn, errmsg);
     if (rc != 0) {
-        return map_mdb(rc, errmsg, "begin");
+        return rc;
     }
     k = (MDB_val){k1n, (void *)k1};
     v = (MDB_val){v1n, (void *)v1};
@@ -122,12 +146,27 @@ static int put2(struct store_meta *m, const uint8_t *k1, size_t k1n,
         v = (MDB_val){v2n, (void *)v2};
         rc = mdb_put(txn, m->dbi, &k, &v, 0);
     }
+    return txn_end(txn, rc, "put", errmsg);
+}
+
+/* Begin a transaction (flags 0 or MDB_RDONLY) and open a cursor in it;
+ * on error (mapped, errmsg may be NULL) nothing is left open. */
+static int txn_cursor(struct store_meta *m, unsigned flags, MDB_txn **txn,
+                      MDB_cursor **cur, char *errmsg)
+{
+    int rc;
+
+    ASSERT(m != NULL && txn != NULL && cur != NULL);
+    rc = txn_begin(m, flags, txn, errmsg);
     if (rc != 0) {
-        mdb_txn_abort(txn);
-        return map_mdb(rc, errmsg, "put");
+        return rc;
     }
-    /* mdb_txn_commit syncs (no MDB_NOSYNC): the commit is durable. */
-    return map_mdb(mdb_txn_commit(txn), errmsg, "commit");
+    rc = mdb_cursor_open(*txn, m->dbi, cur);
+    if (rc != 0) {
+        mdb_txn_abort(*txn);
+        return map_mdb(rc, errmsg, "cursor");
+    }
+    return 0;
 }
 
 static int get1(struct store_meta *m, const uint8_t *key, size_t kn,
@@ -169,11 +208,13 @@ static int value_get(struct store_meta *m, const struct store_meta_codec *c,
     uint8_t key[META_KEY_MAX];
     uint8_t body[META_BODY_MAX];
     uint32_t len = 0;
-    size_t kn = key_make(key, c->kind, gid, c->sub, 0);
-    int rv = get1(m, key, kn, body, &len);
+    size_t kn;
+    int rv;
 
-    ASSERT(c != NULL);
+    ASSERT(m != NULL && c != NULL);
     ASSERT(obj != NULL);
+    kn = key_make(key, c->kind, gid, c->sub, 0);
+    rv = get1(m, key, kn, body, &len);
     return rv == 0 ? store_meta_decode(c, body, len, obj) : rv;
 }
 
@@ -188,6 +229,7 @@ static size_t value_wrap(const struct store_meta_codec *c, const uint8_t *gid,
     size_t vn;
 
     ASSERT(c != NULL && kn != NULL);
+    ASSERT(obj != NULL);
     ASSERT(len <= sizeof body);
     *kn = key_make(key, c->kind, gid, c->sub, base);
     vn = store_meta_env_wrap(val, key, *kn, (uint16_t)c->kind, body, len);
@@ -209,8 +251,16 @@ static int value_put(struct store_meta *m, const struct store_meta_codec *c,
     return put2(m, key, kn, val, vn, NULL, 0, NULL, 0, errmsg);
 }
 
-static int env_open(const char *path, struct store_meta *m, char *errmsg)
+/* Open the environment at path. Writable, with the assert hook
+ * (docs/decisions/0015); or, ro, MDB_RDONLY | MDB_NOLOCK: nothing in the
+ * data directory changes, not even the lock file (the node is stopped),
+ * and no hook (it would write its marker). */
+static int env_open(const char *path, struct store_meta *m, bool ro,
+                    char *errmsg)
 {
+    unsigned flags =
+        MDB_NOSUBDIR | MDB_NOTLS | (ro ? MDB_RDONLY | MDB_NOLOCK : 0);
+    MDB_txn *txn = NULL;
     int rc;
 
     ASSERT(path != NULL);
@@ -220,21 +270,22 @@ static int env_open(const char *path, struct store_meta *m, char *errmsg)
         return map_mdb(rc, errmsg, "create");
     }
     mdb_env_set_mapsize(m->env, STORE_META_MAP_BYTES);
-    (void)mdb_env_set_assert(m->env, store_meta_assert_hook);
-    rc = mdb_env_open(m->env, path, MDB_NOSUBDIR | MDB_NOTLS, 0644);
+    if (!ro) {
+        (void)mdb_env_set_assert(m->env, store_meta_assert_hook);
+    }
+    rc = mdb_env_open(m->env, path, flags, 0644);
     if (rc == 0) {
-        MDB_txn *txn;
-        rc = mdb_txn_begin(m->env, NULL, 0, &txn);
-        if (rc == 0) {
-            rc = mdb_dbi_open(txn, NULL, 0, &m->dbi);
-            rc = rc == 0 ? mdb_txn_commit(txn) : (mdb_txn_abort(txn), rc);
-        }
+        rc = mdb_txn_begin(m->env, NULL, ro ? MDB_RDONLY : 0, &txn);
+    }
+    if (rc == 0) {
+        rc = mdb_dbi_open(txn, NULL, 0, &m->dbi);
+        rc = rc == 0 && !ro ? mdb_txn_commit(txn) : (mdb_txn_abort(txn), rc);
     }
     if (rc != 0) {
         mdb_env_close(m->env);
         m->env = NULL;
-        return keel_err(KEEL_ECORRUPT, errmsg, "meta.lmdb open: %s",
-                        mdb_strerror(rc));
+        return keel_err(ro && rc == ENOENT ? KEEL_ENOENT : KEEL_ECORRUPT,
+                        errmsg, "meta.lmdb open: %s", mdb_strerror(rc));
     }
     return 0;
 }
@@ -322,14 +373,9 @@ static int migrate_v1(struct store_meta *m, size_t *n_done, char *errmsg)
 
     ASSERT(m != NULL && n_done != NULL);
     *n_done = 0;
-    rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    rc = txn_cursor(m, 0, &txn, &cur, errmsg);
     if (rc != 0) {
-        return map_mdb(rc, errmsg, "begin");
-    }
-    rc = mdb_cursor_open(txn, m->dbi, &cur);
-    if (rc != 0) {
-        mdb_txn_abort(txn);
-        return map_mdb(rc, errmsg, "cursor");
+        return rc;
     }
     while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
         uint8_t key[META_KEY_MAX];
@@ -409,8 +455,6 @@ static int quarantine_meta(const char *data_dir, const char *path, char *errmsg)
     return rv;
 }
 
-static int env_open_ro(const char *path, struct store_meta *m, char *errmsg);
-
 /* The probe child's read through LMDB (meta_probe.c): 0 when it read
  * the file (whatever it found: the open here decides again), 3 when LMDB
  * cannot open it. */
@@ -421,7 +465,7 @@ static int read_all_ro(const char *path)
     char err[KEEL_ERRMSG_MAX];
 
     memset(&r, 0, sizeof r);
-    if (env_open_ro(path, &cm, err) != 0) {
+    if (env_open(path, &cm, true, err) != 0) {
         return 3;
     }
     (void)validate_all(&cm, &r);
@@ -499,7 +543,7 @@ int store_meta_open(const char *data_dir, struct store_meta **out,
     if (m == NULL) {
         return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
     }
-    rv = rv == 0 ? env_open(path, m, rep->reset_reason) : rv;
+    rv = rv == 0 ? env_open(path, m, false, rep->reset_reason) : rv;
     if (rv == 0 && validate_all(m, rep) != 0) {
         mdb_env_close(m->env);
         rv = KEEL_ECORRUPT;
@@ -511,45 +555,13 @@ int store_meta_open(const char *data_dir, struct store_meta **out,
         rep->n_bad_groups = 0;
         rep->n_v1 = 0;
         rv = quarantine_meta(data_dir, path, errmsg);
-        rv = rv == 0 ? env_open(path, m, errmsg) : rv;
+        rv = rv == 0 ? env_open(path, m, false, errmsg) : rv;
     }
     if (rv == 0 && !rep->reset && rep->n_v1 > 0) {
         rv = migrate_v1(m, &rep->n_migrated, errmsg);
     }
     rv = rv == 0 ? ensure_incarnation(m, rep, errmsg) : rv;
     return open_end(m, rv, out);
-}
-
-/* The environment opened MDB_RDONLY | MDB_NOLOCK: nothing in the data
- * directory changes, not even the lock file (the node is stopped). */
-static int env_open_ro(const char *path, struct store_meta *m, char *errmsg)
-{
-    MDB_txn *txn = NULL;
-    int rc;
-
-    ASSERT(path != NULL);
-    ASSERT(m != NULL);
-    rc = mdb_env_create(&m->env);
-    if (rc != 0) {
-        return map_mdb(rc, errmsg, "create");
-    }
-    mdb_env_set_mapsize(m->env, STORE_META_MAP_BYTES);
-    rc = mdb_env_open(m->env, path,
-                      MDB_NOSUBDIR | MDB_NOTLS | MDB_RDONLY | MDB_NOLOCK, 0644);
-    if (rc == 0) {
-        rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
-    }
-    if (rc == 0) {
-        rc = mdb_dbi_open(txn, NULL, 0, &m->dbi);
-        mdb_txn_abort(txn);
-    }
-    if (rc != 0) {
-        mdb_env_close(m->env);
-        m->env = NULL;
-        return keel_err(rc == ENOENT ? KEEL_ENOENT : KEEL_ECORRUPT, errmsg,
-                        "meta.lmdb open: %s", mdb_strerror(rc));
-    }
-    return 0;
 }
 
 int store_meta_open_ro(const char *data_dir, struct store_meta **out,
@@ -566,7 +578,7 @@ int store_meta_open_ro(const char *data_dir, struct store_meta **out,
         return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
     }
     if (!bad) {
-        rv = env_open_ro(path, m, errmsg);
+        rv = env_open(path, m, true, errmsg);
         bad = rv == 0 && validate_all(m, rep) != 0;
     }
     if (bad) {
@@ -595,31 +607,23 @@ void store_meta_close(struct store_meta *m)
 
 int store_meta_incarnation(struct store_meta *m, uint8_t out[16])
 {
-    ASSERT(m != NULL);
-    ASSERT(out != NULL);
     return value_get(m, &STORE_META_CODEC_INCARNATION, NULL, out);
 }
 
 int store_meta_incarnation_put(struct store_meta *m, const uint8_t inc[16],
                                char *errmsg)
 {
-    ASSERT(m != NULL);
-    ASSERT(inc != NULL);
     return value_put(m, &STORE_META_CODEC_INCARNATION, NULL, 0, inc, errmsg);
 }
 
 int store_meta_node_get(struct store_meta *m, struct store_meta_node *out)
 {
-    ASSERT(m != NULL);
-    ASSERT(out != NULL);
     return value_get(m, &STORE_META_CODEC_NODE, NULL, out);
 }
 
 int store_meta_node_put(struct store_meta *m, const struct store_meta_node *n,
                         char *errmsg)
 {
-    ASSERT(m != NULL);
-    ASSERT(n != NULL);
     return value_put(m, &STORE_META_CODEC_NODE, NULL, 0, n, errmsg);
 }
 
@@ -687,14 +691,9 @@ int store_meta_cat_list(struct store_meta *m, const uint8_t gid[16],
     ASSERT(out != NULL && n != NULL);
     ASSERT(max > 0);
     *n = 0;
-    rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+    rc = txn_cursor(m, MDB_RDONLY, &txn, &cur, NULL);
     if (rc != 0) {
-        return map_mdb(rc, NULL, "begin");
-    }
-    rc = mdb_cursor_open(txn, m->dbi, &cur);
-    if (rc != 0) {
-        mdb_txn_abort(txn);
-        return map_mdb(rc, NULL, "cursor");
+        return rc;
     }
     rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
     while (rc == 0 && k.mv_size == kn && memcmp(k.mv_data, key, 17) == 0) {
@@ -741,8 +740,6 @@ int store_meta_cat_del(struct store_meta *m, const uint8_t gid[16],
 int store_meta_snap_get(struct store_meta *m, const uint8_t gid[16],
                         struct store_meta_snap *out)
 {
-    ASSERT(m != NULL);
-    ASSERT(out != NULL);
     return value_get(m, &STORE_META_CODEC_SNAP, gid, out);
 }
 
@@ -757,16 +754,12 @@ int store_meta_snap_put(struct store_meta *m, const uint8_t gid[16],
 int store_meta_amnesia_get(struct store_meta *m, const uint8_t gid[16],
                            struct store_meta_amnesia *out)
 {
-    ASSERT(m != NULL);
-    ASSERT(out != NULL);
     return value_get(m, &STORE_META_CODEC_AMNESIA, gid, out);
 }
 
 int store_meta_amnesia_put(struct store_meta *m, const uint8_t gid[16],
                            const struct store_meta_amnesia *a, char *errmsg)
 {
-    ASSERT(m != NULL);
-    ASSERT(a != NULL);
     return value_put(m, &STORE_META_CODEC_AMNESIA, gid, 0, a, errmsg);
 }
 
@@ -925,9 +918,9 @@ int store_meta_log_replace(struct store_meta *m, const uint8_t gid[16],
     ASSERT(m != NULL && sn != NULL);
     ASSERT(n <= STORE_SEGMENTS_PER_GROUP_MAX);
     ASSERT(sn->older_index <= sn->index);
-    rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    rc = txn_begin(m, 0, &txn, errmsg);
     if (rc != 0) {
-        return map_mdb(rc, errmsg, "begin");
+        return rc;
     }
     rc = cat_del_all_txn(m, txn, gid);
     for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -937,13 +930,9 @@ int store_meta_log_replace(struct store_meta *m, const uint8_t gid[16],
     if (rc == 0) {
         rc = txn_value_put(m, txn, &STORE_META_CODEC_SNAP, gid, 0, sn);
     }
-    if (rc != 0) {
-        mdb_txn_abort(txn);
-        return map_mdb(rc, errmsg, "replace log");
-    }
-    /* mdb_txn_commit syncs: old catalogue out, new catalogue and snapshot
-     * in, all in one commit. */
-    return map_mdb(mdb_txn_commit(txn), errmsg, "commit");
+    /* Old catalogue out, new catalogue and snapshot in, all in one synced
+     * commit. */
+    return txn_end(txn, rc, "replace log", errmsg);
 }
 
 int store_meta_group_del(struct store_meta *m, const uint8_t gid[16],
@@ -954,15 +943,11 @@ int store_meta_group_del(struct store_meta *m, const uint8_t gid[16],
 
     ASSERT(m != NULL);
     ASSERT(gid != NULL);
-    rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+    rc = txn_begin(m, 0, &txn, errmsg);
     if (rc != 0) {
-        return map_mdb(rc, errmsg, "begin");
+        return rc;
     }
     rc = group_del_txn(m, txn, gid);
-    if (rc != 0) {
-        mdb_txn_abort(txn);
-        return map_mdb(rc, errmsg, "delete group");
-    }
-    /* mdb_txn_commit syncs: every key of the group goes in one commit. */
-    return map_mdb(mdb_txn_commit(txn), errmsg, "commit");
+    /* Every key of the group goes in one synced commit. */
+    return txn_end(txn, rc, "delete group", errmsg);
 }

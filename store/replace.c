@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <keel/grow.h>
+
 #include "internal.h"
 
 #define REPLACE_WRITE_BYTES (1024u * 1024)
@@ -145,24 +147,6 @@ static int flush(struct store_replace *rp, char *errmsg)
     return 0;
 }
 
-static int grow(void **p, size_t *cap, size_t want, size_t elem)
-{
-    if (want <= *cap) {
-        return 0;
-    }
-    size_t c = *cap == 0 ? 64 : *cap;
-    while (c < want) {
-        c *= 2;
-    }
-    void *q = realloc(*p, c * elem);
-    if (q == NULL) {
-        return KEEL_ENOMEM;
-    }
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 /* Start a new segment at index for a record of need bytes: sizes double
  * from STORE_SEGMENT_BYTES_FIRST up to the store's segment size. */
 static int new_seg(struct store_replace *rp, uint64_t index, uint64_t need,
@@ -178,8 +162,8 @@ static int new_seg(struct store_replace *rp, uint64_t index, uint64_t need,
         size = size * 2 < max ? size * 2 : max;
     }
     int rv = flush(rp, errmsg);
-    if (rv == 0 && grow((void **)&rp->segs, &rp->segs_cap, rp->nsegs + 1,
-                        sizeof *rp->segs) != 0) {
+    if (rv == 0 && keel_reserve(&rp->segs, &rp->segs_cap, rp->nsegs + 1,
+                                sizeof *rp->segs, 64) != 0) {
         rv = keel_err(KEEL_ENOMEM, errmsg, "out of memory");
     }
     struct seg *seg = rv == 0 ? calloc(1, sizeof *seg) : NULL;
@@ -237,9 +221,9 @@ int store_replace_append(struct store_replace *rp,
             }
             seg = rp->segs[rp->nsegs - 1];
         }
-        if (grow((void **)&rp->buf, &rp->cap, rp->len + bytes, 1) != 0 ||
-            grow((void **)&rp->ents, &rp->ents_cap, rp->nents + 1,
-                 sizeof *rp->ents) != 0) {
+        if (keel_reserve(&rp->buf, &rp->cap, rp->len + bytes, 1, 64) != 0 ||
+            keel_reserve(&rp->ents, &rp->ents_cap, rp->nents + 1,
+                         sizeof *rp->ents, 64) != 0) {
             return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
         }
         struct store_fmt_rec fr = {r->index, r->term, rp->prev, 0,
@@ -273,8 +257,8 @@ int store_replace_sync(struct store_replace *rp, char *errmsg)
         struct store_fmt_marker m = {
             rp->next - 1, rp->last_term, rp->prev, {0}};
         memcpy(m.boot_id, s->boot_id, STORE_BOOT_ID_BYTES);
-        if (grow((void **)&rp->buf, &rp->cap, rp->len + STORE_MARKER_BYTES,
-                 1) != 0) {
+        if (keel_reserve(&rp->buf, &rp->cap, rp->len + STORE_MARKER_BYTES, 1,
+                         64) != 0) {
             return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
         }
         ASSERT(rp->tail_off + STORE_MARKER_BYTES <= seg->size);

@@ -12,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <keel/grow.h>
+#include <keel/sorted.h>
+
 #include "internal.h"
 #include "scan_items.h"
 
@@ -50,17 +53,12 @@ static int ents_push(struct store_group *g, const struct ient *e)
 {
     ASSERT(g != NULL);
     ASSERT(g->nents <= STORE_SCAN_RECORDS_MAX * STORE_SEGMENTS_PER_GROUP_MAX);
-    if (g->nents == g->ents_cap) {
-        size_t cap = g->ents_cap == 0 ? 1024 : g->ents_cap * 2;
-        struct ient *p = realloc(g->ents, cap * sizeof *p);
-        if (p == NULL) {
-            return KEEL_ENOMEM;
-        }
-        g->ents = p;
-        g->ents_cap = cap;
+    int rv = keel_grow(&g->ents, &g->ents_cap, g->nents, sizeof *g->ents, 1024);
+
+    if (rv == 0) {
+        g->ents[g->nents++] = *e;
     }
-    g->ents[g->nents++] = *e;
-    return 0;
+    return rv;
 }
 
 static void add_faulty(struct store_recovery *rep, uint64_t from, uint64_t to)
@@ -389,23 +387,15 @@ struct dir_ctx {
 
 static bool in_catalogue(const struct dir_ctx *d, uint64_t base)
 {
-    size_t lo = 0;
-    size_t hi = d->ncat;
+    bool found = false;
 
     ASSERT(d != NULL);
     ASSERT(d->ncat <= STORE_SEGMENTS_PER_GROUP_MAX);
-    while (lo < hi) { /* the catalogue is sorted by base index */
-        size_t mid = lo + (hi - lo) / 2;
-        if (d->cat[mid].base_index == base) {
-            return true;
-        }
-        if (d->cat[mid].base_index < base) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return false;
+    /* The catalogue is sorted by base index. */
+    (void)keel_sorted_find(d->cat, d->ncat, sizeof *d->cat,
+                           offsetof(struct store_meta_seg, base_index), base,
+                           &found);
+    return found;
 }
 
 /* A segment file the catalogue does not name is never part of the log

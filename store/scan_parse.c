@@ -3,23 +3,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <keel/grow.h>
+
 #include "scan_items.h"
 
 static int push_item(struct sseg *x, const struct item *it)
 {
     ASSERT(x != NULL);
     ASSERT(x->nitems <= STORE_SCAN_RECORDS_MAX);
-    if (x->nitems == x->cap) {
-        size_t cap = x->cap == 0 ? 256 : x->cap * 2;
-        struct item *p = realloc(x->items, cap * sizeof *p);
-        if (p == NULL) {
-            return KEEL_ENOMEM;
-        }
-        x->items = p;
-        x->cap = cap;
+    int rv = keel_grow(&x->items, &x->cap, x->nitems, sizeof *x->items, 256);
+
+    if (rv == 0) {
+        x->items[x->nitems++] = *it;
     }
-    x->items[x->nitems++] = *it;
-    return 0;
+    return rv;
 }
 
 /* Make [off, off + need) readable (need is cut at the segment end); *p

@@ -243,37 +243,16 @@ void store__spare_check(struct store_group *g)
     g->spare_pending = true;
     g->spare_size = store__next_seg_size(g, 0);
     g->pre_queued = true;
-    g->pre_next = NULL;
-    if (s->pre_tail == NULL) {
-        s->pre_head = g;
-    } else {
-        s->pre_tail->pre_next = g;
-    }
-    s->pre_tail = g;
+    store__gq_push(s, STORE__Q_PREALLOC, g);
     pthread_cond_signal(&s->pre_cv);
 }
 
 /* Take g off the prealloc queue (closing). Caller holds s->mu. */
 void store__spare_unqueue(struct store *s, struct store_group *g)
 {
-    struct store_group *prev = NULL;
-    size_t n = 0;
-
     ASSERT(s != NULL);
     ASSERT(g->pre_queued);
-    for (struct store_group *e = s->pre_head; e != NULL; e = e->pre_next) {
-        ASSERT(++n <= STORE_GROUPS_MAX);
-        if (e == g) {
-            if (prev == NULL) {
-                s->pre_head = e->pre_next;
-            } else {
-                prev->pre_next = e->pre_next;
-            }
-            s->pre_tail = s->pre_tail == g ? prev : s->pre_tail;
-            break;
-        }
-        prev = e;
-    }
+    store__gq_unlink(s, STORE__Q_PREALLOC, g);
     g->pre_queued = false;
     g->spare_pending = false;
 }

@@ -126,6 +126,62 @@ void store__op_push(struct store_group *g, struct op *op)
     g->nops++;
 }
 
+/* Append g to queue q. Caller holds s->mu; g is not on q. */
+void store__gq_push(struct store *s, enum store__queue q, struct store_group *g)
+{
+    struct store__gq *l = &s->q[q];
+
+    ASSERT(q < STORE__Q_COUNT);
+    ASSERT(g != NULL);
+    g->qnext[q] = NULL;
+    if (l->tail == NULL) {
+        l->head = g;
+    } else {
+        l->tail->qnext[q] = g;
+    }
+    l->tail = g;
+}
+
+/* Take the first group of queue q, NULL when it is empty. Caller holds
+ * s->mu. */
+struct store_group *store__gq_pop(struct store *s, enum store__queue q)
+{
+    struct store__gq *l = &s->q[q];
+    struct store_group *g = l->head;
+
+    ASSERT(q < STORE__Q_COUNT);
+    if (g != NULL) {
+        l->head = g->qnext[q];
+        l->tail = l->head == NULL ? NULL : l->tail;
+    }
+    return g;
+}
+
+/* Take g off queue q wherever it stands (a group closing). Caller holds
+ * s->mu; g is on q. */
+void store__gq_unlink(struct store *s, enum store__queue q,
+                      struct store_group *g)
+{
+    struct store__gq *l = &s->q[q];
+    struct store_group *prev = NULL;
+    size_t n = 0;
+
+    ASSERT(q < STORE__Q_COUNT);
+    for (struct store_group *e = l->head; e != NULL; e = e->qnext[q]) {
+        ASSERT(++n <= STORE_GROUPS_MAX);
+        if (e == g) {
+            if (prev == NULL) {
+                l->head = e->qnext[q];
+            } else {
+                prev->qnext[q] = e->qnext[q];
+            }
+            l->tail = l->tail == g ? prev : l->tail;
+            return;
+        }
+        prev = e;
+    }
+}
+
 /* Put g on the run queue if it has work and no sync thread owns it.
  * Caller holds s->mu. */
 void store__schedule(struct store *s, struct store_group *g)
@@ -136,13 +192,7 @@ void store__schedule(struct store *s, struct store_group *g)
         return;
     }
     g->queued = true;
-    g->runq_next = NULL;
-    if (s->runq_tail == NULL) {
-        s->runq_head = g;
-    } else {
-        s->runq_tail->runq_next = g;
-    }
-    s->runq_tail = g;
+    store__gq_push(s, STORE__Q_RUN, g);
     pthread_cond_signal(&s->cv);
 }
 
@@ -155,13 +205,7 @@ void store__queue_event(struct store *s, struct store_group *g)
         return;
     }
     g->ev_queued = true;
-    g->evq_next = NULL;
-    if (s->evq_tail == NULL) {
-        s->evq_head = g;
-    } else {
-        s->evq_tail->evq_next = g;
-    }
-    s->evq_tail = g;
+    store__gq_push(s, STORE__Q_EVENT, g);
 }
 
 int store_fsync_parse(const char *text, struct store_fsync *out, char *errmsg)
@@ -338,6 +382,18 @@ int store_incarnation_adopt(struct store *s, uint64_t inc64, char *errmsg)
     return 0;
 }
 
+/* What store_open made and store_close (or a failed open) frees. */
+static void store_free(struct store *s)
+{
+    ASSERT(s != NULL);
+    store_meta_close(s->meta);
+    pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->idle_cv);
+    pthread_cond_destroy(&s->pre_cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
 int store_open(const struct store_config *cfg, struct store **out,
                struct store_node_report *rep, char *errmsg)
 {
@@ -383,12 +439,7 @@ int store_open(const struct store_config *cfg, struct store **out,
     *out = s;
     return 0;
 err:
-    store_meta_close(s->meta);
-    pthread_cond_destroy(&s->cv);
-    pthread_cond_destroy(&s->idle_cv);
-    pthread_cond_destroy(&s->pre_cv);
-    pthread_mutex_destroy(&s->mu);
-    free(s);
+    store_free(s);
     return rv;
 }
 
@@ -445,12 +496,7 @@ void store_close(struct store *s, bool clean)
             store__fatal(s, "write clean node record", errmsg);
         }
     }
-    store_meta_close(s->meta);
-    pthread_cond_destroy(&s->cv);
-    pthread_cond_destroy(&s->idle_cv);
-    pthread_cond_destroy(&s->pre_cv);
-    pthread_mutex_destroy(&s->mu);
-    free(s);
+    store_free(s);
 }
 
 void store_group_id_hex(const struct store_group_id *id, char out[33])

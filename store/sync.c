@@ -426,17 +426,12 @@ static uint64_t timers(struct store *s)
 
 static struct store_group *runq_pop(struct store *s)
 {
-    struct store_group *g = s->runq_head;
+    struct store_group *g = store__gq_pop(s, STORE__Q_RUN);
 
-    ASSERT(s != NULL);
     if (g == NULL) {
         return NULL;
     }
     ASSERT(g->queued);
-    s->runq_head = g->runq_next;
-    if (s->runq_head == NULL) {
-        s->runq_tail = NULL;
-    }
     g->queued = false;
     return g;
 }
@@ -476,15 +471,12 @@ static void take_ops(struct store_group *g)
  * false when none is queued. */
 static bool prealloc_one(struct store *s)
 {
-    struct store_group *g = s->pre_head;
+    struct store_group *g = store__gq_pop(s, STORE__Q_PREALLOC);
 
-    ASSERT(s != NULL);
     if (g == NULL) {
         return false;
     }
     ASSERT(g->pre_queued && !g->pre_running);
-    s->pre_head = g->pre_next;
-    s->pre_tail = s->pre_head == NULL ? NULL : s->pre_tail;
     g->pre_queued = false;
     g->pre_running = true;
     pthread_mutex_unlock(&s->mu);

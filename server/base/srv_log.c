@@ -181,18 +181,6 @@ static void vlog(enum srv_log_level level, const char *component,
     fwrite(line, 1, n, log_file != NULL ? log_file : stderr);
 }
 
-void srv_log(enum srv_log_level level, const char *component, const char *fmt,
-             ...)
-{
-    va_list ap;
-    if (!srv_log_enabled(level)) {
-        return;
-    }
-    va_start(ap, fmt);
-    vlog(level, component, NULL, fmt, ap);
-    va_end(ap);
-}
-
 void srv_log_group(enum srv_log_level level, const char *component,
                    const char *group, const char *fmt, ...)
 {

@@ -47,30 +47,28 @@ void srv_log_close(void);
 /* Whether lines of this level are written (lets callers skip formatting). */
 bool srv_log_enabled(enum srv_log_level level);
 
-/* Write one line. Safe from any thread: each line is one fwrite. */
-__attribute__((format(printf, 3, 4))) void
-srv_log(enum srv_log_level level, const char *component, const char *fmt, ...);
-
-/* Write one line about Raft group `group` (a stream name, "_meta_"). */
+/* Write one line, about Raft group `group` (a stream name, "_meta_") or,
+ * with group NULL, about none. Safe from any thread: each line is one
+ * fwrite. */
 __attribute__((format(printf, 4, 5))) void
 srv_log_group(enum srv_log_level level, const char *component,
               const char *group, const char *fmt, ...);
 
+#define srv_log(level, comp, ...) srv_log_group(level, comp, NULL, __VA_ARGS__)
+
+/* Debug and trace lines are formatted only when their level is on. */
+#define SRV__LOG_IF(level, comp, group, ...)                                   \
+    do {                                                                       \
+        if (srv_log_enabled(level)) {                                          \
+            srv_log_group(level, comp, group, __VA_ARGS__);                    \
+        }                                                                      \
+    } while (0)
+
 #define SRV_ERROR(comp, ...) srv_log(SRV_LOG_ERROR, comp, __VA_ARGS__)
 #define SRV_WARN(comp, ...) srv_log(SRV_LOG_WARN, comp, __VA_ARGS__)
 #define SRV_INFO(comp, ...) srv_log(SRV_LOG_INFO, comp, __VA_ARGS__)
-#define SRV_DEBUG(comp, ...)                                                   \
-    do {                                                                       \
-        if (srv_log_enabled(SRV_LOG_DEBUG)) {                                  \
-            srv_log(SRV_LOG_DEBUG, comp, __VA_ARGS__);                         \
-        }                                                                      \
-    } while (0)
-#define SRV_TRACE(comp, ...)                                                   \
-    do {                                                                       \
-        if (srv_log_enabled(SRV_LOG_TRACE)) {                                  \
-            srv_log(SRV_LOG_TRACE, comp, __VA_ARGS__);                         \
-        }                                                                      \
-    } while (0)
+#define SRV_DEBUG(comp, ...) SRV__LOG_IF(SRV_LOG_DEBUG, comp, NULL, __VA_ARGS__)
+#define SRV_TRACE(comp, ...) SRV__LOG_IF(SRV_LOG_TRACE, comp, NULL, __VA_ARGS__)
 
 #define SRV_GERROR(comp, group, ...)                                           \
     srv_log_group(SRV_LOG_ERROR, comp, group, __VA_ARGS__)
@@ -79,10 +77,6 @@ srv_log_group(enum srv_log_level level, const char *component,
 #define SRV_GINFO(comp, group, ...)                                            \
     srv_log_group(SRV_LOG_INFO, comp, group, __VA_ARGS__)
 #define SRV_GDEBUG(comp, group, ...)                                           \
-    do {                                                                       \
-        if (srv_log_enabled(SRV_LOG_DEBUG)) {                                  \
-            srv_log_group(SRV_LOG_DEBUG, comp, group, __VA_ARGS__);            \
-        }                                                                      \
-    } while (0)
+    SRV__LOG_IF(SRV_LOG_DEBUG, comp, group, __VA_ARGS__)
 
 #endif

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "keel/error.h"
+#include "keel/grow.h"
 #include "srv_cluster.h"
 
 /* Room before the items for the array header, written at flush. */
@@ -53,17 +54,9 @@ int srv_cluster_batch_add(struct srv_cluster_link *l, const uint8_t *gid,
     if (l->batch_len + need > SRV_CLUSTER_BATCH_BYTES_MAX) {
         srv_cluster_batch_flush(l);
     }
-    if (BATCH_HDR + l->batch_len + need > l->batch_cap) {
-        size_t cap = l->batch_cap ? 2 * l->batch_cap : 4096;
-        while (cap < BATCH_HDR + l->batch_len + need) {
-            cap *= 2;
-        }
-        uint8_t *b = realloc(l->batch, cap);
-        if (b == NULL) {
-            return KEEL_ENOMEM; /* a lost message: Raft retries */
-        }
-        l->batch = b;
-        l->batch_cap = cap;
+    if (keel_reserve(&l->batch, &l->batch_cap, BATCH_HDR + l->batch_len + need,
+                     1, 4096) != 0) {
+        return KEEL_ENOMEM; /* a lost message: Raft retries */
     }
     uint8_t *p = l->batch + BATCH_HDR + l->batch_len;
     p = srv_mp_put_bin_header(p, SRV_CLUSTER_GROUP_ID_BYTES);

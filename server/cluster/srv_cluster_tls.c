@@ -12,6 +12,7 @@
 #include "keel/error.h"
 #include "srv_auth_route.h"
 #include "srv_cluster.h"
+#include "srv_conn.h"
 #include "srv_log.h"
 #include "srv_tls.h"
 
@@ -243,29 +244,6 @@ void srv_cluster_sec_link_free(struct srv_cluster_link *l)
     l->sec = NULL;
 }
 
-/* "ip:port" of the peer's socket, for the log. */
-static const char *peer_addr(struct srv_cluster_link *l, char *buf, size_t len)
-{
-    struct sockaddr_storage ss;
-    int n = sizeof ss;
-    char ip[64] = "?";
-    int port = 0;
-
-    if (uv_tcp_getpeername(&l->tcp, (struct sockaddr *)&ss, &n) == 0) {
-        if (ss.ss_family == AF_INET6) {
-            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-            (void)uv_ip6_name(a, ip, sizeof ip);
-            port = ntohs(a->sin6_port);
-        } else {
-            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-            (void)uv_ip4_name(a, ip, sizeof ip);
-            port = ntohs(a->sin_port);
-        }
-    }
-    snprintf(buf, len, "%s:%d", ip, port);
-    return buf;
-}
-
 /* May a refusal be logged now? Counts what it suppresses and reports the
  * count when the next second opens. */
 static bool refusal_log_ok(struct srv_cluster *cl)
@@ -303,7 +281,7 @@ static int refuse(struct srv_cluster_link *l, const char *why)
         SRV_ERROR("cluster", "refusing %s link with %s (%s): %s",
                   l->outbound ? "dialed" : "accepted",
                   l->peer_name[0] != '\0' ? l->peer_name : "an unknown node",
-                  peer_addr(l, addr, sizeof addr), why);
+                  srv_conn_peer_addr(&l->tcp, addr, sizeof addr), why);
     }
     if (l->node != NULL) {
         l->node->refused = true;
@@ -440,7 +418,7 @@ int srv_cluster_tls_on_read(struct srv_cluster_link *l, size_t n, char *errmsg)
         if (rv != 0 && refusal_log_ok(l->cl)) {
             SRV_ERROR("cluster", "refusing %s link with %s: %s",
                       l->outbound ? "dialed" : "accepted",
-                      peer_addr(l, addr, sizeof addr), errmsg);
+                      srv_conn_peer_addr(&l->tcp, addr, sizeof addr), errmsg);
         }
         if (rv != 0) {
             if (l->node != NULL) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "keel/error.h"
+#include "keel/grow.h"
 #include "srv_consumer.h"
 #include "srv_log.h"
 
@@ -540,29 +541,20 @@ static void flush_acks(struct srv_cengine *e, struct srv_cstream *cs,
 
 static int ack_push(struct srv_clive *l, struct srv_csm_ack a)
 {
-    if (l->nacks == l->acks_cap) {
-        uint32_t cap = l->acks_cap == 0 ? 64 : 2 * l->acks_cap;
-        struct srv_csm_ack *v = realloc(l->acks, cap * sizeof *v);
-        if (v == NULL) {
-            return KEEL_ENOMEM;
-        }
-        l->acks = v;
-        l->acks_cap = cap;
+    int rv =
+        keel_grow_u32(&l->acks, &l->acks_cap, l->nacks, sizeof *l->acks, 64);
+
+    if (rv == 0) {
+        l->acks[l->nacks++] = a;
     }
-    l->acks[l->nacks++] = a;
-    return 0;
+    return rv;
 }
 
 static void sync_push(struct srv_clive *l, const char *reply, size_t len)
 {
-    if (l->nsync == l->sync_cap) {
-        uint32_t cap = l->sync_cap == 0 ? 16 : 2 * l->sync_cap;
-        char **v = realloc(l->sync_replies, cap * sizeof *v);
-        if (v == NULL) {
-            return;
-        }
-        l->sync_replies = v;
-        l->sync_cap = cap;
+    if (keel_grow_u32(&l->sync_replies, &l->sync_cap, l->nsync,
+                      sizeof *l->sync_replies, 16) != 0) {
+        return;
     }
     char *r = strndup(reply, len);
     if (r != NULL) {

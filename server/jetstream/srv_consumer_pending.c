@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "keel/error.h"
+#include "keel/grow.h"
 #include "srv_consumer_sm.h"
 
 static uint32_t pend_pos(const struct srv_csm *c, uint64_t sseq, bool *found)
@@ -85,14 +86,9 @@ static int pend_insert(struct srv_csm *c, struct srv_csm_pending e)
     if (c->pend_len == c->pend_cap) {
         pend_compact(c);
     }
-    if (c->pend_len == c->pend_cap) {
-        uint32_t cap = c->pend_cap == 0 ? 64 : 2 * c->pend_cap;
-        struct srv_csm_pending *v = realloc(c->pend, cap * sizeof *v);
-        if (v == NULL) {
-            return KEEL_ENOMEM;
-        }
-        c->pend = v;
-        c->pend_cap = cap;
+    if (keel_grow_u32(&c->pend, &c->pend_cap, c->pend_len, sizeof *c->pend,
+                      64) != 0) {
+        return KEEL_ENOMEM;
     }
     bool found = false;
     uint32_t i = c->pend_len == 0 || c->pend[c->pend_len - 1].sseq < e.sseq

@@ -8,6 +8,8 @@
 
 #include "keel/bytes.h"
 #include "keel/error.h"
+#include "keel/grow.h"
+#include "keel/sorted.h"
 #include "srv_consumer_sm.h"
 
 #define CSM_VERSION 1
@@ -25,18 +27,9 @@ static void w_bytes(struct wbuf *w, const void *src, uint32_t n)
     if (w->oom) {
         return;
     }
-    if (w->len + (uint64_t)n > w->cap) {
-        uint64_t cap = w->cap == 0 ? 256 : w->cap;
-        while (cap < w->len + (uint64_t)n) {
-            cap *= 2;
-        }
-        uint8_t *np = cap > UINT32_MAX ? NULL : realloc(w->p, (size_t)cap);
-        if (np == NULL) {
-            w->oom = true;
-            return;
-        }
-        w->p = np;
-        w->cap = (uint32_t)cap;
+    if (keel_reserve_u32(&w->p, &w->cap, w->len + (uint64_t)n, 1, 256) != 0) {
+        w->oom = true;
+        return;
     }
     memcpy(w->p + w->len, src, n);
     w->len += n;
@@ -254,14 +247,8 @@ static int set_insert(struct srv_csm_set *s, struct srv_csm *c)
     bool found = false;
     uint32_t i = set_pos(s, c->name, &found);
     ASSERT(!found);
-    if (s->n == s->cap) {
-        uint32_t cap = s->cap == 0 ? 8 : 2 * s->cap;
-        struct srv_csm **v = realloc(s->v, cap * sizeof *v);
-        if (v == NULL) {
-            return KEEL_ENOMEM;
-        }
-        s->v = v;
-        s->cap = cap;
+    if (keel_grow_u32(&s->v, &s->cap, s->n, sizeof *s->v, 8) != 0) {
+        return KEEL_ENOMEM;
     }
     memmove(s->v + i + 1, s->v + i, (s->n - i) * sizeof *s->v);
     s->v[i] = c;
@@ -336,21 +323,9 @@ uint64_t srv_csm_num_pending(const struct srv_csm *c,
 
 static uint32_t acked_pos(const struct srv_csm *c, uint64_t sseq, bool *found)
 {
-    uint32_t lo = 0, hi = c->nacked;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (c->acked[mid].sseq == sseq) {
-            *found = true;
-            return mid;
-        }
-        if (c->acked[mid].sseq < sseq) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    *found = false;
-    return lo;
+    return (uint32_t)keel_sorted_find(c->acked, c->nacked, sizeof *c->acked,
+                                      offsetof(struct srv_csm_pos, sseq), sseq,
+                                      found);
 }
 
 bool srv_csm_is_acked(const struct srv_csm *c, uint64_t seq)
@@ -379,14 +354,9 @@ static int acked_add(struct srv_csm *c, struct srv_csm_pos pos, bool *added)
     if (c->nacked >= SRV_CONSUMER_ACKED_MAX) {
         return KEEL_ELIMIT;
     }
-    if (c->nacked == c->acked_cap) {
-        uint32_t cap = c->acked_cap == 0 ? 16 : 2 * c->acked_cap;
-        struct srv_csm_pos *v = realloc(c->acked, cap * sizeof *v);
-        if (v == NULL) {
-            return KEEL_ENOMEM;
-        }
-        c->acked = v;
-        c->acked_cap = cap;
+    if (keel_grow_u32(&c->acked, &c->acked_cap, c->nacked, sizeof *c->acked,
+                      16) != 0) {
+        return KEEL_ENOMEM;
     }
     memmove(c->acked + i + 1, c->acked + i, (c->nacked - i) * sizeof *c->acked);
     c->acked[i] = pos;
@@ -635,6 +605,21 @@ static int apply_create(struct srv_csm_set *s, const struct srv_csm_stream *st,
     return rv;
 }
 
+/* The consumer an entry names, with its name in res; NULL (and res's
+ * error "consumer not found") when there is none: the entry then changes
+ * nothing. */
+static struct srv_csm *entry_consumer(struct srv_csm_set *s, const char *name,
+                                      struct srv_csm_result *res)
+{
+    struct srv_csm *c = srv_csm_find(s, name);
+
+    memcpy(res->name, name, sizeof res->name);
+    if (c == NULL) {
+        result_err(res, SRV_JS_ECONSUMER_NOT_FOUND, NULL);
+    }
+    return c;
+}
+
 static int apply_delete(struct srv_csm_set *s, const struct srv_csm_stream *st,
                         struct rbuf *r, struct srv_csm_result *res,
                         char *errmsg)
@@ -644,10 +629,8 @@ static int apply_delete(struct srv_csm_set *s, const struct srv_csm_stream *st,
     if (r->bad) {
         return keel_err(KEEL_ECORRUPT, errmsg, "bad consumer delete entry");
     }
-    memcpy(res->name, name, sizeof res->name);
-    struct srv_csm *c = srv_csm_find(s, name);
+    struct srv_csm *c = entry_consumer(s, name, res);
     if (c == NULL) {
-        result_err(res, SRV_JS_ECONSUMER_NOT_FOUND, NULL);
         return 0;
     }
     uint64_t from = c->ack_floor.sseq + 1;
@@ -715,10 +698,8 @@ static int apply_acks(struct srv_csm_set *s, const struct srv_csm_stream *st,
     if (r->bad || n > SRV_CONSUMER_ENTRY_ACKS_MAX) {
         return keel_err(KEEL_ECORRUPT, errmsg, "bad consumer ack entry");
     }
-    memcpy(res->name, name, sizeof res->name);
-    struct srv_csm *c = srv_csm_find(s, name);
+    struct srv_csm *c = entry_consumer(s, name, res);
     if (c == NULL) {
-        result_err(res, SRV_JS_ECONSUMER_NOT_FOUND, NULL);
         return 0;
     }
     res->c = c;

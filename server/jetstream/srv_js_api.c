@@ -594,12 +594,20 @@ static void api_names(struct api_req *q, bool list)
     srv_js_reply_json(q->js, q->reply, o);
 }
 
-/* Last seq of any subject matching filter (wildcards allowed). */
+/* Last seq of any subject matching filter (a valid subject, wildcards
+ * allowed), 0 when none. A literal filter (every KV get) is one lookup in
+ * the per-subject index, whose last_seq is exact (srv_stream_sm.h); only a
+ * wildcard filter walks the subjects. */
 static uint64_t last_matching(const struct srv_stream *st, const char *filter)
 {
     uint64_t best = 0;
     size_t pos = 0;
     struct srv_hmap_slot *sl;
+    if (srv_js_subject_valid(filter, false)) {
+        int rv =
+            srv_stream_last_seq_for_subject(st, filter, strlen(filter), &best);
+        return rv == 0 ? best : 0;
+    }
     /* Bounded by the number of subjects. */
     while ((sl = srv_hmap_next(&st->sm.subjects, &pos)) != NULL) {
         const struct srv_stream_subj *sj = sl->value;

@@ -178,7 +178,7 @@ void srv_stream_config_free(struct srv_stream_config *cfg)
     json_decref(cfg->metadata);
     json_decref(cfg->consumer_limits);
     srv_stream_config_free_xforms(cfg);
-    srv_stream_config_free_mirror(cfg);
+    free(cfg->mirror.filter_subject);
     memset(cfg, 0, sizeof *cfg);
 }
 
@@ -521,7 +521,7 @@ static int encode_optional(const struct srv_stream_config *c, json_t *o)
         bad |= json_object_set(o, "metadata", c->metadata);
     }
     bad |= json_object_set(o, "consumer_limits", c->consumer_limits);
-    bad |= srv_stream_config_encode_mirror(c, o);
+    bad |= srv_stream_config_mirror_json(c, o);
     return bad | srv_stream_config_encode_xforms(c, o);
 }
 

@@ -113,15 +113,16 @@ KEEL_MUST_USE int
 srv_stream_config_encode_xforms(const struct srv_stream_config *c, json_t *o);
 void srv_stream_config_free_xforms(struct srv_stream_config *c);
 
-/* The config steps of `mirror` (srv_js_config_mirror.c): parse before
- * the subjects (a mirror has none), encode into o, free; equal compares
- * two configs' mirrors (an update may not change it, 10055). */
+/* `mirror` (srv_js_config_mirror.c): the parse step (after the flags:
+ * mirror_direct needs a mirror; the subjects step leaves a mirror none),
+ * its encoding into the config object o (non-zero when out of memory; its
+ * filter_subject is freed with the config), and whether two configs have
+ * the same mirror (an update may not change it, 10055). */
 KEEL_MUST_USE int
 srv_stream_config_parse_mirror(const struct srv_js_json_rd *rd,
                                struct srv_stream_config *c);
 KEEL_MUST_USE int
-srv_stream_config_encode_mirror(const struct srv_stream_config *c, json_t *o);
-void srv_stream_config_free_mirror(struct srv_stream_config *c);
+srv_stream_config_mirror_json(const struct srv_stream_config *c, json_t *o);
 bool srv_stream_mirror_equal(const struct srv_stream_config *a,
                              const struct srv_stream_config *b);
 

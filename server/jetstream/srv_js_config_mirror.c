@@ -84,8 +84,7 @@ int srv_stream_config_parse_mirror(const struct srv_js_json_rd *rd,
     return mirror_fields(&m, &c->mirror);
 }
 
-int srv_stream_config_encode_mirror(const struct srv_stream_config *c,
-                                    json_t *o)
+int srv_stream_config_mirror_json(const struct srv_stream_config *c, json_t *o)
 {
     if (!c->has_mirror) {
         return 0;
@@ -107,12 +106,6 @@ int srv_stream_config_encode_mirror(const struct srv_stream_config *c,
                                    json_string(mi->filter_subject));
     }
     return bad | json_object_set_new(o, "mirror", m);
-}
-
-void srv_stream_config_free_mirror(struct srv_stream_config *c)
-{
-    free(c->mirror.filter_subject);
-    c->mirror.filter_subject = NULL;
 }
 
 bool srv_stream_mirror_equal(const struct srv_stream_config *a,

@@ -98,7 +98,7 @@ void srv_stream_limits_from_config(const struct srv_stream_config *cfg,
 struct srv_stream_subj {
     uint64_t msgs;
     uint64_t first_seq; /* a lower bound: the first live may be later */
-    uint64_t last_seq;
+    uint64_t last_seq;  /* exact: the newest live seq */
     size_t len;
     char s[]; /* NUL-terminated */
 };

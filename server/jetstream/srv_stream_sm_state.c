@@ -104,6 +104,26 @@ static void trim_front(struct srv_stream_sm *sm)
     }
 }
 
+/* The live seq of subject sj before seq (sj has one: its msgs count it).
+ * Exact, not a hint: Nats-Expected-Last-Subject-Sequence and last_by_subj
+ * answer from it, and a restored snapshot recomputes it from the live slots
+ * (srv_stream_sm_restore), so a replayed replica must hold the same value
+ * (docs/design.md §6). */
+static uint64_t subj_last_before(const struct srv_stream_sm *sm,
+                                 const struct srv_stream_subj *sj, uint64_t seq)
+{
+    uint64_t low = sj->first_seq < sm->base_seq ? sm->base_seq : sj->first_seq;
+    uint64_t q = seq;
+    const struct srv_stream_slot *s;
+    /* Bounded by count <= SRV_STREAM_MSGS_MAX. */
+    do {
+        ASSERT(q > low);
+        q--;
+        s = slot_at(sm, q);
+    } while (s == NULL || s->subj != sj);
+    return q;
+}
+
 int srv_stream_sm_remove(struct srv_stream_sm *sm, uint64_t seq)
 {
     struct srv_stream_slot *s = slot_at(sm, seq);
@@ -115,6 +135,10 @@ int srv_stream_sm_remove(struct srv_stream_sm *sm, uint64_t seq)
     if (--sj->msgs == 0) {
         (void)srv_hmap_del(&sm->subjects, sj->s, sj->len);
         free(sj);
+    } else if (sj->last_seq == seq) {
+        /* Its newest message went (a delete, an interest/workqueue ack):
+         * the subject's last is the live one before it. */
+        sj->last_seq = subj_last_before(sm, sj, seq);
     } else if (sj->first_seq == seq) {
         sj->first_seq = seq + 1;
     }

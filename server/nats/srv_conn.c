@@ -468,25 +468,26 @@ static int send_info(struct srv_conn *c)
     return srv_route_append(c, line, n);
 }
 
-static void peer_name(struct srv_conn *c)
+const char *srv_conn_peer_addr(uv_tcp_t *tcp, char *buf, size_t len)
 {
     struct sockaddr_storage ss;
-    int len = sizeof ss;
-    char ip[48] = "?";
+    int n = sizeof ss;
+    char ip[64] = "?";
     int port = 0;
 
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+    if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &n) == 0) {
         if (ss.ss_family == AF_INET) {
             struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-            uv_ip4_name(a, ip, sizeof ip);
+            (void)uv_ip4_name(a, ip, sizeof ip);
             port = ntohs(a->sin_port);
         } else if (ss.ss_family == AF_INET6) {
             struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-            uv_ip6_name(a, ip, sizeof ip);
+            (void)uv_ip6_name(a, ip, sizeof ip);
             port = ntohs(a->sin6_port);
         }
     }
-    snprintf(c->peer, sizeof c->peer, "%s:%d", ip, port);
+    snprintf(buf, len, "%s:%d", ip, port);
+    return buf;
 }
 
 /* After accept: INFO in plain text, then TLS if configured (the NATS
@@ -571,7 +572,7 @@ int srv_conn_accept(struct srv_server *srv, uv_stream_t *listener)
     srv->stats.connections++;
     srv->stats.total_connections++;
     uv_tcp_nodelay(&c->tcp, 1);
-    peer_name(c);
+    (void)srv_conn_peer_addr(&c->tcp, c->peer, sizeof c->peer);
     SRV_DEBUG("conn", "cid %llu accepted from %s", (unsigned long long)c->cid,
               c->peer);
     return conn_start(c);

@@ -107,6 +107,10 @@ void srv_conn_resume(struct srv_conn *c);
  * resume. Called after every flush and write completion. */
 void srv_conn_check_drained(struct srv_conn *c);
 
+/* "ip:port" of tcp's peer into buf[len] ("?:0" when unknown), for the
+ * log; returns buf. Client connections and cluster links alike. */
+const char *srv_conn_peer_addr(uv_tcp_t *tcp, char *buf, size_t len);
+
 /* Bytes queued and not yet written. */
 size_t srv_conn_pending_bytes(const struct srv_conn *c);
 

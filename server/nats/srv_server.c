@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "keel/error.h"
+#include "keel/grow.h"
 #include "srv_conn.h"
 #include "srv_log.h"
 #include "srv_route.h"
@@ -22,17 +23,12 @@ uint64_t srv_now_ms(void)
 
 void srv_server_mark_dirty(struct srv_server *srv, struct srv_conn *c)
 {
-    if (srv->ndirty == srv->dirty_cap) {
-        size_t cap = srv->dirty_cap == 0 ? 64 : srv->dirty_cap * 2;
-        struct srv_conn **d = realloc(srv->dirty, cap * sizeof *d);
-        if (d == NULL) {
-            /* Cannot track it: write now instead of at the iteration end. */
-            c->dirty = false;
-            srv_conn_flush(c);
-            return;
-        }
-        srv->dirty = d;
-        srv->dirty_cap = cap;
+    if (keel_grow(&srv->dirty, &srv->dirty_cap, srv->ndirty, sizeof *srv->dirty,
+                  64) != 0) {
+        /* Cannot track it: write now instead of at the iteration end. */
+        c->dirty = false;
+        srv_conn_flush(c);
+        return;
     }
     ASSERT(srv->ndirty < SRV_CONNS_MAX * 2);
     srv->dirty[srv->ndirty++] = c;

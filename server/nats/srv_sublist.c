@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "keel/error.h"
+#include "keel/grow.h"
 #include "keel/limits.h"
 
 struct sub_vec {
@@ -119,17 +120,12 @@ bool srv_subject_matches(const char *pat, size_t pat_len, const char *subj,
 
 static int vec_push(struct sub_vec *v, struct srv_sub *sub)
 {
-    if (v->n == v->cap) {
-        size_t cap = v->cap == 0 ? 4 : v->cap * 2;
-        struct srv_sub **nv = realloc(v->v, cap * sizeof *nv);
-        if (nv == NULL) {
-            return KEEL_ENOMEM;
-        }
-        v->v = nv;
-        v->cap = cap;
+    int rv = keel_grow(&v->v, &v->cap, v->n, sizeof *v->v, 4);
+
+    if (rv == 0) {
+        v->v[v->n++] = sub;
     }
-    v->v[v->n++] = sub;
-    return 0;
+    return rv;
 }
 
 static bool vec_remove(struct sub_vec *v, struct srv_sub *sub)
@@ -319,14 +315,8 @@ static int node_add_sub(struct srv_sublist_node *n, struct srv_sub *sub)
     if (n->nq == SRV_QUEUE_GROUPS_MAX) {
         return KEEL_ELIMIT;
     }
-    if (n->nq == n->capq) {
-        size_t cap = n->capq == 0 ? 2 : n->capq * 2;
-        struct qnode *q = realloc(n->q, cap * sizeof *q);
-        if (q == NULL) {
-            return KEEL_ENOMEM;
-        }
-        n->q = q;
-        n->capq = cap;
+    if (keel_grow(&n->q, &n->capq, n->nq, sizeof *n->q, 2) != 0) {
+        return KEEL_ENOMEM;
     }
     struct qnode *q = &n->q[n->nq];
     memset(q, 0, sizeof *q);
@@ -458,14 +448,8 @@ static struct srv_sublist_qgroup *collect_group(struct collect *c,
             return &c->q[i];
         }
     }
-    if (c->nq == c->capq) {
-        size_t cap = c->capq == 0 ? 2 : c->capq * 2;
-        struct srv_sublist_qgroup *q = realloc(c->q, cap * sizeof *q);
-        if (q == NULL) {
-            return NULL;
-        }
-        c->q = q;
-        c->capq = cap;
+    if (keel_grow(&c->q, &c->capq, c->nq, sizeof *c->q, 2) != 0) {
+        return NULL;
     }
     struct srv_sublist_qgroup *g = &c->q[c->nq++];
     memset(g, 0, sizeof *g);

@@ -3,6 +3,7 @@
  * a hand-made snapshot).
  */
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,34 +13,48 @@
 #include "srv_metrics.h"
 #include "srv_monitor.h"
 
+/* Append one warning, formatted, to the array w (nothing when w is NULL). */
+static void warn_add(json_t *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void warn_add(json_t *w, const char *fmt, ...)
+{
+    char text[4400];
+    va_list ap;
+
+    if (w == NULL) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    json_array_append_new(w, json_string(text));
+}
+
 /* Warnings that do not make the node unhealthy (docs/design.md §6). */
 json_t *srv_mon_warnings_json(const struct srv_mon_snap *snap)
 {
     json_t *w = json_array();
-    char text[4400];
-    if (w != NULL && snap->quarantined_orphans > 0) {
-        snprintf(text, sizeof text,
+    if (snap->quarantined_orphans > 0) {
+        warn_add(w,
                  "%u quarantined orphan file(s) in %s/js/quarantine/orphans: "
                  "inspect, then restore or remove them",
                  snap->quarantined_orphans, snap->store_dir);
-        json_array_append_new(w, json_string(text));
     }
-    if (w != NULL && snap->quarantined_files > 0) {
-        snprintf(text, sizeof text,
+    if (snap->quarantined_files > 0) {
+        warn_add(w,
                  "%u quarantined file(s) in %s/js/quarantine (damaged data "
                  "kept for inspection)",
                  snap->quarantined_files, snap->store_dir);
-        json_array_append_new(w, json_string(text));
     }
-    if (w != NULL && snap->rebuilt_groups > 0) {
-        snprintf(text, sizeof text,
+    if (snap->rebuilt_groups > 0) {
+        warn_add(w,
                  "meta.lmdb was reset at start: the catalogue of %u group(s) "
                  "was rebuilt from %llu segment file(s) (this node is the "
                  "only member of its groups; the old meta.lmdb is in "
                  "%s/js/quarantine)",
                  snap->rebuilt_groups,
                  (unsigned long long)snap->rebuilt_segments, snap->store_dir);
-        json_array_append_new(w, json_string(text));
     }
     return w;
 }

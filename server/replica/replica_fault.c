@@ -11,6 +11,7 @@
 
 #include <keel/assert.h>
 #include <keel/error.h>
+#include <keel/grow.h>
 
 #include "meta.h"
 #include "replica_int.h"
@@ -148,14 +149,9 @@ static int repair_hold(struct replica *r, const struct raft_repair *rp)
         r->rbuf_n >= STORE_REPAIR_RECORDS_MAX) {
         return KEEL_ELIMIT;
     }
-    if (r->rbuf_n == r->rbuf_cap) {
-        uint32_t cap = r->rbuf_cap == 0 ? 64 : 2 * r->rbuf_cap;
-        struct store_record *nb = realloc(r->rbuf, cap * sizeof *nb);
-        if (nb == NULL) {
-            return KEEL_ENOMEM;
-        }
-        r->rbuf = nb;
-        r->rbuf_cap = cap;
+    if (keel_grow_u32(&r->rbuf, &r->rbuf_cap, r->rbuf_n, sizeof *r->rbuf, 64) !=
+        0) {
+        return KEEL_ENOMEM;
     }
     void *pl = NULL;
     if (rp->entry.len > 0) {

@@ -42,6 +42,35 @@ async function messages(ctx, stream) {
     last_seq: si.state.last_seq };
 }
 
+// put k=1, put k=2, STREAM.MSG.DELETE of k=2's seq: the key's last is k=1
+// again, for a get (DIRECT.GET last_by_subj), MSG.GET last_by_subj and an
+// update at k=1's revision (Nats-Expected-Last-Subject-Sequence).
+const FSS_LOST = "nats-server 2.9.10's file store loses a subject's last"
+  + ' message once its newest is deleted (get and last_by_subj find nothing,'
+  + ' an update must expect revision 0, yet the message is still counted);'
+  + ' keeld answers from the message left, as the memory store of nats-server'
+  + ' does (the case above)';
+
+async function newestDeleted(ctx, storage) {
+  const kv = await kvOf(ctx, { storage });
+  const jsm = await ctx.nc.jetstreamManager();
+  const stream = `KV_${ctx.uniq}`;
+  const r1 = await kv.put('k', enc.encode('1'));
+  const r2 = await kv.put('k', enc.encode('2'));
+  await kv.put('other', enc.encode('o'));
+  const deleted = await jsm.streams.deleteMessage(stream, r2, false);
+  const get = entry(await kv.get('k'));
+  const msgGet = await jsm.streams
+    .getMessage(stream, { last_by_subj: `$KV.${ctx.uniq}.k` })
+    .then((m) => ({ seq: m.seq, data: dec.decode(m.data) }),
+      (e) => ({ err_code: e.api_error?.err_code ?? null }));
+  const stale = await refusal(kv.update('k', enc.encode('x'), r2));
+  const update = await kv.update('k', enc.encode('3'), r1)
+    .catch((e) => ({ message: e.message }));
+  return { r1, r2, deleted, get, msgGet, stale, update,
+    after: entry(await kv.get('k')), stream: await messages(ctx, stream) };
+}
+
 export const cases = [
   {
     name: 'KV put and get report revisions; status the bucket config',
@@ -84,6 +113,20 @@ export const cases = [
       return { afterDelete, afterPurge: await history(kv, 'a'),
         get: entry(await kv.get('a')),
         stream: await messages(ctx, `KV_${ctx.uniq}`) };
+    },
+  },
+  {
+    name: 'KV get and update after the newest revision is deleted (memory)',
+    run: (ctx) => newestDeleted(ctx, 'memory'),
+  },
+  {
+    name: 'KV get and update after the newest revision is deleted (file)',
+    intended: { get: FSS_LOST, last_by_subj: FSS_LOST, update: FSS_LOST },
+    run: async (ctx) => {
+      const o = await newestDeleted(ctx, 'file');
+      return { get: o.get?.revision ?? null,
+        last_by_subj: o.msgGet.seq ?? `error ${o.msgGet.err_code}`,
+        update: o.update.message ?? o.update };
     },
   },
   {

@@ -221,6 +221,22 @@ export const cases = [
     },
   },
   {
+    name: 'STREAM.MSG.GET last_by_subj, literal and wildcard, after a delete',
+    run: async (ctx) => {
+      await create(ctx);
+      await fill(ctx, 2, 'a');
+      await fill(ctx, 1, 'b');
+      await api(ctx, `STREAM.MSG.DELETE.${ctx.uniq}`, { seq: 3 });
+      const last = async (subj) => {
+        const r = await api(ctx, `STREAM.MSG.GET.${ctx.uniq}`,
+          { last_by_subj: `${ctx.uniq}.${subj}` });
+        return r.message?.seq ?? r.error?.err_code;
+      };
+      return { a: await last('a'), b: await last('b'), star: await last('*'),
+        gt: await last('>') };
+    },
+  },
+  {
     name: 'STREAM.MSG.GET of a missing sequence is 10037',
     run: async (ctx) => {
       await create(ctx);

@@ -122,18 +122,21 @@ static bool installed(void *arg)
 
 struct lead_wait {
     int want;
+    const char *stream;
 };
 
 static bool led_by(void *arg)
 {
     const struct lead_wait *w = arg;
+    char subj[96];
     int l = -1;
-    if (cjs_stream_agreed(&cj, STREAM, &l) && l == w->want) {
+    if (cjs_stream_agreed(&cj, w->stream, &l) && l == w->want) {
         return true;
     }
     if (l >= 0) {
-        json_decref(
-            cjs_request(&cj, l, "$JS.API.STREAM.LEADER.STEPDOWN." STREAM, ""));
+        snprintf(subj, sizeof subj, "$JS.API.STREAM.LEADER.STEPDOWN.%s",
+                 w->stream);
+        json_decref(cjs_request(&cj, l, subj, ""));
     }
     return false;
 }
@@ -188,7 +191,7 @@ first_seq_and_discard_new_per_subject_survive_every_change(void **state)
     assert_true(h_poll(every_running_node_has, &a, WAIT_MS));
 
     /* The follower that only has the snapshot leads: same rules. */
-    struct lead_wait w = {follower};
+    struct lead_wait w = {follower, STREAM};
     assert_true(h_poll(led_by, &w, WAIT_MS));
     a.last_seq = check_rules(follower);
     assert_int_equal(a.last_seq, base + PER_SUBJECT + 1);
@@ -307,7 +310,7 @@ static void republish_is_once_per_message_across_leader_changes(void **state)
             rp_read_until(&r, (uint64_t)seq);
         }
         if (round == 0) {
-            struct lead_wait w = {other};
+            struct lead_wait w = {other, STREAM};
             assert_true(h_poll(led_by, &w, WAIT_MS)); /* step-downs */
         } else if (round == 1) {
             cjs_disconnect(&cj, other);
@@ -365,6 +368,87 @@ static void an_r1_restart_republishes_nothing_it_replays(void **state)
     natsSubscription_Destroy(r.sub);
 }
 
+/* ---- a subject's last once its newest message is deleted ---- */
+
+#define LS "LASTS"
+
+/* Publish subject through node via with Nats-Expected-Last-Subject-
+ * Sequence: expect: the PubAck's seq, or -(err_code) when refused. */
+static json_int_t publish_expect(int via, const char *subject,
+                                 json_int_t expect)
+{
+    natsMsg *m = NULL, *r = NULL;
+    char v[24];
+    snprintf(v, sizeof v, "%lld", (long long)expect);
+    assert_int_equal(natsMsg_Create(&m, subject, NULL, "x", 1), NATS_OK);
+    assert_int_equal(
+        natsMsgHeader_Set(m, "Nats-Expected-Last-Subject-Sequence", v),
+        NATS_OK);
+    assert_int_equal(natsConnection_RequestMsg(&r, cj.nc[via], m, WAIT_MS),
+                     NATS_OK);
+    json_t *o = json_loadb(natsMsg_GetData(r), (size_t)natsMsg_GetDataLength(r),
+                           0, NULL);
+    assert_non_null(o);
+    json_int_t code = json_integer_value(
+        json_object_get(json_object_get(o, "error"), "err_code"));
+    json_int_t seq = json_integer_value(json_object_get(o, "seq"));
+    json_decref(o);
+    natsMsg_Destroy(r);
+    natsMsg_Destroy(m);
+    return code != 0 ? -code : seq;
+}
+
+/* DIRECT.GET last_by_subj of subject through node via: Nats-Sequence. */
+static json_int_t direct_last(int via, const char *subject)
+{
+    char subj[128];
+    natsMsg *r = NULL;
+    const char *v = NULL;
+    snprintf(subj, sizeof subj, "$JS.API.DIRECT.GET." LS ".%s", subject);
+    assert_int_equal(
+        natsConnection_RequestString(&r, cj.nc[via], subj, "", WAIT_MS),
+        NATS_OK);
+    assert_int_equal(natsMsgHeader_Get(r, "Nats-Sequence", &v), NATS_OK);
+    json_int_t seq = strtoll(v, NULL, 10);
+    natsMsg_Destroy(r);
+    return seq;
+}
+
+/* Each node in turn leads an R3 stream whose key lasts.k had its newest
+ * message deleted under the previous leader: the state it applied as a
+ * follower answers DIRECT.GET last_by_subj and the expectation with the
+ * message left, not the deleted one. */
+static void
+a_deleted_newest_leaves_the_subjects_last_on_every_node(void **state)
+{
+    (void)state;
+    json_decref(cjs_request_ok(&cj, 0, "$JS.API.STREAM.CREATE." LS,
+                               "{\"name\":\"" LS "\",\"subjects\":"
+                               "[\"lasts.>\"],\"num_replicas\":3,"
+                               "\"allow_direct\":true}"));
+    assert_true(cjs_wait_stream_led(&cj, LS, WAIT_MS) >= 0);
+    json_int_t prev = 0; /* lasts.k's last seq, 0 before the first */
+    char body[64];
+    for (int n = 0; n < NODES; n++) {
+        struct lead_wait w = {n, LS};
+        assert_true(h_poll(led_by, &w, WAIT_MS));
+        if (prev > 0) {
+            assert_int_equal(direct_last(n, "lasts.k"), prev);
+        }
+        json_int_t a = publish_expect(n, "lasts.k", prev);
+        assert_true(a > prev);
+        json_int_t b = publish_expect(n, "lasts.k", a);
+        assert_int_equal(b, a + 1);
+        assert_true(publish(n, "lasts.o") > b);
+        snprintf(body, sizeof body, "{\"seq\":%lld}", (long long)b);
+        json_decref(
+            cjs_request_ok(&cj, n, "$JS.API.STREAM.MSG.DELETE." LS, body));
+        assert_int_equal(direct_last(n, "lasts.k"), a);
+        assert_int_equal(publish_expect(n, "lasts.k", b), -10071);
+        prev = a;
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -372,6 +456,8 @@ int main(void)
             first_seq_and_discard_new_per_subject_survive_every_change),
         cmocka_unit_test(republish_is_once_per_message_across_leader_changes),
         cmocka_unit_test(an_r1_restart_republishes_nothing_it_replays),
+        cmocka_unit_test(
+            a_deleted_newest_leaves_the_subjects_last_on_every_node),
     };
     nats_Open(-1);
     int rv = cmocka_run_group_tests(tests, group_setup, group_teardown);

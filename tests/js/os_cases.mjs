@@ -15,12 +15,12 @@ const CHUNK_BYTES_DEFAULT = 128 * 1024; // both clients' default
 
 // The digest both clients write: "SHA-256=" + the SHA-256 in padded
 // base64url.
-const digestOf = (data) => {
+export const digestOf = (data) => {
   const b64 = createHash('sha256').update(data).digest('base64');
   return `SHA-256=${b64.replace(/\+/g, '-').replace(/\//g, '_')}`;
 };
 
-function readable(data, piece) {
+export function readable(data, piece) {
   let off = 0;
   return new ReadableStream({
     pull(ctl) {

@@ -416,6 +416,172 @@ static void random_entries(struct fixture *f, uint64_t seed, int n)
     }
 }
 
+/* Publish subj with Nats-Expected-Last-Subject-Sequence: want. */
+static void pub_expect_subj(struct fixture *f, int64_t ts, const char *subj,
+                            uint64_t want)
+{
+    char h[96];
+    snprintf(h, sizeof h,
+             "NATS/1.0\r\nNats-Expected-Last-Subject-Sequence: %llu\r\n\r\n",
+             (unsigned long long)want);
+    pub_h(f, ts, subj, h, "x");
+}
+
+/* Every subject's count and last_seq are those of its live slots, its
+ * first_seq a lower bound of the oldest (srv_stream_sm.h). */
+static void assert_subjects_exact(const struct srv_stream_sm *sm)
+{
+    size_t pos = 0;
+    struct srv_hmap_slot *hs;
+    while ((hs = srv_hmap_next(&sm->subjects, &pos)) != NULL) {
+        const struct srv_stream_subj *sj = hs->value;
+        uint64_t first = 0, last = 0, n = 0;
+        for (uint64_t q = sm->base_seq; q <= sm->last_seq; q++) {
+            const struct srv_stream_slot *s = srv_stream_sm_get(sm, q);
+            if (s != NULL && s->subj == sj) {
+                first = first == 0 ? q : first;
+                last = q;
+                n++;
+            }
+        }
+        assert_int_equal(sj->msgs, n);
+        assert_int_equal(sj->last_seq, last);
+        assert_true(sj->first_seq <= first);
+    }
+}
+
+static uint64_t subj_last(const struct srv_stream_sm *sm, const char *subj)
+{
+    const struct srv_stream_subj *sj =
+        srv_hmap_get(&sm->subjects, subj, strlen(subj));
+    return sj != NULL ? sj->last_seq : 0;
+}
+
+static void deleting_a_subjects_newest_moves_its_last_back(void **state)
+{
+    struct fixture *f = *state;
+    pub(f, 1, "a", "1");
+    pub(f, 2, "b", "2");
+    pub(f, 3, "a", "3");
+    del(f, 3);
+    assert_int_equal(f->res.jerr, SRV_JS_OK);
+    assert_int_equal(subj_last(&f->sm, "a"), 1);
+    assert_subjects_exact(&f->sm);
+    /* nats-server 2.9.10 answers from the message that is left. */
+    pub_expect_subj(f, 4, "a", 3);
+    assert_int_equal(f->res.jerr, SRV_JS_EWRONG_LAST_SEQ);
+    assert_string_equal(f->res.detail, "1");
+    pub_expect_subj(f, 5, "a", 1);
+    assert_int_equal(f->res.jerr, SRV_JS_OK);
+    assert_int_equal(f->res.seq, 4);
+    /* Deleting every message of a subject: it has no last any more. */
+    del(f, 4);
+    del(f, 1);
+    assert_int_equal(subj_last(&f->sm, "a"), 0);
+    pub_expect_subj(f, 6, "a", 0);
+    assert_int_equal(f->res.jerr, SRV_JS_OK);
+    assert_int_equal(f->res.seq, 5);
+}
+
+static void acking_a_subjects_newest_moves_its_last_back(void **state)
+{
+    struct fixture *f = *state;
+    config(f, "{\"name\":\"S\",\"retention\":\"workqueue\"}");
+    pub(f, 1, "a", "1");
+    pub(f, 2, "a", "2");
+    pub(f, 3, "b", "3");
+    pub(f, 4, "a", "4");
+    assert_int_equal(srv_stream_sm_remove(&f->sm, 4), 0);
+    assert_int_equal(subj_last(&f->sm, "a"), 2);
+    assert_int_equal(srv_stream_sm_remove(&f->sm, 2), 0);
+    assert_int_equal(subj_last(&f->sm, "a"), 1);
+    assert_subjects_exact(&f->sm);
+    pub_expect_subj(f, 5, "a", 1);
+    assert_int_equal(f->res.jerr, SRV_JS_OK);
+}
+
+/* Purge by filter, purge below a seq, max_msgs_per_subject, max_age and a
+ * rollup's purge (a subject filter keeping 1) each leave every subject's
+ * last exact. */
+static void purges_and_limits_keep_each_subjects_last_exact(void **state)
+{
+    struct fixture *f = *state;
+    config(f, "{\"name\":\"S\",\"max_msgs_per_subject\":2,"
+              "\"max_age\":10000000000}");
+    for (int i = 0; i < 9; i++) {
+        pub(f, i + 1, i % 3 == 0 ? "a" : i % 3 == 1 ? "b.x" : "b.y", "x");
+    }
+    assert_subjects_exact(&f->sm); /* each keeps its newest 2 */
+    purge(f, "b.x", 0, 0);
+    assert_int_equal(subj_last(&f->sm, "b.x"), 0);
+    assert_subjects_exact(&f->sm);
+    purge(f, "b.>", 0, 1); /* a rollup's purge */
+    assert_int_equal(subj_last(&f->sm, "b.y"), 9);
+    purge(f, "", 8, 0);
+    assert_subjects_exact(&f->sm);
+    pub(f, 12 * SEC, "c", "x"); /* ages out the rest */
+    assert_int_equal(subj_last(&f->sm, "a"), 0);
+    assert_int_equal(subj_last(&f->sm, "b.y"), 0);
+    assert_int_equal(subj_last(&f->sm, "c"), 10);
+    assert_subjects_exact(&f->sm);
+}
+
+/* Random deletes, acks, purges, limits and publishes: after each entry every
+ * subject's last is exact, and a snapshot restored elsewhere answers every
+ * subject's last (and so Nats-Expected-Last-Subject-Sequence) the same as
+ * the replica that applied the entries. */
+static void subject_last_is_exact_and_survives_a_snapshot(void **state)
+{
+    static const char *subj[] = {"a", "b", "c.d", "c.e"};
+    struct fixture *f = *state;
+    uint64_t seed = 0x243f6a8885a308d3ull;
+    config(f, "{\"name\":\"S\",\"max_msgs\":30,\"max_msgs_per_subject\":6,"
+              "\"max_age\":20000000000}");
+    for (int i = 0; i < 600; i++) {
+        uint64_t r = rnd(&seed);
+        uint64_t first = srv_stream_sm_first_seq(&f->sm);
+        uint64_t span = f->sm.last_seq - first + 1; /* 0 when empty */
+        uint64_t seq = first + (span > 0 ? (r >> 8) % span : 0);
+        switch (r % 8) {
+        case 0:
+            del(f, seq);
+            break;
+        case 1: {
+            int rv = srv_stream_sm_remove(&f->sm, seq);
+            assert_true(rv == 0 || rv == KEEL_ENOENT);
+            break;
+        }
+        case 2:
+            purge(f, r & 16 ? "c.>" : subj[(r >> 5) % 4], 0, r % 2);
+            break;
+        case 3:
+            tick(f, i * SEC / 10);
+            break;
+        default:
+            pub(f, i * SEC / 10, subj[(r >> 5) % 4], "data");
+        }
+        assert_subjects_exact(&f->sm);
+    }
+    uint8_t *a = NULL;
+    size_t alen = 0;
+    char err[256];
+    struct fixture g = {.index = f->index};
+    assert_int_equal(srv_stream_sm_snapshot(&f->sm, &a, &alen), 0);
+    assert_int_equal(srv_stream_sm_init(&g.sm, "S"), 0);
+    assert_int_equal(srv_stream_sm_restore(&g.sm, a, alen, err), 0);
+    for (size_t k = 0; k < 4; k++) {
+        uint64_t want = subj_last(&f->sm, subj[k]);
+        assert_int_equal(subj_last(&g.sm, subj[k]), want);
+        pub_expect_subj(f, 61 * SEC, subj[k], want);
+        pub_expect_subj(&g, 61 * SEC, subj[k], want);
+        assert_int_equal(f->res.jerr, SRV_JS_OK);
+        assert_int_equal(g.res.jerr, SRV_JS_OK);
+        assert_int_equal(g.res.seq, f->res.seq);
+    }
+    srv_stream_sm_close(&g.sm);
+    free(a);
+}
+
 static void same_entries_give_identical_snapshots(void **state)
 {
     struct fixture *f = *state;
@@ -866,6 +1032,10 @@ int main(void)
         T(purge_by_filter_seq_and_keep),
         T(delete_interior_and_missing),
         T(remove_by_consumer_ack_updates_subject_counts),
+        T(deleting_a_subjects_newest_moves_its_last_back),
+        T(acking_a_subjects_newest_moves_its_last_back),
+        T(purges_and_limits_keep_each_subjects_last_exact),
+        T(subject_last_is_exact_and_survives_a_snapshot),
         T(same_entries_give_identical_snapshots),
         T(msg_id_with_a_nul_byte_survives_a_snapshot),
         T(restore_refuses_every_truncation),
