@@ -118,10 +118,6 @@ static int mirror_check(const json_t *req, enum srv_js_err *jerr, char *errmsg)
     if (!json_is_object(m)) {
         return 0;
     }
-    const json_t *src = json_object_get(req, "sources");
-    if (json_is_array(src) && json_array_size(src) > 0) {
-        return 0; /* the parse answers 10031 */
-    }
     if (is_set(json_object_get(req, "mirror_direct"), UNSET_FALSE)) {
         *jerr = SRV_JS_ESTREAM_CONFIG;
         return keel_err(KEEL_EINVAL, errmsg,

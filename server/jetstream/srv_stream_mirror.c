@@ -91,9 +91,9 @@ static struct srv_stream *origin_here(struct srv_stream *st)
     if (o->r == NULL || !o->placed || o->failed || srv_stream_amnesiac(o)) {
         pump_fail(st, SRV_JS_EUNAVAILABLE,
                   "the origin has no intact replica on the mirror leader's "
-                  "node: keeld mirrors read the origin where the mirror "
-                  "leads; place both on the same nodes "
-                  "(docs/jetstream-config.md)");
+                  "node, and no other peer of the mirror hosts one: the "
+                  "mirror waits until one does (docs/jetstream-config.md "
+                  "\"Mirrors\")");
         return NULL;
     }
     return o;
