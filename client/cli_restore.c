@@ -67,6 +67,19 @@ static int create_stream(natsConnection *nc, int64_t timeout_ms,
     if (cfg == NULL) {
         return keel_err(KEEL_ECORRUPT, errmsg, "archived config is not JSON");
     }
+    if (json_object_get(cfg, "mirror") != NULL) {
+        /* A mirror takes no publishes, and a new one would copy its
+         * origin again (docs/backup.md). */
+        int r =
+            keel_err(KEEL_EINVAL, errmsg,
+                     "the archive holds the mirror %s of %s: a mirror "
+                     "takes no publishes; restore its origin's archive, "
+                     "then create the mirror anew",
+                     cli_js_str(cfg, "name", "?"),
+                     cli_js_str(json_object_get(cfg, "mirror"), "name", "?"));
+        json_decref(cfg);
+        return r;
+    }
     if (name != NULL) {
         json_object_set_new(cfg, "name", json_string(name));
     }

@@ -195,11 +195,10 @@ static void decode_stream_entry(const struct dump *d, json_t *o,
 {
     struct keel_stream_entry e;
     char err[KEEL_ERRMSG_MAX];
-    static const char *const kinds[] = {[KEEL_STREAM_E_PUBLISH] = "publish",
-                                        [KEEL_STREAM_E_PURGE] = "purge",
-                                        [KEEL_STREAM_E_DELETE] = "delete",
-                                        [KEEL_STREAM_E_CONFIG] = "config",
-                                        [KEEL_STREAM_E_TICK] = "tick"};
+    static const char *const kinds[] = {
+        [KEEL_STREAM_E_PUBLISH] = "publish", [KEEL_STREAM_E_PURGE] = "purge",
+        [KEEL_STREAM_E_DELETE] = "delete",   [KEEL_STREAM_E_CONFIG] = "config",
+        [KEEL_STREAM_E_TICK] = "tick",       [KEEL_STREAM_E_MIRROR] = "mirror"};
 
     if (len == 0) {
         json_object_set_new(o, "entry", json_string("empty"));
@@ -216,7 +215,12 @@ static void decode_stream_entry(const struct dump *d, json_t *o,
         return;
     }
     json_object_set_new(o, "entry", json_string(kinds[e.kind]));
-    if (e.kind == KEEL_STREAM_E_PUBLISH) {
+    if (e.kind == KEEL_STREAM_E_MIRROR) {
+        json_object_set_new(o, "origin_seq", json_integer((json_int_t)e.seq));
+        json_object_set_new(o, "lost", json_integer((json_int_t)e.lost));
+    }
+    if (e.kind == KEEL_STREAM_E_PUBLISH ||
+        (e.kind == KEEL_STREAM_E_MIRROR && e.subject_len > 0)) {
         json_object_set_new(o, "ts", json_integer(e.ts_ns));
         set_bytes(o, "subject", (const uint8_t *)e.subject, e.subject_len);
         if (e.hdr_len > 0) {

@@ -53,6 +53,41 @@ static void print_replicas(const json_t *reps)
     }
 }
 
+/* A mirror's origin and progress (docs/jetstream-config.md "Mirrors"). */
+static void print_mirror(const json_t *cfg, const json_t *m)
+{
+    const json_t *mc = json_object_get(cfg, "mirror");
+    if (mc == NULL) {
+        return;
+    }
+    printf("Mirror:\n  %-18s %s\n", "Origin:", cli_js_str(mc, "name", "?"));
+    if (json_object_get(mc, "filter_subject") != NULL) {
+        printf("  %-18s %s\n", "Filter:", cli_js_str(mc, "filter_subject", ""));
+    }
+    if (m != NULL) {
+        char active[32];
+        int64_t ns = cli_js_int(m, "active", -1);
+        if (ns < 0) {
+            snprintf(active, sizeof active, "never");
+        } else {
+            cli_fmt_duration_ns(ns, active, sizeof active);
+        }
+        printf("  %-18s %" PRId64 "\n", "Lag:", cli_js_int(m, "lag", 0));
+        printf("  %-18s %s%s\n", "Last Seen:", active, ns < 0 ? "" : " ago");
+        if (json_object_get(m, "keel_lost") != NULL) {
+            printf("  %-18s %" PRId64 " (dropped by the origin unread)\n",
+                   "Lost:", cli_js_int(m, "keel_lost", 0));
+        }
+        const json_t *e = json_object_get(m, "error");
+        if (e != NULL) {
+            printf("  %-18s %s (%" PRId64 ")\n",
+                   "Error:", cli_js_str(e, "description", "?"),
+                   cli_js_int(e, "err_code", 0));
+        }
+    }
+    printf("\n");
+}
+
 static void print_info(const json_t *info, const struct cli_js_run *r)
 {
     const json_t *cfg = json_object_get(info, "config");
@@ -67,6 +102,7 @@ static void print_info(const json_t *info, const struct cli_js_run *r)
         print_replicas(json_object_get(cl, "replicas"));
         printf("\n");
     }
+    print_mirror(cfg, json_object_get(info, "mirror"));
     print_state(info);
 }
 

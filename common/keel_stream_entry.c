@@ -47,6 +47,8 @@ static unsigned entry_fields(uint8_t kind)
         return 4;
     case KEEL_STREAM_E_PURGE:
         return 3;
+    case KEEL_STREAM_E_MIRROR:
+        return 6;
     case KEEL_STREAM_E_DELETE:
     case KEEL_STREAM_E_CONFIG:
     case KEEL_STREAM_E_TICK:
@@ -67,6 +69,9 @@ int keel_stream_entry_encode(const struct keel_stream_entry *e, uint8_t **out,
         return KEEL_EINVAL;
     }
     size_t cap = 2 + 4 * 9 + 3 * 5 + e->subject_len + e->hdr_len + e->data_len;
+    if (e->kind == KEEL_STREAM_E_MIRROR) {
+        cap += 3 * 9;
+    }
     struct wbuf w = {malloc(cap), 0};
     if (w.p == NULL) {
         return KEEL_ENOMEM;
@@ -84,6 +89,14 @@ int keel_stream_entry_encode(const struct keel_stream_entry *e, uint8_t **out,
         put_raw(&w, 0xdb, e->subject, e->subject_len);
         put_u64(&w, e->seq);
         put_u64(&w, e->keep);
+        break;
+    case KEEL_STREAM_E_MIRROR:
+        put_u64(&w, e->seq);
+        put_u64(&w, (uint64_t)e->ts_ns);
+        put_raw(&w, 0xdb, e->subject, e->subject_len);
+        put_raw(&w, 0xc6, e->hdr, e->hdr_len);
+        put_raw(&w, 0xc6, e->data, e->data_len);
+        put_u64(&w, e->lost);
         break;
     case KEEL_STREAM_E_DELETE:
         put_u64(&w, e->seq);
@@ -197,6 +210,21 @@ static void decode_fields(struct rbuf *r, struct keel_stream_entry *e)
         e->subject = (const char *)get_raw(r, true, &e->subject_len);
         e->seq = get_uint(r);
         e->keep = get_uint(r);
+        break;
+    case KEEL_STREAM_E_MIRROR:
+        e->seq = get_uint(r);
+        u = get_uint(r);
+        e->ts_ns = (int64_t)u;
+        e->subject = (const char *)get_raw(r, true, &e->subject_len);
+        e->hdr = get_raw(r, false, &e->hdr_len);
+        e->data = get_raw(r, false, &e->data_len);
+        e->lost = get_uint(r);
+        /* Origin seqs start at 1 and stay far below UINT64_MAX (seq + 1
+         * never wraps); a position-only entry carries no body. */
+        if (u > INT64_MAX || e->seq == 0 || e->seq > INT64_MAX ||
+            (e->subject_len == 0 && e->hdr_len + e->data_len > 0)) {
+            r->bad = true;
+        }
         break;
     case KEEL_STREAM_E_DELETE:
         e->seq = get_uint(r);

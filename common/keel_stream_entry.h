@@ -18,20 +18,28 @@ enum keel_stream_entry_kind {
     KEEL_STREAM_E_DELETE = 0x03,  /* [seq] */
     KEEL_STREAM_E_CONFIG = 0x04,  /* [config json] */
     KEEL_STREAM_E_TICK = 0x05,    /* [ts_ns] */
+    /* A mirrored message, stored under the origin's seq and timestamp
+     * (docs/decisions/0031-mirrors-pull-into-the-log.md): [origin_seq,
+     * ts_ns, subject, hdr, data, lost]. An empty subject (hdr and data
+     * empty too) stores nothing: the mirror's position moves to
+     * origin_seq. lost counts origin seqs before origin_seq the origin
+     * dropped before the mirror read them. */
+    KEEL_STREAM_E_MIRROR = 0x06,
 };
 
 struct keel_stream_entry {
     uint8_t kind;
-    int64_t ts_ns;       /* PUBLISH, TICK */
-    const char *subject; /* PUBLISH subject; PURGE filter ("" none);
+    int64_t ts_ns;       /* PUBLISH, TICK, MIRROR */
+    const char *subject; /* PUBLISH, MIRROR subject; PURGE filter ("" none);
                             CONFIG json */
     size_t subject_len;
     const uint8_t *hdr; /* PUBLISH header block (len 0: none) */
     size_t hdr_len;
     const uint8_t *data; /* PUBLISH payload */
     size_t data_len;
-    uint64_t seq;  /* PURGE up-to seq (0 none); DELETE seq */
+    uint64_t seq;  /* PURGE up-to seq (0 none); DELETE seq; MIRROR origin */
     uint64_t keep; /* PURGE keep (0 none) */
+    uint64_t lost; /* MIRROR */
 };
 
 /* Encode e into a new malloc'ed buffer *out of *len bytes. Returns 0,
@@ -39,7 +47,7 @@ struct keel_stream_entry {
 KEEL_MUST_USE int keel_stream_entry_encode(const struct keel_stream_entry *e,
                                            uint8_t **out, size_t *len);
 
-/* Decode a stream-kind entry (0x01..0x05). Returns 0 or KEEL_ECORRUPT
+/* Decode a stream-kind entry (0x01..0x06). Returns 0 or KEEL_ECORRUPT
  * (malformed; errmsg says where) or KEEL_EINVAL (kind not a stream kind). */
 KEEL_MUST_USE int keel_stream_entry_decode(const uint8_t *buf, size_t len,
                                            struct keel_stream_entry *e,

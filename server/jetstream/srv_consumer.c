@@ -425,6 +425,17 @@ static bool filters_fit(const struct srv_consumer_config *cfg,
     char *const *f = NULL;
     uint32_t n = 0;
     char dest[SRV_JS_SUBJECT_BYTES_MAX + 1] = "";
+    struct srv_stream *o = NULL;
+    if (sc->has_mirror) {
+        /* A mirror has no subjects: its messages carry its origin's, so
+         * those are what a filter must fit (as nats-server 2.9.10 checks);
+         * while the origin is unknown here (or has none) any filter. */
+        if (srv_js_find_stream(srv_stream_js(st), sc->mirror.name, &o) != 0 ||
+            srv_stream_config_get(o)->nsubjects == 0) {
+            return true;
+        }
+        sc = srv_stream_config_get(o);
+    }
     if (sc->transform != NULL) {
         srv_js_xform_dest_pattern(sc->transform, dest);
     }

@@ -268,6 +268,9 @@ static bool filters_cover_stream(const struct srv_cstream *cs, char *const *f,
     if (n == 0) {
         return true;
     }
+    if (sc->nsubjects == 0) {
+        return false; /* a mirror: its messages carry any subject */
+    }
     for (uint32_t i = 0; i < sc->nsubjects; i++) {
         bool covered = false;
         for (uint32_t j = 0; j < n && !covered; j++) {

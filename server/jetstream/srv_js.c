@@ -794,6 +794,7 @@ int srv_js_open(struct srv_server *srv, const char *store_dir,
     js->tick.data = js;
     js->tick_open = true;
     uv_timer_start(&js->tick, on_tick, SRV_JS_TICK_MS, SRV_JS_TICK_MS);
+    srv_js_mirror_open(js);
     if (js->jc == NULL) {
         wait_ready(js); /* clustered: the meta group forms after start */
         /* Only a complete meta state with every stream open may say a
@@ -829,6 +830,7 @@ void srv_js_stop(struct srv_js *js)
         uv_close((uv_handle_t *)&js->tick, NULL);
         js->tick_open = false;
     }
+    srv_js_mirror_close(js);
     /* The store's sync threads wake the loop through the host's async
      * handle after each batch: join them before that handle goes (an
      * interval sync after replica_host_destroy was a SIGSEGV in

@@ -296,6 +296,24 @@ static void meta_write(struct api_req *q, const char *op, const char *kind,
     }
 }
 
+/* Does following cfg's mirror from stream to origin come back to cfg's
+ * name? Bounded: a chain visits each stream at most once. */
+static bool mirror_cycle(struct srv_js *js, const struct srv_stream_config *cfg)
+{
+    const struct srv_stream_config *c = cfg;
+    for (uint32_t i = 0; i <= js->nstreams && c->has_mirror; i++) {
+        struct srv_stream *o = NULL;
+        if (strcmp(c->mirror.name, cfg->name) == 0) {
+            return true;
+        }
+        if (srv_js_find_stream(js, c->mirror.name, &o) != 0) {
+            return false;
+        }
+        c = &o->cfg;
+    }
+    return false;
+}
+
 static void api_create(struct api_req *q)
 {
     static const char kind[] = "stream_create_response";
@@ -305,7 +323,10 @@ static void api_create(struct api_req *q)
     if (config_from_request(q, kind, NULL, &cfg) != 0) {
         return;
     }
-    if (srv_js_find_stream(q->js, q->name, &st) == 0) {
+    if (mirror_cycle(q->js, &cfg)) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
+                         "detected cycle");
+    } else if (srv_js_find_stream(q->js, q->name, &st) == 0) {
         if (srv_stream_config_equal(&st->cfg, &cfg)) {
             /* nats-server says did_create for an identical stream too: the
              * create succeeded, the stream is as asked. */
@@ -344,7 +365,11 @@ static void api_update(struct api_req *q)
     if (cfg.first_seq == 0) {
         cfg.first_seq = st->cfg.first_seq; /* not given: kept */
     }
-    if (cfg.first_seq != st->cfg.first_seq) {
+    if (!srv_stream_mirror_equal(&st->cfg, &cfg)) {
+        /* nats-server's rule, also for adding or removing one: the
+         * mirror's position is the origin's seqs. */
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EMIRROR_UPDATE, NULL);
+    } else if (cfg.first_seq != st->cfg.first_seq) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
                          "stream configuration update can not change "
                          "first_seq (it only sets where a new stream "

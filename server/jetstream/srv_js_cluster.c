@@ -774,6 +774,7 @@ int srv_jsc_place_replacement(struct srv_jsc *jc,
 }
 
 int srv_jsc_place_stream(struct srv_jsc *jc, uint32_t r,
+                         const struct srv_jsc_placement *prefer,
                          struct srv_jsc_placement *pl, char *errmsg)
 {
     struct srv_jsc_member cand[RAFT_SERVERS_MAX];
@@ -781,6 +782,13 @@ int srv_jsc_place_stream(struct srv_jsc *jc, uint32_t r,
     size_t chosen[RAFT_SERVERS_MAX];
     memset(pl, 0, sizeof *pl);
     size_t n = candidates(jc, NULL, cand, hosted);
+    for (size_t i = 0; prefer != NULL && i < n; i++) {
+        /* Least loaded first: a preferred node counts as hosting nothing,
+         * every other one a stream more than it does. */
+        hosted[i] = placed_on(prefer, cand[i].node, cand[i].inc)
+                        ? 0
+                        : (hosted[i] < UINT32_MAX ? hosted[i] + 1 : hosted[i]);
+    }
     if (srv_jsc_place(cand, n, hosted, r, chosen) != 0) {
         return keel_err(KEEL_ELIMIT, errmsg,
                         "%u replicas asked, %zu JetStream nodes are up", r, n);

@@ -178,6 +178,7 @@ void srv_stream_config_free(struct srv_stream_config *cfg)
     json_decref(cfg->metadata);
     json_decref(cfg->consumer_limits);
     srv_stream_config_free_xforms(cfg);
+    free(cfg->mirror.filter_subject);
     memset(cfg, 0, sizeof *cfg);
 }
 
@@ -218,6 +219,13 @@ static int parse_fsync(const struct srv_js_json_rd *rd,
                             SRV_JS_FSYNC_INTERVAL_MS_MAX);
 }
 
+/* A mirror takes no subjects and keeps no dedupe window, as nats-server
+ * has it (srv_js_config_mirror.c checks the rest). */
+static bool mirror_given(const struct srv_js_json_rd *rd)
+{
+    return json_is_object(json_object_get(rd->j, "mirror"));
+}
+
 static int parse_subjects(const struct srv_js_json_rd *rd,
                           struct srv_stream_config *c)
 {
@@ -225,6 +233,9 @@ static int parse_subjects(const struct srv_js_json_rd *rd,
     size_t n = json_is_array(f) ? json_array_size(f) : 0;
     if (f != NULL && !json_is_null(f) && !json_is_array(f)) {
         return srv_js_json_fail(rd, "subjects must be an array of strings");
+    }
+    if (n == 0 && mirror_given(rd)) {
+        return 0;
     }
     if (n > SRV_JS_SUBJECTS_MAX) {
         return srv_js_json_fail(rd, "too many subjects (%zu, at most %d)", n,
@@ -324,6 +335,10 @@ static int parse_window(const struct srv_js_json_rd *rd,
     int rv = srv_js_json_int(rd, "duplicate_window", 0, &w);
     if (rv != 0) {
         return rv;
+    }
+    if (w == 0 && mirror_given(rd)) {
+        c->duplicate_window_ns = 0;
+        return 0;
     }
     if (w == 0) {
         w = SRV_JS_DUPLICATE_WINDOW_NS_DEFAULT;
@@ -452,6 +467,7 @@ int srv_stream_config_parse(const json_t *j, struct srv_stream_config *out,
         parse_fsync,
         parse_first_seq,
         check_discard_new_per_subject,
+        srv_stream_config_parse_mirror,
         srv_stream_config_parse_xforms};
     const struct srv_js_json_rd rd = {j, SRV_JS_ESTREAM_CONFIG, jerr, errmsg};
 
@@ -505,13 +521,14 @@ static int encode_optional(const struct srv_stream_config *c, json_t *o)
         bad |= json_object_set(o, "metadata", c->metadata);
     }
     bad |= json_object_set(o, "consumer_limits", c->consumer_limits);
+    bad |= srv_stream_config_mirror_json(c, o);
     return bad | srv_stream_config_encode_xforms(c, o);
 }
 
 int srv_stream_config_encode(const struct srv_stream_config *c, json_t **out,
                              char *errmsg)
 {
-    ASSERT(c->nsubjects >= 1 && c->consumer_limits != NULL);
+    ASSERT((c->nsubjects >= 1 || c->has_mirror) && c->consumer_limits != NULL);
     *out = NULL;
     json_t *subj = json_array();
     for (uint32_t i = 0; subj != NULL && i < c->nsubjects; i++) {
@@ -538,6 +555,12 @@ int srv_stream_config_encode(const struct srv_stream_config *c, json_t **out,
         c->deny_delete, "deny_purge", c->deny_purge, "allow_rollup_hdrs",
         c->allow_rollup_hdrs, "no_ack", c->no_ack, "compression", "none",
         "keel_fsync", fsync_string(c, fs, sizeof fs));
+    if (o != NULL && c->nsubjects == 0) {
+        json_object_del(o, "subjects"); /* a mirror's: omitempty */
+    }
+    if (o != NULL && c->duplicate_window_ns == 0) {
+        json_object_del(o, "duplicate_window");
+    }
     return srv_js_json_out(o, o != NULL && encode_optional(c, o) == 0, out,
                            errmsg);
 }

@@ -34,10 +34,19 @@ enum srv_js_fsync {
     SRV_JS_FSYNC_INTERVAL,  /* every fsync_interval_ms */
 };
 
+/* A stream's `mirror` (srv_js_config_mirror.c,
+ * docs/decisions/0031-mirrors-pull-into-the-log.md). */
+struct srv_stream_mirror {
+    char name[SRV_JS_NAME_BYTES_MAX + 1]; /* the origin; "" is accepted */
+    uint64_t opt_start_seq;               /* 0 = from the origin's first */
+    int64_t opt_start_time_ns;            /* 0 = none */
+    char *filter_subject;                 /* owned; NULL = every subject */
+};
+
 struct srv_stream_config {
     char name[SRV_JS_NAME_BYTES_MAX + 1];
     char *description; /* NULL when absent */
-    char **subjects;   /* never empty after parse: default [name] */
+    char **subjects;   /* default [name]; empty (0, NULL) only for a mirror */
     uint32_t nsubjects;
     enum srv_js_retention retention;
     int64_t max_consumers;
@@ -59,9 +68,11 @@ struct srv_stream_config {
     struct srv_js_xform *republish;
     bool republish_headers_only;
     struct srv_js_xform *transform;
-    json_t *placement;       /* owned; NULL when absent */
-    json_t *metadata;        /* owned; NULL when absent or empty */
-    json_t *consumer_limits; /* owned; always an object ({} default) */
+    bool has_mirror;
+    struct srv_stream_mirror mirror; /* when has_mirror */
+    json_t *placement;               /* owned; NULL when absent */
+    json_t *metadata;                /* owned; NULL when absent or empty */
+    json_t *consumer_limits;         /* owned; always an object ({} default) */
     enum srv_js_fsync fsync;
     uint32_t fsync_interval_ms; /* only for SRV_JS_FSYNC_INTERVAL */
 };
@@ -101,6 +112,19 @@ srv_stream_config_parse_xforms(const struct srv_js_json_rd *rd,
 KEEL_MUST_USE int
 srv_stream_config_encode_xforms(const struct srv_stream_config *c, json_t *o);
 void srv_stream_config_free_xforms(struct srv_stream_config *c);
+
+/* `mirror` (srv_js_config_mirror.c): the parse step (after the flags:
+ * mirror_direct needs a mirror; the subjects step leaves a mirror none),
+ * its encoding into the config object o (non-zero when out of memory; its
+ * filter_subject is freed with the config), and whether two configs have
+ * the same mirror (an update may not change it, 10055). */
+KEEL_MUST_USE int
+srv_stream_config_parse_mirror(const struct srv_js_json_rd *rd,
+                               struct srv_stream_config *c);
+KEEL_MUST_USE int
+srv_stream_config_mirror_json(const struct srv_stream_config *c, json_t *o);
+bool srv_stream_mirror_equal(const struct srv_stream_config *a,
+                             const struct srv_stream_config *b);
 
 /* A stream or consumer name: 1..SRV_JS_NAME_BYTES_MAX bytes, none of
  * `. * >`, whitespace, `/` or `\`. */

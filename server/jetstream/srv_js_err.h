@@ -29,6 +29,12 @@
     X(SRV_JS_ESTREAM_CONFIG, 500, 10052, "")                                   \
     X(SRV_JS_ESUBJECTS_OVERLAP, 400, 10065,                                    \
       "subjects overlap with an existing stream")                              \
+    X(SRV_JS_EMIRROR_SUBJECTS, 400, 10034,                                     \
+      "stream mirrors can not contain subjects")                               \
+    X(SRV_JS_EMIRROR_SOURCES, 400, 10031,                                      \
+      "stream mirrors can not also contain other sources")                     \
+    X(SRV_JS_EMIRROR_UPDATE, 400, 10055,                                       \
+      "stream mirror configuration can not be updated")                        \
     X(SRV_JS_ECONSUMER_NAME_IN_USE, 400, 10013,                                \
       "consumer name already in use")                                          \
     X(SRV_JS_ECONSUMER_ACTIVE, 400, 10105,                                     \

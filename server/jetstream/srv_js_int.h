@@ -51,6 +51,19 @@ struct srv_js_pending {
     char reply[];          /* NUL-terminated reply subject ("" = none) */
 };
 
+/* A mirror's pump (srv_stream_mirror.c): state of the leader that runs it,
+ * never replicated; the position it resumes from is the applied
+ * sm.mirror_pos (docs/decisions/0031-mirrors-pull-into-the-log.md). */
+struct srv_mirror_pump {
+    uint64_t term;        /* the leader term `next` is valid in */
+    uint64_t next;        /* next origin seq to read (0: from the position) */
+    int64_t contact_ns;   /* monotonic time the origin was last read; 0 never */
+    int64_t retry_ns;     /* backing off: no read before this */
+    uint32_t backoff_ms;  /* the next wait after a failed read */
+    enum srv_js_err jerr; /* the origin's last error; SRV_JS_OK none */
+    char why[SRV_JS_ERR_DESC_BYTES_MAX];
+};
+
 struct srv_stream {
     struct srv_js *js;
     struct srv_stream_config cfg; /* latest committed in the meta group */
@@ -71,6 +84,7 @@ struct srv_stream {
     bool placed;
     raft_node leader_node;
     raft_term leader_term;
+    struct srv_mirror_pump mir;
 };
 
 struct srv_js {
@@ -88,6 +102,8 @@ struct srv_js {
     const struct srv_consumer_ops *cops;
     uv_timer_t tick;
     bool tick_open;
+    uv_timer_t mirror_timer; /* the mirrors' pumps (srv_stream_mirror.c) */
+    bool mirror_open;
     bool stopping;
     uint64_t api_total, api_errors;
     /* Streams the meta state names that failed to open (/healthz 503). */
@@ -277,6 +293,19 @@ int srv_stream_config_copy(const struct srv_stream_config *src,
 void srv_stream_config_request(struct srv_stream *st, uint64_t ctx);
 /* A tick entry when the oldest message passed max_age (leader only). */
 void srv_stream_maybe_tick(struct srv_stream *st, int64_t now_ns);
+
+/* ---- srv_stream_mirror.c (docs/decisions/0031-mirrors-pull-into-the-log.md)
+ * ---- */
+/* Start and stop the timer that runs every mirror's pump on its leader. */
+void srv_js_mirror_open(struct srv_js *js);
+void srv_js_mirror_close(struct srv_js *js);
+/* A mirror whose origin has a replica on this node and on no other peer
+ * of the mirror: its leadership stays here (lame duck mode hands it
+ * over no more than an R1 stream's, as no other peer could pump). */
+bool srv_stream_mirror_pinned(const struct srv_stream *st);
+/* The stream info "mirror" block {name, lag, active, error?}; NULL when
+ * out of memory. */
+json_t *srv_stream_mirror_info(const struct srv_stream *st);
 
 /* ---- srv_js_api.c ---- */
 void srv_js_api(struct srv_js *js, const char *subject, size_t slen,

@@ -180,7 +180,17 @@ int srv_js_meta_place(struct srv_js *js, json_t *entry, char *errmsg)
     if (strcmp(op, "update") == 0) {
         return replace_placement(js, entry, (uint32_t)r, errmsg);
     }
-    int rv = srv_jsc_place_stream(js->jc, (uint32_t)r, &pl, errmsg);
+    /* A mirror on its origin's nodes (0031): its leader reads the origin
+     * there. */
+    const char *origin = json_string_value(json_object_get(
+        json_object_get(json_object_get(entry, "config"), "mirror"), "name"));
+    struct srv_stream *o = NULL;
+    const struct srv_jsc_placement *prefer =
+        origin != NULL && srv_js_find_stream(js, origin, &o) == 0 &&
+                o->place.n > 0
+            ? &o->place
+            : NULL;
+    int rv = srv_jsc_place_stream(js->jc, (uint32_t)r, prefer, &pl, errmsg);
     if (rv == 0) {
         rv = srv_jsc_placement_to_json(&pl, entry);
     }

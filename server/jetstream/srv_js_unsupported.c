@@ -33,9 +33,7 @@ struct field {
 };
 
 static const struct field stream_fields[] = {
-    {"mirror", UNSET_NULL, "mirrors are not implemented"},
     {"sources", UNSET_EMPTY, "sources are not implemented"},
-    {"mirror_direct", UNSET_FALSE, "mirrors are not implemented"},
     {"template_owner", UNSET_EMPTY, "stream templates are not implemented"},
     {"allow_msg_ttl", UNSET_FALSE,
      "per-message TTL is not implemented; "
@@ -104,6 +102,34 @@ static bool consumer_limits_set(const json_t *j)
            is_set(json_object_get(cl, "max_ack_pending"), UNSET_ZERO);
 }
 
+/* Parts of a mirror keeld does not implement yet; the rest of the mirror
+ * is checked by its parse (srv_js_config_mirror.c), also mirror and
+ * sources together (10031) before sources are refused here. */
+static const struct field mirror_fields[] = {
+    {"external", UNSET_NULL,
+     "mirrors of another domain or account are not implemented"},
+    {"subject_transforms", UNSET_EMPTY,
+     "mirror subject transforms are not implemented"},
+};
+
+static int mirror_check(const json_t *req, enum srv_js_err *jerr, char *errmsg)
+{
+    const json_t *m = json_object_get(req, "mirror");
+    if (!json_is_object(m)) {
+        return 0;
+    }
+    if (is_set(json_object_get(req, "mirror_direct"), UNSET_FALSE)) {
+        *jerr = SRV_JS_ESTREAM_CONFIG;
+        return keel_err(KEEL_EINVAL, errmsg,
+                        "stream mirror_direct is not supported by keeld "
+                        "(direct gets are answered by the origin only): "
+                        "leave it unset (" DOC ")");
+    }
+    return refuse(m, mirror_fields,
+                  sizeof mirror_fields / sizeof mirror_fields[0],
+                  "stream mirror", SRV_JS_ESTREAM_CONFIG, jerr, errmsg);
+}
+
 int srv_stream_request_check(const json_t *req, enum srv_js_err *jerr,
                              char *errmsg)
 {
@@ -112,9 +138,18 @@ int srv_stream_request_check(const json_t *req, enum srv_js_err *jerr,
     if (!json_is_object(req)) {
         return 0; /* the config parse answers it */
     }
-    int rv = refuse(req, stream_fields,
-                    sizeof stream_fields / sizeof stream_fields[0], "stream",
-                    SRV_JS_ESTREAM_CONFIG, jerr, errmsg);
+    const json_t *src = json_object_get(req, "sources");
+    if (json_is_object(json_object_get(req, "mirror")) && json_is_array(src) &&
+        json_array_size(src) > 0) {
+        return 0; /* nats-server's 10031 comes from the parse */
+    }
+    int rv = mirror_check(req, jerr, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    rv = refuse(req, stream_fields,
+                sizeof stream_fields / sizeof stream_fields[0], "stream",
+                SRV_JS_ESTREAM_CONFIG, jerr, errmsg);
     if (rv != 0) {
         return rv;
     }

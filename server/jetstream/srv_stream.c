@@ -139,7 +139,8 @@ int srv_stream_msg_load(struct srv_stream *st, uint64_t seq,
         return rv;
     }
     rv = keel_stream_entry_decode(e.payload, e.len, &d, errmsg);
-    if (rv == 0 && d.kind != KEEL_STREAM_E_PUBLISH) {
+    if (rv == 0 && d.kind != KEEL_STREAM_E_PUBLISH &&
+        !(d.kind == KEEL_STREAM_E_MIRROR && d.subject_len > 0)) {
         rv = keel_err(KEEL_ECORRUPT, errmsg,
                       "index %" PRIu64 " is not a "
                       "publish",
@@ -484,9 +485,8 @@ static void stream_apply(struct replica *r, uint64_t index, uint64_t term,
         stream_fail(st, rv, "the state machine cannot hold the stream");
         res.jerr = SRV_JS_EUNAVAILABLE;
     }
-    if (rv == 0 && e.kind == KEEL_STREAM_E_PUBLISH && res.jerr == SRV_JS_OK &&
-        !res.duplicate && st->js->cops != NULL &&
-        st->js->cops->on_stored != NULL) {
+    if (rv == 0 && res.stored && res.jerr == SRV_JS_OK &&
+        st->js->cops != NULL && st->js->cops->on_stored != NULL) {
         st->js->cops->on_stored(st, res.seq);
     }
     if (rv == 0 && e.kind == KEEL_STREAM_E_PUBLISH && res.jerr == SRV_JS_OK &&
@@ -873,9 +873,20 @@ json_t *srv_stream_info_json(struct srv_stream *st, const char *kind,
     const char *leader =
         c->name[0] != '\0' ? c->name : srv_js_server(st->js)->server_id;
     snprintf(type, sizeof type, "io.nats.jetstream.api.v1.%s", kind);
-    return json_pack("{s:s, s:o, s:o, s:o, s:{s:s}, s:o}", "type", type,
-                     "config", cfg, "created", time_json(st->created_ns),
-                     "state", state_json(st, subjects_filter, deleted_details),
-                     "cluster", "leader", leader, "ts",
-                     time_json(srv_js_now_ns()));
+    json_t *o =
+        json_pack("{s:s, s:o, s:o, s:o, s:{s:s}, s:o}", "type", type, "config",
+                  cfg, "created", time_json(st->created_ns), "state",
+                  state_json(st, subjects_filter, deleted_details), "cluster",
+                  "leader", leader, "ts", time_json(srv_js_now_ns()));
+    /* Info and list carry the mirror's progress; create and update
+     * answers do not, as nats-server's. */
+    if (o != NULL && st->cfg.has_mirror &&
+        strcmp(kind, "stream_info_response") == 0) {
+        json_t *m = srv_stream_mirror_info(st);
+        if (m == NULL || json_object_set_new(o, "mirror", m) != 0) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
 }

@@ -125,12 +125,20 @@ struct srv_stream_sm {
     struct srv_dedupe dedupe;
     char *last_msg_id; /* Nats-Msg-Id of the last stored message */
     size_t last_msg_id_len;
+    /* A mirror's position in its origin: the highest origin seq a MIRROR
+     * entry carried (applied, so the same on every replica and in the
+     * snapshot), and the origin seqs the origin dropped before the mirror
+     * read them (docs/decisions/0031-mirrors-pull-into-the-log.md). */
+    uint64_t mirror_pos;
+    uint64_t mirror_lost;
 };
 
 /* The outcome of one applied entry. */
 struct srv_stream_result {
-    uint64_t seq;         /* PUBLISH: the stored (or duplicate) seq */
-    bool duplicate;       /* PUBLISH: Nats-Msg-Id seen within the window */
+    uint64_t seq;         /* PUBLISH, MIRROR: the stored (or duplicate) seq */
+    bool duplicate;       /* PUBLISH: Nats-Msg-Id seen within the window;
+                             MIRROR: origin seq not above the position (skipped) */
+    bool stored;          /* PUBLISH, MIRROR: a new message is stored at seq */
     uint64_t purged;      /* PURGE: messages removed */
     enum srv_js_err jerr; /* non-zero: the entry was refused */
     char detail[SRV_JS_ERR_DESC_BYTES_MAX];

@@ -181,6 +181,22 @@ static int ring_push(struct srv_stream_sm *sm, const struct srv_stream_slot *v)
     return 0;
 }
 
+/* Deleted slots up to seq - 1, so the ring's next slot is seq: the
+ * seqs a purge or a mirror's gap passed after the last stored message
+ * (a snapshot holds live slots only). Bounded by SRV_STREAM_MSGS_MAX. */
+static int pad_to(struct srv_stream_sm *sm, uint64_t seq)
+{
+    while (sm->count > 0 && sm->base_seq + sm->count < seq) {
+        struct srv_stream_slot d = {0};
+        int rv = ring_push(sm, &d);
+        if (rv != 0) {
+            return rv;
+        }
+        sm->deleted++;
+    }
+    return 0;
+}
+
 static struct srv_stream_subj *subj_get(struct srv_stream_sm *sm, const char *s,
                                         size_t len)
 {
@@ -214,7 +230,10 @@ static int store_msg(struct srv_stream_sm *sm, uint64_t index, int64_t ts,
     if (sm->count == 0) {
         sm->base_seq = seq;
     }
-    int rv = ring_push(sm, &v);
+    int rv = pad_to(sm, seq);
+    if (rv == 0) {
+        rv = ring_push(sm, &v);
+    }
     if (rv != 0) {
         if (sj->msgs == 0) {
             (void)srv_hmap_del(&sm->subjects, sj->s, sj->len);
@@ -358,6 +377,7 @@ static int apply_publish(struct srv_stream_sm *sm, uint64_t index,
         return rv;
     }
     res->seq = sm->last_seq;
+    res->stored = true;
     free(sm->last_msg_id);
     sm->last_msg_id = NULL;
     sm->last_msg_id_len = 0;
@@ -376,6 +396,49 @@ static int apply_publish(struct srv_stream_sm *sm, uint64_t index,
         }
     }
     enforce_limits(sm, ts,
+                   srv_hmap_get(&sm->subjects, e->subject, e->subject_len));
+    return 0;
+}
+
+/* A mirrored message at its origin seq: idempotent by origin seq, so a
+ * message a new leader's pump sends again is skipped, never stored twice
+ * (docs/decisions/0031-mirrors-pull-into-the-log.md). Seqs between the
+ * last one and origin_seq become deleted seqs; the origin's timestamp is
+ * kept. */
+static int apply_mirror(struct srv_stream_sm *sm, uint64_t index,
+                        const struct keel_stream_entry *e,
+                        struct srv_stream_result *res)
+{
+    if (e->seq <= sm->mirror_pos) {
+        res->seq = e->seq;
+        res->duplicate = true;
+        return 0;
+    }
+    sm->mirror_pos = e->seq;
+    sm->mirror_lost += e->lost;
+    if (e->seq <= sm->last_seq) {
+        /* Passed by a purge to a later seq on the mirror: not stored. */
+        res->seq = e->seq;
+        res->duplicate = true;
+        return 0;
+    }
+    if (e->subject_len == 0) {
+        /* Position only: the origin holds nothing the mirror stores up to
+         * here. */
+        sm->last_seq = e->seq;
+        trim_front(sm);
+        return pad_to(sm, e->seq + 1);
+    }
+    uint64_t size = e->subject_len + e->hdr_len + e->data_len;
+    sm->last_seq = e->seq - 1;
+    trim_front(sm);
+    int rv = store_msg(sm, index, e->ts_ns, e->subject, e->subject_len, size);
+    if (rv != 0) {
+        return rv;
+    }
+    res->seq = e->seq;
+    res->stored = true;
+    enforce_limits(sm, e->ts_ns,
                    srv_hmap_get(&sm->subjects, e->subject, e->subject_len));
     return 0;
 }
@@ -488,6 +551,8 @@ int srv_stream_sm_apply(struct srv_stream_sm *sm, uint64_t index,
         return 0;
     case KEEL_STREAM_E_CONFIG:
         return apply_config(sm, e, res);
+    case KEEL_STREAM_E_MIRROR:
+        return apply_mirror(sm, index, e, res);
     case KEEL_STREAM_E_TICK:
         srv_dedupe_expire(&sm->dedupe, e->ts_ns, sm->lim.duplicate_window_ns);
         enforce_limits(sm, e->ts_ns, NULL);
@@ -502,6 +567,10 @@ int srv_stream_sm_apply(struct srv_stream_sm *sm, uint64_t index,
  * the bytes), live slots in seq order, dedupe ids in FIFO order. ---- */
 
 #define SNAP_MAGIC 0x3153534bu /* "KSS1" */
+/* "KSS2": KSS1 with a mirror's position and lost count after the header;
+ * written only for a mirror, so other streams' snapshots keep their
+ * bytes. */
+#define SNAP_MAGIC_MIRROR 0x3253534bu
 
 struct sbuf {
     uint8_t *p;
@@ -547,7 +616,8 @@ static void sb_str(struct sbuf *b, const void *s, size_t n)
 static void snap_header(struct sbuf *b, const struct srv_stream_sm *sm)
 {
     const struct srv_stream_limits *l = &sm->lim;
-    sb_u64(b, SNAP_MAGIC);
+    bool mirror = sm->mirror_pos > 0 || sm->mirror_lost > 0;
+    sb_u64(b, mirror ? SNAP_MAGIC_MIRROR : SNAP_MAGIC);
     sb_u64(b, (uint64_t)l->retention | (uint64_t)l->discard << 8 |
                   (uint64_t)l->deny_delete << 16 |
                   (uint64_t)l->deny_purge << 17 | (uint64_t)l->sealed << 18 |
@@ -561,6 +631,10 @@ static void snap_header(struct sbuf *b, const struct srv_stream_sm *sm)
     sb_u64(b, sm->last_seq);
     sb_u64(b, (uint64_t)sm->last_ts_ns);
     sb_str(b, sm->last_msg_id, sm->last_msg_id_len);
+    if (mirror) {
+        sb_u64(b, sm->mirror_pos);
+        sb_u64(b, sm->mirror_lost);
+    }
 }
 
 /* Dictionary index of each subject, numbered by first appearance. */
@@ -664,7 +738,8 @@ static const char *rd_str(struct rd *r, size_t *n)
 static int restore_header(struct srv_stream_sm *sm, struct rd *r)
 {
     struct srv_stream_limits *l = &sm->lim;
-    if (rd_u64(r) != SNAP_MAGIC) {
+    uint64_t magic = rd_u64(r);
+    if (magic != SNAP_MAGIC && magic != SNAP_MAGIC_MIRROR) {
         return KEEL_ECORRUPT;
     }
     uint64_t f = rd_u64(r);
@@ -699,6 +774,13 @@ static int restore_header(struct srv_stream_sm *sm, struct rd *r)
         sm->last_msg_id[n] = '\0';
     }
     sm->last_msg_id_len = n;
+    if (magic == SNAP_MAGIC_MIRROR) {
+        sm->mirror_pos = rd_u64(r);
+        sm->mirror_lost = rd_u64(r);
+        if (r->bad || sm->mirror_pos == 0 || sm->mirror_pos > sm->last_seq) {
+            return KEEL_ECORRUPT;
+        }
+    }
     return 0;
 }
 

@@ -36,6 +36,20 @@ async function fill(ctx, n, subj = 'a') {
   }
 }
 
+// STREAM.INFO of a mirror, asked again (bounded) until done(info): the
+// mirror fills in the background on both servers.
+async function mirrorInfo(ctx, name, done) {
+  let i = {};
+  for (let t = 0; t < 200; t++) {
+    i = await api(ctx, `STREAM.INFO.${name}`, '');
+    if (done(i)) {
+      return i;
+    }
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return i;
+}
+
 export const cases = [
   {
     name: 'STREAM.CREATE answers with the config and an empty state',
@@ -375,13 +389,132 @@ export const cases = [
     },
   },
   {
-    name: 'a stream with a mirror Keel does not implement is refused',
-    intended: { error: REFUSED, mirror: REFUSED },
+    name: 'a mirror copies its origin at the origin\'s seqs',
+    intended: { 'state.bytes': BYTES },
     run: async (ctx) => {
-      const r = await api(ctx, `STREAM.CREATE.${ctx.uniq}`,
-        { name: ctx.uniq, mirror: { name: 'ELSEWHERE' } });
-      return { error: r.error?.err_code ?? null,
-        mirror: r.config?.mirror?.name ?? null };
+      await create(ctx);
+      for (let i = 1; i <= 5; i++) {
+        await pub(ctx, `${ctx.uniq}.${i % 2 ? 'a' : 'b'}`, `m${i}`);
+      }
+      const name = `${ctx.uniq}M`;
+      const c = await api(ctx, `STREAM.CREATE.${name}`,
+        { name, mirror: { name: ctx.uniq } });
+      const i = await mirrorInfo(ctx, name, (x) => x.state?.last_seq === 5);
+      const g = await api(ctx, `STREAM.MSG.GET.${name}`, { seq: 2 });
+      return { created: c.config?.mirror ?? c.error,
+        subjects: c.config?.subjects ?? null,
+        mirror_in_create: c.mirror ?? null,
+        state: i.state, mirror: { name: i.mirror?.name, lag: i.mirror?.lag,
+          error: i.mirror?.error ?? null },
+        get: [g.message?.subject, g.message?.seq, g.message?.data] };
+    },
+  },
+  {
+    name: 'a filtered mirror from a start seq keeps origin seqs, gaps deleted',
+    intended: { 'filtered.bytes': BYTES, 'started.bytes': BYTES },
+    run: async (ctx) => {
+      await create(ctx);
+      for (let i = 1; i <= 6; i++) {
+        await pub(ctx, `${ctx.uniq}.${i % 2 ? 'a' : 'b'}`, `m${i}`);
+      }
+      await api(ctx, `STREAM.CREATE.${ctx.uniq}F`, { name: `${ctx.uniq}F`,
+        mirror: { name: ctx.uniq, filter_subject: `${ctx.uniq}.a` } });
+      await api(ctx, `STREAM.CREATE.${ctx.uniq}S`, { name: `${ctx.uniq}S`,
+        mirror: { name: ctx.uniq, opt_start_seq: 4 } });
+      const f = await mirrorInfo(ctx, `${ctx.uniq}F`,
+        (x) => x.state?.messages === 3);
+      const st = await mirrorInfo(ctx, `${ctx.uniq}S`,
+        (x) => x.state?.messages === 3);
+      const g = await api(ctx, `STREAM.MSG.GET.${ctx.uniq}F`, { seq: 2 });
+      return { filtered: f.state, started: st.state,
+        gap: g.error?.err_code ?? null };
+    },
+  },
+  {
+    name: 'mirror configs nats-server refuses are refused with its codes',
+    run: async (ctx) => {
+      const n = ctx.uniq;
+      const codes = async (subj, body) => {
+        const r = await api(ctx, subj, body);
+        return [r.error?.err_code ?? 0, r.error?.description ?? ''];
+      };
+      const out = {};
+      out.subjects = await codes(`STREAM.CREATE.${n}A`, { name: `${n}A`,
+        subjects: [`${n}.x`], mirror: { name: n } });
+      out.sources = await codes(`STREAM.CREATE.${n}B`, { name: `${n}B`,
+        mirror: { name: n }, sources: [{ name: `${n}Z` }] });
+      out.self = await codes(`STREAM.CREATE.${n}C`, { name: `${n}C`,
+        mirror: { name: `${n}C` } });
+      out.direct = await codes(`STREAM.CREATE.${n}D`, { name: `${n}D`,
+        subjects: [`${n}.d`], mirror_direct: true });
+      await api(ctx, `STREAM.CREATE.${n}E`, { name: `${n}E`,
+        mirror: { name: `${n}F` } });
+      out.cycle = await codes(`STREAM.CREATE.${n}F`, { name: `${n}F`,
+        mirror: { name: `${n}E` } });
+      out.change = await codes(`STREAM.UPDATE.${n}E`, { name: `${n}E`,
+        mirror: { name: `${n}F`, filter_subject: 'x' } });
+      out.remove = await codes(`STREAM.UPDATE.${n}E`, { name: `${n}E` });
+      out.limits = await codes(`STREAM.UPDATE.${n}E`, { name: `${n}E`,
+        mirror: { name: `${n}F` }, max_msgs: 10 });
+      return out;
+    },
+  },
+  {
+    name: 'a mirror of a missing origin says so in stream info',
+    run: async (ctx) => {
+      const c = await api(ctx, `STREAM.CREATE.${ctx.uniq}`,
+        { name: ctx.uniq, mirror: { name: `${ctx.uniq}NOPE` } });
+      const i = await mirrorInfo(ctx, ctx.uniq, (x) => x.mirror?.error);
+      return { did_create: c.did_create ?? null, error: i.mirror?.error,
+        active: i.mirror?.active, lag: i.mirror?.lag };
+    },
+  },
+  {
+    name: 'a mirror keeps its messages when the origin goes; writes to it',
+    intended: { 'state.bytes': BYTES },
+    run: async (ctx) => {
+      await create(ctx);
+      await fill(ctx, 3);
+      const name = `${ctx.uniq}M`;
+      await api(ctx, `STREAM.CREATE.${name}`,
+        { name, mirror: { name: ctx.uniq } });
+      await mirrorInfo(ctx, name, (x) => x.state?.messages === 3);
+      const gone = await api(ctx, `STREAM.DELETE.${ctx.uniq}`, '');
+      const del = await api(ctx, `STREAM.MSG.DELETE.${name}`, { seq: 2 });
+      const p = await pub(ctx, name, 'x');
+      const i = await api(ctx, `STREAM.INFO.${name}`, '');
+      return { gone: gone.success ?? gone.error, deleted: del.success ?? del,
+        publish: p.request_error ?? p, state: i.state };
+    },
+  },
+  {
+    name: 'a consumer filter on a mirror must fit the origin\'s subjects',
+    run: async (ctx) => {
+      await create(ctx);
+      await fill(ctx, 2);
+      const name = `${ctx.uniq}M`;
+      await api(ctx, `STREAM.CREATE.${name}`,
+        { name, mirror: { name: ctx.uniq } });
+      await mirrorInfo(ctx, name, (x) => x.state?.messages === 2);
+      const mk = (d, filter) => api(ctx,
+        `CONSUMER.DURABLE.CREATE.${name}.${d}`, { stream_name: name,
+          config: { durable_name: d, ack_policy: 'explicit',
+            filter_subject: filter } });
+      const ok = await mk('fits', `${ctx.uniq}.a`);
+      const bad = await mk('foreign', 'elsewhere.x');
+      return { ok: ok.config?.filter_subject ?? ok.error,
+        pending: ok.num_pending, bad: bad.error ?? null };
+    },
+  },
+  {
+    name: 'a mirror of another domain (external) is refused by Keel',
+    intended: { error: 'Keel has no domains or accounts to mirror from: it ' +
+      'refuses mirror external by name (10052) where nats-server accepts ' +
+      'it and waits for the other domain' },
+    run: async (ctx) => {
+      const r = await api(ctx, `STREAM.CREATE.${ctx.uniq}`, { name: ctx.uniq,
+        mirror: { name: 'O', external: { api: '$JS.hub.API' } } });
+      return { error: r.error?.err_code ?? null };
     },
   },
   {

@@ -29,6 +29,50 @@ t_stream_add_prints_config_and_json() {
   [[ $(json_get "$TMP/info.json" 'j["config"]["max_msgs"]') == 1000 ]]
 }
 
+mirror_caught_up() {
+  "$KEEL" stream info MIRRORED --json >"$TMP/mi.json" 2>/dev/null &&
+    [[ $(json_get "$TMP/mi.json" 'j["state"]["messages"]') == \
+      "$(json_get "$TMP/oi.json" 'j["state"]["messages"]')" ]]
+}
+
+lonely_says_not_found() {
+  "$KEEL" stream info LONELY 2>/dev/null >"$TMP/l.out" &&
+    grep -q 'Error: *stream not found (10059)' "$TMP/l.out"
+}
+
+t_stream_info_shows_the_mirror() {
+  echo '{"mirror":{"name":"ORDERS"}}' >"$TMP/mirror.json"
+  "$KEEL" stream add MIRRORED --config "$TMP/mirror.json" >/dev/null ||
+    return 1
+  echo '{"mirror":{"name":"NOWHERE"}}' >"$TMP/nowhere.json"
+  "$KEEL" stream add LONELY --config "$TMP/nowhere.json" >/dev/null ||
+    return 1
+  "$KEEL" stream info ORDERS --json >"$TMP/oi.json" || return 1
+  poll_for mirror_caught_up || return 1
+  "$KEEL" stream info MIRRORED >"$TMP/m.out" || return 1
+  grep -q '^Mirror:' "$TMP/m.out" && grep -q 'Origin: *ORDERS' "$TMP/m.out" &&
+    grep -q 'Lag: *0' "$TMP/m.out" || {
+    cat "$TMP/m.out"
+    return 1
+  }
+  poll_for lonely_says_not_found || return 1
+  # A mirror's archive is not restored: a mirror takes no publishes.
+  "$KEEL" stream backup MIRRORED "$TMP/mirror.bak" >/dev/null || return 1
+  local rc=0
+  "$KEEL" stream restore "$TMP/mirror.bak" --name MCOPY 2>"$TMP/mr.err" ||
+    rc=$?
+  [[ $rc == 1 ]] && grep -q 'takes no publishes' "$TMP/mr.err" || {
+    echo "rc $rc"
+    cat "$TMP/mr.err"
+    return 1
+  }
+  rc=0
+  "$KEEL" stream info MCOPY 2>/dev/null || rc=$?
+  [[ $rc == 1 ]] || return 1
+  "$KEEL" stream rm MIRRORED --force >/dev/null &&
+    "$KEEL" stream rm LONELY --force >/dev/null
+}
+
 t_stream_add_from_config_file() {
   echo '{"subjects":["cfg.*"],"max_bytes":1048576}' >"$TMP/cfg.json"
   "$KEEL" stream add FROMFILE --config "$TMP/cfg.json" --json \
@@ -224,6 +268,8 @@ check "connection flags work before the command and between its words" \
   t_connection_flags_go_before_the_command
 check "a missing stream or consumer, a 409 or a push consumer fails keel consumer next with the server's sentence" \
   t_api_errors_reach_the_user_as_sentences
+check "stream info shows a mirror's origin, lag and error; its archive is not restored" \
+  t_stream_info_shows_the_mirror
 check "rm and purge need --force without a terminal" \
   t_rm_without_terminal_needs_force
 check "backup and restore of $ROUND_TRIP_MSGS messages keep every message" \

@@ -77,6 +77,14 @@ static void stream_defaults_and_client_bodies_are_accepted(void **state)
         /* Implemented (srv_js_config_xform.c): checked by the config. */
         "{\"name\":\"S\",\"republish\":{\"src\":\">\",\"dest\":\"x.>\"},"
         "\"subject_transform\":{\"src\":\"a\",\"dest\":\"b\"}}",
+        /* Implemented (srv_js_config_mirror.c): checked by the config,
+         * also mirror with sources (10031) and mirror_direct without a
+         * mirror (10052, nats-server's text). */
+        "{\"name\":\"S\",\"mirror\":{\"name\":\"O\",\"external\":null,"
+        "\"subject_transforms\":[]}}",
+        "{\"name\":\"S\",\"mirror\":{\"name\":\"O\"},\"sources\":"
+        "[{\"name\":\"P\"}]}",
+        "{\"name\":\"S\",\"mirror_direct\":true}",
         /* libnats 3.4 js_AddStream with jsStreamConfig_Init defaults. */
         "{\"name\":\"S1\",\"subjects\":[\"s1\"],\"retention\":\"limits\","
         "\"max_consumers\":-1,\"max_msgs\":-1,\"max_bytes\":-1,\"max_age\":0,"
@@ -96,9 +104,16 @@ static void stream_fields_keeld_does_not_implement_are_refused(void **state)
         const char *body;
         const char *field;
     } bad[] = {
-        {"{\"name\":\"S\",\"mirror\":{\"name\":\"O\"}}", "mirror"},
         {"{\"name\":\"S\",\"sources\":[{\"name\":\"O\"}]}", "sources"},
-        {"{\"name\":\"S\",\"mirror_direct\":true}", "mirror_direct"},
+        {"{\"name\":\"S\",\"mirror\":{\"name\":\"O\"},"
+         "\"mirror_direct\":true}",
+         "mirror_direct"},
+        {"{\"name\":\"S\",\"mirror\":{\"name\":\"O\",\"external\":"
+         "{\"api\":\"$JS.hub.API\"}}}",
+         "mirror external"},
+        {"{\"name\":\"S\",\"mirror\":{\"name\":\"O\",\"subject_transforms\":"
+         "[{\"src\":\">\",\"dest\":\"x.>\"}]}}",
+         "mirror subject_transforms"},
         {"{\"name\":\"S\",\"template_owner\":\"T\"}", "template_owner"},
         {"{\"name\":\"S\",\"allow_msg_ttl\":true}", "allow_msg_ttl"},
         {"{\"name\":\"S\",\"subject_delete_marker_ttl\":1000000000}",

@@ -1,6 +1,9 @@
 /* srv_stream_sm: the stream state machine (limits, discard policies,
  * dedupe, expectations, purge forms, delete, age expiry by tick entries,
- * snapshot determinism) and the entry codec's strictness. */
+ * snapshot determinism), the entry codec's strictness, and mirrors: the
+ * MIRROR entry (origin seqs and timestamps kept, gaps as deleted seqs,
+ * idempotent by origin seq, origin drops counted), the snapshot carrying
+ * the position, and the `mirror` config with nats-server 2.9.10's codes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +17,7 @@
 #include "keel/error.h"
 #include "keel/limits.h"
 #include "keel_stream_entry.h"
+#include "srv_js_config.h"
 #include "srv_stream_sm.h"
 
 #define SEC 1000000000LL
@@ -730,6 +734,284 @@ static void entry_decoder_survives_random_bytes(void **state)
     (void)ok;
 }
 
+/* ---- mirrors (docs/decisions/0031-mirrors-pull-into-the-log.md) ---- */
+
+/* A mirrored message of origin seq at origin time ts. */
+static void mir(struct fixture *f, uint64_t seq, int64_t ts, const char *subj,
+                const char *data, uint64_t lost)
+{
+    struct keel_stream_entry e = {.kind = KEEL_STREAM_E_MIRROR,
+                                  .seq = seq,
+                                  .ts_ns = ts,
+                                  .subject = subj,
+                                  .subject_len = strlen(subj),
+                                  .data = (const uint8_t *)data,
+                                  .data_len = strlen(data),
+                                  .lost = lost};
+    apply(f, &e);
+}
+
+static void mirror_entry_round_trips_and_is_strict(void **state)
+{
+    (void)state;
+    static const char hdr[] = "NATS/1.0\r\nK: v\r\n\r\n";
+    struct keel_stream_entry e = {.kind = KEEL_STREAM_E_MIRROR,
+                                  .seq = 42,
+                                  .ts_ns = 1234567,
+                                  .subject = "o.a",
+                                  .subject_len = 3,
+                                  .hdr = (const uint8_t *)hdr,
+                                  .hdr_len = sizeof hdr - 1,
+                                  .data = (const uint8_t *)"pay",
+                                  .data_len = 3,
+                                  .lost = 7};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    struct keel_stream_entry d;
+    char err[256];
+    assert_int_equal(keel_stream_entry_encode(&e, &buf, &len), 0);
+    assert_int_equal(buf[0], KEEL_STREAM_E_MIRROR);
+    assert_int_equal(keel_stream_entry_decode(buf, len, &d, err), 0);
+    assert_int_equal(d.seq, 42);
+    assert_int_equal(d.ts_ns, 1234567);
+    assert_int_equal(d.lost, 7);
+    assert_int_equal(d.subject_len, 3);
+    assert_memory_equal(d.subject, "o.a", 3);
+    assert_int_equal(d.hdr_len, sizeof hdr - 1);
+    assert_memory_equal(d.data, "pay", 3);
+    for (size_t cut = 0; cut < len; cut++) {
+        assert_int_not_equal(keel_stream_entry_decode(buf, cut, &d, err), 0);
+    }
+    free(buf);
+    /* Origin seq 0 or past INT64_MAX and a position-only entry with a
+     * body are refused. */
+    e.seq = 0;
+    assert_int_equal(keel_stream_entry_encode(&e, &buf, &len), 0);
+    assert_int_equal(keel_stream_entry_decode(buf, len, &d, err),
+                     KEEL_ECORRUPT);
+    free(buf);
+    e.seq = UINT64_MAX;
+    assert_int_equal(keel_stream_entry_encode(&e, &buf, &len), 0);
+    assert_int_equal(keel_stream_entry_decode(buf, len, &d, err),
+                     KEEL_ECORRUPT);
+    free(buf);
+    e.seq = 3;
+    e.subject_len = 0;
+    assert_int_equal(keel_stream_entry_encode(&e, &buf, &len), 0);
+    assert_int_equal(keel_stream_entry_decode(buf, len, &d, err),
+                     KEEL_ECORRUPT);
+    free(buf);
+}
+
+static void mirrored_messages_keep_origin_seqs_and_timestamps(void **state)
+{
+    struct fixture *f = *state;
+    mir(f, 1, 100, "o.a", "m1", 0);
+    assert_true(f->res.stored);
+    assert_int_equal(f->res.seq, 1);
+    /* A filtered mirror: origin seqs 2 and 4 did not match. */
+    mir(f, 3, 90, "o.a", "m3", 0);
+    mir(f, 5, 300, "o.a", "m5", 0);
+    assert_int_equal(f->sm.last_seq, 5);
+    assert_int_equal(f->sm.msgs, 3);
+    assert_int_equal(f->sm.deleted, 2);
+    assert_null(srv_stream_sm_get(&f->sm, 2));
+    assert_null(srv_stream_sm_get(&f->sm, 4));
+    assert_int_equal(srv_stream_sm_get(&f->sm, 3)->ts_ns, 90);
+    assert_int_equal(srv_stream_sm_get(&f->sm, 5)->ts_ns, 300);
+    assert_int_equal(f->sm.last_ts_ns, 300);
+    assert_int_equal(f->sm.mirror_pos, 5);
+}
+
+static void a_mirror_starting_late_has_no_deleted_prefix(void **state)
+{
+    struct fixture *f = *state;
+    mir(f, 3, 10, "o.a", "m3", 0);
+    assert_int_equal(srv_stream_sm_first_seq(&f->sm), 3);
+    assert_int_equal(f->sm.deleted, 0);
+    assert_int_equal(f->sm.msgs, 1);
+}
+
+static void a_resent_origin_seq_is_skipped_never_stored_twice(void **state)
+{
+    struct fixture *f = *state;
+    for (uint64_t s = 1; s <= 4; s++) {
+        mir(f, s, (int64_t)s, "o.a", "x", 0);
+    }
+    /* A new leader's pump sends 2..5 again behind what the log holds. */
+    for (uint64_t s = 2; s <= 5; s++) {
+        mir(f, s, (int64_t)s, "o.a", "x", s == 2 ? 9 : 0);
+        assert_int_equal(f->res.duplicate, s <= 4);
+        assert_int_equal(f->res.stored, s == 5);
+    }
+    assert_int_equal(f->sm.msgs, 5);
+    assert_int_equal(f->sm.last_seq, 5);
+    assert_int_equal(f->sm.mirror_lost, 0); /* a skipped entry counts nothing */
+}
+
+static void origin_drops_are_recorded_and_the_mirror_moves_on(void **state)
+{
+    struct fixture *f = *state;
+    mir(f, 1, 1, "o.a", "x", 0);
+    /* The origin dropped 2..6 before the mirror read them. */
+    mir(f, 7, 7, "o.a", "x", 5);
+    assert_int_equal(f->sm.mirror_lost, 5);
+    assert_int_equal(f->sm.last_seq, 7);
+    /* It dropped everything up to 9 and holds nothing now. */
+    struct keel_stream_entry e = {
+        .kind = KEEL_STREAM_E_MIRROR, .seq = 9, .lost = 2};
+    apply(f, &e);
+    assert_false(f->res.stored);
+    assert_int_equal(f->sm.mirror_pos, 9);
+    assert_int_equal(f->sm.last_seq, 9);
+    assert_int_equal(f->sm.mirror_lost, 7);
+    assert_int_equal(f->sm.msgs, 2);
+    /* The next message lands at its origin seq. */
+    mir(f, 10, 10, "o.b", "y", 0);
+    assert_int_equal(f->res.seq, 10);
+    assert_non_null(srv_stream_sm_get(&f->sm, 10));
+    assert_int_equal(f->sm.msgs, 3);
+}
+
+static void the_snapshot_carries_the_position(void **state)
+{
+    struct fixture *f = *state;
+    mir(f, 2, 2, "o.a", "x", 1);
+    mir(f, 4, 4, "o.b", "y", 0);
+    uint8_t *a = NULL, *b = NULL;
+    size_t alen = 0, blen = 0;
+    char err[256];
+    assert_int_equal(srv_stream_sm_snapshot(&f->sm, &a, &alen), 0);
+    struct fixture g = {.index = 10};
+    assert_int_equal(srv_stream_sm_init(&g.sm, "S"), 0);
+    assert_int_equal(srv_stream_sm_restore(&g.sm, a, alen, err), 0);
+    assert_int_equal(g.sm.mirror_pos, 4);
+    assert_int_equal(g.sm.mirror_lost, 1);
+    assert_int_equal(srv_stream_sm_snapshot(&g.sm, &b, &blen), 0);
+    assert_int_equal(alen, blen);
+    assert_memory_equal(a, b, alen);
+    /* After the restore a re-sent seq is still skipped. */
+    mir(&g, 4, 4, "o.b", "y", 0);
+    assert_true(g.res.duplicate);
+    mir(&g, 6, 6, "o.a", "z", 0);
+    assert_int_equal(g.res.seq, 6);
+    assert_non_null(srv_stream_sm_get(&g.sm, 6));
+    assert_int_equal(g.sm.msgs, 3);
+    /* A position past last_seq is refused as corrupt. magic, flags, 6
+     * limits, last_seq, last_ts, last_msg_id's length, then the position. */
+    size_t mpos = 8 + 8 + 6 * 8 + 8 + 8 + 8;
+    a[mpos] = 99;
+    srv_stream_sm_close(&g.sm);
+    assert_int_equal(srv_stream_sm_init(&g.sm, "S"), 0);
+    assert_int_equal(srv_stream_sm_restore(&g.sm, a, alen, err), KEEL_ECORRUPT);
+    srv_stream_sm_close(&g.sm);
+    free(a);
+    free(b);
+}
+
+static void a_stream_that_is_no_mirror_keeps_its_snapshot_format(void **state)
+{
+    struct fixture *f = *state;
+    pub(f, 1, "a", "x");
+    uint8_t *a = NULL;
+    size_t alen = 0;
+    assert_int_equal(srv_stream_sm_snapshot(&f->sm, &a, &alen), 0);
+    assert_memory_equal(a, "KSS1", 4);
+    free(a);
+}
+
+static int parse_cfg(const char *body, struct srv_stream_config *c,
+                     enum srv_js_err *jerr, char *err)
+{
+    json_error_t je;
+    json_t *j = json_loads(body, 0, &je);
+    assert_non_null(j);
+    int rv = srv_stream_config_parse(j, c, jerr, err);
+    json_decref(j);
+    return rv;
+}
+
+static void a_mirror_config_parses_and_encodes_like_nats_server(void **state)
+{
+    (void)state;
+    struct srv_stream_config c;
+    enum srv_js_err jerr;
+    char err[KEEL_ERRMSG_MAX];
+    assert_int_equal(parse_cfg("{\"name\":\"M\",\"mirror\":{\"name\":\"O\","
+                               "\"opt_start_seq\":3,\"filter_subject\":"
+                               "\"o.a\",\"opt_start_time\":"
+                               "\"2026-12-01T00:00:00Z\"}}",
+                               &c, &jerr, err),
+                     0);
+    assert_true(c.has_mirror);
+    assert_string_equal(c.mirror.name, "O");
+    assert_int_equal(c.mirror.opt_start_seq, 3);
+    assert_string_equal(c.mirror.filter_subject, "o.a");
+    assert_true(c.mirror.opt_start_time_ns > 0);
+    assert_int_equal(c.nsubjects, 0);
+    assert_int_equal(c.duplicate_window_ns, 0);
+    json_t *o = NULL;
+    assert_int_equal(srv_stream_config_encode(&c, &o, err), 0);
+    assert_null(json_object_get(o, "subjects"));
+    assert_null(json_object_get(o, "duplicate_window"));
+    const json_t *m = json_object_get(o, "mirror");
+    assert_string_equal(json_string_value(json_object_get(m, "name")), "O");
+    assert_int_equal(json_integer_value(json_object_get(m, "opt_start_seq")),
+                     3);
+    /* The encoding parses back to an equal mirror. */
+    struct srv_stream_config d;
+    assert_int_equal(srv_stream_config_parse(o, &d, &jerr, err), 0);
+    assert_true(srv_stream_mirror_equal(&c, &d));
+    assert_true(srv_stream_config_equal(&c, &d));
+    srv_stream_config_free(&d);
+    json_decref(o);
+    /* An empty origin name is accepted, as nats-server does. */
+    struct srv_stream_config e;
+    assert_int_equal(parse_cfg("{\"name\":\"E\",\"mirror\":{\"name\":\"\"}}",
+                               &e, &jerr, err),
+                     0);
+    assert_false(srv_stream_mirror_equal(&c, &e));
+    srv_stream_config_free(&e);
+    srv_stream_config_free(&c);
+}
+
+static void mirror_config_errors_carry_nats_server_codes(void **state)
+{
+    (void)state;
+    const struct {
+        const char *body;
+        enum srv_js_err jerr;
+        const char *text;
+    } bad[] = {
+        {"{\"name\":\"M\",\"subjects\":[\"x\"],\"mirror\":{\"name\":\"O\"}}",
+         SRV_JS_EMIRROR_SUBJECTS, "stream mirrors can not contain subjects"},
+        {"{\"name\":\"M\",\"mirror\":{\"name\":\"O\"},\"sources\":[{\"name\":"
+         "\"P\"}]}",
+         SRV_JS_EMIRROR_SOURCES, "stream mirrors can not also contain"},
+        {"{\"name\":\"M\",\"subjects\":[\"m\"],\"mirror_direct\":true}",
+         SRV_JS_ESTREAM_CONFIG,
+         "stream has no mirror but does have mirror direct"},
+        {"{\"name\":\"M\",\"mirror\":{\"name\":\"a.b\"}}",
+         SRV_JS_ESTREAM_CONFIG, "not a valid stream name"},
+        {"{\"name\":\"M\",\"mirror\":{\"name\":\"O\",\"filter_subject\":"
+         "\"a..b\"}}",
+         SRV_JS_ESTREAM_CONFIG, "not a valid subject"},
+        {"{\"name\":\"M\",\"mirror\":{\"name\":\"O\",\"opt_start_time\":"
+         "\"yesterday\"}}",
+         SRV_JS_ESTREAM_CONFIG, "RFC3339"},
+        {"{\"name\":\"M\",\"mirror\":\"O\"}", SRV_JS_ESTREAM_CONFIG,
+         "mirror must be an object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct srv_stream_config c;
+        enum srv_js_err jerr = SRV_JS_OK;
+        char err[KEEL_ERRMSG_MAX];
+        assert_int_equal(parse_cfg(bad[i].body, &c, &jerr, err), KEEL_EINVAL);
+        assert_int_equal(jerr, bad[i].jerr);
+        assert_non_null(strstr(err, bad[i].text));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -759,6 +1041,15 @@ int main(void)
         T(restore_refuses_every_truncation),
         T(entry_decoder_refuses_truncation_and_trailing_bytes),
         T(entry_decoder_survives_random_bytes),
+        T(mirror_entry_round_trips_and_is_strict),
+        T(mirrored_messages_keep_origin_seqs_and_timestamps),
+        T(a_mirror_starting_late_has_no_deleted_prefix),
+        T(a_resent_origin_seq_is_skipped_never_stored_twice),
+        T(origin_drops_are_recorded_and_the_mirror_moves_on),
+        T(the_snapshot_carries_the_position),
+        T(a_stream_that_is_no_mirror_keeps_its_snapshot_format),
+        T(a_mirror_config_parses_and_encodes_like_nats_server),
+        T(mirror_config_errors_carry_nats_server_codes),
 #undef T
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,330 @@
+/* An R3 mirror of an R3 origin on three real keelds in network
+ * namespaces (docs/decisions/0031-mirrors-pull-into-the-log.md): the
+ * mirror's leader is killed (-9) while the origin takes publishes, the
+ * origin's leader steps down, the mirror's leader is killed again; the mirror
+ * ends with every origin seq, subject, payload and timestamp, none missing and
+ * none twice, on every node. The position is the mirror's replicated state, so
+ * the new leader's pump resumes where the committed state says. An R1 mirror of
+ * an R1 origin is placed on the origin's node, where its leader reads.
+ * Shared setup: cjs_common.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <nats/nats.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cjs_common.h"
+#include "harness.h"
+
+#define NODES 3
+#define WAIT_MS 20000
+#define ROUND 60 /* publishes between two kills */
+
+static struct cjs cj; /* one cluster for the whole file */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    /* Frequent snapshots: the position also comes back from one. */
+    static const char *const extra[] = {"--snapshot_entries", "40", NULL};
+    return cjs_start(&cj, NODES, "cjsmir", extra, WAIT_MS);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    return cjs_stop(&cj);
+}
+
+static json_int_t state_int(int i, const char *stream, const char *key)
+{
+    json_t *si = cjs_stream_info(&cj, i, stream);
+    json_int_t v =
+        json_integer_value(json_object_get(json_object_get(si, "state"), key));
+    json_decref(si);
+    return v;
+}
+
+/* Publish n payloads "p<k>" through a running node, each retried
+ * (bounded) until acked; k counts on from *next. */
+static void publish_round(struct cjs_ledger *l, int *next, int n)
+{
+    for (int i = 0; i < n; i++, (*next)++) {
+        char data[32];
+        snprintf(data, sizeof data, "p%d", *next);
+        long long until = h_now_ms() + WAIT_MS;
+        bool acked = false;
+        while (!acked && h_now_ms() < until) {
+            for (int via = 0; via < NODES && !acked; via++) {
+                acked = cj.net.node[via].running &&
+                        cjs_publish(&cj, via, "orig.k", data, l, 2000);
+            }
+        }
+        assert_true(acked);
+    }
+}
+
+/* Every running node's mirror holds what the origin holds. */
+static bool caught_up(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < NODES; i++) {
+        if (!cj.net.node[i].running) {
+            continue;
+        }
+        json_int_t last = state_int(i, "ORIG", "last_seq");
+        if (last == 0 || state_int(i, "MIR", "last_seq") != last ||
+            state_int(i, "MIR", "messages") !=
+                state_int(i, "ORIG", "messages")) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* STREAM.MSG.GET of seq through node i: the "message" object. */
+static json_t *get(int i, const char *stream, json_int_t seq)
+{
+    char subj[96], body[48];
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.MSG.GET.%s", stream);
+    snprintf(body, sizeof body, "{\"seq\":%lld}", (long long)seq);
+    json_t *o = cjs_request_retry(&cj, i, subj, body, WAIT_MS);
+    assert_non_null(o);
+    json_t *m = json_incref(json_object_get(o, "message"));
+    json_decref(o);
+    return m;
+}
+
+/* Create mirror name of origin with r replicas through node via and wait
+ * until every running node names its leader. */
+static void add_mirror(int via, const char *name, const char *origin, int r)
+{
+    char subj[96], body[160];
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.CREATE.%s", name);
+    snprintf(body, sizeof body,
+             "{\"name\":\"%s\",\"num_replicas\":%d,\"mirror\":{\"name\":"
+             "\"%s\"}}",
+             name, r, origin);
+    json_t *o = cjs_request_retry(&cj, via, subj, body, WAIT_MS);
+    assert_false(cjs_is_error(o));
+    json_decref(o);
+    assert_true(cjs_wait_stream_led(&cj, name, WAIT_MS) >= 0);
+}
+
+struct moved {
+    int from;
+};
+
+/* The origin is led by another node than from (asked to step down while
+ * it is not). */
+static bool origin_moved(void *arg)
+{
+    const struct moved *m = arg;
+    int l = -1;
+    if (cjs_stream_agreed(&cj, "ORIG", &l) && l != m->from) {
+        return true;
+    }
+    if (l >= 0) {
+        json_decref(
+            cjs_request(&cj, l, "$JS.API.STREAM.LEADER.STEPDOWN.ORIG", ""));
+    }
+    return false;
+}
+
+static void kill_mirror_leader(int *killed)
+{
+    int leader = cjs_wait_stream_led(&cj, "MIR", WAIT_MS);
+    assert_true(leader >= 0);
+    cjs_disconnect(&cj, leader);
+    assert_int_equal(h_netns_node_kill(&cj.net, leader), 0);
+    *killed = leader;
+}
+
+static void an_r3_mirror_keeps_every_seq_once_across_leader_kills(void **state)
+{
+    (void)state;
+    struct cjs_ledger l;
+    memset(&l, 0, sizeof l);
+    int next = 1, killed = -1;
+    cjs_add_stream(&cj, 0, "ORIG", "orig.>", 3, WAIT_MS);
+    add_mirror(1, "MIR", "ORIG", 3);
+    publish_round(&l, &next, ROUND);
+    /* Mid-stream: the mirror's leader dies while it pumps. */
+    kill_mirror_leader(&killed);
+    publish_round(&l, &next, ROUND);
+    assert_int_equal(h_netns_node_start(&cj.net, killed), 0);
+    assert_int_equal(cjs_connect(&cj, killed), 0);
+    assert_true(cjs_wait_stream_led(&cj, "MIR", WAIT_MS) >= 0);
+    publish_round(&l, &next, ROUND);
+    /* A leader change of the origin: the pump reads committed state, on
+     * whichever node, so nothing changes for the mirror. */
+    struct moved mv = {cjs_wait_stream_led(&cj, "ORIG", WAIT_MS)};
+    assert_true(mv.from >= 0);
+    assert_true(h_poll(origin_moved, &mv, WAIT_MS));
+    publish_round(&l, &next, ROUND);
+    kill_mirror_leader(&killed);
+    publish_round(&l, &next, ROUND);
+    assert_int_equal(h_netns_node_start(&cj.net, killed), 0);
+    assert_int_equal(cjs_connect(&cj, killed), 0);
+    assert_true(cjs_wait_stream_led(&cj, "MIR", WAIT_MS) >= 0);
+    assert_true(h_poll(caught_up, NULL, WAIT_MS));
+    /* Every acked payload at its seq, read from the mirror on each node
+     * (answered by the mirror's leader). */
+    for (int i = 0; i < NODES; i++) {
+        cjs_check_acked(&cj, i, "MIR", &l);
+    }
+    /* Every origin seq, acked or not, equal in the mirror: subject,
+     * payload, headers and timestamp; none missing, none twice. */
+    json_int_t last = state_int(0, "ORIG", "last_seq");
+    assert_true(last >= 5 * ROUND);
+    assert_int_equal(state_int(0, "MIR", "messages"),
+                     state_int(0, "ORIG", "messages"));
+    assert_int_equal(state_int(0, "MIR", "num_deleted"), 0);
+    for (json_int_t s = 1; s <= last; s++) {
+        json_t *a = get(0, "ORIG", s);
+        json_t *b = get(0, "MIR", s);
+        if (a == NULL || b == NULL || !json_equal(a, b)) {
+            char *x = a != NULL ? json_dumps(a, 0) : NULL;
+            char *y = b != NULL ? json_dumps(b, 0) : NULL;
+            fail_msg("seq %lld: origin %s, mirror %s", (long long)s,
+                     x != NULL ? x : "none", y != NULL ? y : "none");
+        }
+        json_decref(a);
+        json_decref(b);
+    }
+    json_t *si = cjs_stream_info(&cj, 0, "MIR");
+    const json_t *m = json_object_get(si, "mirror");
+    assert_non_null(m);
+    assert_int_equal(json_integer_value(json_object_get(m, "lag")), 0);
+    assert_null(json_object_get(m, "error"));
+    assert_null(json_object_get(m, "keel_lost"));
+    json_decref(si);
+    cjs_ledger_free(&l);
+}
+
+struct r1_wait {
+    json_int_t msgs;
+};
+
+static bool r1_mirrored(void *arg)
+{
+    const struct r1_wait *w = arg;
+    return state_int(0, "M1", "messages") == w->msgs &&
+           state_int(0, "M1", "last_seq") == w->msgs;
+}
+
+/* The mirror's leader reads the origin on its own node: an R1 mirror of
+ * an R1 origin is placed on the origin's node, also when another node
+ * hosts fewer streams. */
+static void an_r1_mirror_is_placed_on_its_origin_node(void **state)
+{
+    (void)state;
+    struct cjs_ledger l;
+    memset(&l, 0, sizeof l);
+    cjs_add_stream(&cj, 0, "O1", "o1.>", 1, WAIT_MS);
+    for (int i = 1; i <= 5; i++) {
+        char data[16];
+        snprintf(data, sizeof data, "r%d", i);
+        assert_true(cjs_publish(&cj, 0, "o1.k", data, &l, WAIT_MS));
+    }
+    add_mirror(2, "M1", "O1", 1);
+    int ol = cjs_wait_stream_led(&cj, "O1", WAIT_MS);
+    int ml = cjs_wait_stream_led(&cj, "M1", WAIT_MS);
+    assert_true(ol >= 0);
+    assert_int_equal(ml, ol);
+    struct r1_wait w = {5};
+    assert_true(h_poll(r1_mirrored, &w, WAIT_MS));
+    cjs_check_acked(&cj, 1, "M1", &l);
+    cjs_ledger_free(&l);
+}
+
+struct led_at {
+    const char *stream;
+    int node;
+    json_int_t msgs;
+};
+
+static bool mirrored_and_led_at(void *arg)
+{
+    const struct led_at *w = arg;
+    int l = -1;
+    return cjs_stream_agreed(&cj, w->stream, &l) && l == w->node &&
+           state_int(0, w->stream, "messages") == w->msgs;
+}
+
+static bool some_log_has(void *arg)
+{
+    for (int i = 0; i < NODES; i++) {
+        if (cjs_log_has(&cj, i, arg)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* An R3 mirror of an R1 origin: only one of its peers can read the
+ * origin, so a leader elsewhere (here: after a step-down) hands the
+ * leadership to that peer, and the mirror goes on from its position. */
+static void an_r3_mirror_of_an_r1_origin_leads_where_the_origin_is(void **state)
+{
+    (void)state;
+    struct cjs_ledger l;
+    memset(&l, 0, sizeof l);
+    cjs_add_stream(&cj, 0, "O3", "o3.>", 1, WAIT_MS);
+    int x = cjs_wait_stream_led(&cj, "O3", WAIT_MS);
+    assert_true(x >= 0);
+    add_mirror(1, "M3", "O3", 3);
+    for (int i = 1; i <= 10; i++) {
+        char data[16];
+        snprintf(data, sizeof data, "q%d", i);
+        assert_true(cjs_publish(&cj, 0, "o3.k", data, &l, WAIT_MS));
+        if (i == 5) {
+            struct led_at w = {"M3", x, 5};
+            assert_true(h_poll(mirrored_and_led_at, &w, WAIT_MS));
+            json_decref(
+                cjs_request(&cj, x, "$JS.API.STREAM.LEADER.STEPDOWN.M3", ""));
+        }
+    }
+    struct led_at w = {"M3", x, 10};
+    assert_true(h_poll(mirrored_and_led_at, &w, WAIT_MS));
+    assert_true(h_poll(some_log_has,
+                       "mirror M3: leadership to a peer that hosts origin O3",
+                       WAIT_MS));
+    for (int i = 0; i < NODES; i++) {
+        cjs_check_acked(&cj, i, "M3", &l);
+    }
+    cjs_ledger_free(&l);
+    /* Lame duck mode on the origin's node: the mirror's leadership stays
+     * (its peers would hand it back), every other one moves, and the node
+     * stops well before SRV_LDM_HANDOFF_MS_MAX (10 s). */
+    pid_t pid = cj.net.node[x].k.pid;
+    cjs_disconnect(&cj, x);
+    long long t0 = h_now_ms();
+    assert_int_equal(kill(pid, SIGUSR2), 0);
+    assert_int_equal(h_wait_pid(pid, 9000, NULL), 0);
+    cj.net.node[x].k.pid = -1;
+    cj.net.node[x].running = false;
+    assert_true(h_now_ms() - t0 < 9000);
+    assert_true(cjs_log_has(&cj, x, "every leadership handed over"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(an_r3_mirror_keeps_every_seq_once_across_leader_kills),
+        cmocka_unit_test(an_r1_mirror_is_placed_on_its_origin_node),
+        cmocka_unit_test(
+            an_r3_mirror_of_an_r1_origin_leads_where_the_origin_is),
+    };
+    nats_Open(-1);
+    int rv = cmocka_run_group_tests(tests, group_setup, group_teardown);
+    nats_Close();
+    return rv;
+}

@@ -1,0 +1,486 @@
+/* Stream mirrors through a real keeld with libnats
+ * (docs/decisions/0031-mirrors-pull-into-the-log.md): a mirror stores each
+ * origin message at its origin seq with its subject, headers, payload and
+ * timestamp; opt_start_seq, opt_start_time and filter_subject (origin seqs
+ * kept, the gaps deleted); a missing origin shows in info and is mirrored once
+ * created; deleting the origin leaves the mirror's messages; origin drops are
+ * recorded instead of stalling; a restart that loads a snapshot resumes
+ * without a duplicate; config updates and cycles are refused with
+ * nats-server's codes; a publish to a mirror reaches no stream. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <nats/nats.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define WAIT_MS 10000
+
+struct fixture {
+    struct h_keeld k;
+    natsConnection *nc;
+    jsCtx *js;
+};
+
+/* Snapshot every 4 entries so a restart loads one. */
+static const char *const extra[] = {"--snapshot_entries", "4", NULL};
+
+static int connect_js(struct fixture *f)
+{
+    jsOptions o;
+    jsOptions_Init(&o);
+    o.Wait = WAIT_MS;
+    return natsConnection_ConnectTo(&f->nc, f->k.url) == NATS_OK &&
+                   natsConnection_JetStream(&f->js, f->nc, &o) == NATS_OK
+               ? 0
+               : -1;
+}
+
+static void disconnect_js(struct fixture *f)
+{
+    jsCtx_Destroy(f->js);
+    natsConnection_Destroy(f->nc);
+    f->js = NULL;
+    f->nc = NULL;
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    if (f == NULL || h_keeld_init(&f->k) != 0 ||
+        h_keeld_start(&f->k, 0, false, extra) != 0 || connect_js(f) != 0) {
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    disconnect_js(f);
+    int rv = h_keeld_stop(&f->k, NULL);
+    h_keeld_cleanup(&f->k);
+    free(f);
+    return rv;
+}
+
+static json_t *api(struct fixture *f, const char *subject, const char *body)
+{
+    natsMsg *m = NULL;
+    assert_int_equal(
+        natsConnection_RequestString(&m, f->nc, subject, body, WAIT_MS),
+        NATS_OK);
+    json_t *o = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
+                           0, NULL);
+    natsMsg_Destroy(m);
+    assert_non_null(o);
+    return o;
+}
+
+static void api_ok(struct fixture *f, const char *subject, const char *body)
+{
+    json_t *o = api(f, subject, body);
+    if (json_object_get(o, "error") != NULL) {
+        char *s = json_dumps(o, 0);
+        fail_msg("%s: %s", subject, s);
+    }
+    json_decref(o);
+}
+
+/* The err_code of an API answer (0: none). */
+static long long api_err(struct fixture *f, const char *subject,
+                         const char *body)
+{
+    json_t *o = api(f, subject, body);
+    long long code = json_integer_value(
+        json_object_get(json_object_get(o, "error"), "err_code"));
+    json_decref(o);
+    return code;
+}
+
+static void create(struct fixture *f, const char *name, const char *body)
+{
+    char subj[128];
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.CREATE.%s", name);
+    api_ok(f, subj, body);
+}
+
+static uint64_t publish(struct fixture *f, const char *subj, const char *data,
+                        const char *hname, const char *hval)
+{
+    natsMsg *m = NULL;
+    jsPubAck *pa = NULL;
+    jsErrCode jerr = 0;
+    assert_int_equal(natsMsg_Create(&m, subj, NULL, data, (int)strlen(data)),
+                     NATS_OK);
+    if (hname != NULL) {
+        assert_int_equal(natsMsgHeader_Set(m, hname, hval), NATS_OK);
+    }
+    assert_int_equal(js_PublishMsg(&pa, f->js, m, NULL, &jerr), NATS_OK);
+    uint64_t seq = pa->Sequence;
+    jsPubAck_Destroy(pa);
+    natsMsg_Destroy(m);
+    return seq;
+}
+
+static json_t *info(struct fixture *f, const char *stream)
+{
+    char subj[128];
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.INFO.%s", stream);
+    return api(f, subj, "");
+}
+
+static long long state_of(const json_t *o, const char *key)
+{
+    return json_integer_value(
+        json_object_get(json_object_get(o, "state"), key));
+}
+
+struct want {
+    struct fixture *f;
+    const char *stream;
+    long long last_seq, msgs;
+};
+
+static bool reached(void *arg)
+{
+    struct want *w = arg;
+    json_t *o = info(w->f, w->stream);
+    bool ok = state_of(o, "last_seq") == w->last_seq &&
+              state_of(o, "messages") == w->msgs;
+    json_decref(o);
+    return ok;
+}
+
+/* Wait (bounded) until the mirror holds msgs messages up to last_seq. */
+static void wait_mirror(struct fixture *f, const char *stream,
+                        long long last_seq, long long msgs)
+{
+    struct want w = {f, stream, last_seq, msgs};
+    if (!h_poll(reached, &w, WAIT_MS)) {
+        json_t *o = info(f, stream);
+        char *s = json_dumps(o, 0);
+        fail_msg("mirror %s never reached last_seq %lld with %lld messages: "
+                 "%s",
+                 stream, last_seq, msgs, s);
+    }
+}
+
+/* STREAM.MSG.GET of seq: the "message" object (NULL: error, *code set). */
+static json_t *get(struct fixture *f, const char *stream, uint64_t seq,
+                   long long *code)
+{
+    char subj[128], body[64];
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.MSG.GET.%s", stream);
+    snprintf(body, sizeof body, "{\"seq\":%llu}", (unsigned long long)seq);
+    json_t *o = api(f, subj, body);
+    *code = json_integer_value(
+        json_object_get(json_object_get(o, "error"), "err_code"));
+    json_t *m = json_incref(json_object_get(o, "message"));
+    json_decref(o);
+    return m;
+}
+
+/* The mirror's message seq equals the origin's: subject, headers,
+ * payload and time. */
+static void same_message(struct fixture *f, const char *origin,
+                         const char *mirror, uint64_t seq)
+{
+    long long c1 = 0, c2 = 0;
+    json_t *a = get(f, origin, seq, &c1);
+    json_t *b = get(f, mirror, seq, &c2);
+    assert_non_null(a);
+    if (b == NULL) {
+        fail_msg("mirror %s has no seq %llu (err_code %lld)", mirror,
+                 (unsigned long long)seq, c2);
+    }
+    assert_true(json_equal(a, b));
+    json_decref(a);
+    json_decref(b);
+}
+
+static void a_mirror_stores_each_origin_message_at_its_seq(void **state)
+{
+    struct fixture *f = *state;
+    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    publish(f, "o.a", "m1", NULL, NULL);
+    publish(f, "o.b", "m2", "X-Trace", "t2");
+    publish(f, "o.a", "m3", NULL, NULL);
+    create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
+    wait_mirror(f, "M", 3, 3);
+    /* Published after the mirror was created: pumped too. */
+    publish(f, "o.c", "m4", NULL, NULL);
+    publish(f, "o.a", "m5", NULL, NULL);
+    wait_mirror(f, "M", 5, 5);
+    for (uint64_t s = 1; s <= 5; s++) {
+        same_message(f, "O", "M", s);
+    }
+    json_t *o = info(f, "M");
+    const json_t *m = json_object_get(o, "mirror");
+    assert_string_equal(json_string_value(json_object_get(m, "name")), "O");
+    assert_int_equal(json_integer_value(json_object_get(m, "lag")), 0);
+    assert_true(json_integer_value(json_object_get(m, "active")) >= 0);
+    assert_null(json_object_get(m, "error"));
+    assert_null(json_object_get(json_object_get(o, "config"), "subjects"));
+    json_decref(o);
+    /* A mirror has no subjects: a publish to its name reaches no stream. */
+    jsPubAck *pa = NULL;
+    jsErrCode jerr = 0;
+    assert_int_not_equal(js_Publish(&pa, f->js, "M", "x", 1, NULL, &jerr),
+                         NATS_OK);
+    assert_null(pa);
+    wait_mirror(f, "M", 5, 5);
+}
+
+static void start_seq_and_filter_keep_origin_seqs(void **state)
+{
+    struct fixture *f = *state;
+    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    for (int i = 1; i <= 6; i++) {
+        char d[8];
+        snprintf(d, sizeof d, "m%d", i);
+        publish(f, i % 2 == 1 ? "o.a" : "o.b", d, NULL, NULL);
+    }
+    create(f, "MS",
+           "{\"name\":\"MS\",\"mirror\":{\"name\":\"O\",\"opt_start_seq\":4}}");
+    create(f, "MF",
+           "{\"name\":\"MF\",\"mirror\":{\"name\":\"O\","
+           "\"filter_subject\":\"o.a\"}}");
+    wait_mirror(f, "MS", 6, 3);
+    json_t *o = info(f, "MS");
+    assert_int_equal(state_of(o, "first_seq"), 4);
+    json_decref(o);
+    wait_mirror(f, "MF", 5, 3);
+    o = info(f, "MF");
+    assert_int_equal(state_of(o, "first_seq"), 1);
+    assert_int_equal(state_of(o, "num_deleted"), 2);
+    json_decref(o);
+    for (uint64_t s = 1; s <= 5; s += 2) {
+        same_message(f, "O", "MF", s);
+    }
+    long long code = 0;
+    assert_null(get(f, "MF", 2, &code));
+    assert_int_equal(code, 10037);
+    /* A later match lands at its origin seq. */
+    publish(f, "o.b", "m7", NULL, NULL);
+    publish(f, "o.a", "m8", NULL, NULL);
+    wait_mirror(f, "MF", 8, 4);
+    same_message(f, "O", "MF", 8);
+}
+
+static void start_time_starts_at_the_first_message_stored_then(void **state)
+{
+    struct fixture *f = *state;
+    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    for (int i = 1; i <= 4; i++) {
+        publish(f, "o.a", "x", NULL, NULL);
+    }
+    long long code = 0;
+    json_t *m3 = get(f, "O", 3, &code);
+    assert_non_null(m3);
+    char body[256];
+    snprintf(body, sizeof body,
+             "{\"name\":\"MT\",\"mirror\":{\"name\":\"O\","
+             "\"opt_start_time\":\"%s\"}}",
+             json_string_value(json_object_get(m3, "time")));
+    json_decref(m3);
+    create(f, "MT", body);
+    wait_mirror(f, "MT", 4, 2);
+    json_t *o = info(f, "MT");
+    assert_int_equal(state_of(o, "first_seq"), 3);
+    json_decref(o);
+    same_message(f, "O", "MT", 3);
+}
+
+/* A consumer's filter on a mirror fits its origin's subjects, as
+ * nats-server checks, and delivers only what it matches. */
+static void a_filtered_consumer_on_a_mirror_gets_its_subject_only(void **state)
+{
+    struct fixture *f = *state;
+    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    for (int i = 1; i <= 5; i++) {
+        publish(f, i % 2 == 1 ? "o.a" : "o.b", "x", NULL, NULL);
+    }
+    create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
+    wait_mirror(f, "M", 5, 5);
+    assert_int_equal(api_err(f, "$JS.API.CONSUMER.DURABLE.CREATE.M.zz",
+                             "{\"stream_name\":\"M\",\"config\":{"
+                             "\"durable_name\":\"zz\",\"ack_policy\":"
+                             "\"explicit\",\"filter_subject\":\"zzz\"}}"),
+                     10093);
+    api_ok(f, "$JS.API.CONSUMER.DURABLE.CREATE.M.d1",
+           "{\"stream_name\":\"M\",\"config\":{\"durable_name\":\"d1\","
+           "\"ack_policy\":\"explicit\",\"filter_subject\":\"o.a\"}}");
+    natsSubscription *sub = NULL;
+    jsSubOptions so;
+    jsErrCode jerr = 0;
+    jsSubOptions_Init(&so);
+    so.Stream = "M";
+    so.Consumer = "d1";
+    assert_int_equal(
+        js_PullSubscribe(&sub, f->js, "o.a", "d1", NULL, &so, &jerr), NATS_OK);
+    natsMsgList list = {0};
+    int got = 0;
+    long long until = h_now_ms() + WAIT_MS;
+    while (got < 3 && h_now_ms() < until) {
+        natsStatus st = natsSubscription_Fetch(&list, sub, 10, 1000, &jerr);
+        for (int i = 0; st == NATS_OK && i < list.Count; i++) {
+            jsMsgMetaData *md = NULL;
+            assert_string_equal(natsMsg_GetSubject(list.Msgs[i]), "o.a");
+            /* num_pending counts the filter's matches, not the stream. */
+            assert_int_equal(natsMsg_GetMetaData(&md, list.Msgs[i]), NATS_OK);
+            assert_int_equal(md->NumPending, (uint64_t)(2 - got));
+            jsMsgMetaData_Destroy(md);
+            assert_int_equal(natsMsg_Ack(list.Msgs[i], NULL), NATS_OK);
+            got++;
+        }
+        natsMsgList_Destroy(&list);
+    }
+    assert_int_equal(got, 3);
+    natsSubscription_Destroy(sub);
+}
+
+static void a_missing_origin_is_shown_then_mirrored_once_created(void **state)
+{
+    struct fixture *f = *state;
+    create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"LATER\"}}");
+    json_t *o = info(f, "M");
+    const json_t *m = json_object_get(o, "mirror");
+    /* The pump may not have tried yet: the error, once there, is 10059. */
+    const json_t *e = json_object_get(m, "error");
+    if (e != NULL) {
+        assert_int_equal(json_integer_value(json_object_get(e, "err_code")),
+                         10059);
+    }
+    json_decref(o);
+    create(f, "LATER", "{\"name\":\"LATER\",\"subjects\":[\"later\"]}");
+    publish(f, "later", "one", NULL, NULL);
+    publish(f, "later", "two", NULL, NULL);
+    wait_mirror(f, "M", 2, 2);
+    same_message(f, "LATER", "M", 2);
+    o = info(f, "M");
+    assert_null(json_object_get(json_object_get(o, "mirror"), "error"));
+    json_decref(o);
+}
+
+static void deleting_the_origin_leaves_the_mirror_messages(void **state)
+{
+    struct fixture *f = *state;
+    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    publish(f, "o.a", "m1", NULL, NULL);
+    publish(f, "o.a", "m2", NULL, NULL);
+    create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
+    wait_mirror(f, "M", 2, 2);
+    api_ok(f, "$JS.API.STREAM.DELETE.O", "");
+    long long code = 0;
+    json_t *m = get(f, "M", 2, &code);
+    assert_non_null(m);
+    assert_string_equal(json_string_value(json_object_get(m, "subject")),
+                        "o.a");
+    json_decref(m);
+    wait_mirror(f, "M", 2, 2);
+}
+
+static bool has_lost(void *arg)
+{
+    struct fixture *f = arg;
+    json_t *o = info(f, "M");
+    bool ok = json_integer_value(json_object_get(json_object_get(o, "mirror"),
+                                                 "keel_lost")) == 7;
+    json_decref(o);
+    return ok;
+}
+
+static void origin_drops_are_recorded_not_waited_for(void **state)
+{
+    struct fixture *f = *state;
+    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"],\"max_msgs\":3}");
+    for (int i = 1; i <= 10; i++) {
+        publish(f, "o.a", "x", NULL, NULL);
+    }
+    create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
+    wait_mirror(f, "M", 10, 3);
+    assert_true(h_poll(has_lost, f, WAIT_MS));
+    json_t *o = info(f, "M");
+    assert_int_equal(state_of(o, "first_seq"), 8);
+    json_decref(o);
+}
+
+static void a_restart_resumes_from_the_snapshot_without_duplicates(void **state)
+{
+    struct fixture *f = *state;
+    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
+    for (int i = 1; i <= 9; i++) {
+        publish(f, "o.a", "x", NULL, NULL);
+    }
+    wait_mirror(f, "M", 9, 9);
+    disconnect_js(f);
+    assert_int_equal(h_keeld_stop(&f->k, NULL), 0);
+    assert_int_equal(h_keeld_start(&f->k, 0, false, extra), 0);
+    assert_int_equal(connect_js(f), 0);
+    wait_mirror(f, "M", 9, 9);
+    for (int i = 10; i <= 12; i++) {
+        publish(f, "o.b", "y", NULL, NULL);
+    }
+    wait_mirror(f, "M", 12, 12);
+    for (uint64_t s = 1; s <= 12; s++) {
+        same_message(f, "O", "M", s);
+    }
+}
+
+static void mirror_config_changes_and_cycles_are_refused(void **state)
+{
+    struct fixture *f = *state;
+    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
+    assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.M",
+                             "{\"name\":\"M\",\"mirror\":{\"name\":\"O\","
+                             "\"filter_subject\":\"o.a\"}}"),
+                     10055);
+    assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.M", "{\"name\":\"M\"}"),
+                     10055);
+    assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.M",
+                             "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"},"
+                             "\"max_msgs\":10}"),
+                     0);
+    assert_int_equal(api_err(f, "$JS.API.STREAM.CREATE.X",
+                             "{\"name\":\"X\",\"subjects\":[\"x\"],"
+                             "\"mirror\":{\"name\":\"O\"}}"),
+                     10034);
+    create(f, "C1", "{\"name\":\"C1\",\"mirror\":{\"name\":\"C2\"}}");
+    assert_int_equal(api_err(f, "$JS.API.STREAM.CREATE.C2",
+                             "{\"name\":\"C2\",\"mirror\":{\"name\":\"C1\"}}"),
+                     10052);
+    assert_int_equal(api_err(f, "$JS.API.STREAM.CREATE.C3",
+                             "{\"name\":\"C3\",\"mirror\":{\"name\":\"C3\"}}"),
+                     10052);
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(a_mirror_stores_each_origin_message_at_its_seq),
+        T(start_seq_and_filter_keep_origin_seqs),
+        T(start_time_starts_at_the_first_message_stored_then),
+        T(a_filtered_consumer_on_a_mirror_gets_its_subject_only),
+        T(a_missing_origin_is_shown_then_mirrored_once_created),
+        T(deleting_the_origin_leaves_the_mirror_messages),
+        T(origin_drops_are_recorded_not_waited_for),
+        T(a_restart_resumes_from_the_snapshot_without_duplicates),
+        T(mirror_config_changes_and_cycles_are_refused),
+    };
+    int rv = cmocka_run_group_tests(tests, NULL, NULL);
+    nats_Close();
+    return rv;
+}
