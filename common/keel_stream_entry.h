@@ -19,7 +19,7 @@ enum keel_stream_entry_kind {
     KEEL_STREAM_E_CONFIG = 0x04,  /* [config json] */
     KEEL_STREAM_E_TICK = 0x05,    /* [ts_ns] */
     /* A mirrored message, stored under the origin's seq and timestamp
-     * (docs/decisions/0031-mirrors-pull-into-the-log.md): [origin_seq,
+     * (docs/decisions/0032-mirrors-pull-into-the-log.md): [origin_seq,
      * ts_ns, subject, hdr, data, lost]. An empty subject (hdr and data
      * empty too) stores nothing: the mirror's position moves to
      * origin_seq. lost counts origin seqs before origin_seq the origin

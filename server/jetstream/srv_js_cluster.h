@@ -212,7 +212,7 @@ void srv_jsc_leader_seen(struct srv_jsc *jc, const uint8_t *gid, uint64_t term,
 /* Placement of a new stream of r replicas among the meta voters (the
  * meta leader only): fills pl (random gid), taking the members of prefer
  * (may be NULL) first: a mirror goes where its origin is, as its leader
- * reads the origin there (docs/decisions/0031-mirrors-pull-into-the-log.md).
+ * reads the origin there (docs/decisions/0032-mirrors-pull-into-the-log.md).
  * Returns 0 or KEEL_ELIMIT (r larger than the voters linked now; errmsg
  * says how many). */
 KEEL_MUST_USE int srv_jsc_place_stream(struct srv_jsc *jc, uint32_t r,

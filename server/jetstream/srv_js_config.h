@@ -35,7 +35,7 @@ enum srv_js_fsync {
 };
 
 /* A stream's `mirror` (srv_js_config_mirror.c,
- * docs/decisions/0031-mirrors-pull-into-the-log.md). */
+ * docs/decisions/0032-mirrors-pull-into-the-log.md). */
 struct srv_stream_mirror {
     char name[SRV_JS_NAME_BYTES_MAX + 1]; /* the origin; "" is accepted */
     uint64_t opt_start_seq;               /* 0 = from the origin's first */

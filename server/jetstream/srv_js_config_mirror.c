@@ -1,7 +1,7 @@
 /* srv_js_config_mirror: a stream config's `mirror` {name, opt_start_seq,
  * opt_start_time, filter_subject}: read, checked with nats-server 2.9's
  * texts and codes, encoded back with Go's omitempty
- * (docs/jetstream-config.md, docs/decisions/0031-mirrors-pull-into-the-log.md).
+ * (docs/jetstream-config.md, docs/decisions/0032-mirrors-pull-into-the-log.md).
  * `external` and `subject_transforms` are refused by name before this
  * (srv_js_unsupported.c). Pure: no I/O, no clock. */
 #include <stdlib.h>

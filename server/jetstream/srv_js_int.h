@@ -53,7 +53,7 @@ struct srv_js_pending {
 
 /* A mirror's pump (srv_stream_mirror.c): state of the leader that runs it,
  * never replicated; the position it resumes from is the applied
- * sm.mirror_pos (docs/decisions/0031-mirrors-pull-into-the-log.md). */
+ * sm.mirror_pos (docs/decisions/0032-mirrors-pull-into-the-log.md). */
 struct srv_mirror_pump {
     uint64_t term;        /* the leader term `next` is valid in */
     uint64_t next;        /* next origin seq to read (0: from the position) */
@@ -294,7 +294,7 @@ void srv_stream_config_request(struct srv_stream *st, uint64_t ctx);
 /* A tick entry when the oldest message passed max_age (leader only). */
 void srv_stream_maybe_tick(struct srv_stream *st, int64_t now_ns);
 
-/* ---- srv_stream_mirror.c (docs/decisions/0031-mirrors-pull-into-the-log.md)
+/* ---- srv_stream_mirror.c (docs/decisions/0032-mirrors-pull-into-the-log.md)
  * ---- */
 /* Start and stop the timer that runs every mirror's pump on its leader. */
 void srv_js_mirror_open(struct srv_js *js);

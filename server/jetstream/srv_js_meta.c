@@ -180,7 +180,7 @@ int srv_js_meta_place(struct srv_js *js, json_t *entry, char *errmsg)
     if (strcmp(op, "update") == 0) {
         return replace_placement(js, entry, (uint32_t)r, errmsg);
     }
-    /* A mirror on its origin's nodes (0031): its leader reads the origin
+    /* A mirror on its origin's nodes (0032): its leader reads the origin
      * there. */
     const char *origin = json_string_value(json_object_get(
         json_object_get(json_object_get(entry, "config"), "mirror"), "name"));

@@ -1,5 +1,5 @@
 /* srv_stream_mirror: the pump of a stream's `mirror`
- * (docs/decisions/0031-mirrors-pull-into-the-log.md). Only the mirror
+ * (docs/decisions/0032-mirrors-pull-into-the-log.md). Only the mirror
  * group's leader, in its term, pumps: it reads the origin's applied state
  * on its own node (every message there is committed) and proposes each
  * message as a MIRROR entry carrying the origin seq, timestamp, subject,

@@ -128,7 +128,7 @@ struct srv_stream_sm {
     /* A mirror's position in its origin: the highest origin seq a MIRROR
      * entry carried (applied, so the same on every replica and in the
      * snapshot), and the origin seqs the origin dropped before the mirror
-     * read them (docs/decisions/0031-mirrors-pull-into-the-log.md). */
+     * read them (docs/decisions/0032-mirrors-pull-into-the-log.md). */
     uint64_t mirror_pos;
     uint64_t mirror_lost;
 };

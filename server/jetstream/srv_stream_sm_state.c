@@ -402,7 +402,7 @@ static int apply_publish(struct srv_stream_sm *sm, uint64_t index,
 
 /* A mirrored message at its origin seq: idempotent by origin seq, so a
  * message a new leader's pump sends again is skipped, never stored twice
- * (docs/decisions/0031-mirrors-pull-into-the-log.md). Seqs between the
+ * (docs/decisions/0032-mirrors-pull-into-the-log.md). Seqs between the
  * last one and origin_seq become deleted seqs; the origin's timestamp is
  * kept. */
 static int apply_mirror(struct srv_stream_sm *sm, uint64_t index,

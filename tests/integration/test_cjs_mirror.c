@@ -1,5 +1,5 @@
 /* An R3 mirror of an R3 origin on three real keelds in network
- * namespaces (docs/decisions/0031-mirrors-pull-into-the-log.md): the
+ * namespaces (docs/decisions/0032-mirrors-pull-into-the-log.md): the
  * mirror's leader is killed (-9) while the origin takes publishes, the
  * origin's leader steps down, the mirror's leader is killed again; the mirror
  * ends with every origin seq, subject, payload and timestamp, none missing and

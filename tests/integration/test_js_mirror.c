@@ -1,5 +1,5 @@
 /* Stream mirrors through a real keeld with libnats
- * (docs/decisions/0031-mirrors-pull-into-the-log.md): a mirror stores each
+ * (docs/decisions/0032-mirrors-pull-into-the-log.md): a mirror stores each
  * origin message at its origin seq with its subject, headers, payload and
  * timestamp; opt_start_seq, opt_start_time and filter_subject (origin seqs
  * kept, the gaps deleted); a missing origin shows in info and is mirrored once

@@ -734,7 +734,7 @@ static void entry_decoder_survives_random_bytes(void **state)
     (void)ok;
 }
 
-/* ---- mirrors (docs/decisions/0031-mirrors-pull-into-the-log.md) ---- */
+/* ---- mirrors (docs/decisions/0032-mirrors-pull-into-the-log.md) ---- */
 
 /* A mirrored message of origin seq at origin time ts. */
 static void mir(struct fixture *f, uint64_t seq, int64_t ts, const char *subj,
