@@ -20,7 +20,9 @@
 #include "netns.h"
 
 #define F_PUBS_MAX 8
-#define F_PER_PUB_MAX 200000 /* attempts per publisher and run */
+/* Attempts per publisher and run: values are p<k>-<6 digits> (f_slot_of,
+ * faults_check.c), so at most 999,999. */
+#define F_PER_PUB_MAX 999999
 #define F_NODES_MAX 5
 #define F_SEQS_MAX (F_PUBS_MAX * F_PER_PUB_MAX)
 #define F_VALUE_BYTES 24
@@ -103,6 +105,8 @@ struct f_config {
     bool nats_server;    /* nodes run nats-server -js (no store dump) */
     const char *pl_shim; /* $KEEL_PL_SHIM: libkeel_powerloss.so */
     const char *pl_tool; /* $KEEL_PL_TOOL: tools/faults-powerloss */
+    int duration_s;      /* > 0: events until this long has passed (the
+                            soak, docs/faults.md "Soak"), not rounds */
     bool verbose;
 };
 
@@ -111,9 +115,21 @@ struct f_attempt {
     uint64_t seq;
 };
 
+/* The soak's mixed nemesis: how many events of each kind it drew. */
+#define F_MIXED_KINDS 16
+
 struct f_run_ctx {
     struct f_config cfg;
+    /* The nemesis of the event under way. The mixed nemesis points it at
+     * the kind it drew for one event and back at itself after. */
     const struct f_nemesis *nem;
+    const struct f_nemesis *run_nem; /* the run's own (--nemesis) */
+    bool shim;                       /* nodes start under the power shim */
+    long pace_us;                    /* >= this between one publisher's
+                                        publishes (0: as fast as acks come) */
+    int mixed_count[F_MIXED_KINDS];  /* events per kind (mixed only) */
+    bool moved;                      /* a membership event ran */
+    int events;                      /* nemesis events in the run */
     uint64_t rng;
     struct h_keeld k[F_NODES_MAX]; /* one node: loopback */
     bool cluster;                  /* nodes > 1: c->net, one netns each */
@@ -154,6 +170,9 @@ struct f_view {
                           excused (a failed dump is not damage the node
                           flags itself) */
     uint64_t first_damage; /* lowest flagged index (1 when unknown) */
+    uint64_t first_index;  /* the log's first index: above 1 when the
+                              replica caught up by InstallSnapshot and holds
+                              what precedes it in its snapshot only */
     char flags[128];
 };
 
@@ -185,6 +204,10 @@ static inline struct h_keeld *f_k(struct f_run_ctx *c, int i)
 int f_cluster_prepare(struct f_run_ctx *c);
 /* Start node i (keeld or nats-server) on its fixed ports. */
 int f_cluster_node_start(struct f_run_ctx *c, int i);
+/* Set (on) or clear the power shim's environment for node i's spawn. */
+void f_power_env(struct f_run_ctx *c, int i, bool on);
+/* The run takes snapshots often (snapshot and mixed nemeses). */
+bool f_takes_snapshots(const struct f_run_ctx *c);
 /* c->host from STREAM.INFO (bounded wait for all replicas). 0 or -1. */
 int f_cluster_hosts(struct f_run_ctx *c, const char *urls);
 /* The stream leader's node index, or -1 (bounded wait). */

@@ -70,6 +70,8 @@ static void dump_line(struct f_view *v, json_t *o)
                 }
             }
         }
+        v->first_index =
+            (uint64_t)json_integer_value(json_object_get(o, "first_index"));
         if (json_is_true(json_object_get(o, "amnesia")) &&
             v->first_damage == 0) {
             v->first_damage = 1; /* amnesia without a range: assume all */
@@ -336,7 +338,9 @@ static uint32_t live_value(const struct f_view *nodes, int n, uint64_t idx,
         }
         uint32_t s = idx < nodes[i].n ? nodes[i].slot_at[idx] : 0;
         if (s == 0) {
-            lack = lack || !nodes[i].flagged;
+            /* Below its first index a replica holds the log in the
+             * snapshot it installed: not a lack. */
+            lack = lack || (!nodes[i].flagged && idx >= nodes[i].first_index);
             continue;
         }
         *differ = *differ || (first != 0 && s != first);
@@ -372,6 +376,21 @@ static uint64_t lagging_divergence(const struct f_view *lag,
     return d;
 }
 
+/* Does node i hold slot s (absent from its log) in the snapshot it
+ * installed? Yes when another replica's log has s below i's first index. */
+static bool in_installed_snapshot(const struct f_view *nodes,
+                                  uint64_t *const *npos, int n, int i,
+                                  uint32_t s)
+{
+    for (int j = 0; j < n && nodes[i].first_index > 1; j++) {
+        uint64_t at = npos[j] != NULL ? npos[j][s - 1] : 0;
+        if (j != i && at != 0 && at < nodes[i].first_index) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Divergence among the node dumps (by index), and between the read and a
  * node whose disk reports no damage. */
 static void check_divergence(const struct f_view *read, const uint64_t *rpos,
@@ -388,22 +407,29 @@ static void check_divergence(const struct f_view *read, const uint64_t *rpos,
         (void)live_value(nodes, n, idx, &differ, &missing);
         r->divergent += differ || (missing && n > 1);
     }
+    uint64_t *npos[F_NODES_MAX] = {0};
+    for (int i = 0; i < n; i++) {
+        uint64_t d = 0;
+        npos[i] = positions(&nodes[i], &d);
+    }
     for (int i = 0; i < n; i++) {
         if (nodes[i].lagging) {
             r->divergent += lagging_divergence(&nodes[i], nodes, n);
             continue;
         }
-        uint64_t d = 0;
-        uint64_t *npos = positions(&nodes[i], &d);
-        for (uint64_t q = 1; npos != NULL && q < read->n; q++) {
+        for (uint64_t q = 1; npos[i] != NULL && q < read->n; q++) {
             uint32_t s = read->slot_at[q];
-            r->divergent += s != 0 && npos[s - 1] == 0 && !nodes[i].flagged;
+            r->divergent += s != 0 && npos[i][s - 1] == 0 &&
+                            !nodes[i].flagged &&
+                            !in_installed_snapshot(nodes, npos, n, i, s);
         }
         for (uint64_t q = 1; q < nodes[i].n && !nodes[i].flagged; q++) {
             uint32_t s = nodes[i].slot_at[q];
             r->divergent += s != 0 && rpos[s - 1] == 0; /* held, not served */
         }
-        free(npos);
+    }
+    for (int i = 0; i < n; i++) {
+        free(npos[i]);
     }
 }
 

@@ -50,7 +50,7 @@ int f_cluster_prepare(struct f_run_ctx *c)
     extra[n++] = http_s;
     extra[n++] = "--fsync";
     extra[n++] = c->cfg.policy;
-    if (strcmp(c->nem->name, "snapshot") == 0) {
+    if (f_takes_snapshots(c)) {
         extra[n++] = "--snapshot_entries"; /* snapshot files to corrupt */
         extra[n++] = snap_s;
     }
@@ -76,10 +76,45 @@ static const char *nats_server_path(void)
     return "/usr/sbin/nats-server";
 }
 
+/* The shim's environment for node i (set around the spawn only). */
+void f_power_env(struct f_run_ctx *c, int i, bool on)
+{
+    char path[600];
+    if (!on) {
+        unsetenv("LD_PRELOAD");
+        unsetenv("KEEL_PL_DIR");
+        unsetenv("KEEL_PL_JOURNAL");
+        unsetenv("KEEL_PL_BOOT_ID");
+        return;
+    }
+    setenv("LD_PRELOAD", c->cfg.pl_shim, 1);
+    setenv("KEEL_PL_DIR", f_k(c, i)->data_dir, 1);
+    snprintf(path, sizeof path, "%s/pl.journal", f_k(c, i)->dir);
+    setenv("KEEL_PL_JOURNAL", path, 1);
+    snprintf(path, sizeof path, "%s/boot_id", f_k(c, i)->dir);
+    setenv("KEEL_PL_BOOT_ID", path, 1);
+}
+
+bool f_takes_snapshots(const struct f_run_ctx *c)
+{
+    return strcmp(c->run_nem->name, "snapshot") == 0 ||
+           strcmp(c->run_nem->name, "mixed") == 0;
+}
+
 int f_cluster_node_start(struct f_run_ctx *c, int i)
 {
     if (!c->cfg.nats_server) {
-        return h_netns_node_start(&c->net, i);
+        /* Every start of a node runs under the shim when the run may cut
+         * its power, the membership nemesis's restarts too: a power loss
+         * undoes the writes of every process since the last sync. */
+        if (c->shim) {
+            f_power_env(c, i, true);
+        }
+        int rv = h_netns_node_start(&c->net, i);
+        if (c->shim) {
+            f_power_env(c, i, false);
+        }
+        return rv;
     }
     struct h_netns_node *nd = &c->net.node[i];
     char listen[48];

@@ -12,6 +12,7 @@
  *                                             of keeld: no dump)
  * Environment: KEELD (keeld binary), KEEL (keel binary, for store dump).
  */
+#include <assert.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -58,7 +59,36 @@ static const struct f_nemesis nemeses[] = {
     {"powerloss-all", F_EXPECT_ALL, NULL, false, "drop", F_WHO_ALL, F_CUT_NONE},
     /* Membership changes through the keel CLI (faults_member.c). */
     {"member", F_EXPECT_ALL, NULL, false, NULL, F_WHO_MINORITY, F_CUT_NONE},
+    /* The soak (docs/faults.md "Soak"): every event is one of
+     * mixed_kinds, drawn at random; nodes run under the power shim so any
+     * of them may lose power; damage hits the fixed minority of victims. */
+    {"mixed", F_EXPECT_ALL, NULL, false, "drop", F_WHO_MINORITY, F_CUT_NONE},
 };
+
+/* What the mixed nemesis draws from: the issue's kill, pause, partition,
+ * bit flip, truncation, power loss of a minority and membership change. */
+static const char *const mixed_kinds[] = {
+    "kill",           "kill-leader",      "stop",     "stop-leader",
+    "partition-leader", "partition-half", "partition-bridge", "bitflip",
+    "truncate",       "powerloss-minority", "member",
+};
+#define MIXED_N (sizeof mixed_kinds / sizeof mixed_kinds[0])
+_Static_assert(MIXED_N <= F_MIXED_KINDS, "F_MIXED_KINDS too small");
+
+static const struct f_nemesis *nemesis_named(const char *name)
+{
+    for (size_t i = 0; i < sizeof nemeses / sizeof nemeses[0]; i++) {
+        if (strcmp(nemeses[i].name, name) == 0) {
+            return &nemeses[i];
+        }
+    }
+    return NULL;
+}
+
+static bool is_mixed(const struct f_nemesis *nem)
+{
+    return strcmp(nem->name, "mixed") == 0;
+}
 
 static bool is_member(const struct f_nemesis *nem)
 {
@@ -82,11 +112,32 @@ static void pause_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+static long long mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* "1800", "90s", "30m", "2h": seconds, or -1. */
+static int parse_duration_s(const char *v)
+{
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    long mul = *end == 'h' ? 3600 : *end == 'm' ? 60 : 1;
+    if (end == v || n <= 0 ||
+        (*end != '\0' && (strchr("hms", *end) == NULL || end[1] != '\0')) ||
+        n > 24L * 3600 / mul) {
+        return -1;
+    }
+    return (int)(n * mul);
+}
+
 static int usage(void)
 {
     fprintf(stderr, "usage: keel-faults --nemesis NAME [--nodes 1|3|5] "
                     "[--replicas 1|3|5] [--policy P] [--pubs N] [--rounds N] "
-                    "[--round-ms MS] [--seed N] [--urls LIST] "
+                    "[--round-ms MS] [--duration 30m] [--seed N] [--urls LIST] "
                     "[--server keeld|nats-server]\nnemeses:");
     for (size_t i = 0; i < sizeof nemeses / sizeof nemeses[0]; i++) {
         fprintf(stderr, " %s", nemeses[i].name);
@@ -129,6 +180,11 @@ static int parse(int argc, char **argv, struct f_config *cfg)
             cfg->rounds = atoi(v);
         } else if (strcmp(a, "--round-ms") == 0) {
             cfg->round_ms = atoi(v);
+        } else if (strcmp(a, "--duration") == 0) {
+            cfg->duration_s = parse_duration_s(v);
+            if (cfg->duration_s < 0) {
+                return -1;
+            }
         } else if (strcmp(a, "--seed") == 0) {
             cfg->seed = strtoull(v, NULL, 10);
         } else if (strcmp(a, "--urls") == 0) {
@@ -144,7 +200,8 @@ static int parse(int argc, char **argv, struct f_config *cfg)
     }
     /* Membership changes move a removed node's replica: R3 on 5 nodes
      * leaves two nodes free for it. */
-    if (cfg->replicas == 0 && strcmp(cfg->nemesis, "member") == 0) {
+    if (cfg->replicas == 0 && (strcmp(cfg->nemesis, "member") == 0 ||
+                               strcmp(cfg->nemesis, "mixed") == 0)) {
         cfg->replicas = cfg->nodes >= 5 ? 3 : 1;
     }
     if (cfg->replicas == 0) {
@@ -200,47 +257,28 @@ static int nats_start(struct f_run_ctx *c, int i, int port)
     return 0;
 }
 
-/* The shim's environment for node i (set around the spawn only). */
-static void power_env(struct f_run_ctx *c, int i, bool on)
-{
-    char path[600];
-    if (!on) {
-        unsetenv("LD_PRELOAD");
-        unsetenv("KEEL_PL_DIR");
-        unsetenv("KEEL_PL_JOURNAL");
-        unsetenv("KEEL_PL_BOOT_ID");
-        return;
-    }
-    setenv("LD_PRELOAD", c->cfg.pl_shim, 1);
-    setenv("KEEL_PL_DIR", f_k(c, i)->data_dir, 1);
-    snprintf(path, sizeof path, "%s/pl.journal", f_k(c, i)->dir);
-    setenv("KEEL_PL_JOURNAL", path, 1);
-    snprintf(path, sizeof path, "%s/boot_id", f_k(c, i)->dir);
-    setenv("KEEL_PL_BOOT_ID", path, 1);
-}
-
 static int node_start(struct f_run_ctx *c, int i, int port)
 {
     /* The snapshot nemesis needs snapshot files: take them often. */
-    bool snap = strcmp(c->nem->name, "snapshot") == 0;
+    bool snap = f_takes_snapshots(c);
     const char *extra[] = {"--fsync", c->cfg.policy,
                            snap ? "--snapshot_entries" : NULL, "500", NULL};
     int rv;
-    bool power = c->nem->power != NULL;
+    if (c->cluster) {
+        return f_cluster_node_start(c, i); /* the shim too, when c->shim */
+    }
     /* setenv while other threads may read the environment: only when the
      * shim is needed at all. */
-    if (power) {
-        power_env(c, i, true);
+    if (c->shim) {
+        f_power_env(c, i, true);
     }
-    if (c->cluster) {
-        rv = f_cluster_node_start(c, i);
-    } else if (c->cfg.nats_server) {
+    if (c->cfg.nats_server) {
         rv = nats_start(c, i, port);
     } else {
         rv = h_keeld_start(&c->k[i], port, false, extra);
     }
-    if (power) {
-        power_env(c, i, false);
+    if (c->shim) {
+        f_power_env(c, i, false);
     }
     return rv;
 }
@@ -370,12 +408,37 @@ static void log_event(struct f_run_ctx *c, const char *what, const bool *set)
     }
 }
 
+static int event(struct f_run_ctx *c, const char *urls);
+
+/* One event of the mixed nemesis: a kind drawn at random. Membership
+ * changes need a free node (R3 on 5 nodes) and stop for the rest of the
+ * run once one was not carried out (f_member_event). */
+static int mixed_event(struct f_run_ctx *c, const char *urls)
+{
+    bool member_ok = c->cfg.nodes >= 5 && c->cfg.replicas < c->cfg.nodes &&
+                     c->member_failed == 0;
+    size_t k;
+    do {
+        k = (size_t)(f_rand(c) % MIXED_N);
+    } while (strcmp(mixed_kinds[k], "member") == 0 && !member_ok);
+    c->mixed_count[k]++;
+    c->moved = c->moved || strcmp(mixed_kinds[k], "member") == 0;
+    c->nem = nemesis_named(mixed_kinds[k]);
+    assert(c->nem != NULL && !is_mixed(c->nem));
+    int rv = event(c, urls);
+    c->nem = c->run_nem;
+    return rv;
+}
+
 /* One nemesis event: pause, partition, or kill -9 (+ injury) + restart. */
 static int event(struct f_run_ctx *c, const char *urls)
 {
     bool set[F_NODES_MAX];
     if (strcmp(c->nem->name, "none") == 0) {
         return 0;
+    }
+    if (is_mixed(c->nem)) {
+        return mixed_event(c, urls);
     }
     if (is_member(c->nem)) {
         return f_member_event(c);
@@ -460,6 +523,14 @@ static void row(const struct f_run_ctx *c, const struct f_result *r,
         c->member_failed, (unsigned long long)r->dump_failed,
         c->member_why[0] != '\0' ? " [" : "", c->member_why,
         c->member_why[0] != '\0' ? "]" : "");
+    if (is_mixed(c->run_nem)) {
+        printf("keel-faults: mixed events=%d", c->events);
+        for (size_t k = 0; k < MIXED_N; k++) {
+            printf("%s%s:%d", k == 0 ? " [" : " ", mixed_kinds[k],
+                   c->mixed_count[k]);
+        }
+        printf("]\n");
+    }
 }
 
 /* Traffic with nemesis events, then heal and measure recovery. */
@@ -483,12 +554,16 @@ static int traffic(struct f_run_ctx *c, const char *urls)
         return -1;
     }
     int rv = 0;
-    for (int r = 0; r < c->cfg.rounds && rv == 0; r++) {
+    long long until = mono_ms() + (long long)c->cfg.duration_s * 1000;
+    for (int r = 0; rv == 0 && (c->cfg.duration_s > 0 ? mono_ms() < until
+                                                      : r < c->cfg.rounds);
+         r++) {
         pause_ms(c->cfg.round_ms / 2 +
                  (long)(f_rand(c) % (uint64_t)c->cfg.round_ms));
         if (c->cfg.urls == NULL) {
             rv = event(c, urls);
         }
+        c->events = r + 1;
     }
     pause_ms(c->cfg.round_ms / 2);
     f_pubs_stop(c, pubs);
@@ -497,7 +572,7 @@ static int traffic(struct f_run_ctx *c, const char *urls)
     c->recovery_ms =
         c->restart_failed > 0 && !c->cluster ? -1 : f_wait_recovery(c, urls);
     /* The replicas moved: the dumps cover the stream's members now. */
-    if (rv == 0 && is_member(c->nem)) {
+    if (rv == 0 && (is_member(c->nem) || c->moved)) {
         (void)f_member_settle(c, urls);
     }
     c->drain_ms = f_consumer_drain(c);
@@ -595,6 +670,7 @@ static int run(struct f_run_ctx *c)
     }
     const char *u = c->cfg.urls != NULL ? c->cfg.urls : urls;
     int rv = traffic(c, u);
+
     for (int tries = 0;
          rv == 0 && (c->restart_failed == 0 || c->cluster) && tries < 30;
          tries++) {
@@ -636,11 +712,9 @@ int main(int argc, char **argv)
     if (parse(argc, argv, &c.cfg) != 0) {
         return usage();
     }
-    for (size_t i = 0; i < sizeof nemeses / sizeof nemeses[0]; i++) {
-        if (strcmp(nemeses[i].name, c.cfg.nemesis) == 0) {
-            c.nem = &nemeses[i];
-        }
-    }
+    c.nem = nemesis_named(c.cfg.nemesis);
+    c.run_nem = c.nem;
+    c.shim = c.nem != NULL && c.nem->power != NULL;
     c.cfg.keel = getenv("KEEL");
     c.cfg.pl_shim = getenv("KEEL_PL_SHIM");
     c.cfg.pl_tool = getenv("KEEL_PL_TOOL");
@@ -667,6 +741,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "keel-faults: member needs keeld --nodes 5 and "
                         "--replicas 3 (a free node for a moved replica)\n");
         return 2;
+    }
+    if (is_mixed(c.nem) &&
+        (c.cfg.nodes < 3 || c.cfg.nats_server || c.cfg.urls != NULL)) {
+        fprintf(stderr, "keel-faults: mixed needs keeld --nodes 3 or 5\n");
+        return 2;
+    }
+    /* A soak spreads each publisher's values over its duration (90 % of
+     * what one publisher may hold, the rest for the drain's retries). */
+    if (c.cfg.duration_s > 0) {
+        c.pace_us = (long)((long long)c.cfg.duration_s * 1000000LL /
+                           (F_PER_PUB_MAX / 10 * 9));
     }
     if (c.nem->cut != F_CUT_NONE && c.cfg.nodes < 3) {
         fprintf(stderr, "keel-faults: %s needs --nodes 3 or 5\n", c.nem->name);

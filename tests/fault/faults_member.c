@@ -187,9 +187,14 @@ static int random_node(struct f_run_ctx *c, bool want)
 /* Node i's data directory replaced by an empty one (a new disk). */
 static int wipe(struct f_run_ctx *c, int i)
 {
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir '%s'", f_k(c, i)->data_dir,
-             f_k(c, i)->data_dir);
+    /* A wiped disk is a new disk: the power shim's journal of the old
+     * one's unsynced writes goes with it. */
+    char cmd[2200];
+    const struct h_keeld *k = f_k(c, i);
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s' '%s/pl.journal' '%s'/pl.journal.grave.* && "
+             "mkdir '%s'",
+             k->data_dir, k->dir, k->dir, k->data_dir);
     return system(cmd) == 0 ? 0 : -1;
 }
 

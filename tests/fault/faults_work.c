@@ -186,6 +186,34 @@ static void record(struct f_run_ctx *c, uint32_t slot, natsStatus s,
     pthread_mutex_unlock(&c->mu);
 }
 
+static long long mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+/* A soak spreads one publisher's F_PER_PUB_MAX values over its whole
+ * duration (c->pace_us apart at most), so the workload lasts as long as the
+ * faults do. Pacing, not synchronisation: nothing waits for a state. */
+static void pace(struct f_run_ctx *c, uint32_t n)
+{
+    static __thread long long start_us;
+    if (c->pace_us <= 0) {
+        return;
+    }
+    if (n == 0) {
+        start_us = mono_us();
+    }
+    long long due = start_us + (long long)(n + 1) * c->pace_us;
+    long long now = mono_us();
+    if (due > now) {
+        struct timespec ts = {(time_t)((due - now) / 1000000),
+                              (long)((due - now) % 1000000) * 1000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void *publisher(void *arg)
 {
     struct pub_arg *p = arg;
@@ -221,6 +249,7 @@ static void *publisher(void *arg)
         if (s != NATS_OK) {
             pause_ms(20);
         }
+        pace(c, n);
     }
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);

@@ -149,6 +149,64 @@ static void a_failed_dump_excuses_nothing_and_fails_the_run(void **state)
     f_view_free(&node);
 }
 
+/* Three replicas of six acked values at indexes 1..6; the third caught up
+ * by InstallSnapshot: its log starts at index 4. */
+static void three_replicas_one_installed(struct fixture *f,
+                                         struct f_view *nodes)
+{
+    f->c.cfg.replicas = 3;
+    for (uint32_t s = 0; s < 6; s++) {
+        acked_and_served(f, s, s + 1);
+    }
+    f->read.n = 7;
+    for (int i = 0; i < 3; i++) {
+        memset(&nodes[i], 0, sizeof nodes[i]);
+        nodes[i].slot_at = calloc(F_SEQS_MAX + 1024, sizeof *nodes[i].slot_at);
+        assert_non_null(nodes[i].slot_at);
+        nodes[i].n = 7;
+        nodes[i].first_index = i == 2 ? 4 : 1;
+        for (uint64_t idx = nodes[i].first_index; idx <= 6; idx++) {
+            nodes[i].slot_at[idx] = (uint32_t)idx; /* slot idx-1, + 1 */
+        }
+    }
+}
+
+/* Found by the soak: a replica healed by InstallSnapshot counted every
+ * value before its first index as divergent. */
+static void values_in_an_installed_snapshot_are_not_divergent(void **state)
+{
+    struct fixture *f = *state;
+    struct f_view nodes[3];
+    struct f_result r;
+
+    three_replicas_one_installed(f, nodes);
+    f_check(&f->c, &f->read, nodes, 3, &r);
+    assert_int_equal(r.divergent, 0);
+    assert_int_equal(r.lost, 0);
+    assert_true(r.pass);
+    for (int i = 0; i < 3; i++) {
+        f_view_free(&nodes[i]);
+    }
+}
+
+/* ... but a value missing at or above that first index still is. */
+static void a_value_missing_after_the_installed_snapshot_is_divergent(
+    void **state)
+{
+    struct fixture *f = *state;
+    struct f_view nodes[3];
+    struct f_result r;
+
+    three_replicas_one_installed(f, nodes);
+    nodes[2].slot_at[5] = 0;
+    f_check(&f->c, &f->read, nodes, 3, &r);
+    assert_true(r.divergent > 0);
+    assert_false(r.pass);
+    for (int i = 0; i < 3; i++) {
+        f_view_free(&nodes[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -161,6 +219,11 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(
             a_failed_dump_excuses_nothing_and_fails_the_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            values_in_an_installed_snapshot_are_not_divergent, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_value_missing_after_the_installed_snapshot_is_divergent, setup,
+            teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
