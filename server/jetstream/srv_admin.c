@@ -474,6 +474,18 @@ static void stream_peer_remove(struct srv_js *js, const char *stream,
     reply_ok(js, reply, type, NULL);
 }
 
+/* The stream's replica on this node, or answers err (why) and NULL. */
+static struct replica *replica_or_err(struct srv_js *js, const char *reply,
+                                      const char *type,
+                                      const struct srv_stream *st,
+                                      enum srv_js_err err, const char *why)
+{
+    if (st->r == NULL) {
+        reply_err(js, reply, type, err, why);
+    }
+    return st->r;
+}
+
 /* The group a recover request names on this node: the stream's
  * ("stream") or the meta group; NULL after answering the error. */
 static struct replica *recover_group(struct srv_js *js, const json_t *body,
@@ -492,11 +504,8 @@ static struct replica *recover_group(struct srv_js *js, const json_t *body,
         reply_err(js, reply, type, SRV_JS_ESTREAM_NOT_FOUND, NULL);
         return NULL;
     }
-    if (st->r == NULL) {
-        reply_err(js, reply, type, SRV_JS_EPEER_NOT_MEMBER,
-                  ": the stream has no replica on this node");
-    }
-    return st->r;
+    return replica_or_err(js, reply, type, st, SRV_JS_EPEER_NOT_MEMBER,
+                          ": the stream has no replica on this node");
 }
 
 /* $KEEL.API.CLUSTER.RECOVER.SURVEY {"stream"?}: this node's view of one
@@ -570,11 +579,9 @@ static struct replica *recover_restore(struct srv_js *js, const json_t *body,
              "through index %" PRIu64 " (verified through %" PRIu64
              ", term %" PRIu64 ") by the install path",
              name, keep, q->last_index, q->last_term);
-    if (st->r == NULL) {
-        reply_err(js, reply, type, SRV_JS_ECLUSTER_REFUSED,
-                  "the restored group did not open: see the server log");
-    }
-    return st->r;
+    return replica_or_err(js, reply, type, st, SRV_JS_ECLUSTER_REFUSED,
+                          "the restored group did not open: see the server "
+                          "log");
 }
 
 /* $KEEL.API.CLUSTER.RECOVER {"stream"?, "term", "keep", "accept_loss":

@@ -68,9 +68,17 @@ static const struct f_nemesis nemeses[] = {
 /* What the mixed nemesis draws from: the issue's kill, pause, partition,
  * bit flip, truncation, power loss of a minority and membership change. */
 static const char *const mixed_kinds[] = {
-    "kill",           "kill-leader",      "stop",     "stop-leader",
-    "partition-leader", "partition-half", "partition-bridge", "bitflip",
-    "truncate",       "powerloss-minority", "member",
+    "kill",
+    "kill-leader",
+    "stop",
+    "stop-leader",
+    "partition-leader",
+    "partition-half",
+    "partition-bridge",
+    "bitflip",
+    "truncate",
+    "powerloss-minority",
+    "member",
 };
 #define MIXED_N (sizeof mixed_kinds / sizeof mixed_kinds[0])
 _Static_assert(MIXED_N <= F_MIXED_KINDS, "F_MIXED_KINDS too small");

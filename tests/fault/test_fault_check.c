@@ -190,8 +190,8 @@ static void values_in_an_installed_snapshot_are_not_divergent(void **state)
 }
 
 /* ... but a value missing at or above that first index still is. */
-static void a_value_missing_after_the_installed_snapshot_is_divergent(
-    void **state)
+static void
+a_value_missing_after_the_installed_snapshot_is_divergent(void **state)
 {
     struct fixture *f = *state;
     struct f_view nodes[3];
