@@ -173,6 +173,30 @@ static int apply_to(struct replica *r, raft_index commit)
     return step(r, &in);
 }
 
+/* Entries that do not continue the store's log: the store asserts that
+ * an append continues it, so such an append is never handed to it. The
+ * group stops with what the next run needs to find the path (finding
+ * F19 was one: a log that ended below the snapshot the core started at). */
+static int discontinuous(struct replica *r, const struct raft_out *o, char *err)
+{
+    char hex[33];
+    store_group_id_hex(&r->gid, hex);
+    return keel_err(KEEL_EINVAL, err,
+                    "group %s: raft wrote entries from index %llu but the "
+                    "store's log ends at %llu (raft: last %llu, snapshot %llu, "
+                    "commit %llu, applied %llu, role %d, amnesiac %d, faulty "
+                    "%llu; install receiving %d): the group stops, restart "
+                    "the node and report this",
+                    hex, (unsigned long long)o->entries_first,
+                    (unsigned long long)(store_next_index(r->g) - 1),
+                    (unsigned long long)r->raft.last_index,
+                    (unsigned long long)r->raft.snap_index,
+                    (unsigned long long)r->raft.commit,
+                    (unsigned long long)r->applied, (int)r->raft.role,
+                    (int)r->raft.amnesiac, (unsigned long long)r->raft.faulty,
+                    (int)(r->snap.xfer.sr != NULL));
+}
+
 static int persist_out(struct replica *r, const struct raft_out *o)
 {
     char err[KEEL_ERRMSG_MAX];
@@ -196,6 +220,10 @@ static int persist_out(struct replica *r, const struct raft_out *o)
         if (rv != 0) {
             goto cleanup;
         }
+    }
+    if (o->n_entries > 0 && o->entries_first != store_next_index(r->g)) {
+        rv = discontinuous(r, o, err);
+        goto cleanup;
     }
     if (o->n_entries > 0) {
         struct store_record recs[RAFT_OUT_ENTRIES_MAX];
