@@ -27,6 +27,7 @@ struct node {
     struct store_node_report rep;
     struct replica *r;
     uint64_t count, hash, restored_at;
+    char failed[KEEL_ERRMSG_MAX]; /* the group's failed callback, if any */
 };
 
 struct qmsg {
@@ -141,6 +142,14 @@ static int toy_restore(struct replica *r, uint64_t index, const uint8_t *body,
     return 0;
 }
 
+static void toy_failed(struct replica *r, int rv, const char *msg, void *arg)
+{
+    struct node *nd = arg;
+    (void)r;
+    (void)rv;
+    snprintf(nd->failed, sizeof nd->failed, "%s", msg);
+}
+
 static void open_store(struct node *nd)
 {
     char err[KEEL_ERRMSG_MAX];
@@ -160,6 +169,7 @@ static int open_replica_rv(int i, char *err)
 {
     struct node *nd = &fx->n[i];
     nd->count = nd->hash = nd->restored_at = 0;
+    nd->failed[0] = '\0';
     struct replica_options opt = {
         .self = (raft_node)(i + 1),
         .incarnation = replica_incarnation_of(nd->rep.incarnation),
@@ -174,6 +184,7 @@ static int open_replica_rv(int i, char *err)
                                     .send = on_send,
                                     .snapshot = toy_snapshot,
                                     .restore = toy_restore,
+                                    .failed = toy_failed,
                                     .arg = nd};
     return replica_open(nd->host, &fx->gid, &opt, &cbs, &nd->r, err);
 }
@@ -356,17 +367,24 @@ static bool leader_counted(uint64_t want)
     return l >= 0 && fx->n[l].count == want;
 }
 
+/* rounds batches of 15 entries, each applied everywhere; then a follower
+ * of the leader. */
+static int publish_then_a_follower(uint64_t *total, int rounds)
+{
+    for (int b = 0; b < rounds; b++) {
+        propose(15);
+        *total += 15;
+        assert_true(wait_for(all_counted, *total));
+    }
+    assert_true(wait_for(has_leader, 0));
+    return (leader() + 1) % N;
+}
+
 static void a_restarted_follower_restores_and_catches_up(void **state)
 {
     (void)state;
     uint64_t total = 0;
-    for (int b = 0; b < 6; b++) {
-        propose(15);
-        total += 15;
-        assert_true(wait_for(all_counted, total));
-    }
-    assert_true(wait_for(has_leader, 0));
-    int f = (leader() + 1) % N;
+    int f = publish_then_a_follower(&total, 6);
     struct replica_snap_info si;
     replica_snap_info(fx->n[f].r, &si);
     assert_true(wait_for(leader_took, 1));
@@ -389,13 +407,7 @@ static void a_restarted_follower_restores_and_catches_up(void **state)
  * starts past everything f holds. */
 static int behind_the_leader(uint64_t *total)
 {
-    for (int b = 0; b < 3; b++) {
-        propose(15);
-        *total += 15;
-        assert_true(wait_for(all_counted, *total));
-    }
-    assert_true(wait_for(has_leader, 0));
-    int f = (leader() + 1) % N;
+    int f = publish_then_a_follower(total, 3);
     struct replica_info fi;
     replica_info(fx->n[f].r, &fi);
     stop_node(f);
@@ -676,6 +688,71 @@ a_follower_whose_log_ends_below_its_snapshot_catches_up(void **state)
     assert_int_equal(fx->n[f].count, total);
 }
 
+/* Make node i's snapshot files for indexes (from, from + n] unwritable
+ * (on) or writable again: a directory where the temp file would go, so
+ * snap__write_file's open fails and returns the error. */
+static void block_snapshot_writes(int i, uint64_t from, unsigned n, bool on)
+{
+    char hex[33], path[512];
+    store_group_id_hex(&fx->gid, hex);
+    for (uint64_t k = from + 1; k <= from + n; k++) {
+        snprintf(path, sizeof path, "%s/groups/%s/snap/%020llu.tmp",
+                 fx->n[i].dir, hex, (unsigned long long)k);
+        if (on) {
+            assert_int_equal(mkdir(path, 0755), 0);
+        } else {
+            assert_int_equal(rmdir(path), 0);
+        }
+    }
+}
+
+static bool node_failed(uint64_t i)
+{
+    return fx->n[i].failed[0] != '\0';
+}
+
+/* An install that fails after it appended the leader's retained log to
+ * the live log (outside the core) leaves a store log the core does not
+ * hold: the next entry the core wrote would not continue it (finding
+ * F19's class). The group stops with the reason; a restart loads the log
+ * the store holds and catches up. */
+static void
+an_install_that_fails_after_writing_the_log_stops_the_group(void **state)
+{
+    (void)state;
+    uint64_t total = 0;
+    int f = publish_then_a_follower(&total, 3);
+    struct replica_info fi;
+    replica_info(fx->n[f].r, &fi);
+    stop_node(f);
+    /* The leader's core compacts to its older snapshot past f's log; its
+     * store keeps the log from index 1, so f takes the retained log by
+     * appending to its own (the install's APPEND shape). */
+    for (int b = 0;
+         b < 40 && fx->n[leader()].r->raft.snap_index <= fi.last_index + 15;
+         b++) {
+        propose(15);
+        total += 15;
+        assert_true(wait_for(all_counted, total));
+    }
+    assert_true(fx->n[leader()].r->raft.snap_index > fi.last_index);
+    block_snapshot_writes(f, fi.last_index, 1000, true);
+    open_store(&fx->n[f]);
+    open_replica(f);
+    assert_true(wait_for(node_failed, (uint64_t)f));
+    assert_non_null(strstr(fx->n[f].failed, "changed the local log"));
+    struct replica_install_info ii;
+    replica_install_info(fx->n[f].r, &ii);
+    assert_int_equal(ii.installs, 0);
+    stop_node(f);
+    block_snapshot_writes(f, fi.last_index, 1000, false);
+    open_store(&fx->n[f]);
+    open_replica(f);
+    assert_true(wait_for(node_caught_up, (uint64_t)f));
+    assert_int_equal(fx->n[f].count, total);
+    assert_false(node_failed((uint64_t)f));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -693,6 +770,9 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(
             a_follower_whose_log_ends_below_its_snapshot_catches_up, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            an_install_that_fails_after_writing_the_log_stops_the_group, setup,
             teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
