@@ -336,12 +336,6 @@ int replica__snap_restore_body(struct replica *r, uint64_t index,
     return 0;
 }
 
-/* Restore the state machine from lr. *from: the first log index raft
- * loads. Raft loads the snapshot (its core starts compacted there) when
- * the group is of one or the log no longer starts at index 1; a group
- * with peers whose log starts at 1 keeps it all in raft (followers behind
- * the snapshot are served by AppendEntries) and only the state machine
- * starts at the snapshot (apply resumes after it). */
 /* The core would start at the snapshot (its log after lr->index) while
  * the store's log ends below it: every store append continues the store's
  * last index, so the first entry after the snapshot could not be written
@@ -383,6 +377,12 @@ static int log_ends_below(struct replica *r, const struct snap_load_report *lr,
                     (unsigned long long)lr->index);
 }
 
+/* Restore the state machine from lr. *from: the first log index raft
+ * loads. Raft loads the snapshot (its core starts compacted there) when
+ * the group is of one or the log no longer starts at index 1; a group
+ * with peers whose log starts at 1 keeps it all in raft (followers behind
+ * the snapshot are served by AppendEntries) and only the state machine
+ * starts at the snapshot (apply resumes after it). */
 static int restore(struct replica *r, const struct snap_load_report *lr,
                    const struct store_recovery *rep, uint64_t *from,
                    char *errmsg)
