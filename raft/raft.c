@@ -592,6 +592,14 @@ static void tick(struct raft *r, struct raft_out *out)
         reset_election_timer(r);
         return;
     }
+    if (r->recv_done) {
+        /* An install is being made durable: the driver writes its
+         * retained log to the store outside this log, and a leader's
+         * first entry would not continue the store's (docs/raft.md
+         * "InstallSnapshot"). Campaign once it is installed or aborted. */
+        reset_election_timer(r);
+        return;
+    }
     raft__campaign(r, true, false, out);
 }
 

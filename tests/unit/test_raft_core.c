@@ -654,6 +654,32 @@ static void an_installed_snapshot_counts_only_once_durable(void **state)
                      5);
 }
 
+/* The driver writes an installed snapshot's retained log to the store
+ * outside the core until the install is durable (docs/raft.md
+ * "InstallSnapshot"): a node that campaigned then would append its own
+ * entries after the core's log, not the store's (finding F19's class).
+ * It waits for the install, then campaigns as before. */
+static void a_follower_installing_a_snapshot_never_campaigns(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_msg m = snapshot_chunk(0, 10, true, &f->cfg);
+    deliver(f, 1, &m);
+    assert_true(f->out.has_snapshot);
+    tick(f, 1, 10 * ET);
+    assert_int_equal(f->r[1].role, RAFT_FOLLOWER);
+    for (uint32_t k = 0; k < f->out.n_msgs; k++) {
+        assert_int_not_equal(f->out.msgs[k].type, RAFT_MSG_VOTE);
+    }
+    struct raft_in in = {.type = RAFT_IN_SNAPSHOT_INSTALLED};
+    in.snapshot.index = 5;
+    in.snapshot.term = 2;
+    in.snapshot.config = &f->cfg;
+    assert_int_equal(step(f, 1, &in), 0);
+    tick(f, 1, 30 * ET);
+    assert_int_equal(f->r[1].role, RAFT_PRE_CANDIDATE);
+    assert_true(pick(f, RAFT_MSG_VOTE, 1)->vote.pre);
+}
+
 static void a_snapshot_keeps_the_local_log_that_matches_it(void **state)
 {
     struct fixture *f = *state;
@@ -700,6 +726,7 @@ int main(void)
         T(read_index_waits_for_a_heartbeat_round_of_this_term),
         T(an_installed_snapshot_counts_only_once_durable),
         T(a_snapshot_keeps_the_local_log_that_matches_it),
+        T(a_follower_installing_a_snapshot_never_campaigns),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
