@@ -137,11 +137,14 @@ void raft_start(struct raft *r, uint64_t now_ms)
     reset_election_timer(r);
     if (is_self_voter(r) &&
         raft__config_n_voters(raft_config_current(r)) == 1) {
-        /* The only voter has no leader to wait for: it campaigns at its
-         * first tick (the tick's rules still apply: a faulty or amnesiac
-         * node does not), so a new R1 stream answers at once instead of
-         * after an election timeout. */
-        r->election_deadline_ms = now_ms;
+        /* The only voter has no leader to wait for: it campaigns at the
+         * first tick after its start (the tick's rules still apply: a
+         * faulty or amnesiac node does not), so a new R1 stream answers
+         * at once instead of after an election timeout. Not at a tick of
+         * the start instant itself: the driver steps one while it opens
+         * the group, and a leadership then would reach its callbacks
+         * before the open returned. */
+        r->election_deadline_ms = now_ms + 1;
     }
     raft__progress_rebuild(r);
 }

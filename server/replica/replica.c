@@ -8,9 +8,21 @@
 #include <keel/assert.h>
 #include <keel/bytes.h>
 #include <keel/error.h>
+#include <keel/grow.h>
 
 #include "meta.h"
 #include "replica_int.h"
+
+/* The held messages' buffer, made when a message first waits for a hard
+ * state sync and freed once they are sent: an idle group keeps none.
+ * False when it cannot be made (the message is dropped: Raft resends). */
+static bool held_room(struct replica *r)
+{
+    if (r->held == NULL) {
+        r->held = malloc(REPLICA_HELD_MSGS_MAX * sizeof *r->held);
+    }
+    return r->held != NULL;
+}
 
 static int handle_out(struct replica *r);
 static void on_timer(uv_timer_t *t);
@@ -126,7 +138,7 @@ static uint64_t ctx_take(struct replica *r, raft_index index, raft_term term)
         if (c->index > index) {
             return 0;
         }
-        r->ctx_head = (r->ctx_head + 1) % REPLICA_QUEUE_MAX;
+        r->ctx_head = (r->ctx_head + 1) % r->ctx_cap;
         r->ctx_n--;
         if (c->index == index) {
             return c->term == term ? c->ctx : 0;
@@ -135,11 +147,38 @@ static uint64_t ctx_take(struct replica *r, raft_index index, raft_term term)
     return 0;
 }
 
+/* Room in the ring for need contexts. The ring and the queue grow as
+ * proposals arrive (up to REPLICA_QUEUE_MAX between them) rather than
+ * start at their bound: a node holds thousands of mostly idle groups.
+ * Returns 0 or KEEL_ENOMEM. */
+static int ctx_reserve(struct replica *r, uint32_t need)
+{
+    if (need <= r->ctx_cap) {
+        return 0;
+    }
+    uint32_t cap = r->ctx_cap == 0 ? 16 : r->ctx_cap;
+    while (cap < need) {
+        cap *= 2;
+    }
+    struct replica_ctx *ring = malloc((size_t)cap * sizeof *ring);
+    if (ring == NULL) {
+        return KEEL_ENOMEM;
+    }
+    for (uint32_t i = 0; i < r->ctx_n; i++) { /* unrolled from the head */
+        ring[i] = r->ctxs[(r->ctx_head + i) % r->ctx_cap];
+    }
+    free(r->ctxs);
+    r->ctxs = ring;
+    r->ctx_cap = cap;
+    r->ctx_head = 0;
+    return 0;
+}
+
 static void ctx_push(struct replica *r, raft_index index, raft_term term,
                      uint64_t ctx)
 {
-    ASSERT(r->ctx_n < REPLICA_QUEUE_MAX);
-    uint32_t k = (r->ctx_head + r->ctx_n) % REPLICA_QUEUE_MAX;
+    ASSERT(r->ctx_n < r->ctx_cap && r->ctx_n < REPLICA_QUEUE_MAX);
+    uint32_t k = (r->ctx_head + r->ctx_n) % r->ctx_cap;
     r->ctxs[k] = (struct replica_ctx){.index = index, .term = term, .ctx = ctx};
     r->ctx_n++;
 }
@@ -271,7 +310,7 @@ static int handle_out(struct replica *r)
     for (uint32_t i = 0; i < o->n_msgs; i++) {
         if (r->hs_issued == r->hs_done) {
             send_msg(r, &o->msgs[i]);
-        } else if (r->n_held < REPLICA_HELD_MSGS_MAX) {
+        } else if (r->n_held < REPLICA_HELD_MSGS_MAX && held_room(r)) {
             r->held[r->n_held++] = o->msgs[i]; /* raft resends on loss */
         }
     }
@@ -315,6 +354,11 @@ static void flush_queue(struct replica *r)
     while (done < r->n_queue && !r->broken) {
         uint32_t n = r->n_queue - done;
         n = n > RAFT_PROPOSE_ENTRIES_MAX ? RAFT_PROPOSE_ENTRIES_MAX : n;
+        if (ctx_reserve(r, r->ctx_n + n) != 0) {
+            /* Out of memory: the rest is dropped below, never proposed
+             * and never acked (their clients time out and retry). */
+            break;
+        }
         for (uint32_t i = 0; i < n; i++) {
             struct replica_prop *p = &r->queue[done + i];
             es[i] = (struct raft_entry){
@@ -388,6 +432,11 @@ int replica_propose(struct replica *r, uint8_t type, const void *payload,
     if (len > 0) {
         memcpy(buf, payload, len);
     }
+    if (keel_grow_u32(&r->queue, &r->queue_cap, r->n_queue, sizeof *r->queue,
+                      16) != 0) {
+        free(buf);
+        return keel_err(KEEL_ENOMEM, errmsg, "proposal queue");
+    }
     r->queue[r->n_queue++] =
         (struct replica_prop){.type = type, .len = len, .buf = buf, .ctx = ctx};
     if (r->n_queue == 1) {
@@ -436,6 +485,8 @@ static void on_event(struct replica *r, const struct store_event *ev)
             send_msg(r, &r->held[i]);
         }
         r->n_held = 0;
+        free(r->held);
+        r->held = NULL;
         if (r->held_persisted == 0) {
             return;
         }
@@ -690,8 +741,6 @@ static int replica_alloc(struct replica_host *h,
     if (r == NULL) {
         return keel_err(KEEL_ENOMEM, errmsg, "replica");
     }
-    r->queue = calloc(REPLICA_QUEUE_MAX, sizeof(*r->queue));
-    r->ctxs = calloc(REPLICA_QUEUE_MAX, sizeof(*r->ctxs));
     uint32_t et = opt->election_timeout_ms ? opt->election_timeout_ms : 1000;
     struct raft_params p = {
         .id = opt->self,
@@ -701,11 +750,9 @@ static int replica_alloc(struct replica_host *h,
         .heartbeat_ms =
             opt->heartbeat_ms ? opt->heartbeat_ms : (et / 10 > 0 ? et / 10 : 1),
     };
-    if (r->queue == NULL || r->ctxs == NULL || raft_init(&r->raft, &p) != 0) {
-        free(r->queue);
-        free(r->ctxs);
+    if (raft_init(&r->raft, &p) != 0) {
         free(r);
-        return keel_err(KEEL_ENOMEM, errmsg, "replica queues");
+        return keel_err(KEEL_ENOMEM, errmsg, "replica");
     }
     r->host = h;
     r->cbs = *cbs;
@@ -718,6 +765,7 @@ static int replica_alloc(struct replica_host *h,
 static void replica_free(struct replica *r)
 {
     replica__snap_free(r);
+    free(r->held);
     for (uint32_t i = 0; i < r->n_queue; i++) {
         free(r->queue[i].buf);
     }
@@ -996,6 +1044,9 @@ int replica_change(struct replica *r, const struct replica_change *c,
         return keel_err(KEEL_EAGAIN, errmsg, "group is still opening");
     }
     int qv = can_queue(r, false, errmsg);
+    if (qv == 0 && ctx_reserve(r, r->ctx_n + 1) != 0) {
+        qv = keel_err(KEEL_ENOMEM, errmsg, "membership change context");
+    }
     if (qv != 0) {
         return qv;
     }

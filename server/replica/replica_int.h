@@ -129,16 +129,16 @@ struct replica {
     raft_index held_persisted;
     raft_term held_term;
     uint32_t n_held;
-    struct raft_msg held[REPLICA_HELD_MSGS_MAX];
+    struct raft_msg *held; /* REPLICA_HELD_MSGS_MAX, NULL while none */
     raft_index persisted;
     raft_index applied;
     uint8_t role;
     raft_node leader;
     uint32_t align_ms; /* leader timer quantum (align_heartbeats), 0: none */
     /* Proposals queued this iteration, then (index, ctx) awaiting apply. */
-    uint32_t n_queue;
+    uint32_t n_queue, queue_cap;
     struct replica_prop *queue;
-    uint32_t ctx_head, ctx_n;
+    uint32_t ctx_head, ctx_n, ctx_cap; /* a ring of ctx_cap */
     struct replica_ctx *ctxs;
     struct raft_out out;
     /* Storage faults (replica_fault.c): the extent the core votes with,
