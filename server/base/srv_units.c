@@ -1,17 +1,17 @@
-/* srv_units: one suffixed-number parser and its three tables
- * (srv_units.h). */
+/* srv_units: sizes, config integers and (through common/keel_duration.c,
+ * which keel shares) durations (srv_units.h). */
 #include "srv_units.h"
 
 #include <ctype.h>
 #include <string.h>
 #include <strings.h>
 
+#include "keel_duration.h"
+
 struct unit {
     const char *suffix;
     uint64_t mult;
 };
-
-#define UNITS(a) a, sizeof a / sizeof a[0]
 
 /* Flags and config sizes: powers of 1024. */
 static const struct unit size_units[] = {{"", 1},           {"b", 1},
@@ -19,10 +19,6 @@ static const struct unit size_units[] = {{"", 1},           {"b", 1},
                                          {"m", 1ULL << 20}, {"mb", 1ULL << 20},
                                          {"g", 1ULL << 30}, {"gb", 1ULL << 30},
                                          {"t", 1ULL << 40}, {"tb", 1ULL << 40}};
-
-/* Durations in milliseconds (case matters: m is a minute). */
-static const struct unit duration_units[] = {
-    {"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
 
 /* The multiplier of a nats-server config integer's suffix sfx[0..n): ""
  * is 1; a letter of "kmgtpe" alone is that power of 1000, followed by b, i
@@ -82,41 +78,39 @@ static bool parse_digits(const char *s, size_t n, uint64_t max, uint64_t *v,
     return true;
 }
 
-/* s: digits, then exactly one suffix of u (compared ignoring case when
- * fold); *out the number times the suffix's multiplier, at most max. */
-static bool parse_scaled(const char *s, const struct unit *u, size_t nu,
-                         bool fold, uint64_t max, uint64_t *out)
+bool srv_parse_size(const char *s, uint64_t *out)
 {
     const char *sfx = NULL;
     size_t sn = 0;
     uint64_t v = 0;
 
-    ASSERT(u != NULL && out != NULL);
-    if (s == NULL || !parse_digits(s, strlen(s), max, &v, &sfx, &sn)) {
+    ASSERT(out != NULL);
+    if (s == NULL || !parse_digits(s, strlen(s), UINT64_MAX, &v, &sfx, &sn)) {
         return false;
     }
-    for (size_t k = 0; k < nu; k++) {
-        bool same = fold ? strcasecmp(u[k].suffix, sfx) == 0
-                         : strcmp(u[k].suffix, sfx) == 0;
-        if (same) {
-            if (v > max / u[k].mult) {
+    for (size_t k = 0; k < sizeof size_units / sizeof size_units[0]; k++) {
+        if (strcasecmp(size_units[k].suffix, sfx) == 0) {
+            if (v > UINT64_MAX / size_units[k].mult) {
                 return false;
             }
-            *out = v * u[k].mult;
+            *out = v * size_units[k].mult;
             return true;
         }
     }
     return false;
 }
 
-bool srv_parse_size(const char *s, uint64_t *out)
-{
-    return parse_scaled(s, UNITS(size_units), true, UINT64_MAX, out);
-}
-
 bool srv_parse_duration_ms(const char *s, uint64_t *out)
 {
-    return parse_scaled(s, UNITS(duration_units), false, UINT64_MAX, out);
+    uint64_t ns = 0;
+
+    ASSERT(out != NULL);
+    /* Whole numbers only and no days, as keeld has always read them. */
+    if (!keel_duration_parse(s, 0, &ns)) {
+        return false;
+    }
+    *out = ns / 1000000;
+    return true;
 }
 
 bool srv_parse_conf_int(const char *w, size_t n, int64_t *out)

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "keel/error.h"
+#include "keel/fsync.h"
 #include "srv_js_json.h"
 
 bool srv_js_name_valid(const char *name)
@@ -190,28 +191,20 @@ static const char *const storage_names[] = {"file", "memory"};
 static int parse_fsync(const struct srv_js_json_rd *rd,
                        struct srv_stream_config *c)
 {
+    static const enum srv_js_fsync policies[] = {
+        [KEEL_FSYNC_GROUP] = SRV_JS_FSYNC_GROUP,
+        [KEEL_FSYNC_ALWAYS] = SRV_JS_FSYNC_ALWAYS,
+        [KEEL_FSYNC_INTERVAL] = SRV_JS_FSYNC_INTERVAL};
     json_t *f = json_object_get(rd->j, "keel_fsync");
     if (f == NULL || json_is_null(f)) {
         return 0;
     }
     const char *s = json_string_value(f);
-    if (s != NULL && strcmp(s, "group") == 0) {
-        c->fsync = SRV_JS_FSYNC_GROUP;
+    enum keel_fsync_policy p = KEEL_FSYNC_GROUP;
+    if (s != NULL && keel_fsync_parse(s, SRV_JS_FSYNC_INTERVAL_MS_MAX, &p,
+                                      &c->fsync_interval_ms)) {
+        c->fsync = policies[p];
         return 0;
-    }
-    if (s != NULL && strcmp(s, "always") == 0) {
-        c->fsync = SRV_JS_FSYNC_ALWAYS;
-        return 0;
-    }
-    if (s != NULL && strncmp(s, "interval:", 9) == 0) {
-        char *end = NULL;
-        unsigned long ms = strtoul(s + 9, &end, 10);
-        if (isdigit((unsigned char)s[9]) && *end == '\0' && ms >= 1 &&
-            ms <= SRV_JS_FSYNC_INTERVAL_MS_MAX) {
-            c->fsync = SRV_JS_FSYNC_INTERVAL;
-            c->fsync_interval_ms = (uint32_t)ms;
-            return 0;
-        }
     }
     return srv_js_json_fail(rd,
                             "invalid keel_fsync: use \"group\", \"always\" or "

@@ -141,6 +141,9 @@ static void invalid_values_are_refused(void **state)
         "{\"name\":\"S\",\"keel_fsync\":\"sometimes\"}",
         "{\"name\":\"S\",\"keel_fsync\":\"interval:0\"}",
         "{\"name\":\"S\",\"keel_fsync\":\"interval:5x\"}",
+        /* A stream's bound (a minute) is below the store's (ten). */
+        "{\"name\":\"S\",\"keel_fsync\":\"interval:60001\"}",
+        "{\"name\":\"S\",\"keel_fsync\":\"interval:\"}",
         "{\"name\":\"S\",\"metadata\":[]}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
