@@ -78,6 +78,28 @@ static bool parse_digits(const char *s, size_t n, uint64_t max, uint64_t *v,
     return true;
 }
 
+bool srv_parse_u64(const char *s, size_t len, uint64_t *out)
+{
+    uint64_t v = 0;
+
+    ASSERT(out != NULL);
+    if (s == NULL || len == 0 || len > 20) {
+        return false;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return false;
+        }
+        uint64_t d = (uint64_t)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) {
+            return false;
+        }
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
 bool srv_parse_size(const char *s, uint64_t *out)
 {
     const char *sfx = NULL;

@@ -12,6 +12,11 @@
 
 #include "keel/assert.h"
 
+/* s[0..len): a decimal without sign or suffix, 1 to 20 digits, that fits
+ * in a uint64_t (the protocol's sizes and counts, the ack subjects'
+ * sequences); false otherwise. */
+KEEL_MUST_USE bool srv_parse_u64(const char *s, size_t len, uint64_t *out);
+
 /* Sizes like 1048576, 1MB, 64K, 1T: powers of 1024, any case. */
 KEEL_MUST_USE bool srv_parse_size(const char *s, uint64_t *out);
 
