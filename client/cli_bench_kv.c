@@ -194,23 +194,16 @@ static void bkv_report(const struct bkv_cfg *c, int64_t n, int64_t ns,
     if (c->json) {
         printf("{\"mode\":\"kv_%s\",\"size\":%" PRId64 ",\"clients\":%" PRId64
                ",\"keys\":%" PRId64 ",\"replicas\":%" PRId64 ",\"ops\":%" PRId64
-               ",\"seconds\":%.3f,\"msgs_per_s\":%.0f,\"p50_us\":%.1f,"
-               "\"p90_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f,"
-               "\"mean_us\":%.1f}\n",
-               mode, c->size, c->clients, c->keys, c->replicas, n, s, rate,
-               (double)lat->p50_ns / 1e3, (double)lat->p90_ns / 1e3,
-               (double)lat->p99_ns / 1e3, (double)lat->max_ns / 1e3,
-               lat->mean_ns / 1e3);
+               ",\"seconds\":%.3f,\"msgs_per_s\":%.0f",
+               mode, c->size, c->clients, c->keys, c->replicas, n, s, rate);
+        cli_bench_lat_print(lat, NULL, true);
+        printf("}\n");
         return;
     }
     printf("kv %s: %" PRId64 " ops of %" PRId64 " B in %.3f s from %" PRId64
            " clients over %" PRId64 " keys (R%" PRId64 "): %.0f ops/s\n",
            mode, n, c->size, s, c->clients, c->keys, c->replicas, rate);
-    printf("  latency p50 %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us, "
-           "mean %.1f us\n",
-           (double)lat->p50_ns / 1e3, (double)lat->p90_ns / 1e3,
-           (double)lat->p99_ns / 1e3, (double)lat->max_ns / 1e3,
-           lat->mean_ns / 1e3);
+    cli_bench_lat_print(lat, "latency", false);
 }
 
 /* Merge every client's latencies, report, and return the first error. */
