@@ -26,12 +26,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <nats/nats.h>
 
 #include "cli.h"
 #include "cli_bench.h"
+#include "cli_fmt.h"
 #include "keel/error.h"
 #include "keel/limits.h"
 
@@ -60,13 +60,6 @@ struct bkv_client {
     int rv;
     char errmsg[KEEL_ERRMSG_MAX];
 };
-
-static int64_t bkv_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void bkv_key(const struct bkv_cfg *c, int64_t g, char *key)
 {
@@ -103,18 +96,18 @@ static void *bkv_thread(void *arg)
 {
     struct bkv_client *k = arg;
     const struct bkv_cfg *c = k->cfg;
-    k->start_ns = bkv_now_ns();
+    k->start_ns = cli_mono_ns();
     /* Bounded by k->ops; each operation waits for its answer (at most the
      * JetStream context's wait). */
     for (k->done = 0; k->done < k->ops; k->done++) {
-        int64_t t0 = bkv_now_ns();
+        int64_t t0 = cli_mono_ns();
         k->rv = bkv_op(k, k->index + k->done * c->clients, k->errmsg);
         if (k->rv != 0) {
             break;
         }
-        k->lat_ns[k->done] = bkv_now_ns() - t0;
+        k->lat_ns[k->done] = cli_mono_ns() - t0;
     }
-    k->end_ns = bkv_now_ns();
+    k->end_ns = cli_mono_ns();
     return NULL;
 }
 
