@@ -11,7 +11,7 @@
 
 #include "keel/assert.h"
 #include "cli.h"
-#include "keel_duration.h"
+#include "keel_units.h"
 
 #define CLI_URL_DEFAULT "nats://127.0.0.1:4222"
 
@@ -66,23 +66,18 @@ static int parse_size(const char *name, const char *value, int64_t *out,
 {
     char *end;
     int64_t v = 0;
+    uint64_t n = 0;
+    /* The number's bound and message first, then the unit (KiB, MiB). */
     int rv = parse_int(name, value, &v, &end, errmsg);
     if (rv != 0) {
         return rv;
     }
-    int64_t mult = 1;
-    if (strcasecmp(end, "k") == 0 || strcasecmp(end, "kb") == 0 ||
-        strcasecmp(end, "kib") == 0) {
-        mult = 1024;
-    } else if (strcasecmp(end, "m") == 0 || strcasecmp(end, "mb") == 0 ||
-               strcasecmp(end, "mib") == 0) {
-        mult = 1024 * 1024;
-    } else if (*end != '\0' && strcasecmp(end, "b") != 0) {
+    if (!keel_size_parse(value, KEEL_SIZE_IEC, &n)) {
         return keel_err(KEEL_EUSAGE, errmsg,
                         "--%s wants bytes like 16, 1KiB or 1MiB, got '%s'",
                         name, value);
     }
-    *out = v * mult;
+    *out = (int64_t)n;
     return 0;
 }
 

@@ -12,7 +12,7 @@
 #include "keel/assert.h"
 #include "cli_fmt.h"
 #include "cli_js.h"
-#include "keel_duration.h"
+#include "keel_units.h"
 
 void cli_stream_flags_init(struct cli_stream_flags *sf, struct cli_flag *flags)
 {

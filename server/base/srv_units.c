@@ -1,24 +1,12 @@
-/* srv_units: sizes, config integers and (through common/keel_duration.c,
- * which keel shares) durations (srv_units.h). */
+/* srv_units: config integers and protocol decimals; sizes and durations
+ * through common/keel_units.c, which keel shares (srv_units.h). */
 #include "srv_units.h"
 
 #include <ctype.h>
 #include <string.h>
 #include <strings.h>
 
-#include "keel_duration.h"
-
-struct unit {
-    const char *suffix;
-    uint64_t mult;
-};
-
-/* Flags and config sizes: powers of 1024. */
-static const struct unit size_units[] = {{"", 1},           {"b", 1},
-                                         {"k", 1ULL << 10}, {"kb", 1ULL << 10},
-                                         {"m", 1ULL << 20}, {"mb", 1ULL << 20},
-                                         {"g", 1ULL << 30}, {"gb", 1ULL << 30},
-                                         {"t", 1ULL << 40}, {"tb", 1ULL << 40}};
+#include "keel_units.h"
 
 /* The multiplier of a nats-server config integer's suffix sfx[0..n): ""
  * is 1; a letter of "kmgtpe" alone is that power of 1000, followed by b, i
@@ -102,24 +90,8 @@ bool srv_parse_u64(const char *s, size_t len, uint64_t *out)
 
 bool srv_parse_size(const char *s, uint64_t *out)
 {
-    const char *sfx = NULL;
-    size_t sn = 0;
-    uint64_t v = 0;
-
-    ASSERT(out != NULL);
-    if (s == NULL || !parse_digits(s, strlen(s), UINT64_MAX, &v, &sfx, &sn)) {
-        return false;
-    }
-    for (size_t k = 0; k < sizeof size_units / sizeof size_units[0]; k++) {
-        if (strcasecmp(size_units[k].suffix, sfx) == 0) {
-            if (v > UINT64_MAX / size_units[k].mult) {
-                return false;
-            }
-            *out = v * size_units[k].mult;
-            return true;
-        }
-    }
-    return false;
+    /* Powers of 1024 up to T, as keeld has always read them. */
+    return keel_size_parse(s, KEEL_SIZE_LARGE, out);
 }
 
 bool srv_parse_duration_ms(const char *s, uint64_t *out)

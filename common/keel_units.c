@@ -1,10 +1,11 @@
 /* keel_duration: the duration reader keeld and keel share
- * (keel_duration.h). */
-#include "keel_duration.h"
+ * (keel_units.h). */
+#include "keel_units.h"
 
 #include <ctype.h>
 #include <stddef.h>
 #include <string.h>
+#include <strings.h>
 
 #define NS_PER_S 1000000000ULL
 
@@ -63,6 +64,55 @@ bool keel_duration_parse(const char *s, unsigned flags, uint64_t *ns)
             return false;
         }
         *ns = whole * units[i].ns + part;
+        return true;
+    }
+    return false;
+}
+
+static const struct {
+    const char *unit;
+    uint64_t mult;
+    unsigned flag; /* 0: every caller's; else only with this flag */
+} size_units[] = {
+    {"", 1, 0},
+    {"b", 1, 0},
+    {"k", 1ULL << 10, 0},
+    {"kb", 1ULL << 10, 0},
+    {"kib", 1ULL << 10, KEEL_SIZE_IEC},
+    {"m", 1ULL << 20, 0},
+    {"mb", 1ULL << 20, 0},
+    {"mib", 1ULL << 20, KEEL_SIZE_IEC},
+    {"g", 1ULL << 30, KEEL_SIZE_LARGE},
+    {"gb", 1ULL << 30, KEEL_SIZE_LARGE},
+    {"t", 1ULL << 40, KEEL_SIZE_LARGE},
+    {"tb", 1ULL << 40, KEEL_SIZE_LARGE},
+};
+
+bool keel_size_parse(const char *s, unsigned flags, uint64_t *out)
+{
+    const char *p = s;
+    uint64_t v = 0;
+
+    ASSERT(out != NULL);
+    if (s == NULL || !isdigit((unsigned char)*p)) {
+        return false;
+    }
+    for (; isdigit((unsigned char)*p); p++) {
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10) {
+            return false;
+        }
+        v = v * 10 + d;
+    }
+    for (size_t i = 0; i < sizeof size_units / sizeof size_units[0]; i++) {
+        if (strcasecmp(p, size_units[i].unit) != 0 ||
+            (size_units[i].flag != 0 && (flags & size_units[i].flag) == 0)) {
+            continue;
+        }
+        if (v > UINT64_MAX / size_units[i].mult) {
+            return false;
+        }
+        *out = v * size_units[i].mult;
         return true;
     }
     return false;
