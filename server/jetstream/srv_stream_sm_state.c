@@ -357,6 +357,26 @@ static bool publish_refused(struct srv_stream_sm *sm,
     return false;
 }
 
+/* The last stored message's Nats-Msg-Id, copied by length (a header
+ * value may hold a NUL byte); n == 0 clears it. */
+static int set_last_msg_id(struct srv_stream_sm *sm, const char *id, size_t n)
+{
+    free(sm->last_msg_id);
+    sm->last_msg_id = NULL;
+    sm->last_msg_id_len = 0;
+    if (n == 0) {
+        return 0;
+    }
+    sm->last_msg_id = malloc(n + 1);
+    if (sm->last_msg_id == NULL) {
+        return KEEL_ENOMEM;
+    }
+    memcpy(sm->last_msg_id, id, n);
+    sm->last_msg_id[n] = '\0';
+    sm->last_msg_id_len = n;
+    return 0;
+}
+
 static int apply_publish(struct srv_stream_sm *sm, uint64_t index,
                          const struct keel_stream_entry *e,
                          struct srv_stream_result *res)
@@ -378,22 +398,12 @@ static int apply_publish(struct srv_stream_sm *sm, uint64_t index,
     }
     res->seq = sm->last_seq;
     res->stored = true;
-    free(sm->last_msg_id);
-    sm->last_msg_id = NULL;
-    sm->last_msg_id_len = 0;
-    if (id_len > 0) {
-        /* Copied by length: a header value may hold a NUL byte. */
-        sm->last_msg_id = malloc(id_len + 1);
-        if (sm->last_msg_id == NULL) {
-            return KEEL_ENOMEM;
-        }
-        memcpy(sm->last_msg_id, id, id_len);
-        sm->last_msg_id[id_len] = '\0';
-        sm->last_msg_id_len = id_len;
+    rv = set_last_msg_id(sm, id, id_len);
+    if (rv == 0 && id_len > 0) {
         rv = srv_dedupe_add(&sm->dedupe, id, id_len, ts, res->seq);
-        if (rv != 0) {
-            return rv;
-        }
+    }
+    if (rv != 0) {
+        return rv;
     }
     enforce_limits(sm, ts,
                    srv_hmap_get(&sm->subjects, e->subject, e->subject_len));
@@ -694,14 +704,9 @@ static int restore_header(struct srv_stream_sm *sm, struct keel_rbuf *r)
     if (r->bad || l->duplicate_window_ns < 0) {
         return KEEL_ECORRUPT;
     }
-    if (n > 0) {
-        if ((sm->last_msg_id = malloc(n + 1)) == NULL) {
-            return KEEL_ENOMEM;
-        }
-        memcpy(sm->last_msg_id, id, n);
-        sm->last_msg_id[n] = '\0';
+    if (set_last_msg_id(sm, id, n) != 0) {
+        return KEEL_ENOMEM;
     }
-    sm->last_msg_id_len = n;
     if (magic == SNAP_MAGIC_MIRROR) {
         sm->mirror_pos = keel_rbuf_u64(r);
         sm->mirror_lost = keel_rbuf_u64(r);
