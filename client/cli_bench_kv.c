@@ -26,12 +26,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <nats/nats.h>
 
 #include "cli.h"
 #include "cli_bench.h"
+#include "cli_fmt.h"
 #include "keel/error.h"
 #include "keel/limits.h"
 
@@ -60,13 +60,6 @@ struct bkv_client {
     int rv;
     char errmsg[KEEL_ERRMSG_MAX];
 };
-
-static int64_t bkv_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void bkv_key(const struct bkv_cfg *c, int64_t g, char *key)
 {
@@ -103,18 +96,18 @@ static void *bkv_thread(void *arg)
 {
     struct bkv_client *k = arg;
     const struct bkv_cfg *c = k->cfg;
-    k->start_ns = bkv_now_ns();
+    k->start_ns = cli_mono_ns();
     /* Bounded by k->ops; each operation waits for its answer (at most the
      * JetStream context's wait). */
     for (k->done = 0; k->done < k->ops; k->done++) {
-        int64_t t0 = bkv_now_ns();
+        int64_t t0 = cli_mono_ns();
         k->rv = bkv_op(k, k->index + k->done * c->clients, k->errmsg);
         if (k->rv != 0) {
             break;
         }
-        k->lat_ns[k->done] = bkv_now_ns() - t0;
+        k->lat_ns[k->done] = cli_mono_ns() - t0;
     }
-    k->end_ns = bkv_now_ns();
+    k->end_ns = cli_mono_ns();
     return NULL;
 }
 
@@ -194,23 +187,16 @@ static void bkv_report(const struct bkv_cfg *c, int64_t n, int64_t ns,
     if (c->json) {
         printf("{\"mode\":\"kv_%s\",\"size\":%" PRId64 ",\"clients\":%" PRId64
                ",\"keys\":%" PRId64 ",\"replicas\":%" PRId64 ",\"ops\":%" PRId64
-               ",\"seconds\":%.3f,\"msgs_per_s\":%.0f,\"p50_us\":%.1f,"
-               "\"p90_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f,"
-               "\"mean_us\":%.1f}\n",
-               mode, c->size, c->clients, c->keys, c->replicas, n, s, rate,
-               (double)lat->p50_ns / 1e3, (double)lat->p90_ns / 1e3,
-               (double)lat->p99_ns / 1e3, (double)lat->max_ns / 1e3,
-               lat->mean_ns / 1e3);
+               ",\"seconds\":%.3f,\"msgs_per_s\":%.0f",
+               mode, c->size, c->clients, c->keys, c->replicas, n, s, rate);
+        cli_bench_lat_print(lat, NULL, true);
+        printf("}\n");
         return;
     }
     printf("kv %s: %" PRId64 " ops of %" PRId64 " B in %.3f s from %" PRId64
            " clients over %" PRId64 " keys (R%" PRId64 "): %.0f ops/s\n",
            mode, n, c->size, s, c->clients, c->keys, c->replicas, rate);
-    printf("  latency p50 %.1f us, p90 %.1f us, p99 %.1f us, max %.1f us, "
-           "mean %.1f us\n",
-           (double)lat->p50_ns / 1e3, (double)lat->p90_ns / 1e3,
-           (double)lat->p99_ns / 1e3, (double)lat->max_ns / 1e3,
-           lat->mean_ns / 1e3);
+    cli_bench_lat_print(lat, "latency", false);
 }
 
 /* Merge every client's latencies, report, and return the first error. */

@@ -11,6 +11,7 @@
 
 #include "keel/assert.h"
 #include "cli.h"
+#include "keel_units.h"
 
 #define CLI_URL_DEFAULT "nats://127.0.0.1:4222"
 
@@ -65,50 +66,33 @@ static int parse_size(const char *name, const char *value, int64_t *out,
 {
     char *end;
     int64_t v = 0;
+    uint64_t n = 0;
+    /* The number's bound and message first, then the unit (KiB, MiB). */
     int rv = parse_int(name, value, &v, &end, errmsg);
     if (rv != 0) {
         return rv;
     }
-    int64_t mult = 1;
-    if (strcasecmp(end, "k") == 0 || strcasecmp(end, "kb") == 0 ||
-        strcasecmp(end, "kib") == 0) {
-        mult = 1024;
-    } else if (strcasecmp(end, "m") == 0 || strcasecmp(end, "mb") == 0 ||
-               strcasecmp(end, "mib") == 0) {
-        mult = 1024 * 1024;
-    } else if (*end != '\0' && strcasecmp(end, "b") != 0) {
+    if (!keel_size_parse(value, KEEL_SIZE_IEC, &n)) {
         return keel_err(KEEL_EUSAGE, errmsg,
                         "--%s wants bytes like 16, 1KiB or 1MiB, got '%s'",
                         name, value);
     }
-    *out = v * mult;
+    *out = (int64_t)n;
     return 0;
 }
 
 static int parse_duration(const char *name, const char *value, int64_t *out,
                           char *errmsg)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(value, &end);
-    double mult = 1000.0; /* bare numbers are seconds, as in the nats CLI */
-    if (strcmp(end, "ms") == 0) {
-        mult = 1.0;
-    } else if (strcmp(end, "m") == 0) {
-        mult = 60000.0;
-    } else if (strcmp(end, "h") == 0) {
-        mult = 3600000.0;
-    } else if (*end != '\0' && strcmp(end, "s") != 0) {
-        end = (char *)value; /* force the error below */
-    }
-    double ms = v * mult;
-    if (errno != 0 || end == value || !(ms > 0) ||
-        ms > (double)CLI_TIMEOUT_MS_MAX) {
+    uint64_t ns = 0;
+    /* Bare numbers are seconds, as in the nats CLI; 0.5s is 500ms. */
+    if (!keel_duration_parse(value, KEEL_DURATION_FRACTION, &ns) || ns == 0 ||
+        ns > (uint64_t)CLI_TIMEOUT_MS_MAX * 1000000) {
         return keel_err(KEEL_EUSAGE, errmsg,
                         "--%s wants a duration like 500ms, 5s or 2m, got '%s'",
                         name, value);
     }
-    *out = ms < 1.0 ? 1 : (int64_t)ms;
+    *out = ns < 1000000 ? 1 : (int64_t)(ns / 1000000);
     return 0;
 }
 

@@ -4,7 +4,6 @@
 #include "cli_stream_cfg.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include "keel/assert.h"
 #include "cli_fmt.h"
 #include "cli_js.h"
+#include "keel_units.h"
 
 void cli_stream_flags_init(struct cli_stream_flags *sf, struct cli_flag *flags)
 {
@@ -58,26 +58,16 @@ void cli_stream_flags_init(struct cli_stream_flags *sf, struct cli_flag *flags)
 int cli_parse_duration_ns(const char *flag, const char *s, int64_t *out,
                           char *errmsg)
 {
-    static const struct {
-        const char *suffix;
-        double ns;
-    } units[] = {{"ms", 1e6},   {"s", 1e9},     {"m", 60e9},
-                 {"h", 3600e9}, {"d", 86400e9}, {"y", 365 * 86400e9},
-                 {"", 1e9}};
+    uint64_t ns = 0;
     if (strcmp(s, "unlimited") == 0 || strcmp(s, "forever") == 0) {
         *out = 0;
         return 0;
     }
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    for (size_t i = 0;
-         end != s && errno == 0 && v >= 0 && i < sizeof units / sizeof units[0];
-         i++) {
-        if (strcmp(end, units[i].suffix) == 0 && v * units[i].ns < 9.2e18) {
-            *out = (int64_t)(v * units[i].ns);
-            return 0;
-        }
+    if (keel_duration_parse(s, KEEL_DURATION_FRACTION | KEEL_DURATION_DAYS,
+                            &ns) &&
+        ns <= (uint64_t)INT64_MAX) {
+        *out = (int64_t)ns;
+        return 0;
     }
     return keel_err(KEEL_EUSAGE, errmsg,
                     "--%s wants a duration like 30s, 12h or 7d, got '%s'", flag,

@@ -31,6 +31,11 @@ uint32_t raft__config_n_voters(const struct raft_config *c);
 void raft__progress_rebuild(struct raft *r);
 struct raft_progress *raft__progress_find(struct raft *r, raft_node node,
                                           raft_incarnation inc);
+/* Leader: the progress of the follower that sent the answer m (of this
+ * term), marked active and heard now; NULL for an incarnation the
+ * configuration does not name (rule 1: the answer is ignored). */
+struct raft_progress *raft__progress_heard(struct raft *r,
+                                           const struct raft_msg *m);
 int raft__change_membership(struct raft *r, const struct raft_in *in,
                             struct raft_out *out);
 int raft__transfer_start(struct raft *r, raft_node to, struct raft_out *out);

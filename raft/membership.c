@@ -61,6 +61,21 @@ struct raft_progress *raft__progress_find(struct raft *r, raft_node node,
     return NULL;
 }
 
+struct raft_progress *raft__progress_heard(struct raft *r,
+                                           const struct raft_msg *m)
+{
+    struct raft_progress *p =
+        raft__progress_find(r, m->from, m->from_incarnation);
+
+    ASSERT(r->role == RAFT_LEADER);
+    ASSERT(m->term == r->term);
+    if (p != NULL) {
+        p->active = true;
+        p->heard_ms = r->now_ms;
+    }
+    return p;
+}
+
 /* Follow the configuration in effect: keep what we know of servers that stay
  * (same node and incarnation), start probing new ones. */
 void raft__progress_rebuild(struct raft *r)

@@ -443,16 +443,11 @@ void raft__recv_append_resp(struct raft *r, const struct raft_msg *m,
                             struct raft_out *out)
 {
     const struct raft_msg_append_resp *a = &m->append_resp;
-    struct raft_progress *p =
-        raft__progress_find(r, m->from, m->from_incarnation);
+    struct raft_progress *p = raft__progress_heard(r, m);
 
-    ASSERT(r->role == RAFT_LEADER);
-    ASSERT(m->term == r->term);
     if (p == NULL) {
         return; /* rule 1: an incarnation the configuration does not name */
     }
-    p->active = true;
-    p->heard_ms = r->now_ms;
     if (a->ctx > p->read_round && a->ctx <= r->read_round) {
         p->read_round = a->ctx;
         reads_check(r, out);

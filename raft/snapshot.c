@@ -172,15 +172,10 @@ void raft__recv_snapshot_resp(struct raft *r, const struct raft_msg *m,
                               struct raft_out *out)
 {
     const struct raft_msg_snapshot_resp *a = &m->snapshot_resp;
-    struct raft_progress *p =
-        raft__progress_find(r, m->from, m->from_incarnation);
-    ASSERT(r->role == RAFT_LEADER);
-    ASSERT(m->term == r->term);
+    struct raft_progress *p = raft__progress_heard(r, m);
     if (p == NULL) {
-        return;
+        return; /* rule 1 */
     }
-    p->active = true;
-    p->heard_ms = r->now_ms;
     p->match = a->match <= r->last_index ? a->match : r->last_index;
     if (p->snap_index == 0) {
         return;

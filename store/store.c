@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "keel/fsync.h"
 
 #define BOOT_ID_DEFAULT "/proc/sys/kernel/random/boot_id"
 #define BOOT_ID_TEXT_MAX 128
@@ -210,27 +211,18 @@ void store__queue_event(struct store *s, struct store_group *g)
 
 int store_fsync_parse(const char *text, struct store_fsync *out, char *errmsg)
 {
-    char *end = NULL;
-    unsigned long ms;
+    static const enum store_fsync_policy policies[] = {
+        [KEEL_FSYNC_GROUP] = STORE_FSYNC_GROUP,
+        [KEEL_FSYNC_ALWAYS] = STORE_FSYNC_ALWAYS,
+        [KEEL_FSYNC_INTERVAL] = STORE_FSYNC_INTERVAL};
+    enum keel_fsync_policy p = KEEL_FSYNC_GROUP;
 
     ASSERT(text != NULL);
     ASSERT(out != NULL);
     memset(out, 0, sizeof *out);
-    if (strcmp(text, "group") == 0) {
-        out->policy = STORE_FSYNC_GROUP;
+    if (keel_fsync_parse(text, STORE_INTERVAL_MS_MAX, &p, &out->interval_ms)) {
+        out->policy = policies[p];
         return 0;
-    }
-    if (strcmp(text, "always") == 0) {
-        out->policy = STORE_FSYNC_ALWAYS;
-        return 0;
-    }
-    if (strncmp(text, "interval:", 9) == 0 && isdigit((unsigned char)text[9])) {
-        ms = strtoul(text + 9, &end, 10);
-        if (*end == '\0' && ms >= 1 && ms <= STORE_INTERVAL_MS_MAX) {
-            out->policy = STORE_FSYNC_INTERVAL;
-            out->interval_ms = (uint32_t)ms;
-            return 0;
-        }
     }
     return keel_err(KEEL_ECONFIG, errmsg,
                     "fsync policy '%s': use group, always or interval:<ms> "

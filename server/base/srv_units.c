@@ -1,28 +1,12 @@
-/* srv_units: one suffixed-number parser and its three tables
- * (srv_units.h). */
+/* srv_units: config integers and protocol decimals; sizes and durations
+ * through common/keel_units.c, which keel shares (srv_units.h). */
 #include "srv_units.h"
 
 #include <ctype.h>
 #include <string.h>
 #include <strings.h>
 
-struct unit {
-    const char *suffix;
-    uint64_t mult;
-};
-
-#define UNITS(a) a, sizeof a / sizeof a[0]
-
-/* Flags and config sizes: powers of 1024. */
-static const struct unit size_units[] = {{"", 1},           {"b", 1},
-                                         {"k", 1ULL << 10}, {"kb", 1ULL << 10},
-                                         {"m", 1ULL << 20}, {"mb", 1ULL << 20},
-                                         {"g", 1ULL << 30}, {"gb", 1ULL << 30},
-                                         {"t", 1ULL << 40}, {"tb", 1ULL << 40}};
-
-/* Durations in milliseconds (case matters: m is a minute). */
-static const struct unit duration_units[] = {
-    {"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
+#include "keel_units.h"
 
 /* The multiplier of a nats-server config integer's suffix sfx[0..n): ""
  * is 1; a letter of "kmgtpe" alone is that power of 1000, followed by b, i
@@ -82,41 +66,45 @@ static bool parse_digits(const char *s, size_t n, uint64_t max, uint64_t *v,
     return true;
 }
 
-/* s: digits, then exactly one suffix of u (compared ignoring case when
- * fold); *out the number times the suffix's multiplier, at most max. */
-static bool parse_scaled(const char *s, const struct unit *u, size_t nu,
-                         bool fold, uint64_t max, uint64_t *out)
+bool srv_parse_u64(const char *s, size_t len, uint64_t *out)
 {
-    const char *sfx = NULL;
-    size_t sn = 0;
     uint64_t v = 0;
 
-    ASSERT(u != NULL && out != NULL);
-    if (s == NULL || !parse_digits(s, strlen(s), max, &v, &sfx, &sn)) {
+    ASSERT(out != NULL);
+    if (s == NULL || len == 0 || len > 20) {
         return false;
     }
-    for (size_t k = 0; k < nu; k++) {
-        bool same = fold ? strcasecmp(u[k].suffix, sfx) == 0
-                         : strcmp(u[k].suffix, sfx) == 0;
-        if (same) {
-            if (v > max / u[k].mult) {
-                return false;
-            }
-            *out = v * u[k].mult;
-            return true;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return false;
         }
+        uint64_t d = (uint64_t)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) {
+            return false;
+        }
+        v = v * 10 + d;
     }
-    return false;
+    *out = v;
+    return true;
 }
 
 bool srv_parse_size(const char *s, uint64_t *out)
 {
-    return parse_scaled(s, UNITS(size_units), true, UINT64_MAX, out);
+    /* Powers of 1024 up to T, as keeld has always read them. */
+    return keel_size_parse(s, KEEL_SIZE_LARGE, out);
 }
 
 bool srv_parse_duration_ms(const char *s, uint64_t *out)
 {
-    return parse_scaled(s, UNITS(duration_units), false, UINT64_MAX, out);
+    uint64_t ns = 0;
+
+    ASSERT(out != NULL);
+    /* Whole numbers only and no days, as keeld has always read them. */
+    if (!keel_duration_parse(s, 0, &ns)) {
+        return false;
+    }
+    *out = ns / 1000000;
+    return true;
 }
 
 bool srv_parse_conf_int(const char *w, size_t n, int64_t *out)

@@ -205,39 +205,24 @@ static int parse_policies(const struct srv_js_json_rd *rd,
 static int parse_numbers(const struct srv_js_json_rd *rd,
                          struct srv_consumer_config *c)
 {
-    const struct {
-        const char *key;
-        int64_t min;
-        int64_t *v;
-    } f[] = {
-        {"ack_wait", 0, &c->ack_wait_ns},
-        {"max_deliver", -1, &c->max_deliver},
-        {"max_ack_pending", -1, &c->max_ack_pending},
-        {"max_waiting", 0, &c->max_waiting},
-        {"inactive_threshold", 0, &c->inactive_threshold_ns},
-        {"idle_heartbeat", 0, &c->idle_heartbeat_ns},
-        {"max_batch", 0, &c->max_batch},
-        {"max_expires", 0, &c->max_expires_ns},
-        {"max_bytes", 0, &c->max_bytes},
-        {"num_replicas", 0, &c->num_replicas},
+    const struct srv_js_json_field f[] = {
+        SRV_JS_JSON_INT("ack_wait", 0, &c->ack_wait_ns),
+        SRV_JS_JSON_INT("max_deliver", -1, &c->max_deliver),
+        SRV_JS_JSON_INT("max_ack_pending", -1, &c->max_ack_pending),
+        SRV_JS_JSON_INT("max_waiting", 0, &c->max_waiting),
+        SRV_JS_JSON_INT("inactive_threshold", 0, &c->inactive_threshold_ns),
+        SRV_JS_JSON_INT("idle_heartbeat", 0, &c->idle_heartbeat_ns),
+        SRV_JS_JSON_INT("max_batch", 0, &c->max_batch),
+        SRV_JS_JSON_INT("max_expires", 0, &c->max_expires_ns),
+        SRV_JS_JSON_INT("max_bytes", 0, &c->max_bytes),
+        SRV_JS_JSON_INT("num_replicas", 0, &c->num_replicas),
+        SRV_JS_JSON_BOOL("flow_control", &c->flow_control),
+        SRV_JS_JSON_BOOL("headers_only", &c->headers_only),
+        SRV_JS_JSON_BOOL("mem_storage", &c->mem_storage),
     };
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-        int rv = srv_js_json_int(rd, f[i].key, f[i].min, f[i].v);
-        if (rv != 0) {
-            return rv;
-        }
-    }
-    const struct {
-        const char *key;
-        bool *v;
-    } b[] = {{"flow_control", &c->flow_control},
-             {"headers_only", &c->headers_only},
-             {"mem_storage", &c->mem_storage}};
-    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
-        int rv = srv_js_json_bool(rd, b[i].key, b[i].v);
-        if (rv != 0) {
-            return rv;
-        }
+    int rv = srv_js_json_fields(rd, f, SRV_JS_JSON_NFIELDS(f));
+    if (rv != 0) {
+        return rv;
     }
     json_t *md = json_object_get(rd->j, "metadata");
     if (json_is_object(md) && json_object_size(md) > 0) {

@@ -8,6 +8,7 @@
 
 #include "keel/error.h"
 #include "srv_js_config.h"
+#include "srv_units.h"
 
 int srv_ack_reply_build(const struct srv_ack_reply *r, char *buf, size_t len,
                         size_t *outlen, char *errmsg)
@@ -32,27 +33,6 @@ int srv_ack_reply_build(const struct srv_ack_reply *r, char *buf, size_t len,
     ASSERT(buf[n] == '\0');
     *outlen = (size_t)n;
     return 0;
-}
-
-/* Decimal without sign, at most 20 digits, no overflow. */
-static bool parse_u64(const char *s, size_t len, uint64_t *v)
-{
-    if (len == 0 || len > 20) {
-        return false;
-    }
-    uint64_t x = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9') {
-            return false;
-        }
-        uint64_t d = (uint64_t)(s[i] - '0');
-        if (x > (UINT64_MAX - d) / 10) {
-            return false;
-        }
-        x = x * 10 + d;
-    }
-    *v = x;
-    return true;
 }
 
 static bool copy_name(char *dst, const char *s, size_t len)
@@ -90,7 +70,7 @@ int srv_ack_reply_parse(const char *subj, size_t len, struct srv_ack_reply *out,
               copy_name(out->stream, tok[2], tlen[2]) &&
               copy_name(out->consumer, tok[3], tlen[3]);
     for (size_t i = 0; ok && i < 5; i++) {
-        ok = parse_u64(tok[4 + i], tlen[4 + i], &n[i]);
+        ok = srv_parse_u64(tok[4 + i], tlen[4 + i], &n[i]);
     }
     if (!ok || n[0] == 0 || n[3] > INT64_MAX) {
         memset(out, 0, sizeof *out);
@@ -117,7 +97,7 @@ static bool parse_delay(const char *s, size_t len, int64_t *ns)
     size_t klen = strlen(key);
     if (len > klen + 1 && memcmp(s, key, klen) == 0 && s[len - 1] == '}') {
         uint64_t v = 0;
-        bool ok = parse_u64(s + klen, len - klen - 1, &v) && v <= INT64_MAX;
+        bool ok = srv_parse_u64(s + klen, len - klen - 1, &v) && v <= INT64_MAX;
         *ns = (int64_t)v;
         return ok;
     }
@@ -126,7 +106,7 @@ static bool parse_delay(const char *s, size_t len, int64_t *ns)
         d++;
     }
     uint64_t v = 0;
-    if (!parse_u64(s, d, &v)) {
+    if (!srv_parse_u64(s, d, &v)) {
         return false;
     }
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "keel/bytes.h"
+#include "keel/bytebuf.h"
 #include "keel/error.h"
 #include "keel/grow.h"
 #include "keel/sorted.h"
@@ -14,115 +14,56 @@
 
 #define CSM_VERSION 1
 
-/* ---- byte writer / reader ---- */
+/* ---- byte writer / reader (keel/bytebuf.h) ---- */
 
-struct wbuf {
-    uint8_t *p;
-    uint32_t len, cap;
-    bool oom;
-};
-
-static void w_bytes(struct wbuf *w, const void *src, uint32_t n)
+static void w_str(struct keel_wbuf *w, const char *s)
 {
-    if (w->oom) {
-        return;
-    }
-    if (keel_reserve_u32(&w->p, &w->cap, w->len + (uint64_t)n, 1, 256) != 0) {
-        w->oom = true;
-        return;
-    }
-    memcpy(w->p + w->len, src, n);
-    w->len += n;
-}
-
-static void w_u64(struct wbuf *w, uint64_t v)
-{
-    uint8_t b[8];
-    keel_put_le64(b, v);
-    w_bytes(w, b, 8);
-}
-
-static void w_u8(struct wbuf *w, uint8_t v)
-{
-    w_bytes(w, &v, 1);
-}
-
-static void w_str(struct wbuf *w, const char *s)
-{
-    size_t n = strlen(s);
-    w_u64(w, n);
-    w_bytes(w, s, (uint32_t)n);
-}
-
-struct rbuf {
-    const uint8_t *p;
-    uint32_t len, off;
-    bool bad;
-};
-
-static uint64_t r_u64(struct rbuf *r)
-{
-    if (r->bad || r->len - r->off < 8) {
-        r->bad = true;
-        return 0;
-    }
-    uint64_t v = keel_get_le64(r->p + r->off);
-    r->off += 8;
-    return v;
-}
-
-static uint8_t r_u8(struct rbuf *r)
-{
-    if (r->bad || r->len - r->off < 1) {
-        r->bad = true;
-        return 0;
-    }
-    return r->p[r->off++];
+    keel_wbuf_str(w, s, strlen(s));
 }
 
 /* A string of at most max bytes, copied NUL-terminated into dst. */
-static void r_str(struct rbuf *r, char *dst, size_t max)
+static void r_str(struct keel_rbuf *r, char *dst, size_t max)
 {
-    uint64_t n = r_u64(r);
-    if (r->bad || n > max || n > r->len - r->off) {
+    size_t n = 0;
+    const char *s = keel_rbuf_str(r, &n);
+    if (s == NULL || n > max) {
         r->bad = true;
         dst[0] = '\0';
         return;
     }
-    memcpy(dst, r->p + r->off, (size_t)n);
+    memcpy(dst, s, n);
     dst[n] = '\0';
-    r->off += (uint32_t)n;
 }
 
 /* A JSON text (bounded by the payload) parsed into a new object. */
-static json_t *r_json(struct rbuf *r)
+static json_t *r_json(struct keel_rbuf *r)
 {
-    uint64_t n = r_u64(r);
-    if (r->bad || n > r->len - r->off) {
-        r->bad = true;
+    size_t n = 0;
+    const char *s = keel_rbuf_str(r, &n);
+    if (s == NULL) {
         return NULL;
     }
     json_error_t e;
-    json_t *j = json_loadb((const char *)r->p + r->off, (size_t)n, 0, &e);
-    r->off += (uint32_t)n;
+    json_t *j = json_loadb(s, n, 0, &e);
     if (j == NULL) {
         r->bad = true;
     }
     return j;
 }
 
-static int w_finish(struct wbuf *w, uint8_t **out, uint32_t *len, char *errmsg)
+static int w_finish(struct keel_wbuf *w, uint8_t **out, uint32_t *len,
+                    char *errmsg)
 {
-    if (w->oom) {
+    if (w->oom || w->len > UINT32_MAX) {
         free(w->p);
         return keel_err(KEEL_ENOMEM, errmsg, "out of memory encoding entry");
     }
     *out = w->p;
-    *len = w->len;
+    *len = (uint32_t)w->len;
     return 0;
 }
 
-static void w_config(struct wbuf *w, const struct srv_consumer_config *cfg)
+static void w_config(struct keel_wbuf *w, const struct srv_consumer_config *cfg)
 {
     json_t *j = NULL;
     if (srv_consumer_config_encode(cfg, &j, NULL) != 0) {
@@ -147,10 +88,10 @@ int srv_csm_encode_create(const struct srv_consumer_config *cfg,
 {
     ASSERT(cfg->name[0] != '\0');
     ASSERT(action <= SRV_CSM_UPDATE);
-    struct wbuf w = {0};
-    w_u8(&w, CSM_VERSION);
-    w_u8(&w, (uint8_t)action);
-    w_u64(&w, (uint64_t)ts_ns);
+    struct keel_wbuf w = {0};
+    keel_wbuf_u8(&w, CSM_VERSION);
+    keel_wbuf_u8(&w, (uint8_t)action);
+    keel_wbuf_u64(&w, (uint64_t)ts_ns);
     w_str(&w, cfg->name);
     w_config(&w, cfg);
     return w_finish(&w, out, len, errmsg);
@@ -160,8 +101,8 @@ int srv_csm_encode_delete(const char *name, uint8_t **out, uint32_t *len,
                           char *errmsg)
 {
     ASSERT(name[0] != '\0');
-    struct wbuf w = {0};
-    w_u8(&w, CSM_VERSION);
+    struct keel_wbuf w = {0};
+    keel_wbuf_u8(&w, CSM_VERSION);
     w_str(&w, name);
     return w_finish(&w, out, len, errmsg);
 }
@@ -172,16 +113,16 @@ int srv_csm_encode_acks(const char *name, struct srv_csm_pos delivered,
 {
     ASSERT(name[0] != '\0');
     ASSERT(n <= SRV_CONSUMER_ENTRY_ACKS_MAX);
-    struct wbuf w = {0};
-    w_u8(&w, CSM_VERSION);
+    struct keel_wbuf w = {0};
+    keel_wbuf_u8(&w, CSM_VERSION);
     w_str(&w, name);
-    w_u64(&w, delivered.cseq);
-    w_u64(&w, delivered.sseq);
-    w_u64(&w, n);
+    keel_wbuf_u64(&w, delivered.cseq);
+    keel_wbuf_u64(&w, delivered.sseq);
+    keel_wbuf_u64(&w, n);
     for (uint32_t i = 0; i < n; i++) {
-        w_u64(&w, acks[i].sseq);
-        w_u64(&w, acks[i].cseq);
-        w_u8(&w, acks[i].kind);
+        keel_wbuf_u64(&w, acks[i].sseq);
+        keel_wbuf_u64(&w, acks[i].cseq);
+        keel_wbuf_u8(&w, acks[i].kind);
     }
     return w_finish(&w, out, len, errmsg);
 }
@@ -562,11 +503,11 @@ static int apply_new(struct srv_csm_set *s, const struct srv_csm_stream *st,
 }
 
 static int apply_create(struct srv_csm_set *s, const struct srv_csm_stream *st,
-                        struct rbuf *r, struct srv_csm_result *res,
+                        struct keel_rbuf *r, struct srv_csm_result *res,
                         char *errmsg)
 {
-    uint8_t action = r_u8(r);
-    int64_t ts = (int64_t)r_u64(r);
+    uint8_t action = keel_rbuf_u8(r);
+    int64_t ts = (int64_t)keel_rbuf_u64(r);
     char name[SRV_JS_NAME_BYTES_MAX + 1];
     r_str(r, name, SRV_JS_NAME_BYTES_MAX);
     json_t *j = r_json(r);
@@ -621,7 +562,7 @@ static struct srv_csm *entry_consumer(struct srv_csm_set *s, const char *name,
 }
 
 static int apply_delete(struct srv_csm_set *s, const struct srv_csm_stream *st,
-                        struct rbuf *r, struct srv_csm_result *res,
+                        struct keel_rbuf *r, struct srv_csm_result *res,
                         char *errmsg)
 {
     char name[SRV_JS_NAME_BYTES_MAX + 1];
@@ -689,12 +630,13 @@ static int apply_one_ack(struct srv_csm_set *s, struct srv_csm *c,
 }
 
 static int apply_acks(struct srv_csm_set *s, const struct srv_csm_stream *st,
-                      struct rbuf *r, struct srv_csm_result *res, char *errmsg)
+                      struct keel_rbuf *r, struct srv_csm_result *res,
+                      char *errmsg)
 {
     char name[SRV_JS_NAME_BYTES_MAX + 1];
     r_str(r, name, SRV_JS_NAME_BYTES_MAX);
-    struct srv_csm_pos d = {r_u64(r), r_u64(r)};
-    uint64_t n = r_u64(r);
+    struct srv_csm_pos d = {keel_rbuf_u64(r), keel_rbuf_u64(r)};
+    uint64_t n = keel_rbuf_u64(r);
     if (r->bad || n > SRV_CONSUMER_ENTRY_ACKS_MAX) {
         return keel_err(KEEL_ECORRUPT, errmsg, "bad consumer ack entry");
     }
@@ -707,7 +649,8 @@ static int apply_acks(struct srv_csm_set *s, const struct srv_csm_stream *st,
         c->delivered = d;
     }
     for (uint64_t i = 0; i < n; i++) {
-        struct srv_csm_ack a = {r_u64(r), r_u64(r), r_u8(r)};
+        struct srv_csm_ack a = {keel_rbuf_u64(r), keel_rbuf_u64(r),
+                                keel_rbuf_u8(r)};
         if (r->bad || a.kind > SRV_CSM_ACK_TERM || a.sseq == 0) {
             return keel_err(KEEL_ECORRUPT, errmsg, "bad ack in ack entry");
         }
@@ -732,8 +675,8 @@ int srv_csm_apply(struct srv_csm_set *s, const struct srv_csm_stream *st,
                   struct srv_csm_result *res, char *errmsg)
 {
     memset(res, 0, sizeof *res);
-    struct rbuf r = {.p = p, .len = len};
-    if (r_u8(&r) != CSM_VERSION) {
+    struct keel_rbuf r = {.p = p, .len = len};
+    if (keel_rbuf_u8(&r) != CSM_VERSION) {
         return keel_err(KEEL_ECORRUPT, errmsg,
                         "consumer entry of an unknown version");
     }
@@ -752,29 +695,29 @@ int srv_csm_apply(struct srv_csm_set *s, const struct srv_csm_stream *st,
 
 /* ---- snapshot ---- */
 
-static void w_pos(struct wbuf *w, struct srv_csm_pos p)
+static void w_pos(struct keel_wbuf *w, struct srv_csm_pos p)
 {
-    w_u64(w, p.cseq);
-    w_u64(w, p.sseq);
+    keel_wbuf_u64(w, p.cseq);
+    keel_wbuf_u64(w, p.sseq);
 }
 
 int srv_csm_snapshot_encode(const struct srv_csm_set *s, uint8_t **out,
                             uint32_t *len, char *errmsg)
 {
     ASSERT(s->n <= SRV_CONSUMERS_PER_STREAM_MAX);
-    struct wbuf w = {0};
-    w_u8(&w, CSM_VERSION);
-    w_u64(&w, s->n);
+    struct keel_wbuf w = {0};
+    keel_wbuf_u8(&w, CSM_VERSION);
+    keel_wbuf_u64(&w, s->n);
     for (uint32_t i = 0; i < s->n; i++) {
         const struct srv_csm *c = s->v[i];
         ASSERT(i == 0 || strcmp(s->v[i - 1]->name, c->name) < 0);
         w_str(&w, c->name);
-        w_u64(&w, (uint64_t)c->created_ns);
+        keel_wbuf_u64(&w, (uint64_t)c->created_ns);
         w_config(&w, &c->cfg);
         w_pos(&w, c->delivered);
         w_pos(&w, c->ack_floor);
-        w_u64(&w, c->lps_end);
-        w_u64(&w, c->nacked);
+        keel_wbuf_u64(&w, c->lps_end);
+        keel_wbuf_u64(&w, c->nacked);
         for (uint32_t k = 0; k < c->nacked; k++) {
             w_pos(&w, c->acked[k]);
         }
@@ -787,10 +730,10 @@ int srv_csm_snapshot_encode(const struct srv_csm_set *s, uint8_t **out,
     return w_finish(&w, out, len, errmsg);
 }
 
-static int decode_one(struct rbuf *r, struct srv_csm *c)
+static int decode_one(struct keel_rbuf *r, struct srv_csm *c)
 {
     r_str(r, c->name, SRV_JS_NAME_BYTES_MAX);
-    c->created_ns = (int64_t)r_u64(r);
+    c->created_ns = (int64_t)keel_rbuf_u64(r);
     json_t *j = r_json(r);
     enum srv_js_err jerr = SRV_JS_OK;
     if (r->bad || srv_consumer_config_parse(j, &c->cfg, &jerr, NULL) != 0) {
@@ -798,11 +741,11 @@ static int decode_one(struct rbuf *r, struct srv_csm *c)
         return KEEL_ECORRUPT;
     }
     json_decref(j);
-    c->delivered = (struct srv_csm_pos){r_u64(r), r_u64(r)};
-    c->ack_floor = (struct srv_csm_pos){r_u64(r), r_u64(r)};
+    c->delivered = (struct srv_csm_pos){keel_rbuf_u64(r), keel_rbuf_u64(r)};
+    c->ack_floor = (struct srv_csm_pos){keel_rbuf_u64(r), keel_rbuf_u64(r)};
     c->live = c->delivered;
-    c->lps_end = r_u64(r);
-    uint64_t n = r_u64(r);
+    c->lps_end = keel_rbuf_u64(r);
+    uint64_t n = keel_rbuf_u64(r);
     if (r->bad || n > SRV_CONSUMER_ACKED_MAX || n > (r->len - r->off) / 16) {
         return KEEL_ECORRUPT;
     }
@@ -812,7 +755,7 @@ static int decode_one(struct rbuf *r, struct srv_csm *c)
     }
     c->acked_cap = n > 0 ? (uint32_t)n : 1;
     for (uint64_t k = 0; k < n; k++) {
-        c->acked[k] = (struct srv_csm_pos){r_u64(r), r_u64(r)};
+        c->acked[k] = (struct srv_csm_pos){keel_rbuf_u64(r), keel_rbuf_u64(r)};
         if (c->acked[k].sseq <=
             (k > 0 ? c->acked[k - 1].sseq : c->ack_floor.sseq)) {
             return KEEL_ECORRUPT; /* must ascend above the floor */
@@ -826,9 +769,9 @@ int srv_csm_snapshot_decode(struct srv_csm_set *s, const uint8_t *p,
                             uint32_t len, char *errmsg)
 {
     srv_csm_set_close(s);
-    struct rbuf r = {.p = p, .len = len};
-    uint8_t version = r_u8(&r);
-    uint64_t n = r_u64(&r);
+    struct keel_rbuf r = {.p = p, .len = len};
+    uint8_t version = keel_rbuf_u8(&r);
+    uint64_t n = keel_rbuf_u64(&r);
     int rv = 0;
     if (r.bad || version != CSM_VERSION || n > SRV_CONSUMERS_PER_STREAM_MAX) {
         rv = KEEL_ECORRUPT;

@@ -649,26 +649,36 @@ static int open_store(struct srv_js *js, const char *dir, char *errmsg)
     return 0;
 }
 
+void srv_js_group_options(const struct srv_js *js, struct store_fsync fsync,
+                          uint64_t seed, struct raft_config *boot,
+                          struct replica_options *opt)
+{
+    *boot = (struct raft_config){.n = 1};
+    boot->servers[0] = (struct raft_server){
+        .node = 1, .incarnation = js->inc, .role = RAFT_VOTER};
+    *opt = (struct replica_options){
+        .self = 1,
+        .incarnation = js->inc,
+        .bootstrap = boot,
+        .fsync = fsync,
+        .election_timeout_ms = SRV_JS_ELECTION_MS,
+        .heartbeat_ms = SRV_JS_ELECTION_MS / 5,
+        .seed = seed,
+        .snap_entries = js->srv->cfg->snapshot_entries,
+    };
+}
+
 /* The meta group: a group of one on a node that is not clustered; with
  * the cluster layer, the voters of boot (NULL: opened from disk). */
 static int open_meta(struct srv_js *js, const struct raft_config *boot,
                      char *errmsg)
 {
     struct store_group_id gid;
+    struct raft_config rc;
+    struct replica_options opt;
     srv_js_meta_gid(&gid);
-    struct raft_config rc = {.n = 1};
-    rc.servers[0] = (struct raft_server){
-        .node = 1, .incarnation = js->inc, .role = RAFT_VOTER};
-    struct replica_options opt = {
-        .self = 1,
-        .incarnation = js->inc,
-        .bootstrap = &rc,
-        .fsync = {STORE_FSYNC_ALWAYS, 0},
-        .election_timeout_ms = SRV_JS_ELECTION_MS,
-        .heartbeat_ms = SRV_JS_ELECTION_MS / 5,
-        .seed = (uint64_t)srv_js_now_ns(),
-        .snap_entries = js->srv->cfg->snapshot_entries,
-    };
+    srv_js_group_options(js, (struct store_fsync){STORE_FSYNC_ALWAYS, 0},
+                         (uint64_t)srv_js_now_ns(), &rc, &opt);
     struct replica_callbacks cbs = {.apply = meta_apply,
                                     .role_changed = meta_role,
                                     .failed = meta_failed,

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "keel/error.h"
+#include "keel/fsync.h"
 #include "srv_js_json.h"
 
 bool srv_js_name_valid(const char *name)
@@ -77,9 +78,12 @@ static bool tok_is(const char *t, size_t len, char c)
     return len == 1 && t[0] == c;
 }
 
-bool srv_js_subjects_overlap(const char *a, const char *b)
+/* One walk for both questions: does some subject match a and b (overlap,
+ * the symmetric case: a wildcard on either side), or does every subject
+ * that matches a match b (subset: only b's wildcards cover a's tokens)?
+ * Bounded by the token count of a valid subject. */
+static bool tokens_cover(const char *a, const char *b, bool either)
 {
-    /* Bounded by the token count of a valid subject. */
     for (uint32_t i = 0; i <= SRV_SUBJECT_TOKENS_MAX; i++) {
         bool a_end = *a == '\0', b_end = *b == '\0';
         if (a_end || b_end) {
@@ -87,35 +91,13 @@ bool srv_js_subjects_overlap(const char *a, const char *b)
         }
         const char *ta = NULL, *tb = NULL;
         size_t la = next_token(&a, &ta), lb = next_token(&b, &tb);
-        if (tok_is(ta, la, '>') || tok_is(tb, lb, '>')) {
+        if (tok_is(tb, lb, '>') || (either && tok_is(ta, la, '>'))) {
             return true; /* the other has >= 1 token here */
         }
-        if (tok_is(ta, la, '*') || tok_is(tb, lb, '*')) {
-            continue;
-        }
-        if (la != lb || memcmp(ta, tb, la) != 0) {
-            return false;
-        }
-    }
-    return false;
-}
-
-bool srv_js_subject_subset(const char *sub, const char *sup)
-{
-    for (uint32_t i = 0; i <= SRV_SUBJECT_TOKENS_MAX; i++) {
-        bool sub_end = *sub == '\0', sup_end = *sup == '\0';
-        if (sub_end || sup_end) {
-            return sub_end && sup_end;
-        }
-        const char *ta = NULL, *tb = NULL;
-        size_t la = next_token(&sub, &ta), lb = next_token(&sup, &tb);
-        if (tok_is(tb, lb, '>')) {
-            return true;
-        }
         if (tok_is(ta, la, '>')) {
-            return false; /* sub matches more tokens than sup's literal */
+            return false; /* a matches more tokens than b's literal */
         }
-        if (tok_is(tb, lb, '*')) {
+        if (tok_is(tb, lb, '*') || (either && tok_is(ta, la, '*'))) {
             continue;
         }
         if (tok_is(ta, la, '*') || la != lb || memcmp(ta, tb, la) != 0) {
@@ -123,6 +105,16 @@ bool srv_js_subject_subset(const char *sub, const char *sup)
         }
     }
     return false;
+}
+
+bool srv_js_subjects_overlap(const char *a, const char *b)
+{
+    return tokens_cover(a, b, true);
+}
+
+bool srv_js_subject_subset(const char *sub, const char *sup)
+{
+    return tokens_cover(sub, sup, false);
 }
 
 bool srv_js_subject_matches(const char *p, const char *s)
@@ -190,28 +182,20 @@ static const char *const storage_names[] = {"file", "memory"};
 static int parse_fsync(const struct srv_js_json_rd *rd,
                        struct srv_stream_config *c)
 {
+    static const enum srv_js_fsync policies[] = {
+        [KEEL_FSYNC_GROUP] = SRV_JS_FSYNC_GROUP,
+        [KEEL_FSYNC_ALWAYS] = SRV_JS_FSYNC_ALWAYS,
+        [KEEL_FSYNC_INTERVAL] = SRV_JS_FSYNC_INTERVAL};
     json_t *f = json_object_get(rd->j, "keel_fsync");
     if (f == NULL || json_is_null(f)) {
         return 0;
     }
     const char *s = json_string_value(f);
-    if (s != NULL && strcmp(s, "group") == 0) {
-        c->fsync = SRV_JS_FSYNC_GROUP;
+    enum keel_fsync_policy p = KEEL_FSYNC_GROUP;
+    if (s != NULL && keel_fsync_parse(s, SRV_JS_FSYNC_INTERVAL_MS_MAX, &p,
+                                      &c->fsync_interval_ms)) {
+        c->fsync = policies[p];
         return 0;
-    }
-    if (s != NULL && strcmp(s, "always") == 0) {
-        c->fsync = SRV_JS_FSYNC_ALWAYS;
-        return 0;
-    }
-    if (s != NULL && strncmp(s, "interval:", 9) == 0) {
-        char *end = NULL;
-        unsigned long ms = strtoul(s + 9, &end, 10);
-        if (isdigit((unsigned char)s[9]) && *end == '\0' && ms >= 1 &&
-            ms <= SRV_JS_FSYNC_INTERVAL_MS_MAX) {
-            c->fsync = SRV_JS_FSYNC_INTERVAL;
-            c->fsync_interval_ms = (uint32_t)ms;
-            return 0;
-        }
     }
     return srv_js_json_fail(rd,
                             "invalid keel_fsync: use \"group\", \"always\" or "
@@ -294,24 +278,21 @@ static void set_defaults(struct srv_stream_config *c)
 static int parse_limits(const struct srv_js_json_rd *rd,
                         struct srv_stream_config *c)
 {
-    struct {
-        const char *key;
-        int64_t *v;
-    } lim[] = {{"max_consumers", &c->max_consumers},
-               {"max_msgs", &c->max_msgs},
-               {"max_bytes", &c->max_bytes},
-               {"max_msgs_per_subject", &c->max_msgs_per_subject},
-               {"max_msg_size", &c->max_msg_size}};
-    for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++) {
-        int rv = srv_js_json_int(rd, lim[i].key, -1, lim[i].v);
-        if (rv != 0) {
-            return rv;
-        }
-        if (*lim[i].v == 0) {
-            *lim[i].v = -1;
+    const struct srv_js_json_field lim[] = {
+        SRV_JS_JSON_INT("max_consumers", -1, &c->max_consumers),
+        SRV_JS_JSON_INT("max_msgs", -1, &c->max_msgs),
+        SRV_JS_JSON_INT("max_bytes", -1, &c->max_bytes),
+        SRV_JS_JSON_INT("max_msgs_per_subject", -1, &c->max_msgs_per_subject),
+        SRV_JS_JSON_INT("max_msg_size", -1, &c->max_msg_size)};
+    int rv = srv_js_json_fields(rd, lim, SRV_JS_JSON_NFIELDS(lim));
+    for (size_t i = 0; rv == 0 && i < SRV_JS_JSON_NFIELDS(lim); i++) {
+        if (*lim[i].i == 0) {
+            *lim[i].i = -1;
         }
     }
-    int rv = srv_js_json_int(rd, "max_age", 0, &c->max_age_ns);
+    if (rv == 0) {
+        rv = srv_js_json_int(rd, "max_age", 0, &c->max_age_ns);
+    }
     if (rv == 0) {
         rv = srv_js_json_int(rd, "num_replicas", 0, &c->num_replicas);
     }
@@ -356,25 +337,22 @@ static int parse_window(const struct srv_js_json_rd *rd,
 static int parse_flags(const struct srv_js_json_rd *rd,
                        struct srv_stream_config *c)
 {
-    struct {
-        const char *key;
-        bool *v;
-    } fl[] = {{"allow_direct", &c->allow_direct},
-              {"mirror_direct", &c->mirror_direct},
-              {"sealed", &c->sealed},
-              {"deny_delete", &c->deny_delete},
-              {"deny_purge", &c->deny_purge},
-              {"allow_rollup_hdrs", &c->allow_rollup_hdrs},
-              {"no_ack", &c->no_ack},
-              {"discard_new_per_subject", &c->discard_new_per_subject}};
-    for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++) {
-        int rv = srv_js_json_bool(rd, fl[i].key, fl[i].v);
-        if (rv != 0) {
-            return rv;
-        }
+    const struct srv_js_json_field fl[] = {
+        SRV_JS_JSON_BOOL("allow_direct", &c->allow_direct),
+        SRV_JS_JSON_BOOL("mirror_direct", &c->mirror_direct),
+        SRV_JS_JSON_BOOL("sealed", &c->sealed),
+        SRV_JS_JSON_BOOL("deny_delete", &c->deny_delete),
+        SRV_JS_JSON_BOOL("deny_purge", &c->deny_purge),
+        SRV_JS_JSON_BOOL("allow_rollup_hdrs", &c->allow_rollup_hdrs),
+        SRV_JS_JSON_BOOL("no_ack", &c->no_ack),
+        SRV_JS_JSON_BOOL("discard_new_per_subject",
+                         &c->discard_new_per_subject)};
+    int rv = srv_js_json_fields(rd, fl, SRV_JS_JSON_NFIELDS(fl));
+    if (rv != 0) {
+        return rv;
     }
     int r = 0, d = 0, s = 0;
-    int rv = srv_js_json_enum(rd, "retention", retention_names, 3, &r, NULL);
+    rv = srv_js_json_enum(rd, "retention", retention_names, 3, &r, NULL);
     if (rv == 0) {
         rv = srv_js_json_enum(rd, "discard", discard_names, 2, &d, NULL);
     }

@@ -171,6 +171,15 @@ struct srv_stream *srv_js_stream_for_subject(struct srv_js *js,
 
 int64_t srv_js_now_ns(void);
 
+/* The replica options every JetStream group (the meta group, each stream)
+ * opens with: a group of one (node 1, this node's incarnation) in *boot
+ * until the cluster layer names its voters, the JetStream election and
+ * heartbeat timings, the server's snapshot interval; fsync and seed are
+ * the group's own. opt->bootstrap points at boot. */
+void srv_js_group_options(const struct srv_js *js, struct store_fsync fsync,
+                          uint64_t seed, struct raft_config *boot,
+                          struct replica_options *opt);
+
 /* Clustered: create the meta group with the index-1 configuration cfg
  * (srv_js_cluster.c decided every seed agrees), or open it from disk
  * (cfg NULL). Returns 0 or a KEEL_E*. */

@@ -87,6 +87,22 @@ int srv_js_json_bool(const struct srv_js_json_rd *rd, const char *key, bool *v)
     return 0;
 }
 
+int srv_js_json_fields(const struct srv_js_json_rd *rd,
+                       const struct srv_js_json_field *f, size_t n)
+{
+    ASSERT(f != NULL || n == 0);
+    for (size_t i = 0; i < n; i++) {
+        ASSERT((f[i].i == NULL) != (f[i].b == NULL));
+        int rv = f[i].i != NULL
+                     ? srv_js_json_int(rd, f[i].key, f[i].min, f[i].i)
+                     : srv_js_json_bool(rd, f[i].key, f[i].b);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    return 0;
+}
+
 int srv_js_json_enum(const struct srv_js_json_rd *rd, const char *key,
                      const char *const *names, int n, int *v, bool *present)
 {

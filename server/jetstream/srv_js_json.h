@@ -9,6 +9,7 @@
 #define KEEL_SRV_JS_JSON_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <jansson.h>
@@ -43,6 +44,31 @@ KEEL_MUST_USE int srv_js_json_int(const struct srv_js_json_rd *rd,
 /* true or false. */
 KEEL_MUST_USE int srv_js_json_bool(const struct srv_js_json_rd *rd,
                                    const char *key, bool *v);
+
+/* A row of a field table read by srv_js_json_fields: an integer >= min
+ * into *i, or a bool into *b. One line a field, so adding one is a
+ * one-line change. */
+struct srv_js_json_field {
+    const char *key;
+    int64_t *i;
+    bool *b;
+    int64_t min;
+};
+#define SRV_JS_JSON_INT(key, min, v)                                           \
+    {                                                                          \
+        (key), (v), NULL, (min)                                                \
+    }
+#define SRV_JS_JSON_BOOL(key, v)                                               \
+    {                                                                          \
+        (key), NULL, (v), 0                                                    \
+    }
+#define SRV_JS_JSON_NFIELDS(t) (sizeof(t) / sizeof((t)[0]))
+
+/* The n fields of f in order (srv_js_json_int, srv_js_json_bool); the
+ * first bad one's error. */
+KEEL_MUST_USE int srv_js_json_fields(const struct srv_js_json_rd *rd,
+                                     const struct srv_js_json_field *f,
+                                     size_t n);
 
 /* One of the n strings names[]: *v is its index. *present (may be NULL)
  * tells whether the key was there. The error lists the names. */

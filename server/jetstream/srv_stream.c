@@ -614,19 +614,9 @@ static struct store_fsync stream_fsync(const struct srv_stream *st)
 static int stream_replica_open(struct srv_stream *st, char *errmsg)
 {
     struct srv_js *js = st->js;
-    struct raft_config rc = {.n = 1};
-    rc.servers[0] = (struct raft_server){
-        .node = 1, .incarnation = js->inc, .role = RAFT_VOTER};
-    struct replica_options opt = {
-        .self = 1,
-        .incarnation = js->inc,
-        .bootstrap = &rc,
-        .fsync = stream_fsync(st),
-        .election_timeout_ms = SRV_JS_ELECTION_MS,
-        .heartbeat_ms = SRV_JS_ELECTION_MS / 5,
-        .seed = st->nonce,
-        .snap_entries = srv_js_server(js)->cfg->snapshot_entries,
-    };
+    struct raft_config rc;
+    struct replica_options opt;
+    srv_js_group_options(js, stream_fsync(st), st->nonce, &rc, &opt);
     struct replica_callbacks cbs = {.apply = stream_apply,
                                     .role_changed = stream_role,
                                     .failed = stream_failed,

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "keel/bytes.h"
+#include "keel/bytebuf.h"
 #include "keel/error.h"
 #include "keel/limits.h"
 #include "keel_stream_entry.h"
@@ -351,6 +351,26 @@ static bool publish_refused(struct srv_stream_sm *sm,
     return false;
 }
 
+/* The last stored message's Nats-Msg-Id, copied by length (a header
+ * value may hold a NUL byte); n == 0 clears it. */
+static int set_last_msg_id(struct srv_stream_sm *sm, const char *id, size_t n)
+{
+    free(sm->last_msg_id);
+    sm->last_msg_id = NULL;
+    sm->last_msg_id_len = 0;
+    if (n == 0) {
+        return 0;
+    }
+    sm->last_msg_id = malloc(n + 1);
+    if (sm->last_msg_id == NULL) {
+        return KEEL_ENOMEM;
+    }
+    memcpy(sm->last_msg_id, id, n);
+    sm->last_msg_id[n] = '\0';
+    sm->last_msg_id_len = n;
+    return 0;
+}
+
 static int apply_publish(struct srv_stream_sm *sm, uint64_t index,
                          const struct keel_stream_entry *e,
                          struct srv_stream_result *res)
@@ -372,22 +392,12 @@ static int apply_publish(struct srv_stream_sm *sm, uint64_t index,
     }
     res->seq = sm->last_seq;
     res->stored = true;
-    free(sm->last_msg_id);
-    sm->last_msg_id = NULL;
-    sm->last_msg_id_len = 0;
-    if (id_len > 0) {
-        /* Copied by length: a header value may hold a NUL byte. */
-        sm->last_msg_id = malloc(id_len + 1);
-        if (sm->last_msg_id == NULL) {
-            return KEEL_ENOMEM;
-        }
-        memcpy(sm->last_msg_id, id, id_len);
-        sm->last_msg_id[id_len] = '\0';
-        sm->last_msg_id_len = id_len;
+    rv = set_last_msg_id(sm, id, id_len);
+    if (rv == 0 && id_len > 0) {
         rv = srv_dedupe_add(&sm->dedupe, id, id_len, ts, res->seq);
-        if (rv != 0) {
-            return rv;
-        }
+    }
+    if (rv != 0) {
+        return rv;
     }
     enforce_limits(sm, ts,
                    srv_hmap_get(&sm->subjects, e->subject, e->subject_len));
@@ -566,73 +576,32 @@ int srv_stream_sm_apply(struct srv_stream_sm *sm, uint64_t index,
  * bytes. */
 #define SNAP_MAGIC_MIRROR 0x3253534bu
 
-struct sbuf {
-    uint8_t *p;
-    size_t len, cap;
-    bool oom;
-};
-
-static void sb_put(struct sbuf *b, const void *v, size_t n)
-{
-    if (b->oom || n == 0) {
-        return;
-    }
-    if (b->len + n > b->cap) {
-        size_t ncap = b->cap == 0 ? 256 : b->cap;
-        while (ncap < b->len + n) {
-            ncap *= 2;
-        }
-        uint8_t *q = realloc(b->p, ncap);
-        if (q == NULL) {
-            b->oom = true;
-            return;
-        }
-        b->p = q;
-        b->cap = ncap;
-    }
-    memcpy(b->p + b->len, v, n);
-    b->len += n;
-}
-
-static void sb_u64(struct sbuf *b, uint64_t v)
-{
-    uint8_t x[8];
-    keel_put_le64(x, v);
-    sb_put(b, x, 8);
-}
-
-static void sb_str(struct sbuf *b, const void *s, size_t n)
-{
-    sb_u64(b, n);
-    sb_put(b, s, n);
-}
-
-static void snap_header(struct sbuf *b, const struct srv_stream_sm *sm)
+static void snap_header(struct keel_wbuf *b, const struct srv_stream_sm *sm)
 {
     const struct srv_stream_limits *l = &sm->lim;
     bool mirror = sm->mirror_pos > 0 || sm->mirror_lost > 0;
-    sb_u64(b, mirror ? SNAP_MAGIC_MIRROR : SNAP_MAGIC);
-    sb_u64(b, (uint64_t)l->retention | (uint64_t)l->discard << 8 |
-                  (uint64_t)l->deny_delete << 16 |
-                  (uint64_t)l->deny_purge << 17 | (uint64_t)l->sealed << 18 |
-                  (uint64_t)sm->configured << 19 |
-                  (uint64_t)l->discard_new_per_subject << 20);
+    keel_wbuf_u64(b, mirror ? SNAP_MAGIC_MIRROR : SNAP_MAGIC);
+    keel_wbuf_u64(
+        b, (uint64_t)l->retention | (uint64_t)l->discard << 8 |
+               (uint64_t)l->deny_delete << 16 | (uint64_t)l->deny_purge << 17 |
+               (uint64_t)l->sealed << 18 | (uint64_t)sm->configured << 19 |
+               (uint64_t)l->discard_new_per_subject << 20);
     int64_t v[6] = {l->max_msgs,     l->max_bytes,  l->max_msgs_per_subject,
                     l->max_msg_size, l->max_age_ns, l->duplicate_window_ns};
     for (int i = 0; i < 6; i++) {
-        sb_u64(b, (uint64_t)v[i]);
+        keel_wbuf_u64(b, (uint64_t)v[i]);
     }
-    sb_u64(b, sm->last_seq);
-    sb_u64(b, (uint64_t)sm->last_ts_ns);
-    sb_str(b, sm->last_msg_id, sm->last_msg_id_len);
+    keel_wbuf_u64(b, sm->last_seq);
+    keel_wbuf_u64(b, (uint64_t)sm->last_ts_ns);
+    keel_wbuf_str(b, sm->last_msg_id, sm->last_msg_id_len);
     if (mirror) {
-        sb_u64(b, sm->mirror_pos);
-        sb_u64(b, sm->mirror_lost);
+        keel_wbuf_u64(b, sm->mirror_pos);
+        keel_wbuf_u64(b, sm->mirror_lost);
     }
 }
 
 /* Dictionary index of each subject, numbered by first appearance. */
-static int snap_subjects(struct sbuf *b, const struct srv_stream_sm *sm,
+static int snap_subjects(struct keel_wbuf *b, const struct srv_stream_sm *sm,
                          struct srv_hmap *idx)
 {
     uintptr_t n = 0;
@@ -645,13 +614,13 @@ static int snap_subjects(struct sbuf *b, const struct srv_stream_sm *sm,
             return KEEL_ENOMEM;
         }
     }
-    sb_u64(b, n);
+    keel_wbuf_u64(b, n);
     uintptr_t emitted = 0;
     for (uint64_t seq = sm->base_seq; seq <= sm->last_seq; seq++) {
         const struct srv_stream_slot *s = srv_stream_sm_get(sm, seq);
         if (s != NULL && (uintptr_t)srv_hmap_get(idx, s->subj->s,
                                                  s->subj->len) == emitted + 1) {
-            sb_str(b, s->subj->s, s->subj->len);
+            keel_wbuf_str(b, s->subj->s, s->subj->len);
             emitted++;
         }
     }
@@ -661,31 +630,32 @@ static int snap_subjects(struct sbuf *b, const struct srv_stream_sm *sm,
 int srv_stream_sm_snapshot(const struct srv_stream_sm *sm, uint8_t **out,
                            size_t *len)
 {
-    struct sbuf b = {0};
+    struct keel_wbuf b = {0};
     struct srv_hmap idx;
     srv_hmap_init(&idx);
     *out = NULL;
     *len = 0;
     snap_header(&b, sm);
     int rv = snap_subjects(&b, sm, &idx);
-    sb_u64(&b, sm->msgs);
+    keel_wbuf_u64(&b, sm->msgs);
     for (uint64_t seq = sm->base_seq; rv == 0 && seq <= sm->last_seq; seq++) {
         const struct srv_stream_slot *s = srv_stream_sm_get(sm, seq);
         if (s != NULL) {
-            sb_u64(&b, seq);
-            sb_u64(&b, s->index);
-            sb_u64(&b, (uint64_t)s->ts_ns);
-            sb_u64(&b, s->size);
-            sb_u64(&b, (uintptr_t)srv_hmap_get(&idx, s->subj->s, s->subj->len));
+            keel_wbuf_u64(&b, seq);
+            keel_wbuf_u64(&b, s->index);
+            keel_wbuf_u64(&b, (uint64_t)s->ts_ns);
+            keel_wbuf_u64(&b, s->size);
+            keel_wbuf_u64(
+                &b, (uintptr_t)srv_hmap_get(&idx, s->subj->s, s->subj->len));
         }
     }
     const struct srv_dedupe *d = &sm->dedupe;
-    sb_u64(&b, d->count);
+    keel_wbuf_u64(&b, d->count);
     for (size_t i = 0; i < d->count; i++) {
         const struct srv_dedupe_ent *e = d->ring[(d->head + i) % d->cap];
-        sb_str(&b, e->id, e->id_len);
-        sb_u64(&b, (uint64_t)e->ts_ns);
-        sb_u64(&b, e->seq);
+        keel_wbuf_str(&b, e->id, e->id_len);
+        keel_wbuf_u64(&b, (uint64_t)e->ts_ns);
+        keel_wbuf_u64(&b, e->seq);
     }
     srv_hmap_close(&idx);
     if (rv != 0 || b.oom) {
@@ -697,46 +667,14 @@ int srv_stream_sm_snapshot(const struct srv_stream_sm *sm, uint8_t **out,
     return 0;
 }
 
-struct rd {
-    const uint8_t *p;
-    size_t len, off;
-    bool bad;
-};
-
-static uint64_t rd_u64(struct rd *r)
-{
-    uint64_t v;
-    if (r->bad || r->len - r->off < 8) {
-        r->bad = true;
-        return 0;
-    }
-    v = keel_get_le64(r->p + r->off);
-    r->off += 8;
-    return v;
-}
-
-static const char *rd_str(struct rd *r, size_t *n)
-{
-    uint64_t len = rd_u64(r);
-    *n = 0;
-    if (r->bad || r->len - r->off < len) {
-        r->bad = true;
-        return NULL;
-    }
-    const char *s = (const char *)r->p + r->off;
-    r->off += len;
-    *n = (size_t)len;
-    return s;
-}
-
-static int restore_header(struct srv_stream_sm *sm, struct rd *r)
+static int restore_header(struct srv_stream_sm *sm, struct keel_rbuf *r)
 {
     struct srv_stream_limits *l = &sm->lim;
-    uint64_t magic = rd_u64(r);
+    uint64_t magic = keel_rbuf_u64(r);
     if (magic != SNAP_MAGIC && magic != SNAP_MAGIC_MIRROR) {
         return KEEL_ECORRUPT;
     }
-    uint64_t f = rd_u64(r);
+    uint64_t f = keel_rbuf_u64(r);
     if ((f & 0xff) > SRV_JS_RETENTION_WORKQUEUE ||
         (f >> 8 & 0xff) > SRV_JS_DISCARD_NEW || f >> 21 != 0) {
         return KEEL_ECORRUPT;
@@ -751,26 +689,21 @@ static int restore_header(struct srv_stream_sm *sm, struct rd *r)
     int64_t *v[6] = {&l->max_msgs,     &l->max_bytes,  &l->max_msgs_per_subject,
                      &l->max_msg_size, &l->max_age_ns, &l->duplicate_window_ns};
     for (int i = 0; i < 6; i++) {
-        *v[i] = (int64_t)rd_u64(r);
+        *v[i] = (int64_t)keel_rbuf_u64(r);
     }
-    sm->last_seq = rd_u64(r);
-    sm->last_ts_ns = (int64_t)rd_u64(r);
+    sm->last_seq = keel_rbuf_u64(r);
+    sm->last_ts_ns = (int64_t)keel_rbuf_u64(r);
     size_t n = 0;
-    const char *id = rd_str(r, &n);
+    const char *id = keel_rbuf_str(r, &n);
     if (r->bad || l->duplicate_window_ns < 0) {
         return KEEL_ECORRUPT;
     }
-    if (n > 0) {
-        if ((sm->last_msg_id = malloc(n + 1)) == NULL) {
-            return KEEL_ENOMEM;
-        }
-        memcpy(sm->last_msg_id, id, n);
-        sm->last_msg_id[n] = '\0';
+    if (set_last_msg_id(sm, id, n) != 0) {
+        return KEEL_ENOMEM;
     }
-    sm->last_msg_id_len = n;
     if (magic == SNAP_MAGIC_MIRROR) {
-        sm->mirror_pos = rd_u64(r);
-        sm->mirror_lost = rd_u64(r);
+        sm->mirror_pos = keel_rbuf_u64(r);
+        sm->mirror_lost = keel_rbuf_u64(r);
         if (r->bad || sm->mirror_pos == 0 || sm->mirror_pos > sm->last_seq) {
             return KEEL_ECORRUPT;
         }
@@ -779,17 +712,18 @@ static int restore_header(struct srv_stream_sm *sm, struct rd *r)
 }
 
 /* Live slots in increasing seq order; gaps become deleted slots. */
-static int restore_slots(struct srv_stream_sm *sm, struct rd *r,
+static int restore_slots(struct srv_stream_sm *sm, struct keel_rbuf *r,
                          struct srv_stream_subj **dict, uint64_t nsubj)
 {
-    uint64_t n = rd_u64(r), prev = 0;
+    uint64_t n = keel_rbuf_u64(r), prev = 0;
     uint64_t last = sm->last_seq;
     if (r->bad || n > SRV_STREAM_MSGS_MAX || n > (r->len - r->off) / 40) {
         return KEEL_ECORRUPT;
     }
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t seq = rd_u64(r), index = rd_u64(r), ts = rd_u64(r);
-        uint64_t size = rd_u64(r), si = rd_u64(r);
+        uint64_t seq = keel_rbuf_u64(r), index = keel_rbuf_u64(r),
+                 ts = keel_rbuf_u64(r);
+        uint64_t size = keel_rbuf_u64(r), si = keel_rbuf_u64(r);
         if (r->bad || seq <= prev || seq > last || si == 0 || si > nsubj ||
             (prev > 0 && seq - prev > SRV_STREAM_MSGS_MAX)) {
             return KEEL_ECORRUPT;
@@ -825,17 +759,17 @@ static int restore_slots(struct srv_stream_sm *sm, struct rd *r,
     return 0;
 }
 
-static int restore_dedupe(struct srv_stream_sm *sm, struct rd *r)
+static int restore_dedupe(struct srv_stream_sm *sm, struct keel_rbuf *r)
 {
-    uint64_t n = rd_u64(r);
+    uint64_t n = keel_rbuf_u64(r);
     if (r->bad || n > SRV_JS_DEDUPE_IDS_MAX) {
         return KEEL_ECORRUPT;
     }
     for (uint64_t i = 0; i < n; i++) {
         size_t len = 0;
-        const char *id = rd_str(r, &len);
-        int64_t ts = (int64_t)rd_u64(r);
-        uint64_t seq = rd_u64(r);
+        const char *id = keel_rbuf_str(r, &len);
+        int64_t ts = (int64_t)keel_rbuf_u64(r);
+        uint64_t seq = keel_rbuf_u64(r);
         if (r->bad || srv_dedupe_add(&sm->dedupe, id, len, ts, seq) != 0) {
             return KEEL_ECORRUPT;
         }
@@ -843,10 +777,10 @@ static int restore_dedupe(struct srv_stream_sm *sm, struct rd *r)
     return 0;
 }
 
-static int restore_dict(struct srv_stream_sm *sm, struct rd *r,
+static int restore_dict(struct srv_stream_sm *sm, struct keel_rbuf *r,
                         struct srv_stream_subj ***dict, uint64_t *n)
 {
-    *n = rd_u64(r);
+    *n = keel_rbuf_u64(r);
     if (r->bad || *n > SRV_STREAM_MSGS_MAX || *n > (r->len - r->off) / 8) {
         return KEEL_ECORRUPT;
     }
@@ -856,7 +790,7 @@ static int restore_dict(struct srv_stream_sm *sm, struct rd *r,
     }
     for (uint64_t i = 0; i < *n; i++) {
         size_t len = 0;
-        const char *s = rd_str(r, &len);
+        const char *s = keel_rbuf_str(r, &len);
         if (r->bad || len == 0 || srv_hmap_get(&sm->subjects, s, len)) {
             return KEEL_ECORRUPT;
         }
@@ -871,7 +805,7 @@ int srv_stream_sm_restore(struct srv_stream_sm *sm, const uint8_t *buf,
                           size_t len, char *errmsg)
 {
     ASSERT(sm->count == 0 && sm->msgs == 0);
-    struct rd r = {buf, len, 0, false};
+    struct keel_rbuf r = {buf, len, 0, false};
     struct srv_stream_subj **dict = NULL;
     uint64_t nsubj = 0;
     int rv = restore_header(sm, &r);

@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "keel/error.h"
+#include "srv_units.h"
 
 void srv_parser_init(struct srv_parser *p, size_t max_payload)
 {
@@ -18,27 +19,6 @@ void srv_parser_close(struct srv_parser *p)
     free(p->buf);
     p->buf = NULL;
     p->buf_cap = 0;
-}
-
-bool srv_parse_u64(const char *s, size_t len, uint64_t *out)
-{
-    uint64_t v = 0;
-
-    if (len == 0 || len > 20) {
-        return false;
-    }
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9') {
-            return false;
-        }
-        uint64_t d = (uint64_t)(s[i] - '0');
-        if (v > (UINT64_MAX - d) / 10) {
-            return false;
-        }
-        v = v * 10 + d;
-    }
-    *out = v;
-    return true;
 }
 
 static bool is_blank(char c)

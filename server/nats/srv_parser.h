@@ -85,7 +85,4 @@ void srv_parser_close(struct srv_parser *p);
 int srv_parser_feed(struct srv_parser *p, const char *data, size_t len,
                     srv_parser_cb cb, void *ud);
 
-/* Parse a non-negative decimal that fits in uint64_t; false otherwise. */
-bool srv_parse_u64(const char *s, size_t len, uint64_t *out);
-
 #endif

@@ -163,6 +163,23 @@ t_bench_kv_refuses_bad_modes_and_flags() {
   [[ $rc1 == 2 && $rc2 == 2 && $rc3 == 2 ]]
 }
 
+# A short real run: the text report's two lines and the JSON object's
+# latency fields (cli_bench_lat_print prints both); the bench deletes its
+# bucket after.
+t_bench_kv_reports_rate_and_latency() {
+  "$KEEL" bench kv put BENCHKV --msgs 50 --keys 10 >"$TMP/bkv.out" ||
+    return 1
+  grep -q '^kv put: 50 ops of 128 B in .* from 1 clients over 10 keys (R1): ' \
+    "$TMP/bkv.out" &&
+    grep -q '^  latency p50 .* us, p90 .* us, p99 .* us, max .* us, mean .* us$' \
+      "$TMP/bkv.out" || return 1
+  "$KEEL" bench kv get BENCHKV --msgs 40 --keys 10 --json >"$TMP/bkv.json" ||
+    return 1
+  [[ $(json_get "$TMP/bkv.json" 'j["mode"], j["ops"]') == 'kv_get 40' &&
+    $(json_get "$TMP/bkv.json" \
+      'all(j[k] >= 0 for k in ("p50_us", "p90_us", "p99_us", "max_us", "mean_us"))') == True ]]
+}
+
 check "kv add sets history, TTL and max value size; kv info --json shows them" \
   t_add_sets_history_ttl_and_sizes
 check "kv put (argument or stdin) and kv get (header, --raw, --revision)" \
@@ -187,5 +204,7 @@ check "kv rm needs --force without a terminal and deletes the bucket" \
   t_rm_deletes_the_bucket
 check "bench kv refuses an unknown mode and out-of-range flags (exit 2)" \
   t_bench_kv_refuses_bad_modes_and_flags
+check "bench kv put and get report the rate and the latency percentiles" \
+  t_bench_kv_reports_rate_and_latency
 
 cli_finish

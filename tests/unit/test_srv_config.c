@@ -177,6 +177,14 @@ static void one_parser_bounds_sizes_durations_and_config_integers(void **state)
     assert_false(srv_parse_duration_ms("2M", &v)); /* m, not M, is minutes */
     assert_true(srv_parse_duration_ms("1h", &v));
     assert_int_equal(v, 3600000);
+    assert_true(srv_parse_u64("18446744073709551615", 20, &v));
+    assert_true(v == UINT64_MAX);
+    assert_false(srv_parse_u64("18446744073709551616", 20, &v));
+    assert_false(srv_parse_u64("000000000000000000001", 21, &v));
+    assert_false(srv_parse_u64("", 0, &v));
+    assert_false(srv_parse_u64("+1", 2, &v));
+    assert_true(srv_parse_u64("12x", 2, &v)); /* only len bytes are read */
+    assert_int_equal(v, 12);
     assert_true(srv_parse_conf_int("-2MB", 4, &i));
     assert_int_equal(i, -2 * 1048576);
     assert_true(srv_parse_conf_int("9223372036854775807", 19, &i));

@@ -141,6 +141,9 @@ static void invalid_values_are_refused(void **state)
         "{\"name\":\"S\",\"keel_fsync\":\"sometimes\"}",
         "{\"name\":\"S\",\"keel_fsync\":\"interval:0\"}",
         "{\"name\":\"S\",\"keel_fsync\":\"interval:5x\"}",
+        /* A stream's bound (a minute) is below the store's (ten). */
+        "{\"name\":\"S\",\"keel_fsync\":\"interval:60001\"}",
+        "{\"name\":\"S\",\"keel_fsync\":\"interval:\"}",
         "{\"name\":\"S\",\"metadata\":[]}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -220,6 +223,17 @@ static void subject_overlap_follows_wildcards(void **state)
     assert_true(srv_js_subject_subset("a.b", "a.*"));
     assert_true(srv_js_subject_subset("a.*", "a.>"));
     assert_false(srv_js_subject_subset("a.>", "a.*"));
+    /* Overlap is symmetric, subset is not: the walk is one for both. */
+    assert_true(srv_js_subjects_overlap("a.b", "a.>"));
+    assert_true(srv_js_subjects_overlap("a.b.c", "*.>"));
+    assert_false(srv_js_subjects_overlap("a", "a.>"));
+    assert_true(srv_js_subject_subset("a.>", "a.>"));
+    assert_true(srv_js_subject_subset("a.b.c", "a.>"));
+    assert_true(srv_js_subject_subset("a.b", "a.b"));
+    assert_false(srv_js_subject_subset("a", "a.>"));
+    assert_false(srv_js_subject_subset("*", "a"));
+    assert_false(srv_js_subject_subset("a.b", "a.b.c"));
+    assert_false(srv_js_subject_subset("a.b.c", "a.b"));
     assert_false(srv_js_subject_subset("a.*", "a.b"));
     assert_true(srv_js_subject_matches("a.>", "a.b.c"));
     assert_false(srv_js_subject_matches("a.*", "a.b.c"));

@@ -182,6 +182,34 @@ static void both_config_parsers_answer_through_the_reader(void **state)
     json_decref(sj);
     json_decref(cj);
 }
+/* A field table reads its rows in order, each as its own call would, and
+ * stops at the first bad one. */
+static void
+a_field_table_reads_in_order_and_stops_at_the_first_bad(void **state)
+{
+    struct fixture *f = *state;
+    int64_t n = 0, absent = 7, neg = 0;
+    bool b = false, nb = false;
+    const struct srv_js_json_field good[] = {
+        SRV_JS_JSON_INT("n", 0, &n),
+        SRV_JS_JSON_BOOL("b", &b),
+        SRV_JS_JSON_INT("absent", 0, &absent),
+    };
+    const struct srv_js_json_field bad[] = {
+        SRV_JS_JSON_INT("neg", -5, &neg),
+        SRV_JS_JSON_BOOL("n", &nb),
+        SRV_JS_JSON_INT("neg", 0, &neg),
+    };
+
+    assert_int_equal(srv_js_json_fields(&f->rd, good, 3), 0);
+    assert_int_equal(n, 5);
+    assert_true(b);
+    assert_int_equal(absent, 7);
+    assert_int_equal(srv_js_json_fields(&f->rd, bad, 3), KEEL_EINVAL);
+    assert_int_equal(neg, -2); /* the first row was read */
+    assert_int_equal(f->jerr, SRV_JS_ESTREAM_CONFIG);
+    assert_non_null(strstr(f->errmsg, "n must be true or false"));
+}
 
 int main(void)
 {
@@ -200,6 +228,9 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(
             both_config_parsers_answer_through_the_reader, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_field_table_reads_in_order_and_stops_at_the_first_bad, setup,
+            teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

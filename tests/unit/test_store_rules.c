@@ -600,9 +600,33 @@ repair_of_a_run_across_a_segment_boundary_lands_in_both(void **state)
     }
 }
 
+/* The store's policy text: its interval bound is ten minutes (a stream's
+ * keel_fsync reads the same text with a one-minute bound,
+ * include/keel/fsync.h). */
+static void fsync_policy_text_reads_within_the_store_bound(void **state)
+{
+    struct store_fsync p;
+    char errmsg[KEEL_ERRMSG_MAX];
+    (void)state;
+    assert_int_equal(store_fsync_parse("always", &p, NULL), 0);
+    assert_int_equal(p.policy, STORE_FSYNC_ALWAYS);
+    assert_int_equal(store_fsync_parse("interval:600000", &p, NULL), 0);
+    assert_int_equal(p.policy, STORE_FSYNC_INTERVAL);
+    assert_int_equal(p.interval_ms, 600000);
+    assert_int_equal(store_fsync_parse("group", &p, NULL), 0);
+    assert_int_equal(p.policy, STORE_FSYNC_GROUP);
+    assert_int_equal(p.interval_ms, 0);
+    assert_int_equal(store_fsync_parse("interval:600001", &p, errmsg),
+                     KEEL_ECONFIG);
+    assert_string_equal(errmsg, "fsync policy 'interval:600001': use group, "
+                                "always or interval:<ms> (1..600000)");
+    assert_int_equal(store_fsync_parse("interval:-1", &p, NULL), KEEL_ECONFIG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fsync_policy_text_reads_within_the_store_bound),
         cmocka_unit_test_setup_teardown(
             conflict_truncation_zeroes_to_the_old_end, setup, teardown),
         cmocka_unit_test_setup_teardown(
