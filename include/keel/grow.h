@@ -93,4 +93,31 @@ static inline int keel_grow_u32(void *itemsp, uint32_t *cap, uint32_t n,
     return keel_reserve_u32(itemsp, cap, (uint64_t)n + 1, elem, first);
 }
 
+/* A FIFO ring *ringp (a T ** passed as void *) of *cap elements of elem
+ * bytes, holding count of them from slot *head: make it ncap (>= count)
+ * elements, the count unrolled to slots 0.. (so *head becomes 0) and the
+ * rest zeroed. KEEL_ENOMEM leaves the ring as it was. */
+static inline int keel_ring_resize(void *ringp, size_t elem, size_t *cap,
+                                   size_t *head, size_t count, size_t ncap)
+{
+    unsigned char *old;
+    unsigned char *ring;
+
+    ASSERT(ringp != NULL && cap != NULL && head != NULL && elem > 0);
+    ASSERT(count <= ncap && (count == 0 || *cap > 0));
+    ring = calloc(ncap, elem);
+    if (ring == NULL) {
+        return KEEL_ENOMEM;
+    }
+    memcpy(&old, ringp, sizeof old);
+    for (size_t i = 0; i < count; i++) {
+        memcpy(ring + i * elem, old + ((*head + i) % *cap) * elem, elem);
+    }
+    free(old);
+    memcpy(ringp, &ring, sizeof ring);
+    *cap = ncap;
+    *head = 0;
+    return 0;
+}
+
 #endif

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "keel/error.h"
+#include "keel/grow.h"
 #include "keel/limits.h"
 
 static size_t trim(const char **s, size_t len)
@@ -196,18 +197,8 @@ static int dedupe_grow(struct srv_dedupe *d)
     if (ncap > SRV_JS_DEDUPE_IDS_MAX) {
         ncap = SRV_JS_DEDUPE_IDS_MAX;
     }
-    struct srv_dedupe_ent **r = calloc(ncap, sizeof *r);
-    if (r == NULL) {
-        return KEEL_ENOMEM;
-    }
-    for (size_t i = 0; i < d->count; i++) {
-        r[i] = d->ring[(d->head + i) % d->cap];
-    }
-    free(d->ring);
-    d->ring = r;
-    d->cap = ncap;
-    d->head = 0;
-    return 0;
+    return keel_ring_resize(&d->ring, sizeof *d->ring, &d->cap, &d->head,
+                            d->count, ncap);
 }
 
 int srv_dedupe_add(struct srv_dedupe *d, const char *id, size_t id_len,

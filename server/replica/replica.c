@@ -151,27 +151,17 @@ static uint64_t ctx_take(struct replica *r, raft_index index, raft_term term)
  * proposals arrive (up to REPLICA_QUEUE_MAX between them) rather than
  * start at their bound: a node holds thousands of mostly idle groups.
  * Returns 0 or KEEL_ENOMEM. */
-static int ctx_reserve(struct replica *r, uint32_t need)
+static int ctx_reserve(struct replica *r, size_t need)
 {
     if (need <= r->ctx_cap) {
         return 0;
     }
-    uint32_t cap = r->ctx_cap == 0 ? 16 : r->ctx_cap;
+    size_t cap = r->ctx_cap == 0 ? 16 : r->ctx_cap;
     while (cap < need) {
         cap *= 2;
     }
-    struct replica_ctx *ring = malloc((size_t)cap * sizeof *ring);
-    if (ring == NULL) {
-        return KEEL_ENOMEM;
-    }
-    for (uint32_t i = 0; i < r->ctx_n; i++) { /* unrolled from the head */
-        ring[i] = r->ctxs[(r->ctx_head + i) % r->ctx_cap];
-    }
-    free(r->ctxs);
-    r->ctxs = ring;
-    r->ctx_cap = cap;
-    r->ctx_head = 0;
-    return 0;
+    return keel_ring_resize(&r->ctxs, sizeof *r->ctxs, &r->ctx_cap,
+                            &r->ctx_head, r->ctx_n, cap);
 }
 
 static void ctx_push(struct replica *r, raft_index index, raft_term term,

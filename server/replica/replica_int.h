@@ -138,7 +138,7 @@ struct replica {
     /* Proposals queued this iteration, then (index, ctx) awaiting apply. */
     uint32_t n_queue, queue_cap;
     struct replica_prop *queue;
-    uint32_t ctx_head, ctx_n, ctx_cap; /* a ring of ctx_cap */
+    size_t ctx_head, ctx_n, ctx_cap; /* a ring of ctx_cap */
     struct replica_ctx *ctxs;
     struct raft_out out;
     /* Storage faults (replica_fault.c): the extent the core votes with,
