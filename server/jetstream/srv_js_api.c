@@ -374,6 +374,10 @@ static void api_update(struct api_req *q)
                          "stream configuration update can not change "
                          "first_seq (it only sets where a new stream "
                          "starts)");
+    } else if (st->cfg.allow_msg_ttl && !cfg.allow_msg_ttl) {
+        /* nats-server 2.11's rule: pending TTLs would never expire. */
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
+                         "message TTL status can not be disabled");
     } else if (st->cfg.sealed && !cfg.sealed) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
                          "stream configuration update can not unseal a "

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "keel/error.h"
+#include "srv_msg_ttl.h"
 #include "srv_stream_sm.h"
 
 #define DOC "docs/jetstream-config.md"
@@ -35,11 +36,6 @@ struct field {
 static const struct field stream_fields[] = {
     {"sources", UNSET_EMPTY, "sources are not implemented"},
     {"template_owner", UNSET_EMPTY, "stream templates are not implemented"},
-    {"allow_msg_ttl", UNSET_FALSE,
-     "per-message TTL is not implemented; "
-     "use max_age"},
-    {"subject_delete_marker_ttl", UNSET_ZERO,
-     "subject delete markers are not implemented"},
     {"allow_msg_counter", UNSET_FALSE, "counters are not implemented"},
     {"allow_atomic", UNSET_FALSE, "atomic batches are not implemented"},
     {"allow_msg_schedules", UNSET_FALSE, "schedules are not implemented"},
@@ -214,7 +210,6 @@ static const struct {
     const char *name;
     enum srv_js_err err;
 } refused_headers[] = {
-    {"Nats-TTL", SRV_JS_ETTL_DISABLED},
     {"Nats-Incr", SRV_JS_EINCR_DISABLED},
     {"Nats-Schedule", SRV_JS_EHEADER_UNSUPPORTED},
     {"Nats-Batch-Id", SRV_JS_EHEADER_UNSUPPORTED},
@@ -260,6 +255,19 @@ int srv_js_publish_headers_check(const struct srv_stream_config *cfg,
             }
             return KEEL_EINVAL;
         }
+    }
+    /* Nats-TTL as nats-server 2.11's clustered check: without
+     * allow_msg_ttl any TTL (also an invalid one) is 10166; with it an
+     * invalid one is 10165. The state machine checks again at apply. */
+    int64_t ttl = 0;
+    int tv = srv_msg_ttl_of(hdr, len, &ttl);
+    if ((tv != 0 || ttl != 0) && !cfg->allow_msg_ttl) {
+        *jerr = SRV_JS_ETTL_DISABLED;
+        return KEEL_EINVAL;
+    }
+    if (tv != 0) {
+        *jerr = SRV_JS_ETTL_INVALID;
+        return KEEL_EINVAL;
     }
     if (srv_nats_hdr_get(hdr, len, "Nats-Rollup", &v, &vl) != 0) {
         return 0;

@@ -13,6 +13,7 @@
 #include "srv_hmap.h"
 #include "srv_js_config.h"
 #include "srv_js_err.h"
+#include "srv_msg_ttl.h"
 
 /* Find header name (case-insensitive) in a header block
  * "NATS/1.0[ status]\r\nName: value\r\n...\r\n\r\n". On success *val points
@@ -90,6 +91,8 @@ struct srv_stream_limits {
     int64_t max_age_ns, duplicate_window_ns;
     bool deny_delete, deny_purge, sealed;
     bool discard_new_per_subject; /* refuse, not drop, at max per subject */
+    bool allow_msg_ttl;           /* Nats-TTL taken and expired */
+    int64_t marker_ttl_ns;        /* subject_delete_marker_ttl, 0 none */
 };
 
 void srv_stream_limits_from_config(const struct srv_stream_config *cfg,
@@ -109,6 +112,18 @@ struct srv_stream_slot {
     int64_t ts_ns;
     struct srv_stream_subj *subj;
     uint64_t size;
+    /* Per-message TTL (docs/decisions/0033-per-message-ttl-in-the-state-
+     * machine.md): 0 none, SRV_MSG_TTL_NEVER (kept past max_age), else the
+     * entry time at which it expires. */
+    int64_t expire_ns;
+    bool marker; /* a subject delete marker (its body is synthesised) */
+};
+
+/* A pending TTL: a min-heap of (expire_ns, seq), a cache of the slots'
+ * expire_ns (entries for removed seqs are skipped when they come up). */
+struct srv_stream_ttl_ent {
+    int64_t expire_ns;
+    uint64_t seq;
 };
 
 struct srv_stream_sm {
@@ -131,6 +146,15 @@ struct srv_stream_sm {
      * read them (docs/decisions/0032-mirrors-pull-into-the-log.md). */
     uint64_t mirror_pos;
     uint64_t mirror_lost;
+    /* Per-message TTLs: the heap, and how many live slots have an
+     * expire_ns > 0. Derived from the slots (rebuilt on restore). */
+    struct srv_stream_ttl_ent *ttl_heap;
+    size_t ttl_n, ttl_cap;
+    uint64_t ttl_live;
+    /* Below this seq every slot is deleted or never expires by age: where
+     * the max_age scan starts. A lower bound only (0 after restore), so it
+     * changes no outcome, only how far a scan walks. */
+    uint64_t age_from;
 };
 
 /* The outcome of one applied entry. */
@@ -142,6 +166,9 @@ struct srv_stream_result {
     uint64_t purged;      /* PURGE: messages removed */
     enum srv_js_err jerr; /* non-zero: the entry was refused */
     char detail[SRV_JS_ERR_DESC_BYTES_MAX];
+    /* Subject delete markers this entry stored: seqs marker_first ..
+     * marker_first + markers - 1 (any entry that expires messages). */
+    uint64_t marker_first, markers;
 };
 
 /* Empty stream (first seq 1) with no limits until a CONFIG entry. */
@@ -167,6 +194,12 @@ const struct srv_stream_slot *srv_stream_sm_get(const struct srv_stream_sm *sm,
 
 /* First seq (last_seq + 1 when empty). */
 uint64_t srv_stream_sm_first_seq(const struct srv_stream_sm *sm);
+
+/* The entry time at which the next message expires by max_age or its TTL
+ * (*at_ns; INT64_MAX when none): the leader proposes a TICK once its clock
+ * passes it. A long walk over messages that never expire answers the
+ * current last_ts so that a tick moves the scan on. */
+void srv_stream_sm_next_expiry(const struct srv_stream_sm *sm, int64_t *at_ns);
 
 /* Deterministic encoding of the whole state (not the bodies): the same
  * applied entries give the same bytes on every replica. decode fills an
