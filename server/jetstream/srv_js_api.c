@@ -692,9 +692,13 @@ static void api_msg_get(struct api_req *q)
     }
     char t[SRV_JS_TIME_BYTES];
     srv_js_time_format(m.ts_ns, t);
-    json_t *msg = json_pack("{s:s%, s:I, s:o, s:s}", "subject", m.subject,
-                            m.subject_len, "seq", (json_int_t)m.seq, "data",
-                            b64_json(m.data, m.data_len), "time", t);
+    json_t *msg = json_pack("{s:s%, s:I, s:s}", "subject", m.subject,
+                            m.subject_len, "seq", (json_int_t)m.seq, "time", t);
+    if (msg != NULL && m.data_len > 0) {
+        /* Omitted when empty, as nats-server's omitempty: libnats refuses
+         * an empty base64 string (a delete marker has no body). */
+        json_object_set_new(msg, "data", b64_json(m.data, m.data_len));
+    }
     if (msg != NULL && m.hdr_len > 0) {
         json_object_set_new(msg, "hdrs", b64_json(m.hdr, m.hdr_len));
     }
