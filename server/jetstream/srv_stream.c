@@ -163,7 +163,7 @@ int srv_stream_msg_load(struct srv_stream *st, uint64_t seq,
         return keel_err(KEEL_ENOENT, errmsg,
                         "stream %s has no message %" PRIu64, st->cfg.name, seq);
     }
-    if (sl->marker) {
+    if (sl->marker == SRV_STREAM_MARKER_STORED) {
         return marker_load(sl, seq, out);
     }
     struct store_entry e;

@@ -116,7 +116,15 @@ struct srv_stream_slot {
      * machine.md): 0 none, SRV_MSG_TTL_NEVER (kept past max_age), else the
      * entry time at which it expires. */
     int64_t expire_ns;
-    bool marker; /* a subject delete marker (its body is synthesised) */
+    uint8_t marker; /* enum srv_stream_marker */
+};
+
+/* Is a slot a delete marker, whose expiry leaves no marker behind? */
+enum srv_stream_marker {
+    SRV_STREAM_MARKER_NONE = 0,
+    SRV_STREAM_MARKER_STORED, /* stored by an expiry: body synthesised */
+    SRV_STREAM_MARKER_HDR,    /* published with Nats-Marker-Reason or as a KV
+                                 purge (KV-Operation: PURGE), as 2.11 counts */
 };
 
 /* A pending TTL: a min-heap of (expire_ns, seq), a cache of the slots'

@@ -231,7 +231,7 @@ int srv_stream_sm__store(struct srv_stream_sm *sm, uint64_t index, int64_t ts,
         return KEEL_ENOMEM;
     }
     uint64_t seq = sm->last_seq + 1;
-    struct srv_stream_slot v = {index, ts, sj, size, 0, false};
+    struct srv_stream_slot v = {index, ts, sj, size, 0, 0};
     if (sm->count == 0) {
         sm->base_seq = seq;
     }
@@ -881,7 +881,7 @@ static int restore_slots(struct srv_stream_sm *sm, struct rd *r,
             sm->deleted++;
         }
         struct srv_stream_subj *sj = dict[si - 1];
-        struct srv_stream_slot v = {index, (int64_t)ts, sj, size, 0, false};
+        struct srv_stream_slot v = {index, (int64_t)ts, sj, size, 0, 0};
         int rv = ring_push(sm, &v);
         if (rv != 0) {
             return rv;
@@ -934,12 +934,13 @@ static int restore_ttl(struct srv_stream_sm *sm, struct rd *r)
         uint64_t marker = rd_u64(r);
         struct srv_stream_slot *s = slot_at(sm, seq);
         if (r->bad || seq <= prev || s == NULL || s->subj == NULL ||
-            marker > 1 || (exp < 0 && exp != SRV_MSG_TTL_NEVER) ||
+            marker > SRV_STREAM_MARKER_HDR ||
+            (exp < 0 && exp != SRV_MSG_TTL_NEVER) ||
             (exp == 0 && marker == 0)) {
             return KEEL_ECORRUPT;
         }
         s->expire_ns = exp;
-        s->marker = marker == 1;
+        s->marker = (uint8_t)marker;
         prev = seq;
     }
     return srv_stream_sm__ttl_rebuild(sm);

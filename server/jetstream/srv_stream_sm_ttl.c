@@ -134,14 +134,36 @@ static int64_t effective_secs(const struct srv_stream_limits *l, int64_t secs)
     return secs;
 }
 
+/* nats-server 2.11's test for a delete marker: a Nats-Marker-Reason, or a
+ * Key/Value purge marker. */
+static bool is_marker_hdr(const char *hdr, size_t len)
+{
+    const char *v = NULL;
+    size_t vl = 0;
+    if (hdr == NULL || len == 0) {
+        return false;
+    }
+    if (srv_nats_hdr_get(hdr, len, SRV_MSG_MARKER_REASON_HDR, &v, &vl) == 0 &&
+        vl > 0) {
+        return true;
+    }
+    return srv_nats_hdr_get(hdr, len, "KV-Operation", &v, &vl) == 0 &&
+           vl == 5 && memcmp(v, "PURGE", 5) == 0;
+}
+
 int srv_stream_sm__ttl_set(struct srv_stream_sm *sm, uint64_t seq,
                            const char *hdr, size_t hdr_len)
 {
     struct srv_stream_slot *s = srv_stream_sm__slot(sm, seq);
     int64_t secs = 0;
     ASSERT(s != NULL && s->subj != NULL);
-    if (!sm->lim.allow_msg_ttl || srv_msg_ttl_of(hdr, hdr_len, &secs) != 0 ||
-        secs == 0) {
+    if (!sm->lim.allow_msg_ttl) {
+        return 0;
+    }
+    if (is_marker_hdr(hdr, hdr_len)) {
+        s->marker = SRV_STREAM_MARKER_HDR;
+    }
+    if (srv_msg_ttl_of(hdr, hdr_len, &secs) != 0 || secs == 0) {
         return 0; /* an unreadable TTL is none, as on nats-server */
     }
     if (secs == SRV_MSG_TTL_NEVER) {
@@ -185,7 +207,7 @@ static int expire_one(struct srv_stream_sm *sm, uint64_t index, int64_t now,
         return rv;
     }
     struct srv_stream_slot *m = srv_stream_sm__slot(sm, sm->last_seq);
-    m->marker = true;
+    m->marker = SRV_STREAM_MARKER_STORED;
     m->expire_ns = ts + ttl_s * NS_PER_S;
     if (res->markers++ == 0) {
         res->marker_first = sm->last_seq;

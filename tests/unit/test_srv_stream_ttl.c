@@ -71,24 +71,32 @@ static void apply(struct fixture *f, const struct keel_stream_entry *e)
     f->log_len[f->n++] = len;
 }
 
-static void pub_ttl(struct fixture *f, int64_t ts, const char *subj,
-                    const char *ttl)
+static void pub_raw(struct fixture *f, int64_t ts, const char *subj,
+                    const char *hdr)
 {
-    char hdr[128] = "";
-    if (ttl != NULL) {
-        snprintf(hdr, sizeof hdr, "NATS/1.0\r\nNats-TTL: %s\r\n\r\n", ttl);
-    }
     struct keel_stream_entry e = {
         .kind = KEEL_STREAM_E_PUBLISH,
         .ts_ns = ts,
         .subject = subj,
         .subject_len = strlen(subj),
-        .hdr = (const uint8_t *)(ttl != NULL ? hdr : NULL),
-        .hdr_len = ttl != NULL ? strlen(hdr) : 0,
+        .hdr = (const uint8_t *)hdr,
+        .hdr_len = hdr != NULL ? strlen(hdr) : 0,
         .data = (const uint8_t *)"v",
         .data_len = 1,
     };
     apply(f, &e);
+}
+
+static void pub_ttl(struct fixture *f, int64_t ts, const char *subj,
+                    const char *ttl)
+{
+    char hdr[128];
+    if (ttl == NULL) {
+        pub_raw(f, ts, subj, NULL);
+        return;
+    }
+    snprintf(hdr, sizeof hdr, "NATS/1.0\r\nNats-TTL: %s\r\n\r\n", ttl);
+    pub_raw(f, ts, subj, hdr);
 }
 
 static void config(struct fixture *f, const char *json)
@@ -245,7 +253,7 @@ static void the_last_message_of_a_subject_leaves_a_marker(void **state)
     assert_int_equal(f->res.marker_first, 6);
     const struct srv_stream_slot *m = srv_stream_sm_get(&f->sm, 5);
     assert_non_null(m);
-    assert_true(m->marker);
+    assert_int_equal(m->marker, SRV_STREAM_MARKER_STORED);
     assert_string_equal(m->subj->s, "a");
     assert_int_equal(m->ts_ns, 12 * SEC);
     assert_int_equal(m->expire_ns, 72 * SEC);
@@ -289,6 +297,26 @@ static void a_ttl_under_the_marker_ttl_is_raised_to_it(void **state)
     tick(f, 121 * SEC);
     assert_int_equal(f->sm.msgs, 0);
     assert_int_equal(f->res.markers, 0);
+}
+
+/* A Key/Value purge with a TTL (nats.js kv.purge(k, {ttl})) is a marker
+ * itself: its expiry leaves the key with nothing, as on 2.11. */
+static void a_kv_purge_marker_expiring_leaves_no_marker(void **state)
+{
+    struct fixture *f = *state;
+    config(f, "{\"name\":\"S\",\"allow_msg_ttl\":true,"
+              "\"subject_delete_marker_ttl\":1000000000}");
+    pub_raw(f, 1 * SEC, "k",
+            "NATS/1.0\r\nKV-Operation: PURGE\r\nNats-Rollup: sub\r\n"
+            "Nats-TTL: 2s\r\n\r\n");
+    assert_int_equal(srv_stream_sm_get(&f->sm, 1)->marker,
+                     SRV_STREAM_MARKER_HDR);
+    pub_ttl(f, 1 * SEC, "j", "2s");
+    tick(f, 3 * SEC);
+    assert_int_equal(f->res.markers, 1); /* j's, not k's */
+    assert_null(srv_stream_sm_get(&f->sm, 1));
+    assert_string_equal(srv_stream_sm_get(&f->sm, 3)->subj->s, "j");
+    assert_int_equal(f->sm.msgs, 1);
 }
 
 /* Compare two machines by their snapshot bytes. */
@@ -440,6 +468,7 @@ int main(void)
         T(never_outlives_max_age_and_a_ttl_cannot_pass_it),
         T(the_last_message_of_a_subject_leaves_a_marker),
         T(a_ttl_under_the_marker_ttl_is_raised_to_it),
+        T(a_kv_purge_marker_expiring_leaves_no_marker),
         T(a_snapshot_and_a_replay_keep_every_pending_ttl),
         T(a_stream_without_ttls_keeps_its_snapshot_bytes),
         T(config_rules_are_nats_server_2_11s),
