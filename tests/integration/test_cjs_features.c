@@ -4,8 +4,10 @@
  * -9 of the leader), a restart, and a follower that catches up by
  * InstallSnapshot and then leads; republish sends each message once
  * across leader changes and restarts, with the subject_transform's
- * subject. Both live in the stream's Raft group
- * (its CONFIG entries and its snapshot), never in one node's memory.
+ * subject; a per-message TTL expires under a new leader after a kill -9
+ * and leaves the same delete marker on every node. All live in the
+ * stream's Raft group (its CONFIG entries, its entries' timestamps and
+ * its snapshot), never in one node's memory.
  * Shared setup: cjs_common.h. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -372,18 +374,14 @@ static void an_r1_restart_republishes_nothing_it_replays(void **state)
 
 #define LS "LASTS"
 
-/* Publish subject through node via with Nats-Expected-Last-Subject-
- * Sequence: expect: the PubAck's seq, or -(err_code) when refused. */
-static json_int_t publish_expect(int via, const char *subject,
-                                 json_int_t expect)
+/* Publish subject through node via with header name: value: the
+ * PubAck's seq, or -(err_code) when refused. */
+static json_int_t publish_hdr(int via, const char *subject, const char *name,
+                              const char *value)
 {
     natsMsg *m = NULL, *r = NULL;
-    char v[24];
-    snprintf(v, sizeof v, "%lld", (long long)expect);
     assert_int_equal(natsMsg_Create(&m, subject, NULL, "x", 1), NATS_OK);
-    assert_int_equal(
-        natsMsgHeader_Set(m, "Nats-Expected-Last-Subject-Sequence", v),
-        NATS_OK);
+    assert_int_equal(natsMsgHeader_Set(m, name, value), NATS_OK);
     assert_int_equal(natsConnection_RequestMsg(&r, cj.nc[via], m, WAIT_MS),
                      NATS_OK);
     json_t *o = json_loadb(natsMsg_GetData(r), (size_t)natsMsg_GetDataLength(r),
@@ -398,16 +396,39 @@ static json_int_t publish_expect(int via, const char *subject,
     return code != 0 ? -code : seq;
 }
 
-/* DIRECT.GET last_by_subj of subject through node via: Nats-Sequence. */
-static json_int_t direct_last(int via, const char *subject)
+/* Publish with Nats-Expected-Last-Subject-Sequence: expect. */
+static json_int_t publish_expect(int via, const char *subject,
+                                 json_int_t expect)
+{
+    char v[24];
+    snprintf(v, sizeof v, "%lld", (long long)expect);
+    return publish_hdr(via, subject, "Nats-Expected-Last-Subject-Sequence", v);
+}
+
+/* DIRECT.GET last_by_subj of subject in stream through node via: the
+ * message, or NULL for a 404 (no message). */
+static natsMsg *direct_get(int via, const char *stream, const char *subject)
 {
     char subj[128];
     natsMsg *r = NULL;
     const char *v = NULL;
-    snprintf(subj, sizeof subj, "$JS.API.DIRECT.GET." LS ".%s", subject);
+    snprintf(subj, sizeof subj, "$JS.API.DIRECT.GET.%s.%s", stream, subject);
     assert_int_equal(
         natsConnection_RequestString(&r, cj.nc[via], subj, "", WAIT_MS),
         NATS_OK);
+    if (natsMsgHeader_Get(r, "Nats-Sequence", &v) != NATS_OK) {
+        natsMsg_Destroy(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* DIRECT.GET last_by_subj of subject through node via: Nats-Sequence. */
+static json_int_t direct_last(int via, const char *subject)
+{
+    const char *v = NULL;
+    natsMsg *r = direct_get(via, LS, subject);
+    assert_non_null(r);
     assert_int_equal(natsMsgHeader_Get(r, "Nats-Sequence", &v), NATS_OK);
     json_int_t seq = strtoll(v, NULL, 10);
     natsMsg_Destroy(r);
@@ -449,6 +470,87 @@ a_deleted_newest_leaves_the_subjects_last_on_every_node(void **state)
     }
 }
 
+/* ---- per-message TTL and delete markers (docs/decisions/0033-per-
+ * message-ttl-in-the-state-machine.md) ---- */
+
+#define TTLS "TTLS"
+
+struct msgs_wait {
+    int via;
+    json_int_t msgs, last_seq;
+};
+
+static bool ttls_state_is(void *arg)
+{
+    const struct msgs_wait *w = arg;
+    json_t *si = cjs_stream_info(&cj, w->via, TTLS);
+    const json_t *st = json_object_get(si, "state");
+    bool ok =
+        st != NULL &&
+        json_integer_value(json_object_get(st, "messages")) == w->msgs &&
+        json_integer_value(json_object_get(st, "last_seq")) == w->last_seq;
+    json_decref(si);
+    return ok;
+}
+
+/* The marker of subject on node via: its Nats-Sequence, or 0 for none. */
+static json_int_t marker_seq(int via, const char *subject)
+{
+    const char *v = NULL;
+    json_int_t seq = 0;
+    natsMsg *m = direct_get(via, TTLS, subject);
+    if (m != NULL &&
+        natsMsgHeader_Get(m, "Nats-Marker-Reason", &v) == NATS_OK &&
+        strcmp(v, "MaxAge") == 0 &&
+        natsMsgHeader_Get(m, "Nats-Sequence", &v) == NATS_OK) {
+        seq = strtoll(v, NULL, 10);
+    }
+    natsMsg_Destroy(m);
+    return seq;
+}
+
+/* A TTL'd message published on an R3 stream whose leader is then killed
+ * (-9) expires under the new leader, which leaves the subject's marker at
+ * the next seq; the killed node, restarted and made leader, holds the
+ * same marker and expires it. */
+static void a_ttl_holds_across_a_leader_kill(void **state)
+{
+    (void)state;
+    json_decref(cjs_request_ok(
+        &cj, 0, "$JS.API.STREAM.CREATE." TTLS,
+        "{\"name\":\"" TTLS "\",\"subjects\":[\"ttls.>\"],"
+        "\"num_replicas\":3,\"allow_direct\":true,\"allow_msg_ttl\":true,"
+        "\"subject_delete_marker_ttl\":3000000000}"));
+    int leader = cjs_wait_stream_led(&cj, TTLS, WAIT_MS);
+    assert_true(leader >= 0);
+    assert_int_equal(publish_hdr(leader, "ttls.a", "Nats-TTL", "3s"), 1);
+    assert_int_equal(publish(leader, "ttls.b"), 2);
+    assert_int_equal(publish_hdr(leader, "ttls.c", "Nats-TTL", "never"), 3);
+    assert_int_equal(publish_hdr(leader, "ttls.d", "Nats-TTL", "50ms"), -10165);
+    cjs_disconnect(&cj, leader);
+    assert_int_equal(h_netns_node_kill(&cj.net, leader), 0);
+    int other = (leader + 1) % NODES;
+    /* ttls.a went, its marker is seq 4: what the new leader's tick
+     * stored on every replica. */
+    struct msgs_wait w = {other, 3, 4};
+    assert_true(h_poll(ttls_state_is, &w, WAIT_MS));
+    int now = cjs_wait_stream_led(&cj, TTLS, WAIT_MS);
+    assert_true(now >= 0);
+    assert_int_equal(marker_seq(now, "ttls.a"), 4);
+    assert_int_equal(h_netns_node_start(&cj.net, leader), 0);
+    assert_int_equal(cjs_connect(&cj, leader), 0);
+    struct lead_wait lw = {leader, TTLS};
+    assert_true(h_poll(led_by, &lw, WAIT_MS));
+    assert_int_equal(marker_seq(leader, "ttls.a"), 4);
+    /* The marker expires by its own 3s TTL, on the restarted leader. */
+    w = (struct msgs_wait){leader, 2, 4};
+    assert_true(h_poll(ttls_state_is, &w, WAIT_MS));
+    assert_int_equal(marker_seq(leader, "ttls.a"), 0);
+    natsMsg *never = direct_get(leader, TTLS, "ttls.c");
+    assert_non_null(never);
+    natsMsg_Destroy(never);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -458,6 +560,7 @@ int main(void)
         cmocka_unit_test(an_r1_restart_republishes_nothing_it_replays),
         cmocka_unit_test(
             a_deleted_newest_leaves_the_subjects_last_on_every_node),
+        cmocka_unit_test(a_ttl_holds_across_a_leader_kill),
     };
     nats_Open(-1);
     int rv = cmocka_run_group_tests(tests, group_setup, group_teardown);
