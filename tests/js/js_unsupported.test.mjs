@@ -1,5 +1,6 @@
 // nats.js against keeld: options keeld does not implement are refused with
-// an error naming them (replay_policy original, Nats-TTL)
+// an error naming them (replay_policy original), Nats-TTL is refused
+// without allow_msg_ttl (js_msg_ttl.test.mjs has the rest),
 // instead of being accepted and ignored, and Nats-Rollup works: a Key/Value
 // purge leaves only its marker, a rollup "all" leaves only itself, and the
 // object store (whose meta updates roll up) keeps one meta per object.
@@ -69,7 +70,7 @@ describe('nats.js: options keeld does not implement, and rollups', () => {
     assert.match(tags.description, /placement tags/);
   });
 
-  it('refuses Nats-TTL with the standard 10166', async (t) => {
+  it('refuses Nats-TTL without allow_msg_ttl with the standard 10166', async (t) => {
     if (!keeld) {
       t.skip('nats-server 2.9 ignores Nats-TTL');
       return;
