@@ -46,6 +46,10 @@ struct srv_cpull {
 };
 
 /* A proposal awaiting its commit on this node (the ctx of the entry). */
+/* The wait kind of a PAUSE request: its entry is a consumer update
+ * (SRV_CSM_KIND_CREATE), its answer a consumer_pause_response. */
+#define SRV_CWAIT_PAUSE 0xff
+
 struct srv_cwait {
     uint64_t ctx;
     char *reply; /* API reply or AckSync reply; NULL = none */

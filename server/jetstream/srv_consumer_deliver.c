@@ -11,6 +11,7 @@
 #include "keel/error.h"
 #include "keel/grow.h"
 #include "srv_consumer.h"
+#include "srv_consumer_pause.h"
 #include "srv_log.h"
 
 #define HDR_NO_MSGS "NATS/1.0 404 No Messages\r\n\r\n"
@@ -453,6 +454,12 @@ static void deliver_consumer(struct srv_cengine *e, struct srv_cstream *cs,
                              struct srv_csm *c, struct srv_clive *l)
 {
     if (!srv_clive_start(e, cs, c, l)) {
+        return;
+    }
+    /* Paused (pause_until, srv_consumer_pause.c): pull requests wait and
+     * heartbeats go on, nothing is delivered until the leader's clock
+     * passes the time. */
+    if (srv_consumer_paused(&c->cfg, srv_cwall_ns(), NULL)) {
         return;
     }
     struct target t;

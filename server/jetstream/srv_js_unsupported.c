@@ -24,7 +24,6 @@ enum unset_is {
     UNSET_FALSE, /* absent, null or false */
     UNSET_ZERO,  /* absent, null or 0 */
     UNSET_EMPTY, /* absent, null, "" or [] */
-    UNSET_TIME,  /* absent, null, "" or Go's zero time */
 };
 
 struct field {
@@ -47,7 +46,6 @@ static const struct field consumer_fields[] = {
     {"direct", UNSET_FALSE, "direct consumers are internal to mirrors"},
     {"priority_groups", UNSET_EMPTY, "priority groups are not implemented"},
     {"priority_timeout", UNSET_ZERO, "priority groups are not implemented"},
-    {"pause_until", UNSET_TIME, "pausing consumers is not implemented"},
 };
 
 static bool is_set(const json_t *v, enum unset_is unset)
@@ -63,10 +61,6 @@ static bool is_set(const json_t *v, enum unset_is unset)
     case UNSET_EMPTY:
         return !((json_is_string(v) && json_string_length(v) == 0) ||
                  (json_is_array(v) && json_array_size(v) == 0));
-    case UNSET_TIME:
-        return !(json_is_string(v) &&
-                 (json_string_length(v) == 0 ||
-                  strcmp(json_string_value(v), "0001-01-01T00:00:00Z") == 0));
     case UNSET_NULL:
     default:
         return true;

@@ -186,7 +186,6 @@ static void consumer_fields_keeld_does_not_implement_are_refused(void **state)
         {"{\"priority_groups\":[\"g\"]}", "priority_groups"},
         {"{\"priority_policy\":\"overflow\"}", "priority_policy"},
         {"{\"priority_timeout\":5000000000}", "priority_timeout"},
-        {"{\"pause_until\":\"2030-01-01T00:00:00Z\"}", "pause_until"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(consumer(f, bad[i].body), KEEL_EINVAL);
