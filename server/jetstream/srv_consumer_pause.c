@@ -115,3 +115,20 @@ int srv_consumer_pause_info(const struct srv_consumer_config *c, int64_t now_ns,
            json_object_set_new(o, "pause_remaining",
                                json_integer((json_int_t)left));
 }
+
+bool srv_consumer_replay_wait(int64_t lts, int64_t ts, int64_t now, int64_t *at)
+{
+    int64_t gap = ts - lts;
+    if (lts == 0 || gap <= 1000000) {
+        *at = 0;
+        return false;
+    }
+    if (*at == 0) {
+        *at = now + gap;
+    }
+    if (now < *at) {
+        return true;
+    }
+    *at = 0;
+    return false;
+}

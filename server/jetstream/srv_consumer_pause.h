@@ -1,7 +1,8 @@
-/* srv_consumer_pause: a consumer's pause_until and
- * $JS.API.CONSUMER.PAUSE.<stream>.<consumer>, as nats-server 2.11 defines
- * them (docs/jetstream-config.md, "Pausing a consumer"). Pure: the caller
- * passes the time. */
+/* srv_consumer_pause: what holds a consumer's deliveries back, as
+ * nats-server defines it: pause_until and
+ * $JS.API.CONSUMER.PAUSE.<stream>.<consumer> (2.11), and replay_policy
+ * original's pacing (docs/jetstream-config.md, "Pausing a consumer",
+ * "Replay original"). Pure: the caller passes the time. */
 #ifndef KEEL_SRV_CONSUMER_PAUSE_H
 #define KEEL_SRV_CONSUMER_PAUSE_H
 
@@ -46,5 +47,13 @@ json_t *srv_consumer_pause_response(int64_t until_ns, int64_t now_ns);
  * nats-server omits both otherwise). Non-zero when out of memory. */
 int srv_consumer_pause_info(const struct srv_consumer_config *c, int64_t now_ns,
                             json_t *o);
+
+/* replay_policy original: may the message stored at ts go at mono time
+ * now, the last one sent having been stored at lts (0: none yet)? It waits
+ * (returns true) until the gap between their stored times has passed since
+ * it was first asked (*at, 0 = not asked; reset once it may go). Gaps of
+ * 1ms or less are not waited, as on nats-server. */
+bool srv_consumer_replay_wait(int64_t lts, int64_t ts, int64_t now,
+                              int64_t *at);
 
 #endif

@@ -177,14 +177,6 @@ int srv_consumer_request_check(const json_t *cfg, enum srv_js_err *jerr,
     if (!json_is_object(cfg)) {
         return 0;
     }
-    const char *rp = json_string_value(json_object_get(cfg, "replay_policy"));
-    if (rp != NULL && strcmp(rp, "original") == 0) {
-        *jerr = SRV_JS_ECONSUMER_CONFIG;
-        return keel_err(KEEL_EINVAL, errmsg,
-                        "consumer replay_policy original is not supported by "
-                        "keeld (messages are replayed at once): use instant "
-                        "(" DOC ")");
-    }
     const char *pp = json_string_value(json_object_get(cfg, "priority_policy"));
     if (pp != NULL && pp[0] != '\0' && strcmp(pp, "none") != 0) {
         *jerr = SRV_JS_ECONSUMER_CONFIG;

@@ -578,8 +578,7 @@ export const cases = [
     },
   },
   {
-    name: 'a consumer with replay_policy original is refused',
-    intended: { error: REFUSED, replay: REFUSED },
+    name: 'a consumer with replay_policy original',
     run: async (ctx) => {
       await create(ctx);
       const r = await api(ctx, `CONSUMER.CREATE.${ctx.uniq}.r`, {

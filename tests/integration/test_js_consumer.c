@@ -2,8 +2,9 @@
  * pull fetch + ack, push and queue push, redelivery after ack_wait,
  * max_deliver, every deliver and ack policy, interest and workqueue
  * retention, a restart that keeps the consumer's position, a damaged
- * record that is never skipped, and a consumer paused by pause_until and
- * $JS.API.CONSUMER.PAUSE (nats-server 2.11). */
+ * record that is never skipped, a consumer paused by pause_until and
+ * $JS.API.CONSUMER.PAUSE (nats-server 2.11), and replay_policy original
+ * keeping the stored messages' spacing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -816,6 +817,73 @@ static void a_paused_consumer_delivers_nothing_until_its_time(void **state)
     json_decref(o);
 }
 
+/* ---- replay_policy original ---- */
+
+struct elapsed {
+    long long since, ms;
+};
+
+static bool elapsed(void *arg)
+{
+    const struct elapsed *e = arg;
+    return h_now_ms() - e->since >= e->ms;
+}
+
+/* Stored 400 ms apart, the three messages are replayed 400 ms apart (the
+ * consumer engine's 10 ms tick aside); an instant consumer gets them at
+ * once. */
+static void replay_original_keeps_the_stored_spacing(void **state)
+{
+    struct fixture *f = *state;
+    add_stream(f, "REPLAY", js_LimitsPolicy);
+    for (int i = 0; i < 3; i++) {
+        struct elapsed e = {h_now_ms(), 400};
+        publish(f, "REPLAY.a", "m");
+        if (i < 2) {
+            assert_true(h_poll(elapsed, &e, WAIT_MS));
+        }
+    }
+    const char *kinds[] = {"original", "instant"};
+    for (int k = 0; k < 2; k++) {
+        char body[256], subj[96], inbox[64];
+        snprintf(body, sizeof body,
+                 "{\"stream_name\":\"REPLAY\",\"config\":{\"durable_name\":"
+                 "\"R%d\",\"ack_policy\":\"none\",\"replay_policy\":\"%s\"}}",
+                 k, kinds[k]);
+        snprintf(subj, sizeof subj, "$JS.API.CONSUMER.CREATE.REPLAY.R%d", k);
+        json_t *o = request_json(f, subj, body);
+        assert_string_equal(json_string_value(json_object_get(
+                                json_object_get(o, "config"), "replay_policy")),
+                            kinds[k]);
+        json_decref(o);
+        natsSubscription *sub = NULL;
+        snprintf(inbox, sizeof inbox, "_INBOX.replay%d", k);
+        assert_int_equal(natsConnection_SubscribeSync(&sub, f->nc, inbox),
+                         NATS_OK);
+        snprintf(subj, sizeof subj, "$JS.API.CONSUMER.MSG.NEXT.REPLAY.R%d", k);
+        assert_int_equal(
+            natsConnection_PublishRequestString(
+                f->nc, subj, inbox, "{\"batch\":3,\"expires\":5000000000}"),
+            NATS_OK);
+        long long at[3];
+        for (int i = 0; i < 3; i++) {
+            natsMsg *m = NULL;
+            assert_int_equal(natsSubscription_NextMsg(&m, sub, WAIT_MS),
+                             NATS_OK);
+            assert_int_equal(natsMsg_GetDataLength(m), 1);
+            at[i] = h_now_ms();
+            natsMsg_Destroy(m);
+        }
+        natsSubscription_Destroy(sub);
+        if (k == 0) {
+            assert_true(at[1] - at[0] >= 350 && at[2] - at[1] >= 350);
+            assert_true(at[2] - at[0] < 2000);
+        } else {
+            assert_true(at[2] - at[0] < 300);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -835,6 +903,7 @@ int main(void)
         T(restart_keeps_the_consumer_position),
         T(a_record_that_fails_its_checksum_is_never_skipped),
         T(a_paused_consumer_delivers_nothing_until_its_time),
+        T(replay_original_keeps_the_stored_spacing),
 #undef T
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

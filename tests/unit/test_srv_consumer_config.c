@@ -277,6 +277,22 @@ static void pause_until_round_trips_and_answers_as_2_11(void **state)
     json_decref(r);
 }
 
+/* replay original: the gap between stored times, counted from when the
+ * message first came up; the first message and gaps <= 1 ms go at once. */
+static void replay_original_waits_the_stored_gap(void **state)
+{
+    (void)state;
+    const int64_t ms = 1000000;
+    int64_t at = 0;
+    assert_false(srv_consumer_replay_wait(0, 5 * ms, 100 * ms, &at));
+    assert_false(srv_consumer_replay_wait(5 * ms, 6 * ms, 100 * ms, &at));
+    assert_true(srv_consumer_replay_wait(5 * ms, 405 * ms, 100 * ms, &at));
+    assert_int_equal(at, 500 * ms);
+    assert_true(srv_consumer_replay_wait(5 * ms, 405 * ms, 499 * ms, &at));
+    assert_false(srv_consumer_replay_wait(5 * ms, 405 * ms, 500 * ms, &at));
+    assert_int_equal(at, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -302,6 +318,8 @@ int main(void)
             rfc3339_times_parse_with_offsets_and_fractions, setup, teardown),
         cmocka_unit_test_setup_teardown(
             pause_until_round_trips_and_answers_as_2_11, setup, teardown),
+        cmocka_unit_test_setup_teardown(replay_original_waits_the_stored_gap,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

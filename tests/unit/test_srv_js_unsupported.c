@@ -179,7 +179,6 @@ static void consumer_fields_keeld_does_not_implement_are_refused(void **state)
         const char *body;
         const char *field;
     } bad[] = {
-        {"{\"replay_policy\":\"original\"}", "replay_policy original"},
         {"{\"rate_limit_bps\":1024}", "rate_limit_bps"},
         {"{\"sample_freq\":\"100%\"}", "sample_freq"},
         {"{\"direct\":true}", "direct"},
