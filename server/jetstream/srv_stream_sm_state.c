@@ -924,7 +924,8 @@ static int restore_ttl(struct srv_stream_sm *sm, struct rd *r)
 {
     int64_t mttl = (int64_t)rd_u64(r);
     uint64_t n = rd_u64(r), prev = 0;
-    if (r->bad || mttl < 0 || n > sm->msgs) {
+    if (r->bad || mttl < 0 || (mttl > 0 && mttl < SRV_MSG_TTL_NS_MIN) ||
+        n > sm->msgs) {
         return KEEL_ECORRUPT;
     }
     sm->lim.marker_ttl_ns = mttl;
