@@ -137,6 +137,13 @@ int cli_perm_err(natsConnection *nc, const char *what, char *errmsg);
  * an empty token, or a wildcard where !wildcards_ok (publishing). */
 int cli_subject_check(const char *subject, bool wildcards_ok, char *errmsg);
 
+/* Split a flag value "Key<sep>Value" (-H 'Key:Value', --metadata
+ * key=value): the key into key (cap bytes), *value after sep and its
+ * leading spaces. KEEL_EUSAGE naming flag and the form when the key is
+ * empty or too long. */
+int cli_pair_split(const char *item, char sep, const char *flag, char *key,
+                   size_t cap, const char **value, char *errmsg);
+
 /* Command handlers (one file per group). */
 int cli_pub(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
 int cli_req(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);

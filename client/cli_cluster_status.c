@@ -95,15 +95,31 @@ static void problem(char *buf, size_t len, const char *what)
     }
 }
 
+/* A node's server_tags, comma-separated ("-" when it has none). */
+static void node_tags(const json_t *a, char *out, size_t cap)
+{
+    size_t i, used = 0;
+    const json_t *v;
+    json_array_foreach(a, i, v)
+    {
+        int w = snprintf(out + used, cap - used, "%s%s", used > 0 ? "," : "",
+                         json_string_value(v) ? json_string_value(v) : "?");
+        used += w > 0 && (size_t)w < cap - used ? (size_t)w : 0;
+    }
+    if (used == 0) {
+        snprintf(out, cap, "-");
+    }
+}
+
 static void print_nodes(const json_t *replies, const json_t *names, FILE *out,
                         bool color, char *probs, size_t plen)
 {
-    static const char *const heads[] = {"Node",   "Up",       "Meta",
-                                        "Health", ">Orphans", ">Uptime"};
+    static const char *const heads[] = {"Node",     "Up",      "Meta", "Health",
+                                        ">Orphans", ">Uptime", "Tags"};
     struct cli_table t;
     size_t i;
     const json_t *n;
-    if (cli_table_init(&t, 6, heads) != 0) {
+    if (cli_table_init(&t, 7, heads) != 0) {
         return;
     }
     json_array_foreach(names, i, n)
@@ -111,6 +127,7 @@ static void print_nodes(const json_t *replies, const json_t *names, FILE *out,
         const char *name = json_string_value(n);
         const json_t *r = reply_of(replies, name);
         char orph[32] = "-", up[32] = "-", what[3 * KEEL_ERRMSG_MAX];
+        char tags[256] = "-";
         const char *health = "-";
         const char *role = "-";
         if (r != NULL) {
@@ -121,6 +138,8 @@ static void print_nodes(const json_t *replies, const json_t *names, FILE *out,
                     1000000,
                 up, sizeof up);
             role = cli_js_str(json_object_get(r, "meta"), "role", "-");
+            node_tags(json_object_get(json_object_get(r, "server"), "tags"),
+                      tags, sizeof tags);
             bool ok = strcmp(cli_js_str(r, "status", ""), "ok") == 0;
             /* Joining through its seed: not a problem, it is added. */
             bool joining = strcmp(cli_js_str(r, "status", ""), "joining") == 0;
@@ -143,7 +162,8 @@ static void print_nodes(const json_t *replies, const json_t *names, FILE *out,
             role,
             health,
             orph,
-            up};
+            up,
+            tags};
         (void)cli_table_add(&t, cells);
     }
     cli_table_print(&t, out, color);

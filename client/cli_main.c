@@ -54,7 +54,7 @@ static const struct cli_cmd commands[] = {
     {"kv", cli_kv,
      "add|put|get|create|update|del|purge|history|keys|watch|ls|info|rm",
      "Key/Value buckets; 'keel kv' lists the commands.", 0, 8},
-    {"object", cli_obj, "add|put|get|ls|info|rm|watch",
+    {"object", cli_obj, "add|put|get|ls|info|del|rm|seal|watch",
      "Object Store buckets; 'keel object' lists the commands.", 0, 8},
     {"passwd", cli_passwd, "[--iterations N]",
      "Print a password hash for keeld's authorization block.", 0, 0},
@@ -85,8 +85,17 @@ static void print_help(FILE *out)
                  "Exit status: 0 ok, 1 operation failed, 2 usage error.\n");
 }
 
+/* The nats CLI's short names, so its users' scripts run unchanged. */
+static const char *const aliases[][2] = {
+    {"obj", "object"}, {"str", "stream"}, {"con", "consumer"}};
+
 static const struct cli_cmd *find_command(const char *name)
 {
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+        if (strcmp(aliases[i][0], name) == 0) {
+            name = aliases[i][1];
+        }
+    }
     for (size_t i = 0; i < COMMANDS_COUNT; i++) {
         if (strcmp(commands[i].name, name) == 0) {
             return &commands[i];

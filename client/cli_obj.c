@@ -339,6 +339,30 @@ static json_t *bucket_config(const struct cli_obj *o, const char *description,
     return cfg;
 }
 
+/* --metadata key=value into the config's "metadata" object, as the nats
+ * CLI sets it. */
+static int bucket_metadata(const struct cli_list *items, json_t *cfg,
+                           char *errmsg)
+{
+    if (items->count == 0) {
+        return 0;
+    }
+    json_t *md = json_object();
+    int rv = md == NULL || json_object_set_new(cfg, "metadata", md) != 0
+                 ? KEEL_ENOMEM
+                 : 0;
+    for (int i = 0; rv == 0 && i < items->count; i++) {
+        char key[CLI_HEADER_KEY_BYTES_MAX];
+        const char *value = NULL;
+        rv = cli_pair_split(items->items[i], '=', "--metadata", key, sizeof key,
+                            &value, errmsg);
+        if (rv == 0 && json_object_set_new(md, key, json_string(value)) != 0) {
+            rv = KEEL_ENOMEM;
+        }
+    }
+    return rv;
+}
+
 static int obj_add(struct cli_obj *o, char *errmsg)
 {
     const struct cli_obj_opts *op = &o->opt;
@@ -353,17 +377,49 @@ static int obj_add(struct cli_obj *o, char *errmsg)
     }
     json_t *cfg = bucket_config(o, op->description, op->ttl_ms, op->max_bytes,
                                 op->replicas, mem);
-    char *body = cfg != NULL ? json_dumps(cfg, JSON_COMPACT) : NULL;
+    int rv =
+        cfg == NULL ? KEEL_ENOMEM : bucket_metadata(&op->metadata, cfg, errmsg);
+    char *body = rv == 0 ? json_dumps(cfg, JSON_COMPACT) : NULL;
     json_decref(cfg);
-    if (body == NULL) {
-        return KEEL_ENOMEM;
+    if (rv != 0 || body == NULL) {
+        return rv != 0 ? rv : KEEL_ENOMEM;
     }
     char api[CLI_SUBJECT_BYTES_MAX];
     snprintf(api, sizeof api, "STREAM.CREATE.%s", o->stream);
-    int rv = cli_js_request(o->r.nc, o->r.conn.timeout_ms, "object add", api,
-                            body, NULL, NULL, errmsg);
+    rv = cli_js_request(o->r.nc, o->r.conn.timeout_ms, "object add", api, body,
+                        NULL, NULL, errmsg);
     free(body);
     return rv != 0 ? rv : bucket_info(o, errmsg);
+}
+
+/* A sealed bucket's stream takes no more writes, deletes or purges; the
+ * clients seal by updating the stream config with sealed set, and so does
+ * this (the config comes from the bucket's stream info). */
+static int obj_seal(struct cli_obj *o, char *errmsg)
+{
+    int rv = o->opt.force ? 0 : cli_confirm("seal bucket", o->bucket, errmsg);
+    json_t *cfg = json_deep_copy(json_object_get(o->si, "config"));
+    if (rv == 0 &&
+        (cfg == NULL || json_object_set_new(cfg, "sealed", json_true()) != 0)) {
+        rv = KEEL_ENOMEM;
+    }
+    char *body = rv == 0 ? json_dumps(cfg, JSON_COMPACT) : NULL;
+    json_decref(cfg);
+    if (rv == 0 && body == NULL) {
+        rv = KEEL_ENOMEM;
+    }
+    char api[CLI_SUBJECT_BYTES_MAX];
+    snprintf(api, sizeof api, "STREAM.UPDATE.%s", o->stream);
+    if (rv == 0) {
+        rv = cli_js_request(o->r.nc, o->r.conn.timeout_ms, "object seal", api,
+                            body, NULL, NULL, errmsg);
+    }
+    free(body);
+    if (rv == 0) {
+        printf("%s has been sealed\n", o->bucket);
+        rv = bucket_info(o, errmsg);
+    }
+    return rv;
 }
 
 static int obj_info(struct cli_obj *o, char *errmsg)
@@ -444,6 +500,8 @@ enum {
     OF_NAMES = 1 << 5,
     OF_COUNT = 1 << 6,
     OF_JSON = 1 << 7,
+    OF_HEADER = 1 << 8,
+    OF_PROGRESS = 1 << 9,
 };
 
 /* One row a verb: its name, arguments, flags, whether it needs the bucket
@@ -452,17 +510,22 @@ enum {
 #define OBJ_VERBS(X)                                                           \
     X("add", "BUCKET", 1, 1, OF_BUCKET | OF_DESC | OF_JSON, false, obj_add,    \
       "Create a bucket (--ttl, --replicas, --max-bucket-size).")               \
-    X("put", "BUCKET [FILE]", 1, 2, OF_NAME | OF_DESC | OF_FORCE, true,        \
+    X("put", "BUCKET [FILE]", 1, 2,                                            \
+      OF_NAME | OF_DESC | OF_HEADER | OF_PROGRESS | OF_FORCE, true,            \
       cli_obj_put, "Store FILE (stdin with --name) as an object, in chunks.")  \
-    X("get", "BUCKET NAME", 2, 2, OF_OUTPUT | OF_FORCE, true, cli_obj_get,     \
+    X("get", "BUCKET NAME", 2, 2, OF_OUTPUT | OF_PROGRESS | OF_FORCE, true,    \
+      cli_obj_get,                                                             \
       "Write an object to a file (-O FILE, - for stdout); checks its "         \
       "digest.")                                                               \
     X("ls", "[BUCKET]", 0, 1, OF_NAMES | OF_JSON, true, cli_obj_ls,            \
       "List the buckets, or the objects of BUCKET.")                           \
     X("info", "BUCKET [NAME]", 1, 2, OF_JSON, true, obj_info,                  \
       "Show a bucket's settings, or an object's size, chunks and digest.")     \
-    X("rm", "BUCKET [NAME]", 1, 2, OF_FORCE, true, obj_rm,                     \
+    X("del", "BUCKET [NAME]", 1, 2, OF_FORCE, true, obj_rm,                    \
       "Delete an object (its chunks are purged), or the whole bucket.")        \
+    X("rm", "BUCKET [NAME]", 1, 2, OF_FORCE, true, obj_rm, "The same as del.") \
+    X("seal", "BUCKET", 1, 1, OF_FORCE, true, obj_seal,                        \
+      "Seal a bucket: no more puts or deletes, for good.")                     \
     X("watch", "BUCKET", 1, 1, OF_COUNT, true, cli_obj_watch,                  \
       "Print the objects, then every put and delete.")
 
@@ -485,7 +548,7 @@ static int obj_run(const struct cli_cmd *cmd, int argc, char **argv,
 static const struct cli_subcmd subs[] = {OBJ_VERBS(OBJ_SUBCMD)};
 static const struct obj_verb verbs[] = {OBJ_VERBS(OBJ_VERB)};
 
-#define OBJ_FLAGS_MAX 12
+#define OBJ_FLAGS_MAX 16
 
 /* The flags of want into out (ending with the NULL row), their values
  * into o->opt (and --json into o->r.json). */
@@ -499,8 +562,24 @@ static void obj_flags(struct cli_obj *o, unsigned want, struct cli_flag *out)
          "what the bucket or object is for"},
         {"output", 'O', CLI_FLAG_STR, &op->output, "FILE",
          "write to FILE ('-': stdout; default: the name's last part)"},
+        {"header", 'H', CLI_FLAG_LIST, &op->headers, "'Key:Value'",
+         "add a header to the object (repeatable)"},
         {"force", 'f', CLI_FLAG_BOOL, &op->force, NULL,
          "do not ask (needed when stdin is not a terminal)"},
+        {"no-progress", 0, CLI_FLAG_BOOL, &op->no_progress, NULL,
+         "draw no progress bar (none is drawn unless stderr is a terminal)"},
+        {"names", 'n', CLI_FLAG_BOOL, &op->names, NULL, "print only the names"},
+        {"count", 0, CLI_FLAG_INT, &op->count, "N",
+         "stop after N entries (default: until ^C)"},
+        {"json", 0, CLI_FLAG_BOOL, &o->r.json, NULL,
+         "print JSON (the stream info, or the objects' meta)"},
+    };
+    /* Which OF_ bit takes each row of all. */
+    static const unsigned bit[] = {OF_NAME,   OF_DESC,  OF_OUTPUT,
+                                   OF_HEADER, OF_FORCE, OF_PROGRESS,
+                                   OF_NAMES,  OF_COUNT, OF_JSON};
+    /* add's settings of the bucket (OF_BUCKET). */
+    const struct cli_flag bucket[] = {
         {"ttl", 0, CLI_FLAG_DURATION, &op->ttl_ms, "DURATION",
          "how long to keep objects (default forever)"},
         {"replicas", 0, CLI_FLAG_INT, &op->replicas, "N",
@@ -509,21 +588,18 @@ static void obj_flags(struct cli_obj *o, unsigned want, struct cli_flag *out)
          "largest size of the whole bucket"},
         {"storage", 0, CLI_FLAG_STR, &op->storage, "file|memory",
          "where objects are kept"},
-        {"names", 'n', CLI_FLAG_BOOL, &op->names, NULL, "print only the names"},
-        {"count", 0, CLI_FLAG_INT, &op->count, "N",
-         "stop after N entries (default: until ^C)"},
-        {"json", 0, CLI_FLAG_BOOL, &o->r.json, NULL,
-         "print JSON (the stream info, or the objects' meta)"},
+        {"metadata", 0, CLI_FLAG_LIST, &op->metadata, "KEY=VALUE",
+         "add metadata to the bucket (repeatable)"},
     };
-    /* Which OF_ bit takes each row of all. */
-    static const unsigned bit[] = {OF_NAME,   OF_DESC,   OF_OUTPUT, OF_FORCE,
-                                   OF_BUCKET, OF_BUCKET, OF_BUCKET, OF_BUCKET,
-                                   OF_NAMES,  OF_COUNT,  OF_JSON};
     _Static_assert(sizeof bit / sizeof bit[0] == sizeof all / sizeof all[0],
                    "one bit a flag");
-    _Static_assert(sizeof all / sizeof all[0] < OBJ_FLAGS_MAX,
+    _Static_assert((sizeof all + sizeof bucket) / sizeof all[0] < OBJ_FLAGS_MAX,
                    "every flag fits the table obj_run passes");
     size_t n = 0;
+    for (size_t i = 0;
+         (want & OF_BUCKET) != 0 && i < sizeof bucket / sizeof bucket[0]; i++) {
+        out[n++] = bucket[i];
+    }
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if ((bit[i] & want) != 0) {
             out[n++] = all[i];

@@ -25,16 +25,19 @@
 
 /* The flags of the object verbs; each verb reads those it takes. */
 struct cli_obj_opts {
-    const char *name;        /* put --name */
-    const char *description; /* add, put --description */
-    const char *output;      /* get -O */
-    const char *storage;     /* add --storage (default "file") */
-    int64_t ttl_ms;          /* add --ttl */
-    int64_t max_bytes;       /* add --max-bucket-size (default -1) */
-    int64_t replicas;        /* add --replicas (default 1) */
-    int64_t count;           /* watch --count */
-    bool force;              /* put, get, rm -f */
-    bool names;              /* ls -n */
+    const char *name;         /* put --name */
+    const char *description;  /* add, put --description */
+    const char *output;       /* get -O */
+    const char *storage;      /* add --storage (default "file") */
+    int64_t ttl_ms;           /* add --ttl */
+    int64_t max_bytes;        /* add --max-bucket-size (default -1) */
+    int64_t replicas;         /* add --replicas (default 1) */
+    int64_t count;            /* watch --count */
+    struct cli_list headers;  /* put -H 'Key:Value' */
+    struct cli_list metadata; /* add --metadata key=value */
+    bool force;               /* put, get, del, seal -f */
+    bool names;               /* ls -n */
+    bool no_progress;         /* put, get --no-progress */
 };
 
 /* A run of one object verb: its flags, arguments and connection, its

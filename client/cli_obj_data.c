@@ -68,10 +68,12 @@ struct obj_pass {
     uint64_t bytes;
 };
 
-static int pass_start(struct obj_pass *p, uint64_t total, char *errmsg)
+static int pass_start(struct obj_pass *p, uint64_t total, bool quiet,
+                      char *errmsg)
 {
     p->bytes = 0;
     cli_progress_init(&p->bar, "bytes", total);
+    p->bar.tty = p->bar.tty && !quiet;
     p->md = EVP_MD_CTX_new();
     if (p->md == NULL) {
         return KEEL_ENOMEM;
@@ -119,7 +121,8 @@ static int put_chunks(struct cli_obj *o, FILE *in, uint64_t total,
     ps->chunk_bytes = chunk;
     unsigned char *buf = malloc(chunk);
     struct obj_pass pass = {0};
-    int rv = buf == NULL ? KEEL_ENOMEM : pass_start(&pass, total, errmsg);
+    int rv = buf == NULL ? KEEL_ENOMEM
+                         : pass_start(&pass, total, o->opt.no_progress, errmsg);
     jsPubOptions po;
     jsPubOptions_Init(&po);
     po.ExpectStream = o->stream;
@@ -149,19 +152,59 @@ static int put_chunks(struct cli_obj *o, FILE *in, uint64_t total,
     return rv;
 }
 
-static json_t *put_meta(const struct cli_obj *o, const char *name,
-                        const char *description, const struct put_state *ps)
+/* -H 'Key:Value' as the meta's "headers" ({"Key": ["Value", ...]}, the
+ * clients' form). */
+static int meta_headers(const struct cli_list *items, json_t *meta,
+                        char *errmsg)
+{
+    json_t *h = items->count > 0 ? json_object() : NULL;
+    if (items->count > 0 &&
+        (h == NULL || json_object_set_new(meta, "headers", h) != 0)) {
+        return KEEL_ENOMEM;
+    }
+    for (int i = 0; i < items->count; i++) {
+        char key[CLI_HEADER_KEY_BYTES_MAX];
+        const char *value = NULL;
+        int rv = cli_pair_split(items->items[i], ':', "header", key, sizeof key,
+                                &value, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+        json_t *vals = json_object_get(h, key);
+        if (vals == NULL) {
+            vals = json_array();
+            if (vals == NULL || json_object_set_new(h, key, vals) != 0) {
+                return KEEL_ENOMEM;
+            }
+        }
+        if (json_array_append_new(vals, json_string(value)) != 0) {
+            return KEEL_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+static int put_meta(const struct cli_obj *o, const char *name,
+                    const struct put_state *ps, json_t **out, char *errmsg)
 {
     char mtime[64], digest[64];
     now_rfc3339(mtime, sizeof mtime);
     digest_text(ps->sha, digest);
+    const char *description = o->opt.description;
     json_t *meta = json_pack(
         "{s:s, s:s, s:{s:I}, s:s, s:s, s:I, s:I, s:s, s:s, s:b}", "name", name,
         "description", description != NULL ? description : "", "options",
         "max_chunk_size", (json_int_t)ps->chunk_bytes, "bucket", o->bucket,
         "nuid", ps->nuid, "size", (json_int_t)ps->size, "chunks",
         (json_int_t)ps->chunks, "mtime", mtime, "digest", digest, "deleted", 0);
-    return meta;
+    int rv = meta == NULL ? KEEL_ENOMEM
+                          : meta_headers(&o->opt.headers, meta, errmsg);
+    if (rv != 0) {
+        json_decref(meta);
+        meta = NULL;
+    }
+    *out = meta;
+    return rv;
 }
 
 /* The meta of the object name replaces, or NULL: a missing object is no
@@ -208,7 +251,15 @@ int cli_obj_put(struct cli_obj *o, char *errmsg)
     if (fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode)) {
         total = (uint64_t)st.st_size;
     }
-    rv = old_meta(o, name, &old, errmsg);
+    /* A bad -H is refused before any chunk is written. */
+    meta = json_object();
+    rv = meta == NULL ? KEEL_ENOMEM
+                      : meta_headers(&o->opt.headers, meta, errmsg);
+    json_decref(meta);
+    meta = NULL;
+    if (rv == 0) {
+        rv = old_meta(o, name, &old, errmsg);
+    }
     if (rv == 0 && old != NULL && !o->opt.force &&
         !json_is_true(json_object_get(old, "deleted"))) {
         rv = cli_confirm("replace object", name, errmsg);
@@ -221,9 +272,11 @@ int cli_obj_put(struct cli_obj *o, char *errmsg)
     }
     snprintf(ps.subj, sizeof ps.subj, "$O.%s.C.%s", o->bucket, ps.nuid);
     rv = put_chunks(o, in, total, &ps, errmsg);
-    meta = rv == 0 ? put_meta(o, name, o->opt.description, &ps) : NULL;
     if (rv == 0) {
-        rv = meta == NULL ? KEEL_ENOMEM : cli_obj_meta_put(o, meta, errmsg);
+        rv = put_meta(o, name, &ps, &meta, errmsg);
+    }
+    if (rv == 0) {
+        rv = cli_obj_meta_put(o, meta, errmsg);
     }
     if (rv != 0) {
         /* Leave no orphan chunks behind; the error above is the one to
@@ -316,7 +369,7 @@ static int get_chunks(struct cli_obj *o, const json_t *meta, FILE *out,
 {
     natsSubscription *sub = NULL;
     struct obj_pass pass = {0};
-    int rv = pass_start(&pass, gs->size, errmsg);
+    int rv = pass_start(&pass, gs->size, o->opt.no_progress, errmsg);
     char subj[CLI_SUBJECT_BYTES_MAX];
     snprintf(subj, sizeof subj, "$O.%s.C.%s", o->bucket,
              cli_js_str(meta, "nuid", ""));

@@ -539,6 +539,25 @@ int cli_perm_err(natsConnection *nc, const char *what, char *errmsg)
                     what, text != NULL ? text : "permissions violation");
 }
 
+int cli_pair_split(const char *item, char sep, const char *flag, char *key,
+                   size_t cap, const char **value, char *errmsg)
+{
+    const char *at = strchr(item, sep);
+    size_t klen = at != NULL ? (size_t)(at - item) : 0;
+    if (klen == 0 || klen >= cap) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "%s '%s' must look like Key%cValue (a key of 1 to %zu "
+                        "bytes)",
+                        flag, item, sep, cap - 1);
+    }
+    memcpy(key, item, klen);
+    key[klen] = '\0';
+    for (*value = at + 1; **value == ' ';) {
+        (*value)++;
+    }
+    return 0;
+}
+
 int cli_subject_check(const char *subject, bool wildcards_ok, char *errmsg)
 {
     ASSERT(subject != NULL);

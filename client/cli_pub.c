@@ -26,19 +26,11 @@ static int build_msg(const char *subject, const char *reply, const char *body,
     }
     for (int i = 0; i < headers->count; i++) {
         char key[CLI_HEADER_KEY_BYTES_MAX];
-        const char *h = headers->items[i];
-        const char *colon = strchr(h, ':');
-        size_t klen = colon != NULL ? (size_t)(colon - h) : 0;
-        if (klen == 0 || klen >= sizeof key) {
-            rv = keel_err(KEEL_EUSAGE, errmsg,
-                          "header '%s' must look like Key:Value", h);
+        const char *value = NULL;
+        rv = cli_pair_split(headers->items[i], ':', "header", key, sizeof key,
+                            &value, errmsg);
+        if (rv != 0) {
             goto err_msg;
-        }
-        memcpy(key, h, klen);
-        key[klen] = '\0';
-        const char *value = colon + 1;
-        while (*value == ' ') {
-            value++;
         }
         s = natsMsgHeader_Add(msg, key, value);
         if (s != NATS_OK) {

@@ -157,6 +157,10 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 _Static_assert(SRV_CONSUMER_ENTRY_ACKS_MAX <= SRV_CONSUMER_ACKED_MAX,
                "one ack entry must fit the acked set");
 
+/* ---- server: server_tags and placement.tags (srv_tags.h) ---- */
+#define SRV_TAGS_MAX 16
+#define SRV_TAG_BYTES 64
+
 /* ---- server: cluster links (srv_cluster*) ---- */
 #define SRV_CLUSTER_NODES_MAX 16    /* known nodes (seeds + gossip) */
 #define SRV_CLUSTER_LINKS_MAX 64    /* links, handshaking ones too */

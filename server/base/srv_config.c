@@ -576,7 +576,6 @@ static const char *const nats_only_keys[] = {
     "resolver",
     "resolver_preload",
     "resolver_tls",
-    "server_tags",
     "syslog",
     "system_account",
     "trusted",
@@ -866,6 +865,9 @@ static int apply_key(struct srv_config *c, const char *key, const json_t *v,
     }
     if (strcmp(key, "jetstream") == 0) {
         return srv_config_apply_jetstream(c, v, errmsg);
+    }
+    if (strcmp(key, "server_tags") == 0) {
+        return srv_tags_parse(v, &c->server_tags, errmsg);
     }
     for (size_t i = 0; i < sizeof file_keys / sizeof file_keys[0]; i++) {
         if (strcmp(file_keys[i].key, key) != 0) {

@@ -11,6 +11,7 @@
 
 #include "keel/assert.h"
 #include "keel/limits.h"
+#include "srv_tags.h"
 #include "srv_units.h"
 
 #define SRV_VERSION_ADVERTISED "2.10.24"
@@ -50,6 +51,7 @@ struct srv_config {
     char cluster_listen[256];
     char cluster_name[128];
     char routes[1024];
+    struct srv_tags server_tags; /* server_tags: placement picks by them */
     /* cluster { authorization { user, password }, tls { cert_file,
      * key_file, ca_file } }: link security (srv_cluster_tls.c). */
     char cluster_user[SRV_AUTH_SECRET_BYTES_MAX + 1];

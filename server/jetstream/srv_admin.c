@@ -281,6 +281,8 @@ static int propose_move(struct srv_js *js, struct srv_stream *st,
                         char *errmsg);
 static const struct srv_jsc_member *placed_member(const struct srv_stream *st,
                                                   const char *name);
+static int replace_for(struct srv_js *js, const struct srv_stream *st,
+                       struct srv_jsc_member *to, char *err);
 
 /* A node out of the meta group gets no further meta entry, so a stream
  * group it leads never learns that its replica moves, and it goes on
@@ -312,7 +314,7 @@ static bool leads_streams(struct srv_js *js, const char *peer,
         struct srv_jsc_member to;
         /* One move at a time: proposed only once the last one applied. */
         if (placed_member(st, peer) != NULL && ri.applied == ri.last_index) {
-            rv = srv_jsc_place_replacement(js->jc, &st->place, &to, err);
+            rv = replace_for(js, st, &to, err);
             rv = rv == 0 ? propose_move(js, st, peer, &to, err) : rv;
         }
         if (rv != 0) {
@@ -433,6 +435,16 @@ static int propose_move(struct srv_js *js, struct srv_stream *st,
     return srv_js_meta_propose(js, e, 0, errmsg);
 }
 
+/* A node to take one of st's replicas: up, not hosting it, with the tags
+ * its placement asks for. */
+static int replace_for(struct srv_js *js, const struct srv_stream *st,
+                       struct srv_jsc_member *to, char *err)
+{
+    struct srv_tags want;
+    srv_js_placement_tags(st->cfg.placement, &want);
+    return srv_jsc_place_replacement(js->jc, &st->place, &want, to, err);
+}
+
 static const struct srv_jsc_member *placed_member(const struct srv_stream *st,
                                                   const char *name)
 {
@@ -463,7 +475,7 @@ static void stream_peer_remove(struct srv_js *js, const char *stream,
         reply_err(js, reply, type, SRV_JS_EPEER_NOT_MEMBER, NULL);
         return;
     }
-    int rv = srv_jsc_place_replacement(js->jc, &st->place, &to, err);
+    int rv = replace_for(js, st, &to, err);
     if (rv == 0) {
         rv = propose_move(js, st, peer, &to, err);
     }
@@ -709,8 +721,7 @@ static json_t *removed_streams(struct srv_js *js, const char *peer)
         if (placed_member(st, peer) == NULL) {
             continue;
         }
-        bool moves =
-            srv_jsc_place_replacement(js->jc, &st->place, &to, err) == 0;
+        bool moves = replace_for(js, st, &to, err) == 0;
         json_t *o =
             json_pack("{s:s, s:b}", "name", st->cfg.name, "moves", moves);
         if (o != NULL && !moves) {
@@ -813,7 +824,7 @@ static void add_joiners(struct srv_js *js)
  * its clients had no JetStream. The meta leader now does what the
  * operator would (docs/operations.md "Replace a node"): remove the old
  * incarnation, then add the new one as a learner (promote_learners and
- * move_off_removed do the rest). One change at a time, only with the meta
+ * move_off_misplaced do the rest). One change at a time, only with the meta
  * log applied; only a node that is linked, reports the other incarnation
  * and is not this one. */
 static void replace_reincarnated(struct srv_js *js)
@@ -906,10 +917,29 @@ static void replace_reincarnated(struct srv_js *js)
     }
 }
 
-/* The meta leader: a stream placed on a node the meta group no longer
- * has gets a replacement (one move per tick, only while the meta log is
- * applied: a proposed move must apply before the next is chosen). */
-static void move_off_removed(struct srv_js *js)
+/* Why m, a replica of st, must move (NULL: it stays): its node left the
+ * meta group or came back with another disk, or it does not carry every
+ * tag st's placement asks for (an update changed them). A node whose tags
+ * are not known now (down, not reported yet) keeps its replica. */
+static const char *must_move(struct srv_js *js, const struct raft_config *c,
+                             const struct srv_tags *want,
+                             const struct srv_jsc_member *m)
+{
+    const struct raft_server *s = member_of(c, m->node);
+    if (s == NULL || s->incarnation != m->inc) {
+        return "removed node";
+    }
+    const struct srv_tags *t = srv_jsc_tags_of(js->jc, m->name);
+    if (want->n > 0 && t != NULL && !srv_tags_match(t, want)) {
+        return "node without the placement's tags,";
+    }
+    return NULL;
+}
+
+/* The meta leader: a replica that must move (must_move) gets a
+ * replacement, one move per tick, only while the meta log is applied: a
+ * proposed move must apply before the next is chosen. */
+static void move_off_misplaced(struct srv_js *js)
 {
     char err[KEEL_ERRMSG_MAX];
     const struct raft_config *c = replica_config(js->meta);
@@ -918,24 +948,24 @@ static void move_off_removed(struct srv_js *js)
     }
     for (uint32_t i = 0; i < js->nstreams; i++) {
         struct srv_stream *st = js->streams[i];
+        struct srv_tags want;
+        srv_js_placement_tags(st->cfg.placement, &want);
         for (uint32_t k = 0; k < st->place.n; k++) {
             struct srv_jsc_member to;
             const struct srv_jsc_member *m = &st->place.m[k];
-            const struct raft_server *s = member_of(c, m->node);
-            if (s != NULL && s->incarnation == m->inc) {
-                continue; /* still a member, with the placed disk */
+            const char *why = must_move(js, c, &want, m);
+            if (why == NULL) {
+                continue;
             }
-            int rv = srv_jsc_place_replacement(js->jc, &st->place, &to, err);
+            int rv = replace_for(js, st, &to, err);
             if (rv == 0) {
                 rv = propose_move(js, st, m->name, &to, err);
             }
             uint64_t now = uv_now(js->loop);
             if (rv != 0 && now - js->admin->warned_ms >= ADMIN_WARN_MS) {
                 js->admin->warned_ms = now;
-                SRV_WARN("js",
-                         "stream %s keeps its replica on removed node "
-                         "%s: %s",
-                         st->cfg.name, m->name, err);
+                SRV_WARN("js", "stream %s keeps its replica on %s %s: %s",
+                         st->cfg.name, why, m->name, err);
             }
             return;
         }
@@ -1020,7 +1050,7 @@ void srv_admin_tick(struct srv_js *js)
         replace_reincarnated(js);
         add_joiners(js);
         promote_learners(js);
-        move_off_removed(js);
+        move_off_misplaced(js);
     }
     for (uint32_t i = 0; i < js->nstreams; i++) {
         struct srv_stream *st = js->streams[i];

@@ -170,22 +170,40 @@ static void default_fsync(const struct api_req *q,
 }
 
 /* placement.cluster may only name this cluster: keeld places a stream's
- * replicas on the nodes of its own cluster and has no other to pick. */
-static int placement_cluster_check(const struct api_req *q,
-                                   enum srv_js_err *jerr, char *err)
+ * replicas on the nodes of its own cluster and has no other to pick. A
+ * node outside a cluster holds the stream itself, so placement.tags must
+ * be among its own server_tags (nats-server 2.9.10 ignores placement
+ * there; keeld does not accept what it cannot honour, docs/compat.md).
+ * In a cluster the meta leader checks the tags as it places. */
+static int placement_check(const struct api_req *q, enum srv_js_err *jerr,
+                           char *err)
 {
-    const char *pc = json_string_value(
-        json_object_get(json_object_get(q->body, "placement"), "cluster"));
-    const char *mine = q->js->srv != NULL && q->js->srv->cfg != NULL
-                           ? q->js->srv->cfg->cluster_name
-                           : "";
+    const json_t *pj = json_object_get(q->body, "placement");
+    const char *pc = json_string_value(json_object_get(pj, "cluster"));
+    const struct srv_config *cfg = q->js->srv != NULL ? q->js->srv->cfg : NULL;
+    const char *mine = cfg != NULL ? cfg->cluster_name : "";
+    struct srv_tags want;
+    srv_js_placement_tags(pj, &want);
+    if (q->js->jc == NULL && want.n > 0 &&
+        (cfg == NULL || !srv_tags_match(&cfg->server_tags, &want))) {
+        char tags[SRV_JS_ERR_DESC_BYTES_MAX / 2];
+        srv_tags_text(&want, tags, sizeof tags);
+        *jerr = SRV_JS_ENO_PEERS;
+        snprintf(err, SRV_JS_ERR_DESC_BYTES_MAX,
+                 "no suitable peers for placement, tags not matched %s (this "
+                 "node's server_tags do not hold them)",
+                 tags);
+        return KEEL_EINVAL;
+    }
     if (pc == NULL || pc[0] == '\0' || strcmp(pc, mine) == 0) {
         return 0;
     }
-    *jerr = SRV_JS_ESTREAM_CONFIG;
+    /* nats-server answers a cluster it has no peers in with 10005. */
+    *jerr = SRV_JS_ENO_PEERS;
     snprintf(err, SRV_JS_ERR_DESC_BYTES_MAX,
-             "stream placement cluster %.64s is not this cluster (%s): keeld "
-             "places replicas only on its own cluster's nodes",
+             "no suitable peers for placement: cluster %.64s is not this "
+             "cluster (%s), and keeld places replicas only on its own "
+             "cluster's nodes",
              pc, mine[0] != '\0' ? mine : "no cluster_name");
     return KEEL_EINVAL;
 }
@@ -218,7 +236,7 @@ static int config_from_request(struct api_req *q, const char *kind,
         json_object_set_new(q->body, "name", json_string(q->name));
     }
     if (srv_stream_request_check(q->body, &jerr, err) != 0 ||
-        placement_cluster_check(q, &jerr, err) != 0 ||
+        placement_check(q, &jerr, err) != 0 ||
         srv_stream_config_parse(q->body, cfg, &jerr, err) != 0) {
         srv_js_reply_err(q->js, q->reply, kind, jerr, err);
         srv_stream_config_free(cfg);
@@ -291,8 +309,13 @@ static void meta_write(struct api_req *q, const char *op, const char *kind,
         json_decref(e);
     }
     if (rv != 0) {
+        /* KEEL_ELIMIT is the placement's: no r nodes up (with the tags
+         * asked for), said as nats-server says it. */
         free(srv_js_pending_take(q->js, ctx));
-        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EUNAVAILABLE, NULL);
+        srv_js_reply_err(q->js, q->reply, kind,
+                         rv == KEEL_ELIMIT ? SRV_JS_ENO_PEERS
+                                           : SRV_JS_EUNAVAILABLE,
+                         rv == KEEL_ELIMIT ? err : NULL);
     }
 }
 

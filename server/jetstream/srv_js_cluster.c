@@ -47,6 +47,7 @@ struct jsc_node {
     char name[SRV_JSC_NAME_BYTES];
     char url[SRV_JSC_URL_BYTES];
     char seeds[SRV_JSC_SEEDS_BYTES];
+    struct srv_tags tags; /* its server_tags, from its last META report */
 };
 
 struct jsc_group {
@@ -496,9 +497,10 @@ static void send_meta(struct srv_jsc *jc, const char *to)
     snprintf(inc, sizeof inc, "%016" PRIx64, jc->inc);
     snprintf(fp, sizeof fp, "%016" PRIx64, jc->state == SRV_JSC_MEMBER ? f : 0);
     json_t *o =
-        json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:b}", "name", jc->self,
+        json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:b, s:o*}", "name", jc->self,
                   "url", jc->cl->url, "inc", inc, "state", (int)jc->state,
-                  "seeds", jc->seeds, "fp", fp, "join", jc->joining);
+                  "seeds", jc->seeds, "fp", fp, "join", jc->joining, "tags",
+                  srv_tags_json(srv_jsc_self_tags(jc)));
     char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (s == NULL) {
@@ -538,6 +540,11 @@ static void on_meta_frame(void *arg, const char *from, const uint8_t *data,
     n->fp = strtoull(fp, NULL, 16);
     n->state = (enum srv_jsc_state)state;
     n->join = json_is_true(json_object_get(o, "join"));
+    char terr[KEEL_ERRMSG_MAX];
+    if (srv_tags_parse(json_object_get(o, "tags"), &n->tags, terr) != 0) {
+        SRV_WARN("js", "the meta report of %s has tags keeld cannot read (%s)",
+                 from, terr);
+    }
     snprintf(n->url, sizeof n->url, "%s", url);
     snprintf(n->seeds, sizeof n->seeds, "%s", seeds);
     json_decref(o);
@@ -728,10 +735,34 @@ static bool placed_on(const struct srv_jsc_placement *pl, raft_node node,
     return false;
 }
 
+const struct srv_tags *srv_jsc_self_tags(const struct srv_jsc *jc)
+{
+    static const struct srv_tags none;
+    const struct srv_server *srv = jc->js->srv;
+    return srv != NULL && srv->cfg != NULL ? &srv->cfg->server_tags : &none;
+}
+
+const struct srv_tags *srv_jsc_tags_of(const struct srv_jsc *jc,
+                                       const char *name)
+{
+    if (strcmp(name, jc->self) == 0) {
+        return srv_jsc_self_tags(jc);
+    }
+    for (size_t i = 0; i < SRV_JSC_NODES_MAX; i++) {
+        const struct jsc_node *n = &jc->nodes[i];
+        if (n->used && n->reported && strcmp(n->name, name) == 0) {
+            return &n->tags;
+        }
+    }
+    return NULL;
+}
+
 /* Candidates for a placement: meta voters linked now (a placement on a
- * node that is down could not elect a leader), none of those in skip. */
+ * node that is down could not elect a leader) whose tags hold every tag
+ * of want, none of those in skip. */
 static size_t candidates(struct srv_jsc *jc,
                          const struct srv_jsc_placement *skip,
+                         const struct srv_tags *want,
                          struct srv_jsc_member *cand, uint32_t *hosted)
 {
     const struct srv_js *js = jc->js;
@@ -740,9 +771,12 @@ static size_t candidates(struct srv_jsc *jc,
     for (uint32_t i = 0; i < js->meta_cfg.n; i++) {
         const struct raft_server *v = &js->meta_cfg.servers[i];
         const char *name = srv_jsc_name_of(jc, v->node);
+        const struct srv_tags *tags =
+            name != NULL ? srv_jsc_tags_of(jc, name) : NULL;
         if (v->role != RAFT_VOTER || name == NULL ||
             !srv_jsc_peer_up(jc, name) ||
-            placed_on(skip, v->node, v->incarnation)) {
+            placed_on(skip, v->node, v->incarnation) || tags == NULL ||
+            !srv_tags_match(tags, want)) {
             continue;
         }
         snprintf(cand[n].name, sizeof cand[n].name, "%s", name);
@@ -755,18 +789,41 @@ static size_t candidates(struct srv_jsc *jc,
     return n;
 }
 
+/* KEEL_ELIMIT saying why no placement of r replicas was found among the n
+ * candidates that match want, as nats-server words it. */
+static int no_peers(const struct srv_tags *want, uint32_t r, size_t n,
+                    char *errmsg)
+{
+    char tags[SRV_TAGS_MAX * (SRV_TAG_BYTES + 4) + 4];
+    if (want->n > 0) {
+        srv_tags_text(want, tags, sizeof tags);
+        return keel_err(KEEL_ELIMIT, errmsg,
+                        "no suitable peers for placement, tags not matched %s "
+                        "(%u replicas asked, %zu JetStream nodes up with "
+                        "those tags)",
+                        tags, r, n);
+    }
+    return keel_err(KEEL_ELIMIT, errmsg,
+                    "no suitable peers for placement, %u replicas asked, %zu "
+                    "JetStream nodes are up",
+                    r, n);
+}
+
 int srv_jsc_place_replacement(struct srv_jsc *jc,
                               const struct srv_jsc_placement *cur,
+                              const struct srv_tags *want,
                               struct srv_jsc_member *out, char *errmsg)
 {
     struct srv_jsc_member cand[RAFT_SERVERS_MAX];
     uint32_t hosted[RAFT_SERVERS_MAX];
     size_t chosen[1];
-    size_t n = candidates(jc, cur, cand, hosted);
+    size_t n = candidates(jc, cur, want, cand, hosted);
     if (srv_jsc_place(cand, n, hosted, 1, chosen) != 0) {
-        return keel_err(KEEL_ELIMIT, errmsg,
-                        "no JetStream node is up that does not host the "
-                        "stream already: add one (keel cluster add-peer)");
+        return want->n > 0 ? no_peers(want, cur->n + 1, n, errmsg)
+                           : keel_err(KEEL_ELIMIT, errmsg,
+                                      "no JetStream node is up that does not "
+                                      "host the stream already: add one (keel "
+                                      "cluster add-peer)");
     }
     *out = cand[chosen[0]];
     out->added = true;
@@ -775,13 +832,14 @@ int srv_jsc_place_replacement(struct srv_jsc *jc,
 
 int srv_jsc_place_stream(struct srv_jsc *jc, uint32_t r,
                          const struct srv_jsc_placement *prefer,
+                         const struct srv_tags *want,
                          struct srv_jsc_placement *pl, char *errmsg)
 {
     struct srv_jsc_member cand[RAFT_SERVERS_MAX];
     uint32_t hosted[RAFT_SERVERS_MAX];
     size_t chosen[RAFT_SERVERS_MAX];
     memset(pl, 0, sizeof *pl);
-    size_t n = candidates(jc, NULL, cand, hosted);
+    size_t n = candidates(jc, NULL, want, cand, hosted);
     for (size_t i = 0; prefer != NULL && i < n; i++) {
         /* Least loaded first: a preferred node counts as hosting nothing,
          * every other one a stream more than it does. */
@@ -790,8 +848,7 @@ int srv_jsc_place_stream(struct srv_jsc *jc, uint32_t r,
                         : (hosted[i] < UINT32_MAX ? hosted[i] + 1 : hosted[i]);
     }
     if (srv_jsc_place(cand, n, hosted, r, chosen) != 0) {
-        return keel_err(KEEL_ELIMIT, errmsg,
-                        "%u replicas asked, %zu JetStream nodes are up", r, n);
+        return no_peers(want, r, n, errmsg);
     }
     if (getrandom(pl->gid, sizeof pl->gid, 0) != (ssize_t)sizeof pl->gid) {
         return keel_err(KEEL_EIO, errmsg, "no random group id");

@@ -36,6 +36,7 @@
 #include "keel/assert.h"
 #include "keel/limits.h"
 #include "raft.h"
+#include "srv_tags.h"
 
 struct srv_js;
 struct srv_jsc;
@@ -213,20 +214,32 @@ void srv_jsc_leader_seen(struct srv_jsc *jc, const uint8_t *gid, uint64_t term,
  * meta leader only): fills pl (random gid), taking the members of prefer
  * (may be NULL) first: a mirror goes where its origin is, as its leader
  * reads the origin there (docs/decisions/0032-mirrors-pull-into-the-log.md).
- * Returns 0 or KEEL_ELIMIT (r larger than the voters linked now; errmsg
- * says how many). */
+ * Only voters whose server_tags hold every tag of want are candidates
+ * (docs/cluster.md, "Placement tags"). Returns 0 or KEEL_ELIMIT (r larger
+ * than the matching voters linked now; errmsg says so as nats-server's
+ * "no suitable peers for placement" does). */
 KEEL_MUST_USE int srv_jsc_place_stream(struct srv_jsc *jc, uint32_t r,
                                        const struct srv_jsc_placement *prefer,
+                                       const struct srv_tags *want,
                                        struct srv_jsc_placement *pl,
                                        char *errmsg);
 
 /* One node to take a replica of a stream placed on cur (the meta leader
- * only): the least loaded meta voter up that is not in cur, marked added.
- * Returns 0 or KEEL_ELIMIT (none; errmsg says what to do). */
+ * only): the least loaded meta voter up, not in cur, whose tags hold
+ * want, marked added. Returns 0 or KEEL_ELIMIT (none; errmsg says what to
+ * do). */
 KEEL_MUST_USE int srv_jsc_place_replacement(struct srv_jsc *jc,
                                             const struct srv_jsc_placement *cur,
+                                            const struct srv_tags *want,
                                             struct srv_jsc_member *out,
                                             char *errmsg);
+
+/* This node's server_tags (none when keeld runs without a config). */
+const struct srv_tags *srv_jsc_self_tags(const struct srv_jsc *jc);
+/* The server_tags node name last reported (its own for this node), or
+ * NULL while it has not reported on its current link. */
+const struct srv_tags *srv_jsc_tags_of(const struct srv_jsc *jc,
+                                       const char *name);
 
 /* Link state of a node by name (stream info "offline"). */
 bool srv_jsc_peer_up(const struct srv_jsc *jc, const char *name);

@@ -202,6 +202,8 @@ void srv_js_meta_role_cluster(struct srv_js *js, struct replica *r,
                               raft_node leader);
 /* A meta entry about to be proposed: a create gets its placement. */
 int srv_js_meta_place(struct srv_js *js, json_t *entry, char *errmsg);
+/* The tags a stream config's placement asks for (none when it has none). */
+void srv_js_placement_tags(const json_t *placement, struct srv_tags *out);
 /* Names and incarnations of a committed placement into the directory. */
 void srv_js_meta_learn(struct srv_js *js, const struct srv_jsc_placement *pl);
 /* Clustered: answer a committed create/update now, on the meta leader

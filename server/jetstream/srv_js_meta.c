@@ -124,17 +124,65 @@ void srv_js_meta_role_cluster(struct srv_js *js, struct replica *r,
     }
 }
 
+void srv_js_placement_tags(const json_t *placement, struct srv_tags *out)
+{
+    char ignored[KEEL_ERRMSG_MAX];
+    /* The request check (srv_stream_request_check) refused bad tags. */
+    if (srv_tags_parse(json_object_get(placement, "tags"), out, ignored) != 0) {
+        memset(out, 0, sizeof *out);
+    }
+}
+
+/* Would the members of pl whose tags match want, and the matching voters
+ * up besides them, hold r replicas? An update to tags no r nodes carry is
+ * refused as nats-server refuses it, before anything moves. */
+static int tags_placeable(struct srv_js *js, const struct srv_jsc_placement *pl,
+                          const struct srv_tags *want, uint32_t r, char *errmsg)
+{
+    struct srv_jsc_placement keep = {.n = 0};
+    for (uint32_t i = 0; i < pl->n; i++) {
+        const struct srv_tags *t = srv_jsc_tags_of(js->jc, pl->m[i].name);
+        if (t != NULL && srv_tags_match(t, want)) {
+            keep.m[keep.n++] = pl->m[i];
+        }
+    }
+    /* Placement with keep as the skip list counts the others. */
+    while (keep.n < r) {
+        int rv = srv_jsc_place_replacement(js->jc, &keep, want, &keep.m[keep.n],
+                                           errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+        keep.n++;
+    }
+    return 0;
+}
+
 /* An update changing num_replicas to r: the new placement keeps the
  * members it can (the stream's leader last), adds the least loaded free
- * voters, and is marked changed (no member bootstraps any more). */
+ * voters whose tags match the config's, and is marked changed (no member
+ * bootstraps any more). A change of tags alone moves the replicas that no
+ * longer match later, one at a time (srv_admin_tick). */
 static int replace_placement(struct srv_js *js, json_t *entry, uint32_t r,
                              char *errmsg)
 {
     struct srv_stream *st = NULL;
+    struct srv_tags want;
     const char *name = json_string_value(json_object_get(entry, "name"));
     if (name == NULL || srv_js_find_stream(js, name, &st) != 0 ||
-        st->place.n == 0 || st->place.n == r) {
+        st->place.n == 0) {
         return 0;
+    }
+    struct srv_tags had;
+    srv_js_placement_tags(
+        json_object_get(json_object_get(entry, "config"), "placement"), &want);
+    srv_js_placement_tags(st->cfg.placement, &had);
+    /* Unchanged tags are not checked again: a member that is down (its
+     * tags unknown) must not block an update of other fields. */
+    bool same = srv_tags_match(&had, &want) && srv_tags_match(&want, &had);
+    int trv = same ? 0 : tags_placeable(js, &st->place, &want, r, errmsg);
+    if (trv != 0 || st->place.n == r) {
+        return trv;
     }
     struct srv_jsc_placement pl = st->place;
     const char *leader = srv_stream_leader_name(st);
@@ -147,7 +195,8 @@ static int replace_placement(struct srv_js *js, json_t *entry, uint32_t r,
         pl.n--;
     }
     while (pl.n < r) {
-        int rv = srv_jsc_place_replacement(js->jc, &pl, &pl.m[pl.n], errmsg);
+        int rv =
+            srv_jsc_place_replacement(js->jc, &pl, &want, &pl.m[pl.n], errmsg);
         if (rv != 0) {
             return rv;
         }
@@ -190,7 +239,11 @@ int srv_js_meta_place(struct srv_js *js, json_t *entry, char *errmsg)
                 o->place.n > 0
             ? &o->place
             : NULL;
-    int rv = srv_jsc_place_stream(js->jc, (uint32_t)r, prefer, &pl, errmsg);
+    struct srv_tags want;
+    srv_js_placement_tags(
+        json_object_get(json_object_get(entry, "config"), "placement"), &want);
+    int rv =
+        srv_jsc_place_stream(js->jc, (uint32_t)r, prefer, &want, &pl, errmsg);
     if (rv == 0) {
         rv = srv_jsc_placement_to_json(&pl, entry);
     }

@@ -240,6 +240,10 @@ static json_t *status_json(struct srv_js *js, struct srv_mon_snap *snap)
     if (!ok) {
         json_object_set_new(o, "error", json_string(why));
     }
+    if (srv->cfg != NULL) {
+        json_object_set_new(json_object_get(o, "server"), "tags",
+                            srv_tags_json(&srv->cfg->server_tags));
+    }
     json_object_set_new(o, "warnings", srv_mon_warnings_json(snap));
     json_object_set_new(o, "orphans", orphan_names(js, &norphans));
     json_object_set_new(o, "orphans_count", json_integer((json_int_t)norphans));

@@ -13,6 +13,7 @@
 
 #include "keel/error.h"
 #include "srv_msg_ttl.h"
+#include "srv_tags.h"
 #include "srv_stream_sm.h"
 
 #define DOC "docs/jetstream-config.md"
@@ -158,13 +159,13 @@ int srv_stream_request_check(const json_t *req, enum srv_js_err *jerr,
         *jerr = SRV_JS_ESTREAM_CONFIG;
         return keel_err(KEEL_EINVAL, errmsg, "max age needs to be >= 100ms");
     }
-    const json_t *tags =
-        json_object_get(json_object_get(req, "placement"), "tags");
-    if (is_set(tags, UNSET_EMPTY)) {
+    struct srv_tags tags;
+    char terr[KEEL_ERRMSG_MAX];
+    if (srv_tags_parse(
+            json_object_get(json_object_get(req, "placement"), "tags"), &tags,
+            terr) != 0) {
         *jerr = SRV_JS_ESTREAM_CONFIG;
-        return keel_err(KEEL_EINVAL, errmsg,
-                        "stream placement tags are not supported by keeld "
-                        "(servers have no tags): leave them unset (" DOC ")");
+        return keel_err(KEEL_EINVAL, errmsg, "stream placement %s", terr);
     }
     return 0;
 }

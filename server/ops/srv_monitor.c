@@ -64,6 +64,9 @@ static char *varz_json(struct srv_monitor *m, const struct srv_mon_snap *snap)
     if (o == NULL) {
         return NULL;
     }
+    if (cfg->server_tags.n > 0) {
+        json_object_set_new(o, "tags", srv_tags_json(&cfg->server_tags));
+    }
     char *cj = srv_server_cluster_json(srv, false);
     if (cj != NULL) {
         json_t *c = json_loads(cj, 0, NULL);

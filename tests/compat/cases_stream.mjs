@@ -658,4 +658,19 @@ export const cases = [
       return { allow: c.config?.allow_msg_ttl ?? null, seq: r.seq, messages };
     },
   },
+  {
+    name: 'placement tags a single server does not carry are refused by Keel',
+    intended: {
+      error: 'keeld refuses placement tags its own server_tags do not hold (10005, as a cluster answers) rather than accept a placement it cannot honour; nats-server 2.9.10 ignores placement outside a cluster',
+    },
+    run: async (ctx) => {
+      const r = await api(ctx, `STREAM.CREATE.${ctx.uniq}`, { name: ctx.uniq,
+        subjects: [`${ctx.uniq}.>`], placement: { tags: ['az:9'] } });
+      const plain = await api(ctx, `STREAM.CREATE.${ctx.uniq}P`, {
+        name: `${ctx.uniq}P`, subjects: [`${ctx.uniq}P.>`],
+        placement: { tags: [] } });
+      return { error: r.error?.err_code ?? null,
+        empty_tags_ok: plain.error?.err_code ?? 0 };
+    },
+  },
 ];

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # CLI integration test of keel object against a real keeld: every verb
-# (add, put, get, ls, info, rm, watch) with its output and exit code, a
+# (add, put, get, ls, info, del/rm, seal, watch; `keel obj` as the nats
+# CLI's short name) with its output and exit code, -H headers and
+# --metadata, a
 # 3 MiB object in 128 KiB chunks got back byte for byte, a replaced object's
 # chunks purged, a deleted object's chunks purged and its meta marked, and
 # the refusals: a corrupt object (digest mismatch), a missing bucket or
@@ -178,6 +180,66 @@ t_rm_purges_chunks_and_marks_deleted() {
     [[ $("$KEEL" object ls FILES --names) == notes/a.txt ]]
 }
 
+t_headers_and_metadata_reach_the_meta_and_the_stream() {
+  local rc=0 before
+  "$KEEL" object add META --metadata owner=ops --metadata 'tier=cold one' \
+    >/dev/null || return 1
+  "$KEEL" object info META --json >"$TMP/md.json" || return 1
+  [[ $(json_get "$TMP/md.json" 'j["config"]["metadata"]["owner"]') == ops &&
+    $(json_get "$TMP/md.json" 'j["config"]["metadata"]["tier"]') == \
+    'cold one' ]] || return 1
+  "$KEEL" object put META "$TMP/small.txt" --name h.txt \
+    -H 'Content-Type: text/plain' -H 'X-A:1' -H 'X-A:2' >/dev/null || return 1
+  "$KEEL" object info META h.txt --json >"$TMP/h.json" || return 1
+  [[ $(json_get "$TMP/h.json" 'j["headers"]') == \
+    "{'Content-Type': ['text/plain'], 'X-A': ['1', '2']}" ]] || return 1
+  # A bad header is refused before a chunk is written.
+  before=$(messages OBJ_META)
+  "$KEEL" object put META "$TMP/small.txt" --name bad.txt -H 'nokey' \
+    2>"$TMP/hbad.err" >/dev/null || rc=$?
+  [[ $rc == 2 ]] && grep -q "header 'nokey' must look like Key:Value" \
+    "$TMP/hbad.err" && [[ $(messages OBJ_META) == "$before" ]] || return 1
+  rc=0
+  "$KEEL" object add META2 --metadata '=x' 2>"$TMP/mbad.err" || rc=$?
+  [[ $rc == 2 ]] && grep -q "must look like Key=Value" "$TMP/mbad.err"
+}
+
+t_no_progress_draws_nothing_on_a_terminal() {
+  script -qec "'$KEEL' object put FILES '$BIG' --name np.bin -f --no-progress" \
+    "$TMP/np.log" >/dev/null || return 1
+  grep -q 'Object information for FILES > np.bin' "$TMP/np.log" &&
+    ! grep -q '100%' "$TMP/np.log" || return 1
+  script -qec "'$KEEL' object get FILES np.bin -O '$TMP/np.bin' -f --no-progress" \
+    "$TMP/np2.log" >/dev/null || return 1
+  ! grep -q '100%' "$TMP/np2.log" && cmp -s "$BIG" "$TMP/np.bin"
+}
+
+t_obj_short_name_and_del_verb() {
+  "$KEEL" obj ls FILES --names >"$TMP/short.out" || return 1
+  grep -qx 'w.txt' "$TMP/short.out" || return 1
+  "$KEEL" str ls 2>&1 | grep -q OBJ_FILES || return 1
+  [[ $("$KEEL" object del FILES w.txt -f) == 'Removed FILES > w.txt' ]] &&
+    ! "$KEEL" obj ls FILES --names | grep -qx 'w.txt'
+}
+
+t_seal_refuses_puts_and_deletes() {
+  local rc=0
+  "$KEEL" object seal META 2>/dev/null || rc=$?
+  [[ $rc == 2 ]] || return 1 # no terminal to ask: needs --force
+  "$KEEL" object seal META -f >"$TMP/seal.out" || return 1
+  grep -q '^META has been sealed$' "$TMP/seal.out" &&
+    grep -q 'Sealed: *true' "$TMP/seal.out" || return 1
+  rc=0
+  "$KEEL" object put META "$TMP/small.txt" --name after.txt \
+    2>"$TMP/sput.err" >/dev/null || rc=$?
+  [[ $rc == 1 ]] || return 1
+  rc=0
+  "$KEEL" object del META h.txt -f 2>"$TMP/sdel.err" >/dev/null || rc=$?
+  [[ $rc == 1 ]] || return 1
+  # What it held is still there.
+  "$KEEL" object get META h.txt -O - | cmp -s "$TMP/small.txt" -
+}
+
 watch_saw() { grep -qs "$1" "$TMP/watch.out"; }
 
 t_watch_prints_objects_then_changes() {
@@ -231,7 +293,7 @@ t_help_lists_the_verbs() {
   "$KEEL" --help | grep -q '^  object ' || return 1
   "$KEEL" object --help >"$TMP/help.out" || return 1
   local v
-  for v in add put get ls info rm watch; do
+  for v in add put get ls info del rm seal watch; do
     grep -q "^  object $v " "$TMP/help.out" || return 1
   done
 }
@@ -243,7 +305,8 @@ t_rm_deletes_the_bucket() {
   [[ $("$KEEL" object rm SECOND -f) == 'Deleted bucket SECOND' ]] || return 1
   rc=0
   "$KEEL" object info SECOND 2>/dev/null || rc=$?
-  [[ $rc == 1 ]] && [[ $("$KEEL" object ls --names) == FILES ]]
+  [[ $rc == 1 ]] &&
+    [[ $("$KEEL" object ls --names | sort | tr '\n' ' ') == 'FILES META ' ]]
 }
 
 check "object add sets TTL, size, description; info --json shows the stream" \
@@ -271,6 +334,14 @@ check "object watch prints the objects, then each put and delete" \
   t_watch_prints_objects_then_changes
 check "put and get draw a progress bar on a terminal only" \
   t_progress_bar_only_on_a_terminal
+check "put and get with --no-progress draw none, even on a terminal" \
+  t_no_progress_draws_nothing_on_a_terminal
+check "put -H and add --metadata reach the object meta and the stream" \
+  t_headers_and_metadata_reach_the_meta_and_the_stream
+check "keel obj is keel object (str: stream); object del deletes like rm" \
+  t_obj_short_name_and_del_verb
+check "object seal needs --force, then refuses puts and deletes" \
+  t_seal_refuses_puts_and_deletes
 check "a missing bucket or object exits 1 and says how to list them" \
   t_missing_bucket_or_object_exits_1_with_hint
 check "bad names, flags and missing arguments exit 2" \

@@ -270,6 +270,10 @@ int h_netns_node_start(struct h_netns *c, int i)
     for (size_t j = 0; c->extra[j] != NULL && j < H_NETNS_EXTRA_MAX; j++) {
         argv[n++] = c->extra[j];
     }
+    if (nd->config != NULL) {
+        argv[n++] = "-c";
+        argv[n++] = nd->config;
+    }
     argv[n] = NULL;
     k->port = -1;
     k->http_port = -1;

@@ -35,6 +35,9 @@ struct h_netns_node {
     /* --routes of this node; NULL: the cluster's (struct h_netns
      * routes). Must outlive the cluster. */
     const char *routes;
+    /* A config file (-c) of this node alone (its server_tags...); NULL:
+     * none. Must outlive the cluster. */
+    const char *config;
     bool running;
     bool isolated;
 };

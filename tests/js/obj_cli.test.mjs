@@ -126,4 +126,40 @@ describe('keel object and @nats-io/obj on keeld', {
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stdout, 'payload');
   });
+  it('keel put -H headers and add --metadata are what @nats-io/obj reads',
+    async () => {
+      let r = await keel('obj', 'add', 'HDRS', '--metadata', 'owner=ops');
+      assert.equal(r.code, 0, r.stderr);
+      const file = join(dir, 'h.txt');
+      writeFileSync(file, 'with headers');
+      r = await keel('object', 'put', 'HDRS', file, '--name', 'h.txt',
+        '-H', 'Content-Type: text/plain', '-H', 'X-A:1', '-H', 'X-A:2');
+      assert.equal(r.code, 0, r.stderr);
+      const os = await objm.open('HDRS');
+      const info = await os.info('h.txt');
+      assert.equal(info.headers.get('Content-Type'), 'text/plain');
+      assert.deepEqual(info.headers.values('X-A'), ['1', '2']);
+      const st = await os.status();
+      assert.equal(st.metadata.owner, 'ops');
+    });
+
+  it('a bucket sealed by either side is sealed for the other', async () => {
+    const os = await objm.create('SEALJS');
+    await os.putBlob({ name: 'kept' }, new TextEncoder().encode('kept'));
+    await os.seal();
+    let r = await keel('object', 'info', 'SEALJS');
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /Sealed: +true/);
+    r = await keel('object', 'put', 'SEALJS', '--name', 'more');
+    assert.equal(r.code, 1);
+
+    r = await keel('object', 'add', 'SEALKEEL');
+    assert.equal(r.code, 0, r.stderr);
+    r = await keel('object', 'seal', 'SEALKEEL', '-f');
+    assert.equal(r.code, 0, r.stderr);
+    const os2 = await objm.open('SEALKEEL');
+    assert.equal((await os2.status()).sealed, true);
+    await assert.rejects(os2.putBlob({ name: 'no' },
+      new TextEncoder().encode('no')));
+  });
 });

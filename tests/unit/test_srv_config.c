@@ -445,6 +445,21 @@ static void a_key_keeld_does_not_read_is_refused_not_ignored(void **state)
                      0);
 }
 
+static void server_tags_are_read_as_nats_server_reads_them(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(from_file(f, "server_tags: [\"AZ:1\", ssd, \"az:1\"]\n"),
+                     0);
+    assert_int_equal(f->cfg.server_tags.n, 2); /* lowercased, once each */
+    assert_string_equal(f->cfg.server_tags.t[0], "az:1");
+    assert_string_equal(f->cfg.server_tags.t[1], "ssd");
+    assert_int_equal(from_file(f, "server_tags: one\n"), 0);
+    assert_int_equal(f->cfg.server_tags.n, 1);
+    assert_string_equal(f->cfg.server_tags.t[0], "one");
+    assert_int_equal(from_file(f, "server_tags: [\"\"]\n"), KEEL_ECONFIG);
+    assert_non_null(strstr(f->errmsg, "config key 'server_tags': tags:"));
+}
+
 static void signal_takes_a_nats_server_command_and_a_pid(void **state)
 {
     struct fixture *f = *state;
@@ -487,6 +502,7 @@ int main(void)
         T(turning_jetstream_off_or_an_unknown_key_is_refused),
         T(signal_takes_a_nats_server_command_and_a_pid),
         T(a_key_keeld_does_not_read_is_refused_not_ignored),
+        T(server_tags_are_read_as_nats_server_reads_them),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

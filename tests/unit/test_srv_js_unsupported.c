@@ -124,8 +124,6 @@ static void stream_fields_keeld_does_not_implement_are_refused(void **state)
          "allow_msg_schedules"},
         {"{\"name\":\"S\",\"consumer_limits\":{\"max_ack_pending\":5}}",
          "consumer_limits"},
-        {"{\"name\":\"S\",\"placement\":{\"tags\":[\"ssd\"]}}",
-         "placement tags"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(stream(f, bad[i].body), KEEL_EINVAL);
@@ -133,6 +131,27 @@ static void stream_fields_keeld_does_not_implement_are_refused(void **state)
         assert_non_null(strstr(f->errmsg, bad[i].field));
         assert_non_null(strstr(f->errmsg, "not supported by keeld"));
     }
+}
+
+static void placement_tags_are_read_and_bad_ones_refused(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(
+        stream(f,
+               "{\"name\":\"S\",\"placement\":{\"tags\":[\"ssd\",\"AZ:1\"]}}"),
+        0);
+    assert_int_equal(stream(f, "{\"name\":\"S\",\"placement\":{\"tags\":[1]}}"),
+                     KEEL_EINVAL);
+    assert_int_equal(f->jerr, SRV_JS_ESTREAM_CONFIG);
+    assert_non_null(strstr(f->errmsg, "placement tags: each tag is a string"));
+    char many[1024] = "{\"name\":\"S\",\"placement\":{\"tags\":[";
+    for (int i = 0; i <= SRV_TAGS_MAX; i++) {
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%s\"t%d\"",
+                 i > 0 ? "," : "", i);
+    }
+    strcat(many, "]}}");
+    assert_int_equal(stream(f, many), KEEL_EINVAL);
+    assert_non_null(strstr(f->errmsg, "at most 16 tags"));
 }
 
 static void a_max_age_under_100ms_is_refused_as_nats_server_does(void **state)
@@ -268,6 +287,7 @@ int main(void)
         T(stream_defaults_and_client_bodies_are_accepted),
         T(stream_fields_keeld_does_not_implement_are_refused),
         T(a_max_age_under_100ms_is_refused_as_nats_server_does),
+        T(placement_tags_are_read_and_bad_ones_refused),
         T(consumer_defaults_and_client_bodies_are_accepted),
         T(consumer_fields_keeld_does_not_implement_are_refused),
         T(publish_headers_keeld_does_not_implement_are_refused),
