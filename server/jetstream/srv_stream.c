@@ -131,7 +131,7 @@ static int marker_load(const struct srv_stream_slot *sl, uint64_t seq,
                        struct srv_stream_msg *out)
 {
     char hdr[SRV_MSG_MARKER_HDR_MAX];
-    int64_t ttl_s = (sl->expire_ns - sl->ts_ns) / 1000000000LL;
+    int64_t ttl_s = sl->ttl & SRV_STREAM_TTL_SECS_MASK;
     size_t hlen = srv_msg_marker_hdr(ttl_s > 0 ? ttl_s : 1, hdr, sizeof hdr);
     size_t slen = sl->subj->len;
     char *buf = malloc(slen + 1 + hlen + 1);
@@ -163,7 +163,7 @@ int srv_stream_msg_load(struct srv_stream *st, uint64_t seq,
         return keel_err(KEEL_ENOENT, errmsg,
                         "stream %s has no message %" PRIu64, st->cfg.name, seq);
     }
-    if (sl->marker == SRV_STREAM_MARKER_STORED) {
+    if (srv_stream_slot_marker(sl) == SRV_STREAM_MARKER_STORED) {
         return marker_load(sl, seq, out);
     }
     struct store_entry e;

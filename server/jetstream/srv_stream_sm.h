@@ -106,17 +106,17 @@ struct srv_stream_subj {
     char s[]; /* NUL-terminated */
 };
 
-/* One seq in [first_seq, last_seq]; subj NULL = deleted. */
+/* One seq in [first_seq, last_seq]; subj NULL = deleted. 32 bytes: a
+ * stream tracks up to SRV_STREAM_MSGS_MAX of them. */
 struct srv_stream_slot {
     uint64_t index; /* Raft index of the publish entry */
     int64_t ts_ns;
     struct srv_stream_subj *subj;
-    uint64_t size;
-    /* Per-message TTL (docs/decisions/0033-per-message-ttl-in-the-state-
-     * machine.md): 0 none, SRV_MSG_TTL_NEVER (kept past max_age), else the
-     * entry time at which it expires. */
-    int64_t expire_ns;
-    uint8_t marker; /* enum srv_stream_marker */
+    uint32_t size; /* subject + headers + payload of one entry (< 4 GiB) */
+    /* Per-message TTL and marker kind (docs/decisions/0033-per-message-
+     * ttl-in-the-state-machine.md): read and set through the functions
+     * below. */
+    uint32_t ttl;
 };
 
 /* Is a slot a delete marker, whose expiry leaves no marker behind? */
@@ -127,8 +127,51 @@ enum srv_stream_marker {
                                  purge (KV-Operation: PURGE), as 2.11 counts */
 };
 
+/* slot.ttl: the TTL in seconds in the low 30 bits (0 none, all ones
+ * never; longer TTLs, over 34 years, are cut to the most), the marker
+ * kind in the top 2. */
+#define SRV_STREAM_TTL_SECS_MASK 0x3fffffffu
+#define SRV_STREAM_TTL_NEVER_SECS SRV_STREAM_TTL_SECS_MASK
+
+/* The entry time at which the slot expires: 0 none, SRV_MSG_TTL_NEVER
+ * (kept past max_age), else its stored time plus its TTL. */
+static inline int64_t srv_stream_slot_expire(const struct srv_stream_slot *s)
+{
+    uint32_t secs = s->ttl & SRV_STREAM_TTL_SECS_MASK;
+    if (secs == 0) {
+        return 0;
+    }
+    if (secs == SRV_STREAM_TTL_NEVER_SECS) {
+        return SRV_MSG_TTL_NEVER;
+    }
+    return s->ts_ns + (int64_t)secs * 1000000000LL;
+}
+
+static inline enum srv_stream_marker
+srv_stream_slot_marker(const struct srv_stream_slot *s)
+{
+    return (enum srv_stream_marker)(s->ttl >> 30);
+}
+
+/* secs > 0, or SRV_MSG_TTL_NEVER. */
+static inline void srv_stream_slot_set_ttl(struct srv_stream_slot *s,
+                                           int64_t secs)
+{
+    uint32_t v = secs == SRV_MSG_TTL_NEVER ? SRV_STREAM_TTL_NEVER_SECS
+                 : secs >= (int64_t)SRV_STREAM_TTL_NEVER_SECS
+                     ? SRV_STREAM_TTL_NEVER_SECS - 1
+                     : (uint32_t)secs;
+    s->ttl = (s->ttl & ~SRV_STREAM_TTL_SECS_MASK) | v;
+}
+
+static inline void srv_stream_slot_set_marker(struct srv_stream_slot *s,
+                                              enum srv_stream_marker m)
+{
+    s->ttl = (s->ttl & SRV_STREAM_TTL_SECS_MASK) | (uint32_t)m << 30;
+}
+
 /* A pending TTL: a min-heap of (expire_ns, seq), a cache of the slots'
- * expire_ns (entries for removed seqs are skipped when they come up). */
+ * expiry (entries for removed seqs are skipped when they come up). */
 struct srv_stream_ttl_ent {
     int64_t expire_ns;
     uint64_t seq;
@@ -154,8 +197,8 @@ struct srv_stream_sm {
      * read them (docs/decisions/0032-mirrors-pull-into-the-log.md). */
     uint64_t mirror_pos;
     uint64_t mirror_lost;
-    /* Per-message TTLs: the heap, and how many live slots have an
-     * expire_ns > 0. Derived from the slots (rebuilt on restore). */
+    /* Per-message TTLs: the heap, and how many live slots expire by a
+     * TTL. Derived from the slots (rebuilt on restore). */
     struct srv_stream_ttl_ent *ttl_heap;
     size_t ttl_n, ttl_cap;
     uint64_t ttl_live;

@@ -12,6 +12,11 @@
 #include "keel_stream_entry.h"
 #include "srv_stream_sm_int.h"
 
+/* A stream tracks up to SRV_STREAM_MSGS_MAX slots: the TTL fits in
+ * them without growing them (decision 0033). */
+_Static_assert(sizeof(struct srv_stream_slot) == 32,
+               "a stream slot is 32 bytes");
+
 void srv_stream_limits_from_config(const struct srv_stream_config *cfg,
                                    struct srv_stream_limits *out)
 {
@@ -226,12 +231,14 @@ static struct srv_stream_subj *subj_get(struct srv_stream_sm *sm, const char *s,
 int srv_stream_sm__store(struct srv_stream_sm *sm, uint64_t index, int64_t ts,
                          const char *subj, size_t slen, uint64_t size)
 {
+    /* Parts of one log entry, which is under 4 GiB (replica_propose). */
+    ASSERT(size <= UINT32_MAX);
     struct srv_stream_subj *sj = subj_get(sm, subj, slen);
     if (sj == NULL) {
         return KEEL_ENOMEM;
     }
     uint64_t seq = sm->last_seq + 1;
-    struct srv_stream_slot v = {index, ts, sj, size, 0, 0};
+    struct srv_stream_slot v = {index, ts, sj, (uint32_t)size, 0};
     if (sm->count == 0) {
         sm->base_seq = seq;
     }
@@ -651,7 +658,7 @@ static bool snap_has_ttl(const struct srv_stream_sm *sm)
     }
     for (uint64_t seq = sm->base_seq; seq <= sm->last_seq; seq++) {
         const struct srv_stream_slot *s = srv_stream_sm_get(sm, seq);
-        if (s != NULL && (s->expire_ns != 0 || s->marker)) {
+        if (s != NULL && s->ttl != 0) {
             return true;
         }
     }
@@ -747,16 +754,15 @@ int srv_stream_sm_snapshot(const struct srv_stream_sm *sm, uint8_t **out,
         uint64_t n = 0;
         for (uint64_t seq = sm->base_seq; seq <= sm->last_seq; seq++) {
             const struct srv_stream_slot *s = srv_stream_sm_get(sm, seq);
-            n += s != NULL && (s->expire_ns != 0 || s->marker);
+            n += s != NULL && s->ttl != 0;
         }
         sb_u64(&b, (uint64_t)sm->lim.marker_ttl_ns);
         sb_u64(&b, n);
         for (uint64_t seq = sm->base_seq; seq <= sm->last_seq; seq++) {
             const struct srv_stream_slot *s = srv_stream_sm_get(sm, seq);
-            if (s != NULL && (s->expire_ns != 0 || s->marker)) {
+            if (s != NULL && s->ttl != 0) {
                 sb_u64(&b, seq);
-                sb_u64(&b, (uint64_t)s->expire_ns);
-                sb_u64(&b, s->marker);
+                sb_u64(&b, s->ttl);
             }
         }
     }
@@ -866,6 +872,7 @@ static int restore_slots(struct srv_stream_sm *sm, struct rd *r,
         uint64_t seq = rd_u64(r), index = rd_u64(r), ts = rd_u64(r);
         uint64_t size = rd_u64(r), si = rd_u64(r);
         if (r->bad || seq <= prev || seq > last || si == 0 || si > nsubj ||
+            size > UINT32_MAX ||
             (prev > 0 && seq - prev > SRV_STREAM_MSGS_MAX)) {
             return KEEL_ECORRUPT;
         }
@@ -881,7 +888,7 @@ static int restore_slots(struct srv_stream_sm *sm, struct rd *r,
             sm->deleted++;
         }
         struct srv_stream_subj *sj = dict[si - 1];
-        struct srv_stream_slot v = {index, (int64_t)ts, sj, size, 0, 0};
+        struct srv_stream_slot v = {index, (int64_t)ts, sj, (uint32_t)size, 0};
         int rv = ring_push(sm, &v);
         if (rv != 0) {
             return rv;
@@ -931,17 +938,13 @@ static int restore_ttl(struct srv_stream_sm *sm, struct rd *r)
     sm->lim.marker_ttl_ns = mttl;
     for (uint64_t i = 0; i < n; i++) {
         uint64_t seq = rd_u64(r);
-        int64_t exp = (int64_t)rd_u64(r);
-        uint64_t marker = rd_u64(r);
+        uint64_t ttl = rd_u64(r);
         struct srv_stream_slot *s = slot_at(sm, seq);
-        if (r->bad || seq <= prev || s == NULL || s->subj == NULL ||
-            marker > SRV_STREAM_MARKER_HDR ||
-            (exp < 0 && exp != SRV_MSG_TTL_NEVER) ||
-            (exp == 0 && marker == 0)) {
+        if (r->bad || seq <= prev || s == NULL || s->subj == NULL || ttl == 0 ||
+            ttl > UINT32_MAX || ttl >> 30 > SRV_STREAM_MARKER_HDR) {
             return KEEL_ECORRUPT;
         }
-        s->expire_ns = exp;
-        s->marker = (uint8_t)marker;
+        s->ttl = (uint32_t)ttl;
         prev = seq;
     }
     return srv_stream_sm__ttl_rebuild(sm);

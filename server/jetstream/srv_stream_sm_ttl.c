@@ -87,9 +87,9 @@ int srv_stream_sm__ttl_rebuild(struct srv_stream_sm *sm)
     /* Bounded by the ring's size (<= SRV_STREAM_MSGS_MAX). */
     for (uint64_t seq = sm->base_seq; seq <= sm->last_seq; seq++) {
         const struct srv_stream_slot *s = srv_stream_sm__slot(sm, seq);
-        if (s != NULL && s->subj != NULL && s->expire_ns > 0) {
+        if (s != NULL && s->subj != NULL && srv_stream_slot_expire(s) > 0) {
             sm->ttl_live++;
-            if (heap_push(sm, s->expire_ns, seq) != 0) {
+            if (heap_push(sm, srv_stream_slot_expire(s), seq) != 0) {
                 return KEEL_ENOMEM;
             }
         }
@@ -106,7 +106,7 @@ static int ttl_push(struct srv_stream_sm *sm, int64_t expire_ns, uint64_t seq)
         if (rv != 0) {
             return rv;
         }
-        /* seq is live with its expire_ns already: the rebuild pushed it. */
+        /* seq is live with its TTL already: the rebuild pushed it. */
         return 0;
     }
     sm->ttl_live++;
@@ -116,7 +116,7 @@ static int ttl_push(struct srv_stream_sm *sm, int64_t expire_ns, uint64_t seq)
 void srv_stream_sm__ttl_forget(struct srv_stream_sm *sm,
                                const struct srv_stream_slot *s)
 {
-    if (s->expire_ns > 0) {
+    if (srv_stream_slot_expire(s) > 0) {
         ASSERT(sm->ttl_live > 0);
         sm->ttl_live--;
     }
@@ -161,19 +161,17 @@ int srv_stream_sm__ttl_set(struct srv_stream_sm *sm, uint64_t seq,
         return 0;
     }
     if (is_marker_hdr(hdr, hdr_len)) {
-        s->marker = SRV_STREAM_MARKER_HDR;
+        srv_stream_slot_set_marker(s, SRV_STREAM_MARKER_HDR);
     }
     if (srv_msg_ttl_of(hdr, hdr_len, &secs) != 0 || secs == 0) {
         return 0; /* an unreadable TTL is none, as on nats-server */
     }
     if (secs == SRV_MSG_TTL_NEVER) {
-        s->expire_ns = SRV_MSG_TTL_NEVER;
+        srv_stream_slot_set_ttl(s, SRV_MSG_TTL_NEVER);
         return 0;
     }
-    secs = effective_secs(&sm->lim, secs);
-    int64_t most = (INT64_MAX - s->ts_ns) / NS_PER_S;
-    s->expire_ns = s->ts_ns + (secs < most ? secs : most) * NS_PER_S;
-    return ttl_push(sm, s->expire_ns, seq);
+    srv_stream_slot_set_ttl(s, effective_secs(&sm->lim, secs));
+    return ttl_push(sm, srv_stream_slot_expire(s), seq);
 }
 
 /* Remove live seq; when it is the last message of its subject and the
@@ -187,7 +185,8 @@ static int expire_one(struct srv_stream_sm *sm, uint64_t index, int64_t now,
     char subj[SRV_JS_SUBJECT_BYTES_MAX + 1];
     ASSERT(s != NULL && s->subj != NULL);
     const struct srv_stream_limits *l = &sm->lim;
-    bool mark = l->marker_ttl_ns > 0 && s->subj->msgs == 1 && !s->marker &&
+    bool mark = l->marker_ttl_ns > 0 && s->subj->msgs == 1 &&
+                srv_stream_slot_marker(s) == SRV_STREAM_MARKER_NONE &&
                 s->subj->len <= SRV_JS_SUBJECT_BYTES_MAX;
     size_t slen = s->subj->len;
     if (mark) {
@@ -207,12 +206,12 @@ static int expire_one(struct srv_stream_sm *sm, uint64_t index, int64_t now,
         return rv;
     }
     struct srv_stream_slot *m = srv_stream_sm__slot(sm, sm->last_seq);
-    m->marker = SRV_STREAM_MARKER_STORED;
-    m->expire_ns = ts + ttl_s * NS_PER_S;
+    srv_stream_slot_set_marker(m, SRV_STREAM_MARKER_STORED);
+    srv_stream_slot_set_ttl(m, ttl_s);
     if (res->markers++ == 0) {
         res->marker_first = sm->last_seq;
     }
-    return ttl_push(sm, m->expire_ns, sm->last_seq);
+    return ttl_push(sm, srv_stream_slot_expire(m), sm->last_seq);
 }
 
 /* max_age: from age_from, every live message stored at or before
@@ -231,7 +230,7 @@ static int expire_age(struct srv_stream_sm *sm, uint64_t index, int64_t now,
         if (s == NULL) {
             break;
         }
-        if (s->subj == NULL || s->expire_ns == SRV_MSG_TTL_NEVER) {
+        if (s->subj == NULL || srv_stream_slot_expire(s) == SRV_MSG_TTL_NEVER) {
             continue;
         }
         if (s->ts_ns > cutoff) {
@@ -262,7 +261,8 @@ static int expire_ttls(struct srv_stream_sm *sm, uint64_t index, int64_t now,
     while (sm->ttl_n > 0 && sm->ttl_heap[0].expire_ns <= now) {
         struct srv_stream_ttl_ent e = heap_pop(sm);
         const struct srv_stream_slot *s = srv_stream_sm__slot(sm, e.seq);
-        if (s == NULL || s->subj == NULL || s->expire_ns != e.expire_ns) {
+        if (s == NULL || s->subj == NULL ||
+            srv_stream_slot_expire(s) != e.expire_ns) {
             continue; /* removed since */
         }
         if (n == cap) {
@@ -318,7 +318,8 @@ void srv_stream_sm_next_expiry(const struct srv_stream_sm *sm, int64_t *at_ns)
                 at = sm->last_ts_ns; /* a tick moves age_from on */
                 break;
             }
-            if (s->subj != NULL && s->expire_ns != SRV_MSG_TTL_NEVER) {
+            if (s->subj != NULL &&
+                srv_stream_slot_expire(s) != SRV_MSG_TTL_NEVER) {
                 at = s->ts_ns > INT64_MAX - sm->lim.max_age_ns
                          ? INT64_MAX
                          : s->ts_ns + sm->lim.max_age_ns;

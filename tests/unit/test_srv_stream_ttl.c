@@ -253,10 +253,10 @@ static void the_last_message_of_a_subject_leaves_a_marker(void **state)
     assert_int_equal(f->res.marker_first, 6);
     const struct srv_stream_slot *m = srv_stream_sm_get(&f->sm, 5);
     assert_non_null(m);
-    assert_int_equal(m->marker, SRV_STREAM_MARKER_STORED);
+    assert_int_equal(srv_stream_slot_marker(m), SRV_STREAM_MARKER_STORED);
     assert_string_equal(m->subj->s, "a");
     assert_int_equal(m->ts_ns, 12 * SEC);
-    assert_int_equal(m->expire_ns, 72 * SEC);
+    assert_int_equal(srv_stream_slot_expire(m), 72 * SEC);
     m = srv_stream_sm_get(&f->sm, 6);
     assert_non_null(m);
     assert_string_equal(m->subj->s, "b");
@@ -285,7 +285,8 @@ static void a_ttl_under_the_marker_ttl_is_raised_to_it(void **state)
     config(f, "{\"name\":\"S\",\"allow_msg_ttl\":true,"
               "\"subject_delete_marker_ttl\":60000000000}");
     pub_ttl(f, 1 * SEC, "a", "5s");
-    assert_int_equal(srv_stream_sm_get(&f->sm, 1)->expire_ns, 61 * SEC);
+    assert_int_equal(srv_stream_slot_expire(srv_stream_sm_get(&f->sm, 1)),
+                     61 * SEC);
     tick(f, 60 * SEC);
     assert_true(live(f, 1));
     tick(f, 61 * SEC);
@@ -309,7 +310,7 @@ static void a_kv_purge_marker_expiring_leaves_no_marker(void **state)
     pub_raw(f, 1 * SEC, "k",
             "NATS/1.0\r\nKV-Operation: PURGE\r\nNats-Rollup: sub\r\n"
             "Nats-TTL: 2s\r\n\r\n");
-    assert_int_equal(srv_stream_sm_get(&f->sm, 1)->marker,
+    assert_int_equal(srv_stream_slot_marker(srv_stream_sm_get(&f->sm, 1)),
                      SRV_STREAM_MARKER_HDR);
     pub_ttl(f, 1 * SEC, "j", "2s");
     tick(f, 3 * SEC);
