@@ -5,7 +5,8 @@
  * InstallSnapshot and then leads; republish sends each message once
  * across leader changes and restarts, with the subject_transform's
  * subject; a per-message TTL expires under a new leader after a kill -9
- * and leaves the same delete marker on every node. All live in the
+ * and leaves the same delete marker on every node; a pause holds across
+ * a kill -9 of the leader. All live in the
  * stream's Raft group (its CONFIG entries, its entries' timestamps and
  * its snapshot), never in one node's memory.
  * Shared setup: cjs_common.h. */
@@ -551,6 +552,83 @@ static void a_ttl_holds_across_a_leader_kill(void **state)
     natsMsg_Destroy(never);
 }
 
+/* ---- a paused consumer (pause_until, CONSUMER.PAUSE) ---- */
+
+#define PAUSER "PAUSER"
+
+/* One pull of PAUSER.P through node via: the message's data length, or
+ * -1 when the pull ended with a status (408 at expires). */
+static int pauser_pull(int via, int expires_ms)
+{
+    natsSubscription *sub = NULL;
+    natsMsg *m = NULL;
+    char inbox[64], body[96];
+    const char *st = NULL;
+    snprintf(inbox, sizeof inbox, "_INBOX.pauser%lld", h_now_ms());
+    assert_int_equal(natsConnection_SubscribeSync(&sub, cj.nc[via], inbox),
+                     NATS_OK);
+    snprintf(body, sizeof body, "{\"batch\":1,\"expires\":%lld}",
+             (long long)expires_ms * 1000000LL);
+    assert_int_equal(
+        natsConnection_PublishRequestString(
+            cj.nc[via], "$JS.API.CONSUMER.MSG.NEXT." PAUSER ".P", inbox, body),
+        NATS_OK);
+    assert_int_equal(natsSubscription_NextMsg(&m, sub, expires_ms + WAIT_MS),
+                     NATS_OK);
+    int len = natsMsgHeader_Get(m, "Status", &st) == NATS_OK
+                  ? -1
+                  : natsMsg_GetDataLength(m);
+    natsMsg_Destroy(m);
+    natsSubscription_Destroy(sub);
+    return len;
+}
+
+static bool pauser_paused(int via)
+{
+    json_t *o = cjs_request_retry(
+        &cj, via, "$JS.API.CONSUMER.INFO." PAUSER ".P", "", WAIT_MS);
+    bool paused = json_is_true(json_object_get(o, "paused"));
+    json_decref(o);
+    return paused;
+}
+
+/* A pause is a consumer update in the stream's Raft group: after a kill
+ * -9 of the leader that took it, the new leader keeps the consumer paused
+ * until a PAUSE through it resumes it. */
+static void a_pause_holds_across_a_leader_kill(void **state)
+{
+    (void)state;
+    json_decref(cjs_request_ok(&cj, 0, "$JS.API.STREAM.CREATE." PAUSER,
+                               "{\"name\":\"" PAUSER "\",\"subjects\":"
+                               "[\"pauser.>\"],\"num_replicas\":3}"));
+    int leader = cjs_wait_stream_led(&cj, PAUSER, WAIT_MS);
+    assert_true(leader >= 0);
+    assert_int_equal(publish(leader, "pauser.a"), 1);
+    json_decref(cjs_request_ok(
+        &cj, leader, "$JS.API.CONSUMER.CREATE." PAUSER ".P",
+        "{\"stream_name\":\"" PAUSER "\",\"config\":{\"durable_name\":\"P\","
+        "\"ack_policy\":\"explicit\"}}"));
+    json_t *o =
+        cjs_request_ok(&cj, leader, "$JS.API.CONSUMER.PAUSE." PAUSER ".P",
+                       "{\"pause_until\":\"2099-01-01T00:00:00Z\"}");
+    assert_true(json_is_true(json_object_get(o, "paused")));
+    json_decref(o);
+    cjs_disconnect(&cj, leader);
+    assert_int_equal(h_netns_node_kill(&cj.net, leader), 0);
+    int other = (leader + 1) % NODES;
+    assert_true(cjs_wait_stream_led(&cj, PAUSER, WAIT_MS) >= 0);
+    assert_true(pauser_paused(other));
+    assert_int_equal(pauser_pull(other, 300), -1);
+    o = cjs_request_retry(&cj, other, "$JS.API.CONSUMER.PAUSE." PAUSER ".P", "",
+                          WAIT_MS);
+    assert_true(json_is_false(json_object_get(o, "paused")));
+    json_decref(o);
+    assert_false(pauser_paused(other));
+    assert_int_equal(pauser_pull(other, 2000), 1);
+    assert_int_equal(h_netns_node_start(&cj.net, leader), 0);
+    assert_int_equal(cjs_connect(&cj, leader), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -561,6 +639,7 @@ int main(void)
         cmocka_unit_test(
             a_deleted_newest_leaves_the_subjects_last_on_every_node),
         cmocka_unit_test(a_ttl_holds_across_a_leader_kill),
+        cmocka_unit_test(a_pause_holds_across_a_leader_kill),
     };
     nats_Open(-1);
     int rv = cmocka_run_group_tests(tests, group_setup, group_teardown);
