@@ -31,6 +31,16 @@ KEEL_MUST_USE int srv_msg_ttl_parse(const char *v, size_t len, int64_t *secs);
  * srv_msg_ttl_parse. */
 KEEL_MUST_USE int srv_msg_ttl_of(const char *hdr, size_t len, int64_t *secs);
 
+/* nats-server 2.11 raises a TTL under the marker TTL to it (unless
+ * max_msgs_per_subject is 1) and stores the raised value: for a stream
+ * with allow_msg_ttl and marker TTL marker_secs (> 0), when hdr's
+ * Nats-TTL is a TTL under it, *out (malloc'ed, *out_len bytes) is hdr with
+ * that header replaced by "Nats-TTL: <marker_secs>" at the end of the
+ * block. *out NULL when nothing changes. 0 or KEEL_ENOMEM. */
+KEEL_MUST_USE int srv_msg_ttl_raise(const char *hdr, size_t len,
+                                    int64_t marker_secs, char **out,
+                                    size_t *out_len);
+
 /* The header block of a subject delete marker whose own TTL is ttl_secs
  * (> 0): "NATS/1.0", Nats-Marker-Reason: MaxAge, Nats-TTL as Go formats a
  * duration ("30s", "1m0s", "1h0m0s"), Nats-Rollup: sub. Writes at most n

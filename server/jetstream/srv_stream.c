@@ -280,15 +280,30 @@ int srv_stream_publish(struct srv_stream *st, const char *subj, size_t slen,
         now = st->last_prop_ts; /* leader time never goes backwards */
     }
     st->last_prop_ts = now;
-    struct keel_stream_entry e = {.kind = KEEL_STREAM_E_PUBLISH,
-                                  .ts_ns = now,
-                                  .subject = subj,
-                                  .subject_len = slen,
-                                  .hdr = (const uint8_t *)hdr,
-                                  .hdr_len = hlen,
-                                  .data = (const uint8_t *)data,
-                                  .data_len = dlen};
-    return srv_stream_propose_entry(st, &e, ctx, errmsg);
+    /* A TTL under the marker TTL is stored raised to it, as 2.11 stores
+     * it (the state machine raises it at apply either way). */
+    char *raised = NULL;
+    size_t rlen = 0;
+    const struct srv_stream_config *c = &st->cfg;
+    if (c->allow_msg_ttl && c->subject_delete_marker_ttl_ns > 0 &&
+        c->max_msgs_per_subject != 1 &&
+        srv_msg_ttl_raise(hdr, hlen,
+                          c->subject_delete_marker_ttl_ns / 1000000000LL,
+                          &raised, &rlen) != 0) {
+        return keel_err(KEEL_ENOMEM, errmsg, "raising a TTL");
+    }
+    struct keel_stream_entry e = {
+        .kind = KEEL_STREAM_E_PUBLISH,
+        .ts_ns = now,
+        .subject = subj,
+        .subject_len = slen,
+        .hdr = (const uint8_t *)(raised != NULL ? raised : hdr),
+        .hdr_len = raised != NULL ? rlen : hlen,
+        .data = (const uint8_t *)data,
+        .data_len = dlen};
+    rv = srv_stream_propose_entry(st, &e, ctx, errmsg);
+    free(raised);
+    return rv;
 }
 
 void srv_stream_maybe_tick(struct srv_stream *st, int64_t now_ns)

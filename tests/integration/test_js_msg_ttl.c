@@ -235,6 +235,17 @@ static void errors_are_nats_server_2_11s(void **state)
         json_integer_value(json_object_get(cfg, "subject_delete_marker_ttl")),
         1000000000);
     json_decref(o);
+    /* A TTL under the marker TTL is stored raised to it. */
+    create(f, "R",
+           "{\"name\":\"R\",\"subjects\":[\"r\"],"
+           "\"subject_delete_marker_ttl\":5000000000}");
+    assert_int_equal(publish_ttl(f, "r", "2s"), 0);
+    natsMsg *m = last_of(f, "R", "r");
+    assert_non_null(m);
+    const char *v = NULL;
+    assert_int_equal(natsMsgHeader_Get(m, "Nats-TTL", &v), NATS_OK);
+    assert_string_equal(v, "5");
+    natsMsg_Destroy(m);
 }
 
 static void restart(struct fixture *f)

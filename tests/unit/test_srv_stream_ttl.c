@@ -161,6 +161,35 @@ static void ttl_values_are_read_as_nats_server_2_11_reads_them(void **state)
     assert_non_null(strstr(h, "Nats-TTL: 5s\r\n"));
 }
 
+/* The leader stores a TTL under the marker TTL raised to it, as 2.11. */
+static void a_ttl_under_the_marker_ttl_is_stored_raised(void **state)
+{
+    (void)state;
+    const char *h = "NATS/1.0\r\nA: 1\r\nnats-ttl: 5s\r\nB: 2\r\n\r\n";
+    char *out = NULL;
+    size_t n = 0;
+    assert_int_equal(srv_msg_ttl_raise(h, strlen(h), 60, &out, &n), 0);
+    assert_non_null(out);
+    assert_int_equal(n, strlen("NATS/1.0\r\nA: 1\r\nB: 2\r\nNats-TTL: 60\r\n"
+                               "\r\n"));
+    assert_memory_equal(out, "NATS/1.0\r\nA: 1\r\nB: 2\r\nNats-TTL: 60\r\n\r\n",
+                        n);
+    int64_t secs = 0;
+    assert_int_equal(srv_msg_ttl_of(out, n, &secs), 0);
+    assert_int_equal(secs, 60);
+    free(out);
+    const char *keep[] = {"NATS/1.0\r\nNats-TTL: 90\r\n\r\n",
+                          "NATS/1.0\r\nNats-TTL: never\r\n\r\n",
+                          "NATS/1.0\r\nA: 1\r\n\r\n"};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(
+            srv_msg_ttl_raise(keep[i], strlen(keep[i]), 60, &out, &n), 0);
+        assert_null(out);
+    }
+    assert_int_equal(srv_msg_ttl_raise(NULL, 0, 60, &out, &n), 0);
+    assert_null(out);
+}
+
 static void a_ttl_removes_the_message_at_the_entry_time_it_passes(void **state)
 {
     struct fixture *f = *state;
@@ -464,6 +493,7 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(ttl_values_are_read_as_nats_server_2_11_reads_them),
+        T(a_ttl_under_the_marker_ttl_is_stored_raised),
         T(a_ttl_removes_the_message_at_the_entry_time_it_passes),
         T(without_allow_msg_ttl_a_ttl_is_refused_at_apply),
         T(never_outlives_max_age_and_a_ttl_cannot_pass_it),
