@@ -118,6 +118,8 @@ void raft_load_recover_wait(struct raft *r)
     r->recover_wait = true;
 }
 
+static bool is_self_voter(const struct raft *r);
+
 void raft_start(struct raft *r, uint64_t now_ms)
 {
     ASSERT(r->role == RAFT_FOLLOWER);
@@ -133,6 +135,14 @@ void raft_start(struct raft *r, uint64_t now_ms)
     r->persisted = r->last_index;
     r->now_ms = now_ms;
     reset_election_timer(r);
+    if (is_self_voter(r) &&
+        raft__config_n_voters(raft_config_current(r)) == 1) {
+        /* The only voter has no leader to wait for: it campaigns at its
+         * first tick (the tick's rules still apply: a faulty or amnesiac
+         * node does not), so a new R1 stream answers at once instead of
+         * after an election timeout. */
+        r->election_deadline_ms = now_ms;
+    }
     raft__progress_rebuild(r);
 }
 
@@ -579,6 +589,14 @@ static void tick(struct raft *r, struct raft_out *out)
     if (!is_self_voter(r) || r->amnesiac || r->recover_wait) {
         /* Rule 3: an amnesiac never campaigns; after the operator's
          * recover only the source does, until a leader is heard. */
+        reset_election_timer(r);
+        return;
+    }
+    if (r->recv_done) {
+        /* An install is being made durable: the driver writes its
+         * retained log to the store outside this log, and a leader's
+         * first entry would not continue the store's (docs/raft.md
+         * "InstallSnapshot"). Campaign once it is installed or aborted. */
         reset_election_timer(r);
         return;
     }

@@ -55,6 +55,7 @@ struct snap_recv {
     bool done;
     bool validated;
     bool log_applied;
+    bool touched; /* the live log was truncated or appended to */
     /* The local log cannot continue the leader's: the retained log is
      * written as a whole new log, swapped in at commit. */
     struct store_replace *rp;
@@ -689,6 +690,7 @@ static int batch_flush(struct snap_recv *sr, struct batch *b, bool write,
     if (write && b->n > 0 && sr->rp != NULL) {
         rv = store_replace_append(sr->rp, b->recs, b->n, errmsg);
     } else if (write && b->n > 0) {
+        sr->touched = true;
         rv = store_append(sr->sn->g, b->recs, b->n, errmsg);
     }
     for (size_t i = 0; i < b->n; i++) {
@@ -787,6 +789,7 @@ static int apply_records(struct snap_recv *sr, struct batch *b,
                 continue;
             }
             ASSERT(e.index > sr->log_first);
+            sr->touched = true;
             rv = store_truncate(sr->sn->g, e.index, errmsg);
             last = e.index - 1;
         }
@@ -809,6 +812,7 @@ static int start_replace(struct snap_recv *sr,
     if (gi->last_index >= gi->first_index && gi->last_index >= sr->log_first) {
         uint64_t from =
             sr->log_first > gi->first_index ? sr->log_first : gi->first_index;
+        sr->touched = true;
         rv = store_truncate(sr->sn->g, from, errmsg);
     }
     return rv == 0
@@ -867,6 +871,12 @@ int snap_recv_apply_log(struct snap_recv *sr, char *errmsg)
     }
     sr->log_applied = rv == 0;
     return rv;
+}
+
+bool snap_recv_touched_log(const struct snap_recv *sr)
+{
+    ASSERT(sr != NULL);
+    return sr->touched;
 }
 
 bool snap_recv_replacing(const struct snap_recv *sr)

@@ -274,6 +274,10 @@ KEEL_MUST_USE int snap_recv_chunk(struct snap_recv *sr, uint64_t off,
  *     snap_recv_commit (snap_recv_replacing is true).
  * KEEL_ECORRUPT (nothing written), KEEL_ENOSPC, KEEL_EEXIST. */
 KEEL_MUST_USE int snap_recv_apply_log(struct snap_recv *sr, char *errmsg);
+/* Whether snap_recv_apply_log truncated or appended to the group's live
+ * log (it did so outside the Raft core: a transfer abandoned after that
+ * leaves a log the core does not hold). */
+bool snap_recv_touched_log(const struct snap_recv *sr);
 /* Whether snap_recv_apply_log chose the whole-log replacement. */
 bool snap_recv_replacing(const struct snap_recv *sr);
 /* Write the snapshot file (temp, fsync, rename, directory fsync), then

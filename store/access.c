@@ -142,6 +142,12 @@ int store_term_at(struct store_group *g, uint64_t index, uint64_t *term)
     return 0;
 }
 
+uint64_t store_next_index(const struct store_group *g)
+{
+    ASSERT(g != NULL);
+    return store__last_index(g) + 1;
+}
+
 void store_group_info(struct store_group *g, struct store_group_info *out)
 {
     ASSERT(g != NULL);

@@ -296,6 +296,10 @@ struct store_group_info {
 };
 void store_group_info(struct store_group *g, struct store_group_info *out);
 
+/* The index the next store_append must start at (last index + 1), in O(1):
+ * for a caller that checks what it hands store_append. */
+uint64_t store_next_index(const struct store_group *g);
+
 /* Durably save (term, vote) in one synced LMDB transaction on a sync
  * thread; STORE_EV_HARD_STATE follows. Raft must not send any message of
  * the new term before it (docs/design.md §3). */

@@ -159,3 +159,14 @@ struct srv_hmap_slot *srv_hmap_next(const struct srv_hmap *m, size_t *pos)
     }
     return NULL;
 }
+
+void srv_hmap_close_free(struct srv_hmap *m)
+{
+    size_t pos = 0;
+    struct srv_hmap_slot *s;
+    /* Bounded by the map's size. */
+    while ((s = srv_hmap_next(m, &pos)) != NULL) {
+        free(s->value);
+    }
+    srv_hmap_close(m);
+}

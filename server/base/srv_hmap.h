@@ -29,6 +29,10 @@ void srv_hmap_init(struct srv_hmap *m);
 /* Free the slots and the copied keys (not the values). */
 void srv_hmap_close(struct srv_hmap *m);
 
+/* srv_hmap_close for a map whose values are malloc'ed and owned by it:
+ * free(3) every value first. */
+void srv_hmap_close_free(struct srv_hmap *m);
+
 /* Hash of a key, for callers that look the same key up several times. */
 uint64_t srv_hmap_hash(const char *key, size_t key_len);
 

@@ -16,6 +16,7 @@
 #include "srv_consumer.h"
 #include "srv_conn.h"
 #include "srv_js_forward.h"
+#include "srv_js_index.h"
 #include "srv_js_status.h"
 #include "srv_js_int.h"
 #include "srv_js_unsupported.h"
@@ -193,39 +194,19 @@ void srv_js_reply_err(struct srv_js *js, const char *reply, const char *kind,
 int srv_js_find_stream(struct srv_js *js, const char *name,
                        struct srv_stream **out)
 {
-    *out = NULL;
-    for (uint32_t i = 0; i < js->nstreams; i++) {
-        if (strcmp(js->streams[i]->cfg.name, name) == 0) {
-            *out = js->streams[i];
-            return 0;
-        }
-    }
-    return KEEL_ENOENT;
+    *out = srv_js_index_find(js, name);
+    return *out != NULL ? 0 : KEEL_ENOENT;
 }
 
 struct srv_stream *srv_js_stream_for_subject(struct srv_js *js,
                                              const char *subj, size_t len)
 {
-    char s[SRV_JS_SUBJECT_BYTES_MAX + 1];
-    if (len > SRV_JS_SUBJECT_BYTES_MAX || js->nstreams == 0) {
-        return NULL;
-    }
-    memcpy(s, subj, len);
-    s[len] = '\0';
-    /* Bounded by SRV_JS_STREAMS_MAX x SRV_JS_SUBJECTS_MAX. */
-    for (uint32_t i = 0; i < js->nstreams; i++) {
-        const struct srv_stream_config *c = &js->streams[i]->cfg;
-        for (uint32_t k = 0; k < c->nsubjects; k++) {
-            if (srv_js_subject_matches(c->subjects[k], s)) {
-                return js->streams[i];
-            }
-        }
-    }
-    return NULL;
+    return srv_js_index_match(js, subj, len);
 }
 
 static void streams_remove(struct srv_js *js, struct srv_stream *st)
 {
+    srv_js_index_leave(js, st);
     for (uint32_t i = 0; i < js->nstreams; i++) {
         if (js->streams[i] == st) {
             /* Keep creation order (NAMES/LIST pages stay stable). */
@@ -330,6 +311,7 @@ static void meta_create(struct srv_js *js, const json_t *e,
         return;
     }
     js->streams[js->nstreams++] = st;
+    srv_js_index_join(js, st);
     meta_applied(js, st, ctx, true);
 }
 
@@ -350,8 +332,10 @@ static void meta_update(struct srv_js *js, struct srv_stream *st,
         meta_reply_err(js, ctx, SRV_JS_EUNAVAILABLE, NULL);
         return;
     }
+    srv_js_index_leave(js, st);
     srv_stream_config_free(&st->cfg);
     st->cfg = copy;
+    srv_js_index_join(js, st);
     meta_applied(js, st, ctx, false);
 }
 
@@ -770,7 +754,7 @@ int srv_js_open(struct srv_server *srv, const char *store_dir,
     js->loop = srv->loop;
     srv_hmap_init(&js->pending);
     js->streams = calloc(SRV_JS_STREAMS_MAX, sizeof *js->streams);
-    int rv = js->streams == NULL ? KEEL_ENOMEM : 0;
+    int rv = js->streams == NULL ? KEEL_ENOMEM : srv_js_index_init(js);
     if (rv == 0) {
         /* Consumer hooks first: streams replay their consumer entries. */
         rv = srv_consumer_attach(js, errmsg);
@@ -820,6 +804,7 @@ void srv_js_stop(struct srv_js *js)
     /* Bounded by SRV_JS_STREAMS_MAX. */
     while (js->nstreams > 0) {
         struct srv_stream *st = js->streams[--js->nstreams];
+        srv_js_index_leave(js, st);
         srv_stream_close(st, false);
     }
     if (js->meta != NULL) {
@@ -854,13 +839,9 @@ void srv_js_close(struct srv_js *js)
     if (js->store != NULL) {
         store_close(js->store, true);
     }
-    size_t pos = 0;
-    struct srv_hmap_slot *s;
-    while ((s = srv_hmap_next(&js->pending, &pos)) != NULL) {
-        free(s->value);
-    }
-    srv_hmap_close(&js->pending);
+    srv_hmap_close_free(&js->pending);
     srv_admin_free(js);
+    srv_js_index_close(js);
     free(js->streams);
     srv_jsc_free(js->jc);
     free(js);

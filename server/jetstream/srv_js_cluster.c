@@ -998,12 +998,7 @@ void srv_jsc_free(struct srv_jsc *jc)
     if (jc == NULL) {
         return;
     }
-    size_t pos = 0;
-    struct srv_hmap_slot *s;
-    while ((s = srv_hmap_next(&jc->leaders, &pos)) != NULL) {
-        free(s->value);
-    }
-    srv_hmap_close(&jc->leaders);
+    srv_hmap_close_free(&jc->leaders);
     free(jc->groups);
     free(jc);
 }

@@ -18,6 +18,7 @@
 #include "srv_stream.h"
 #include "keel_stream_entry.h"
 #include "srv_stream_sm.h"
+#include "srv_sublist.h"
 
 /* Election timeout of the node's groups of one: a restart replays each
  * stream's log after its first election. */
@@ -85,6 +86,17 @@ struct srv_stream {
     raft_node leader_node;
     raft_term leader_term;
     struct srv_mirror_pump mir;
+    /* Its subjects in js->subjects (srv_js_index.c): one entry a subject
+     * of cfg while it is indexed. */
+    struct srv_js_isub *isubs;
+    uint32_t nisubs;
+};
+
+/* One subject of a stream in the index: the sublist entry first, so a
+ * match's entry leads back to its stream. */
+struct srv_js_isub {
+    struct srv_sub sub;
+    struct srv_stream *st;
 };
 
 struct srv_js {
@@ -97,6 +109,11 @@ struct srv_js {
     raft_incarnation inc;
     struct srv_stream **streams;
     uint32_t nstreams;
+    /* The index of streams by subject and by name (srv_js_index.h);
+     * index_off: an insert failed, lookups walk streams[] instead. */
+    struct srv_sublist subjects;
+    struct srv_hmap names;
+    bool index_off;
     struct srv_hmap pending; /* 8-byte id -> struct srv_js_pending */
     uint64_t next_id;
     const struct srv_consumer_ops *cops;

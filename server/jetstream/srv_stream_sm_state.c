@@ -60,13 +60,7 @@ int srv_stream_sm_init(struct srv_stream_sm *sm, const char *name)
 
 void srv_stream_sm_close(struct srv_stream_sm *sm)
 {
-    size_t pos = 0;
-    struct srv_hmap_slot *s;
-    /* Bounded by the map's size. */
-    while ((s = srv_hmap_next(&sm->subjects, &pos)) != NULL) {
-        free(s->value);
-    }
-    srv_hmap_close(&sm->subjects);
+    srv_hmap_close_free(&sm->subjects);
     srv_dedupe_close(&sm->dedupe);
     free(sm->ring);
     free(sm->last_msg_id);

@@ -27,9 +27,19 @@ static uint64_t now_ms(struct replica *r)
     return uv_now(r->host->loop);
 }
 
+void replica__break(struct replica *r, int rv, const char *msg)
+{
+    r->broken = true;
+    uv_timer_stop(&r->timer);
+    fail(r, rv, msg);
+}
+
 /* One input into raft, then its output handled. */
 static int step(struct replica *r, struct raft_in *in)
 {
+    if (r->broken) {
+        return KEEL_EIO; /* replica__break said why */
+    }
     in->now_ms = now_ms(r);
     int rv = raft_step(&r->raft, in, &r->out);
     int hv = handle_out(r);
@@ -173,6 +183,32 @@ static int apply_to(struct replica *r, raft_index commit)
     return step(r, &in);
 }
 
+/* Entries that do not continue the store's log: the store asserts that
+ * an append continues it, so such an append is never handed to it. The
+ * group stops (replica__break) with what the next run needs to find the
+ * path (finding F19 was one: a log that ended below the snapshot the core
+ * started at). */
+static int discontinuous(struct replica *r, const struct raft_out *o, char *err)
+{
+    char hex[33];
+    store_group_id_hex(&r->gid, hex);
+    return keel_err(KEEL_EINVAL, err,
+                    "group %s: raft wrote entries from index %llu but the "
+                    "store's log ends at %llu (raft: last %llu, snapshot %llu, "
+                    "commit %llu, applied %llu, role %d, amnesiac %d, faulty "
+                    "%llu; install receiving %d): the group stops, restart "
+                    "the node (it loads the log the store holds) and report "
+                    "this",
+                    hex, (unsigned long long)o->entries_first,
+                    (unsigned long long)(store_next_index(r->g) - 1),
+                    (unsigned long long)r->raft.last_index,
+                    (unsigned long long)r->raft.snap_index,
+                    (unsigned long long)r->raft.commit,
+                    (unsigned long long)r->applied, (int)r->raft.role,
+                    (int)r->raft.amnesiac, (unsigned long long)r->raft.faulty,
+                    (int)(r->snap.xfer.sr != NULL));
+}
+
 static int persist_out(struct replica *r, const struct raft_out *o)
 {
     char err[KEEL_ERRMSG_MAX];
@@ -196,6 +232,11 @@ static int persist_out(struct replica *r, const struct raft_out *o)
         if (rv != 0) {
             goto cleanup;
         }
+    }
+    if (o->n_entries > 0 && o->entries_first != store_next_index(r->g)) {
+        rv = discontinuous(r, o, err);
+        replica__break(r, rv, err);
+        return rv;
     }
     if (o->n_entries > 0) {
         struct store_record recs[RAFT_OUT_ENTRIES_MAX];
@@ -271,7 +312,7 @@ static void flush_queue(struct replica *r)
 {
     struct raft_entry es[RAFT_PROPOSE_ENTRIES_MAX];
     uint32_t done = 0;
-    while (done < r->n_queue) {
+    while (done < r->n_queue && !r->broken) {
         uint32_t n = r->n_queue - done;
         n = n > RAFT_PROPOSE_ENTRIES_MAX ? RAFT_PROPOSE_ENTRIES_MAX : n;
         for (uint32_t i = 0; i < n; i++) {
@@ -313,20 +354,32 @@ static void on_idle(uv_idle_t *h)
     flush_queue(r);
 }
 
+/* A new entry may be queued: the group runs (a broken one leads no more),
+ * leads when need_leader, and the ring has room. */
+static int can_queue(const struct replica *r, bool need_leader, char *errmsg)
+{
+    if (r->broken || (need_leader && (!r->started || r->role != RAFT_LEADER))) {
+        return keel_err(KEEL_ENOTLEADER, errmsg,
+                        "this node does not lead the group: retry at the "
+                        "leader");
+    }
+    /* Queued proposals take their ring slots at the next flush. */
+    if (r->n_queue + r->ctx_n >= REPLICA_QUEUE_MAX) {
+        return keel_err(KEEL_EBUSY, errmsg,
+                        "%u proposals await commit: retry after acks",
+                        REPLICA_QUEUE_MAX);
+    }
+    return 0;
+}
+
 int replica_propose(struct replica *r, uint8_t type, const void *payload,
                     uint32_t len, uint64_t ctx, char *errmsg)
 {
     ASSERT(r != NULL);
     ASSERT(payload != NULL || len == 0);
-    if (!r->started || r->role != RAFT_LEADER) {
-        return keel_err(KEEL_ENOTLEADER, errmsg,
-                        "this node does not lead the group: retry at the "
-                        "leader");
-    }
-    if (r->n_queue + r->ctx_n >= REPLICA_QUEUE_MAX) {
-        return keel_err(KEEL_EBUSY, errmsg,
-                        "%u proposals await commit: retry after acks",
-                        REPLICA_QUEUE_MAX);
+    int rv = can_queue(r, true, errmsg);
+    if (rv != 0) {
+        return rv;
     }
     uint8_t *buf = malloc(len > 0 ? len : 1);
     if (buf == NULL) {
@@ -942,11 +995,9 @@ int replica_change(struct replica *r, const struct replica_change *c,
     if (!r->started) {
         return keel_err(KEEL_EAGAIN, errmsg, "group is still opening");
     }
-    /* Queued proposals take their ring slots at the next flush. */
-    if (r->n_queue + r->ctx_n >= REPLICA_QUEUE_MAX) {
-        return keel_err(KEEL_EBUSY, errmsg,
-                        "%u proposals await commit: retry after acks",
-                        REPLICA_QUEUE_MAX);
+    int qv = can_queue(r, false, errmsg);
+    if (qv != 0) {
+        return qv;
     }
     raft_index first = r->raft.last_index + 1;
     struct raft_in in = {.type = RAFT_IN_CHANGE};

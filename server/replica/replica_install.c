@@ -137,13 +137,28 @@ int replica__snap_fill(struct replica *r, const struct raft_msg *m,
     return 0;
 }
 
-/* Forget the transfer being received; the leader restarts it. */
+/* Forget the transfer being received; the leader restarts it. Once the
+ * install changed the live log (truncated or appended to it outside the
+ * core) the core's log is not the store's any more: the group stops
+ * rather than hand the store entries after a log it does not hold (a
+ * restart loads the core from the store; docs/raft.md "InstallSnapshot"). */
 static void recv_abort(struct replica *r, int rv, const char *what,
                        const char *err)
 {
+    struct replica_xfer *x = &r->snap.xfer;
+    bool touched = x->sr != NULL && snap_recv_touched_log(x->sr);
+    uint64_t index = x->sr_index;
     note(r, rv, what, err);
-    recv_close(&r->snap.xfer);
+    recv_close(x);
     raft_snapshot_abort(&r->raft);
+    if (touched) {
+        char msg[KEEL_ERRMSG_MAX];
+        snprintf(msg, sizeof msg,
+                 "install of snapshot %" PRIu64 " failed after it changed "
+                 "the local log (%s: %s): the group stops, restart the node",
+                 index, what, err);
+        replica__break(r, rv, msg);
+    }
 }
 
 bool replica__snap_receive(struct replica *r, const struct raft_msg *m)

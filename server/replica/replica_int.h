@@ -117,6 +117,9 @@ struct replica {
     uv_idle_t idle;
     bool started;
     bool closing;
+    /* The core's log and the store's parted (replica__break): nothing is
+     * stepped any more; a restart loads the core from the store. */
+    bool broken;
     raft_index boot_wait; /* bootstrap: start once this index persisted */
     /* Hard state saved but not yet durable: persisted events wait. */
     /* Hard-state saves asked of the store / reported done by it (its
@@ -198,6 +201,9 @@ uint64_t replica__snap_scrub(struct replica *r, struct replica_scrub_stats *st);
 
 /* replica.c */
 int replica__step(struct replica *r, struct raft_in *in);
+/* The store's log no longer is the core's: stop stepping the group and
+ * report why through the failed callback (a restart loads both again). */
+void replica__break(struct replica *r, int rv, const char *msg);
 /* Drop one of handles_open; the last frees r. */
 void replica__release(struct replica *r);
 

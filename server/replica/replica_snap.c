@@ -336,6 +336,47 @@ int replica__snap_restore_body(struct replica *r, uint64_t index,
     return 0;
 }
 
+/* The core would start at the snapshot (its log after lr->index) while
+ * the store's log ends below it: every store append continues the store's
+ * last index, so the first entry after the snapshot could not be written
+ * (finding F19: a segment below the newest snapshot cut short, rule 3
+ * dropped it and every later one). The entries between the log's end and
+ * the snapshot are committed and their bodies are gone here, so the log
+ * continues no snapshot it can restore: the group is amnesiac and heals
+ * by InstallSnapshot like a log with a gap (docs/design.md §5 S4,
+ * docs/decisions/0033-a-log-that-ends-below-its-snapshot-heals-by-install.md).
+ * Recorded amnesiac first: replica_open quarantines only such a log. */
+static int log_ends_below(struct replica *r, const struct snap_load_report *lr,
+                          const struct store_recovery *rep, char *errmsg)
+{
+    struct raft_config c;
+    const uint8_t *sm = NULL;
+    size_t sm_len = 0;
+    char hex[33];
+    if (rep->first_index <= 1 || rep->last_index >= lr->index) {
+        return 0; /* the core holds the log from index 1, or it continues */
+    }
+    int rv = env_decode(lr->body, lr->body_len, &c, &sm, &sm_len, errmsg);
+    if (rv != 0 || c.n == 1) {
+        /* A group of one has no leader to heal from: it opens amnesiac
+         * and only the operator's recover ends that (rule 4). */
+        return rv;
+    }
+    if (!rep->amnesia) {
+        rv = store_amnesia_enter(r->g, rep->hard_term, 0, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    store_group_id_hex(&r->gid, hex);
+    return keel_err(KEEL_EAMNESIA, errmsg,
+                    "group %s: its log ends at index %llu, below its snapshot "
+                    "%llu (the records between are lost); it needs a snapshot "
+                    "and log from a leader",
+                    hex, (unsigned long long)rep->last_index,
+                    (unsigned long long)lr->index);
+}
+
 /* Restore the state machine from lr. *from: the first log index raft
  * loads. Raft loads the snapshot (its core starts compacted there) when
  * the group is of one or the log no longer starts at index 1; a group
@@ -349,8 +390,12 @@ static int restore(struct replica *r, const struct snap_load_report *lr,
     struct raft_config c;
     ASSERT(lr->body != NULL);
     ASSERT(lr->index > 0);
-    int rv = replica__snap_restore_body(r, lr->index, lr->body, lr->body_len,
-                                        &c, errmsg);
+    int rv = log_ends_below(r, lr, rep, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    rv = replica__snap_restore_body(r, lr->index, lr->body, lr->body_len, &c,
+                                    errmsg);
     if (rv != 0) {
         return rv;
     }

@@ -13,6 +13,18 @@
  * cache survives kill -9 in reality; this is what lets the shim's journal
  * (plain write(), no fsync) survive too.
  *
+ * A grave lives only while its unlink is not durable: the directory fsync
+ * of its parent that covers the 'U' record unlinks it at once (the tool
+ * restores only unlinks no later directory fsync covers, by the same
+ * rule: the fsync began after the record, on the record's parent path), so a
+ * long run under the shim holds only the not yet durable unlinks, not every
+ * file keeld ever removed (a 30-minute soak filled the disk with 31-35 GB of
+ * them per node). Those are bounded too: $KEEL_PL_GRAVE_MAX bytes (default 1
+ * GiB, allocated blocks); an unlink past the bound keeps no grave, journals an
+ * empty one (a power loss then leaves that file removed: its unlink reached the
+ * disk, one of the two outcomes a real power loss allows) and the shim says so
+ * on stderr once.
+ *
  * $KEEL_PL_BOOT_ID, when set, replaces /proc/sys/kernel/random/boot_id for
  * the process: after a modelled power loss the tool writes a new id there,
  * as an OS crash does (docs/design.md §4.7 R4).
@@ -51,6 +63,17 @@
 
 #define PL_FDS_MAX 4096
 #define PL_OLD_MAX (64u << 20) /* old bytes saved per record */
+#define PL_GRAVE_MAX_DEFAULT (1ull << 30)
+
+/* An unlink no directory fsync has made durable yet: its grave, the
+ * directory it left and the journal offset of its 'U' record. */
+struct pl_grave {
+    char *grave;
+    char *parent;
+    uint64_t at;
+    uint64_t bytes;
+    struct pl_grave *next;
+};
 
 struct pl_fd {
     char *path; /* tracked file or directory, NULL: not tracked */
@@ -64,6 +87,10 @@ static char root[PATH_MAX];
 static size_t root_len;
 static int jfd = -1;
 static unsigned long graves;
+static struct pl_grave *pending; /* newest first */
+static uint64_t pending_bytes;
+static uint64_t grave_max = PL_GRAVE_MAX_DEFAULT;
+static bool grave_max_said;
 static int (*real_open)(const char *, int, ...);
 static int (*real_open64)(const char *, int, ...);
 static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
@@ -106,6 +133,10 @@ __attribute__((constructor)) static void pl_init(void)
         return;
     }
     root_len = strlen(root);
+    const char *gm = getenv("KEEL_PL_GRAVE_MAX");
+    if (gm != NULL && *gm != '\0') {
+        grave_max = strtoull(gm, NULL, 10);
+    }
     jfd = real_open(j, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
 
@@ -193,6 +224,29 @@ static uint64_t journal_end(void)
     return e > 0 ? (uint64_t)e : 0;
 }
 
+/* A directory fsync that began at journal offset upto made every unlink
+ * from it journalled before upto durable: the tool never restores those,
+ * so their graves go now (caller holds mu). */
+static void drop_durable_graves(const char *dir, uint64_t upto)
+{
+    struct pl_grave **pp = &pending;
+    while (*pp != NULL) {
+        struct pl_grave *g = *pp;
+        /* The tool's rule exactly: the directory's journalled path is the
+         * parent of the unlinked path. */
+        if (g->at < upto && strcmp(dir, g->parent) == 0) {
+            *pp = g->next;
+            real_unlink(g->grave);
+            pending_bytes -= g->bytes;
+            free(g->grave);
+            free(g->parent);
+            free(g);
+        } else {
+            pp = &g->next;
+        }
+    }
+}
+
 static void note_sync(int fd, uint64_t upto)
 {
     put(fds[fd].dir ? "D" : "S", 1);
@@ -201,6 +255,9 @@ static void note_sync(int fd, uint64_t upto)
         put64(size_of(fd));
     }
     put64(upto);
+    if (fds[fd].dir) {
+        drop_durable_graves(fds[fd].path, upto);
+    }
 }
 
 static bool is_tracked(int fd)
@@ -412,6 +469,47 @@ int rename(const char *from, const char *to)
     return rv;
 }
 
+/* Room for a grave of the file at path under the bound? Says once when
+ * not, with what to do (caller holds mu). */
+static bool grave_room(const char *path, uint64_t *bytes)
+{
+    struct stat st;
+    *bytes = stat(path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+    if (pending_bytes + *bytes <= grave_max) {
+        return true;
+    }
+    if (!grave_max_said) {
+        grave_max_said = true;
+        fprintf(stderr,
+                "powerloss shim: the graveyard holds %llu bytes of unlinks "
+                "no directory fsync made durable, KEEL_PL_GRAVE_MAX is %llu: "
+                "later unlinks past it keep no grave (a power loss leaves "
+                "those files removed); raise KEEL_PL_GRAVE_MAX or make the "
+                "unlinks durable sooner\n",
+                (unsigned long long)pending_bytes,
+                (unsigned long long)grave_max);
+    }
+    return false;
+}
+
+static void grave_keep(const char *grave, const char *path, uint64_t at,
+                       uint64_t bytes)
+{
+    struct pl_grave *g = calloc(1, sizeof *g);
+    const char *slash = strrchr(path, '/');
+    if (g == NULL || slash == NULL) {
+        free(g);
+        return; /* kept on disk; the tool removes it with the journal */
+    }
+    g->grave = strdup(grave);
+    g->parent = strndup(path, slash == path ? 1 : (size_t)(slash - path));
+    g->at = at;
+    g->bytes = bytes;
+    g->next = pending;
+    pending = g;
+    pending_bytes += bytes;
+}
+
 /* The inode stays reachable through a link in the graveyard, so the tool
  * can bring an unlink back that no directory fsync made durable. */
 int unlink(const char *path)
@@ -420,6 +518,7 @@ int unlink(const char *path)
     char *a = tracked(path);
     char grave[PATH_MAX];
     const char *j = getenv("KEEL_PL_JOURNAL");
+    uint64_t bytes = 0;
     if (a == NULL || j == NULL) {
         free(a);
         return real_unlink(path);
@@ -427,12 +526,16 @@ int unlink(const char *path)
     pthread_mutex_lock(&mu);
     snprintf(grave, sizeof grave, "%s.grave.%d.%lu", j, (int)getpid(),
              graves++);
-    bool kept = link(path, grave) == 0;
+    bool kept = grave_room(path, &bytes) && link(path, grave) == 0;
     int rv = real_unlink(path);
     if (rv == 0) {
+        uint64_t at = journal_end();
         put("U", 1);
         put_path(a);
         put_path(kept ? grave : "");
+        if (kept) {
+            grave_keep(grave, a, at, bytes);
+        }
     } else if (kept) {
         real_unlink(grave);
     }

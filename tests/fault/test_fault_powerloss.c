@@ -5,13 +5,17 @@
  * covered by a completed fdatasync survives, one that was not is gone; a
  * file whose directory entry was never fsynced is gone, one whose entry
  * was is there; an unlink no directory fsync made durable is undone; the
- * boot id the shim serves changes. */
+ * boot id the shim serves changes. The shim's graveyard holds only what a
+ * power loss may still restore: an unlink a directory fsync made durable
+ * leaves no grave, and past $KEEL_PL_GRAVE_MAX an unlink keeps none and
+ * the shim says so (a soak once filled the disk with graves). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -77,6 +81,44 @@ static void put_file(const char *path, const char *text, bool sync)
     }
 }
 
+/* Grave files next to the journal. */
+static int graves_in(const char *root)
+{
+    int n = 0;
+    DIR *d = opendir(root);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        n += strncmp(e->d_name, "pl.journal.grave.", 17) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* The graveyard child: e's unlink is made durable, f's is not, then a file
+ * of 8 KiB g is unlinked (over the bound when the test sets one). */
+static void child_graves(const char *data)
+{
+    char p[256], big[8192];
+    snprintf(p, sizeof p, "%s/e", data);
+    put_file(p, "eee", true);
+    snprintf(p, sizeof p, "%s/f", data);
+    put_file(p, "fff", true);
+    memset(big, 'g', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    snprintf(p, sizeof p, "%s/g", data);
+    put_file(p, big, true);
+    dir_sync(data);
+    snprintf(p, sizeof p, "%s/e", data);
+    (void)unlink(p);
+    dir_sync(data); /* e's unlink is durable: nothing can bring e back */
+    snprintf(p, sizeof p, "%s/f", data);
+    (void)unlink(p); /* never made durable */
+    snprintf(p, sizeof p, "%s/g", data);
+    (void)unlink(p); /* never made durable */
+    kill(getpid(), SIGKILL);
+}
+
 /* The child, under the shim: the file operations, then SIGKILL. */
 static void child(const char *data)
 {
@@ -119,46 +161,78 @@ static void read_file(const char *path, char *buf, size_t cap, long *size)
     }
 }
 
+/* read_file of the file name under the data directory. */
+static void read_data(struct fx *f, const char *name, char *buf, size_t cap,
+                      long *size)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", f->data, name);
+    read_file(path, buf, cap, size);
+}
+
+/* Run this program as the child `mode` under the shim until its SIGKILL
+ * (grave_max: $KEEL_PL_GRAVE_MAX, NULL for the default; its stderr goes
+ * to root/child.err). */
+static void run_child(struct fx *f, const char *mode, const char *grave_max)
+{
+    const char *shim = getenv("KEEL_PL_SHIM");
+    assert_non_null(shim);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char err[192];
+        snprintf(err, sizeof err, "%s/child.err", f->root);
+        if (freopen(err, "w", stderr) == NULL) {
+            _exit(126);
+        }
+        setenv("KEEL_PL_DIR", f->data, 1);
+        setenv("KEEL_PL_JOURNAL", f->journal, 1);
+        setenv("KEEL_PL_BOOT_ID", f->boot, 1);
+        if (grave_max != NULL) {
+            setenv("KEEL_PL_GRAVE_MAX", grave_max, 1);
+        }
+        setenv("LD_PRELOAD", shim, 1);
+        char self[256];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        self[n > 0 ? n : 0] = '\0';
+        execl(self, self, mode, f->data, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+}
+
+/* Apply the power loss; the tool's summary line goes to out. */
+static void power_loss(struct fx *f, char *out, size_t cap)
+{
+    char cmd[512];
+    const char *tool = getenv("KEEL_PL_TOOL");
+    assert_non_null(tool);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' --mode drop --boot-id '%s'", tool,
+             f->journal, f->boot);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    memset(out, 0, cap);
+    (void)!fread(out, 1, cap - 1, p);
+    assert_int_equal(pclose(p), 0);
+}
+
 static void synced_survives_unsynced_is_gone(void **state)
 {
     struct fx *f = *state;
     char cmd[512];
     char buf[64];
     long size = 0;
-    const char *shim = getenv("KEEL_PL_SHIM");
-    const char *tool = getenv("KEEL_PL_TOOL");
-    assert_non_null(shim);
-    assert_non_null(tool);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("KEEL_PL_DIR", f->data, 1);
-        setenv("KEEL_PL_JOURNAL", f->journal, 1);
-        setenv("KEEL_PL_BOOT_ID", f->boot, 1);
-        setenv("LD_PRELOAD", shim, 1);
-        char self[256];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        self[n > 0 ? n : 0] = '\0';
-        execl(self, self, "--child", f->data, (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-    snprintf(cmd, sizeof cmd, "'%s' '%s' --mode drop --boot-id '%s'", tool,
-             f->journal, f->boot);
-    assert_int_equal(system(cmd), 0);
-    snprintf(cmd, sizeof cmd, "%s/a", f->data);
-    read_file(cmd, buf, sizeof buf, &size);
+    run_child(f, "--child", NULL);
+    power_loss(f, cmd, sizeof cmd);
+    read_data(f, "a", buf, sizeof buf, &size);
     assert_string_equal(buf, "synced");
     assert_int_equal(size, 6);
-    snprintf(cmd, sizeof cmd, "%s/b", f->data);
-    read_file(cmd, buf, sizeof buf, &size);
+    read_data(f, "b", buf, sizeof buf, &size);
     assert_int_equal(size, -1);
-    snprintf(cmd, sizeof cmd, "%s/c", f->data);
-    read_file(cmd, buf, sizeof buf, &size);
+    read_data(f, "c", buf, sizeof buf, &size);
     assert_string_equal(buf, "ccc");
-    snprintf(cmd, sizeof cmd, "%s/d", f->data);
-    read_file(cmd, buf, sizeof buf, &size);
+    read_data(f, "d", buf, sizeof buf, &size);
     assert_string_equal(buf, "ddd");
     snprintf(cmd, sizeof cmd, "%s/seen_boot_id", f->root);
     read_file(cmd, buf, sizeof buf, &size);
@@ -167,15 +241,62 @@ static void synced_survives_unsynced_is_gone(void **state)
     assert_string_not_equal(buf, "00000000-0000-0000-0000-000000000001\n");
 }
 
+static void a_durable_unlink_keeps_no_grave(void **state)
+{
+    struct fx *f = *state;
+    char buf[64], out[512];
+    long size = 0;
+    run_child(f, "--child-graves", NULL);
+    /* Only f's and g's unlinks could still be undone: e's grave is gone. */
+    assert_int_equal(graves_in(f->root), 2);
+    power_loss(f, out, sizeof out);
+    assert_non_null(strstr(out, "unlinks_without_grave=0"));
+    assert_int_equal(graves_in(f->root), 0);
+    read_data(f, "e", buf, sizeof buf, &size);
+    assert_int_equal(size, -1);
+    read_data(f, "f", buf, sizeof buf, &size);
+    assert_string_equal(buf, "fff");
+    read_data(f, "g", buf, sizeof buf, &size);
+    assert_int_equal(size, 8191);
+}
+
+static void graves_past_the_bound_are_not_kept_and_said(void **state)
+{
+    struct fx *f = *state;
+    char path[256], buf[512], out[512];
+    long size = 0;
+    /* Room for f's grave (one block), not for g's 8 KiB as well. */
+    run_child(f, "--child-graves", "6000");
+    assert_int_equal(graves_in(f->root), 1);
+    snprintf(path, sizeof path, "%s/child.err", f->root);
+    read_file(path, buf, sizeof buf, &size);
+    assert_non_null(strstr(buf, "KEEL_PL_GRAVE_MAX is 6000"));
+    power_loss(f, out, sizeof out);
+    assert_non_null(strstr(out, "unlinks_without_grave=1"));
+    read_data(f, "f", buf, sizeof buf, &size);
+    assert_string_equal(buf, "fff");
+    /* Its unlink counts as having reached the disk. */
+    read_data(f, "g", buf, sizeof buf, &size);
+    assert_int_equal(size, -1);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--child") == 0) {
         child(argv[2]);
         return 1;
     }
+    if (argc == 3 && strcmp(argv[1], "--child-graves") == 0) {
+        child_graves(argv[2]);
+        return 1;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(synced_survives_unsynced_is_gone, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(a_durable_unlink_keeps_no_grave, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            graves_past_the_bound_are_not_kept_and_said, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

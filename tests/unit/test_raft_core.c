@@ -330,6 +330,56 @@ static void a_node_with_an_empty_log_never_votes_nor_campaigns(void **state)
     assert_int_equal(f->out.n_msgs, 0);
 }
 
+/* Node N+1 alone in its configuration (voter, as an R1 stream's group),
+ * faulty when faulty is set. */
+static void boot_sole(struct fixture *f, bool faulty)
+{
+    struct raft_params p = {.id = 9,
+                            .incarnation = 900,
+                            .seed = 9,
+                            .election_timeout_ms = ET,
+                            .heartbeat_ms = 20};
+    struct raft_config one = {.n = 1};
+    one.servers[0] = (struct raft_server){9, 900, RAFT_VOTER};
+    uint8_t buf[RAFT_CONFIG_BYTES_MAX];
+    uint32_t len = raft_config_encode(&one, buf, sizeof buf);
+    assert_int_equal(raft_init(&f->r[N], &p), 0);
+    raft_load_hard_state(&f->r[N], 1, 0);
+    struct raft_entry c = {1, RAFT_ENTRY_CONFIG, len, buf};
+    assert_int_equal(raft_load_entry(&f->r[N], 1, &c), 0);
+    if (faulty) {
+        raft_load_faulty(&f->r[N], 1, 1, 1);
+    }
+    raft_start(&f->r[N], f->now);
+}
+
+static void a_sole_voter_campaigns_at_its_first_tick(void **state)
+{
+    struct fixture *f = *state;
+    /* A voter of three waits an election timeout first. */
+    tick(f, 0, f->now);
+    assert_int_equal(f->r[0].role, RAFT_FOLLOWER);
+    assert_int_equal(f->out.n_msgs, 0);
+    assert_false(f->out.hs_changed);
+    /* Alone, with no time passed, it runs its election at once: nobody
+     * else could lead (a pre-vote it wins alone, then the real one). */
+    boot_sole(f, false);
+    struct raft_in in = {.type = RAFT_IN_TICK, .now_ms = f->now};
+    assert_int_equal(raft_step(&f->r[N], &in, &f->out), 0);
+    assert_int_equal(f->r[N].term, 2);
+    assert_true(f->out.hs_changed); /* its vote, synced before it leads */
+}
+
+static void a_faulty_sole_voter_still_never_campaigns(void **state)
+{
+    struct fixture *f = *state;
+    boot_sole(f, true);
+    struct raft_in in = {.type = RAFT_IN_TICK, .now_ms = f->now};
+    assert_int_equal(raft_step(&f->r[N], &in, &f->out), 0);
+    assert_int_equal(f->r[N].term, 1); /* Rule 1 holds */
+    assert_int_not_equal(f->r[N].role, RAFT_LEADER);
+}
+
 static int change(struct fixture *f, uint8_t op, raft_node node,
                   raft_incarnation inc)
 {
@@ -604,6 +654,32 @@ static void an_installed_snapshot_counts_only_once_durable(void **state)
                      5);
 }
 
+/* The driver writes an installed snapshot's retained log to the store
+ * outside the core until the install is durable (docs/raft.md
+ * "InstallSnapshot"): a node that campaigned then would append its own
+ * entries after the core's log, not the store's (finding F19's class).
+ * It waits for the install, then campaigns as before. */
+static void a_follower_installing_a_snapshot_never_campaigns(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_msg m = snapshot_chunk(0, 10, true, &f->cfg);
+    deliver(f, 1, &m);
+    assert_true(f->out.has_snapshot);
+    tick(f, 1, 10 * ET);
+    assert_int_equal(f->r[1].role, RAFT_FOLLOWER);
+    for (uint32_t k = 0; k < f->out.n_msgs; k++) {
+        assert_int_not_equal(f->out.msgs[k].type, RAFT_MSG_VOTE);
+    }
+    struct raft_in in = {.type = RAFT_IN_SNAPSHOT_INSTALLED};
+    in.snapshot.index = 5;
+    in.snapshot.term = 2;
+    in.snapshot.config = &f->cfg;
+    assert_int_equal(step(f, 1, &in), 0);
+    tick(f, 1, 30 * ET);
+    assert_int_equal(f->r[1].role, RAFT_PRE_CANDIDATE);
+    assert_true(pick(f, RAFT_MSG_VOTE, 1)->vote.pre);
+}
+
 static void a_snapshot_keeps_the_local_log_that_matches_it(void **state)
 {
     struct fixture *f = *state;
@@ -629,6 +705,8 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(an_election_timeout_starts_a_pre_vote_that_persists_nothing),
+        T(a_sole_voter_campaigns_at_its_first_tick),
+        T(a_faulty_sole_voter_still_never_campaigns),
         T(a_won_pre_vote_persists_term_and_vote_before_asking),
         T(a_new_leader_appends_a_barrier_of_its_term),
         T(the_leader_counts_itself_only_up_to_its_persisted_index),
@@ -648,6 +726,7 @@ int main(void)
         T(read_index_waits_for_a_heartbeat_round_of_this_term),
         T(an_installed_snapshot_counts_only_once_durable),
         T(a_snapshot_keeps_the_local_log_that_matches_it),
+        T(a_follower_installing_a_snapshot_never_campaigns),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

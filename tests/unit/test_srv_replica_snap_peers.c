@@ -27,6 +27,7 @@ struct node {
     struct store_node_report rep;
     struct replica *r;
     uint64_t count, hash, restored_at;
+    char failed[KEEL_ERRMSG_MAX]; /* the group's failed callback, if any */
 };
 
 struct qmsg {
@@ -141,6 +142,14 @@ static int toy_restore(struct replica *r, uint64_t index, const uint8_t *body,
     return 0;
 }
 
+static void toy_failed(struct replica *r, int rv, const char *msg, void *arg)
+{
+    struct node *nd = arg;
+    (void)r;
+    (void)rv;
+    snprintf(nd->failed, sizeof nd->failed, "%s", msg);
+}
+
 static void open_store(struct node *nd)
 {
     char err[KEEL_ERRMSG_MAX];
@@ -160,6 +169,7 @@ static int open_replica_rv(int i, char *err)
 {
     struct node *nd = &fx->n[i];
     nd->count = nd->hash = nd->restored_at = 0;
+    nd->failed[0] = '\0';
     struct replica_options opt = {
         .self = (raft_node)(i + 1),
         .incarnation = replica_incarnation_of(nd->rep.incarnation),
@@ -174,6 +184,7 @@ static int open_replica_rv(int i, char *err)
                                     .send = on_send,
                                     .snapshot = toy_snapshot,
                                     .restore = toy_restore,
+                                    .failed = toy_failed,
                                     .arg = nd};
     return replica_open(nd->host, &fx->gid, &opt, &cbs, &nd->r, err);
 }
@@ -356,17 +367,24 @@ static bool leader_counted(uint64_t want)
     return l >= 0 && fx->n[l].count == want;
 }
 
+/* rounds batches of 15 entries, each applied everywhere; then a follower
+ * of the leader. */
+static int publish_then_a_follower(uint64_t *total, int rounds)
+{
+    for (int b = 0; b < rounds; b++) {
+        propose(15);
+        *total += 15;
+        assert_true(wait_for(all_counted, *total));
+    }
+    assert_true(wait_for(has_leader, 0));
+    return (leader() + 1) % N;
+}
+
 static void a_restarted_follower_restores_and_catches_up(void **state)
 {
     (void)state;
     uint64_t total = 0;
-    for (int b = 0; b < 6; b++) {
-        propose(15);
-        total += 15;
-        assert_true(wait_for(all_counted, total));
-    }
-    assert_true(wait_for(has_leader, 0));
-    int f = (leader() + 1) % N;
+    int f = publish_then_a_follower(&total, 6);
     struct replica_snap_info si;
     replica_snap_info(fx->n[f].r, &si);
     assert_true(wait_for(leader_took, 1));
@@ -389,13 +407,7 @@ static void a_restarted_follower_restores_and_catches_up(void **state)
  * starts past everything f holds. */
 static int behind_the_leader(uint64_t *total)
 {
-    for (int b = 0; b < 3; b++) {
-        propose(15);
-        *total += 15;
-        assert_true(wait_for(all_counted, *total));
-    }
-    assert_true(wait_for(has_leader, 0));
-    int f = (leader() + 1) % N;
+    int f = publish_then_a_follower(total, 3);
     struct replica_info fi;
     replica_info(fx->n[f].r, &fi);
     stop_node(f);
@@ -505,6 +517,54 @@ static bool not_amnesiac(uint64_t i)
     return !ri.amnesiac;
 }
 
+/* Follower f caught up by InstallSnapshot, left amnesia and counts for
+ * commits again. */
+static void healed_by_install(int f, uint64_t *total)
+{
+    assert_true(wait_for(node_caught_up, (uint64_t)f));
+    assert_int_equal(fx->n[f].count, *total);
+    assert_true(wait_for(not_amnesiac, (uint64_t)f));
+    struct replica_install_info ii;
+    replica_install_info(fx->n[f].r, &ii);
+    assert_true(ii.installs >= 1);
+    propose(15);
+    *total += 15;
+    assert_true(wait_for(all_counted, *total));
+}
+
+/* A follower that pick accepts: publish 15 a round and compact every node
+ * to its applied index until one is found (fails after 60 rounds). */
+typedef bool (*pick_fn)(int c, const struct replica_snap_info *si, void *arg);
+
+static int compacted_follower(uint64_t *total, pick_fn pick, void *arg,
+                              struct replica_snap_info *si)
+{
+    for (int b = 0; b < 60; b++) {
+        propose(15);
+        *total += 15;
+        assert_true(wait_for(all_counted, *total));
+        for (int i = 0; i < N; i++) {
+            struct replica_info ri;
+            replica_info(fx->n[i].r, &ri);
+            assert_int_equal(replica_compact(fx->n[i].r, ri.applied, NULL), 0);
+        }
+        int c = (leader() + 1) % N;
+        replica_snap_info(fx->n[c].r, si);
+        if (si->first_index > 1 && !si->writing && pick(c, si, arg)) {
+            return c;
+        }
+    }
+    fail_msg("no follower compacted as the test needs");
+    return -1;
+}
+
+static bool has_older(int c, const struct replica_snap_info *si, void *arg)
+{
+    (void)c;
+    (void)arg;
+    return si->older_index > 0;
+}
+
 /* Issue 8: both snapshots of follower f are damaged while its log starts
  * past index 1. Without heal_by_install (a group of one's rule) the open
  * is refused; with it the log goes to quarantine/, f opens empty and
@@ -514,24 +574,8 @@ static void a_follower_whose_log_continues_no_valid_snapshot_heals(void **state)
 {
     (void)state;
     uint64_t total = 0;
-    int f = -1;
     struct replica_snap_info si;
-    for (int b = 0; b < 60 && f < 0; b++) {
-        propose(15);
-        total += 15;
-        assert_true(wait_for(all_counted, total));
-        for (int i = 0; i < N; i++) {
-            struct replica_info ri;
-            replica_info(fx->n[i].r, &ri);
-            assert_int_equal(replica_compact(fx->n[i].r, ri.applied, NULL), 0);
-        }
-        int c = (leader() + 1) % N;
-        replica_snap_info(fx->n[c].r, &si);
-        if (si.first_index > 1 && si.older_index > 0 && !si.writing) {
-            f = c;
-        }
-    }
-    assert_true(f >= 0);
+    int f = compacted_follower(&total, has_older, NULL, &si);
     struct replica_info before;
     replica_info(fx->n[f].r, &before);
     stop_node(f);
@@ -562,16 +606,151 @@ static void a_follower_whose_log_continues_no_valid_snapshot_heals(void **state)
     replica_info(fx->n[f].r, &ri);
     assert_true(ri.amnesiac);
     assert_int_equal(ri.last_index, 0);
-    assert_true(wait_for(node_caught_up, (uint64_t)f));
-    assert_int_equal(fx->n[f].count, total);
-    assert_true(wait_for(not_amnesiac, (uint64_t)f));
-    struct replica_install_info ii;
-    replica_install_info(fx->n[f].r, &ii);
-    assert_true(ii.installs >= 1);
-    /* It counts for commits again. */
+    healed_by_install(f, &total);
+}
+
+/* The greatest base index of node i's log segments that is in (above, at]
+ * (0: none); its path in path. */
+static uint64_t segment_between(int i, uint64_t above, uint64_t at, char *path,
+                                size_t cap)
+{
+    char hex[33], dir[512];
+    uint64_t best = 0;
+    store_group_id_hex(&fx->gid, hex);
+    snprintf(dir, sizeof dir, "%s/groups/%s/log", fx->n[i].dir, hex);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        unsigned long long base = 0;
+        char tail[8] = "";
+        if (sscanf(e->d_name, "%20llu.%7s", &base, tail) == 2 &&
+            strcmp(tail, "blk") == 0 && base > above && base <= at &&
+            base > best) {
+            best = base;
+            snprintf(path, cap, "%s/%s", dir, e->d_name);
+        }
+    }
+    closedir(d);
+    return best;
+}
+
+/* A segment of follower c's log starting above its first index and at or
+ * below its newest snapshot; its path goes to arg. */
+static bool segment_below_newest(int c, const struct replica_snap_info *si,
+                                 void *arg)
+{
+    return si->newest_index > 0 &&
+           segment_between(c, si->first_index, si->newest_index, arg, 1024) !=
+               0;
+}
+
+/* Finding F19: a follower's log loses its tail below its newest snapshot
+ * (a segment file cut short: rule 3 drops it and every later one, the
+ * group opens amnesiac). The core starts at the snapshot while the store's
+ * log ends below it; the first entry the leader sends after the snapshot
+ * must not reach the store as an append that does not continue its log
+ * (it crashed keeld on the store's assertion). The open finds the log
+ * continuing no snapshot it can restore: it goes to quarantine/ and the
+ * follower heals by InstallSnapshot (decision 0033). */
+static void
+a_follower_whose_log_ends_below_its_snapshot_catches_up(void **state)
+{
+    (void)state;
+    uint64_t total = 0;
+    char path[1024];
+    struct replica_snap_info si;
+    int f = compacted_follower(&total, segment_below_newest, path, &si);
+    stop_node(f);
+    /* Shorter than its header says: lost (docs/design.md §4.7 R3). */
+    assert_int_equal(truncate(path, 4096), 0);
+    open_store(&fx->n[f]);
+    open_replica(f);
+    struct replica_info ri;
+    replica_info(fx->n[f].r, &ri);
+    assert_true(ri.amnesiac);
+    struct store_group_info gi;
+    store_group_info(replica_store_group(fx->n[f].r), &gi);
+    /* The store's log continues where the core starts: the log that ends
+     * below the snapshot went to quarantine/, never deleted. */
+    assert_int_equal(gi.last_index, ri.last_index);
+    replica_snap_info(fx->n[f].r, &si);
+    assert_true(si.log_quarantined);
+    assert_true(quarantined_log(f) > 0);
     propose(15);
     total += 15;
-    assert_true(wait_for(all_counted, total));
+    healed_by_install(f, &total);
+    /* A restart keeps what it holds. */
+    stop_node(f);
+    open_store(&fx->n[f]);
+    open_replica(f);
+    assert_true(wait_for(node_caught_up, (uint64_t)f));
+    assert_int_equal(fx->n[f].count, total);
+}
+
+/* Make node i's snapshot files for indexes (from, from + n] unwritable
+ * (on) or writable again: a directory where the temp file would go, so
+ * snap__write_file's open fails and returns the error. */
+static void block_snapshot_writes(int i, uint64_t from, unsigned n, bool on)
+{
+    char hex[33], path[512];
+    store_group_id_hex(&fx->gid, hex);
+    for (uint64_t k = from + 1; k <= from + n; k++) {
+        snprintf(path, sizeof path, "%s/groups/%s/snap/%020llu.tmp",
+                 fx->n[i].dir, hex, (unsigned long long)k);
+        if (on) {
+            assert_int_equal(mkdir(path, 0755), 0);
+        } else {
+            assert_int_equal(rmdir(path), 0);
+        }
+    }
+}
+
+static bool node_failed(uint64_t i)
+{
+    return fx->n[i].failed[0] != '\0';
+}
+
+/* An install that fails after it appended the leader's retained log to
+ * the live log (outside the core) leaves a store log the core does not
+ * hold: the next entry the core wrote would not continue it (finding
+ * F19's class). The group stops with the reason; a restart loads the log
+ * the store holds and catches up. */
+static void
+an_install_that_fails_after_writing_the_log_stops_the_group(void **state)
+{
+    (void)state;
+    uint64_t total = 0;
+    int f = publish_then_a_follower(&total, 3);
+    struct replica_info fi;
+    replica_info(fx->n[f].r, &fi);
+    stop_node(f);
+    /* The leader's core compacts to its older snapshot past f's log; its
+     * store keeps the log from index 1, so f takes the retained log by
+     * appending to its own (the install's APPEND shape). */
+    for (int b = 0;
+         b < 40 && fx->n[leader()].r->raft.snap_index <= fi.last_index + 15;
+         b++) {
+        propose(15);
+        total += 15;
+        assert_true(wait_for(all_counted, total));
+    }
+    assert_true(fx->n[leader()].r->raft.snap_index > fi.last_index);
+    block_snapshot_writes(f, fi.last_index, 1000, true);
+    open_store(&fx->n[f]);
+    open_replica(f);
+    assert_true(wait_for(node_failed, (uint64_t)f));
+    assert_non_null(strstr(fx->n[f].failed, "changed the local log"));
+    struct replica_install_info ii;
+    replica_install_info(fx->n[f].r, &ii);
+    assert_int_equal(ii.installs, 0);
+    stop_node(f);
+    block_snapshot_writes(f, fi.last_index, 1000, false);
+    open_store(&fx->n[f]);
+    open_replica(f);
+    assert_true(wait_for(node_caught_up, (uint64_t)f));
+    assert_int_equal(fx->n[f].count, total);
+    assert_false(node_failed((uint64_t)f));
 }
 
 int main(void)
@@ -588,6 +767,12 @@ int main(void)
             a_restarted_follower_restores_and_catches_up, setup, teardown),
         cmocka_unit_test_setup_teardown(
             a_follower_whose_log_continues_no_valid_snapshot_heals, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            a_follower_whose_log_ends_below_its_snapshot_catches_up, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            an_install_that_fails_after_writing_the_log_stops_the_group, setup,
             teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
