@@ -64,7 +64,7 @@ struct srv_stream_config {
     bool discard_new_per_subject; /* needs discard new, max_msgs_per_subject */
     uint64_t first_seq;           /* 0 = absent */
     /* Per-message TTL and subject delete markers (srv_js_config_ttl.c,
-     * docs/decisions/0033-per-message-ttl-in-the-state-machine.md). */
+     * docs/decisions/0034-per-message-ttl-in-the-state-machine.md). */
     bool allow_msg_ttl;
     int64_t subject_delete_marker_ttl_ns; /* 0 = none */
     /* republish and subject_transform, compiled (srv_js_xform.h); owned,

@@ -1,7 +1,7 @@
 /* srv_js_config_ttl: a stream config's allow_msg_ttl and
  * subject_delete_marker_ttl, read and checked with nats-server 2.11's
  * rules and texts (docs/jetstream-config.md,
- * docs/decisions/0033-per-message-ttl-in-the-state-machine.md). Pure. */
+ * docs/decisions/0034-per-message-ttl-in-the-state-machine.md). Pure. */
 #include <string.h>
 
 #include "srv_js_config.h"

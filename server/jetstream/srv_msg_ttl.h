@@ -1,6 +1,6 @@
 /* srv_msg_ttl: per-message TTL as nats-server 2.11 reads it (the Nats-TTL
  * header) and the subject delete marker it leaves behind
- * (docs/decisions/0033-per-message-ttl-in-the-state-machine.md). Pure: no
+ * (docs/decisions/0034-per-message-ttl-in-the-state-machine.md). Pure: no
  * I/O, no clock. */
 #ifndef KEEL_SRV_MSG_TTL_H
 #define KEEL_SRV_MSG_TTL_H

@@ -125,7 +125,7 @@ int srv_stream_next_seq(const struct srv_stream *st, uint64_t from_seq,
 
 /* A subject delete marker has no entry of its own (the entry that expired
  * the subject's last message stored it): its body is its subject and the
- * header its TTL says (docs/decisions/0033-per-message-ttl-in-the-state-
+ * header its TTL says (docs/decisions/0034-per-message-ttl-in-the-state-
  * machine.md). */
 static int marker_load(const struct srv_stream_slot *sl, uint64_t seq,
                        struct srv_stream_msg *out)
@@ -315,7 +315,7 @@ void srv_stream_maybe_tick(struct srv_stream *st, int64_t now_ns)
         return;
     }
     /* max_age and per-message TTLs: the tick's own timestamp decides what
-     * every replica removes (docs/decisions/0033-per-message-ttl-in-the-
+     * every replica removes (docs/decisions/0034-per-message-ttl-in-the-
      * state-machine.md). */
     srv_stream_sm_next_expiry(&st->sm, &at);
     if (at > now_ns) {

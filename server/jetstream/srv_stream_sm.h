@@ -113,7 +113,7 @@ struct srv_stream_slot {
     int64_t ts_ns;
     struct srv_stream_subj *subj;
     uint32_t size; /* subject + headers + payload of one entry (< 4 GiB) */
-    /* Per-message TTL and marker kind (docs/decisions/0033-per-message-
+    /* Per-message TTL and marker kind (docs/decisions/0034-per-message-
      * ttl-in-the-state-machine.md): read and set through the functions
      * below. */
     uint32_t ttl;

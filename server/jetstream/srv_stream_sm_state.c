@@ -13,7 +13,7 @@
 #include "srv_stream_sm_int.h"
 
 /* A stream tracks up to SRV_STREAM_MSGS_MAX slots: the TTL fits in
- * them without growing them (decision 0033). */
+ * them without growing them (decision 0034). */
 _Static_assert(sizeof(struct srv_stream_slot) == 32,
                "a stream slot is 32 bytes");
 

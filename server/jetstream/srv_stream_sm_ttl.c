@@ -1,6 +1,6 @@
 /* srv_stream_sm_ttl: per-message TTLs, max_age with messages that never
  * expire, and subject delete markers, in the stream state machine
- * (docs/decisions/0033-per-message-ttl-in-the-state-machine.md). Every
+ * (docs/decisions/0034-per-message-ttl-in-the-state-machine.md). Every
  * decision is made from entry contents and entry timestamps (the leader's
  * clock, written into the entry), never from a local clock, so every
  * replica, a replay and a restored snapshot remove the same messages and

@@ -17,7 +17,7 @@ const REFUSED = 'Keel refuses a JetStream option it does not implement ' +
 const PURGED = 'nats-server\'s purge error reply carries the empty ' +
   'success field purged: 0; keeld\'s error replies carry only type and error';
 const TTL211 = 'Keel follows nats-server 2.11 on per-message TTL ' +
-  '(docs/decisions/0033-per-message-ttl-in-the-state-machine.md)';
+  '(docs/decisions/0034-per-message-ttl-in-the-state-machine.md)';
 const BYTES = 'Keel counts a message as subject + headers + payload bytes; ' +
   'nats-server adds its file store record overhead (about 30 bytes a ' +
   'message)';

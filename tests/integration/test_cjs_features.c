@@ -471,7 +471,7 @@ a_deleted_newest_leaves_the_subjects_last_on_every_node(void **state)
     }
 }
 
-/* ---- per-message TTL and delete markers (docs/decisions/0033-per-
+/* ---- per-message TTL and delete markers (docs/decisions/0034-per-
  * message-ttl-in-the-state-machine.md) ---- */
 
 #define TTLS "TTLS"

@@ -1,7 +1,7 @@
 /* Per-message TTL and subject delete markers through a real keeld with
  * libnats (which does not know the fields: raw API requests and raw
  * Nats-TTL headers, as a 2.11 client sends them)
- * (docs/decisions/0033-per-message-ttl-in-the-state-machine.md):
+ * (docs/decisions/0034-per-message-ttl-in-the-state-machine.md):
  * - a TTL'd message goes when its TTL passes, `never` outlives max_age;
  * - nats-server 2.11's errors: 10166 without allow_msg_ttl, 10165 for an
  *   invalid value, the config rules, allow_msg_ttl not turned off;

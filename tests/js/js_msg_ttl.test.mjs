@@ -1,5 +1,5 @@
 // nats.js v3 against keeld: per-message TTL and subject delete markers as
-// nats-server 2.11 defines them (docs/decisions/0033-per-message-ttl-in-
+// nats-server 2.11 defines them (docs/decisions/0034-per-message-ttl-in-
 // the-state-machine.md): a publish's ttl option, a bucket's markerTTL,
 // kv.create(key, value, ttl), kv.purge(key, { ttl }), and the watcher
 // seeing the marker as a purge. nats-server 2.9.10 knows none of it

@@ -1,5 +1,5 @@
 /* srv_stream_ttl: per-message TTL and subject delete markers in the stream
- * state machine (docs/decisions/0033-per-message-ttl-in-the-state-
+ * state machine (docs/decisions/0034-per-message-ttl-in-the-state-
  * machine.md): Nats-TTL values read as nats-server 2.11 reads them, TTL
  * removal by entry timestamps only, `never` outliving max_age, markers
  * when the last message of a subject expires, the config rules, and a
