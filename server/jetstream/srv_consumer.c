@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "keel/error.h"
+#include "srv_consumer_pause.h"
 #include "srv_js_unsupported.h"
 #include "srv_js_xform.h"
 #include "srv_js_forward.h"
@@ -372,6 +373,10 @@ static json_t *info_json(struct srv_cstream *cs, struct srv_csm *c,
         srv_cinterest(&engine, c->cfg.deliver_subject)) {
         json_object_set_new(o, "push_bound", json_true());
     }
+    if (srv_consumer_pause_info(&c->cfg, srv_cwall_ns(), o) != 0) {
+        json_decref(o);
+        return NULL;
+    }
     /* A consumer runs in its stream's group: the same leader/replicas. */
     json_object_set_new(o, "cluster",
                         srv_js_cluster_info_json(engine.js, cs->st));
@@ -631,6 +636,52 @@ static void api_delete(struct api_req *q)
     free(p);
 }
 
+/* PAUSE: the consumer's config with pause_until set (or cleared), proposed
+ * as a consumer update through the stream's group, so every replica and
+ * a new leader hold it; answered once it commits (answer()). */
+static void api_pause(struct api_req *q)
+{
+    const char *kind = "consumer_pause_response";
+    enum srv_js_err jerr = SRV_JS_OK;
+    char detail[KEEL_ERRMSG_MAX] = "";
+    int64_t until = 0;
+    struct srv_consumer_config cfg;
+    json_t *j = NULL;
+    memset(&cfg, 0, sizeof cfg);
+    if (srv_consumer_pause_request(q->body, q->len, &until, &jerr, detail) !=
+        0) {
+        send_err(&engine, q->reply, kind, jerr, detail);
+        return;
+    }
+    uint8_t *p = NULL;
+    uint32_t plen = 0;
+    int rv = srv_consumer_config_encode(&q->c->cfg, &j, detail);
+    if (rv == 0) {
+        rv = srv_consumer_config_parse(j, &cfg, &jerr, detail);
+    }
+    json_decref(j);
+    if (rv == 0) {
+        cfg.pause_until_ns = until;
+        rv = srv_csm_encode_create(&cfg, SRV_CSM_UPDATE, srv_cwall_ns(), &p,
+                                   &plen, detail);
+    }
+    srv_consumer_config_free(&cfg);
+    char *r = q->reply != NULL && q->reply[0] ? strdup(q->reply) : NULL;
+    uint64_t ctx = rv == 0 ? srv_cwait_add(&engine, SRV_CWAIT_PAUSE, r) : 0;
+    if (ctx == 0 || srv_stream_propose(q->cs->st, SRV_CSM_KIND_CREATE, p, plen,
+                                       ctx, NULL) != 0) {
+        if (ctx != 0) {
+            struct srv_cwait *w = srv_cwait_take(&engine, ctx);
+            free(w != NULL ? w->reply : NULL);
+            free(w);
+        } else {
+            free(r);
+        }
+        send_err(&engine, q->reply, kind, SRV_JS_EUNAVAILABLE, NULL);
+    }
+    free(p);
+}
+
 /* NAMES (limit 1024) and LIST (limit 256), paged by {"offset":N}. */
 static void api_page(struct api_req *q, bool list)
 {
@@ -680,6 +731,10 @@ static void hook_api(struct srv_js *js, const char *subject, const char *reply,
         if (api_target(v + 7, &q, "consumer_delete_response", true)) {
             api_delete(&q);
         }
+    } else if (strncmp(v, "PAUSE.", 6) == 0) {
+        if (api_target(v + 6, &q, "consumer_pause_response", true)) {
+            api_pause(&q);
+        }
     } else if (strncmp(v, "NAMES.", 6) == 0) {
         if (api_target(v + 6, &q, "consumer_names_response", false)) {
             api_page(&q, false);
@@ -707,7 +762,17 @@ static void answer(struct srv_cstream *cs, uint8_t kind,
     if (w == NULL) {
         return;
     }
-    if (w->reply != NULL) {
+    if (w->reply != NULL && w->kind == SRV_CWAIT_PAUSE) {
+        if (res->jerr != SRV_JS_OK || res->c == NULL) {
+            send_err(&engine, w->reply, "consumer_pause_response",
+                     res->jerr != SRV_JS_OK ? res->jerr : SRV_JS_EUNAVAILABLE,
+                     res->detail[0] ? res->detail : NULL);
+        } else {
+            send_json(&engine, w->reply,
+                      srv_consumer_pause_response(res->c->cfg.pause_until_ns,
+                                                  srv_cwall_ns()));
+        }
+    } else if (w->reply != NULL) {
         const char *rk = kind == SRV_CSM_KIND_CREATE
                              ? "consumer_create_response"
                              : "consumer_delete_response";

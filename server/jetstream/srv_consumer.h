@@ -46,6 +46,10 @@ struct srv_cpull {
 };
 
 /* A proposal awaiting its commit on this node (the ctx of the entry). */
+/* The wait kind of a PAUSE request: its entry is a consumer update
+ * (SRV_CSM_KIND_CREATE), its answer a consumer_pause_response. */
+#define SRV_CWAIT_PAUSE 0xff
+
 struct srv_cwait {
     uint64_t ctx;
     char *reply; /* API reply or AckSync reply; NULL = none */
@@ -71,6 +75,13 @@ struct srv_clive {
     char fc_reply[SRV_JS_NAME_BYTES_MAX * 2 + 32]; /* "" = none waiting */
     uint64_t fc_bytes;      /* push bytes since the last flow control */
     int64_t last_active_ns; /* wall clock of the last delivery */
+    /* replay_policy original (srv_consumer_pause.c): on since this
+     * leader started the consumer, until it delivered replay_until (the
+     * stream's last seq then); the last delivered message's stored time,
+     * and when (mono ns) the next may go, 0 = not computed. */
+    bool replay;
+    uint64_t replay_until;
+    int64_t replay_lts, replay_at;
 };
 
 /* A stream's consumer slot. */

@@ -9,6 +9,7 @@
 
 #include "keel/error.h"
 #include "srv_js_json.h"
+#include "srv_consumer_pause.h"
 #include "srv_js_config.h"
 
 static const char *const deliver_names[] = {
@@ -329,7 +330,8 @@ int srv_consumer_config_parse(const json_t *j, struct srv_consumer_config *out,
     static int (*const steps[])(const struct srv_js_json_rd *,
                                 struct srv_consumer_config *) = {
         parse_names,   parse_deliver, parse_policies, parse_start,
-        parse_filters, parse_numbers, parse_backoff,  finish};
+        parse_filters, parse_numbers, parse_backoff,  srv_consumer_parse_pause,
+        finish};
     const struct srv_js_json_rd rd = {j, SRV_JS_ECONSUMER_CONFIG, jerr, errmsg};
 
     memset(out, 0, sizeof *out);
@@ -370,7 +372,7 @@ static int encode_lists(const struct srv_consumer_config *c, json_t *o)
         srv_js_time_format(c->opt_start_time_ns, t);
         bad |= json_object_set_new(o, "opt_start_time", json_string(t));
     }
-    return bad;
+    return bad | srv_consumer_encode_pause(c, o);
 }
 
 static int encode_optional(const struct srv_consumer_config *c, json_t *o)

@@ -59,7 +59,8 @@ struct srv_consumer_config {
     int64_t idle_heartbeat_ns;
     int64_t max_batch, max_expires_ns, max_bytes; /* pull limits, 0 = none */
     int64_t num_replicas;                         /* 0 = the stream's */
-    json_t *metadata; /* owned; NULL when absent or empty */
+    int64_t pause_until_ns; /* 0 = not paused (srv_consumer_pause.c) */
+    json_t *metadata;       /* owned; NULL when absent or empty */
 };
 
 /* Parse a consumer config object (the create body's "config" or an info's

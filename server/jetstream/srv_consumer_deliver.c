@@ -11,6 +11,7 @@
 #include "keel/error.h"
 #include "keel/grow.h"
 #include "srv_consumer.h"
+#include "srv_consumer_pause.h"
 #include "srv_log.h"
 
 #define HDR_NO_MSGS "NATS/1.0 404 No Messages\r\n\r\n"
@@ -325,13 +326,15 @@ static char *headers_only(const struct srv_stream_msg *m, size_t *hlen)
 
 /* send_one: the message could not be read now (not gone). */
 #define SEND_BLOCKED (SIZE_MAX - 1)
+#define SEND_WAIT (SIZE_MAX - 2) /* replay original: not yet its time */
 
 /* Send stored message seq to t. Returns its size, 0 when it is gone
  * (deleted from the stream), SIZE_MAX when it does not fit the request,
  * SEND_BLOCKED when it cannot be read now. */
 static size_t send_one(struct srv_cengine *e, struct srv_cstream *cs,
-                       struct srv_csm *c, uint64_t seq, bool redelivery,
-                       const struct target *t, struct srv_cpull *limit_for)
+                       struct srv_csm *c, struct srv_clive *l, uint64_t seq,
+                       bool redelivery, const struct target *t,
+                       struct srv_cpull *limit_for)
 {
     struct srv_stream_msg m;
     struct srv_csm_pending d;
@@ -362,6 +365,12 @@ static size_t send_one(struct srv_cengine *e, struct srv_cstream *cs,
         srv_stream_msg_free(&m);
         return SIZE_MAX; /* does not fit the request */
     }
+    if (l->replay && srv_consumer_replay_wait(l->replay_lts, m.ts_ns,
+                                              mono_ns(e), &l->replay_at)) {
+        srv_stream_msg_free(&m);
+        return SEND_WAIT;
+    }
+    l->replay_lts = m.ts_ns;
     if (srv_csm_deliver(c, seq, mono_ns(e), &d) != 0) {
         srv_stream_msg_free(&m);
         return 0;
@@ -445,6 +454,14 @@ bool srv_clive_start(struct srv_cengine *e, struct srv_cstream *cs,
             return false;
         }
         l->started = true;
+        /* nats-server replays with the original timing from the
+         * consumer's (leader's) start until it reaches the stream's last
+         * message of that moment. */
+        uint64_t first = 0;
+        l->replay = c->cfg.replay_policy == SRV_REPLAY_ORIGINAL;
+        view.bounds(view.ctx, &first, &l->replay_until);
+        l->replay_lts = 0;
+        l->replay_at = 0;
     }
     return true;
 }
@@ -455,6 +472,12 @@ static void deliver_consumer(struct srv_cengine *e, struct srv_cstream *cs,
     if (!srv_clive_start(e, cs, c, l)) {
         return;
     }
+    /* Paused (pause_until, srv_consumer_pause.c): pull requests wait and
+     * heartbeats go on, nothing is delivered until the leader's clock
+     * passes the time. */
+    if (srv_consumer_paused(&c->cfg, srv_cwall_ns(), NULL)) {
+        return;
+    }
     struct target t;
     for (uint32_t i = 0; i < SRV_CONSUMER_DELIVER_PER_RUN_MAX; i++) {
         if (!next_target(e, c, l, &t)) {
@@ -463,10 +486,13 @@ static void deliver_consumer(struct srv_cengine *e, struct srv_cstream *cs,
         bool redelivery = false;
         uint64_t seq = next_seq(cs, c, mono_ns(e), &redelivery);
         if (seq == 0) {
+            if (l->replay && c->live.sseq >= l->replay_until) {
+                l->replay = false; /* caught up: instant from here */
+            }
             return;
         }
-        size_t size = send_one(e, cs, c, seq, redelivery, &t, t.pull);
-        if (size == SEND_BLOCKED) {
+        size_t size = send_one(e, cs, c, l, seq, redelivery, &t, t.pull);
+        if (size == SEND_BLOCKED || size == SEND_WAIT) {
             return; /* tried again on the next run */
         }
         if (size == SIZE_MAX) {

@@ -397,6 +397,10 @@ static void api_update(struct api_req *q)
                          "stream configuration update can not change "
                          "first_seq (it only sets where a new stream "
                          "starts)");
+    } else if (st->cfg.allow_msg_ttl && !cfg.allow_msg_ttl) {
+        /* nats-server 2.11's rule: pending TTLs would never expire. */
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
+                         "message TTL status can not be disabled");
     } else if (st->cfg.sealed && !cfg.sealed) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
                          "stream configuration update can not unseal a "
@@ -711,9 +715,13 @@ static void api_msg_get(struct api_req *q)
     }
     char t[SRV_JS_TIME_BYTES];
     srv_js_time_format(m.ts_ns, t);
-    json_t *msg = json_pack("{s:s%, s:I, s:o, s:s}", "subject", m.subject,
-                            m.subject_len, "seq", (json_int_t)m.seq, "data",
-                            b64_json(m.data, m.data_len), "time", t);
+    json_t *msg = json_pack("{s:s%, s:I, s:s}", "subject", m.subject,
+                            m.subject_len, "seq", (json_int_t)m.seq, "time", t);
+    if (msg != NULL && m.data_len > 0) {
+        /* Omitted when empty, as nats-server's omitempty: libnats refuses
+         * an empty base64 string (a delete marker has no body). */
+        json_object_set_new(msg, "data", b64_json(m.data, m.data_len));
+    }
     if (msg != NULL && m.hdr_len > 0) {
         json_object_set_new(msg, "hdrs", b64_json(m.hdr, m.hdr_len));
     }

@@ -446,6 +446,7 @@ int srv_stream_config_parse(const json_t *j, struct srv_stream_config *out,
         parse_first_seq,
         check_discard_new_per_subject,
         srv_stream_config_parse_mirror,
+        srv_stream_config_parse_ttl,
         srv_stream_config_parse_xforms};
     const struct srv_js_json_rd rd = {j, SRV_JS_ESTREAM_CONFIG, jerr, errmsg};
 
@@ -500,6 +501,7 @@ static int encode_optional(const struct srv_stream_config *c, json_t *o)
     }
     bad |= json_object_set(o, "consumer_limits", c->consumer_limits);
     bad |= srv_stream_config_mirror_json(c, o);
+    bad |= srv_stream_config_encode_ttl(c, o);
     return bad | srv_stream_config_encode_xforms(c, o);
 }
 

@@ -63,6 +63,10 @@ struct srv_stream_config {
         allow_rollup_hdrs, no_ack;
     bool discard_new_per_subject; /* needs discard new, max_msgs_per_subject */
     uint64_t first_seq;           /* 0 = absent */
+    /* Per-message TTL and subject delete markers (srv_js_config_ttl.c,
+     * docs/decisions/0034-per-message-ttl-in-the-state-machine.md). */
+    bool allow_msg_ttl;
+    int64_t subject_delete_marker_ttl_ns; /* 0 = none */
     /* republish and subject_transform, compiled (srv_js_xform.h); owned,
      * NULL when absent (srv_js_config_xform.c). */
     struct srv_js_xform *republish;
@@ -112,6 +116,14 @@ srv_stream_config_parse_xforms(const struct srv_js_json_rd *rd,
 KEEL_MUST_USE int
 srv_stream_config_encode_xforms(const struct srv_stream_config *c, json_t *o);
 void srv_stream_config_free_xforms(struct srv_stream_config *c);
+
+/* allow_msg_ttl and subject_delete_marker_ttl (srv_js_config_ttl.c): the
+ * parse step (after the mirror step: markers are refused on a mirror) and
+ * the encoding into o (non-zero when out of memory). */
+KEEL_MUST_USE int srv_stream_config_parse_ttl(const struct srv_js_json_rd *rd,
+                                              struct srv_stream_config *c);
+KEEL_MUST_USE int
+srv_stream_config_encode_ttl(const struct srv_stream_config *c, json_t *o);
 
 /* `mirror` (srv_js_config_mirror.c): the parse step (after the flags:
  * mirror_direct needs a mirror; the subjects step leaves a mirror none),

@@ -66,6 +66,7 @@
     X(SRV_JS_EINSUFFICIENT_RESOURCES, 503, 10023, "insufficient resources")    \
     X(SRV_JS_ENO_PEERS, 400, 10005, "no suitable peers for placement")         \
     X(SRV_JS_ETTL_DISABLED, 400, 10166, "per-message TTL is disabled")         \
+    X(SRV_JS_ETTL_INVALID, 400, 10165, "invalid per-message TTL")              \
     X(SRV_JS_EINCR_DISABLED, 400, 10168, "message counters is disabled")       \
     X(SRV_JS_EHEADER_UNSUPPORTED, 400, 10003, "bad request: ")                 \
     X(SRV_JS_EROLLUP, 500, 10111, "")                                          \

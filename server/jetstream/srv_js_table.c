@@ -106,6 +106,7 @@ const struct srv_js_api_entry srv_js_api_table[] = {
     E("$JS.API.CONSUMER.DURABLE.CREATE.", LONGER, READY, STREAM, h_api),
     E("$JS.API.CONSUMER.INFO.", LONGER, READY, STREAM, h_api),
     E("$JS.API.CONSUMER.DELETE.", LONGER, READY, STREAM, h_api),
+    E("$JS.API.CONSUMER.PAUSE.", LONGER, READY, STREAM, h_api),
     E("$JS.API.CONSUMER.NAMES.", LONGER, READY, STREAM, h_api),
     E("$JS.API.CONSUMER.LIST.", LONGER, READY, STREAM, h_api),
     E("$JS.API.CONSUMER.MSG.NEXT.", LONGER, READY, STREAM, h_api),

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "keel/error.h"
+#include "srv_msg_ttl.h"
 #include "srv_tags.h"
 #include "srv_stream_sm.h"
 
@@ -24,7 +25,6 @@ enum unset_is {
     UNSET_FALSE, /* absent, null or false */
     UNSET_ZERO,  /* absent, null or 0 */
     UNSET_EMPTY, /* absent, null, "" or [] */
-    UNSET_TIME,  /* absent, null, "" or Go's zero time */
 };
 
 struct field {
@@ -36,11 +36,6 @@ struct field {
 static const struct field stream_fields[] = {
     {"sources", UNSET_EMPTY, "sources are not implemented"},
     {"template_owner", UNSET_EMPTY, "stream templates are not implemented"},
-    {"allow_msg_ttl", UNSET_FALSE,
-     "per-message TTL is not implemented; "
-     "use max_age"},
-    {"subject_delete_marker_ttl", UNSET_ZERO,
-     "subject delete markers are not implemented"},
     {"allow_msg_counter", UNSET_FALSE, "counters are not implemented"},
     {"allow_atomic", UNSET_FALSE, "atomic batches are not implemented"},
     {"allow_msg_schedules", UNSET_FALSE, "schedules are not implemented"},
@@ -52,7 +47,6 @@ static const struct field consumer_fields[] = {
     {"direct", UNSET_FALSE, "direct consumers are internal to mirrors"},
     {"priority_groups", UNSET_EMPTY, "priority groups are not implemented"},
     {"priority_timeout", UNSET_ZERO, "priority groups are not implemented"},
-    {"pause_until", UNSET_TIME, "pausing consumers is not implemented"},
 };
 
 static bool is_set(const json_t *v, enum unset_is unset)
@@ -68,10 +62,6 @@ static bool is_set(const json_t *v, enum unset_is unset)
     case UNSET_EMPTY:
         return !((json_is_string(v) && json_string_length(v) == 0) ||
                  (json_is_array(v) && json_array_size(v) == 0));
-    case UNSET_TIME:
-        return !(json_is_string(v) &&
-                 (json_string_length(v) == 0 ||
-                  strcmp(json_string_value(v), "0001-01-01T00:00:00Z") == 0));
     case UNSET_NULL:
     default:
         return true;
@@ -188,14 +178,6 @@ int srv_consumer_request_check(const json_t *cfg, enum srv_js_err *jerr,
     if (!json_is_object(cfg)) {
         return 0;
     }
-    const char *rp = json_string_value(json_object_get(cfg, "replay_policy"));
-    if (rp != NULL && strcmp(rp, "original") == 0) {
-        *jerr = SRV_JS_ECONSUMER_CONFIG;
-        return keel_err(KEEL_EINVAL, errmsg,
-                        "consumer replay_policy original is not supported by "
-                        "keeld (messages are replayed at once): use instant "
-                        "(" DOC ")");
-    }
     const char *pp = json_string_value(json_object_get(cfg, "priority_policy"));
     if (pp != NULL && pp[0] != '\0' && strcmp(pp, "none") != 0) {
         *jerr = SRV_JS_ECONSUMER_CONFIG;
@@ -215,7 +197,6 @@ static const struct {
     const char *name;
     enum srv_js_err err;
 } refused_headers[] = {
-    {"Nats-TTL", SRV_JS_ETTL_DISABLED},
     {"Nats-Incr", SRV_JS_EINCR_DISABLED},
     {"Nats-Schedule", SRV_JS_EHEADER_UNSUPPORTED},
     {"Nats-Batch-Id", SRV_JS_EHEADER_UNSUPPORTED},
@@ -261,6 +242,19 @@ int srv_js_publish_headers_check(const struct srv_stream_config *cfg,
             }
             return KEEL_EINVAL;
         }
+    }
+    /* Nats-TTL as nats-server 2.11's clustered check: without
+     * allow_msg_ttl any TTL (also an invalid one) is 10166; with it an
+     * invalid one is 10165. The state machine checks again at apply. */
+    int64_t ttl = 0;
+    int tv = srv_msg_ttl_of(hdr, len, &ttl);
+    if ((tv != 0 || ttl != 0) && !cfg->allow_msg_ttl) {
+        *jerr = SRV_JS_ETTL_DISABLED;
+        return KEEL_EINVAL;
+    }
+    if (tv != 0) {
+        *jerr = SRV_JS_ETTL_INVALID;
+        return KEEL_EINVAL;
     }
     if (srv_nats_hdr_get(hdr, len, "Nats-Rollup", &v, &vl) != 0) {
         return 0;

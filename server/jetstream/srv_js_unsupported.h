@@ -21,15 +21,15 @@ KEEL_MUST_USE int srv_stream_request_check(const json_t *req,
                                            enum srv_js_err *jerr, char *errmsg);
 
 /* A consumer create request's "config": 0, or KEEL_EINVAL with *jerr 10012
- * (replay_policy original, rate_limit_bps, sample_freq, priority groups,
- * pause_until, direct). */
+ * (rate_limit_bps, sample_freq, priority groups, direct). */
 KEEL_MUST_USE int srv_consumer_request_check(const json_t *cfg,
                                              enum srv_js_err *jerr,
                                              char *errmsg);
 
 /* The header block of a publish to a stream of config cfg: 0, or
  * KEEL_EINVAL with *jerr and detail (SRV_JS_ERR_DESC_BYTES_MAX) set:
- * Nats-TTL 10166, Nats-Incr 10168, Nats-Schedule / Nats-Batch-Id /
+ * Nats-TTL 10166 without allow_msg_ttl (10165 for an invalid value with
+ * it), Nats-Incr 10168, Nats-Schedule / Nats-Batch-Id /
  * Nats-Expected-Last-Subject-Sequence-Subject 10003, and Nats-Rollup 10111
  * when the stream does not allow rollups or the value is not sub or all. */
 KEEL_MUST_USE int

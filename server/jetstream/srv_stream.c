@@ -123,6 +123,37 @@ int srv_stream_next_seq(const struct srv_stream *st, uint64_t from_seq,
     return KEEL_ENOENT;
 }
 
+/* A subject delete marker has no entry of its own (the entry that expired
+ * the subject's last message stored it): its body is its subject and the
+ * header its TTL says (docs/decisions/0034-per-message-ttl-in-the-state-
+ * machine.md). */
+static int marker_load(const struct srv_stream_slot *sl, uint64_t seq,
+                       struct srv_stream_msg *out)
+{
+    char hdr[SRV_MSG_MARKER_HDR_MAX];
+    int64_t ttl_s = sl->ttl & SRV_STREAM_TTL_SECS_MASK;
+    size_t hlen = srv_msg_marker_hdr(ttl_s > 0 ? ttl_s : 1, hdr, sizeof hdr);
+    size_t slen = sl->subj->len;
+    char *buf = malloc(slen + 1 + hlen + 1);
+    if (buf == NULL) {
+        return KEEL_ENOMEM;
+    }
+    memcpy(buf, sl->subj->s, slen + 1);
+    uint8_t *h = (uint8_t *)buf + slen + 1;
+    memcpy(h, hdr, hlen);
+    h[hlen] = 0;
+    *out = (struct srv_stream_msg){.seq = seq,
+                                   .ts_ns = sl->ts_ns,
+                                   .subject = buf,
+                                   .subject_len = slen,
+                                   .hdr = h,
+                                   .hdr_len = hlen,
+                                   .data = h + hlen,
+                                   .data_len = 0,
+                                   .buf_ = buf};
+    return 0;
+}
+
 int srv_stream_msg_load(struct srv_stream *st, uint64_t seq,
                         struct srv_stream_msg *out, char *errmsg)
 {
@@ -131,6 +162,9 @@ int srv_stream_msg_load(struct srv_stream *st, uint64_t seq,
     if (sl == NULL || st->r == NULL) {
         return keel_err(KEEL_ENOENT, errmsg,
                         "stream %s has no message %" PRIu64, st->cfg.name, seq);
+    }
+    if (srv_stream_slot_marker(sl) == SRV_STREAM_MARKER_STORED) {
+        return marker_load(sl, seq, out);
     }
     struct store_entry e;
     struct keel_stream_entry d;
@@ -246,25 +280,45 @@ int srv_stream_publish(struct srv_stream *st, const char *subj, size_t slen,
         now = st->last_prop_ts; /* leader time never goes backwards */
     }
     st->last_prop_ts = now;
-    struct keel_stream_entry e = {.kind = KEEL_STREAM_E_PUBLISH,
-                                  .ts_ns = now,
-                                  .subject = subj,
-                                  .subject_len = slen,
-                                  .hdr = (const uint8_t *)hdr,
-                                  .hdr_len = hlen,
-                                  .data = (const uint8_t *)data,
-                                  .data_len = dlen};
-    return srv_stream_propose_entry(st, &e, ctx, errmsg);
+    /* A TTL under the marker TTL is stored raised to it, as 2.11 stores
+     * it (the state machine raises it at apply either way). */
+    char *raised = NULL;
+    size_t rlen = 0;
+    const struct srv_stream_config *c = &st->cfg;
+    if (c->allow_msg_ttl && c->subject_delete_marker_ttl_ns > 0 &&
+        c->max_msgs_per_subject != 1 &&
+        srv_msg_ttl_raise(hdr, hlen,
+                          c->subject_delete_marker_ttl_ns / 1000000000LL,
+                          &raised, &rlen) != 0) {
+        return keel_err(KEEL_ENOMEM, errmsg, "raising a TTL");
+    }
+    struct keel_stream_entry e = {
+        .kind = KEEL_STREAM_E_PUBLISH,
+        .ts_ns = now,
+        .subject = subj,
+        .subject_len = slen,
+        .hdr = (const uint8_t *)(raised != NULL ? raised : hdr),
+        .hdr_len = raised != NULL ? rlen : hlen,
+        .data = (const uint8_t *)data,
+        .data_len = dlen};
+    rv = srv_stream_propose_entry(st, &e, ctx, errmsg);
+    free(raised);
+    return rv;
 }
 
 void srv_stream_maybe_tick(struct srv_stream *st, int64_t now_ns)
 {
-    const struct srv_stream_sm *sm = &st->sm;
     char err[KEEL_ERRMSG_MAX];
+    int64_t at = INT64_MAX;
     srv_stream_cut_maybe(st);
-    if (!srv_stream_is_leader(st) || sm->lim.max_age_ns <= 0 ||
-        sm->count == 0 ||
-        sm->ring[sm->head].ts_ns > now_ns - sm->lim.max_age_ns) {
+    if (!srv_stream_is_leader(st)) {
+        return;
+    }
+    /* max_age and per-message TTLs: the tick's own timestamp decides what
+     * every replica removes (docs/decisions/0034-per-message-ttl-in-the-
+     * state-machine.md). */
+    srv_stream_sm_next_expiry(&st->sm, &at);
+    if (at > now_ns) {
         return;
     }
     struct keel_stream_entry e = {.kind = KEEL_STREAM_E_TICK, .ts_ns = now_ns};
@@ -488,6 +542,11 @@ static void stream_apply(struct replica *r, uint64_t index, uint64_t term,
     if (rv == 0 && res.stored && res.jerr == SRV_JS_OK &&
         st->js->cops != NULL && st->js->cops->on_stored != NULL) {
         st->js->cops->on_stored(st, res.seq);
+    }
+    for (uint64_t m = 0; rv == 0 && m < res.markers && st->js->cops != NULL &&
+                         st->js->cops->on_stored != NULL;
+         m++) {
+        st->js->cops->on_stored(st, res.marker_first + m);
     }
     if (rv == 0 && e.kind == KEEL_STREAM_E_PUBLISH && res.jerr == SRV_JS_OK &&
         !res.duplicate) {

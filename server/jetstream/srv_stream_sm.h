@@ -13,6 +13,7 @@
 #include "srv_hmap.h"
 #include "srv_js_config.h"
 #include "srv_js_err.h"
+#include "srv_msg_ttl.h"
 
 /* Find header name (case-insensitive) in a header block
  * "NATS/1.0[ status]\r\nName: value\r\n...\r\n\r\n". On success *val points
@@ -90,6 +91,8 @@ struct srv_stream_limits {
     int64_t max_age_ns, duplicate_window_ns;
     bool deny_delete, deny_purge, sealed;
     bool discard_new_per_subject; /* refuse, not drop, at max per subject */
+    bool allow_msg_ttl;           /* Nats-TTL taken and expired */
+    int64_t marker_ttl_ns;        /* subject_delete_marker_ttl, 0 none */
 };
 
 void srv_stream_limits_from_config(const struct srv_stream_config *cfg,
@@ -103,12 +106,75 @@ struct srv_stream_subj {
     char s[]; /* NUL-terminated */
 };
 
-/* One seq in [first_seq, last_seq]; subj NULL = deleted. */
+/* One seq in [first_seq, last_seq]; subj NULL = deleted. 32 bytes: a
+ * stream tracks up to SRV_STREAM_MSGS_MAX of them. */
 struct srv_stream_slot {
     uint64_t index; /* Raft index of the publish entry */
     int64_t ts_ns;
     struct srv_stream_subj *subj;
-    uint64_t size;
+    uint32_t size; /* subject + headers + payload of one entry (< 4 GiB) */
+    /* Per-message TTL and marker kind (docs/decisions/0034-per-message-
+     * ttl-in-the-state-machine.md): read and set through the functions
+     * below. */
+    uint32_t ttl;
+};
+
+/* Is a slot a delete marker, whose expiry leaves no marker behind? */
+enum srv_stream_marker {
+    SRV_STREAM_MARKER_NONE = 0,
+    SRV_STREAM_MARKER_STORED, /* stored by an expiry: body synthesised */
+    SRV_STREAM_MARKER_HDR,    /* published with Nats-Marker-Reason or as a KV
+                                 purge (KV-Operation: PURGE), as 2.11 counts */
+};
+
+/* slot.ttl: the TTL in seconds in the low 30 bits (0 none, all ones
+ * never; longer TTLs, over 34 years, are cut to the most), the marker
+ * kind in the top 2. */
+#define SRV_STREAM_TTL_SECS_MASK 0x3fffffffu
+#define SRV_STREAM_TTL_NEVER_SECS SRV_STREAM_TTL_SECS_MASK
+
+/* The entry time at which the slot expires: 0 none, SRV_MSG_TTL_NEVER
+ * (kept past max_age), else its stored time plus its TTL. */
+static inline int64_t srv_stream_slot_expire(const struct srv_stream_slot *s)
+{
+    uint32_t secs = s->ttl & SRV_STREAM_TTL_SECS_MASK;
+    if (secs == 0) {
+        return 0;
+    }
+    if (secs == SRV_STREAM_TTL_NEVER_SECS) {
+        return SRV_MSG_TTL_NEVER;
+    }
+    return s->ts_ns + (int64_t)secs * 1000000000LL;
+}
+
+static inline enum srv_stream_marker
+srv_stream_slot_marker(const struct srv_stream_slot *s)
+{
+    return (enum srv_stream_marker)(s->ttl >> 30);
+}
+
+/* secs > 0, or SRV_MSG_TTL_NEVER. */
+static inline void srv_stream_slot_set_ttl(struct srv_stream_slot *s,
+                                           int64_t secs)
+{
+    uint32_t v = secs == SRV_MSG_TTL_NEVER ? SRV_STREAM_TTL_NEVER_SECS
+                 : secs >= (int64_t)SRV_STREAM_TTL_NEVER_SECS
+                     ? SRV_STREAM_TTL_NEVER_SECS - 1
+                     : (uint32_t)secs;
+    s->ttl = (s->ttl & ~SRV_STREAM_TTL_SECS_MASK) | v;
+}
+
+static inline void srv_stream_slot_set_marker(struct srv_stream_slot *s,
+                                              enum srv_stream_marker m)
+{
+    s->ttl = (s->ttl & SRV_STREAM_TTL_SECS_MASK) | (uint32_t)m << 30;
+}
+
+/* A pending TTL: a min-heap of (expire_ns, seq), a cache of the slots'
+ * expiry (entries for removed seqs are skipped when they come up). */
+struct srv_stream_ttl_ent {
+    int64_t expire_ns;
+    uint64_t seq;
 };
 
 struct srv_stream_sm {
@@ -131,6 +197,15 @@ struct srv_stream_sm {
      * read them (docs/decisions/0032-mirrors-pull-into-the-log.md). */
     uint64_t mirror_pos;
     uint64_t mirror_lost;
+    /* Per-message TTLs: the heap, and how many live slots expire by a
+     * TTL. Derived from the slots (rebuilt on restore). */
+    struct srv_stream_ttl_ent *ttl_heap;
+    size_t ttl_n, ttl_cap;
+    uint64_t ttl_live;
+    /* Below this seq every slot is deleted or never expires by age: where
+     * the max_age scan starts. A lower bound only (0 after restore), so it
+     * changes no outcome, only how far a scan walks. */
+    uint64_t age_from;
 };
 
 /* The outcome of one applied entry. */
@@ -142,6 +217,9 @@ struct srv_stream_result {
     uint64_t purged;      /* PURGE: messages removed */
     enum srv_js_err jerr; /* non-zero: the entry was refused */
     char detail[SRV_JS_ERR_DESC_BYTES_MAX];
+    /* Subject delete markers this entry stored: seqs marker_first ..
+     * marker_first + markers - 1 (any entry that expires messages). */
+    uint64_t marker_first, markers;
 };
 
 /* Empty stream (first seq 1) with no limits until a CONFIG entry. */
@@ -167,6 +245,12 @@ const struct srv_stream_slot *srv_stream_sm_get(const struct srv_stream_sm *sm,
 
 /* First seq (last_seq + 1 when empty). */
 uint64_t srv_stream_sm_first_seq(const struct srv_stream_sm *sm);
+
+/* The entry time at which the next message expires by max_age or its TTL
+ * (*at_ns; INT64_MAX when none): the leader proposes a TICK once its clock
+ * passes it. A long walk over messages that never expire answers the
+ * current last_ts so that a tick moves the scan on. */
+void srv_stream_sm_next_expiry(const struct srv_stream_sm *sm, int64_t *at_ns);
 
 /* Deterministic encoding of the whole state (not the bodies): the same
  * applied entries give the same bytes on every replica. decode fills an

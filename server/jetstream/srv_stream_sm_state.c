@@ -10,7 +10,12 @@
 #include "keel/error.h"
 #include "keel/limits.h"
 #include "keel_stream_entry.h"
-#include "srv_stream_sm.h"
+#include "srv_stream_sm_int.h"
+
+/* A stream tracks up to SRV_STREAM_MSGS_MAX slots: the TTL fits in
+ * them without growing them (decision 0034). */
+_Static_assert(sizeof(struct srv_stream_slot) == 32,
+               "a stream slot is 32 bytes");
 
 void srv_stream_limits_from_config(const struct srv_stream_config *cfg,
                                    struct srv_stream_limits *out)
@@ -28,6 +33,8 @@ void srv_stream_limits_from_config(const struct srv_stream_config *cfg,
         .deny_purge = cfg->deny_purge,
         .sealed = cfg->sealed,
         .discard_new_per_subject = cfg->discard_new_per_subject,
+        .allow_msg_ttl = cfg->allow_msg_ttl,
+        .marker_ttl_ns = cfg->subject_delete_marker_ttl_ns,
     };
 }
 
@@ -57,17 +64,20 @@ void srv_stream_sm_close(struct srv_stream_sm *sm)
     srv_dedupe_close(&sm->dedupe);
     free(sm->ring);
     free(sm->last_msg_id);
+    free(sm->ttl_heap);
     memset(sm, 0, sizeof *sm);
 }
 
-static struct srv_stream_slot *slot_at(const struct srv_stream_sm *sm,
-                                       uint64_t seq)
+struct srv_stream_slot *srv_stream_sm__slot(const struct srv_stream_sm *sm,
+                                            uint64_t seq)
 {
     if (seq < sm->base_seq || seq - sm->base_seq >= sm->count) {
         return NULL;
     }
     return &sm->ring[(sm->head + (size_t)(seq - sm->base_seq)) & (sm->cap - 1)];
 }
+
+#define slot_at srv_stream_sm__slot
 
 const struct srv_stream_slot *srv_stream_sm_get(const struct srv_stream_sm *sm,
                                                 uint64_t seq)
@@ -138,6 +148,7 @@ int srv_stream_sm_remove(struct srv_stream_sm *sm, uint64_t seq)
     }
     sm->msgs--;
     sm->bytes -= s->size;
+    srv_stream_sm__ttl_forget(sm, s);
     s->subj = NULL;
     sm->deleted++;
     trim_front(sm);
@@ -211,16 +222,17 @@ static struct srv_stream_subj *subj_get(struct srv_stream_sm *sm, const char *s,
     return sj;
 }
 
-/* Store a message as seq last_seq + 1 (no checks). */
-static int store_msg(struct srv_stream_sm *sm, uint64_t index, int64_t ts,
-                     const char *subj, size_t slen, uint64_t size)
+int srv_stream_sm__store(struct srv_stream_sm *sm, uint64_t index, int64_t ts,
+                         const char *subj, size_t slen, uint64_t size)
 {
+    /* Parts of one log entry, which is under 4 GiB (replica_propose). */
+    ASSERT(size <= UINT32_MAX);
     struct srv_stream_subj *sj = subj_get(sm, subj, slen);
     if (sj == NULL) {
         return KEEL_ENOMEM;
     }
     uint64_t seq = sm->last_seq + 1;
-    struct srv_stream_slot v = {index, ts, sj, size};
+    struct srv_stream_slot v = {index, ts, sj, (uint32_t)size, 0};
     if (sm->count == 0) {
         sm->base_seq = seq;
     }
@@ -261,16 +273,21 @@ static uint64_t subj_first(struct srv_stream_sm *sm, struct srv_stream_subj *sj)
     return 0;
 }
 
-/* Discard old: age, then count, bytes and the subject's count. */
-static void enforce_limits(struct srv_stream_sm *sm, int64_t now_ns,
-                           struct srv_stream_subj *sj)
+/* Discard old: age and TTLs (srv_stream_sm_ttl.c, which may store
+ * subject delete markers), then count, bytes and the subject's count. The
+ * subject is looked up after the expiry, which may have removed it. */
+static int enforce_limits(struct srv_stream_sm *sm, uint64_t index,
+                          int64_t now_ns, const char *subj, size_t slen,
+                          struct srv_stream_result *res)
 {
     const struct srv_stream_limits *l = &sm->lim;
-    /* Each loop removes one message per pass: bounded by msgs. */
-    while (l->max_age_ns > 0 && sm->count > 0 &&
-           sm->ring[sm->head].ts_ns <= now_ns - l->max_age_ns) {
-        remove_live(sm, sm->base_seq);
+    int rv = srv_stream_sm__expire(sm, index, now_ns, res);
+    if (rv != 0) {
+        return rv;
     }
+    struct srv_stream_subj *sj =
+        subj != NULL ? srv_hmap_get(&sm->subjects, subj, slen) : NULL;
+    /* Each loop removes one message per pass: bounded by msgs. */
     while (l->max_msgs > 0 && sm->msgs > (uint64_t)l->max_msgs) {
         remove_live(sm, sm->base_seq);
     }
@@ -284,6 +301,7 @@ static void enforce_limits(struct srv_stream_sm *sm, int64_t now_ns,
         ASSERT(first != 0);
         remove_live(sm, first);
     }
+    return 0;
 }
 
 static int set_detail(struct srv_stream_result *res, enum srv_js_err jerr,
@@ -323,6 +341,18 @@ static bool publish_refused(struct srv_stream_sm *sm,
     };
     if (srv_stream_check_expect(&st, (const char *)e->hdr, e->hdr_len,
                                 &res->jerr, res->detail) != 0) {
+        return true;
+    }
+    /* Also here, not only on the leader: a publish checked against a
+     * config that allows TTLs may apply before that config's entry. */
+    int64_t ttl = 0;
+    int tv = srv_msg_ttl_of((const char *)e->hdr, e->hdr_len, &ttl);
+    if ((tv != 0 || ttl != 0) && !l->allow_msg_ttl) {
+        set_detail(res, SRV_JS_ETTL_DISABLED, NULL);
+        return true;
+    }
+    if (tv != 0) {
+        set_detail(res, SRV_JS_ETTL_INVALID, NULL);
         return true;
     }
     srv_dedupe_expire(&sm->dedupe, e->ts_ns, l->duplicate_window_ns);
@@ -386,7 +416,12 @@ static int apply_publish(struct srv_stream_sm *sm, uint64_t index,
         return 0;
     }
     int64_t ts = e->ts_ns > sm->last_ts_ns ? e->ts_ns : sm->last_ts_ns;
-    int rv = store_msg(sm, index, ts, e->subject, e->subject_len, size);
+    int rv =
+        srv_stream_sm__store(sm, index, ts, e->subject, e->subject_len, size);
+    if (rv == 0) {
+        rv = srv_stream_sm__ttl_set(sm, sm->last_seq, (const char *)e->hdr,
+                                    e->hdr_len);
+    }
     if (rv != 0) {
         return rv;
     }
@@ -399,9 +434,7 @@ static int apply_publish(struct srv_stream_sm *sm, uint64_t index,
     if (rv != 0) {
         return rv;
     }
-    enforce_limits(sm, ts,
-                   srv_hmap_get(&sm->subjects, e->subject, e->subject_len));
-    return 0;
+    return enforce_limits(sm, index, ts, e->subject, e->subject_len, res);
 }
 
 /* A mirrored message at its origin seq: idempotent by origin seq, so a
@@ -436,15 +469,20 @@ static int apply_mirror(struct srv_stream_sm *sm, uint64_t index,
     uint64_t size = e->subject_len + e->hdr_len + e->data_len;
     sm->last_seq = e->seq - 1;
     trim_front(sm);
-    int rv = store_msg(sm, index, e->ts_ns, e->subject, e->subject_len, size);
+    int rv = srv_stream_sm__store(sm, index, e->ts_ns, e->subject,
+                                  e->subject_len, size);
+    if (rv == 0) {
+        rv = srv_stream_sm__ttl_set(sm, sm->last_seq, (const char *)e->hdr,
+                                    e->hdr_len);
+    }
     if (rv != 0) {
         return rv;
     }
     res->seq = e->seq;
     res->stored = true;
-    enforce_limits(sm, e->ts_ns,
-                   srv_hmap_get(&sm->subjects, e->subject, e->subject_len));
-    return 0;
+    /* Its own origin timestamp, not the entry's: an old origin message
+     * ages as on the origin. */
+    return enforce_limits(sm, index, e->ts_ns, e->subject, e->subject_len, res);
 }
 
 /* Is live slot s (at seq) chosen by the purge's filter? */
@@ -499,7 +537,7 @@ static int apply_purge(struct srv_stream_sm *sm,
     return 0;
 }
 
-static int apply_config(struct srv_stream_sm *sm,
+static int apply_config(struct srv_stream_sm *sm, uint64_t index,
                         const struct keel_stream_entry *e,
                         struct srv_stream_result *res)
 {
@@ -525,8 +563,7 @@ static int apply_config(struct srv_stream_sm *sm,
     srv_stream_limits_from_config(&cfg, &sm->lim);
     srv_stream_config_free(&cfg);
     sm->configured = true;
-    enforce_limits(sm, sm->last_ts_ns, NULL);
-    return 0;
+    return enforce_limits(sm, index, sm->last_ts_ns, NULL, 0, res);
 }
 
 int srv_stream_sm_apply(struct srv_stream_sm *sm, uint64_t index,
@@ -554,13 +591,12 @@ int srv_stream_sm_apply(struct srv_stream_sm *sm, uint64_t index,
         }
         return 0;
     case KEEL_STREAM_E_CONFIG:
-        return apply_config(sm, e, res);
+        return apply_config(sm, index, e, res);
     case KEEL_STREAM_E_MIRROR:
         return apply_mirror(sm, index, e, res);
     case KEEL_STREAM_E_TICK:
         srv_dedupe_expire(&sm->dedupe, e->ts_ns, sm->lim.duplicate_window_ns);
-        enforce_limits(sm, e->ts_ns, NULL);
-        return 0;
+        return enforce_limits(sm, index, e->ts_ns, NULL, 0, res);
     default:
         return set_detail(res, SRV_JS_EBAD_REQUEST, "unknown entry kind");
     }
@@ -576,7 +612,24 @@ int srv_stream_sm_apply(struct srv_stream_sm *sm, uint64_t index,
  * bytes. */
 #define SNAP_MAGIC_MIRROR 0x3253534bu
 
-static void snap_header(struct keel_wbuf *b, const struct srv_stream_sm *sm)
+/* Does the snapshot carry the TTL section (bit 22)? Only a stream that
+ * uses TTLs or markers, so other streams' snapshots keep their bytes. */
+static bool snap_has_ttl(const struct srv_stream_sm *sm)
+{
+    if (sm->lim.allow_msg_ttl || sm->lim.marker_ttl_ns > 0) {
+        return true;
+    }
+    for (uint64_t seq = sm->base_seq; seq <= sm->last_seq; seq++) {
+        const struct srv_stream_slot *s = srv_stream_sm_get(sm, seq);
+        if (s != NULL && s->ttl != 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void snap_header(struct keel_wbuf *b, const struct srv_stream_sm *sm,
+                        bool ttl)
 {
     const struct srv_stream_limits *l = &sm->lim;
     bool mirror = sm->mirror_pos > 0 || sm->mirror_lost > 0;
@@ -585,7 +638,8 @@ static void snap_header(struct keel_wbuf *b, const struct srv_stream_sm *sm)
         b, (uint64_t)l->retention | (uint64_t)l->discard << 8 |
                (uint64_t)l->deny_delete << 16 | (uint64_t)l->deny_purge << 17 |
                (uint64_t)l->sealed << 18 | (uint64_t)sm->configured << 19 |
-               (uint64_t)l->discard_new_per_subject << 20);
+               (uint64_t)l->discard_new_per_subject << 20 |
+               (uint64_t)l->allow_msg_ttl << 21 | (uint64_t)ttl << 22);
     int64_t v[6] = {l->max_msgs,     l->max_bytes,  l->max_msgs_per_subject,
                     l->max_msg_size, l->max_age_ns, l->duplicate_window_ns};
     for (int i = 0; i < 6; i++) {
@@ -635,7 +689,8 @@ int srv_stream_sm_snapshot(const struct srv_stream_sm *sm, uint8_t **out,
     srv_hmap_init(&idx);
     *out = NULL;
     *len = 0;
-    snap_header(&b, sm);
+    bool ttl = snap_has_ttl(sm);
+    snap_header(&b, sm, ttl);
     int rv = snap_subjects(&b, sm, &idx);
     keel_wbuf_u64(&b, sm->msgs);
     for (uint64_t seq = sm->base_seq; rv == 0 && seq <= sm->last_seq; seq++) {
@@ -657,6 +712,24 @@ int srv_stream_sm_snapshot(const struct srv_stream_sm *sm, uint8_t **out,
         keel_wbuf_u64(&b, (uint64_t)e->ts_ns);
         keel_wbuf_u64(&b, e->seq);
     }
+    if (ttl) {
+        /* The TTL section: the marker TTL, then every live slot with a
+         * TTL or a marker, in seq order. */
+        uint64_t n = 0;
+        for (uint64_t seq = sm->base_seq; seq <= sm->last_seq; seq++) {
+            const struct srv_stream_slot *s = srv_stream_sm_get(sm, seq);
+            n += s != NULL && s->ttl != 0;
+        }
+        keel_wbuf_u64(&b, (uint64_t)sm->lim.marker_ttl_ns);
+        keel_wbuf_u64(&b, n);
+        for (uint64_t seq = sm->base_seq; seq <= sm->last_seq; seq++) {
+            const struct srv_stream_slot *s = srv_stream_sm_get(sm, seq);
+            if (s != NULL && s->ttl != 0) {
+                keel_wbuf_u64(&b, seq);
+                keel_wbuf_u64(&b, s->ttl);
+            }
+        }
+    }
     srv_hmap_close(&idx);
     if (rv != 0 || b.oom) {
         free(b.p);
@@ -667,7 +740,8 @@ int srv_stream_sm_snapshot(const struct srv_stream_sm *sm, uint8_t **out,
     return 0;
 }
 
-static int restore_header(struct srv_stream_sm *sm, struct keel_rbuf *r)
+static int restore_header(struct srv_stream_sm *sm, struct keel_rbuf *r,
+                          bool *ttl)
 {
     struct srv_stream_limits *l = &sm->lim;
     uint64_t magic = keel_rbuf_u64(r);
@@ -676,7 +750,7 @@ static int restore_header(struct srv_stream_sm *sm, struct keel_rbuf *r)
     }
     uint64_t f = keel_rbuf_u64(r);
     if ((f & 0xff) > SRV_JS_RETENTION_WORKQUEUE ||
-        (f >> 8 & 0xff) > SRV_JS_DISCARD_NEW || f >> 21 != 0) {
+        (f >> 8 & 0xff) > SRV_JS_DISCARD_NEW || f >> 23 != 0) {
         return KEEL_ECORRUPT;
     }
     l->retention = (enum srv_js_retention)(f & 0xff);
@@ -686,6 +760,8 @@ static int restore_header(struct srv_stream_sm *sm, struct keel_rbuf *r)
     l->sealed = f >> 18 & 1;
     sm->configured = f >> 19 & 1;
     l->discard_new_per_subject = f >> 20 & 1;
+    l->allow_msg_ttl = f >> 21 & 1;
+    *ttl = f >> 22 & 1;
     int64_t *v[6] = {&l->max_msgs,     &l->max_bytes,  &l->max_msgs_per_subject,
                      &l->max_msg_size, &l->max_age_ns, &l->duplicate_window_ns};
     for (int i = 0; i < 6; i++) {
@@ -725,6 +801,7 @@ static int restore_slots(struct srv_stream_sm *sm, struct keel_rbuf *r,
                  ts = keel_rbuf_u64(r);
         uint64_t size = keel_rbuf_u64(r), si = keel_rbuf_u64(r);
         if (r->bad || seq <= prev || seq > last || si == 0 || si > nsubj ||
+            size > UINT32_MAX ||
             (prev > 0 && seq - prev > SRV_STREAM_MSGS_MAX)) {
             return KEEL_ECORRUPT;
         }
@@ -740,7 +817,7 @@ static int restore_slots(struct srv_stream_sm *sm, struct keel_rbuf *r,
             sm->deleted++;
         }
         struct srv_stream_subj *sj = dict[si - 1];
-        struct srv_stream_slot v = {index, (int64_t)ts, sj, size};
+        struct srv_stream_slot v = {index, (int64_t)ts, sj, (uint32_t)size, 0};
         int rv = ring_push(sm, &v);
         if (rv != 0) {
             return rv;
@@ -777,6 +854,31 @@ static int restore_dedupe(struct srv_stream_sm *sm, struct keel_rbuf *r)
     return 0;
 }
 
+/* The TTL section (snap_has_ttl): each seq must be live, in increasing
+ * order; then the heap is rebuilt from the slots. */
+static int restore_ttl(struct srv_stream_sm *sm, struct keel_rbuf *r)
+{
+    int64_t mttl = (int64_t)keel_rbuf_u64(r);
+    uint64_t n = keel_rbuf_u64(r), prev = 0;
+    if (r->bad || mttl < 0 || (mttl > 0 && mttl < SRV_MSG_TTL_NS_MIN) ||
+        n > sm->msgs) {
+        return KEEL_ECORRUPT;
+    }
+    sm->lim.marker_ttl_ns = mttl;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t seq = keel_rbuf_u64(r);
+        uint64_t ttl = keel_rbuf_u64(r);
+        struct srv_stream_slot *s = slot_at(sm, seq);
+        if (r->bad || seq <= prev || s == NULL || s->subj == NULL || ttl == 0 ||
+            ttl > UINT32_MAX || ttl >> 30 > SRV_STREAM_MARKER_HDR) {
+            return KEEL_ECORRUPT;
+        }
+        s->ttl = (uint32_t)ttl;
+        prev = seq;
+    }
+    return srv_stream_sm__ttl_rebuild(sm);
+}
+
 static int restore_dict(struct srv_stream_sm *sm, struct keel_rbuf *r,
                         struct srv_stream_subj ***dict, uint64_t *n)
 {
@@ -808,7 +910,8 @@ int srv_stream_sm_restore(struct srv_stream_sm *sm, const uint8_t *buf,
     struct keel_rbuf r = {buf, len, 0, false};
     struct srv_stream_subj **dict = NULL;
     uint64_t nsubj = 0;
-    int rv = restore_header(sm, &r);
+    bool ttl = false;
+    int rv = restore_header(sm, &r, &ttl);
     if (rv == 0) {
         rv = restore_dict(sm, &r, &dict, &nsubj);
     }
@@ -822,6 +925,9 @@ int srv_stream_sm_restore(struct srv_stream_sm *sm, const uint8_t *buf,
     }
     if (rv == 0) {
         rv = restore_dedupe(sm, &r);
+    }
+    if (rv == 0 && ttl) {
+        rv = restore_ttl(sm, &r);
     }
     if (rv == 0 && r.off != len) {
         rv = KEEL_ECORRUPT;

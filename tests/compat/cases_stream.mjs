@@ -16,6 +16,8 @@ const REFUSED = 'Keel refuses a JetStream option it does not implement ' +
   'nats-server implements it';
 const PURGED = 'nats-server\'s purge error reply carries the empty ' +
   'success field purged: 0; keeld\'s error replies carry only type and error';
+const TTL211 = 'Keel follows nats-server 2.11 on per-message TTL ' +
+  '(docs/decisions/0034-per-message-ttl-in-the-state-machine.md)';
 const BYTES = 'Keel counts a message as subject + headers + payload bytes; ' +
   'nats-server adds its file store record overhead (about 30 bytes a ' +
   'message)';
@@ -576,8 +578,7 @@ export const cases = [
     },
   },
   {
-    name: 'a consumer with replay_policy original is refused',
-    intended: { error: REFUSED, replay: REFUSED },
+    name: 'a consumer with replay_policy original',
     run: async (ctx) => {
       await create(ctx);
       const r = await api(ctx, `CONSUMER.CREATE.${ctx.uniq}.r`, {
@@ -627,14 +628,34 @@ export const cases = [
     },
   },
   {
-    name: 'a publish with a Nats-TTL header Keel does not implement',
-    intended: { '': 'keeld refuses a Nats-TTL publish (10166) rather than store a message that would never expire; nats-server 2.9.10 does not know the header and stores it' },
+    name: 'a publish with a Nats-TTL header to a stream without allow_msg_ttl',
+    intended: { '': TTL211 + ': without allow_msg_ttl a Nats-TTL publish is refused (10166 \'per-message TTL is disabled\'); nats-server 2.9.10 does not know the header and stores the message forever' },
     run: async (ctx) => {
       await create(ctx);
       const h = headers();
       h.set('Nats-TTL', '1s');
       const r = await pub(ctx, `${ctx.uniq}.a`, 'x', { headers: h });
       return r.error?.err_code ?? r.seq;
+    },
+  },
+  {
+    name: 'a stream with allow_msg_ttl expires a Nats-TTL message',
+    intended: {
+      allow: TTL211 + ': the config echoes allow_msg_ttl; nats-server 2.9.10 does not know the field and drops it',
+      messages: TTL211 + ': the message goes when its 1s TTL passes; nats-server 2.9.10 keeps it',
+    },
+    run: async (ctx) => {
+      const c = await create(ctx, { allow_msg_ttl: true });
+      const h = headers();
+      h.set('Nats-TTL', '1s');
+      const r = await pub(ctx, `${ctx.uniq}.a`, 'x', { headers: h });
+      // Bounded: keeld's 1s tick removes it within about 2s.
+      let messages = 1;
+      for (let t = 0; t < 100 && messages !== 0; t++) {
+        await new Promise((res) => setTimeout(res, 50));
+        messages = (await api(ctx, `STREAM.INFO.${ctx.uniq}`, '')).state.messages;
+      }
+      return { allow: c.config?.allow_msg_ttl ?? null, seq: r.seq, messages };
     },
   },
   {

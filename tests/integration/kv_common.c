@@ -23,3 +23,17 @@ void kv_history_ops(kvStore *kv, const char *key, char *out, size_t cap)
     out[n] = '\0';
     kvEntryList_Destroy(&l);
 }
+
+json_t *kv_api_json(natsConnection *nc, const char *subject, const char *body,
+                    int timeout_ms)
+{
+    natsMsg *m = NULL;
+    assert_int_equal(
+        natsConnection_RequestString(&m, nc, subject, body, timeout_ms),
+        NATS_OK);
+    json_t *o = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
+                           0, NULL);
+    natsMsg_Destroy(m);
+    assert_non_null(o);
+    return o;
+}

@@ -1,20 +1,25 @@
 /* JetStream consumers through a real keeld with the real libnats client:
  * pull fetch + ack, push and queue push, redelivery after ack_wait,
  * max_deliver, every deliver and ack policy, interest and workqueue
- * retention, a restart that keeps the consumer's position, and a damaged
- * record that is never skipped. */
+ * retention, a restart that keeps the consumer's position, a damaged
+ * record that is never skipped, a consumer paused by pause_until and
+ * $JS.API.CONSUMER.PAUSE (nats-server 2.11), and replay_policy original
+ * keeping the stored messages' spacing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <jansson.h>
 #include <nats/nats.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness.h"
+#include "kv_common.h"
 
 #define WAIT_MS 5000
 #define MS (1000LL * 1000)
@@ -299,7 +304,9 @@ static void push_consumer_delivers_every_message_once(void **state)
         natsMsg *m = NULL;
         assert_int_equal(natsSubscription_NextMsg(&m, sub, WAIT_MS), NATS_OK);
         assert_int_equal(stream_seq(m, NULL), i);
-        assert_int_equal(natsMsg_Ack(m, NULL), NATS_OK);
+        assert_int_equal(
+            natsConnection_PublishString(f->nc, natsMsg_GetReply(m), "+ACK"),
+            NATS_OK);
         natsMsg_Destroy(m);
     }
     natsMsg *m = NULL;
@@ -703,6 +710,180 @@ static void a_record_that_fails_its_checksum_is_never_skipped(void **state)
     natsSubscription_Destroy(sub);
 }
 
+/* ---- pause_until (libnats 3.4 has no pause API: raw requests) ---- */
+
+/* RFC3339 of now + ms, UTC. */
+static void time_in(long long ms, char *buf, size_t len)
+{
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long ns =
+        (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec + ms * 1000000LL;
+    time_t sec = (time_t)(ns / 1000000000LL);
+    gmtime_r(&sec, &tm);
+    size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + n, len - n, ".%09lldZ", ns % 1000000000LL);
+}
+
+static json_t *request_json(struct fixture *f, const char *subject,
+                            const char *body)
+{
+    return kv_api_json(f->nc, subject, body, WAIT_MS);
+}
+
+/* One pull of a message from PAUSED.P, waiting up to expires_ms: its
+ * data length, or -1 when the pull ended with a status (408) instead. */
+static int pull_one(struct fixture *f, int expires_ms)
+{
+    natsSubscription *sub = NULL;
+    natsMsg *m = NULL;
+    char inbox[64], body[96];
+    snprintf(inbox, sizeof inbox, "_INBOX.pause%lld", h_now_ms());
+    assert_int_equal(natsConnection_SubscribeSync(&sub, f->nc, inbox), NATS_OK);
+    snprintf(body, sizeof body, "{\"batch\":1,\"expires\":%lld}",
+             (long long)expires_ms * 1000000LL);
+    assert_int_equal(
+        natsConnection_PublishRequestString(
+            f->nc, "$JS.API.CONSUMER.MSG.NEXT.PAUSED.P", inbox, body),
+        NATS_OK);
+    assert_int_equal(natsSubscription_NextMsg(&m, sub, expires_ms + WAIT_MS),
+                     NATS_OK);
+    const char *st = NULL;
+    int len = natsMsgHeader_Get(m, "Status", &st) == NATS_OK
+                  ? -1
+                  : natsMsg_GetDataLength(m);
+    if (len >= 0) {
+        assert_int_equal(
+            natsConnection_PublishString(f->nc, natsMsg_GetReply(m), "+ACK"),
+            NATS_OK);
+    }
+    natsMsg_Destroy(m);
+    natsSubscription_Destroy(sub);
+    return len;
+}
+
+static void a_paused_consumer_delivers_nothing_until_its_time(void **state)
+{
+    struct fixture *f = *state;
+    char until[64], body[256];
+    add_stream(f, "PAUSED", js_LimitsPolicy);
+    publish(f, "PAUSED.a", "one");
+    publish(f, "PAUSED.a", "two");
+    time_in(3600 * 1000, until, sizeof until);
+    snprintf(body, sizeof body,
+             "{\"stream_name\":\"PAUSED\",\"config\":{\"durable_name\":"
+             "\"P\",\"ack_policy\":\"explicit\",\"pause_until\":\"%s\"}}",
+             until);
+    json_t *o = request_json(f, "$JS.API.CONSUMER.CREATE.PAUSED.P", body);
+    assert_true(json_is_true(json_object_get(o, "paused")));
+    assert_true(json_integer_value(json_object_get(o, "pause_remaining")) > 0);
+    assert_non_null(
+        json_object_get(json_object_get(o, "config"), "pause_until"));
+    json_decref(o);
+    assert_int_equal(pull_one(f, 300), -1); /* 408: nothing while paused */
+
+    /* Resume: an empty PAUSE body. */
+    o = request_json(f, "$JS.API.CONSUMER.PAUSE.PAUSED.P", "");
+    assert_string_equal(json_string_value(json_object_get(o, "type")),
+                        "io.nats.jetstream.api.v1.consumer_pause_response");
+    assert_true(json_is_false(json_object_get(o, "paused")));
+    assert_string_equal(json_string_value(json_object_get(o, "pause_until")),
+                        "0001-01-01T00:00:00Z");
+    json_decref(o);
+    assert_int_equal(pull_one(f, 2000), 3);
+
+    /* Pause for 1.5 s: the next message waits for the leader's clock. */
+    time_in(1500, until, sizeof until);
+    snprintf(body, sizeof body, "{\"pause_until\":\"%s\"}", until);
+    o = request_json(f, "$JS.API.CONSUMER.PAUSE.PAUSED.P", body);
+    assert_true(json_is_true(json_object_get(o, "paused")));
+    json_decref(o);
+    jsConsumerInfo *ci = consumer_info(f, "PAUSED", "P");
+    jsConsumerInfo_Destroy(ci);
+    o = request_json(f, "$JS.API.CONSUMER.INFO.PAUSED.P", "");
+    assert_true(json_is_true(json_object_get(o, "paused")));
+    json_decref(o);
+    long long t0 = h_now_ms();
+    assert_int_equal(pull_one(f, 5000), 3);
+    assert_true(h_now_ms() - t0 >= 1000);
+    o = request_json(f, "$JS.API.CONSUMER.INFO.PAUSED.P", "");
+    assert_null(json_object_get(o, "paused"));
+    json_decref(o);
+    o = request_json(f, "$JS.API.CONSUMER.PAUSE.PAUSED.NOPE", "");
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_object_get(o, "error"), "err_code")),
+                     10014);
+    json_decref(o);
+}
+
+/* ---- replay_policy original ---- */
+
+struct elapsed {
+    long long since, ms;
+};
+
+static bool elapsed(void *arg)
+{
+    const struct elapsed *e = arg;
+    return h_now_ms() - e->since >= e->ms;
+}
+
+/* Stored 400 ms apart, the three messages are replayed 400 ms apart (the
+ * consumer engine's 10 ms tick aside); an instant consumer gets them at
+ * once. */
+static void replay_original_keeps_the_stored_spacing(void **state)
+{
+    struct fixture *f = *state;
+    add_stream(f, "REPLAY", js_LimitsPolicy);
+    for (int i = 0; i < 3; i++) {
+        struct elapsed e = {h_now_ms(), 400};
+        publish(f, "REPLAY.a", "m");
+        if (i < 2) {
+            assert_true(h_poll(elapsed, &e, WAIT_MS));
+        }
+    }
+    const char *kinds[] = {"original", "instant"};
+    for (int k = 0; k < 2; k++) {
+        char body[256], subj[96], inbox[64];
+        snprintf(body, sizeof body,
+                 "{\"stream_name\":\"REPLAY\",\"config\":{\"durable_name\":"
+                 "\"R%d\",\"ack_policy\":\"none\",\"replay_policy\":\"%s\"}}",
+                 k, kinds[k]);
+        snprintf(subj, sizeof subj, "$JS.API.CONSUMER.CREATE.REPLAY.R%d", k);
+        json_t *o = request_json(f, subj, body);
+        assert_string_equal(json_string_value(json_object_get(
+                                json_object_get(o, "config"), "replay_policy")),
+                            kinds[k]);
+        json_decref(o);
+        natsSubscription *sub = NULL;
+        snprintf(inbox, sizeof inbox, "_INBOX.replay%d", k);
+        assert_int_equal(natsConnection_SubscribeSync(&sub, f->nc, inbox),
+                         NATS_OK);
+        snprintf(subj, sizeof subj, "$JS.API.CONSUMER.MSG.NEXT.REPLAY.R%d", k);
+        assert_int_equal(
+            natsConnection_PublishRequestString(
+                f->nc, subj, inbox, "{\"batch\":3,\"expires\":5000000000}"),
+            NATS_OK);
+        long long at[3];
+        for (int i = 0; i < 3; i++) {
+            natsMsg *m = NULL;
+            assert_int_equal(natsSubscription_NextMsg(&m, sub, WAIT_MS),
+                             NATS_OK);
+            assert_int_equal(natsMsg_GetDataLength(m), 1);
+            at[i] = h_now_ms();
+            natsMsg_Destroy(m);
+        }
+        natsSubscription_Destroy(sub);
+        if (k == 0) {
+            assert_true(at[1] - at[0] >= 350 && at[2] - at[1] >= 350);
+            assert_true(at[2] - at[0] < 2000);
+        } else {
+            assert_true(at[2] - at[0] < 300);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -721,6 +902,8 @@ int main(void)
         T(stream_max_consumers_refuses_one_more),
         T(restart_keeps_the_consumer_position),
         T(a_record_that_fails_its_checksum_is_never_skipped),
+        T(a_paused_consumer_delivers_nothing_until_its_time),
+        T(replay_original_keeps_the_stored_spacing),
 #undef T
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "kv_common.h"
 
 #define WAIT_MS 10000
 
@@ -74,15 +75,7 @@ static int teardown(void **state)
 
 static json_t *api(struct fixture *f, const char *subject, const char *body)
 {
-    natsMsg *m = NULL;
-    assert_int_equal(
-        natsConnection_RequestString(&m, f->nc, subject, body, WAIT_MS),
-        NATS_OK);
-    json_t *o = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m),
-                           0, NULL);
-    natsMsg_Destroy(m);
-    assert_non_null(o);
-    return o;
+    return kv_api_json(f->nc, subject, body, WAIT_MS);
 }
 
 static void api_ok(struct fixture *f, const char *subject, const char *body)

@@ -208,7 +208,9 @@ export async function apiError(p) {
   try {
     await p;
   } catch (e) {
-    return e.api_error ?? { description: e.message };
+    // nats.js v2 has api_error, v3 (JetStreamApiError) apiError().
+    return e.api_error ?? (typeof e.apiError === 'function' ? e.apiError() : null) ??
+      { description: e.message };
   }
   throw new Error('the request was accepted');
 }

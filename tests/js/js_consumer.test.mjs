@@ -1,10 +1,10 @@
 // nats.js against keeld: JetStream consumers (consumers.get(...).fetch and
 // consume with acks, an ordered consumer, a push consumer through the old
-// subscribe API).
+// subscribe API, replay_policy original).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { AckPolicy, connect, consumerOpts, StringCodec } from 'nats';
-import { startServer } from './harness.mjs';
+import { AckPolicy, connect, consumerOpts, ReplayPolicy, StringCodec } from 'nats';
+import { startServer, waitFor } from './harness.mjs';
 
 const sc = StringCodec();
 const WAIT_MS = 5000;
@@ -121,5 +121,28 @@ describe('nats.js consumers on keeld', () => {
     }
     const ci = await jsm.consumers.info('PUSHJS', 'P');
     assert.equal(ci.delivered.stream_seq, 5);
+  });
+
+  it('replays with the original spacing under replay_policy original', async () => {
+    await jsm.streams.add({ name: 'REPLAYJS', subjects: ['REPLAYJS.>'] });
+    for (let i = 0; i < 2; i++) {
+      const t0 = Date.now();
+      await js.publish('REPLAYJS.a', sc.encode(`m${i}`));
+      if (i === 0) {
+        await waitFor(async () => Date.now() - t0 >= 400, WAIT_MS, 'a 400 ms gap');
+      }
+    }
+    await jsm.consumers.add('REPLAYJS', { durable_name: 'orig',
+      ack_policy: AckPolicy.None, replay_policy: ReplayPolicy.Original });
+    const c = await js.consumers.get('REPLAYJS', 'orig');
+    const at = [];
+    for await (const m of await c.fetch({ max_messages: 2, expires: WAIT_MS })) {
+      at.push(Date.now());
+      if (m.seq === 2) {
+        break;
+      }
+    }
+    assert.equal(at.length, 2);
+    assert.ok(at[1] - at[0] >= 350, `gap ${at[1] - at[0]} ms`);
   });
 });

@@ -1,11 +1,12 @@
 // nats.js against keeld: options keeld does not implement are refused with
-// an error naming them (replay_policy original, Nats-TTL)
+// an error naming them, Nats-TTL is refused without allow_msg_ttl
+// (js_msg_ttl.test.mjs has the rest),
 // instead of being accepted and ignored, and Nats-Rollup works: a Key/Value
 // purge leaves only its marker, a rollup "all" leaves only itself, and the
 // object store (whose meta updates roll up) keeps one meta per object.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { AckPolicy, connect, headers, ReplayPolicy, StringCodec } from 'nats';
+import { connect, headers, StringCodec } from 'nats';
 import { apiError, startServer } from './harness.mjs';
 
 const sc = StringCodec();
@@ -34,25 +35,6 @@ describe('nats.js: options keeld does not implement, and rollups', () => {
     }
   });
 
-  it('refuses replay_policy original instead of replaying at once', async (t) => {
-    if (!keeld) {
-      t.skip('nats-server implements replay original');
-      return;
-    }
-    await jsm.streams.add({ name: 'REPLAY', subjects: ['replay'] });
-    const err = await apiError(jsm.consumers.add('REPLAY', {
-      durable_name: 'orig', ack_policy: AckPolicy.Explicit,
-      replay_policy: ReplayPolicy.Original,
-    }));
-    assert.equal(err.err_code, 10012);
-    assert.match(err.description, /replay_policy original/);
-    const ci = await jsm.consumers.add('REPLAY', {
-      durable_name: 'inst', ack_policy: AckPolicy.Explicit,
-      replay_policy: ReplayPolicy.Instant,
-    });
-    assert.equal(ci.config.replay_policy, 'instant');
-  });
-
   it('refuses a placement it cannot honour: another cluster, tags it lacks',
     async (t) => {
       if (!keeld) {
@@ -76,7 +58,7 @@ describe('nats.js: options keeld does not implement, and rollups', () => {
         /^no suitable peers for placement, tags not matched \['ssd'\]/);
     });
 
-  it('refuses Nats-TTL with the standard 10166', async (t) => {
+  it('refuses Nats-TTL without allow_msg_ttl with the standard 10166', async (t) => {
     if (!keeld) {
       t.skip('nats-server 2.9 ignores Nats-TTL');
       return;

@@ -12,6 +12,7 @@
 #include "keel/error.h"
 #include "keel/limits.h"
 #include "srv_consumer_cfg.h"
+#include "srv_consumer_pause.h"
 #include "srv_js_config.h"
 
 struct fixture {
@@ -219,6 +220,79 @@ static void rfc3339_times_parse_with_offsets_and_fractions(void **state)
     assert_int_equal(srv_js_time_parse("2026-01-01T00:00:00", &t), KEEL_EINVAL);
 }
 
+/* pause_until and the PAUSE answer as nats-server 2.11: an RFC3339 time
+ * kept across an encode and an update, Go's zero time as unset, and the
+ * response's paused / pause_until / pause_remaining. */
+static void pause_until_round_trips_and_answers_as_2_11(void **state)
+{
+    struct fixture *f = *state;
+    const int64_t t = 1893456000LL * 1000000000LL; /* 2030-01-01 */
+    assert_int_equal(parse(f, &f->a,
+                           "{\"durable_name\":\"D\","
+                           "\"pause_until\":\"2030-01-01T00:00:00Z\"}"),
+                     0);
+    assert_int_equal(f->a.pause_until_ns, t);
+    int64_t left = 0;
+    assert_true(srv_consumer_paused(&f->a, t - 5, &left));
+    assert_int_equal(left, 5);
+    assert_false(srv_consumer_paused(&f->a, t, &left));
+    assert_int_equal(left, 0);
+    assert_int_equal(srv_consumer_config_encode(&f->a, &f->j, f->errmsg), 0);
+    assert_string_equal(json_string_value(json_object_get(f->j, "pause_until")),
+                        "2030-01-01T00:00:00.000000000Z");
+    assert_int_equal(parse(f, &f->b,
+                           "{\"durable_name\":\"D\",\"pause_until\":"
+                           "\"0001-01-01T00:00:00Z\"}"),
+                     0);
+    assert_int_equal(f->b.pause_until_ns, 0);
+    /* An update may pause or resume. */
+    assert_int_equal(
+        srv_consumer_config_update_check(&f->b, &f->a, &f->jerr, f->errmsg), 0);
+    assert_int_equal(parse(f, &f->b, "{\"pause_until\":5}"), KEEL_EINVAL);
+    assert_int_equal(f->jerr, SRV_JS_ECONSUMER_CONFIG);
+
+    int64_t until = -1;
+    assert_int_equal(
+        srv_consumer_pause_request("", 0, &until, &f->jerr, f->errmsg), 0);
+    assert_int_equal(until, 0);
+    const char *body = "{\"pause_until\":\"2030-01-01T00:00:00Z\"}";
+    assert_int_equal(srv_consumer_pause_request(body, strlen(body), &until,
+                                                &f->jerr, f->errmsg),
+                     0);
+    assert_int_equal(until, t);
+    assert_int_equal(
+        srv_consumer_pause_request("{", 1, &until, &f->jerr, f->errmsg),
+        KEEL_EINVAL);
+    assert_int_equal(f->jerr, SRV_JS_EINVALID_JSON);
+    json_t *r = srv_consumer_pause_response(t, t - 7);
+    assert_true(json_is_true(json_object_get(r, "paused")));
+    assert_int_equal(json_integer_value(json_object_get(r, "pause_remaining")),
+                     7);
+    json_decref(r);
+    r = srv_consumer_pause_response(0, t);
+    assert_true(json_is_false(json_object_get(r, "paused")));
+    assert_string_equal(json_string_value(json_object_get(r, "pause_until")),
+                        "0001-01-01T00:00:00Z");
+    assert_null(json_object_get(r, "pause_remaining"));
+    json_decref(r);
+}
+
+/* replay original: the gap between stored times, counted from when the
+ * message first came up; the first message and gaps <= 1 ms go at once. */
+static void replay_original_waits_the_stored_gap(void **state)
+{
+    (void)state;
+    const int64_t ms = 1000000;
+    int64_t at = 0;
+    assert_false(srv_consumer_replay_wait(0, 5 * ms, 100 * ms, &at));
+    assert_false(srv_consumer_replay_wait(5 * ms, 6 * ms, 100 * ms, &at));
+    assert_true(srv_consumer_replay_wait(5 * ms, 405 * ms, 100 * ms, &at));
+    assert_int_equal(at, 500 * ms);
+    assert_true(srv_consumer_replay_wait(5 * ms, 405 * ms, 499 * ms, &at));
+    assert_false(srv_consumer_replay_wait(5 * ms, 405 * ms, 500 * ms, &at));
+    assert_int_equal(at, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -242,6 +316,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             rfc3339_times_parse_with_offsets_and_fractions, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            pause_until_round_trips_and_answers_as_2_11, setup, teardown),
+        cmocka_unit_test_setup_teardown(replay_original_waits_the_stored_gap,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -85,6 +85,9 @@ static void stream_defaults_and_client_bodies_are_accepted(void **state)
         "{\"name\":\"S\",\"mirror\":{\"name\":\"O\"},\"sources\":"
         "[{\"name\":\"P\"}]}",
         "{\"name\":\"S\",\"mirror_direct\":true}",
+        /* Implemented (srv_js_config_ttl.c): checked by the config. */
+        "{\"name\":\"S\",\"allow_msg_ttl\":true,"
+        "\"subject_delete_marker_ttl\":1000000000}",
         /* libnats 3.4 js_AddStream with jsStreamConfig_Init defaults. */
         "{\"name\":\"S1\",\"subjects\":[\"s1\"],\"retention\":\"limits\","
         "\"max_consumers\":-1,\"max_msgs\":-1,\"max_bytes\":-1,\"max_age\":0,"
@@ -115,9 +118,6 @@ static void stream_fields_keeld_does_not_implement_are_refused(void **state)
          "[{\"src\":\">\",\"dest\":\"x.>\"}]}}",
          "mirror subject_transforms"},
         {"{\"name\":\"S\",\"template_owner\":\"T\"}", "template_owner"},
-        {"{\"name\":\"S\",\"allow_msg_ttl\":true}", "allow_msg_ttl"},
-        {"{\"name\":\"S\",\"subject_delete_marker_ttl\":1000000000}",
-         "subject_delete_marker_ttl"},
         {"{\"name\":\"S\",\"allow_msg_counter\":true}", "allow_msg_counter"},
         {"{\"name\":\"S\",\"allow_atomic\":true}", "allow_atomic"},
         {"{\"name\":\"S\",\"allow_msg_schedules\":true}",
@@ -198,14 +198,12 @@ static void consumer_fields_keeld_does_not_implement_are_refused(void **state)
         const char *body;
         const char *field;
     } bad[] = {
-        {"{\"replay_policy\":\"original\"}", "replay_policy original"},
         {"{\"rate_limit_bps\":1024}", "rate_limit_bps"},
         {"{\"sample_freq\":\"100%\"}", "sample_freq"},
         {"{\"direct\":true}", "direct"},
         {"{\"priority_groups\":[\"g\"]}", "priority_groups"},
         {"{\"priority_policy\":\"overflow\"}", "priority_policy"},
         {"{\"priority_timeout\":5000000000}", "priority_timeout"},
-        {"{\"pause_until\":\"2030-01-01T00:00:00Z\"}", "pause_until"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(consumer(f, bad[i].body), KEEL_EINVAL);
@@ -238,6 +236,32 @@ static void publish_headers_keeld_does_not_implement_are_refused(void **state)
     assert_non_null(strstr(f->errmsg, "Nats-Batch-Id"));
 }
 
+/* nats-server 2.11's clustered check: without allow_msg_ttl every TTL
+ * (an invalid one too) is 10166; with it an invalid one is 10165. */
+static void nats_ttl_needs_allow_msg_ttl_and_a_valid_value(void **state)
+{
+    struct fixture *f = *state;
+    const char *bad = "NATS/1.0\r\nNats-TTL: 500ms\r\n\r\n";
+    const char *good[] = {"NATS/1.0\r\nNats-TTL: 5s\r\n\r\n",
+                          "NATS/1.0\r\nNats-TTL: 60\r\n\r\n",
+                          "NATS/1.0\r\nNats-TTL: never\r\n\r\n"};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(headers(f, good[i]), KEEL_EINVAL);
+        assert_int_equal(f->jerr, SRV_JS_ETTL_DISABLED);
+    }
+    assert_int_equal(headers(f, bad), KEEL_EINVAL);
+    assert_int_equal(f->jerr, SRV_JS_ETTL_DISABLED);
+    f->cfg.allow_msg_ttl = true;
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(headers(f, good[i]), 0);
+    }
+    assert_int_equal(headers(f, bad), KEEL_EINVAL);
+    assert_int_equal(f->jerr, SRV_JS_ETTL_INVALID);
+    assert_int_equal(headers(f, "NATS/1.0\r\nNats-TTL: -5\r\n\r\n"),
+                     KEEL_EINVAL);
+    assert_int_equal(f->jerr, SRV_JS_ETTL_INVALID);
+}
+
 static void rollup_needs_allow_rollup_hdrs_and_a_valid_value(void **state)
 {
     struct fixture *f = *state;
@@ -267,6 +291,7 @@ int main(void)
         T(consumer_defaults_and_client_bodies_are_accepted),
         T(consumer_fields_keeld_does_not_implement_are_refused),
         T(publish_headers_keeld_does_not_implement_are_refused),
+        T(nats_ttl_needs_allow_msg_ttl_and_a_valid_value),
         T(rollup_needs_allow_rollup_hdrs_and_a_valid_value),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

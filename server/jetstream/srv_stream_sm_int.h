@@ -1,0 +1,40 @@
+/* srv_stream_sm_int: what the stream state machine's files share
+ * (srv_stream_sm_state.c, srv_stream_sm_ttl.c). Not for other modules. */
+#ifndef KEEL_SRV_STREAM_SM_INT_H
+#define KEEL_SRV_STREAM_SM_INT_H
+
+#include "srv_stream_sm.h"
+
+/* The slot of seq (live or deleted), or NULL outside the ring. */
+struct srv_stream_slot *srv_stream_sm__slot(const struct srv_stream_sm *sm,
+                                            uint64_t seq);
+
+/* Store a message as seq last_seq + 1 (no checks); 0, KEEL_ENOMEM or
+ * KEEL_ELIMIT. */
+KEEL_MUST_USE int srv_stream_sm__store(struct srv_stream_sm *sm, uint64_t index,
+                                       int64_t ts, const char *subj,
+                                       size_t slen, uint64_t size);
+
+/* ---- srv_stream_sm_ttl.c ---- */
+
+/* Give the message just stored at seq the TTL its header asks for (only
+ * when the stream allows TTLs). 0 or KEEL_ENOMEM. */
+KEEL_MUST_USE int srv_stream_sm__ttl_set(struct srv_stream_sm *sm, uint64_t seq,
+                                         const char *hdr, size_t hdr_len);
+
+/* Remove what max_age and the TTLs expire at entry time now_ns (the entry
+ * at index), leaving a subject delete marker where the stream asks for
+ * them. 0, KEEL_ENOMEM or KEEL_ELIMIT. */
+KEEL_MUST_USE int srv_stream_sm__expire(struct srv_stream_sm *sm,
+                                        uint64_t index, int64_t now_ns,
+                                        struct srv_stream_result *res);
+
+/* Rebuild the TTL heap and count from the slots (after a restore).
+ * 0 or KEEL_ENOMEM. */
+KEEL_MUST_USE int srv_stream_sm__ttl_rebuild(struct srv_stream_sm *sm);
+
+/* A slot with a TTL left (a removal keeps ttl_live exact). */
+void srv_stream_sm__ttl_forget(struct srv_stream_sm *sm,
+                               const struct srv_stream_slot *s);
+
+#endif
