@@ -50,7 +50,7 @@ enum srv_cluster_kind {
     /* [gid, raft msg, gid, raft msg, ...] of several groups
      * (srv_cluster_batch.c); handled by the core, not a registered kind. */
     SRV_CLUSTER_GROUP_BATCH = 11,
-    SRV_CLUSTER_EXT_12 = 12, /* spare */
+    SRV_CLUSTER_JS_MIRROR = 12, /* a mirror's reads of an origin elsewhere */
     SRV_CLUSTER_KIND_MAX = 12,
 };
 #define SRV_CLUSTER_KIND_EXT_MIN 8

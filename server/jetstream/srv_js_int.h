@@ -63,6 +63,19 @@ struct srv_mirror_pump {
     uint32_t backoff_ms;  /* the next wait after a failed read */
     enum srv_js_err jerr; /* the origin's last error; SRV_JS_OK none */
     char why[SRV_JS_ERR_DESC_BYTES_MAX];
+    /* Reading an origin this node holds no intact replica of, through
+     * the cluster (srv_stream_mirror_net.c): the one read in flight
+     * (req_id 0: none), the reply's records not proposed yet, and the
+     * origin's last seq as the serving node last said. */
+    uint64_t req_id;
+    int64_t req_ns;       /* monotonic time the read was sent */
+    uint32_t tries;       /* reads failed in a row: which node to ask */
+    uint8_t *rbuf;        /* a copy of the reply frame, NULL none */
+    size_t rpos, rlen;    /* the next record's offset, the frame's size */
+    uint32_t rleft;       /* records not proposed yet */
+    uint64_t rnext;       /* the read continues there once they are */
+    bool rmore;           /* the server stopped at a bound: read again */
+    uint64_t origin_last; /* the origin's last seq, remote reads only */
 };
 
 struct srv_stream {
@@ -327,10 +340,54 @@ void srv_stream_maybe_tick(struct srv_stream *st, int64_t now_ns);
 /* Start and stop the timer that runs every mirror's pump on its leader. */
 void srv_js_mirror_open(struct srv_js *js);
 void srv_js_mirror_close(struct srv_js *js);
-/* A mirror whose origin has a replica on this node and on no other peer
- * of the mirror: its leadership stays here (lame duck mode hands it
- * over no more than an R1 stream's, as no other peer could pump). */
-bool srv_stream_mirror_pinned(const struct srv_stream *st);
+/* One record a read of the origin yields: the message at origin seq
+ * (m NULL: a position-only record past seqs the origin dropped unseen)
+ * and how many origin seqs before it were dropped unseen. */
+struct srv_mirror_rec {
+    uint64_t seq;
+    uint64_t lost;
+    const struct srv_stream_msg *m;
+};
+/* Takes one record; nonzero stops the read before it (not consumed). */
+typedef int (*srv_mirror_emit_fn)(void *arg, const struct srv_mirror_rec *r);
+/* Read the applied state of origin o from *next on (a replica on this
+ * node, every message committed), filter (NULL: all) and opt_start_time
+ * since (0: none) applied, emitting at most max records in seq order;
+ * *next moves past what was emitted or skipped. Work is bounded by
+ * SRV_STREAM_SCAN_MAX skips. Returns true when more may follow at once
+ * (a record emitted or the scan bound reached); a store error sets
+ * *failed (a KEEL_E*) and err. (srv_stream_mirror.c) */
+bool srv_stream_mirror__read(struct srv_stream *o, uint64_t *next,
+                             const char *filter, int64_t since, uint32_t max,
+                             srv_mirror_emit_fn emit, void *arg, int *failed,
+                             char *err);
+/* Can this node's replica of o be read (placed, opened, not failed, not
+ * amnesiac)? */
+bool srv_stream_mirror__readable(const struct srv_stream *o);
+/* Propose one record as a MIRROR entry of mirror st (srv_stream_mirror.c).
+ * Returns 0 or a KEEL_E* (KEEL_EBUSY: the proposal queue is full). */
+int srv_stream_mirror__propose(struct srv_stream *st,
+                               const struct srv_mirror_rec *r, char *err);
+/* The pump's step for an origin on no intact replica here: read it
+ * through the cluster from a node that holds one (srv_stream_mirror_net.c,
+ * SRV_CLUSTER_JS_MIRROR frames), proposing while fewer than window
+ * entries are in flight (inflight now). Returns true on progress. */
+bool srv_stream_mirror__remote(struct srv_stream *st, struct srv_stream *o,
+                               uint64_t inflight, uint32_t window);
+/* Forget a remote read in flight and the records not proposed (a new
+ * term, leadership lost, the stream closed). */
+void srv_stream_mirror__drop(struct srv_stream *st);
+/* Register the SRV_CLUSTER_JS_MIRROR handler once the cluster is up, and
+ * clear it at close. */
+void srv_stream_mirror__attach(struct srv_js *js);
+void srv_stream_mirror__detach(struct srv_js *js);
+/* Set a pump's error and back off (doubling, bounded). */
+void srv_stream_mirror__fail(struct srv_stream *st, enum srv_js_err jerr,
+                             const char *why);
+/* The origin was read: clear the error and the backoff. */
+void srv_stream_mirror__contact(struct srv_stream *st);
+/* Run the pumps again now (a reply arrived). */
+void srv_stream_mirror__kick(struct srv_js *js);
 /* The stream info "mirror" block {name, lag, active, error?}; NULL when
  * out of memory. */
 json_t *srv_stream_mirror_info(const struct srv_stream *st);

@@ -56,8 +56,8 @@ uint32_t srv_js_hand_over(struct srv_js *js, bool start)
     ASSERT(js->nstreams <= SRV_JS_STREAMS_MAX);
     for (uint32_t i = 0; i < js->nstreams; i++) {
         struct srv_stream *st = js->streams[i];
-        if (st->failed || st->r == NULL || srv_stream_mirror_pinned(st)) {
-            continue; /* a pinned mirror's peers would hand it back */
+        if (st->failed || st->r == NULL) {
+            continue;
         }
         snprintf(what, sizeof what, "stream %s", st->cfg.name);
         led += hand_over(st->r, what, start);

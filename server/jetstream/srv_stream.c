@@ -836,6 +836,7 @@ void srv_stream_close(struct srv_stream *st, bool deleted)
         js->cops->stream_closed(st, deleted);
     }
     srv_js_pending_drop_stream(js, st);
+    srv_stream_mirror__drop(st); /* a remote read's kept reply */
     srv_stream_cluster_close(st);
     if (st->r != NULL) {
         replica_close(st->r);

@@ -1,14 +1,14 @@
 /* srv_stream_mirror: the pump of a stream's `mirror`
  * (docs/decisions/0032-mirrors-pull-into-the-log.md). Only the mirror
  * group's leader, in its term, pumps: it reads the origin's applied state
- * on its own node (every message there is committed) and proposes each
- * message as a MIRROR entry carrying the origin seq, timestamp, subject,
- * headers and payload. The position is the applied sm.mirror_pos, part of
- * the mirror's replicated state and snapshot; the apply skips an origin
- * seq not above it, so a new leader that sends again what its
- * predecessor's log already holds never stores a message twice. A
- * leader whose node holds no replica of the origin hands the leadership
- * to a peer that does.
+ * (every message there is committed), on its own node when it holds an
+ * intact replica of the origin, else through the cluster from a node that
+ * does (srv_stream_mirror_net.c), and proposes each message as a MIRROR
+ * entry carrying the origin seq, timestamp, subject, headers and payload.
+ * The position is the applied sm.mirror_pos, part of the mirror's
+ * replicated state and snapshot; the apply skips an origin seq not above
+ * it, so a new leader that sends again what its predecessor's log already
+ * holds never stores a message twice.
  *
  * One timer on the loop runs every pump: at once again while a pump made
  * progress, else every MIRROR_IDLE_MS; an origin that cannot be read is
@@ -34,8 +34,8 @@ static int64_t mono_ns(void)
     return (int64_t)uv_hrtime();
 }
 
-static void pump_fail(struct srv_stream *st, enum srv_js_err jerr,
-                      const char *why)
+void srv_stream_mirror__fail(struct srv_stream *st, enum srv_js_err jerr,
+                             const char *why)
 {
     struct srv_mirror_pump *p = &st->mir;
     if (p->jerr != jerr || strcmp(p->why, why) != 0) {
@@ -51,67 +51,27 @@ static void pump_fail(struct srv_stream *st, enum srv_js_err jerr,
     p->retry_ns = mono_ns() + (int64_t)p->backoff_ms * 1000000;
 }
 
-/* A peer of the mirror's group that also hosts the origin (not this
- * node), or 0. */
-static raft_node peer_with_origin(const struct srv_stream *st,
-                                  const struct srv_stream *o)
+void srv_stream_mirror__contact(struct srv_stream *st)
 {
-    raft_node self = st->js->jc != NULL ? srv_jsc_self_node(st->js->jc) : 0;
-    for (uint32_t i = 0; i < st->place.n; i++) {
-        const struct srv_jsc_member *m = &st->place.m[i];
-        for (uint32_t k = 0; m->node != self && k < o->place.n; k++) {
-            if (o->place.m[k].node == m->node && o->place.m[k].inc == m->inc) {
-                return m->node;
-            }
-        }
-    }
-    return 0;
+    struct srv_mirror_pump *p = &st->mir;
+    p->contact_ns = mono_ns();
+    p->jerr = SRV_JS_OK;
+    p->why[0] = '\0';
+    p->backoff_ms = 0;
+    p->retry_ns = 0;
 }
 
-/* The origin, readable on this node, or NULL (the pump's error set). A
- * leader whose node holds no replica of the origin hands the mirror's
- * leadership to a peer that does, where the pump can read it. */
-static struct srv_stream *origin_here(struct srv_stream *st)
+bool srv_stream_mirror__readable(const struct srv_stream *o)
 {
-    struct srv_stream *o = NULL;
-    char err[KEEL_ERRMSG_MAX];
-    if (srv_js_find_stream(st->js, st->cfg.mirror.name, &o) != 0) {
-        pump_fail(st, SRV_JS_ESTREAM_NOT_FOUND, "stream not found");
-        return NULL;
-    }
-    raft_node to = o->r == NULL || !o->placed ? peer_with_origin(st, o) : 0;
-    if (to != 0 && replica_transfer_leader(st->r, to, err) == 0) {
-        SRV_INFO("js", "mirror %s: leadership to a peer that hosts origin %s",
-                 st->cfg.name, o->cfg.name);
-        pump_fail(st, SRV_JS_EUNAVAILABLE,
-                  "the mirror's leadership moves to a node that hosts the "
-                  "origin");
-        return NULL;
-    }
-    if (o->r == NULL || !o->placed || o->failed || srv_stream_amnesiac(o)) {
-        pump_fail(st, SRV_JS_EUNAVAILABLE,
-                  "the origin has no intact replica on the mirror leader's "
-                  "node, and no other peer of the mirror hosts one: the "
-                  "mirror waits until one does (docs/jetstream-config.md "
-                  "\"Mirrors\")");
-        return NULL;
-    }
-    return o;
+    return o->r != NULL && o->placed && !o->failed && !srv_stream_amnesiac(o);
 }
 
-bool srv_stream_mirror_pinned(const struct srv_stream *st)
-{
-    struct srv_stream *o = NULL;
-    return st->cfg.has_mirror &&
-           srv_js_find_stream(st->js, st->cfg.mirror.name, &o) == 0 &&
-           o->r != NULL && o->placed && peer_with_origin(st, o) == 0;
-}
-
-static int propose(struct srv_stream *st, const struct srv_stream_msg *m,
-                   uint64_t origin_seq, uint64_t lost, char *err)
+int srv_stream_mirror__propose(struct srv_stream *st,
+                               const struct srv_mirror_rec *r, char *err)
 {
     struct keel_stream_entry e = {
-        .kind = KEEL_STREAM_E_MIRROR, .seq = origin_seq, .lost = lost};
+        .kind = KEEL_STREAM_E_MIRROR, .seq = r->seq, .lost = r->lost};
+    const struct srv_stream_msg *m = r->m;
     if (m != NULL) {
         e.ts_ns = m->ts_ns;
         e.subject = m->subject;
@@ -133,64 +93,37 @@ static uint64_t start_seq(const struct srv_stream *st)
     return st->cfg.mirror.opt_start_seq > 0 ? st->cfg.mirror.opt_start_seq : 1;
 }
 
-/* Propose what the origin holds past the cursor, up to the window.
- * Returns true when it made progress (more may follow at once). */
-static bool pump_one(struct srv_stream *st, const struct replica_info *ri)
+bool srv_stream_mirror__read(struct srv_stream *o, uint64_t *next,
+                             const char *filter, int64_t since, uint32_t max,
+                             srv_mirror_emit_fn emit, void *arg, int *failed,
+                             char *err)
 {
-    struct srv_mirror_pump *p = &st->mir;
-    char err[KEEL_ERRMSG_MAX];
-    if (p->term != ri->term) {
-        p->term = ri->term; /* a new term: resume from the applied state */
-        p->next = 0;
-    }
-    uint64_t from = start_seq(st);
-    if (p->next < from) {
-        p->next = from;
-    }
-    if (p->retry_ns != 0 && mono_ns() < p->retry_ns) {
-        return false;
-    }
-    struct srv_stream *o = origin_here(st);
-    if (o == NULL) {
-        return false;
-    }
-    p->contact_ns = mono_ns();
-    p->jerr = SRV_JS_OK;
-    p->why[0] = '\0';
-    p->backoff_ms = 0;
-    p->retry_ns = 0;
-    const char *filter = st->cfg.mirror.filter_subject;
     const char *const *filters = filter != NULL ? &filter : NULL;
     size_t nf = filter != NULL ? 1 : 0;
-    int64_t since =
-        st->sm.mirror_pos == 0 ? st->cfg.mirror.opt_start_time_ns : 0;
     bool progress = false;
-    uint64_t inflight = ri->last_index - ri->applied;
-    /* Bounded by the window and by SRV_STREAM_SCAN_MAX skips a round. */
-    for (uint32_t skips = 0; skips < SRV_STREAM_SCAN_MAX;) {
-        if (inflight >= MIRROR_WINDOW) {
-            break; /* the window is full: wait for the applies */
-        }
+    uint32_t n = 0;
+    *failed = 0;
+    /* Bounded by max records and by SRV_STREAM_SCAN_MAX skips a round. */
+    for (uint32_t skips = 0; skips < SRV_STREAM_SCAN_MAX && n < max;) {
         uint64_t first = srv_stream_sm_first_seq(&o->sm);
-        uint64_t lost = p->next < first ? first - p->next : 0;
+        uint64_t lost = *next < first ? first - *next : 0;
         uint64_t s = 0;
-        int rv = srv_stream_next_seq(o, p->next, filters, nf, &s);
+        int rv = srv_stream_next_seq(o, *next, filters, nf, &s);
         if (rv == KEEL_EAGAIN) {
-            p->next = s;
+            *next = s;
             return true;
         }
         if (rv == KEEL_ENOENT) {
             if (lost > 0 && filter == NULL) {
                 /* The origin dropped every message the mirror has not
                  * read: record the gap rather than wait for them. */
-                rv = propose(st, NULL, first - 1, lost, err);
-                if (rv == 0) {
-                    p->next = first;
+                struct srv_mirror_rec r = {first - 1, lost, NULL};
+                if (emit(arg, &r) == 0) {
+                    *next = first;
                     progress = true;
-                    inflight++;
                 }
-            } else if (o->sm.last_seq >= p->next && filter != NULL) {
-                p->next = o->sm.last_seq + 1; /* nothing matches up to last */
+            } else if (o->sm.last_seq >= *next && filter != NULL) {
+                *next = o->sm.last_seq + 1; /* nothing matches up to last */
             }
             break;
         }
@@ -200,33 +133,90 @@ static bool pump_one(struct srv_stream *st, const struct replica_info *ri)
         struct srv_stream_msg m;
         rv = srv_stream_msg_load(o, s, &m, err);
         if (rv == KEEL_ENOENT) {
-            p->next = s + 1;
+            *next = s + 1;
             skips++;
             continue;
         }
         if (rv != 0) {
-            pump_fail(st, SRV_JS_EUNAVAILABLE, err);
+            *failed = rv;
             break;
         }
         if (since != 0 && m.ts_ns < since) {
             srv_stream_msg_free(&m);
-            p->next = s + 1; /* before opt_start_time */
+            *next = s + 1; /* before opt_start_time */
             skips++;
             progress = true;
             continue;
         }
-        rv = propose(st, &m, s, lost, err);
+        struct srv_mirror_rec r = {s, lost, &m};
+        rv = emit(arg, &r);
         srv_stream_msg_free(&m);
         if (rv != 0) {
-            if (rv != KEEL_EBUSY) {
-                SRV_DEBUG("js", "mirror %s: seq %" PRIu64 " not proposed: %s",
-                          st->cfg.name, s, err);
-            }
-            break; /* the proposal queue is full, or no longer leader */
+            break;
         }
-        p->next = s + 1;
+        *next = s + 1;
         progress = true;
-        inflight++;
+        n++;
+    }
+    return progress;
+}
+
+/* The local pump's emit: propose to the mirror (arg). */
+static int emit_propose(void *arg, const struct srv_mirror_rec *r)
+{
+    struct srv_stream *st = arg;
+    char err[KEEL_ERRMSG_MAX];
+    int rv = srv_stream_mirror__propose(st, r, err);
+    if (rv != 0 && rv != KEEL_EBUSY) {
+        SRV_DEBUG("js", "mirror %s: seq %" PRIu64 " not proposed: %s",
+                  st->cfg.name, r->seq, err);
+    }
+    return rv; /* the proposal queue is full, or no longer leader */
+}
+
+/* Propose what the origin holds past the cursor, up to the window.
+ * Returns true when it made progress (more may follow at once). */
+static bool pump_one(struct srv_stream *st, const struct replica_info *ri)
+{
+    struct srv_mirror_pump *p = &st->mir;
+    char err[KEEL_ERRMSG_MAX];
+    if (p->term != ri->term) {
+        p->term = ri->term; /* a new term: resume from the applied state */
+        p->next = 0;
+        srv_stream_mirror__drop(st);
+    }
+    uint64_t from = start_seq(st);
+    if (p->next < from) {
+        p->next = from;
+    }
+    if (p->retry_ns != 0 && mono_ns() < p->retry_ns) {
+        return false;
+    }
+    struct srv_stream *o = NULL;
+    if (srv_js_find_stream(st->js, st->cfg.mirror.name, &o) != 0) {
+        srv_stream_mirror__drop(st);
+        srv_stream_mirror__fail(st, SRV_JS_ESTREAM_NOT_FOUND,
+                                "stream not found");
+        return false;
+    }
+    uint64_t inflight = ri->last_index - ri->applied;
+    if (!srv_stream_mirror__readable(o)) {
+        /* No intact replica here: read it where one is. */
+        return srv_stream_mirror__remote(st, o, inflight, MIRROR_WINDOW);
+    }
+    srv_stream_mirror__drop(st);
+    srv_stream_mirror__contact(st);
+    if (inflight >= MIRROR_WINDOW) {
+        return false; /* the window is full: wait for the applies */
+    }
+    int64_t since =
+        st->sm.mirror_pos == 0 ? st->cfg.mirror.opt_start_time_ns : 0;
+    int failed = 0;
+    bool progress = srv_stream_mirror__read(
+        o, &p->next, st->cfg.mirror.filter_subject, since,
+        (uint32_t)(MIRROR_WINDOW - inflight), emit_propose, st, &failed, err);
+    if (failed != 0) {
+        srv_stream_mirror__fail(st, SRV_JS_EUNAVAILABLE, err);
     }
     return progress;
 }
@@ -235,10 +225,15 @@ static bool pumps(struct srv_stream *st, struct replica_info *ri)
 {
     if (!st->cfg.has_mirror || !st->leader || st->r == NULL || st->failed ||
         srv_stream_amnesiac(st)) {
+        srv_stream_mirror__drop(st);
         return false;
     }
     replica_info(st->r, ri);
-    return ri->role == RAFT_LEADER;
+    if (ri->role != RAFT_LEADER) {
+        srv_stream_mirror__drop(st);
+        return false;
+    }
+    return true;
 }
 
 static void on_mirror_timer(uv_timer_t *t)
@@ -248,6 +243,7 @@ static void on_mirror_timer(uv_timer_t *t)
     if (js->stopping) {
         return;
     }
+    srv_stream_mirror__attach(js);
     for (uint32_t i = 0; i < js->nstreams; i++) {
         struct replica_info ri;
         struct srv_stream *st = js->streams[i];
@@ -267,8 +263,16 @@ void srv_js_mirror_open(struct srv_js *js)
     uv_timer_start(&js->mirror_timer, on_mirror_timer, MIRROR_IDLE_MS, 0);
 }
 
+void srv_stream_mirror__kick(struct srv_js *js)
+{
+    if (js->mirror_open && !js->stopping) {
+        uv_timer_start(&js->mirror_timer, on_mirror_timer, 0, 0);
+    }
+}
+
 void srv_js_mirror_close(struct srv_js *js)
 {
+    srv_stream_mirror__detach(js);
     if (js->mirror_open) {
         uv_timer_stop(&js->mirror_timer);
         uv_close((uv_handle_t *)&js->mirror_timer, NULL);
@@ -281,9 +285,14 @@ json_t *srv_stream_mirror_info(const struct srv_stream *st)
     const struct srv_mirror_pump *p = &st->mir;
     struct srv_stream *o = NULL;
     uint64_t lag = 0;
-    if (srv_js_find_stream(st->js, st->cfg.mirror.name, &o) == 0 &&
-        o->sm.last_seq > st->sm.mirror_pos) {
-        lag = o->sm.last_seq - st->sm.mirror_pos;
+    /* The origin's last seq: its state here, else as the node that
+     * served the last remote read said. */
+    uint64_t last = srv_js_find_stream(st->js, st->cfg.mirror.name, &o) == 0 &&
+                            srv_stream_mirror__readable(o)
+                        ? o->sm.last_seq
+                        : p->origin_last;
+    if (last > st->sm.mirror_pos) {
+        lag = last - st->sm.mirror_pos;
     }
     /* nats-server: -1 until the origin was reached. */
     json_int_t active =

@@ -33,6 +33,8 @@
 #define F_READ_MS_MAX 60000     /* the final read */
 #define F_STREAM "FAULTS"
 #define F_SUBJECT "faults.v"
+/* The mirror workload (--mirror, faults_mirror.c): a mirror of F_STREAM. */
+#define F_MIRROR "FAULTSMIR"
 #define F_CONVERGE_MS_MAX 30000 /* heal to every replica holding the log */
 #define F_NATS_PORT 4222        /* nats-server in a namespace: fixed ports */
 #define F_NATS_HTTP_PORT 8222
@@ -107,6 +109,7 @@ struct f_config {
     const char *pl_tool; /* $KEEL_PL_TOOL: tools/faults-powerloss */
     int duration_s;      /* > 0: events until this long has passed (the
                             soak, docs/faults.md "Soak"), not rounds */
+    bool mirror;         /* also run the mirror workload (faults_mirror.c) */
     bool verbose;
 };
 
@@ -238,7 +241,42 @@ int f_member_event(struct f_run_ctx *c);
  * -1 (c->member_failed counts it). */
 int f_member_settle(struct f_run_ctx *c, const char *urls);
 
+/* faults_mirror.c: the mirror workload. An R<replicas> mirror of F_STREAM,
+ * created before it so that placement by load puts it on other nodes
+ * (its leader off the origin's nodes at least some of the time); once
+ * healed, the checker compares it with the origin read back. */
+struct f_mirror_result {
+    bool caught_up;       /* same last seq and count within the bound */
+    long long catchup_ms; /* from the check's start (-1: never) */
+    uint64_t read;        /* seqs read back from the mirror */
+    uint64_t missing;     /* acked origin value not at its seq */
+    uint64_t mismatch;    /* a seq whose value differs from the origin's
+                             (a gap, a reorder, one extra or missing) */
+    uint64_t dup;         /* a value at two seqs of the mirror */
+    uint64_t alien;       /* a value never published */
+    bool leader_off;      /* the mirror's leader hosts no origin replica */
+    char placement[200];  /* origin and mirror peers, for the report */
+    bool pass;
+};
+int f_mirror_check(struct f_run_ctx *c, const char *urls,
+                   const struct f_view *origin, struct f_mirror_result *mr);
+/* mr's counts (missing, mismatch, dup, alien, read) from the origin's and
+ * the mirror's read-back views and c's acked attempts. */
+void f_mirror_compare(const struct f_run_ctx *c, const struct f_view *origin,
+                      const struct f_view *mv, struct f_mirror_result *mr);
+/* The mirror's leader's node index, or -1 (one attempt). */
+int f_mirror_leader(struct f_run_ctx *c, const char *urls);
+
 /* faults_work.c */
+/* A connection with reconnect and a JetStream context (both to destroy).
+ * 0 or -1. */
+int f_connect_js(const char *urls, natsConnection **nc, jsCtx **js);
+/* Create the mirror F_MIRROR of F_STREAM (bounded retries). 0 or -1. */
+int f_mirror_create(struct f_run_ctx *c, const char *url);
+/* Read every seq of stream through the server (f_read_stream for
+ * F_STREAM). */
+int f_read_named(struct f_run_ctx *c, const char *urls, const char *stream,
+                 struct f_view *v);
 uint64_t f_rand(struct f_run_ctx *c);
 /* A plain connection to the first node of urls that answers (no
  * reconnect). 0 or -1. */

@@ -10,6 +10,8 @@
  *                                             nats-server: no nemesis)
  *               [--server nats-server]       (run nats-server -js instead
  *                                             of keeld: no dump)
+ *               [--mirror]                   (also a mirror of the stream,
+ *                                             compared with it at the end)
  * Environment: KEELD (keeld binary), KEEL (keel binary, for store dump).
  */
 #include <assert.h>
@@ -146,7 +148,7 @@ static int usage(void)
     fprintf(stderr, "usage: keel-faults --nemesis NAME [--nodes 1|3|5] "
                     "[--replicas 1|3|5] [--policy P] [--pubs N] [--rounds N] "
                     "[--round-ms MS] [--duration 30m] [--seed N] [--urls LIST] "
-                    "[--server keeld|nats-server]\nnemeses:");
+                    "[--server keeld|nats-server] [--mirror]\nnemeses:");
     for (size_t i = 0; i < sizeof nemeses / sizeof nemeses[0]; i++) {
         fprintf(stderr, " %s", nemeses[i].name);
     }
@@ -168,6 +170,10 @@ static int parse(int argc, char **argv, struct f_config *cfg)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "-v") == 0) {
             cfg->verbose = true;
+            continue;
+        }
+        if (strcmp(a, "--mirror") == 0) {
+            cfg->mirror = true;
             continue;
         }
         if (v == NULL) {
@@ -381,6 +387,14 @@ static int pick(struct f_run_ctx *c, const char *urls, bool *set)
                 got++;
             }
         }
+        /* The mirror workload: every other event also hits the mirror's
+         * leader when it hosts no origin replica (the origin still loses
+         * a minority only), so the mirror's pump moves too. */
+        int ml =
+            c->cfg.mirror && f_rand(c) % 2 == 0 ? f_mirror_leader(c, urls) : -1;
+        if (ml >= 0 && !c->host[ml]) {
+            set[ml] = true;
+        }
     }
     return 0;
 }
@@ -546,6 +560,12 @@ static int traffic(struct f_run_ctx *c, const char *urls)
 {
     pthread_t pubs[F_PUBS_MAX];
     pthread_t cons;
+    /* The mirror first: its origin does not exist yet, so placement by
+     * load puts it on the nodes the origin will not take first. */
+    if (c->cfg.mirror && f_mirror_create(c, urls) != 0) {
+        fprintf(stderr, "keel-faults: mirror not created at %s\n", urls);
+        return -1;
+    }
     if (f_stream_create(c, urls) != 0) {
         fprintf(stderr, "keel-faults: stream not created at %s\n", urls);
         return -1;
@@ -688,14 +708,28 @@ static int run(struct f_run_ctx *c)
         }
         pause_ms(500); /* stream info not served yet: retry, bounded */
     }
+    struct f_mirror_result mr = {.pass = true};
+    if (c->cfg.mirror && (rv != 0 || f_mirror_check(c, u, &read, &mr) != 0)) {
+        mr.pass = false;
+    }
     int nv = stop_and_dump(c, views);
     f_check(c, &read, views, nv, &r);
     /* A run that could not run fails, and so does a keeld that crashed or
      * hung on SIGTERM (its log says which). */
-    r.pass =
-        r.pass && rv == 0 && c->unclean_stops == 0 && c->member_failed == 0;
+    r.pass = r.pass && rv == 0 && c->unclean_stops == 0 &&
+             c->member_failed == 0 && mr.pass;
     bool keep = !r.pass || getenv("KEEL_FAULTS_KEEP") != NULL;
     row(c, &r, views, nv);
+    if (c->cfg.mirror) {
+        printf("keel-faults: mirror %s caught_up=%s catchup_ms=%lld "
+               "read=%llu missing=%llu mismatch=%llu dup=%llu alien=%llu "
+               "leader_off_origin=%s [%s]\n",
+               mr.pass ? "PASS" : "FAIL", mr.caught_up ? "yes" : "no",
+               mr.catchup_ms, (unsigned long long)mr.read,
+               (unsigned long long)mr.missing, (unsigned long long)mr.mismatch,
+               (unsigned long long)mr.dup, (unsigned long long)mr.alien,
+               mr.leader_off ? "yes" : "no", mr.placement);
+    }
     for (int i = 0; c->cfg.urls == NULL && i < c->cfg.nodes; i++) {
         if (keep) {
             printf("keel-faults: node %d data kept in %s\n", i, f_k(c, i)->dir);
@@ -760,6 +794,11 @@ int main(int argc, char **argv)
     if (c.cfg.duration_s > 0) {
         c.pace_us = (long)((long long)c.cfg.duration_s * 1000000LL /
                            (F_PER_PUB_MAX / 10 * 9));
+    }
+    if (c.cfg.mirror &&
+        (c.cfg.nodes < 3 || c.cfg.nats_server || c.cfg.urls != NULL)) {
+        fprintf(stderr, "keel-faults: --mirror needs keeld --nodes 3 or 5\n");
+        return 2;
     }
     if (c.nem->cut != F_CUT_NONE && c.cfg.nodes < 3) {
         fprintf(stderr, "keel-faults: %s needs --nodes 3 or 5\n", c.nem->name);

@@ -118,21 +118,26 @@ int f_connect(const char *urls, natsConnection **nc)
 /* STREAM.CREATE as raw JSON: keeld's keel_fsync extension field carries
  * the policy (other servers ignore unknown fields; keel-faults leaves it
  * out for nats-server). */
-static int create_once(struct f_run_ctx *c, natsConnection *nc)
+int f_connect_js(const char *urls, natsConnection **nc, jsCtx **js)
 {
-    int replicas = c->cfg.replicas;
-    json_t *cfg =
-        json_pack("{s:s, s:[s], s:i, s:s}", "name", F_STREAM, "subjects",
-                  F_SUBJECT, "num_replicas", replicas, "storage", "file");
+    return connect_to(urls, true, nc, js);
+}
+
+/* One STREAM.CREATE of name with cfg (keel_fsync added on keeld). */
+static int create_once(struct f_run_ctx *c, natsConnection *nc,
+                       const char *name, json_t *cfg)
+{
+    char subj[128];
     if (!c->cfg.nats_server && c->cfg.urls == NULL) {
         json_object_set_new(cfg, "keel_fsync", json_string(c->cfg.policy));
     }
     char *body = json_dumps(cfg, JSON_COMPACT);
-    json_decref(cfg);
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.CREATE.%s", name);
     natsMsg *reply = NULL;
-    natsStatus s =
-        natsConnection_Request(&reply, nc, "$JS.API.STREAM.CREATE." F_STREAM,
-                               body, (int)strlen(body), 2000);
+    natsStatus s = body == NULL
+                       ? NATS_NO_MEMORY
+                       : natsConnection_Request(&reply, nc, subj, body,
+                                                (int)strlen(body), 2000);
     free(body);
     int rv = -1;
     if (s == NATS_OK) {
@@ -149,23 +154,42 @@ static int create_once(struct f_run_ctx *c, natsConnection *nc)
     return rv;
 }
 
-int f_stream_create(struct f_run_ctx *c, const char *url)
+/* Create name with cfg (owned) through url, retried while JetStream
+ * starts. */
+static int create_stream(struct f_run_ctx *c, const char *url, const char *name,
+                         json_t *cfg)
 {
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
-    if (connect_to(url, false, &nc, &js) != 0) {
-        return -1;
-    }
     int rv = -1;
-    for (int i = 0; i < 200 && rv != 0; i++) {
-        rv = create_once(c, nc);
-        if (rv != 0) {
-            pause_ms(100); /* JetStream may still be starting */
+    if (cfg != NULL && connect_to(url, false, &nc, &js) == 0) {
+        for (int i = 0; i < 200 && rv != 0; i++) {
+            rv = create_once(c, nc, name, cfg);
+            if (rv != 0) {
+                pause_ms(100); /* JetStream may still be starting */
+            }
         }
+        jsCtx_Destroy(js);
+        natsConnection_Destroy(nc);
     }
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
+    json_decref(cfg);
     return rv;
+}
+
+int f_stream_create(struct f_run_ctx *c, const char *url)
+{
+    return create_stream(c, url, F_STREAM,
+                         json_pack("{s:s, s:[s], s:i, s:s}", "name", F_STREAM,
+                                   "subjects", F_SUBJECT, "num_replicas",
+                                   c->cfg.replicas, "storage", "file"));
+}
+
+int f_mirror_create(struct f_run_ctx *c, const char *url)
+{
+    return create_stream(c, url, F_MIRROR,
+                         json_pack("{s:s, s:i, s:s, s:{s:s}}", "name", F_MIRROR,
+                                   "num_replicas", c->cfg.replicas, "storage",
+                                   "file", "mirror", "name", F_STREAM));
 }
 
 /* Record one attempt's outcome. A JetStream error reply means the server
@@ -485,13 +509,19 @@ static int view_put(struct f_view *v, uint64_t pos, uint32_t slot)
 /* Read every sequence of the stream through the server. */
 int f_read_stream(struct f_run_ctx *c, const char *urls, struct f_view *v)
 {
+    return f_read_named(c, urls, F_STREAM, v);
+}
+
+int f_read_named(struct f_run_ctx *c, const char *urls, const char *stream,
+                 struct f_view *v)
+{
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
     (void)c;
     if (connect_to(urls, true, &nc, &js) != 0 ||
-        js_GetStreamInfo(&si, js, F_STREAM, NULL, &jerr) != NATS_OK) {
+        js_GetStreamInfo(&si, js, stream, NULL, &jerr) != NATS_OK) {
         natsConnection_Destroy(nc);
         return -1;
     }
@@ -505,7 +535,7 @@ int f_read_stream(struct f_run_ctx *c, const char *urls, struct f_view *v)
         if (h_now_ms() - t0 > F_READ_MS_MAX) {
             break;
         }
-        if (js_GetMsg(&m, js, F_STREAM, seq, NULL, &jerr) != NATS_OK) {
+        if (js_GetMsg(&m, js, stream, seq, NULL, &jerr) != NATS_OK) {
             v->bad++;
             continue;
         }

@@ -1,7 +1,8 @@
 /* The fault suite's checker (faults_check.c) on made-up outcomes: no
  * server, no data directory (an external run skips the disk scan). An
  * attempt answered with a JetStream error ("not stored") whose value the
- * final read serves fails the run and is counted.
+ * final read serves fails the run and is counted. The mirror workload's
+ * comparison counts a gap, a reorder and a duplicate.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -207,6 +208,55 @@ a_value_missing_after_the_installed_snapshot_is_divergent(void **state)
     }
 }
 
+/* The mirror workload's comparison (faults_mirror.c): origin seqs 1..3
+ * acked with slots 0..2, the mirror as given (slot + 1 per seq, 0 none). */
+static void mirror_of(struct fixture *f, const uint32_t *m, uint64_t n,
+                      struct f_mirror_result *mr)
+{
+    struct f_view mv = {0};
+    mv.slot_at = calloc(F_SEQS_MAX + 1024, sizeof *mv.slot_at);
+    assert_non_null(mv.slot_at);
+    for (uint32_t s = 0; s < 3; s++) {
+        acked_and_served(f, s, s + 1);
+    }
+    for (uint64_t s = 1; s <= n; s++) {
+        mv.slot_at[s] = m[s - 1];
+    }
+    mv.n = n + 1;
+    memset(mr, 0, sizeof *mr);
+    f_mirror_compare(&f->c, &f->read, &mv, mr);
+    f_view_free(&mv);
+}
+
+static void a_mirror_equal_to_its_origin_counts_nothing(void **state)
+{
+    struct f_mirror_result mr;
+    const uint32_t m[] = {1, 2, 3};
+    mirror_of(*state, m, 3, &mr);
+    assert_int_equal(mr.missing + mr.mismatch + mr.dup + mr.alien, 0);
+    assert_int_equal(mr.read, 3);
+}
+
+static void
+a_gap_a_reorder_and_a_duplicate_in_a_mirror_are_counted(void **state)
+{
+    struct f_mirror_result mr;
+    const uint32_t gap[] = {1, 0, 3};
+    mirror_of(*state, gap, 3, &mr);
+    assert_int_equal(mr.missing, 1);
+    assert_int_equal(mr.mismatch, 1);
+    assert_int_equal(mr.dup, 0);
+    const uint32_t reorder[] = {2, 1, 3};
+    mirror_of(*state, reorder, 3, &mr);
+    assert_int_equal(mr.missing, 2);
+    assert_int_equal(mr.mismatch, 2);
+    const uint32_t dup[] = {1, 2, 3, 1};
+    mirror_of(*state, dup, 4, &mr);
+    assert_int_equal(mr.missing, 0);
+    assert_int_equal(mr.mismatch, 1);
+    assert_int_equal(mr.dup, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -223,6 +273,11 @@ int main(void)
             values_in_an_installed_snapshot_are_not_divergent, setup, teardown),
         cmocka_unit_test_setup_teardown(
             a_value_missing_after_the_installed_snapshot_is_divergent, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            a_mirror_equal_to_its_origin_counts_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_gap_a_reorder_and_a_duplicate_in_a_mirror_are_counted, setup,
             teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -184,6 +184,73 @@ json_t *cjs_stream_info(struct cjs *c, int i, const char *stream)
     return cjs_request_ok(c, i, subj, "");
 }
 
+json_int_t cjs_state_int(struct cjs *c, int i, const char *stream,
+                         const char *key)
+{
+    json_t *si = cjs_stream_info(c, i, stream);
+    json_int_t v =
+        json_integer_value(json_object_get(json_object_get(si, "state"), key));
+    json_decref(si);
+    return v;
+}
+
+json_t *cjs_msg_get(struct cjs *c, int i, const char *stream, json_int_t seq,
+                    int wait_ms)
+{
+    char subj[160], body[48];
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.MSG.GET.%s", stream);
+    snprintf(body, sizeof body, "{\"seq\":%lld}", (long long)seq);
+    json_t *o = cjs_request_retry(c, i, subj, body, wait_ms);
+    assert_non_null(o);
+    json_t *m = json_incref(json_object_get(o, "message"));
+    json_decref(o);
+    return m;
+}
+
+void cjs_add_mirror(struct cjs *c, int via, const char *name,
+                    const char *origin, int replicas, int wait_ms)
+{
+    char subj[160], body[256];
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.CREATE.%s", name);
+    snprintf(body, sizeof body,
+             "{\"name\":\"%s\",\"num_replicas\":%d,\"mirror\":{\"name\":"
+             "\"%s\"}}",
+             name, replicas, origin);
+    json_t *o = cjs_request_retry(c, via, subj, body, wait_ms);
+    assert_false(cjs_is_error(o));
+    json_decref(o);
+    assert_true(cjs_wait_stream_led(c, name, wait_ms) >= 0);
+}
+
+json_int_t cjs_check_mirror(struct cjs *c, int via, const char *origin,
+                            const char *mirror, int wait_ms)
+{
+    json_int_t last = cjs_state_int(c, via, origin, "last_seq");
+    assert_int_equal(cjs_state_int(c, via, mirror, "messages"),
+                     cjs_state_int(c, via, origin, "messages"));
+    assert_int_equal(cjs_state_int(c, via, mirror, "num_deleted"), 0);
+    for (json_int_t s = 1; s <= last; s++) {
+        json_t *a = cjs_msg_get(c, via, origin, s, wait_ms);
+        json_t *b = cjs_msg_get(c, via, mirror, s, wait_ms);
+        if (a == NULL || b == NULL || !json_equal(a, b)) {
+            char *x = a != NULL ? json_dumps(a, 0) : NULL;
+            char *y = b != NULL ? json_dumps(b, 0) : NULL;
+            fail_msg("seq %lld: origin %s, mirror %s", (long long)s,
+                     x != NULL ? x : "none", y != NULL ? y : "none");
+        }
+        json_decref(a);
+        json_decref(b);
+    }
+    json_t *si = cjs_stream_info(c, via, mirror);
+    const json_t *m = json_object_get(si, "mirror");
+    assert_non_null(m);
+    assert_int_equal(json_integer_value(json_object_get(m, "lag")), 0);
+    assert_null(json_object_get(m, "error"));
+    assert_null(json_object_get(m, "keel_lost"));
+    json_decref(si);
+    return last;
+}
+
 int cjs_node_named(const struct cjs *c, const char *name)
 {
     for (int k = 0; name != NULL && k < c->n; k++) {

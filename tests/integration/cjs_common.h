@@ -77,6 +77,29 @@ json_t *cjs_request_retry(struct cjs *c, int i, const char *subject,
 /* Stream info of stream asked on node i; NULL on no answer or error. */
 json_t *cjs_stream_info(struct cjs *c, int i, const char *stream);
 
+/* A "state" counter (messages, last_seq...) of stream's info asked on
+ * node i; 0 when there is no answer. */
+json_int_t cjs_state_int(struct cjs *c, int i, const char *stream,
+                         const char *key);
+
+/* STREAM.MSG.GET of seq through node i (retried as cjs_request_retry):
+ * the "message" object (the caller decrefs), NULL when there is none;
+ * asserts an answer. */
+json_t *cjs_msg_get(struct cjs *c, int i, const char *stream, json_int_t seq,
+                    int wait_ms);
+
+/* Create stream name mirroring origin with replicas through node via and
+ * wait until every running node names its leader; asserts both. */
+void cjs_add_mirror(struct cjs *c, int via, const char *name,
+                    const char *origin, int replicas, int wait_ms);
+
+/* Mirror holds every seq of origin, asked through node via: subject,
+ * payload, headers and timestamp equal, none missing or twice, no deleted
+ * seq, lag 0, no error and no lost seqs in its mirror block. Returns the
+ * origin's last seq. */
+json_int_t cjs_check_mirror(struct cjs *c, int via, const char *origin,
+                            const char *mirror, int wait_ms);
+
 /* Index of the node called name, or -1. */
 int cjs_node_named(const struct cjs *c, const char *name);
 
