@@ -571,13 +571,12 @@ void srv_cluster_on_group(struct srv_cluster *cl, struct srv_cluster_link *l,
     if (glen != SRV_CLUSTER_GROUP_ID_BYTES) {
         return;
     }
-    for (size_t i = 0; i < cl->ngroups; i++) {
-        if (memcmp(cl->groups[i].id, g, glen) == 0) {
-            cl->groups[i].cb(cl->groups[i].arg, l->peer_name, p, len);
-            return;
-        }
+    const struct srv_cluster_group *grp =
+        srv_hmap_get(&cl->groups, (const char *)g, glen);
+    if (grp != NULL) {
+        grp->cb(grp->arg, l->peer_name, p, len);
     }
-    /* A group this node does not host (yet): Raft retries. */
+    /* Else a group this node does not host (yet): Raft retries. */
 }
 
 /* Dispatch one frame: a switch over kinds. A frame other than HELLO
@@ -1058,6 +1057,7 @@ int srv_cluster_start(struct srv_cluster *cl, uv_loop_t *loop,
     cl->srv = srv;
     srv_outpool_init(&cl->pool);
     srv_hmap_init(&cl->interest);
+    srv_hmap_init(&cl->groups);
     rv = srv_sublist_init(&cl->rsublist);
     if (rv != 0) {
         return keel_err(rv, errmsg, "out of memory for the cluster");
@@ -1172,10 +1172,9 @@ void srv_cluster_close(struct srv_cluster *cl)
     srv_hmap_close(&cl->interest);
     srv_sublist_close(&cl->rsublist);
     srv_outpool_close(&cl->pool);
-    free(cl->groups);
+    srv_hmap_close_free(&cl->groups);
     free(cl->scratch);
     srv_cluster_sec_close(cl);
-    cl->groups = NULL;
     cl->scratch = NULL;
 }
 

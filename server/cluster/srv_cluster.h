@@ -169,8 +169,10 @@ struct srv_cluster {
     struct srv_cluster_node nodes[SRV_CLUSTER_NODES_MAX];
     struct srv_cluster_link *links[SRV_CLUSTER_LINKS_MAX];
     int resolves; /* lookups in flight, abandoned ones too */
-    struct srv_cluster_group *groups;
-    size_t ngroups;
+    /* Registered groups by id (16 bytes -> a malloc'ed struct
+     * srv_cluster_group): a frame finds its group in one lookup, however
+     * many groups the node hosts. */
+    struct srv_hmap groups;
     srv_cluster_kind_cb kind_cb[SRV_CLUSTER_KIND_MAX + 1];
     void *kind_arg[SRV_CLUSTER_KIND_MAX + 1];
     srv_cluster_peer_cb peer_cb;

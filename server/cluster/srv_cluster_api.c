@@ -71,39 +71,34 @@ int srv_cluster_register_group(struct srv_cluster *cl, const uint8_t *group_id,
                                srv_cluster_group_cb cb, void *arg)
 {
     ASSERT(cb != NULL);
-    for (size_t i = 0; i < cl->ngroups; i++) {
-        if (memcmp(cl->groups[i].id, group_id, SRV_CLUSTER_GROUP_ID_BYTES) ==
-            0) {
-            return KEEL_EEXIST;
-        }
+    const char *key = (const char *)group_id;
+    if (srv_hmap_get(&cl->groups, key, SRV_CLUSTER_GROUP_ID_BYTES) != NULL) {
+        return KEEL_EEXIST;
     }
-    if (cl->ngroups >= SRV_CLUSTER_GROUPS_MAX) {
+    if (cl->groups.count >= SRV_CLUSTER_GROUPS_MAX) {
         return KEEL_ELIMIT;
     }
-    struct srv_cluster_group *g =
-        realloc(cl->groups, (cl->ngroups + 1) * sizeof *g);
+    struct srv_cluster_group *g = malloc(sizeof *g);
     if (g == NULL) {
         return KEEL_ENOMEM;
     }
-    cl->groups = g;
-    memcpy(g[cl->ngroups].id, group_id, SRV_CLUSTER_GROUP_ID_BYTES);
-    g[cl->ngroups].cb = cb;
-    g[cl->ngroups].arg = arg;
-    cl->ngroups++;
+    memcpy(g->id, group_id, SRV_CLUSTER_GROUP_ID_BYTES);
+    g->cb = cb;
+    g->arg = arg;
+    if (srv_hmap_put(&cl->groups, key, SRV_CLUSTER_GROUP_ID_BYTES, g) != 0) {
+        free(g);
+        return KEEL_ENOMEM;
+    }
     return 0;
 }
 
 int srv_cluster_unregister_group(struct srv_cluster *cl,
                                  const uint8_t *group_id)
 {
-    for (size_t i = 0; i < cl->ngroups; i++) {
-        if (memcmp(cl->groups[i].id, group_id, SRV_CLUSTER_GROUP_ID_BYTES) ==
-            0) {
-            cl->groups[i] = cl->groups[--cl->ngroups];
-            return 0;
-        }
-    }
-    return KEEL_ENOENT;
+    struct srv_cluster_group *g = srv_hmap_del(
+        &cl->groups, (const char *)group_id, SRV_CLUSTER_GROUP_ID_BYTES);
+    free(g);
+    return g != NULL ? 0 : KEEL_ENOENT;
 }
 
 void srv_cluster_set_peer_cb(struct srv_cluster *cl, srv_cluster_peer_cb cb,
