@@ -134,7 +134,7 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 /* A stream leader proposes a retention cut (docs/design.md §5) once this many
  * log entries below its first live message are not covered by one. */
 #define SRV_STREAM_CUT_ENTRIES_MIN 1024
-#define SRV_JS_STREAMS_MAX 1024  /* streams per node */
+#define SRV_JS_STREAMS_MAX 16384 /* streams per node */
 #define SRV_JS_PENDING_MAX 65536 /* requests awaiting commit per node */
 #define SRV_JS_LIST_PAGE 256     /* STREAM.NAMES / LIST page size */
 #define SRV_JS_MSG_BYTES_MAX (8u * 1024 * 1024) /* one stored message */
@@ -162,9 +162,9 @@ _Static_assert(SRV_CONSUMER_ENTRY_ACKS_MAX <= SRV_CONSUMER_ACKED_MAX,
 #define SRV_TAG_BYTES 64
 
 /* ---- server: cluster links (srv_cluster*) ---- */
-#define SRV_CLUSTER_NODES_MAX 16    /* known nodes (seeds + gossip) */
-#define SRV_CLUSTER_LINKS_MAX 64    /* links, handshaking ones too */
-#define SRV_CLUSTER_GROUPS_MAX 4096 /* registered group handlers */
+#define SRV_CLUSTER_NODES_MAX 16     /* known nodes (seeds + gossip) */
+#define SRV_CLUSTER_LINKS_MAX 64     /* links, handshaking ones too */
+#define SRV_CLUSTER_GROUPS_MAX 32768 /* registered group handlers */
 #define SRV_CLUSTER_FRAME_BYTES_MAX (16 * 1024 * 1024) /* one frame */
 #define SRV_CLUSTER_LINK_PENDING_BYTES_MAX (64 * 1024 * 1024)
 #define SRV_CLUSTER_TICK_MS 100       /* reconnect and heartbeat clock */
@@ -314,7 +314,7 @@ _Static_assert(2 * RAFT_SERVERS_MAX <= RAFT_OUT_MSGS_MAX,
                "a broadcast (plus replies) must fit one step's output");
 
 /* ---- server/replica (the Raft driver) ---- */
-#define REPLICA_GROUPS_MAX 4096  /* groups one host drives */
+#define REPLICA_GROUPS_MAX 32768 /* groups one host drives */
 #define REPLICA_QUEUE_MAX 8192   /* proposals queued + awaiting apply */
 #define REPLICA_EVENTS_MAX 256   /* store events drained per pass */
 #define REPLICA_HELD_MSGS_MAX 64 /* messages held until hard state syncs */
@@ -393,8 +393,8 @@ _Static_assert(SNAP_CHUNK_DATA_BYTES + 64 <= RAFT_MSG_BYTES_MAX,
 #define CLI_SUBJECT_BYTES_MAX 1024 /* an API subject or message subject */
 /* keel store dump (cli_store*.c): group directories listed, streams named
  * by the meta log, meta entries decoded. */
-#define CLI_STORE_GROUPS_MAX 4096
-#define CLI_STORE_STREAMS_MAX 4096
+#define CLI_STORE_GROUPS_MAX 32768
+#define CLI_STORE_STREAMS_MAX 32768
 
 _Static_assert(CLI_SERVERS_MAX <= CLI_LIST_ITEMS_MAX,
                "a server list must fit one parsed list");
