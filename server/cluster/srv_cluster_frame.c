@@ -51,7 +51,9 @@ uint8_t *srv_mp_put_str(uint8_t *p, const void *s, size_t len)
         *p++ = 0xdb;
         p = keel_put_be(p, len, 4);
     }
-    memcpy(p, s, len);
+    if (len > 0) { /* an empty string may come as NULL (UBSan) */
+        memcpy(p, s, len);
+    }
     return p + len;
 }
 

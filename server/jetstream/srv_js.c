@@ -966,7 +966,9 @@ bool srv_js_intercept(struct srv_js *js, struct srv_conn *c,
     if (js->stopping || cmd->reply.len >= sizeof reply) {
         return false;
     }
-    memcpy(reply, cmd->reply.ptr, cmd->reply.len);
+    if (cmd->reply.len > 0) { /* no reply: ptr may be NULL (UBSan) */
+        memcpy(reply, cmd->reply.ptr, cmd->reply.len);
+    }
     reply[cmd->reply.len] = '\0';
     const struct srv_js_api_entry *e = srv_js_api_lookup(s, n);
     if (e != NULL) {

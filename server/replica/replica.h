@@ -78,8 +78,9 @@ struct replica_options {
     uint64_t snap_bytes;
     /* The group has peers that can send it a snapshot (a stream group with
      * more than one replica). A log that continues no valid snapshot
-     * (both snapshots bad and the log compacted past them, or a gap after
-     * the snapshot) then goes to quarantine and the group opens empty and
+     * (both snapshots bad and the log compacted past them, a gap after
+     * the snapshot, or a log that ends below the snapshot it would
+     * restore) then goes to quarantine and the group opens empty and
      * amnesiac, to be restored by InstallSnapshot. false: such an open is
      * refused (KEEL_EAMNESIA): nobody could restore the group, and an
      * empty one would present lost data as an empty stream. */

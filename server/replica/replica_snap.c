@@ -340,10 +340,15 @@ int replica__snap_restore_body(struct replica *r, uint64_t index,
  * the store's log ends below it: every store append continues the store's
  * last index, so the first entry after the snapshot could not be written
  * (finding F19: a segment below the newest snapshot cut short, rule 3
- * dropped it and every later one). The entries between the log's end and
- * the snapshot are committed and their bodies are gone here, so the log
- * continues no snapshot it can restore: the group is amnesiac and heals
- * by InstallSnapshot like a log with a gap (docs/design.md §5 S4,
+ * dropped it and every later one). A log from index 1 is no exception
+ * (finding F18): the core would hold 1..L, but the leader's core is
+ * compacted to the older of its snapshots (decision 0017), so L + 1 comes
+ * only by InstallSnapshot, which the snapshot held here refuses while the
+ * stream is quiet (every install at or below it). The entries between
+ * the log's end and the snapshot are committed and their bodies are gone
+ * here, so the log continues no snapshot it can restore: the group is
+ * amnesiac and heals by InstallSnapshot like a log with a gap
+ * (docs/design.md §5 S4,
  * docs/decisions/0033-a-log-that-ends-below-its-snapshot-heals-by-install.md).
  * Recorded amnesiac first: replica_open quarantines only such a log. */
 static int log_ends_below(struct replica *r, const struct snap_load_report *lr,
@@ -353,8 +358,8 @@ static int log_ends_below(struct replica *r, const struct snap_load_report *lr,
     const uint8_t *sm = NULL;
     size_t sm_len = 0;
     char hex[33];
-    if (rep->first_index <= 1 || rep->last_index >= lr->index) {
-        return 0; /* the core holds the log from index 1, or it continues */
+    if (rep->last_index >= lr->index) {
+        return 0; /* the log reaches the snapshot */
     }
     int rv = env_decode(lr->body, lr->body_len, &c, &sm, &sm_len, errmsg);
     if (rv != 0 || c.n == 1) {

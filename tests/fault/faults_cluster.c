@@ -364,6 +364,37 @@ static bool converged(struct f_run_ctx *c)
     return listed > c->cfg.replicas / 2;
 }
 
+/* Every running node's view of the stream in /jsz, on stderr: a replica
+ * that never converged is gone with its process once the run stops
+ * (finding F18's second failure left only its dump). */
+static void print_groups(struct f_run_ctx *c)
+{
+    static char body[F_JSZ_BYTES];
+    for (int i = 0; i < c->cfg.nodes; i++) {
+        if (!c->host[i] || f_k(c, i)->pid <= 0 ||
+            h_netns_http_get(&c->net, i, "/jsz?streams=true", body,
+                             sizeof body) != 200) {
+            continue;
+        }
+        json_t *o = json_loads(body, 0, NULL);
+        json_t *s;
+        size_t k;
+        json_array_foreach(json_object_get(o, "stream_detail"), k, s)
+        {
+            const char *name = json_string_value(json_object_get(s, "name"));
+            char *d = name != NULL && strcmp(name, F_STREAM) == 0
+                          ? json_dumps(s, JSON_COMPACT)
+                          : NULL;
+            if (d != NULL) {
+                fprintf(stderr, "keel-faults: not converged: node %d: %s\n", i,
+                        d);
+            }
+            free(d);
+        }
+        json_decref(o);
+    }
+}
+
 int f_cluster_converge(struct f_run_ctx *c)
 {
     long long t0 = h_now_ms();
@@ -376,5 +407,6 @@ int f_cluster_converge(struct f_run_ctx *c)
         }
         pace();
     }
+    print_groups(c);
     return -1;
 }

@@ -38,6 +38,7 @@
  *   'U' path grave                                unlink (inode kept)
  *   'M' path                                      mkdir
  *   'T' path old_size new_size n_old old[n_old]   ftruncate
+ *   PL_BEGIN                                      a process started
  * where a path is u32 length + bytes and numbers are u64; upto is the
  * journal offset when the sync began: it covers only records before it
  * (a write racing with a sync on another thread is not covered).
@@ -75,6 +76,11 @@ struct pl_grave {
     struct pl_grave *next;
 };
 
+/* Begins each process's records (tools/faults-powerloss BEGIN). */
+#define PL_BEGIN                                                               \
+    "B\x8f"                                                                    \
+    "KEEL-PL-BEGIN\xa7"
+
 struct pl_fd {
     char *path; /* tracked file or directory, NULL: not tracked */
     bool sync;  /* O_SYNC / O_DSYNC: every write is durable at once */
@@ -107,6 +113,8 @@ static int (*real_rename)(const char *, const char *);
 static int (*real_unlink)(const char *);
 static int (*real_mkdir)(const char *, mode_t);
 
+static void put(const void *p, size_t n);
+
 __attribute__((constructor)) static void pl_init(void)
 {
     if (real_open != NULL) {
@@ -138,6 +146,12 @@ __attribute__((constructor)) static void pl_init(void)
         grave_max = strtoull(gm, NULL, 10);
     }
     jfd = real_open(j, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (jfd >= 0) {
+        /* A record of the previous process a kill -9 cut between its
+         * writes ends here: the tool reads each part by itself. */
+        static const char begin[] = PL_BEGIN;
+        put(begin, sizeof begin - 1);
+    }
 }
 
 /* Absolute form of path if it lies under the root (malloc'ed), else NULL.

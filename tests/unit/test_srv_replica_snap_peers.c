@@ -753,6 +753,48 @@ an_install_that_fails_after_writing_the_log_stops_the_group(void **state)
     assert_false(node_failed((uint64_t)f));
 }
 
+/* Finding F18: the same loss in a log that starts at index 1 (no cut):
+ * the core would keep the log 1..L and only the state machine start at
+ * the snapshot S > L. The leader's core compacts to the older of its
+ * snapshots (decision 0017), so it cannot send L + 1 by AppendEntries, and
+ * the install it sends, at or below S while the stream is quiet, was
+ * refused by the snapshot f holds: amnesiac for ever. Such a log goes to
+ * quarantine/ as well, and f heals by InstallSnapshot with no further
+ * proposal. */
+static void
+a_follower_whose_log_from_index_1_ends_below_its_snapshot_heals(void **state)
+{
+    (void)state;
+    uint64_t total = 0;
+    char path[1024];
+    struct replica_snap_info si;
+    int f = -1;
+    for (int b = 0; b < 60 && f < 0; b++) {
+        propose(15);
+        total += 15;
+        assert_true(wait_for(all_counted, total));
+        int c = (leader() + 1) % N;
+        replica_snap_info(fx->n[c].r, &si);
+        if (!si.writing && si.first_index == 1 &&
+            segment_between(c, 1, si.newest_index, path, sizeof path) != 0) {
+            f = c;
+        }
+    }
+    assert_true(f >= 0);
+    stop_node(f);
+    assert_int_equal(truncate(path, 4096), 0); /* lost (R3) */
+    open_store(&fx->n[f]);
+    open_replica(f);
+    struct replica_info ri;
+    replica_info(fx->n[f].r, &ri);
+    assert_true(ri.amnesiac);
+    assert_int_equal(ri.last_index, 0); /* not restored over the short log */
+    replica_snap_info(fx->n[f].r, &si);
+    assert_true(si.log_quarantined);
+    assert_true(quarantined_log(f) > 0);
+    healed_by_install(f, &total);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -774,6 +816,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             an_install_that_fails_after_writing_the_log_stops_the_group, setup,
             teardown),
+        cmocka_unit_test_setup_teardown(
+            a_follower_whose_log_from_index_1_ends_below_its_snapshot_heals,
+            setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
