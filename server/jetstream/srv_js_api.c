@@ -309,13 +309,14 @@ static void meta_write(struct api_req *q, const char *op, const char *kind,
         json_decref(e);
     }
     if (rv != 0) {
-        /* KEEL_ELIMIT is the placement's: no r nodes up (with the tags
-         * asked for), said as nats-server says it. */
+        /* KEEL_ENOENT is the placement's: too few nodes carry the tags
+         * asked for, said as nats-server says it. Anything else (no
+         * leader, too few voters up yet) passes: 503, retry. */
         free(srv_js_pending_take(q->js, ctx));
         srv_js_reply_err(q->js, q->reply, kind,
-                         rv == KEEL_ELIMIT ? SRV_JS_ENO_PEERS
+                         rv == KEEL_ENOENT ? SRV_JS_ENO_PEERS
                                            : SRV_JS_EUNAVAILABLE,
-                         rv == KEEL_ELIMIT ? err : NULL);
+                         rv == KEEL_ENOENT ? err : NULL);
     }
 }
 

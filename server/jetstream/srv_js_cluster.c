@@ -771,12 +771,13 @@ static size_t candidates(struct srv_jsc *jc,
     for (uint32_t i = 0; i < js->meta_cfg.n; i++) {
         const struct raft_server *v = &js->meta_cfg.servers[i];
         const char *name = srv_jsc_name_of(jc, v->node);
+        /* With tags asked for, a node counts once it reported its own. */
         const struct srv_tags *tags =
-            name != NULL ? srv_jsc_tags_of(jc, name) : NULL;
+            name != NULL && want->n > 0 ? srv_jsc_tags_of(jc, name) : NULL;
         if (v->role != RAFT_VOTER || name == NULL ||
             !srv_jsc_peer_up(jc, name) ||
-            placed_on(skip, v->node, v->incarnation) || tags == NULL ||
-            !srv_tags_match(tags, want)) {
+            placed_on(skip, v->node, v->incarnation) ||
+            (want->n > 0 && (tags == NULL || !srv_tags_match(tags, want)))) {
             continue;
         }
         snprintf(cand[n].name, sizeof cand[n].name, "%s", name);
@@ -789,24 +790,24 @@ static size_t candidates(struct srv_jsc *jc,
     return n;
 }
 
-/* KEEL_ELIMIT saying why no placement of r replicas was found among the n
- * candidates that match want, as nats-server words it. */
+/* Why no placement of r replicas was found among the n candidates that
+ * match want: KEEL_ENOENT when tags were asked for (too few nodes carry
+ * them, as nats-server words it: a config the client must change), else
+ * KEEL_ELIMIT (too few voters up now: it passes). */
 static int no_peers(const struct srv_tags *want, uint32_t r, size_t n,
                     char *errmsg)
 {
     char tags[SRV_TAGS_MAX * (SRV_TAG_BYTES + 4) + 4];
     if (want->n > 0) {
         srv_tags_text(want, tags, sizeof tags);
-        return keel_err(KEEL_ELIMIT, errmsg,
+        return keel_err(KEEL_ENOENT, errmsg,
                         "no suitable peers for placement, tags not matched %s "
                         "(%u replicas asked, %zu JetStream nodes up with "
                         "those tags)",
                         tags, r, n);
     }
     return keel_err(KEEL_ELIMIT, errmsg,
-                    "no suitable peers for placement, %u replicas asked, %zu "
-                    "JetStream nodes are up",
-                    r, n);
+                    "%u replicas asked, %zu JetStream nodes are up", r, n);
 }
 
 int srv_jsc_place_replacement(struct srv_jsc *jc,

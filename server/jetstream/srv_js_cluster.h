@@ -215,8 +215,9 @@ void srv_jsc_leader_seen(struct srv_jsc *jc, const uint8_t *gid, uint64_t term,
  * (may be NULL) first: a mirror goes where its origin is, as its leader
  * reads the origin there (docs/decisions/0032-mirrors-pull-into-the-log.md).
  * Only voters whose server_tags hold every tag of want are candidates
- * (docs/cluster.md, "Placement tags"). Returns 0 or KEEL_ELIMIT (r larger
- * than the matching voters linked now; errmsg says so as nats-server's
+ * (docs/cluster.md, "Placement tags"). Returns 0, KEEL_ELIMIT (r larger
+ * than the voters linked now: it passes) or, with tags asked for,
+ * KEEL_ENOENT (too few voters carry them; errmsg says so as nats-server's
  * "no suitable peers for placement" does). */
 KEEL_MUST_USE int srv_jsc_place_stream(struct srv_jsc *jc, uint32_t r,
                                        const struct srv_jsc_placement *prefer,
@@ -226,8 +227,8 @@ KEEL_MUST_USE int srv_jsc_place_stream(struct srv_jsc *jc, uint32_t r,
 
 /* One node to take a replica of a stream placed on cur (the meta leader
  * only): the least loaded meta voter up, not in cur, whose tags hold
- * want, marked added. Returns 0 or KEEL_ELIMIT (none; errmsg says what to
- * do). */
+ * want, marked added. Returns 0, KEEL_ELIMIT (none up; errmsg says what
+ * to do) or KEEL_ENOENT (none with the tags asked for). */
 KEEL_MUST_USE int srv_jsc_place_replacement(struct srv_jsc *jc,
                                             const struct srv_jsc_placement *cur,
                                             const struct srv_tags *want,
