@@ -703,6 +703,14 @@ static uint64_t next_timeout(const struct raft *r)
     if (r->role != RAFT_LEADER) {
         return r->election_deadline_ms;
     }
+    if (r->n_progress == 0) {
+        /* A leader alone in its configuration has nobody to send a
+         * heartbeat to or to count for its quorum (its reads confirm at
+         * once): it wakes rarely, so a node's thousands of R1 streams cost
+         * no CPU while idle. Every step recomputes this, so a server added
+         * to the configuration gets heartbeats at once. */
+        return r->now_ms + RAFT_LONE_LEADER_TICK_MS;
+    }
     uint64_t t = r->heartbeat_deadline_ms;
     if (r->quorum_deadline_ms < t) {
         t = r->quorum_deadline_ms;

@@ -289,7 +289,10 @@ _Static_assert(STORE_RECORD_PAYLOAD_BYTES_MAX <= STORE_BATCH_BYTES_MAX,
                "one maximal record must fit a write batch");
 
 /* ---- raft ---- */
-#define RAFT_SERVERS_MAX 16     /* servers (voters + learners) per group */
+#define RAFT_SERVERS_MAX 16 /* servers (voters + learners) per group */
+/* How often a leader alone in its configuration ticks (it has no one to
+ * heartbeat). */
+#define RAFT_LONE_LEADER_TICK_MS 60000
 #define RAFT_LOG_RUNS_MAX 65536 /* (first index, term) runs kept in memory */
 #define RAFT_CONFIGS_MAX 32     /* configuration entries tracked in the log */
 #define RAFT_APPEND_ENTRIES_MAX 64   /* entries in one AppendEntries */

@@ -630,7 +630,9 @@ void srv_cengine_run(struct srv_cengine *e)
     }
     int64_t now = srv_cnow_ms(e);
     for (struct srv_cstream *cs = e->streams; cs != NULL; cs = cs->next) {
-        if (!srv_stream_is_leader(cs->st)) {
+        /* Most streams have no consumer: skip them before reading the
+         * stream (this runs at every loop turn, over every stream). */
+        if (cs->set.n == 0 || !srv_stream_is_leader(cs->st)) {
             continue;
         }
         /* By index: an apply inside may not change the set (proposals

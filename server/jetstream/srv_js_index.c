@@ -39,6 +39,8 @@ void srv_js_index_join(struct srv_js *js, struct srv_stream *st)
     if (srv_hmap_put(&js->names, name, strlen(name), st) != 0) {
         index_off(js, name);
     }
+    js->nmirrors += c->has_mirror ? 1 : 0;
+    st->indexed = true;
     if (c->nsubjects == 0) {
         return;
     }
@@ -62,6 +64,11 @@ void srv_js_index_join(struct srv_js *js, struct srv_stream *st)
 
 void srv_js_index_leave(struct srv_js *js, struct srv_stream *st)
 {
+    if (st->indexed && st->cfg.has_mirror) {
+        ASSERT(js->nmirrors > 0);
+        js->nmirrors--;
+    }
+    st->indexed = false;
     for (uint32_t k = 0; k < st->nisubs; k++) {
         (void)srv_sublist_remove(&js->subjects, &st->isubs[k].sub);
     }

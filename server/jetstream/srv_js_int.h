@@ -103,6 +103,7 @@ struct srv_stream {
      * of cfg while it is indexed. */
     struct srv_js_isub *isubs;
     uint32_t nisubs;
+    bool indexed; /* joined the index (srv_js_index_join), not left */
 };
 
 /* One subject of a stream in the index: the sublist entry first, so a
@@ -127,6 +128,7 @@ struct srv_js {
     struct srv_sublist subjects;
     struct srv_hmap names;
     bool index_off;
+    uint32_t nmirrors;       /* indexed streams with a mirror config */
     struct srv_hmap pending; /* 8-byte id -> struct srv_js_pending */
     uint64_t next_id;
     const struct srv_consumer_ops *cops;

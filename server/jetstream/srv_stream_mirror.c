@@ -244,7 +244,9 @@ static void on_mirror_timer(uv_timer_t *t)
         return;
     }
     srv_stream_mirror__attach(js);
-    for (uint32_t i = 0; i < js->nstreams; i++) {
+    /* Bounded by SRV_JS_STREAMS_MAX, and skipped while no stream is a
+     * mirror (a node's thousands of streams are walked only for them). */
+    for (uint32_t i = 0; js->nmirrors > 0 && i < js->nstreams; i++) {
         struct replica_info ri;
         struct srv_stream *st = js->streams[i];
         if (pumps(st, &ri)) {

@@ -375,6 +375,22 @@ static void a_sole_voter_campaigns_at_its_first_tick(void **state)
     assert_true(f->out.hs_changed); /* its vote, synced before it leads */
 }
 
+static void a_lone_leader_ticks_rarely_and_a_leader_of_three_often(void **state)
+{
+    struct fixture *f = *state;
+    elect(f);
+    assert_true(f->out.timeout_ms <= f->now + 20); /* its heartbeat */
+    boot_sole(f, false);
+    struct raft_in in = {.type = RAFT_IN_TICK, .now_ms = f->now + 1};
+    assert_int_equal(raft_step(&f->r[N], &in, &f->out), 0);
+    in = (struct raft_in){.type = RAFT_IN_PERSISTED, .now_ms = f->now + 1};
+    in.persisted.index = f->r[N].last_index;
+    in.persisted.term = f->r[N].term;
+    assert_int_equal(raft_step(&f->r[N], &in, &f->out), 0);
+    assert_int_equal(f->r[N].role, RAFT_LEADER);
+    assert_true(f->out.timeout_ms >= f->now + 1 + RAFT_LONE_LEADER_TICK_MS);
+}
+
 static void a_faulty_sole_voter_still_never_campaigns(void **state)
 {
     struct fixture *f = *state;
@@ -712,6 +728,7 @@ int main(void)
         T(an_election_timeout_starts_a_pre_vote_that_persists_nothing),
         T(a_sole_voter_campaigns_at_its_first_tick),
         T(a_faulty_sole_voter_still_never_campaigns),
+        T(a_lone_leader_ticks_rarely_and_a_leader_of_three_often),
         T(a_won_pre_vote_persists_term_and_vote_before_asking),
         T(a_new_leader_appends_a_barrier_of_its_term),
         T(the_leader_counts_itself_only_up_to_its_persisted_index),

@@ -130,6 +130,24 @@ static void an_update_and_a_leave_change_the_answers(void **state)
     free(st);
 }
 
+static void mirrors_are_counted_so_their_pump_skips_a_node_without(void **state)
+{
+    struct fixture *f = *state;
+    const char *one[] = {"m.>"};
+    add(f, "PLAIN", one, 1);
+    assert_int_equal(f->js.nmirrors, 0);
+    struct srv_stream *m = calloc(1, sizeof *m);
+    snprintf(m->cfg.name, sizeof m->cfg.name, "COPY");
+    m->cfg.has_mirror = true;
+    f->js.streams[f->js.nstreams++] = m;
+    srv_js_index_join(&f->js, m);
+    assert_int_equal(f->js.nmirrors, 1);
+    srv_js_index_leave(&f->js, m);
+    srv_js_index_leave(&f->js, m); /* a second leave counts nothing */
+    assert_int_equal(f->js.nmirrors, 0);
+    srv_js_index_join(&f->js, m); /* teardown leaves it once more */
+}
+
 static void thousands_of_streams_each_get_their_own_subjects(void **state)
 {
     struct fixture *f = *state;
@@ -155,6 +173,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(subjects_and_wildcards_name_their_stream),
         T(an_update_and_a_leave_change_the_answers),
+        T(mirrors_are_counted_so_their_pump_skips_a_node_without),
         T(thousands_of_streams_each_get_their_own_subjects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
