@@ -619,7 +619,9 @@ static bool snap_has_ttl(const struct srv_stream_sm *sm)
     if (sm->lim.allow_msg_ttl || sm->lim.marker_ttl_ns > 0) {
         return true;
     }
-    for (uint64_t seq = sm->base_seq; seq <= sm->last_seq; seq++) {
+    /* Bounded by the ring, as srv_stream_sm__ttl_rebuild. */
+    for (uint64_t seq = sm->base_seq;
+         seq <= sm->last_seq && seq - sm->base_seq < sm->count; seq++) {
         const struct srv_stream_slot *s = srv_stream_sm_get(sm, seq);
         if (s != NULL && s->ttl != 0) {
             return true;

@@ -84,8 +84,10 @@ int srv_stream_sm__ttl_rebuild(struct srv_stream_sm *sm)
 {
     sm->ttl_n = 0;
     sm->ttl_live = 0;
-    /* Bounded by the ring's size (<= SRV_STREAM_MSGS_MAX). */
-    for (uint64_t seq = sm->base_seq; seq <= sm->last_seq; seq++) {
+    /* Bounded by the ring's size (<= SRV_STREAM_MSGS_MAX), not by
+     * last_seq: a restored state may name a last_seq far past the ring. */
+    for (uint64_t seq = sm->base_seq;
+         seq <= sm->last_seq && seq - sm->base_seq < sm->count; seq++) {
         const struct srv_stream_slot *s = srv_stream_sm__slot(sm, seq);
         if (s != NULL && s->subj != NULL && srv_stream_slot_expire(s) > 0) {
             sm->ttl_live++;
