@@ -100,8 +100,12 @@ export const cases = [
     run: async (ctx) => {
       const { info } = await rawSession(ctx.url, 'PING\r\n');
       const n = info.max_payload + 1;
-      return raw(ctx, `PUB big ${n}\r\n${'x'.repeat(n)}\r\nPING\r\n`,
-        { pongs: 0 });
+      // Both servers refuse at the control line. The payload is not sent:
+      // a server that closes with it unread makes the kernel send RST,
+      // which can drop the -ERR before the client reads it, so the case
+      // would compare timing, not behaviour (keeld's linger after an -ERR
+      // is shown by a nats.js test in tests/js).
+      return raw(ctx, `PUB big ${n}\r\n`, { pongs: 0 });
     },
   },
   {
