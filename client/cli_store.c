@@ -198,7 +198,8 @@ static void decode_stream_entry(const struct dump *d, json_t *o,
     static const char *const kinds[] = {
         [KEEL_STREAM_E_PUBLISH] = "publish", [KEEL_STREAM_E_PURGE] = "purge",
         [KEEL_STREAM_E_DELETE] = "delete",   [KEEL_STREAM_E_CONFIG] = "config",
-        [KEEL_STREAM_E_TICK] = "tick",       [KEEL_STREAM_E_MIRROR] = "mirror"};
+        [KEEL_STREAM_E_TICK] = "tick",       [KEEL_STREAM_E_MIRROR] = "mirror",
+        [KEEL_STREAM_E_SOURCE] = "source"};
 
     if (len == 0) {
         json_object_set_new(o, "entry", json_string("empty"));
@@ -215,12 +216,16 @@ static void decode_stream_entry(const struct dump *d, json_t *o,
         return;
     }
     json_object_set_new(o, "entry", json_string(kinds[e.kind]));
-    if (e.kind == KEEL_STREAM_E_MIRROR) {
+    if (e.kind == KEEL_STREAM_E_SOURCE) {
+        set_bytes(o, "source", (const uint8_t *)e.source, e.source_len);
+    }
+    if (e.kind == KEEL_STREAM_E_MIRROR || e.kind == KEEL_STREAM_E_SOURCE) {
         json_object_set_new(o, "origin_seq", json_integer((json_int_t)e.seq));
         json_object_set_new(o, "lost", json_integer((json_int_t)e.lost));
     }
     if (e.kind == KEEL_STREAM_E_PUBLISH ||
-        (e.kind == KEEL_STREAM_E_MIRROR && e.subject_len > 0)) {
+        ((e.kind == KEEL_STREAM_E_MIRROR || e.kind == KEEL_STREAM_E_SOURCE) &&
+         e.subject_len > 0)) {
         json_object_set_new(o, "ts", json_integer(e.ts_ns));
         set_bytes(o, "subject", (const uint8_t *)e.subject, e.subject_len);
         if (e.hdr_len > 0) {

@@ -53,14 +53,10 @@ static void print_replicas(const json_t *reps)
     }
 }
 
-/* A mirror's origin and progress (docs/jetstream-config.md "Mirrors"). */
-static void print_mirror(const json_t *cfg, const json_t *m)
+/* One origin's config (mc) and progress (m, NULL when not reported). */
+static void print_origin(const json_t *mc, const json_t *m)
 {
-    const json_t *mc = json_object_get(cfg, "mirror");
-    if (mc == NULL) {
-        return;
-    }
-    printf("Mirror:\n  %-18s %s\n", "Origin:", cli_js_str(mc, "name", "?"));
+    printf("  %-18s %s\n", "Origin:", cli_js_str(mc, "name", "?"));
     if (json_object_get(mc, "filter_subject") != NULL) {
         printf("  %-18s %s\n", "Filter:", cli_js_str(mc, "filter_subject", ""));
     }
@@ -88,6 +84,35 @@ static void print_mirror(const json_t *cfg, const json_t *m)
     printf("\n");
 }
 
+/* A mirror's origin and progress (docs/jetstream-config.md "Mirrors"),
+ * or each source's ("Sources"). */
+static void print_mirror(const json_t *cfg, const json_t *info)
+{
+    const json_t *mc = json_object_get(cfg, "mirror");
+    if (mc != NULL) {
+        printf("Mirror:\n");
+        print_origin(mc, json_object_get(info, "mirror"));
+        return;
+    }
+    const json_t *sc = json_object_get(cfg, "sources");
+    const json_t *si = json_object_get(info, "sources");
+    size_t n = json_is_array(sc) ? json_array_size(sc) : 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *c = json_array_get(sc, i);
+        const json_t *m = NULL;
+        /* Matched by name: nats-server lists them in any order. */
+        for (size_t k = 0; k < json_array_size(si) && m == NULL; k++) {
+            const json_t *x = json_array_get(si, k);
+            m = strcmp(cli_js_str(x, "name", ""), cli_js_str(c, "name", "?")) ==
+                        0
+                    ? x
+                    : NULL;
+        }
+        printf("Source %zu:\n", i + 1);
+        print_origin(c, m);
+    }
+}
+
 static void print_info(const json_t *info, const struct cli_js_run *r)
 {
     const json_t *cfg = json_object_get(info, "config");
@@ -102,7 +127,7 @@ static void print_info(const json_t *info, const struct cli_js_run *r)
         print_replicas(json_object_get(cl, "replicas"));
         printf("\n");
     }
-    print_mirror(cfg, json_object_get(info, "mirror"));
+    print_mirror(cfg, info);
     print_state(info);
 }
 

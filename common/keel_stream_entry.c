@@ -49,6 +49,8 @@ static unsigned entry_fields(uint8_t kind)
         return 3;
     case KEEL_STREAM_E_MIRROR:
         return 6;
+    case KEEL_STREAM_E_SOURCE:
+        return 7;
     case KEEL_STREAM_E_DELETE:
     case KEEL_STREAM_E_CONFIG:
     case KEEL_STREAM_E_TICK:
@@ -65,12 +67,13 @@ int keel_stream_entry_encode(const struct keel_stream_entry *e, uint8_t **out,
     *out = NULL;
     *len = 0;
     if (nf == 0 || e->ts_ns < 0 || e->subject_len > UINT32_MAX ||
-        e->hdr_len > UINT32_MAX || e->data_len > UINT32_MAX) {
+        e->hdr_len > UINT32_MAX || e->data_len > UINT32_MAX ||
+        e->source_len > UINT32_MAX) {
         return KEEL_EINVAL;
     }
     size_t cap = 2 + 4 * 9 + 3 * 5 + e->subject_len + e->hdr_len + e->data_len;
-    if (e->kind == KEEL_STREAM_E_MIRROR) {
-        cap += 3 * 9;
+    if (e->kind == KEEL_STREAM_E_MIRROR || e->kind == KEEL_STREAM_E_SOURCE) {
+        cap += 3 * 9 + 5 + e->source_len;
     }
     struct wbuf w = {malloc(cap), 0};
     if (w.p == NULL) {
@@ -90,6 +93,10 @@ int keel_stream_entry_encode(const struct keel_stream_entry *e, uint8_t **out,
         put_u64(&w, e->seq);
         put_u64(&w, e->keep);
         break;
+    case KEEL_STREAM_E_SOURCE:
+        put_raw(&w, 0xdb, e->source, e->source_len);
+        /* then MIRROR's fields */
+        /* fall through */
     case KEEL_STREAM_E_MIRROR:
         put_u64(&w, e->seq);
         put_u64(&w, (uint64_t)e->ts_ns);
@@ -211,6 +218,13 @@ static void decode_fields(struct rbuf *r, struct keel_stream_entry *e)
         e->seq = get_uint(r);
         e->keep = get_uint(r);
         break;
+    case KEEL_STREAM_E_SOURCE:
+        e->source = (const char *)get_raw(r, true, &e->source_len);
+        if (e->source_len == 0) {
+            r->bad = true; /* a source always names its origin */
+        }
+        /* then MIRROR's fields */
+        /* fall through */
     case KEEL_STREAM_E_MIRROR:
         e->seq = get_uint(r);
         u = get_uint(r);

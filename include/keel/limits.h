@@ -114,6 +114,9 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 #define SRV_JS_ERR_DESC_BYTES_MAX 512
 #define SRV_JS_NAME_BYTES_MAX 255
 #define SRV_JS_SUBJECTS_MAX 1024
+/* A stream's `sources` (nats-server has no bound; each is read by the
+ * leader's pump in turn, docs/jetstream-config.md "Sources"). */
+#define SRV_JS_SOURCES_MAX 32
 #define SRV_JS_SUBJECT_BYTES_MAX 1024
 #define SRV_JS_REPLICAS_MAX 5
 #define SRV_JS_DUPLICATE_WINDOW_NS_DEFAULT (120LL * 1000 * 1000 * 1000)

@@ -441,6 +441,12 @@ static bool filters_fit(const struct srv_consumer_config *cfg,
         }
         sc = srv_stream_config_get(o);
     }
+    if (sc->nsources > 0) {
+        /* Its sources' messages carry their origins' subjects: any filter
+         * (nats-server walks the origins; keeld does not yet,
+         * docs/jetstream-config.md "Sources"). */
+        return true;
+    }
     if (sc->transform != NULL) {
         srv_js_xform_dest_pattern(sc->transform, dest);
     }

@@ -269,8 +269,8 @@ static bool filters_cover_stream(const struct srv_cstream *cs, char *const *f,
     if (n == 0) {
         return true;
     }
-    if (sc->nsubjects == 0) {
-        return false; /* a mirror: its messages carry any subject */
+    if (sc->nsubjects == 0 || sc->nsources > 0) {
+        return false; /* a mirror, sources: messages carry any subject */
     }
     for (uint32_t i = 0; i < sc->nsubjects; i++) {
         bool covered = false;

@@ -320,20 +320,56 @@ static void meta_write(struct api_req *q, const char *op, const char *kind,
     }
 }
 
-/* Does following cfg's mirror from stream to origin come back to cfg's
- * name? Bounded: a chain visits each stream at most once. */
-static bool mirror_cycle(struct srv_js *js, const struct srv_stream_config *cfg)
+/* Does following cfg's mirror or sources from stream to origin come back
+ * to cfg's name (nats-server's "detected cycle")? A breadth-first walk
+ * over the streams this node knows, each visited once: bounded by
+ * SRV_JS_STREAMS_MAX. */
+static bool origin_cycle(struct srv_js *js, const struct srv_stream_config *cfg)
 {
-    const struct srv_stream_config *c = cfg;
-    for (uint32_t i = 0; i <= js->nstreams && c->has_mirror; i++) {
+    const struct srv_stream_config **todo =
+        calloc((size_t)js->nstreams + 1, sizeof *todo);
+    struct srv_hmap seen;
+    bool cycle = false;
+    uint32_t head = 0, tail = 0;
+    if (todo == NULL) {
+        return false; /* out of memory: the create goes on unchecked */
+    }
+    srv_hmap_init(&seen);
+    todo[tail++] = cfg;
+    while (head < tail && !cycle) {
+        const struct srv_stream_config *c = todo[head++];
+        uint32_t n = c->has_mirror ? 1 : c->nsources;
+        for (uint32_t i = 0; i < n && !cycle; i++) {
+            const char *name =
+                c->has_mirror ? c->mirror.name : c->sources[i].name;
+            struct srv_stream *o = NULL;
+            cycle = strcmp(name, cfg->name) == 0;
+            if (cycle || srv_hmap_get(&seen, name, strlen(name)) != NULL ||
+                srv_js_find_stream(js, name, &o) != 0 ||
+                strcmp(o->cfg.name, cfg->name) == 0 || tail > js->nstreams ||
+                srv_hmap_put(&seen, name, strlen(name), o) != 0) {
+                continue;
+            }
+            todo[tail++] = &o->cfg;
+        }
+    }
+    srv_hmap_close(&seen);
+    free(todo);
+    return cycle;
+}
+
+/* nats-server's 10046: a source this node knows that may hold messages
+ * larger than the stream's max_msg_size takes. */
+static bool source_too_big(struct srv_js *js,
+                           const struct srv_stream_config *cfg)
+{
+    for (uint32_t i = 0; cfg->max_msg_size > 0 && i < cfg->nsources; i++) {
         struct srv_stream *o = NULL;
-        if (strcmp(c->mirror.name, cfg->name) == 0) {
+        if (srv_js_find_stream(js, cfg->sources[i].name, &o) == 0 &&
+            o->cfg.max_msg_size > 0 &&
+            cfg->max_msg_size < o->cfg.max_msg_size) {
             return true;
         }
-        if (srv_js_find_stream(js, c->mirror.name, &o) != 0) {
-            return false;
-        }
-        c = &o->cfg;
     }
     return false;
 }
@@ -347,7 +383,9 @@ static void api_create(struct api_req *q)
     if (config_from_request(q, kind, NULL, &cfg) != 0) {
         return;
     }
-    if (mirror_cycle(q->js, &cfg)) {
+    if (source_too_big(q->js, &cfg)) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESOURCE_MSG_SIZE, NULL);
+    } else if (origin_cycle(q->js, &cfg)) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
                          "detected cycle");
     } else if (srv_js_find_stream(q->js, q->name, &st) == 0) {
@@ -393,6 +431,11 @@ static void api_update(struct api_req *q)
         /* nats-server's rule, also for adding or removing one: the
          * mirror's position is the origin's seqs. */
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EMIRROR_UPDATE, NULL);
+    } else if (source_too_big(q->js, &cfg)) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESOURCE_MSG_SIZE, NULL);
+    } else if (origin_cycle(q->js, &cfg)) {
+        srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
+                         "detected cycle");
     } else if (cfg.first_seq != st->cfg.first_seq) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESTREAM_CONFIG,
                          "stream configuration update can not change "

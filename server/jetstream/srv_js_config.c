@@ -170,7 +170,7 @@ void srv_stream_config_free(struct srv_stream_config *cfg)
     json_decref(cfg->metadata);
     json_decref(cfg->consumer_limits);
     srv_stream_config_free_xforms(cfg);
-    free(cfg->mirror.filter_subject);
+    srv_stream_config_free_sources(cfg);
     memset(cfg, 0, sizeof *cfg);
 }
 
@@ -210,6 +210,14 @@ static bool mirror_given(const struct srv_js_json_rd *rd)
     return json_is_object(json_object_get(rd->j, "mirror"));
 }
 
+/* A stream with sources has only the subjects it is given (none is not
+ * [name]), as nats-server 2.9.10 has it. */
+static bool sources_given(const struct srv_js_json_rd *rd)
+{
+    const json_t *s = json_object_get(rd->j, "sources");
+    return json_is_array(s) && json_array_size(s) > 0;
+}
+
 static int parse_subjects(const struct srv_js_json_rd *rd,
                           struct srv_stream_config *c)
 {
@@ -218,7 +226,7 @@ static int parse_subjects(const struct srv_js_json_rd *rd,
     if (f != NULL && !json_is_null(f) && !json_is_array(f)) {
         return srv_js_json_fail(rd, "subjects must be an array of strings");
     }
-    if (n == 0 && mirror_given(rd)) {
+    if (n == 0 && (mirror_given(rd) || sources_given(rd))) {
         return 0;
     }
     if (n > SRV_JS_SUBJECTS_MAX) {
@@ -508,7 +516,8 @@ static int encode_optional(const struct srv_stream_config *c, json_t *o)
 int srv_stream_config_encode(const struct srv_stream_config *c, json_t **out,
                              char *errmsg)
 {
-    ASSERT((c->nsubjects >= 1 || c->has_mirror) && c->consumer_limits != NULL);
+    ASSERT((c->nsubjects >= 1 || c->has_mirror || c->nsources > 0) &&
+           c->consumer_limits != NULL);
     *out = NULL;
     json_t *subj = json_array();
     for (uint32_t i = 0; subj != NULL && i < c->nsubjects; i++) {
@@ -536,7 +545,7 @@ int srv_stream_config_encode(const struct srv_stream_config *c, json_t **out,
         c->allow_rollup_hdrs, "no_ack", c->no_ack, "compression", "none",
         "keel_fsync", fsync_string(c, fs, sizeof fs));
     if (o != NULL && c->nsubjects == 0) {
-        json_object_del(o, "subjects"); /* a mirror's: omitempty */
+        json_object_del(o, "subjects"); /* omitempty: a mirror, sources */
     }
     if (o != NULL && c->duplicate_window_ns == 0) {
         json_object_del(o, "duplicate_window");

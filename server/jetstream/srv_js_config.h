@@ -34,8 +34,9 @@ enum srv_js_fsync {
     SRV_JS_FSYNC_INTERVAL,  /* every fsync_interval_ms */
 };
 
-/* A stream's `mirror` (srv_js_config_mirror.c,
- * docs/decisions/0032-mirrors-pull-into-the-log.md). */
+/* A stream's `mirror`, or one of its `sources` (srv_js_config_mirror.c,
+ * docs/decisions/0032-mirrors-pull-into-the-log.md,
+ * docs/decisions/0035-sources-share-the-mirror-pump.md). */
 struct srv_stream_mirror {
     char name[SRV_JS_NAME_BYTES_MAX + 1]; /* the origin; "" is accepted */
     uint64_t opt_start_seq;               /* 0 = from the origin's first */
@@ -46,7 +47,8 @@ struct srv_stream_mirror {
 struct srv_stream_config {
     char name[SRV_JS_NAME_BYTES_MAX + 1];
     char *description; /* NULL when absent */
-    char **subjects;   /* default [name]; empty (0, NULL) only for a mirror */
+    char **subjects;   /* default [name]; empty (0, NULL) only for a mirror
+                          or a stream with sources */
     uint32_t nsubjects;
     enum srv_js_retention retention;
     int64_t max_consumers;
@@ -73,10 +75,12 @@ struct srv_stream_config {
     bool republish_headers_only;
     struct srv_js_xform *transform;
     bool has_mirror;
-    struct srv_stream_mirror mirror; /* when has_mirror */
-    json_t *placement;               /* owned; NULL when absent */
-    json_t *metadata;                /* owned; NULL when absent or empty */
-    json_t *consumer_limits;         /* owned; always an object ({} default) */
+    struct srv_stream_mirror mirror;   /* when has_mirror */
+    struct srv_stream_mirror *sources; /* owned; nsources, names unique */
+    uint32_t nsources;                 /* <= SRV_JS_SOURCES_MAX */
+    json_t *placement;                 /* owned; NULL when absent */
+    json_t *metadata;                  /* owned; NULL when absent or empty */
+    json_t *consumer_limits; /* owned; always an object ({} default) */
     enum srv_js_fsync fsync;
     uint32_t fsync_interval_ms; /* only for SRV_JS_FSYNC_INTERVAL */
 };
@@ -125,8 +129,9 @@ KEEL_MUST_USE int srv_stream_config_parse_ttl(const struct srv_js_json_rd *rd,
 KEEL_MUST_USE int
 srv_stream_config_encode_ttl(const struct srv_stream_config *c, json_t *o);
 
-/* `mirror` (srv_js_config_mirror.c): the parse step (after the flags:
- * mirror_direct needs a mirror; the subjects step leaves a mirror none),
+/* `mirror` and `sources` (srv_js_config_mirror.c): the parse step (after
+ * the flags: mirror_direct needs a mirror; the subjects step leaves a
+ * mirror, or a stream with sources and no subjects given, none),
  * its encoding into the config object o (non-zero when out of memory; its
  * filter_subject is freed with the config), and whether two configs have
  * the same mirror (an update may not change it, 10055). */
@@ -135,6 +140,13 @@ srv_stream_config_parse_mirror(const struct srv_js_json_rd *rd,
                                struct srv_stream_config *c);
 KEEL_MUST_USE int
 srv_stream_config_mirror_json(const struct srv_stream_config *c, json_t *o);
+/* Does a stream of config c read origins (a mirror or sources)? */
+static inline bool srv_stream_pumps_cfg(const struct srv_stream_config *c)
+{
+    return c->has_mirror || c->nsources > 0;
+}
+/* Free the mirror's filter and the sources (srv_stream_config_free). */
+void srv_stream_config_free_sources(struct srv_stream_config *c);
 bool srv_stream_mirror_equal(const struct srv_stream_config *a,
                              const struct srv_stream_config *b);
 

@@ -1,8 +1,9 @@
-/* srv_js_config_mirror: a stream config's `mirror` {name, opt_start_seq,
- * opt_start_time, filter_subject}: read, checked with nats-server 2.9's
- * texts and codes, encoded back with Go's omitempty
- * (docs/jetstream-config.md, docs/decisions/0032-mirrors-pull-into-the-log.md).
- * `external` and `subject_transforms` are refused by name before this
+/* srv_js_config_mirror: a stream config's `mirror` and `sources`, each
+ * {name, opt_start_seq, opt_start_time, filter_subject}: read, checked
+ * with nats-server 2.9's texts and codes, encoded back with Go's omitempty
+ * (docs/jetstream-config.md, docs/decisions/0032-mirrors-pull-into-the-log.md,
+ * docs/decisions/0035-sources-share-the-mirror-pump.md). `external` and
+ * `subject_transforms` are refused by name before this
  * (srv_js_unsupported.c). Pure: no I/O, no clock. */
 #include <stdlib.h>
 #include <string.h>
@@ -12,19 +13,20 @@
 #include "srv_js_config.h"
 #include "srv_js_json.h"
 
+/* One origin's fields; what ("mirror" or "source") names it in errors. */
 static int mirror_fields(const struct srv_js_json_rd *m,
-                         struct srv_stream_mirror *mi)
+                         struct srv_stream_mirror *mi, const char *what)
 {
     const json_t *n = json_object_get(m->j, "name");
     if (n != NULL && !json_is_null(n) && !json_is_string(n)) {
-        return srv_js_json_fail(m, "mirror name must be a string");
+        return srv_js_json_fail(m, "%s name must be a string", what);
     }
     const char *name = json_string_value(n);
     /* nats-server accepts an empty origin name (the mirror waits, as for
      * a missing origin); any other must be a stream name. */
     if (name != NULL && name[0] != '\0' && !srv_js_name_valid(name)) {
-        return srv_js_json_fail(
-            m, "mirror name %.64s is not a valid stream name", name);
+        return srv_js_json_fail(m, "%s name %.64s is not a valid stream name",
+                                what, name);
     }
     if (name != NULL) {
         strcpy(mi->name, name);
@@ -39,19 +41,73 @@ static int mirror_fields(const struct srv_js_json_rd *m,
     if (t != NULL && !json_is_null(t)) {
         const char *s = json_string_value(t);
         if (s == NULL || srv_js_time_parse(s, &mi->opt_start_time_ns) != 0) {
-            return srv_js_json_fail(m, "mirror opt_start_time must be an "
-                                       "RFC3339 time");
+            return srv_js_json_fail(m,
+                                    "%s opt_start_time must be an RFC3339 "
+                                    "time",
+                                    what);
         }
     }
     rv = srv_js_json_str(m, "filter_subject", &mi->filter_subject);
     if (rv == 0 && mi->filter_subject != NULL &&
         !srv_js_subject_valid(mi->filter_subject, true)) {
         rv = srv_js_json_fail(m,
-                              "mirror filter_subject %.64s is not a valid "
+                              "%s filter_subject %.64s is not a valid "
                               "subject",
-                              mi->filter_subject);
+                              what, mi->filter_subject);
     }
     return rv;
+}
+
+/* `sources`: an array of origins, each named once (nats-server 2.9.10
+ * keeps one of two with the same name; keeld refuses them as 2.10 does,
+ * docs/jetstream-config.md "Sources"). */
+static int parse_sources(const struct srv_js_json_rd *rd,
+                         struct srv_stream_config *c)
+{
+    const json_t *f = json_object_get(rd->j, "sources");
+    size_t n = json_is_array(f) ? json_array_size(f) : 0;
+    if (f != NULL && !json_is_null(f) && !json_is_array(f)) {
+        return srv_js_json_fail(rd, "sources must be an array");
+    }
+    if (n == 0) {
+        return 0;
+    }
+    if (n > SRV_JS_SOURCES_MAX) {
+        return srv_js_json_fail(rd, "too many sources (%zu, at most %d)", n,
+                                SRV_JS_SOURCES_MAX);
+    }
+    c->sources = calloc(n, sizeof *c->sources);
+    if (c->sources == NULL) {
+        return keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *o = json_array_get(f, i);
+        if (!json_is_object(o)) {
+            return srv_js_json_fail(rd, "each source must be an object");
+        }
+        const struct srv_js_json_rd m = {o, rd->bad, rd->jerr, rd->errmsg};
+        struct srv_stream_mirror *si = &c->sources[i];
+        c->nsources = (uint32_t)(i + 1); /* freed with the config */
+        int rv = mirror_fields(&m, si, "source");
+        if (rv != 0) {
+            return rv;
+        }
+        if (si->name[0] == '\0') {
+            return srv_js_json_fail(rd, "source name is required: name the "
+                                        "stream to source from");
+        }
+        if (strcmp(si->name, c->name) == 0) {
+            /* nats-server's cycle check starts at the stream itself. */
+            return srv_js_json_fail(rd, "detected cycle");
+        }
+        for (size_t k = 0; k < i; k++) {
+            if (strcmp(c->sources[k].name, si->name) == 0) {
+                return srv_js_json_fail(rd, "duplicate source configuration "
+                                            "detected");
+            }
+        }
+    }
+    return 0;
 }
 
 int srv_stream_config_parse_mirror(const struct srv_js_json_rd *rd,
@@ -63,7 +119,7 @@ int srv_stream_config_parse_mirror(const struct srv_js_json_rd *rd,
             return srv_js_json_fail(rd, "stream has no mirror but does have "
                                         "mirror direct");
         }
-        return 0;
+        return parse_sources(rd, c);
     }
     if (!json_is_object(f)) {
         return srv_js_json_fail(rd, "mirror must be an object");
@@ -81,15 +137,11 @@ int srv_stream_config_parse_mirror(const struct srv_js_json_rd *rd,
     }
     const struct srv_js_json_rd m = {f, rd->bad, rd->jerr, rd->errmsg};
     c->has_mirror = true;
-    return mirror_fields(&m, &c->mirror);
+    return mirror_fields(&m, &c->mirror, "mirror");
 }
 
-int srv_stream_config_mirror_json(const struct srv_stream_config *c, json_t *o)
+static json_t *origin_json(const struct srv_stream_mirror *mi)
 {
-    if (!c->has_mirror) {
-        return 0;
-    }
-    const struct srv_stream_mirror *mi = &c->mirror;
     json_t *m = json_pack("{s:s}", "name", mi->name);
     int bad = m == NULL;
     if (m != NULL && mi->opt_start_seq > 0) {
@@ -105,7 +157,38 @@ int srv_stream_config_mirror_json(const struct srv_stream_config *c, json_t *o)
         bad |= json_object_set_new(m, "filter_subject",
                                    json_string(mi->filter_subject));
     }
-    return bad | json_object_set_new(o, "mirror", m);
+    if (bad && m != NULL) {
+        json_decref(m);
+        m = NULL;
+    }
+    return m;
+}
+
+int srv_stream_config_mirror_json(const struct srv_stream_config *c, json_t *o)
+{
+    if (c->has_mirror) {
+        return json_object_set_new(o, "mirror", origin_json(&c->mirror));
+    }
+    if (c->nsources == 0) {
+        return 0;
+    }
+    json_t *a = json_array();
+    int bad = a == NULL;
+    for (uint32_t i = 0; a != NULL && i < c->nsources; i++) {
+        bad |= json_array_append_new(a, origin_json(&c->sources[i]));
+    }
+    return bad | json_object_set_new(o, "sources", a);
+}
+
+void srv_stream_config_free_sources(struct srv_stream_config *c)
+{
+    free(c->mirror.filter_subject);
+    for (uint32_t i = 0; i < c->nsources; i++) {
+        free(c->sources[i].filter_subject);
+    }
+    free(c->sources);
+    c->sources = NULL;
+    c->nsources = 0;
 }
 
 bool srv_stream_mirror_equal(const struct srv_stream_config *a,

@@ -35,6 +35,8 @@
       "stream mirrors can not also contain other sources")                     \
     X(SRV_JS_EMIRROR_UPDATE, 400, 10055,                                       \
       "stream mirror configuration can not be updated")                        \
+    X(SRV_JS_ESOURCE_MSG_SIZE, 400, 10046,                                     \
+      "stream source must have max message size >= target")                    \
     X(SRV_JS_ECONSUMER_NAME_IN_USE, 400, 10013,                                \
       "consumer name already in use")                                          \
     X(SRV_JS_ECONSUMER_ACTIVE, 400, 10105,                                     \

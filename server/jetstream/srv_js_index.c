@@ -39,7 +39,7 @@ void srv_js_index_join(struct srv_js *js, struct srv_stream *st)
     if (srv_hmap_put(&js->names, name, strlen(name), st) != 0) {
         index_off(js, name);
     }
-    js->nmirrors += c->has_mirror ? 1 : 0;
+    js->nmirrors += srv_stream_pumps_cfg(c) ? 1 : 0;
     st->indexed = true;
     if (c->nsubjects == 0) {
         return;
@@ -64,7 +64,7 @@ void srv_js_index_join(struct srv_js *js, struct srv_stream *st)
 
 void srv_js_index_leave(struct srv_js *js, struct srv_stream *st)
 {
-    if (st->indexed && st->cfg.has_mirror) {
+    if (st->indexed && srv_stream_pumps_cfg(&st->cfg)) {
         ASSERT(js->nmirrors > 0);
         js->nmirrors--;
     }

@@ -56,6 +56,7 @@ struct srv_js_pending {
  * never replicated; the position it resumes from is the applied
  * sm.mirror_pos (docs/decisions/0032-mirrors-pull-into-the-log.md). */
 struct srv_mirror_pump {
+    char origin[SRV_JS_NAME_BYTES_MAX + 1]; /* a source's: its name */
     uint64_t term;        /* the leader term `next` is valid in */
     uint64_t next;        /* next origin seq to read (0: from the position) */
     int64_t contact_ns;   /* monotonic time the origin was last read; 0 never */
@@ -99,6 +100,11 @@ struct srv_stream {
     raft_node leader_node;
     raft_term leader_term;
     struct srv_mirror_pump mir;
+    /* The pumps of its sources (srv_stream_feeds keeps them matching
+     * cfg.sources by name); NULL none. */
+    struct srv_mirror_pump *srcp;
+    uint32_t nsrcp;
+    uint32_t src_turn; /* which source the next round starts at */
     /* Its subjects in js->subjects (srv_js_index.c): one entry a subject
      * of cfg while it is indexed. */
     struct srv_js_isub *isubs;
@@ -128,7 +134,7 @@ struct srv_js {
     struct srv_sublist subjects;
     struct srv_hmap names;
     bool index_off;
-    uint32_t nmirrors;       /* indexed streams with a mirror config */
+    uint32_t nmirrors;       /* indexed streams with a mirror or sources */
     struct srv_hmap pending; /* 8-byte id -> struct srv_js_pending */
     uint64_t next_id;
     const struct srv_consumer_ops *cops;
@@ -366,33 +372,59 @@ bool srv_stream_mirror__read(struct srv_stream *o, uint64_t *next,
 /* Can this node's replica of o be read (placed, opened, not failed, not
  * amnesiac)? */
 bool srv_stream_mirror__readable(const struct srv_stream *o);
-/* Propose one record as a MIRROR entry of mirror st (srv_stream_mirror.c).
- * Returns 0 or a KEEL_E* (KEEL_EBUSY: the proposal queue is full). */
-int srv_stream_mirror__propose(struct srv_stream *st,
+/* One origin a stream reads: its mirror, or one of its sources
+ * (docs/decisions/0035-sources-share-the-mirror-pump.md). The same pump
+ * and reader serve both; only the entry proposed and the position read
+ * differ. */
+struct srv_feed {
+    const struct srv_stream_mirror *o; /* the origin's config */
+    struct srv_mirror_pump *p;         /* its pump on this leader */
+    bool source;                       /* one of cfg.sources */
+};
+/* The feeds of st (its mirror, or its sources in config order), the
+ * sources' pumps made to match the config first. Returns how many; f[i]
+ * for i below it (f has SRV_JS_SOURCES_MAX entries). */
+uint32_t srv_stream_feeds(struct srv_stream *st, struct srv_feed *f);
+/* The stream's applied position in the feed's origin. */
+uint64_t srv_stream_feed_pos(const struct srv_stream *st,
+                             const struct srv_feed *f);
+/* Propose one record as a MIRROR entry (a mirror) or a SOURCE entry (a
+ * source: the stream's own seq, a Nats-Stream-Source header) of st
+ * (srv_stream_mirror.c). Returns 0 or a KEEL_E* (KEEL_EBUSY: the
+ * proposal queue is full). */
+int srv_stream_mirror__propose(struct srv_stream *st, const struct srv_feed *f,
                                const struct srv_mirror_rec *r, char *err);
 /* The pump's step for an origin on no intact replica here: read it
  * through the cluster from a node that holds one (srv_stream_mirror_net.c,
  * SRV_CLUSTER_JS_MIRROR frames), proposing while fewer than window
- * entries are in flight (inflight now). Returns true on progress. */
-bool srv_stream_mirror__remote(struct srv_stream *st, struct srv_stream *o,
-                               uint64_t inflight, uint32_t window);
+ * entries are in flight (*inflight, counted up). Returns true on
+ * progress. */
+bool srv_stream_mirror__remote(struct srv_stream *st, const struct srv_feed *f,
+                               struct srv_stream *o, uint64_t *inflight,
+                               uint32_t window);
 /* Forget a remote read in flight and the records not proposed (a new
  * term, leadership lost, the stream closed). */
-void srv_stream_mirror__drop(struct srv_stream *st);
+void srv_stream_mirror__drop(struct srv_mirror_pump *p);
+/* Drop every pump of st and free the sources' (the stream closes). */
+void srv_stream_mirror__close(struct srv_stream *st);
 /* Register the SRV_CLUSTER_JS_MIRROR handler once the cluster is up, and
  * clear it at close. */
 void srv_stream_mirror__attach(struct srv_js *js);
 void srv_stream_mirror__detach(struct srv_js *js);
 /* Set a pump's error and back off (doubling, bounded). */
-void srv_stream_mirror__fail(struct srv_stream *st, enum srv_js_err jerr,
+void srv_stream_mirror__fail(const struct srv_stream *st,
+                             const struct srv_feed *f, enum srv_js_err jerr,
                              const char *why);
 /* The origin was read: clear the error and the backoff. */
-void srv_stream_mirror__contact(struct srv_stream *st);
+void srv_stream_mirror__contact(struct srv_mirror_pump *p);
 /* Run the pumps again now (a reply arrived). */
 void srv_stream_mirror__kick(struct srv_js *js);
 /* The stream info "mirror" block {name, lag, active, error?}; NULL when
  * out of memory. */
-json_t *srv_stream_mirror_info(const struct srv_stream *st);
+json_t *srv_stream_mirror_info(struct srv_stream *st);
+/* The stream info "sources" array of such blocks, in config order; NULL
+ * when out of memory. */
+json_t *srv_stream_sources_info(struct srv_stream *st);
 
 /* ---- srv_js_api.c ---- */
 void srv_js_api(struct srv_js *js, const char *subject, size_t slen,

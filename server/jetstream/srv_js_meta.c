@@ -230,9 +230,14 @@ int srv_js_meta_place(struct srv_js *js, json_t *entry, char *errmsg)
         return replace_placement(js, entry, (uint32_t)r, errmsg);
     }
     /* A mirror on its origin's nodes (0032): its leader reads the origin
-     * there. */
-    const char *origin = json_string_value(json_object_get(
-        json_object_get(json_object_get(entry, "config"), "mirror"), "name"));
+     * there. A stream with sources on its first source's (0035). */
+    const json_t *config = json_object_get(entry, "config");
+    const char *origin = json_string_value(
+        json_object_get(json_object_get(config, "mirror"), "name"));
+    if (origin == NULL) {
+        origin = json_string_value(json_object_get(
+            json_array_get(json_object_get(config, "sources"), 0), "name"));
+    }
     struct srv_stream *o = NULL;
     const struct srv_jsc_placement *prefer =
         origin != NULL && srv_js_find_stream(js, origin, &o) == 0 &&

@@ -34,7 +34,6 @@ struct field {
 };
 
 static const struct field stream_fields[] = {
-    {"sources", UNSET_EMPTY, "sources are not implemented"},
     {"template_owner", UNSET_EMPTY, "stream templates are not implemented"},
     {"allow_msg_counter", UNSET_FALSE, "counters are not implemented"},
     {"allow_atomic", UNSET_FALSE, "atomic batches are not implemented"},
@@ -95,13 +94,40 @@ static bool consumer_limits_set(const json_t *j)
 
 /* Parts of a mirror keeld does not implement yet; the rest of the mirror
  * is checked by its parse (srv_js_config_mirror.c), also mirror and
- * sources together (10031) before sources are refused here. */
+ * sources together (10031). */
 static const struct field mirror_fields[] = {
     {"external", UNSET_NULL,
      "mirrors of another domain or account are not implemented"},
     {"subject_transforms", UNSET_EMPTY,
      "mirror subject transforms are not implemented"},
 };
+
+/* The same parts of each of the sources. */
+static const struct field source_fields[] = {
+    {"external", UNSET_NULL,
+     "sources of another domain or account are not implemented"},
+    {"subject_transforms", UNSET_EMPTY,
+     "source subject transforms are not implemented"},
+};
+
+static int sources_check(const json_t *req, enum srv_js_err *jerr, char *errmsg)
+{
+    const json_t *a = json_object_get(req, "sources");
+    size_t n = json_is_array(a) ? json_array_size(a) : 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *o = json_array_get(a, i);
+        int rv =
+            json_is_object(o)
+                ? refuse(o, source_fields,
+                         sizeof source_fields / sizeof source_fields[0],
+                         "stream source", SRV_JS_ESTREAM_CONFIG, jerr, errmsg)
+                : 0;
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    return 0;
+}
 
 static int mirror_check(const json_t *req, enum srv_js_err *jerr, char *errmsg)
 {
@@ -135,6 +161,9 @@ int srv_stream_request_check(const json_t *req, enum srv_js_err *jerr,
         return 0; /* nats-server's 10031 comes from the parse */
     }
     int rv = mirror_check(req, jerr, errmsg);
+    if (rv == 0) {
+        rv = sources_check(req, jerr, errmsg);
+    }
     if (rv != 0) {
         return rv;
     }

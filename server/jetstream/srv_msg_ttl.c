@@ -169,36 +169,10 @@ int srv_msg_ttl_raise(const char *hdr, size_t len, int64_t marker_secs,
         secs >= marker_secs) {
         return 0;
     }
-    /* Copy every line but the Nats-TTL ones, then the raised one before
-     * the blank line that ends the block (srv_msg_ttl_of read it, so the
-     * block is well formed). */
+    /* srv_msg_ttl_of read it, so the block is well formed. */
     char line[48];
     int ln = snprintf(line, sizeof line, SRV_MSG_TTL_HDR ": %lld\r\n",
                       (long long)marker_secs);
-    char *b = malloc(len + (size_t)ln + 1);
-    if (b == NULL) {
-        return KEEL_ENOMEM;
-    }
-    const char *p = hdr, *end = hdr + len;
-    size_t n = 0, tlen = strlen(SRV_MSG_TTL_HDR);
-    /* Each pass copies or skips one CRLF-ended line. */
-    while (p < end) {
-        const char *eol = memmem(p, (size_t)(end - p), "\r\n", 2);
-        size_t l = eol != NULL ? (size_t)(eol - p) + 2 : (size_t)(end - p);
-        if (l == 2 && p != hdr) {
-            memcpy(b + n, line, (size_t)ln);
-            n += (size_t)ln;
-        }
-        bool ttl_line = p != hdr && l > tlen &&
-                        strncasecmp(p, SRV_MSG_TTL_HDR, tlen) == 0 &&
-                        (p[tlen] == ':' || p[tlen] == ' ' || p[tlen] == '\t');
-        if (!ttl_line) {
-            memcpy(b + n, p, l);
-            n += l;
-        }
-        p += l;
-    }
-    *out = b;
-    *out_len = n;
-    return 0;
+    return srv_nats_hdr_replace(hdr, len, SRV_MSG_TTL_HDR, line, (size_t)ln,
+                                out, out_len);
 }

@@ -174,7 +174,8 @@ int srv_stream_msg_load(struct srv_stream *st, uint64_t seq,
     }
     rv = keel_stream_entry_decode(e.payload, e.len, &d, errmsg);
     if (rv == 0 && d.kind != KEEL_STREAM_E_PUBLISH &&
-        !(d.kind == KEEL_STREAM_E_MIRROR && d.subject_len > 0)) {
+        !((d.kind == KEEL_STREAM_E_MIRROR || d.kind == KEEL_STREAM_E_SOURCE) &&
+          d.subject_len > 0)) {
         rv = keel_err(KEEL_ECORRUPT, errmsg,
                       "index %" PRIu64 " is not a "
                       "publish",
@@ -836,7 +837,7 @@ void srv_stream_close(struct srv_stream *st, bool deleted)
         js->cops->stream_closed(st, deleted);
     }
     srv_js_pending_drop_stream(js, st);
-    srv_stream_mirror__drop(st); /* a remote read's kept reply */
+    srv_stream_mirror__close(st); /* remote reads' kept replies */
     srv_stream_cluster_close(st);
     if (st->r != NULL) {
         replica_close(st->r);
@@ -934,6 +935,14 @@ json_t *srv_stream_info_json(struct srv_stream *st, const char *kind,
         strcmp(kind, "stream_info_response") == 0) {
         json_t *m = srv_stream_mirror_info(st);
         if (m == NULL || json_object_set_new(o, "mirror", m) != 0) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    if (o != NULL && st->cfg.nsources > 0 &&
+        strcmp(kind, "stream_info_response") == 0) {
+        json_t *m = srv_stream_sources_info(st);
+        if (m == NULL || json_object_set_new(o, "sources", m) != 0) {
             json_decref(o);
             return NULL;
         }

@@ -1,5 +1,10 @@
-/* srv_stream_mirror: the pump of a stream's `mirror`
- * (docs/decisions/0032-mirrors-pull-into-the-log.md). Only the mirror
+/* srv_stream_mirror: the pump of a stream's `mirror`, and of each of its
+ * `sources` (docs/decisions/0032-mirrors-pull-into-the-log.md,
+ * docs/decisions/0035-sources-share-the-mirror-pump.md). A source is read
+ * as a mirror's origin is; its messages are proposed as SOURCE entries
+ * (the stream's own seq, a Nats-Stream-Source header) and its position is
+ * the applied sm.src entry of its name. Several sources are pumped in
+ * turn, each at most SOURCE_BATCH records a turn. Only the mirror
  * group's leader, in its term, pumps: it reads the origin's applied state
  * (every message there is committed), on its own node when it holds an
  * intact replica of the origin, else through the cluster from a node that
@@ -28,19 +33,21 @@
 #define MIRROR_WINDOW 64
 #define MIRROR_BACKOFF_MIN_MS 100
 #define MIRROR_BACKOFF_MAX_MS 2000
+#define SOURCE_BATCH 16
 
 static int64_t mono_ns(void)
 {
     return (int64_t)uv_hrtime();
 }
 
-void srv_stream_mirror__fail(struct srv_stream *st, enum srv_js_err jerr,
+void srv_stream_mirror__fail(const struct srv_stream *st,
+                             const struct srv_feed *f, enum srv_js_err jerr,
                              const char *why)
 {
-    struct srv_mirror_pump *p = &st->mir;
+    struct srv_mirror_pump *p = f->p;
     if (p->jerr != jerr || strcmp(p->why, why) != 0) {
-        SRV_WARN("js", "mirror %s: origin %s: %s", st->cfg.name,
-                 st->cfg.mirror.name, why);
+        SRV_WARN("js", "%s %s: origin %s: %s", f->source ? "stream" : "mirror",
+                 st->cfg.name, f->o->name, why);
     }
     p->jerr = jerr;
     snprintf(p->why, sizeof p->why, "%s", why);
@@ -51,9 +58,8 @@ void srv_stream_mirror__fail(struct srv_stream *st, enum srv_js_err jerr,
     p->retry_ns = mono_ns() + (int64_t)p->backoff_ms * 1000000;
 }
 
-void srv_stream_mirror__contact(struct srv_stream *st)
+void srv_stream_mirror__contact(struct srv_mirror_pump *p)
 {
-    struct srv_mirror_pump *p = &st->mir;
     p->contact_ns = mono_ns();
     p->jerr = SRV_JS_OK;
     p->why[0] = '\0';
@@ -66,12 +72,24 @@ bool srv_stream_mirror__readable(const struct srv_stream *o)
     return o->r != NULL && o->placed && !o->failed && !srv_stream_amnesiac(o);
 }
 
-int srv_stream_mirror__propose(struct srv_stream *st,
+/* The Nats-Stream-Source line nats-server 2.9.10 writes: the origin's
+ * name and the message's seq there. */
+static size_t source_line(const struct srv_feed *f, uint64_t seq, char *buf,
+                          size_t n)
+{
+    int w = snprintf(buf, n, "Nats-Stream-Source: %s %" PRIu64 "\r\n",
+                     f->o->name, seq);
+    ASSERT(w > 0 && (size_t)w < n);
+    return (size_t)w;
+}
+
+int srv_stream_mirror__propose(struct srv_stream *st, const struct srv_feed *f,
                                const struct srv_mirror_rec *r, char *err)
 {
     struct keel_stream_entry e = {
         .kind = KEEL_STREAM_E_MIRROR, .seq = r->seq, .lost = r->lost};
     const struct srv_stream_msg *m = r->m;
+    char *hdr = NULL;
     if (m != NULL) {
         e.ts_ns = m->ts_ns;
         e.subject = m->subject;
@@ -81,16 +99,112 @@ int srv_stream_mirror__propose(struct srv_stream *st,
         e.data = m->data;
         e.data_len = m->data_len;
     }
-    return srv_stream_propose_entry(st, &e, 0, err);
+    if (f->source) {
+        e.kind = KEEL_STREAM_E_SOURCE;
+        e.source = f->o->name;
+        e.source_len = strlen(f->o->name);
+        e.ts_ns = 0;
+    }
+    if (f->source && m != NULL) {
+        /* The stream's own clock, as for a publish; the origin's header
+         * block with its Nats-Stream-Source (a daisy chain's earlier one
+         * replaced, as nats-server does). */
+        int64_t now = srv_js_now_ns();
+        e.ts_ns = now > st->last_prop_ts ? now : st->last_prop_ts;
+        st->last_prop_ts = e.ts_ns;
+        char line[SRV_JS_NAME_BYTES_MAX + 64];
+        size_t ln = source_line(f, r->seq, line, sizeof line);
+        size_t hlen = 0;
+        int rv =
+            srv_nats_hdr_replace((const char *)m->hdr, m->hdr_len,
+                                 "Nats-Stream-Source", line, ln, &hdr, &hlen);
+        if (rv != 0) {
+            return keel_err(rv, err,
+                            "origin seq %" PRIu64 ": its header "
+                            "block cannot take Nats-Stream-Source",
+                            r->seq);
+        }
+        e.hdr = (const uint8_t *)hdr;
+        e.hdr_len = hlen;
+    }
+    int rv = srv_stream_propose_entry(st, &e, 0, err);
+    free(hdr);
+    return rv;
 }
 
-/* Where reading starts for a mirror that stored nothing yet. */
-static uint64_t start_seq(const struct srv_stream *st)
+/* Where reading starts for a feed that read nothing yet. */
+static uint64_t start_seq(const struct srv_stream *st, const struct srv_feed *f)
 {
-    if (st->sm.mirror_pos > 0) {
-        return st->sm.mirror_pos + 1;
+    uint64_t pos = srv_stream_feed_pos(st, f);
+    if (pos > 0) {
+        return pos + 1;
     }
-    return st->cfg.mirror.opt_start_seq > 0 ? st->cfg.mirror.opt_start_seq : 1;
+    return f->o->opt_start_seq > 0 ? f->o->opt_start_seq : 1;
+}
+
+uint64_t srv_stream_feed_pos(const struct srv_stream *st,
+                             const struct srv_feed *f)
+{
+    return f->source ? srv_stream_sm_source_pos(&st->sm, f->o->name, NULL)
+                     : st->sm.mirror_pos;
+}
+
+/* Make st's source pumps match cfg.sources by name: a pump whose source
+ * is gone is dropped, one added starts clean. */
+static int sync_pumps(struct srv_stream *st)
+{
+    const struct srv_stream_config *c = &st->cfg;
+    bool same = st->nsrcp == c->nsources;
+    for (uint32_t i = 0; same && i < c->nsources; i++) {
+        same = strcmp(st->srcp[i].origin, c->sources[i].name) == 0;
+    }
+    if (same) {
+        return 0;
+    }
+    struct srv_mirror_pump *np =
+        c->nsources > 0 ? calloc(c->nsources, sizeof *np) : NULL;
+    if (c->nsources > 0 && np == NULL) {
+        return KEEL_ENOMEM;
+    }
+    for (uint32_t i = 0; i < c->nsources; i++) {
+        snprintf(np[i].origin, sizeof np[i].origin, "%s", c->sources[i].name);
+        for (uint32_t k = 0; k < st->nsrcp; k++) {
+            if (strcmp(st->srcp[k].origin, np[i].origin) == 0) {
+                np[i] = st->srcp[k]; /* kept: its read and state move */
+                st->srcp[k].rbuf = NULL;
+            }
+        }
+    }
+    srv_stream_mirror__close(st);
+    st->srcp = np;
+    st->nsrcp = c->nsources;
+    return 0;
+}
+
+uint32_t srv_stream_feeds(struct srv_stream *st, struct srv_feed *f)
+{
+    if (st->cfg.has_mirror) {
+        f[0] = (struct srv_feed){&st->cfg.mirror, &st->mir, false};
+        return 1;
+    }
+    if (sync_pumps(st) != 0) {
+        return 0; /* out of memory: no pump this round */
+    }
+    for (uint32_t i = 0; i < st->nsrcp; i++) {
+        f[i] = (struct srv_feed){&st->cfg.sources[i], &st->srcp[i], true};
+    }
+    return st->nsrcp;
+}
+
+void srv_stream_mirror__close(struct srv_stream *st)
+{
+    srv_stream_mirror__drop(&st->mir);
+    for (uint32_t i = 0; i < st->nsrcp; i++) {
+        srv_stream_mirror__drop(&st->srcp[i]);
+    }
+    free(st->srcp);
+    st->srcp = NULL;
+    st->nsrcp = 0;
 }
 
 bool srv_stream_mirror__read(struct srv_stream *o, uint64_t *next,
@@ -161,31 +275,40 @@ bool srv_stream_mirror__read(struct srv_stream *o, uint64_t *next,
     return progress;
 }
 
-/* The local pump's emit: propose to the mirror (arg). */
+struct propose_arg {
+    struct srv_stream *st;
+    const struct srv_feed *f;
+    uint64_t proposed;
+};
+
+/* The local pump's emit: propose to the stream. */
 static int emit_propose(void *arg, const struct srv_mirror_rec *r)
 {
-    struct srv_stream *st = arg;
+    struct propose_arg *a = arg;
     char err[KEEL_ERRMSG_MAX];
-    int rv = srv_stream_mirror__propose(st, r, err);
+    int rv = srv_stream_mirror__propose(a->st, a->f, r, err);
+    a->proposed += rv == 0;
     if (rv != 0 && rv != KEEL_EBUSY) {
-        SRV_DEBUG("js", "mirror %s: seq %" PRIu64 " not proposed: %s",
-                  st->cfg.name, r->seq, err);
+        SRV_DEBUG("js", "stream %s: origin %s seq %" PRIu64 " not proposed: %s",
+                  a->st->cfg.name, a->f->o->name, r->seq, err);
     }
     return rv; /* the proposal queue is full, or no longer leader */
 }
 
-/* Propose what the origin holds past the cursor, up to the window.
+/* Propose what the feed's origin holds past its cursor: at most max
+ * records and only while the window has room (*inflight counts up).
  * Returns true when it made progress (more may follow at once). */
-static bool pump_one(struct srv_stream *st, const struct replica_info *ri)
+static bool pump_one(struct srv_stream *st, const struct srv_feed *f,
+                     uint64_t term, uint64_t *inflight, uint32_t max)
 {
-    struct srv_mirror_pump *p = &st->mir;
+    struct srv_mirror_pump *p = f->p;
     char err[KEEL_ERRMSG_MAX];
-    if (p->term != ri->term) {
-        p->term = ri->term; /* a new term: resume from the applied state */
+    if (p->term != term) {
+        p->term = term; /* a new term: resume from the applied state */
         p->next = 0;
-        srv_stream_mirror__drop(st);
+        srv_stream_mirror__drop(p);
     }
-    uint64_t from = start_seq(st);
+    uint64_t from = start_seq(st, f);
     if (p->next < from) {
         p->next = from;
     }
@@ -193,47 +316,80 @@ static bool pump_one(struct srv_stream *st, const struct replica_info *ri)
         return false;
     }
     struct srv_stream *o = NULL;
-    if (srv_js_find_stream(st->js, st->cfg.mirror.name, &o) != 0) {
-        srv_stream_mirror__drop(st);
-        srv_stream_mirror__fail(st, SRV_JS_ESTREAM_NOT_FOUND,
+    if (srv_js_find_stream(st->js, f->o->name, &o) != 0) {
+        srv_stream_mirror__drop(p);
+        srv_stream_mirror__fail(st, f, SRV_JS_ESTREAM_NOT_FOUND,
                                 "stream not found");
         return false;
     }
-    uint64_t inflight = ri->last_index - ri->applied;
+    uint32_t window =
+        (uint32_t)(*inflight + max < MIRROR_WINDOW ? *inflight + max
+                                                   : MIRROR_WINDOW);
     if (!srv_stream_mirror__readable(o)) {
         /* No intact replica here: read it where one is. */
-        return srv_stream_mirror__remote(st, o, inflight, MIRROR_WINDOW);
+        return srv_stream_mirror__remote(st, f, o, inflight, window);
     }
-    srv_stream_mirror__drop(st);
-    srv_stream_mirror__contact(st);
-    if (inflight >= MIRROR_WINDOW) {
+    srv_stream_mirror__drop(p);
+    srv_stream_mirror__contact(p);
+    if (*inflight >= window) {
         return false; /* the window is full: wait for the applies */
     }
     int64_t since =
-        st->sm.mirror_pos == 0 ? st->cfg.mirror.opt_start_time_ns : 0;
+        srv_stream_feed_pos(st, f) == 0 ? f->o->opt_start_time_ns : 0;
     int failed = 0;
+    struct propose_arg arg = {st, f, 0};
     bool progress = srv_stream_mirror__read(
-        o, &p->next, st->cfg.mirror.filter_subject, since,
-        (uint32_t)(MIRROR_WINDOW - inflight), emit_propose, st, &failed, err);
+        o, &p->next, f->o->filter_subject, since,
+        (uint32_t)(window - *inflight), emit_propose, &arg, &failed, err);
+    *inflight += arg.proposed;
     if (failed != 0) {
-        srv_stream_mirror__fail(st, SRV_JS_EUNAVAILABLE, err);
+        srv_stream_mirror__fail(st, f, SRV_JS_EUNAVAILABLE, err);
     }
     return progress;
 }
 
+static void drop_all(struct srv_stream *st)
+{
+    srv_stream_mirror__drop(&st->mir);
+    for (uint32_t i = 0; i < st->nsrcp; i++) {
+        srv_stream_mirror__drop(&st->srcp[i]);
+    }
+}
+
 static bool pumps(struct srv_stream *st, struct replica_info *ri)
 {
-    if (!st->cfg.has_mirror || !st->leader || st->r == NULL || st->failed ||
-        srv_stream_amnesiac(st)) {
-        srv_stream_mirror__drop(st);
+    if (!srv_stream_pumps_cfg(&st->cfg) || !st->leader || st->r == NULL ||
+        st->failed || srv_stream_amnesiac(st)) {
+        drop_all(st);
         return false;
     }
     replica_info(st->r, ri);
     if (ri->role != RAFT_LEADER) {
-        srv_stream_mirror__drop(st);
+        drop_all(st);
         return false;
     }
     return true;
+}
+
+/* Every feed of st in turn, starting one further each round so no source
+ * takes the window first every time; a source at most SOURCE_BATCH
+ * records a turn. */
+static bool pump_stream(struct srv_stream *st, const struct replica_info *ri)
+{
+    struct srv_feed f[SRV_JS_SOURCES_MAX];
+    uint32_t n = srv_stream_feeds(st, f);
+    uint64_t inflight = ri->last_index - ri->applied;
+    bool busy = false;
+    if (n == 0) {
+        return false;
+    }
+    uint32_t first = st->src_turn++ % n;
+    for (uint32_t k = 0; k < n; k++) {
+        const struct srv_feed *x = &f[(first + k) % n];
+        busy |= pump_one(st, x, ri->term, &inflight,
+                         x->source ? SOURCE_BATCH : MIRROR_WINDOW);
+    }
+    return busy;
 }
 
 static void on_mirror_timer(uv_timer_t *t)
@@ -250,7 +406,7 @@ static void on_mirror_timer(uv_timer_t *t)
         struct replica_info ri;
         struct srv_stream *st = js->streams[i];
         if (pumps(st, &ri)) {
-            busy |= pump_one(st, &ri);
+            busy |= pump_stream(st, &ri);
         }
     }
     uv_timer_start(t, on_mirror_timer, busy ? MIRROR_BUSY_MS : MIRROR_IDLE_MS,
@@ -282,29 +438,36 @@ void srv_js_mirror_close(struct srv_js *js)
     }
 }
 
-json_t *srv_stream_mirror_info(const struct srv_stream *st)
+/* The info block {name, lag, active, error?} of one feed. */
+static json_t *feed_info(struct srv_stream *st, const struct srv_feed *f)
 {
-    const struct srv_mirror_pump *p = &st->mir;
+    const struct srv_mirror_pump *p = f->p;
     struct srv_stream *o = NULL;
-    uint64_t lag = 0;
+    uint64_t lag = 0, lost = 0;
+    uint64_t pos = f->source
+                       ? srv_stream_sm_source_pos(&st->sm, f->o->name, &lost)
+                       : st->sm.mirror_pos;
+    if (!f->source) {
+        lost = st->sm.mirror_lost;
+    }
     /* The origin's last seq: its state here, else as the node that
-     * served the last remote read said. */
-    uint64_t last = srv_js_find_stream(st->js, st->cfg.mirror.name, &o) == 0 &&
+     * served the last remote read said. With a filter this counts
+     * every origin seq past the position, as a bound. */
+    uint64_t last = srv_js_find_stream(st->js, f->o->name, &o) == 0 &&
                             srv_stream_mirror__readable(o)
                         ? o->sm.last_seq
                         : p->origin_last;
-    if (last > st->sm.mirror_pos) {
-        lag = last - st->sm.mirror_pos;
+    if (last > pos) {
+        lag = last - pos;
     }
     /* nats-server: -1 until the origin was reached. */
     json_int_t active =
         p->contact_ns == 0 ? -1 : (json_int_t)(mono_ns() - p->contact_ns);
-    json_t *m = json_pack("{s:s, s:I, s:I}", "name", st->cfg.mirror.name, "lag",
+    json_t *m = json_pack("{s:s, s:I, s:I}", "name", f->o->name, "lag",
                           (json_int_t)lag, "active", active);
-    if (m != NULL && st->sm.mirror_lost > 0) {
-        /* Keel's own: origin seqs dropped before the mirror read them. */
-        json_object_set_new(m, "keel_lost",
-                            json_integer((json_int_t)st->sm.mirror_lost));
+    if (m != NULL && lost > 0) {
+        /* Keel's own: origin seqs dropped before they were read. */
+        json_object_set_new(m, "keel_lost", json_integer((json_int_t)lost));
     }
     if (m != NULL && p->jerr != SRV_JS_OK) {
         json_t *r = NULL;
@@ -318,4 +481,24 @@ json_t *srv_stream_mirror_info(const struct srv_stream *st)
         }
     }
     return m;
+}
+
+json_t *srv_stream_mirror_info(struct srv_stream *st)
+{
+    const struct srv_feed f = {&st->cfg.mirror, &st->mir, false};
+    return feed_info(st, &f);
+}
+
+json_t *srv_stream_sources_info(struct srv_stream *st)
+{
+    struct srv_feed f[SRV_JS_SOURCES_MAX];
+    uint32_t n = srv_stream_feeds(st, f);
+    json_t *a = json_array();
+    for (uint32_t i = 0; a != NULL && i < n; i++) {
+        if (json_array_append_new(a, feed_info(st, &f[i])) != 0) {
+            json_decref(a);
+            a = NULL;
+        }
+    }
+    return a;
 }

@@ -1,13 +1,14 @@
-/* srv_stream_mirror_net: a mirror's leader reads an origin it holds no
- * intact replica of through the cluster
+/* srv_stream_mirror_net: a mirror's leader (or a sourcing stream's, for
+ * each source) reads an origin it holds no intact replica of through the
+ * cluster
  * (docs/decisions/0032-mirrors-pull-into-the-log.md, "Reading an origin
  * elsewhere"). The NATS core has no internal request/reply path and needs
  * none: the read is a JetStream frame of its own kind on the cluster
  * links (SRV_CLUSTER_JS_MIRROR, as SRV_CLUSTER_JS_FWD carries forwarded
  * requests), so the layers rule holds (docs/architecture.md).
  *
- * One read in flight per mirror: the leader asks a node that holds the
- * origin (its leader first, the other peers after failures) for up to
+ * One read in flight per mirror or source: the leader asks a node that holds
+ * the origin (its leader first, the other peers after failures) for up to
  * MIRROR_READ_MSGS records from its position; that node reads its applied
  * state with the pump's own reader (srv_stream_mirror__read: every record
  * committed, an amnesiac or failed replica never read) and answers with
@@ -59,9 +60,8 @@ static int64_t mono_ns(void)
     return (int64_t)uv_hrtime();
 }
 
-void srv_stream_mirror__drop(struct srv_stream *st)
+void srv_stream_mirror__drop(struct srv_mirror_pump *p)
 {
-    struct srv_mirror_pump *p = &st->mir;
     free(p->rbuf);
     p->rbuf = NULL;
     p->rpos = p->rlen = 0;
@@ -92,12 +92,12 @@ static const char *pick_node(struct srv_js *js, const struct srv_stream *o,
     return NULL;
 }
 
-static int send_read(struct srv_stream *st, const struct srv_stream *o,
-                     const char *node, uint64_t id)
+static int send_read(const struct srv_stream *st, const struct srv_feed *f,
+                     const struct srv_stream *o, const char *node, uint64_t id)
 {
-    const struct srv_stream_mirror *mc = &st->cfg.mirror;
+    const struct srv_stream_mirror *mc = f->o;
     const char *filter = mc->filter_subject != NULL ? mc->filter_subject : "";
-    int64_t since = st->sm.mirror_pos == 0 ? mc->opt_start_time_ns : 0;
+    int64_t since = srv_stream_feed_pos(st, f) == 0 ? mc->opt_start_time_ns : 0;
     uint8_t buf[2 * SRV_JS_NAME_BYTES_MAX + SRV_JS_SUBJECT_BYTES_MAX +
                 12 * SRV_MP_HEADER_BYTES_MAX];
     if (strlen(filter) > SRV_JS_SUBJECT_BYTES_MAX) {
@@ -108,7 +108,7 @@ static int send_read(struct srv_stream *st, const struct srv_stream *o,
     w = srv_mp_put_uint(w, id);
     w = srv_mp_put_str(w, st->cfg.name, strlen(st->cfg.name));
     w = srv_mp_put_str(w, o->cfg.name, strlen(o->cfg.name));
-    w = srv_mp_put_uint(w, st->mir.next);
+    w = srv_mp_put_uint(w, f->p->next);
     w = srv_mp_put_str(w, filter, strlen(filter));
     w = srv_mp_put_uint(w, since > 0 ? (uint64_t)since : 0);
     w = srv_mp_put_uint(w, MIRROR_READ_MSGS);
@@ -150,10 +150,10 @@ static int get_rec(struct srv_mp_reader *r, struct srv_mirror_rec *rec,
 
 /* Propose the kept reply's records while the window has room. Returns
  * true when one was proposed. */
-static bool propose_kept(struct srv_stream *st, uint64_t *inflight,
-                         uint32_t window)
+static bool propose_kept(struct srv_stream *st, const struct srv_feed *f,
+                         uint64_t *inflight, uint32_t window)
 {
-    struct srv_mirror_pump *p = &st->mir;
+    struct srv_mirror_pump *p = f->p;
     char err[KEEL_ERRMSG_MAX];
     bool progress = false;
     while (p->rleft > 0 && *inflight < window) {
@@ -161,8 +161,8 @@ static bool propose_kept(struct srv_stream *st, uint64_t *inflight,
         struct srv_mirror_rec rec;
         struct srv_stream_msg m;
         if (get_rec(&r, &rec, &m) != 0) {
-            srv_stream_mirror__drop(st);
-            srv_stream_mirror__fail(st, SRV_JS_EUNAVAILABLE,
+            srv_stream_mirror__drop(p);
+            srv_stream_mirror__fail(st, f, SRV_JS_EUNAVAILABLE,
                                     "a malformed read reply was dropped");
             return progress;
         }
@@ -171,11 +171,13 @@ static bool propose_kept(struct srv_stream *st, uint64_t *inflight,
             p->rleft--;
             continue;
         }
-        int rv = srv_stream_mirror__propose(st, &rec, err);
+        int rv = srv_stream_mirror__propose(st, f, &rec, err);
         if (rv != 0) {
             if (rv != KEEL_EBUSY) {
-                SRV_DEBUG("js", "mirror %s: seq %" PRIu64 " not proposed: %s",
-                          st->cfg.name, rec.seq, err);
+                SRV_DEBUG("js",
+                          "stream %s: origin %s seq %" PRIu64
+                          " not proposed: %s",
+                          st->cfg.name, f->o->name, rec.seq, err);
             }
             return progress; /* the queue is full, or no longer leader */
         }
@@ -188,15 +190,16 @@ static bool propose_kept(struct srv_stream *st, uint64_t *inflight,
     return progress;
 }
 
-bool srv_stream_mirror__remote(struct srv_stream *st, struct srv_stream *o,
-                               uint64_t inflight, uint32_t window)
+bool srv_stream_mirror__remote(struct srv_stream *st, const struct srv_feed *f,
+                               struct srv_stream *o, uint64_t *inflight,
+                               uint32_t window)
 {
-    struct srv_mirror_pump *p = &st->mir;
+    struct srv_mirror_pump *p = f->p;
     struct srv_js *js = st->js;
     char why[SRV_JS_ERR_DESC_BYTES_MAX];
     bool progress = false;
     if (p->rbuf != NULL) {
-        progress = propose_kept(st, &inflight, window);
+        progress = propose_kept(st, f, inflight, window);
         if (p->rbuf == NULL || p->rleft > 0) {
             return progress;
         }
@@ -204,7 +207,7 @@ bool srv_stream_mirror__remote(struct srv_stream *st, struct srv_stream *o,
         if (p->rnext > p->next) {
             p->next = p->rnext; /* skipped seqs: filtered, deleted, early */
         }
-        srv_stream_mirror__drop(st);
+        srv_stream_mirror__drop(p);
         if (!more) {
             return progress; /* the next read on the next round */
         }
@@ -215,37 +218,37 @@ bool srv_stream_mirror__remote(struct srv_stream *st, struct srv_stream *o,
         }
         p->req_id = 0;
         p->tries++;
-        srv_stream_mirror__fail(st, SRV_JS_EUNAVAILABLE,
+        srv_stream_mirror__fail(st, f, SRV_JS_EUNAVAILABLE,
                                 "the node holding the origin did not answer "
-                                "the mirror's read in time: retrying");
+                                "the read in time: retrying");
         return progress;
     }
-    if (inflight >= window) {
+    if (*inflight >= window) {
         return progress; /* the window is full: wait for the applies */
     }
     if (mnet.cl == NULL || mnet.js != js) {
-        srv_stream_mirror__fail(st, SRV_JS_EUNAVAILABLE,
+        srv_stream_mirror__fail(st, f, SRV_JS_EUNAVAILABLE,
                                 "no cluster links to read the origin over");
         return progress;
     }
     const char *node = pick_node(js, o, p->tries);
     if (node == NULL) {
         srv_stream_mirror__fail(
-            st, SRV_JS_EUNAVAILABLE,
+            st, f, SRV_JS_EUNAVAILABLE,
             "the origin has no replica on this node and no other node "
-            "holding one is known now: the mirror waits "
+            "holding one is known now: the stream waits "
             "(docs/jetstream-config.md \"Mirrors\")");
         return progress;
     }
     uint64_t id = ++mnet.next_id;
-    int rv = send_read(st, o, node, id);
+    int rv = send_read(st, f, o, node, id);
     if (rv != 0) {
         p->tries++;
         snprintf(why, sizeof why,
                  "node %s, which holds the origin, cannot be reached now (%s): "
                  "retrying",
                  node, keel_strerror(rv));
-        srv_stream_mirror__fail(st, SRV_JS_EUNAVAILABLE, why);
+        srv_stream_mirror__fail(st, f, SRV_JS_EUNAVAILABLE, why);
         return progress;
     }
     p->req_id = id;
@@ -278,15 +281,22 @@ static int on_reply(struct srv_js *js, struct srv_mp_reader *r,
     snprintf(why, sizeof why, "%.*s", (int)(wn < sizeof why ? wn : 0),
              (const char *)s);
     struct srv_stream *st = NULL;
-    if (srv_js_find_stream(js, name, &st) != 0 || !st->cfg.has_mirror ||
-        st->mir.req_id != id || id == 0) {
-        return 0; /* stale: the mirror went, or the read was given up */
+    struct srv_feed fs[SRV_JS_SOURCES_MAX];
+    const struct srv_feed *f = NULL;
+    uint32_t nf = id != 0 && srv_js_find_stream(js, name, &st) == 0
+                      ? srv_stream_feeds(st, fs)
+                      : 0;
+    for (uint32_t i = 0; i < nf && f == NULL; i++) {
+        f = fs[i].p->req_id == id ? &fs[i] : NULL;
     }
-    struct srv_mirror_pump *p = &st->mir;
+    if (f == NULL) {
+        return 0; /* stale: the stream or source went, or it was given up */
+    }
+    struct srv_mirror_pump *p = f->p;
     p->req_id = 0;
     if (jerr != 0) {
         p->tries++;
-        srv_stream_mirror__fail(st,
+        srv_stream_mirror__fail(st, f,
                                 jerr == SRV_JS_ESTREAM_NOT_FOUND
                                     ? SRV_JS_ESTREAM_NOT_FOUND
                                     : SRV_JS_EUNAVAILABLE,
@@ -297,7 +307,7 @@ static int on_reply(struct srv_js *js, struct srv_mp_reader *r,
         return 0; /* read for a cursor the pump left (a new term) */
     }
     p->origin_last = last;
-    srv_stream_mirror__contact(st);
+    srv_stream_mirror__contact(p);
     p->tries = 0;
     if (nrec == 0) {
         if (next > p->next) {

@@ -62,6 +62,52 @@ int srv_nats_hdr_get(const char *hdr, size_t len, const char *name,
     return p == NULL ? KEEL_EINVAL : KEEL_ENOENT;
 }
 
+int srv_nats_hdr_replace(const char *hdr, size_t len, const char *name,
+                         const char *line, size_t line_len, char **out,
+                         size_t *out_len)
+{
+    static const char empty[] = "NATS/1.0\r\n\r\n";
+    if (len == 0) {
+        hdr = empty;
+        len = sizeof empty - 1;
+    }
+    *out = NULL;
+    *out_len = 0;
+    char *b = malloc(len + line_len + 1);
+    if (b == NULL) {
+        return KEEL_ENOMEM;
+    }
+    const char *p = hdr, *end = hdr + len;
+    size_t n = 0, nlen = strlen(name);
+    bool ended = false;
+    /* Each pass copies or skips one CRLF-ended line; the new line goes
+     * before the blank line that ends the block. */
+    while (p < end) {
+        const char *eol = memmem(p, (size_t)(end - p), "\r\n", 2);
+        size_t l = eol != NULL ? (size_t)(eol - p) + 2 : (size_t)(end - p);
+        if (l == 2 && p != hdr && !ended) {
+            memcpy(b + n, line, line_len);
+            n += line_len;
+            ended = true;
+        }
+        bool named = p != hdr && l > nlen && strncasecmp(p, name, nlen) == 0 &&
+                     (p[nlen] == ':' || p[nlen] == ' ' || p[nlen] == '\t');
+        if (!named) {
+            memcpy(b + n, p, l);
+            n += l;
+        }
+        p += l;
+    }
+    if (!ended) {
+        free(b);
+        return KEEL_EINVAL;
+    }
+    ASSERT(n <= len + line_len);
+    *out = b;
+    *out_len = n;
+    return 0;
+}
+
 static bool parse_seq(const char *s, size_t len, uint64_t *v)
 {
     uint64_t x = 0;

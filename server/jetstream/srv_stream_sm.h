@@ -24,6 +24,15 @@ KEEL_MUST_USE int srv_nats_hdr_get(const char *hdr, size_t len,
                                    const char *name, const char **val,
                                    size_t *vlen);
 
+/* A copy of header block hdr (len 0: none) without its `name` lines and
+ * with line ("Name: value\r\n", line_len bytes) last, in a new malloc'ed
+ * *out of *out_len bytes. 0, KEEL_EINVAL (a block with no blank line
+ * ending it) or KEEL_ENOMEM. */
+KEEL_MUST_USE int srv_nats_hdr_replace(const char *hdr, size_t len,
+                                       const char *name, const char *line,
+                                       size_t line_len, char **out,
+                                       size_t *out_len);
+
 /* The stream state a publish's expectations are checked against. */
 struct srv_stream_expect_state {
     const char *stream;        /* stream name */
@@ -177,6 +186,21 @@ struct srv_stream_ttl_ent {
     uint64_t seq;
 };
 
+/* A sourcing stream's position in one origin (srv_stream_sm_source.c):
+ * the highest origin seq a SOURCE entry for it carried, and the origin
+ * seqs dropped before they were read. */
+struct srv_stream_src_pos {
+    char name[SRV_JS_NAME_BYTES_MAX + 1];
+    uint64_t pos;
+    uint64_t lost;
+};
+
+/* Positions kept: a source removed from the config keeps its position
+ * (added back, it resumes there, as nats-server resumes from the last
+ * Nats-Stream-Source header it stored); past this many names the oldest
+ * is forgotten, the same on every replica. */
+#define SRV_STREAM_SOURCE_POS_MAX (2 * SRV_JS_SOURCES_MAX)
+
 struct srv_stream_sm {
     char name[SRV_JS_NAME_BYTES_MAX + 1];
     struct srv_stream_limits lim;
@@ -197,6 +221,11 @@ struct srv_stream_sm {
      * read them (docs/decisions/0032-mirrors-pull-into-the-log.md). */
     uint64_t mirror_pos;
     uint64_t mirror_lost;
+    /* A sourcing stream's positions, one per origin in the order first
+     * seen (docs/decisions/0035-sources-share-the-mirror-pump.md):
+     * replicated state like mirror_pos, in the snapshot. */
+    struct srv_stream_src_pos *src;
+    uint32_t nsrc;
     /* Per-message TTLs: the heap, and how many live slots expire by a
      * TTL. Derived from the slots (rebuilt on restore). */
     struct srv_stream_ttl_ent *ttl_heap;
@@ -210,10 +239,13 @@ struct srv_stream_sm {
 
 /* The outcome of one applied entry. */
 struct srv_stream_result {
-    uint64_t seq;         /* PUBLISH, MIRROR: the stored (or duplicate) seq */
-    bool duplicate;       /* PUBLISH: Nats-Msg-Id seen within the window;
-                             MIRROR: origin seq not above the position (skipped) */
-    bool stored;          /* PUBLISH, MIRROR: a new message is stored at seq */
+    uint64_t seq;         /* PUBLISH, MIRROR, SOURCE: the stored (or
+                             duplicate) seq */
+    bool duplicate;       /* PUBLISH, SOURCE: Nats-Msg-Id seen within the
+                             window; MIRROR, SOURCE: origin seq not above the
+                             position (skipped) */
+    bool stored;          /* PUBLISH, MIRROR, SOURCE: a new message is stored
+                             at seq */
     uint64_t purged;      /* PURGE: messages removed */
     enum srv_js_err jerr; /* non-zero: the entry was refused */
     char detail[SRV_JS_ERR_DESC_BYTES_MAX];
@@ -226,6 +258,11 @@ struct srv_stream_result {
 KEEL_MUST_USE int srv_stream_sm_init(struct srv_stream_sm *sm,
                                      const char *name);
 void srv_stream_sm_close(struct srv_stream_sm *sm);
+
+/* The position of source `name` (0: nothing read yet), and the origin
+ * seqs it lost when lost is not NULL (srv_stream_sm_source.c). */
+uint64_t srv_stream_sm_source_pos(const struct srv_stream_sm *sm,
+                                  const char *name, uint64_t *lost);
 
 /* Apply a decoded stream entry stored at Raft index. Client-level refusals
  * (limits, expectations, deny_*) fill res->jerr and return 0: the same on

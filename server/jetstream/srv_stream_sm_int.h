@@ -15,6 +15,29 @@ KEEL_MUST_USE int srv_stream_sm__store(struct srv_stream_sm *sm, uint64_t index,
                                        int64_t ts, const char *subj,
                                        size_t slen, uint64_t size);
 
+/* Apply a PUBLISH (or a SOURCE's message) as published: refusals,
+ * dedupe, store, limits (srv_stream_sm_state.c). */
+KEEL_MUST_USE int srv_stream_sm__publish(struct srv_stream_sm *sm,
+                                         uint64_t index,
+                                         const struct keel_stream_entry *e,
+                                         struct srv_stream_result *res);
+
+/* ---- srv_stream_sm_source.c ---- */
+
+/* Apply a SOURCE entry: skip it when its origin seq is not above its
+ * source's position, else move the position and store the message as a
+ * publish. 0, KEEL_ENOMEM or KEEL_ELIMIT. */
+KEEL_MUST_USE int srv_stream_sm__apply_source(struct srv_stream_sm *sm,
+                                              uint64_t index,
+                                              const struct keel_stream_entry *e,
+                                              struct srv_stream_result *res);
+
+/* Add a position for source name[0..len) at 0 (the oldest is forgotten
+ * past SRV_STREAM_SOURCE_POS_MAX). 0, KEEL_EINVAL or KEEL_ENOMEM. */
+KEEL_MUST_USE int srv_stream_sm__source_add(struct srv_stream_sm *sm,
+                                            const char *name, size_t len,
+                                            struct srv_stream_src_pos **out);
+
 /* ---- srv_stream_sm_ttl.c ---- */
 
 /* Give the message just stored at seq the TTL its header asks for (only

@@ -65,6 +65,7 @@ void srv_stream_sm_close(struct srv_stream_sm *sm)
     free(sm->ring);
     free(sm->last_msg_id);
     free(sm->ttl_heap);
+    free(sm->src);
     memset(sm, 0, sizeof *sm);
 }
 
@@ -401,9 +402,9 @@ static int set_last_msg_id(struct srv_stream_sm *sm, const char *id, size_t n)
     return 0;
 }
 
-static int apply_publish(struct srv_stream_sm *sm, uint64_t index,
-                         const struct keel_stream_entry *e,
-                         struct srv_stream_result *res)
+int srv_stream_sm__publish(struct srv_stream_sm *sm, uint64_t index,
+                           const struct keel_stream_entry *e,
+                           struct srv_stream_result *res)
 {
     const char *id = NULL;
     size_t id_len = 0;
@@ -574,7 +575,7 @@ int srv_stream_sm_apply(struct srv_stream_sm *sm, uint64_t index,
     memset(res, 0, sizeof *res);
     switch (e->kind) {
     case KEEL_STREAM_E_PUBLISH:
-        return apply_publish(sm, index, e, res);
+        return srv_stream_sm__publish(sm, index, e, res);
     case KEEL_STREAM_E_PURGE:
         return apply_purge(sm, e, res);
     case KEEL_STREAM_E_DELETE:
@@ -594,6 +595,8 @@ int srv_stream_sm_apply(struct srv_stream_sm *sm, uint64_t index,
         return apply_config(sm, index, e, res);
     case KEEL_STREAM_E_MIRROR:
         return apply_mirror(sm, index, e, res);
+    case KEEL_STREAM_E_SOURCE:
+        return srv_stream_sm__apply_source(sm, index, e, res);
     case KEEL_STREAM_E_TICK:
         srv_dedupe_expire(&sm->dedupe, e->ts_ns, sm->lim.duplicate_window_ns);
         return enforce_limits(sm, index, e->ts_ns, NULL, 0, res);
@@ -635,13 +638,17 @@ static void snap_header(struct keel_wbuf *b, const struct srv_stream_sm *sm,
 {
     const struct srv_stream_limits *l = &sm->lim;
     bool mirror = sm->mirror_pos > 0 || sm->mirror_lost > 0;
+    /* Bit 23: the sources section follows the header; only a stream that
+     * read a source, so other streams' snapshots keep their bytes. */
+    bool src = sm->nsrc > 0;
     keel_wbuf_u64(b, mirror ? SNAP_MAGIC_MIRROR : SNAP_MAGIC);
     keel_wbuf_u64(
         b, (uint64_t)l->retention | (uint64_t)l->discard << 8 |
                (uint64_t)l->deny_delete << 16 | (uint64_t)l->deny_purge << 17 |
                (uint64_t)l->sealed << 18 | (uint64_t)sm->configured << 19 |
                (uint64_t)l->discard_new_per_subject << 20 |
-               (uint64_t)l->allow_msg_ttl << 21 | (uint64_t)ttl << 22);
+               (uint64_t)l->allow_msg_ttl << 21 | (uint64_t)ttl << 22 |
+               (uint64_t)src << 23);
     int64_t v[6] = {l->max_msgs,     l->max_bytes,  l->max_msgs_per_subject,
                     l->max_msg_size, l->max_age_ns, l->duplicate_window_ns};
     for (int i = 0; i < 6; i++) {
@@ -653,6 +660,14 @@ static void snap_header(struct keel_wbuf *b, const struct srv_stream_sm *sm,
     if (mirror) {
         keel_wbuf_u64(b, sm->mirror_pos);
         keel_wbuf_u64(b, sm->mirror_lost);
+    }
+    if (src) {
+        keel_wbuf_u64(b, sm->nsrc);
+        for (uint32_t i = 0; i < sm->nsrc; i++) {
+            keel_wbuf_str(b, sm->src[i].name, strlen(sm->src[i].name));
+            keel_wbuf_u64(b, sm->src[i].pos);
+            keel_wbuf_u64(b, sm->src[i].lost);
+        }
     }
 }
 
@@ -742,6 +757,40 @@ int srv_stream_sm_snapshot(const struct srv_stream_sm *sm, uint8_t **out,
     return 0;
 }
 
+/* The sources section (bit 23): each name once, non-empty. */
+static int restore_sources(struct srv_stream_sm *sm, struct keel_rbuf *r)
+{
+    uint64_t n = keel_rbuf_u64(r);
+    if (r->bad || n == 0 || n > SRV_STREAM_SOURCE_POS_MAX) {
+        return KEEL_ECORRUPT;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        size_t len = 0;
+        const char *name = keel_rbuf_str(r, &len);
+        uint64_t pos = keel_rbuf_u64(r), lost = keel_rbuf_u64(r);
+        struct srv_stream_src_pos *p = NULL;
+        if (r->bad || len == 0 || len > SRV_JS_NAME_BYTES_MAX ||
+            memchr(name, '\0', len) != NULL) {
+            return KEEL_ECORRUPT;
+        }
+        char s[SRV_JS_NAME_BYTES_MAX + 1];
+        memcpy(s, name, len);
+        s[len] = '\0';
+        for (uint32_t k = 0; k < sm->nsrc; k++) {
+            if (strcmp(sm->src[k].name, s) == 0) {
+                return KEEL_ECORRUPT;
+            }
+        }
+        int rv = srv_stream_sm__source_add(sm, name, len, &p);
+        if (rv != 0) {
+            return rv == KEEL_ENOMEM ? rv : KEEL_ECORRUPT;
+        }
+        p->pos = pos;
+        p->lost = lost;
+    }
+    return 0;
+}
+
 static int restore_header(struct srv_stream_sm *sm, struct keel_rbuf *r,
                           bool *ttl)
 {
@@ -752,7 +801,7 @@ static int restore_header(struct srv_stream_sm *sm, struct keel_rbuf *r,
     }
     uint64_t f = keel_rbuf_u64(r);
     if ((f & 0xff) > SRV_JS_RETENTION_WORKQUEUE ||
-        (f >> 8 & 0xff) > SRV_JS_DISCARD_NEW || f >> 23 != 0) {
+        (f >> 8 & 0xff) > SRV_JS_DISCARD_NEW || f >> 24 != 0) {
         return KEEL_ECORRUPT;
     }
     l->retention = (enum srv_js_retention)(f & 0xff);
@@ -786,7 +835,7 @@ static int restore_header(struct srv_stream_sm *sm, struct keel_rbuf *r,
             return KEEL_ECORRUPT;
         }
     }
-    return 0;
+    return f >> 23 & 1 ? restore_sources(sm, r) : 0;
 }
 
 /* Live slots in increasing seq order; gaps become deleted slots. */

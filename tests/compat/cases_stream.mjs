@@ -520,13 +520,75 @@ export const cases = [
     },
   },
   {
-    name: 'a stream with sources is refused',
-    intended: { error: REFUSED, sources: REFUSED },
+    name: 'a stream with sources stores origin messages under its own seqs',
+    intended: { 'state.bytes': BYTES },
     run: async (ctx) => {
-      const r = await api(ctx, `STREAM.CREATE.${ctx.uniq}`, { name: ctx.uniq,
-        subjects: [`${ctx.uniq}.>`], sources: [{ name: 'ELSEWHERE' }] });
-      return { error: r.error?.err_code ?? null,
-        sources: r.config?.sources?.length ?? null };
+      await create(ctx);
+      for (let i = 1; i <= 5; i++) {
+        await pub(ctx, `${ctx.uniq}.${i % 2 ? 'a' : 'b'}`, `m${i}`);
+      }
+      const name = `${ctx.uniq}S`;
+      const c = await api(ctx, `STREAM.CREATE.${name}`, { name,
+        subjects: [`${name}.own`], sources: [{ name: ctx.uniq,
+          filter_subject: `${ctx.uniq}.a` }] });
+      const i = await mirrorInfo(ctx, name, (x) => x.state?.messages === 3 &&
+        x.sources?.[0]?.lag === 0);
+      const own = await pub(ctx, `${name}.own`, 'own');
+      const g = await api(ctx, `STREAM.MSG.GET.${name}`, { seq: 2 });
+      return { created: c.config?.sources ?? c.error,
+        subjects: c.config?.subjects ?? null,
+        sources_in_create: c.sources ?? null, state: i.state,
+        sources: (i.sources ?? []).map((x) => ({ name: x.name, lag: x.lag,
+          error: x.error ?? null })),
+        own: own.seq ?? own,
+        get: [g.message?.subject, g.message?.seq, g.message?.data,
+          Buffer.from(g.message?.hdrs ?? '', 'base64').toString()] };
+    },
+  },
+  {
+    name: 'a source of a missing origin says so in stream info',
+    run: async (ctx) => {
+      const c = await api(ctx, `STREAM.CREATE.${ctx.uniq}`,
+        { name: ctx.uniq, sources: [{ name: `${ctx.uniq}NOPE` }] });
+      const i = await mirrorInfo(ctx, ctx.uniq, (x) => x.sources?.[0]?.error);
+      const s = i.sources?.[0] ?? {};
+      return { did_create: c.did_create ?? null, subjects: c.config?.subjects
+        ?? null, name: s.name, error: s.error, active: s.active, lag: s.lag };
+    },
+  },
+  {
+    name: 'source configs nats-server refuses are refused with its codes',
+    intended: { dup: 'nats-server 2.9.10 accepts two sources with one ' +
+      'name and reads one of them; Keel refuses them as 2.10 does, with ' +
+      '2.10\'s text under 10052 (docs/jetstream-config.md "Sources")' },
+    run: async (ctx) => {
+      const n = ctx.uniq;
+      const codes = async (subj, body) => {
+        const r = await api(ctx, subj, body);
+        return [r.error?.err_code ?? 0, r.error?.description ?? ''];
+      };
+      await api(ctx, `STREAM.CREATE.${n}O`, { name: `${n}O`,
+        subjects: [`${n}.o`], max_msg_size: 1024 });
+      const out = {};
+      out.mirror = await codes(`STREAM.CREATE.${n}A`, { name: `${n}A`,
+        mirror: { name: `${n}O` }, sources: [{ name: `${n}O` }] });
+      out.self = await codes(`STREAM.CREATE.${n}B`, { name: `${n}B`,
+        sources: [{ name: `${n}B` }] });
+      out.size = await codes(`STREAM.CREATE.${n}C`, { name: `${n}C`,
+        max_msg_size: 100, sources: [{ name: `${n}O` }] });
+      await api(ctx, `STREAM.CREATE.${n}E`, { name: `${n}E`,
+        sources: [{ name: `${n}F` }] });
+      out.cycle = await codes(`STREAM.CREATE.${n}F`, { name: `${n}F`,
+        sources: [{ name: `${n}E` }] });
+      out.behind_mirror = await codes(`STREAM.CREATE.${n}F`, { name: `${n}F`,
+        mirror: { name: `${n}E` } });
+      out.dup = await codes(`STREAM.CREATE.${n}D`, { name: `${n}D`,
+        sources: [{ name: `${n}O` }, { name: `${n}O` }] });
+      out.add = await codes(`STREAM.UPDATE.${n}E`, { name: `${n}E`,
+        sources: [{ name: `${n}F` }, { name: `${n}O` }] });
+      out.start = await codes(`STREAM.UPDATE.${n}E`, { name: `${n}E`,
+        sources: [{ name: `${n}F` }, { name: `${n}O`, opt_start_seq: 5 }] });
+      return out;
     },
   },
   {

@@ -85,6 +85,8 @@ static void stream_defaults_and_client_bodies_are_accepted(void **state)
         "{\"name\":\"S\",\"mirror\":{\"name\":\"O\"},\"sources\":"
         "[{\"name\":\"P\"}]}",
         "{\"name\":\"S\",\"mirror_direct\":true}",
+        "{\"name\":\"S\",\"sources\":[{\"name\":\"O\",\"external\":null,"
+        "\"subject_transforms\":[]}]}",
         /* Implemented (srv_js_config_ttl.c): checked by the config. */
         "{\"name\":\"S\",\"allow_msg_ttl\":true,"
         "\"subject_delete_marker_ttl\":1000000000}",
@@ -107,7 +109,12 @@ static void stream_fields_keeld_does_not_implement_are_refused(void **state)
         const char *body;
         const char *field;
     } bad[] = {
-        {"{\"name\":\"S\",\"sources\":[{\"name\":\"O\"}]}", "sources"},
+        {"{\"name\":\"S\",\"sources\":[{\"name\":\"O\"},{\"name\":\"P\","
+         "\"external\":{\"api\":\"$JS.hub.API\"}}]}",
+         "source external"},
+        {"{\"name\":\"S\",\"sources\":[{\"name\":\"O\",\"subject_transforms\":"
+         "[{\"src\":\">\",\"dest\":\"x.>\"}]}]}",
+         "source subject_transforms"},
         {"{\"name\":\"S\",\"mirror\":{\"name\":\"O\"},"
          "\"mirror_direct\":true}",
          "mirror_direct"},

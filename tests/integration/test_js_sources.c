@@ -1,0 +1,508 @@
+/* Stream sources through a real keeld with libnats
+ * (docs/decisions/0035-sources-share-the-mirror-pump.md): a stream with
+ * subjects of its own sourcing two origins, one filtered, stores every
+ * origin message once, in order per source, under its own seqs, with
+ * subject, payload and headers kept and Nats-Stream-Source "<origin>
+ * <origin seq>" added; opt_start_seq and opt_start_time; a restart that
+ * loads a snapshot leaves no duplicate and no gap; an origin deleted shows
+ * in info and, recreated, is read past the position; sources added and
+ * removed by an update; config errors with nats-server's codes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <nats/nats.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "kv_common.h"
+
+#define WAIT_MS 10000
+
+struct fixture {
+    struct h_keeld k;
+    natsConnection *nc;
+    jsCtx *js;
+};
+
+/* Snapshot every 4 entries so a restart loads one. */
+static const char *const extra[] = {"--snapshot_entries", "4", NULL};
+
+static int connect_js(struct fixture *f)
+{
+    jsOptions o;
+    jsOptions_Init(&o);
+    o.Wait = WAIT_MS;
+    return natsConnection_ConnectTo(&f->nc, f->k.url) == NATS_OK &&
+                   natsConnection_JetStream(&f->js, f->nc, &o) == NATS_OK
+               ? 0
+               : -1;
+}
+
+static void disconnect_js(struct fixture *f)
+{
+    jsCtx_Destroy(f->js);
+    natsConnection_Destroy(f->nc);
+    f->js = NULL;
+    f->nc = NULL;
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    if (f == NULL || h_keeld_init(&f->k) != 0 ||
+        h_keeld_start(&f->k, 0, false, extra) != 0 || connect_js(f) != 0) {
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    disconnect_js(f);
+    int rv = h_keeld_stop(&f->k, NULL);
+    h_keeld_cleanup(&f->k);
+    free(f);
+    return rv;
+}
+
+static json_t *api(struct fixture *f, const char *subject, const char *body)
+{
+    return kv_api_json(f->nc, subject, body, WAIT_MS);
+}
+
+/* The err_code of an API answer (0: none). */
+static long long api_err(struct fixture *f, const char *subject,
+                         const char *body)
+{
+    json_t *o = api(f, subject, body);
+    long long code = json_integer_value(
+        json_object_get(json_object_get(o, "error"), "err_code"));
+    json_decref(o);
+    return code;
+}
+
+static void create(struct fixture *f, const char *name, const char *body)
+{
+    char subj[128];
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.CREATE.%s", name);
+    json_t *o = api(f, subj, body);
+    if (json_object_get(o, "error") != NULL) {
+        char *s = json_dumps(o, 0);
+        fail_msg("%s: %s", subj, s);
+    }
+    json_decref(o);
+}
+
+static uint64_t publish(struct fixture *f, const char *subj, const char *data,
+                        const char *hname, const char *hval)
+{
+    natsMsg *m = NULL;
+    jsPubAck *pa = NULL;
+    jsErrCode jerr = 0;
+    assert_int_equal(natsMsg_Create(&m, subj, NULL, data, (int)strlen(data)),
+                     NATS_OK);
+    if (hname != NULL) {
+        assert_int_equal(natsMsgHeader_Set(m, hname, hval), NATS_OK);
+    }
+    assert_int_equal(js_PublishMsg(&pa, f->js, m, NULL, &jerr), NATS_OK);
+    uint64_t seq = pa->Sequence;
+    jsPubAck_Destroy(pa);
+    natsMsg_Destroy(m);
+    return seq;
+}
+
+static json_t *info(struct fixture *f, const char *stream)
+{
+    char subj[128];
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.INFO.%s", stream);
+    return api(f, subj, "");
+}
+
+static long long state_of(const json_t *o, const char *key)
+{
+    return json_integer_value(
+        json_object_get(json_object_get(o, "state"), key));
+}
+
+struct want {
+    struct fixture *f;
+    const char *stream;
+    long long msgs;
+};
+
+static bool reached(void *arg)
+{
+    struct want *w = arg;
+    json_t *o = info(w->f, w->stream);
+    bool ok = state_of(o, "messages") >= w->msgs;
+    json_decref(o);
+    return ok;
+}
+
+/* Wait (bounded) until stream holds msgs messages, then a little longer
+ * for any message too many (a duplicate would land then). */
+static void wait_msgs(struct fixture *f, const char *stream, long long msgs)
+{
+    struct want w = {f, stream, msgs};
+    if (!h_poll(reached, &w, WAIT_MS)) {
+        json_t *o = info(f, stream);
+        char *s = json_dumps(o, 0);
+        fail_msg("stream %s never reached %lld messages: %s", stream, msgs, s);
+    }
+}
+
+/* One stored message of the sourcing stream, read back with libnats. */
+struct got {
+    char subject[64];
+    char data[64];
+    char src[64]; /* Nats-Stream-Source, "" none */
+    char trace[64];
+};
+
+static bool get_msg(struct fixture *f, const char *stream, uint64_t seq,
+                    struct got *g)
+{
+    natsMsg *m = NULL;
+    jsErrCode jerr = 0;
+    memset(g, 0, sizeof *g);
+    if (js_GetMsg(&m, f->js, stream, seq, NULL, &jerr) != NATS_OK) {
+        return false;
+    }
+    snprintf(g->subject, sizeof g->subject, "%s", natsMsg_GetSubject(m));
+    snprintf(g->data, sizeof g->data, "%.*s", natsMsg_GetDataLength(m),
+             natsMsg_GetData(m));
+    const char *v = NULL;
+    if (natsMsgHeader_Get(m, "Nats-Stream-Source", &v) == NATS_OK) {
+        snprintf(g->src, sizeof g->src, "%s", v);
+    }
+    if (natsMsgHeader_Get(m, "X-Trace", &v) == NATS_OK) {
+        snprintf(g->trace, sizeof g->trace, "%s", v);
+    }
+    natsMsg_Destroy(m);
+    return true;
+}
+
+/* Check the sourcing stream holds, in seqs 1..n, every message of each
+ * origin once (counted in seen[o][origin seq]), in origin order per
+ * source. Returns the message count per source in per[]. */
+struct check {
+    const char *names[2];
+    unsigned seen[2][64];
+    uint64_t last[2];
+    unsigned per[2];
+    unsigned own;
+};
+
+static void check_stream(struct fixture *f, const char *stream, uint64_t n,
+                         struct check *c)
+{
+    for (uint64_t s = 1; s <= n; s++) {
+        struct got g;
+        if (!get_msg(f, stream, s, &g)) {
+            fail_msg("%s has no seq %llu: a gap", stream,
+                     (unsigned long long)s);
+        }
+        if (g.src[0] == '\0') {
+            c->own++; /* published to the stream's own subject */
+            continue;
+        }
+        char name[32];
+        unsigned long long oseq = 0;
+        assert_int_equal(sscanf(g.src, "%31s %llu", name, &oseq), 2);
+        int k = strcmp(name, c->names[0]) == 0   ? 0
+                : strcmp(name, c->names[1]) == 0 ? 1
+                                                 : -1;
+        assert_true(k >= 0 && oseq > 0 && oseq < 64);
+        if (oseq <= c->last[k]) {
+            fail_msg("%s seq %llu: %s out of order after %llu", stream,
+                     (unsigned long long)s, g.src,
+                     (unsigned long long)c->last[k]);
+        }
+        c->last[k] = oseq;
+        c->seen[k][oseq]++;
+        c->per[k]++;
+        /* Subject and payload kept: the payload names the origin seq. */
+        char want[64];
+        snprintf(want, sizeof want, "%s-%llu", name, oseq);
+        assert_string_equal(g.data, want);
+    }
+}
+
+static void publish_n(struct fixture *f, const char *name, const char *subj0,
+                      const char *subj1, int from, int to)
+{
+    for (int i = from; i <= to; i++) {
+        char d[32], t[32];
+        snprintf(d, sizeof d, "%s-%d", name, i);
+        snprintf(t, sizeof t, "t%d", i);
+        publish(f, i % 2 == 1 ? subj0 : subj1, d, "X-Trace", t);
+    }
+}
+
+static void two_origins_each_message_once_in_order(void **state)
+{
+    struct fixture *f = *state;
+    create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
+    create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
+    publish_n(f, "A", "a.x", "a.y", 1, 6);
+    create(f, "AGG",
+           "{\"name\":\"AGG\",\"subjects\":[\"agg\"],\"sources\":["
+           "{\"name\":\"A\",\"filter_subject\":\"a.x\"},{\"name\":\"B\"}]}");
+    publish_n(f, "B", "b.x", "b.y", 1, 10);
+    publish_n(f, "A", "a.x", "a.y", 7, 12);
+    /* Its own subject: its own next seq, no source header. */
+    publish(f, "agg", "own", NULL, NULL);
+    wait_msgs(f, "AGG", 6 + 10 + 1);
+    json_t *o = info(f, "AGG");
+    assert_int_equal(state_of(o, "messages"), 17);
+    assert_int_equal(state_of(o, "first_seq"), 1);
+    assert_int_equal(state_of(o, "last_seq"), 17);
+    const json_t *si = json_object_get(o, "sources");
+    assert_int_equal(json_array_size(si), 2);
+    for (size_t i = 0; i < 2; i++) {
+        const json_t *x = json_array_get(si, i);
+        assert_string_equal(json_string_value(json_object_get(x, "name")),
+                            i == 0 ? "A" : "B");
+        assert_true(json_integer_value(json_object_get(x, "active")) >= 0);
+        assert_null(json_object_get(x, "error"));
+    }
+    json_decref(o);
+    struct check c = {.names = {"A", "B"}};
+    check_stream(f, "AGG", 17, &c);
+    assert_int_equal(c.own, 1);
+    assert_int_equal(c.per[0], 6);
+    assert_int_equal(c.per[1], 10);
+    for (int s = 1; s <= 12; s++) {
+        assert_int_equal(c.seen[0][s], s % 2 == 1 ? 1 : 0); /* a.x only */
+    }
+    for (int s = 1; s <= 10; s++) {
+        assert_int_equal(c.seen[1][s], 1);
+    }
+    /* Headers kept, the source header exact. */
+    struct got g;
+    assert_true(get_msg(f, "AGG", 1, &g));
+    assert_string_equal(g.src, "A 1");
+    assert_string_equal(g.subject, "a.x");
+    assert_string_equal(g.trace, "t1");
+}
+
+static void start_seq_and_start_time(void **state)
+{
+    struct fixture *f = *state;
+    create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
+    create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
+    publish_n(f, "A", "a.x", "a.x", 1, 5);
+    publish_n(f, "B", "b.x", "b.x", 1, 5);
+    /* B's seq 4 time, from the API. */
+    json_t *r = api(f, "$JS.API.STREAM.MSG.GET.B", "{\"seq\":4}");
+    const char *t = json_string_value(
+        json_object_get(json_object_get(r, "message"), "time"));
+    assert_non_null(t);
+    char body[512];
+    snprintf(
+        body, sizeof body,
+        "{\"name\":\"AGG\",\"sources\":[{\"name\":\"A\","
+        "\"opt_start_seq\":3},{\"name\":\"B\",\"opt_start_time\":\"%s\"}]}",
+        t);
+    json_decref(r);
+    create(f, "AGG", body);
+    wait_msgs(f, "AGG", 3 + 2);
+    struct check c = {.names = {"A", "B"}};
+    check_stream(f, "AGG", 5, &c);
+    assert_int_equal(c.per[0], 3);
+    assert_int_equal(c.per[1], 2);
+    assert_int_equal(c.seen[0][3], 1);
+    assert_int_equal(c.seen[0][2], 0);
+    assert_int_equal(c.seen[1][4], 1);
+    assert_int_equal(c.seen[1][3], 0);
+}
+
+static void a_restart_leaves_no_duplicate_and_no_gap(void **state)
+{
+    struct fixture *f = *state;
+    create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
+    create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
+    create(
+        f, "AGG",
+        "{\"name\":\"AGG\",\"sources\":[{\"name\":\"A\"},{\"name\":\"B\"}]}");
+    publish_n(f, "A", "a.x", "a.y", 1, 9);
+    publish_n(f, "B", "b.x", "b.y", 1, 9);
+    wait_msgs(f, "AGG", 18);
+    disconnect_js(f);
+    assert_int_equal(h_keeld_stop(&f->k, NULL), 0);
+    assert_int_equal(h_keeld_start(&f->k, 0, false, extra), 0);
+    assert_int_equal(connect_js(f), 0);
+    publish_n(f, "A", "a.x", "a.y", 10, 14);
+    publish_n(f, "B", "b.x", "b.y", 10, 12);
+    wait_msgs(f, "AGG", 26);
+    /* One more of each: had the restart sent anything again, it would be
+     * stored before these. */
+    publish_n(f, "A", "a.x", "a.y", 15, 15);
+    publish_n(f, "B", "b.x", "b.y", 13, 13);
+    wait_msgs(f, "AGG", 28);
+    json_t *o = info(f, "AGG");
+    assert_int_equal(state_of(o, "messages"), 28);
+    assert_int_equal(state_of(o, "last_seq"), 28);
+    json_decref(o);
+    struct check c = {.names = {"A", "B"}};
+    check_stream(f, "AGG", 28, &c);
+    for (int s = 1; s <= 15; s++) {
+        assert_int_equal(c.seen[0][s], 1);
+    }
+    for (int s = 1; s <= 13; s++) {
+        assert_int_equal(c.seen[1][s], 1);
+    }
+}
+
+static bool source_error_is(void *arg)
+{
+    struct fixture *f = arg;
+    json_t *o = info(f, "AGG");
+    const json_t *x = json_array_get(json_object_get(o, "sources"), 0);
+    bool ok = json_integer_value(json_object_get(json_object_get(x, "error"),
+                                                 "err_code")) == 10059;
+    json_decref(o);
+    return ok;
+}
+
+static void
+an_origin_deleted_and_recreated_is_read_past_the_position(void **state)
+{
+    struct fixture *f = *state;
+    create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
+    create(f, "AGG", "{\"name\":\"AGG\",\"sources\":[{\"name\":\"A\"}]}");
+    publish_n(f, "A", "a.x", "a.x", 1, 3);
+    wait_msgs(f, "AGG", 3);
+    assert_int_equal(api_err(f, "$JS.API.STREAM.DELETE.A", ""), 0);
+    assert_true(h_poll(source_error_is, f, WAIT_MS));
+    /* Its messages stay. */
+    struct got g;
+    assert_true(get_msg(f, "AGG", 3, &g));
+    assert_string_equal(g.src, "A 3");
+    /* Recreated, its seqs start at 1 again: those at or below the
+     * position (3) are not read, as nats-server 2.9.10 resumes at the
+     * position + 1; the rest are. */
+    create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
+    for (int i = 1; i <= 5; i++) {
+        char d[16];
+        snprintf(d, sizeof d, "new-%d", i);
+        publish(f, "a.x", d, NULL, NULL);
+    }
+    wait_msgs(f, "AGG", 5);
+    assert_true(get_msg(f, "AGG", 4, &g));
+    assert_string_equal(g.src, "A 4");
+    assert_string_equal(g.data, "new-4");
+    assert_true(get_msg(f, "AGG", 5, &g));
+    assert_string_equal(g.data, "new-5");
+    json_t *o = info(f, "AGG");
+    assert_int_equal(state_of(o, "messages"), 5);
+    assert_null(json_object_get(
+        json_array_get(json_object_get(o, "sources"), 0), "error"));
+    json_decref(o);
+}
+
+static void an_update_adds_and_removes_sources(void **state)
+{
+    struct fixture *f = *state;
+    create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
+    create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
+    publish_n(f, "A", "a.x", "a.x", 1, 2);
+    publish_n(f, "B", "b.x", "b.x", 1, 4);
+    create(f, "AGG", "{\"name\":\"AGG\",\"sources\":[{\"name\":\"A\"}]}");
+    wait_msgs(f, "AGG", 2);
+    /* B added from its opt_start_seq; A removed. */
+    assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.AGG",
+                             "{\"name\":\"AGG\",\"sources\":[{\"name\":\"B\","
+                             "\"opt_start_seq\":3}]}"),
+                     0);
+    wait_msgs(f, "AGG", 4);
+    publish_n(f, "A", "a.x", "a.x", 3, 3); /* not read any more */
+    publish_n(f, "B", "b.x", "b.x", 5, 5);
+    wait_msgs(f, "AGG", 5);
+    json_t *o = info(f, "AGG");
+    assert_int_equal(state_of(o, "messages"), 5);
+    assert_int_equal(json_array_size(json_object_get(o, "sources")), 1);
+    json_decref(o);
+    struct check c = {.names = {"A", "B"}};
+    check_stream(f, "AGG", 5, &c);
+    assert_int_equal(c.per[0], 2);
+    assert_int_equal(c.per[1], 3);
+    assert_int_equal(c.seen[1][3], 1);
+    /* An existing source's start changed: accepted and ignored once read,
+     * as nats-server 2.9.10 does. */
+    assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.AGG",
+                             "{\"name\":\"AGG\",\"sources\":[{\"name\":\"B\","
+                             "\"opt_start_seq\":1}]}"),
+                     0);
+    publish_n(f, "B", "b.x", "b.x", 6, 6);
+    wait_msgs(f, "AGG", 6);
+    o = info(f, "AGG");
+    assert_int_equal(state_of(o, "messages"), 6);
+    json_decref(o);
+}
+
+static void config_errors_carry_nats_server_codes(void **state)
+{
+    struct fixture *f = *state;
+    create(f, "A",
+           "{\"name\":\"A\",\"subjects\":[\"a.>\"],"
+           "\"max_msg_size\":1024}");
+    assert_int_equal(api_err(f, "$JS.API.STREAM.CREATE.M",
+                             "{\"name\":\"M\",\"mirror\":{\"name\":\"A\"},"
+                             "\"sources\":[{\"name\":\"A\"}]}"),
+                     10031);
+    assert_int_equal(api_err(f, "$JS.API.STREAM.CREATE.S",
+                             "{\"name\":\"S\",\"sources\":[{\"name\":\"S\"}]}"),
+                     10052);
+    assert_int_equal(api_err(f, "$JS.API.STREAM.CREATE.S",
+                             "{\"name\":\"S\",\"sources\":[{\"name\":\"A\"},"
+                             "{\"name\":\"A\"}]}"),
+                     10052);
+    assert_int_equal(api_err(f, "$JS.API.STREAM.CREATE.S",
+                             "{\"name\":\"S\",\"max_msg_size\":100,"
+                             "\"sources\":[{\"name\":\"A\"}]}"),
+                     10046);
+    /* A cycle through two streams, and behind a mirror. */
+    create(f, "C1", "{\"name\":\"C1\",\"sources\":[{\"name\":\"C2\"}]}");
+    assert_int_equal(
+        api_err(f, "$JS.API.STREAM.CREATE.C2",
+                "{\"name\":\"C2\",\"sources\":[{\"name\":\"C1\"}]}"),
+        10052);
+    assert_int_equal(api_err(f, "$JS.API.STREAM.CREATE.C2",
+                             "{\"name\":\"C2\",\"mirror\":{\"name\":\"C1\"}}"),
+                     10052);
+    create(f, "C3", "{\"name\":\"C3\",\"subjects\":[\"c3\"]}");
+    assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.C3",
+                             "{\"name\":\"C3\",\"subjects\":[\"c3\"],"
+                             "\"sources\":[{\"name\":\"C1\"}]}"),
+                     0);
+    assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.C1",
+                             "{\"name\":\"C1\",\"sources\":[{\"name\":\"C2\"},"
+                             "{\"name\":\"C3\"}]}"),
+                     10052);
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(two_origins_each_message_once_in_order),
+        T(start_seq_and_start_time),
+        T(a_restart_leaves_no_duplicate_and_no_gap),
+        T(an_origin_deleted_and_recreated_is_read_past_the_position),
+        T(an_update_adds_and_removes_sources),
+        T(config_errors_carry_nats_server_codes),
+    };
+    int rv = cmocka_run_group_tests(tests, NULL, NULL);
+    nats_Close();
+    return rv;
+}
