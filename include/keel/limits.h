@@ -141,6 +141,13 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 #define SRV_JS_PENDING_MAX 65536 /* requests awaiting commit per node */
 #define SRV_JS_LIST_PAGE 256     /* STREAM.NAMES / LIST page size */
 #define SRV_JS_MSG_BYTES_MAX (8u * 1024 * 1024) /* one stored message */
+/* One DIRECT.GET reply (srv_js_direct.c): messages of a batch or of a
+ * multi_last (nats-server's 413 past it), the bytes after which it stops
+ * (its max_bytes default and ceiling; one message always goes), and the
+ * multi_last filters of one request. */
+#define SRV_JS_DIRECT_BATCH_MAX 1024
+#define SRV_JS_DIRECT_BYTES_MAX (8u * 1024 * 1024)
+#define SRV_JS_DIRECT_FILTERS_MAX 1024
 /* Consumers (srv_consumer_*). */
 #define SRV_JS_BACKOFF_MAX 64                  /* backoff durations */
 #define SRV_CONSUMERS_PER_STREAM_MAX 4096      /* consumers of one stream */

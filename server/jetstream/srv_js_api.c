@@ -66,18 +66,6 @@ static json_t *b64_json(const uint8_t *in, size_t n)
     return j;
 }
 
-/* A raw reply (status or direct message); a full outbound queue loses it,
- * and the requester times out as with any lost reply. */
-static void send_raw(struct srv_js *js, const char *reply, const char *unused,
-                     const void *hdr, size_t hlen, const void *data,
-                     size_t dlen)
-{
-    (void)unused;
-    if (srv_js_send(js, reply, NULL, hdr, hlen, data, dlen) != 0) {
-        SRV_DEBUG("js", "reply to %s not queued", reply);
-    }
-}
-
 /* Account info. keeld has one account, so its limits are the server's
  * jetstream { max_memory_store, max_file_store } (nats-server reports -1
  * there unless account limits are set; docs/jetstream-config.md). */
@@ -669,7 +657,8 @@ static void api_names(struct api_req *q, bool list)
  * allowed), 0 when none. A literal filter (every KV get) is one lookup in
  * the per-subject index, whose last_seq is exact (srv_stream_sm.h); only a
  * wildcard filter walks the subjects. */
-static uint64_t last_matching(const struct srv_stream *st, const char *filter)
+uint64_t srv_js_api__last_matching(const struct srv_stream *st,
+                                   const char *filter)
 {
     uint64_t best = 0;
     size_t pos = 0;
@@ -703,7 +692,7 @@ static int resolve_seq(const struct srv_stream *st, const json_t *body,
         return KEEL_EINVAL;
     }
     if (last != NULL) {
-        *seq = last_matching(st, last);
+        *seq = srv_js_api__last_matching(st, last);
         return *seq != 0 ? 0 : KEEL_ENOENT;
     }
     if (next != NULL) {
@@ -728,8 +717,8 @@ static int resolve_seq(const struct srv_stream *st, const json_t *body,
  * "not found" only when that is final (srv_stream_absent_is_final); a
  * damaged record, or a replica that is damaged, amnesiac or behind, gets
  * the retryable 503 (issue 8: an acked message never reads as missing). */
-static enum srv_js_err get_error(const struct srv_stream *st, uint64_t seq,
-                                 int rv)
+enum srv_js_err srv_js_api__get_error(const struct srv_stream *st, uint64_t seq,
+                                      int rv)
 {
     if (rv == KEEL_EINVAL) {
         return SRV_JS_EBAD_REQUEST;
@@ -754,7 +743,8 @@ static void api_msg_get(struct api_req *q)
         rv = srv_stream_msg_load(st, seq, &m, err);
     }
     if (rv != 0) {
-        srv_js_reply_err(q->js, q->reply, kind, get_error(st, seq, rv), NULL);
+        srv_js_reply_err(q->js, q->reply, kind,
+                         srv_js_api__get_error(st, seq, rv), NULL);
         return;
     }
     char t[SRV_JS_TIME_BYTES];
@@ -777,58 +767,6 @@ static void api_msg_get(struct api_req *q)
     }
     srv_stream_msg_free(&m);
     srv_js_reply_json(q->js, q->reply, o);
-}
-
-/* DIRECT.GET: the raw message with Nats-Stream/-Subject/-Sequence/
- * -Time-Stamp headers before its own, or a 404 status. */
-static void api_direct_get(struct api_req *q, struct srv_stream *st)
-{
-    static const char not_found[] = "NATS/1.0 404 Message Not Found\r\n\r\n";
-    static const char unavailable[] =
-        "NATS/1.0 503 Stream Replica Unavailable\r\n\r\n";
-    struct srv_stream_msg m;
-    char err[KEEL_ERRMSG_MAX];
-    uint64_t seq = 0;
-    int rv = resolve_seq(st, q->body, &seq);
-    if (rv == 0) {
-        rv = srv_stream_msg_load(st, seq, &m, err);
-    }
-    if (rv != 0 && get_error(st, seq, rv) == SRV_JS_EUNAVAILABLE) {
-        send_raw(q->js, q->reply, NULL, unavailable, sizeof unavailable - 1,
-                 NULL, 0);
-        return;
-    }
-    if (rv != 0) {
-        send_raw(q->js, q->reply, NULL, not_found, sizeof not_found - 1, NULL,
-                 0);
-        return;
-    }
-    char t[SRV_JS_TIME_BYTES];
-    srv_js_time_format(m.ts_ns, t);
-    /* The stored block minus its NATS/1.0 line and final blank line. */
-    const char *own = "";
-    size_t own_len = 0;
-    if (m.hdr_len > 12) {
-        const char *nl = memchr(m.hdr, '\n', m.hdr_len);
-        if (nl != NULL) {
-            own = nl + 1;
-            own_len = m.hdr_len - (size_t)(own - (const char *)m.hdr) - 2;
-        }
-    }
-    size_t cap = 128 + strlen(st->cfg.name) + m.subject_len + own_len;
-    char *h = malloc(cap);
-    if (h != NULL) {
-        int n = snprintf(h, cap,
-                         "NATS/1.0\r\nNats-Stream: %s\r\nNats-Subject: %s\r\n"
-                         "Nats-Sequence: %" PRIu64 "\r\nNats-Time-Stamp: "
-                         "%s\r\n%.*s\r\n",
-                         st->cfg.name, m.subject, m.seq, t, (int)own_len, own);
-        if (n > 0 && (size_t)n < cap) {
-            send_raw(q->js, q->reply, NULL, h, (size_t)n, m.data, m.data_len);
-        }
-    }
-    free(h);
-    srv_stream_msg_free(&m);
 }
 
 struct api_route {
@@ -860,31 +798,6 @@ static const struct api_route routes[] = {
     {"STREAM.MSG.GET.", true, "stream_msg_get_response", api_msg_get},
     {"STREAM.MSG.DELETE.", true, "stream_msg_delete_response", api_msg_delete},
 };
-
-/* DIRECT.GET.<stream>[.<subject>]: answered only for allow_direct. */
-static void direct(struct api_req *q, const char *rest)
-{
-    char name[SRV_JS_NAME_BYTES_MAX + 1];
-    const char *dot = strchr(rest, '.');
-    size_t n = dot != NULL ? (size_t)(dot - rest) : strlen(rest);
-    struct srv_stream *st = NULL;
-    if (n == 0 || n > SRV_JS_NAME_BYTES_MAX) {
-        return;
-    }
-    memcpy(name, rest, n);
-    name[n] = '\0';
-    if (srv_js_find_stream(q->js, name, &st) != 0 || !st->cfg.allow_direct ||
-        srv_stream_amnesiac(st)) {
-        static const char none[] = "NATS/1.0 503\r\n\r\n";
-        send_raw(q->js, q->reply, NULL, none, sizeof none - 1, NULL, 0);
-        return;
-    }
-    if (dot != NULL) {
-        json_decref(q->body);
-        q->body = json_pack("{s:s}", "last_by_subj", dot + 1);
-    }
-    api_direct_get(q, st);
-}
 
 static void route(struct api_req *q, const char *rest)
 {
@@ -950,17 +863,14 @@ void srv_js_api(struct srv_js *js, const char *subject, size_t slen,
         }
         return;
     }
+    if (strncmp(rest, "DIRECT.GET.", 11) == 0) {
+        srv_js_direct(js, rest + 11, reply, body, len);
+        return;
+    }
     struct api_req q = {.js = js, .reply = reply};
     if (len > 0 && (q.body = json_loadb(body, len, 0, &jerr)) == NULL) {
         q.bad_json = jerr.text;
     }
-    if (q.bad_json != NULL && strncmp(rest, "DIRECT.GET.", 11) == 0) {
-        srv_js_reply_err(js, reply, "api_response", SRV_JS_EINVALID_JSON,
-                         jerr.text);
-    } else if (strncmp(rest, "DIRECT.GET.", 11) == 0) {
-        direct(&q, rest + 11);
-    } else {
-        route(&q, rest);
-    }
+    route(&q, rest);
     json_decref(q.body);
 }

@@ -429,5 +429,21 @@ json_t *srv_stream_sources_info(struct srv_stream *st);
 /* ---- srv_js_api.c ---- */
 void srv_js_api(struct srv_js *js, const char *subject, size_t slen,
                 const char *reply, const char *body, size_t len);
+/* Last seq of any subject matching filter (a valid subject, wildcards
+ * allowed), 0 when none. */
+uint64_t srv_js_api__last_matching(const struct srv_stream *st,
+                                   const char *filter);
+/* The error a MSG.GET / DIRECT.GET of seq that failed with rv answers:
+ * SRV_JS_EBAD_REQUEST (KEEL_EINVAL), SRV_JS_ENO_MESSAGE only when the
+ * absence is final, else the retryable SRV_JS_EUNAVAILABLE. */
+enum srv_js_err srv_js_api__get_error(const struct srv_stream *st, uint64_t seq,
+                                      int rv);
+
+/* ---- srv_js_direct.c ---- */
+/* $JS.API.DIRECT.GET.<rest> with its raw body: answered with messages and
+ * status lines (nats-server 2.11's direct get, batches and multi_last
+ * included), or nothing when reply is empty. */
+void srv_js_direct(struct srv_js *js, const char *rest, const char *reply,
+                   const char *body, size_t len);
 
 #endif

@@ -18,9 +18,43 @@ const PURGED = 'nats-server\'s purge error reply carries the empty ' +
   'success field purged: 0; keeld\'s error replies carry only type and error';
 const TTL211 = 'Keel follows nats-server 2.11 on per-message TTL ' +
   '(docs/decisions/0034-per-message-ttl-in-the-state-machine.md)';
+const BATCH = 'Keel follows nats-server 2.11 on DIRECT.GET batch and ' +
+  'multi_last (Nats-Num-Pending on each message, a 204 EOB status at the ' +
+  'end); nats-server 2.9.10 does not know the fields: it answers one ' +
+  'message for a seq and 408 Empty Request for multi_last alone';
 const BYTES = 'Keel counts a message as subject + headers + payload bytes; ' +
   'nats-server adds its file store record overhead (about 30 bytes a ' +
   'message)';
+
+// Every reply to one DIRECT.GET request with body, until a status or a
+// message without Nats-Num-Pending (a reply of one, as nats.js reads it):
+// [seq, subject, pending] or ['status', code, description].
+async function directGet(ctx, body) {
+  const inbox = `_INBOX.${ctx.uniq}.${Math.random().toString(36).slice(2)}`;
+  const sub = ctx.nc.subscribe(inbox, { timeout: 3000 });
+  const got = [];
+  ctx.nc.publish(`$JS.API.DIRECT.GET.${ctx.uniq}`,
+    sc.encode(JSON.stringify(body)), { reply: inbox });
+  try {
+    for await (const m of sub) {
+      const h = m.headers;
+      if (h?.code > 0) {
+        got.push(['status', h.code, h.description]);
+        break;
+      }
+      const np = h?.get('Nats-Num-Pending') || null;
+      got.push([Number(h?.get('Nats-Sequence')), h?.get('Nats-Subject'),
+        np === null ? null : Number(np)]);
+      if (np === null || got.length > 20) {
+        break;
+      }
+    }
+  } catch (e) {
+    got.push(['error', e.code ?? String(e)]);
+  }
+  sub.unsubscribe();
+  return got;
+}
 
 // A stream named after the case, capturing <name>.>.
 function cfg(ctx, more = {}) {
@@ -733,6 +767,21 @@ export const cases = [
         placement: { tags: [] } });
       return { error: r.error?.err_code ?? null,
         empty_tags_ok: plain.error?.err_code ?? 0 };
+    },
+  },
+  {
+    name: 'DIRECT.GET batch and multi_last (nats-server 2.11) answer more',
+    intended: { batch: BATCH, multi_last: BATCH },
+    run: async (ctx) => {
+      await create(ctx, { allow_direct: true });
+      await fill(ctx, 2, 'a');
+      await fill(ctx, 1, 'b');
+      return {
+        one: await directGet(ctx, { seq: 2 }),
+        batch: await directGet(ctx, { seq: 1, batch: 2 }),
+        multi_last: await directGet(ctx, { multi_last: [`${ctx.uniq}.*`] }),
+        bad: await directGet(ctx, { seq: 1, last_by_subj: `${ctx.uniq}.a` }),
+      };
     },
   },
 ];

@@ -66,7 +66,8 @@ static int teardown(void **state)
     return rv;
 }
 
-static void add_stream(struct fixture *f, const char *name, const char *subj)
+static void add_stream_direct(struct fixture *f, const char *name,
+                              const char *subj, bool allow_direct)
 {
     jsStreamConfig cfg;
     jsStreamInfo *si = NULL;
@@ -76,10 +77,17 @@ static void add_stream(struct fixture *f, const char *name, const char *subj)
     cfg.Name = name;
     cfg.Subjects = subjects;
     cfg.SubjectsLen = 1;
+    cfg.AllowDirect = allow_direct;
     assert_int_equal(js_AddStream(&si, f->js, &cfg, NULL, &jerr), NATS_OK);
     assert_string_equal(si->Config->Name, name);
     assert_int_equal(si->State.Msgs, 0);
+    assert_int_equal(si->Config->AllowDirect, allow_direct);
     jsStreamInfo_Destroy(si);
+}
+
+static void add_stream(struct fixture *f, const char *name, const char *subj)
+{
+    add_stream_direct(f, name, subj, false);
 }
 
 static uint64_t publish(struct fixture *f, const char *subj, const char *data,
@@ -304,18 +312,8 @@ static void get_and_delete_message(void **state)
 static void direct_get_reads_by_seq_and_subject(void **state)
 {
     struct fixture *f = *state;
-    jsStreamConfig cfg;
-    jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
-    const char *subjects[] = {"d.*"};
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = "D";
-    cfg.Subjects = subjects;
-    cfg.SubjectsLen = 1;
-    cfg.AllowDirect = true;
-    assert_int_equal(js_AddStream(&si, f->js, &cfg, NULL, &jerr), NATS_OK);
-    assert_true(si->Config->AllowDirect);
-    jsStreamInfo_Destroy(si);
+    add_stream_direct(f, "D", "d.*", true);
     assert_int_equal(publish(f, "d.a", "a1", NULL, &jerr), 1);
     assert_int_equal(publish(f, "d.b", "b1", NULL, &jerr), 2);
     assert_int_equal(publish(f, "d.a", "a2", NULL, &jerr), 3);
@@ -349,6 +347,101 @@ static void direct_get_reads_by_seq_and_subject(void **state)
     m = NULL;
     assert_int_not_equal(js_DirectGetMsg(&m, f->js, "D", NULL, &o), NATS_OK);
     assert_null(m);
+}
+
+static const char *hdr_or_dash(natsMsg *m, const char *name)
+{
+    const char *v = NULL;
+    return natsMsgHeader_Get(m, name, &v) == NATS_OK && v != NULL ? v : "-";
+}
+
+/* One raw DIRECT.GET request with body: every reply up to and including
+ * the first status message, "seq/status" each, into out (e.g.
+ * "2:a.1:p3 4:a.2:p2 204:p2"); p is Nats-Num-Pending ("-" when absent,
+ * which ends a reply of one message, as nats.js reads it). */
+static void direct_raw(struct fixture *f, const char *subject, const char *body,
+                       char *out, size_t cap)
+{
+    natsSubscription *sub = NULL;
+    char inbox[64];
+    size_t o = 0;
+    snprintf(inbox, sizeof inbox, "_INBOX.direct.%d", rand());
+    assert_int_equal(natsConnection_SubscribeSync(&sub, f->nc, inbox), NATS_OK);
+    assert_int_equal(
+        natsConnection_PublishRequestString(f->nc, subject, inbox, body),
+        NATS_OK);
+    out[0] = '\0';
+    /* Bounded: SRV_JS_DIRECT_BATCH_MAX messages and one status at most. */
+    for (int i = 0; i < 1100; i++) {
+        natsMsg *m = NULL;
+        const char *st = NULL;
+        assert_int_equal(natsSubscription_NextMsg(&m, sub, WAIT_MS), NATS_OK);
+        bool status = natsMsgHeader_Get(m, "Status", &st) == NATS_OK;
+        const char *seq = hdr_or_dash(m, "Nats-Sequence");
+        const char *subj = hdr_or_dash(m, "Nats-Subject");
+        const char *np = hdr_or_dash(m, "Nats-Num-Pending");
+        int n = status ? snprintf(out + o, cap - o, "%s%s:p%s", o ? " " : "",
+                                  st, np)
+                       : snprintf(out + o, cap - o, "%s%s:%s:p%s", o ? " " : "",
+                                  seq, subj, np);
+        assert_true(n > 0 && (size_t)n < cap - o);
+        o += (size_t)n;
+        bool counted = strcmp(np, "-") != 0;
+        natsMsg_Destroy(m);
+        if (status || !counted) {
+            break; /* a status ends it, or one message without a count */
+        }
+    }
+    natsSubscription_Destroy(sub);
+}
+
+/* nats-server 2.11's batched and multi-subject DIRECT.GET: batch from a
+ * seq or a time, next_by_subj with a wildcard, max_bytes, multi_last with
+ * up_to_seq, each reply with Nats-Num-Pending and an EOB status 204; bad
+ * requests get 408. */
+static void direct_get_batches_and_multi_last_end_with_eob(void **state)
+{
+    struct fixture *f = *state;
+    jsErrCode jerr = 0;
+    char got[4096];
+    add_stream_direct(f, "B", "b.*", true);
+    const char *pubs[] = {"b.x", "b.y", "b.x", "b.z", "b.y"};
+    for (uint64_t i = 0; i < 5; i++) {
+        assert_int_equal(publish(f, pubs[i], "0123456789", NULL, &jerr), i + 1);
+    }
+    const char *G = "$JS.API.DIRECT.GET.B";
+    direct_raw(f, G, "{\"seq\":2,\"batch\":2}", got, sizeof got);
+    assert_string_equal(got, "2:b.y:p3 3:b.x:p2 204:p2");
+    direct_raw(f, G, "{\"seq\":4,\"batch\":10}", got, sizeof got);
+    assert_string_equal(got, "4:b.z:p1 5:b.y:p0 204:p0");
+    direct_raw(f, G, "{\"seq\":1,\"batch\":5,\"next_by_subj\":\"b.y\"}", got,
+               sizeof got);
+    assert_string_equal(got, "2:b.y:p1 5:b.y:p0 204:p0");
+    /* max_bytes: stop once 13 bytes (subject + payload) went. */
+    direct_raw(f, G, "{\"seq\":1,\"batch\":5,\"max_bytes\":13}", got,
+               sizeof got);
+    assert_string_equal(got, "1:b.x:p4 204:p4");
+    direct_raw(f, G, "{\"start_time\":\"2000-01-01T00:00:00Z\",\"batch\":1}",
+               got, sizeof got);
+    assert_string_equal(got, "1:b.x:p4 204:p4");
+    direct_raw(f, G, "{\"multi_last\":[\"b.*\"]}", got, sizeof got);
+    assert_string_equal(got, "3:b.x:p2 4:b.z:p1 5:b.y:p0 204:p0");
+    direct_raw(f, G, "{\"multi_last\":[\"b.x\",\"b.y\"],\"up_to_seq\":3}", got,
+               sizeof got);
+    assert_string_equal(got, "2:b.y:p1 3:b.x:p0 204:p0");
+    direct_raw(f, G, "{\"multi_last\":[\"b.q\"]}", got, sizeof got);
+    assert_string_equal(got, "404:p-");
+    /* One message as before: no pending count, no EOB. */
+    direct_raw(f, G, "{\"seq\":3}", got, sizeof got);
+    assert_string_equal(got, "3:b.x:p-");
+    direct_raw(f, G, "", got, sizeof got);
+    assert_string_equal(got, "408:p-");
+    direct_raw(f, G, "{\"seq\":1,\"last_by_subj\":\"b.x\"}", got, sizeof got);
+    assert_string_equal(got, "408:p-");
+    direct_raw(f, G, "{\"seq\":\"one\"}", got, sizeof got);
+    assert_string_equal(got, "408:p-");
+    direct_raw(f, G, "{\"seq\":9,\"batch\":3}", got, sizeof got);
+    assert_string_equal(got, "404:p-");
 }
 
 struct info_wait {
@@ -474,16 +567,7 @@ a_damaged_stream_never_reads_an_acked_message_as_missing(void **state)
 {
     struct fixture *f = *state;
     jsErrCode jerr = 0;
-    jsStreamConfig cfg;
-    jsStreamInfo *si = NULL;
-    const char *subjects[] = {"dmg.*"};
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = "DMG";
-    cfg.Subjects = subjects;
-    cfg.SubjectsLen = 1;
-    cfg.AllowDirect = true;
-    assert_int_equal(js_AddStream(&si, f->js, &cfg, NULL, &jerr), NATS_OK);
-    jsStreamInfo_Destroy(si);
+    add_stream_direct(f, "DMG", "dmg.*", true);
     assert_int_equal(publish(f, "dmg.a", "first-value", NULL, &jerr), 1);
     assert_int_equal(publish(f, "dmg.b", "flip-this-value", NULL, &jerr), 2);
     assert_int_equal(publish(f, "dmg.c", "third-value", NULL, &jerr), 3);
@@ -526,6 +610,7 @@ int main(void)
         T(update_limits_and_purge),
         T(get_and_delete_message),
         T(direct_get_reads_by_seq_and_subject),
+        T(direct_get_batches_and_multi_last_end_with_eob),
         T(restart_keeps_streams_and_messages),
         T(fsync_flag_is_the_default_for_new_streams),
         T(a_damaged_stream_never_reads_an_acked_message_as_missing),
