@@ -80,6 +80,21 @@ static int create_stream(natsConnection *nc, int64_t timeout_ms,
         json_decref(cfg);
         return r;
     }
+    const json_t *src = json_object_get(cfg, "sources");
+    if (json_array_size(src) > 0) {
+        /* Its messages carry the origins' subjects (a publish would reach
+         * the origins), and a new stream with sources copies them anew
+         * (docs/backup.md). */
+        int r = keel_err(KEEL_EINVAL, errmsg,
+                         "the archive holds %s, which sources %s%s: its "
+                         "messages cannot be published back; restore the "
+                         "origins' archives, then create the stream anew",
+                         cli_js_str(cfg, "name", "?"),
+                         cli_js_str(json_array_get(src, 0), "name", "?"),
+                         json_array_size(src) > 1 ? " and others" : "");
+        json_decref(cfg);
+        return r;
+    }
     if (name != NULL) {
         json_object_set_new(cfg, "name", json_string(name));
     }

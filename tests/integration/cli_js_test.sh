@@ -73,6 +73,40 @@ t_stream_info_shows_the_mirror() {
     "$KEEL" stream rm LONELY --force >/dev/null
 }
 
+sourced_caught_up() {
+  "$KEEL" stream info SOURCED --json >"$TMP/si.json" 2>/dev/null &&
+    [[ $(json_get "$TMP/si.json" 'j["state"]["messages"]') == \
+      "$(json_get "$TMP/oi.json" 'j["state"]["messages"]')" ]]
+}
+
+t_stream_info_shows_the_sources() {
+  echo '{"sources":[{"name":"ORDERS"},{"name":"NOWHERE"}]}' \
+    >"$TMP/sources.json"
+  "$KEEL" stream add SOURCED --config "$TMP/sources.json" >/dev/null ||
+    return 1
+  "$KEEL" stream info ORDERS --json >"$TMP/oi.json" || return 1
+  poll_for sourced_caught_up || return 1
+  "$KEEL" stream info SOURCED >"$TMP/s.out" || return 1
+  grep -q '^Source 1:' "$TMP/s.out" && grep -q 'Origin: *ORDERS' "$TMP/s.out" &&
+    grep -q '^Source 2:' "$TMP/s.out" &&
+    grep -q 'Origin: *NOWHERE' "$TMP/s.out" || {
+    cat "$TMP/s.out"
+    return 1
+  }
+  # A sourced stream's archive is not restored: its messages carry the
+  # origins' subjects.
+  "$KEEL" stream backup SOURCED "$TMP/sourced.bak" >/dev/null || return 1
+  local rc=0
+  "$KEEL" stream restore "$TMP/sourced.bak" --name SCOPY 2>"$TMP/sr.err" ||
+    rc=$?
+  [[ $rc == 1 ]] && grep -q 'which sources ORDERS and others' "$TMP/sr.err" || {
+    echo "rc $rc"
+    cat "$TMP/sr.err"
+    return 1
+  }
+  "$KEEL" stream rm SOURCED --force >/dev/null
+}
+
 t_stream_add_from_config_file() {
   echo '{"subjects":["cfg.*"],"max_bytes":1048576}' >"$TMP/cfg.json"
   "$KEEL" stream add FROMFILE --config "$TMP/cfg.json" --json \
@@ -270,6 +304,8 @@ check "a missing stream or consumer, a 409 or a push consumer fails keel consume
   t_api_errors_reach_the_user_as_sentences
 check "stream info shows a mirror's origin, lag and error; its archive is not restored" \
   t_stream_info_shows_the_mirror
+check "stream info shows each source's origin; its archive is not restored" \
+  t_stream_info_shows_the_sources
 check "rm and purge need --force without a terminal" \
   t_rm_without_terminal_needs_force
 check "backup and restore of $ROUND_TRIP_MSGS messages keep every message" \
