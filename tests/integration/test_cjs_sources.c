@@ -208,10 +208,73 @@ static void an_r3_aggregate_keeps_every_message_once_across_kills(void **state)
     cjs_ledger_free(&lb);
 }
 
+struct led_off {
+    int node;
+    json_int_t msgs;
+};
+
+/* Every node names a leader of AGG1 other than node, and it holds msgs
+ * messages. */
+static bool sourced_and_led_off(void *arg)
+{
+    const struct led_off *w = arg;
+    int l = -1;
+    return cjs_stream_agreed(&cj, "AGG1", &l) && l != w->node &&
+           state_int(0, "AGG1", "messages") == w->msgs;
+}
+
+/* An R3 aggregate of an R1 origin: one of its peers holds the origin, the
+ * others read it through the cluster (the mirror's read frames), so a
+ * leader elsewhere goes on from the replicated position. */
+static void an_r3_aggregate_of_an_r1_origin_goes_on_led_elsewhere(void **state)
+{
+    (void)state;
+    struct cjs_ledger l;
+    memset(&l, 0, sizeof l);
+    cjs_add_stream(&cj, 0, "O1", "o1.>", 1, WAIT_MS);
+    int x = cjs_wait_stream_led(&cj, "O1", WAIT_MS);
+    assert_true(x >= 0);
+    json_t *o = cjs_request_retry(&cj, 1, "$JS.API.STREAM.CREATE.AGG1",
+                                  "{\"name\":\"AGG1\",\"num_replicas\":3,"
+                                  "\"sources\":[{\"name\":\"O1\"}]}",
+                                  WAIT_MS);
+    assert_false(cjs_is_error(o));
+    json_decref(o);
+    for (int i = 1; i <= 20; i++) {
+        char data[16];
+        snprintf(data, sizeof data, "q%d", i);
+        assert_true(cjs_publish(&cj, 0, "o1.k", data, &l, WAIT_MS));
+        if (i == 10) {
+            struct led_off w10 = {-1, 10}; /* any leader */
+            assert_true(h_poll(sourced_and_led_off, &w10, WAIT_MS));
+            int ml = cjs_wait_stream_led(&cj, "AGG1", WAIT_MS);
+            assert_true(ml >= 0);
+            if (ml == x) {
+                json_decref(cjs_request(
+                    &cj, x, "$JS.API.STREAM.LEADER.STEPDOWN.AGG1", ""));
+            }
+        }
+    }
+    struct led_off w = {x, 20};
+    assert_true(h_poll(sourced_and_led_off, &w, WAIT_MS));
+    for (json_int_t s = 1; s <= 20; s++) {
+        natsMsg *m = get(0, "AGG1", (uint64_t)s);
+        const char *src = NULL;
+        char want[32];
+        snprintf(want, sizeof want, "O1 %lld", (long long)s);
+        assert_int_equal(natsMsgHeader_Get(m, "Nats-Stream-Source", &src),
+                         NATS_OK);
+        assert_string_equal(src, want);
+        natsMsg_Destroy(m);
+    }
+    cjs_ledger_free(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(an_r3_aggregate_keeps_every_message_once_across_kills),
+        cmocka_unit_test(an_r3_aggregate_of_an_r1_origin_goes_on_led_elsewhere),
     };
     nats_Open(-1);
     int rv = cmocka_run_group_tests(tests, group_setup, group_teardown);
