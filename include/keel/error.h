@@ -52,36 +52,39 @@ enum keel_error {
 #undef KEEL_ERROR_ENUM
 };
 
-/* Name of a code ("KEEL_ECORRUPT"), or "KEEL_E?" for an unknown one. */
-static inline const char *keel_errname(int rv)
+/* A code's name and message, from one switch over the KEEL_ERRORS table
+ * (returned by value, so the compiler still sees each text's length where
+ * a caller formats it). */
+struct keel_error_text {
+    const char *name;
+    const char *msg;
+};
+
+static inline struct keel_error_text keel__error_text(int rv)
 {
     switch (rv) {
     case 0:
-        return "OK";
-#define KEEL_ERROR_NAME(name, value, msg)                                      \
+        return (struct keel_error_text){"OK", "ok"};
+#define KEEL_ERROR_TEXT(name, value, msg)                                      \
     case (value):                                                              \
-        return #name;
-        KEEL_ERRORS(KEEL_ERROR_NAME)
-#undef KEEL_ERROR_NAME
+        return (struct keel_error_text){#name, msg};
+        KEEL_ERRORS(KEEL_ERROR_TEXT)
+#undef KEEL_ERROR_TEXT
     default:
-        return "KEEL_E?";
+        return (struct keel_error_text){"KEEL_E?", "unknown error"};
     }
 }
 
-/* Human message of a code. */
+/* Name of a code ("KEEL_ECORRUPT"), or "KEEL_E?" for an unknown one. */
+static inline const char *keel_errname(int rv)
+{
+    return keel__error_text(rv).name;
+}
+
+/* Human message of a code, or "unknown error". */
 static inline const char *keel_strerror(int rv)
 {
-    switch (rv) {
-    case 0:
-        return "ok";
-#define KEEL_ERROR_MSG(name, value, msg)                                       \
-    case (value):                                                              \
-        return msg;
-        KEEL_ERRORS(KEEL_ERROR_MSG)
-#undef KEEL_ERROR_MSG
-    default:
-        return "unknown error";
-    }
+    return keel__error_text(rv).msg;
 }
 
 /* Fill errmsg (if not NULL, KEEL_ERRMSG_MAX bytes) and return rv, so error
