@@ -56,6 +56,12 @@ struct cli_flag {
     const char *help;
 };
 
+/* The row that ends every flag table. */
+#define CLI_FLAG_END                                                           \
+    {                                                                          \
+        NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL                               \
+    }
+
 /* Positional arguments left after flags, in order. */
 struct cli_args {
     char *items[CLI_ARGS_MAX];

@@ -219,7 +219,7 @@ int cli_stream_backup(const struct cli_cmd *cmd, int argc, char **argv,
 {
     struct cli_js_run r;
     struct backup b;
-    struct cli_flag flags[] = {{NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL}};
+    struct cli_flag flags[] = {CLI_FLAG_END};
     memset(&b, 0, sizeof b);
     int rv = cli_js_start(&r, cmd, flags, argc, argv, errmsg);
     if (rv == 0 && !r.help) {

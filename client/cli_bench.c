@@ -570,7 +570,7 @@ int cli_bench(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
          "fail when no message moves for this long (default 10s)"},
         {"json", 0, CLI_FLAG_BOOL, &c->json, NULL,
          "print one JSON object instead of text"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     rv = cli_parse(cmd, flags, &c->conn, argc, argv, &args, &help, errmsg);
     if (rv != 0 || help) {

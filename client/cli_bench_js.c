@@ -328,7 +328,7 @@ int cli_bench_js(const struct cli_cmd *parent, int argc, char **argv,
         {"sync", 0, CLI_FLAG_BOOL, &c.sync, NULL,
          "wait for each ack before the next publish; report ack latency"},
         {"json", 0, CLI_FLAG_BOOL, &c.json, NULL, "print one JSON object"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     int rv = cli_parse(&cmd, flags, &c.conn, argc, argv, &args, &help, errmsg);
     if (rv != 0 || help) {

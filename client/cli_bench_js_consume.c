@@ -422,7 +422,7 @@ int cli_bench_js_consume(const struct cli_cmd *parent, int argc, char **argv,
         {"unfiltered", 0, CLI_FLAG_BOOL, &c.unfiltered, NULL,
          "create the consumer without a filter subject and bind to it"},
         {"json", 0, CLI_FLAG_BOOL, &c.json, NULL, "print one JSON object"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     int rv = cli_parse(&cmd, flags, &c.conn, argc, argv, &args, &help, errmsg);
     if (rv != 0 || help) {

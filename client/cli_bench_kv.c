@@ -297,7 +297,7 @@ int cli_bench_kv(const struct cli_cmd *parent, int argc, char **argv,
         {"replicas", 0, CLI_FLAG_INT, &c.replicas, "R",
          "replicas of the bucket (default 1)"},
         {"json", 0, CLI_FLAG_BOOL, &c.json, NULL, "print one JSON object"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     int rv = cli_parse(&cmd, flags, &c.conn, argc, argv, &args, &help, errmsg);
     if (rv != 0 || help) {

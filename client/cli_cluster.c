@@ -192,7 +192,7 @@ static int cluster_add_peer(const struct cli_cmd *cmd, int argc, char **argv,
         {"wait", 0, CLI_FLAG_DURATION, &wait_ms, "DURATION",
          "give up waiting for the promotion after this long (default 60s)"},
         {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the last API reply"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     int rv = cli_js_start(&r, cmd, flags, argc, argv, errmsg);
     if (rv == 0 && !r.help) {
@@ -226,7 +226,7 @@ static int cluster_remove_replace(const struct cli_cmd *cmd, int argc,
         {"no-wait", 0, CLI_FLAG_BOOL, &no_wait, NULL,
          "return once the node is removed, before its replicas moved"},
         {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     struct cli_flag replace_flags[] = {
         {"force", 0, CLI_FLAG_BOOL, &force, NULL,
@@ -236,7 +236,7 @@ static int cluster_remove_replace(const struct cli_cmd *cmd, int argc,
          "limit of each step (default 60s)"},
         {"no-wait", 0, CLI_FLAG_BOOL, &no_wait, NULL,
          "return once OLD is removed, before its replicas moved"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     int rv = cli_js_start(&r, cmd, replace ? replace_flags : remove_flags, argc,
                           argv, errmsg);
@@ -263,7 +263,7 @@ static int cluster_transfer_leader(const struct cli_cmd *cmd, int argc,
         {"to", 0, CLI_FLAG_STR, &to, "NODE",
          "the voter to hand leadership to (default: the most caught-up)"},
         {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     char subject[CLI_SUBJECT_BYTES_MAX];
     char *body = NULL;
@@ -452,7 +452,7 @@ static int cluster_recover(const struct cli_cmd *cmd, int argc, char **argv,
          "apply the plan (without it: survey and print the plan only)"},
         {"stream", 0, CLI_FLAG_STR, &stream, "NAME",
          "the stream's group instead of the meta group"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     /* No connection here: survey_all connects to each node on its own. */
     int rv = cli_js_parse(&run, cmd, flags, argc, argv, errmsg);
@@ -598,7 +598,7 @@ static int cluster_lameduck(const struct cli_cmd *cmd, int argc, char **argv,
     struct cli_js_run r;
     struct cli_flag flags[] = {
         {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     int rv = cli_js_start(&r, cmd, flags, argc, argv, errmsg);
     if (rv == 0 && !r.help) {

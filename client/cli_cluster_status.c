@@ -360,7 +360,7 @@ int cli_cluster_status(const struct cli_cmd *cmd, int argc, char **argv,
     struct cli_flag flags[] = {
         {"json", 0, CLI_FLAG_BOOL, &r.json, NULL,
          "print every node's answer ({\"nodes\": [...], \"missing\": [...]})"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     int rv = cli_js_start(&r, cmd, flags, argc, argv, errmsg);
     if (rv != 0 || r.help) {

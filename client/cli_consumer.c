@@ -115,7 +115,7 @@ static int cons_add(const struct cli_cmd *cmd, int argc, char **argv,
         {"ack-wait", 0, CLI_FLAG_STR, &cf.ack_wait, "DURATION",
          "redeliver after this long without an ack (default 30s)"},
         {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     char *body = NULL;
     char api[CLI_SUBJECT_BYTES_MAX];
@@ -172,7 +172,7 @@ static int cons_ls(const struct cli_cmd *cmd, int argc, char **argv,
     struct cli_js_run r = {0}; /* ended even when never started */
     struct cli_flag flags[] = {
         {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     char api[CLI_SUBJECT_BYTES_MAX];
     char none[CLI_SUBJECT_BYTES_MAX + 64];
@@ -219,7 +219,7 @@ static int cons_info_rm(const struct cli_cmd *cmd, int argc, char **argv,
     struct cli_flag flags[] = {
         {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
         {"force", 'f', CLI_FLAG_BOOL, &force, NULL, "rm: do not ask"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     char api[CLI_SUBJECT_BYTES_MAX];
     int rv = cli_js_start(&r, cmd, flags, argc, argv, errmsg);

@@ -85,7 +85,7 @@ int cli_consumer_next(const struct cli_cmd *cmd, int argc, char **argv,
         {"no-ack", 0, CLI_FLAG_BOOL, &no_ack, NULL,
          "do not acknowledge (they are redelivered after ack_wait)"},
         {"raw", 0, CLI_FLAG_BOOL, &ns.raw, NULL, "print only the bodies"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     int rv = cli_js_parse(&r, cmd, flags, argc, argv, errmsg);
     if (rv != 0 || r.help) {

@@ -152,7 +152,7 @@ int cli_kv_add(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
         {"description", 0, CLI_FLAG_STR, &description, "TEXT",
          "what the bucket is for"},
         {"json", 0, CLI_FLAG_BOOL, &k.r.json, NULL, "print the stream info"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     int rv = cli_kv_open(&k, cmd, flags, argc, argv, false, errmsg);
     if (rv != 0 || k.r.help) {
@@ -243,7 +243,7 @@ int cli_kv_ls(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
     struct cli_flag flags[] = {
         {"json", 0, CLI_FLAG_BOOL, &k.r.json, NULL,
          "print JSON (ls: the names, info: the stream info)"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     struct ls_acc acc = {calloc(1, sizeof *acc.t), json_array()};
     int rv = acc.t == NULL || acc.all == NULL

@@ -91,7 +91,7 @@ static int kv_put(const struct cli_cmd *cmd, int argc, char **argv,
                                                                : PUT_ANY;
     struct cli_kv k = {0};
     char *owned = NULL;
-    struct cli_flag flags[] = {{NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL}};
+    struct cli_flag flags[] = {CLI_FLAG_END};
     int rv = cli_kv_open(&k, cmd, flags, argc, argv, true, errmsg);
     if (rv != 0 || k.r.help) {
         goto out;
@@ -151,7 +151,7 @@ static int kv_get(const struct cli_cmd *cmd, int argc, char **argv,
         {"raw", 0, CLI_FLAG_BOOL, &raw, NULL, "print only the value"},
         {"revision", 0, CLI_FLAG_INT, &revision, "N",
          "the value at revision N (default the latest)"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     int rv = cli_kv_open(&k, cmd, flags, argc, argv, true, errmsg);
     if (rv != 0 || k.r.help) {
@@ -211,7 +211,7 @@ static int kv_del(const struct cli_cmd *cmd, int argc, char **argv,
     struct cli_flag flags[] = {
         {"force", 'f', CLI_FLAG_BOOL, &force, NULL,
          "do not ask (needed when stdin is not a terminal)"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     int rv = cli_kv_open(&k, cmd, flags, argc, argv, true, errmsg);
     if (rv != 0 || k.r.help) {
@@ -302,7 +302,7 @@ static int kv_list(const struct cli_cmd *cmd, int argc, char **argv,
                    char *errmsg)
 {
     struct cli_kv k = {0};
-    struct cli_flag flags[] = {{NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL}};
+    struct cli_flag flags[] = {CLI_FLAG_END};
     int rv = cli_kv_open(&k, cmd, flags, argc, argv, true, errmsg);
     if (rv == 0 && !k.r.help) {
         kvWatchOptions wo;
@@ -341,7 +341,7 @@ static int kv_watch(const struct cli_cmd *cmd, int argc, char **argv,
     struct cli_flag flags[] = {
         {"count", 0, CLI_FLAG_INT, &count, "N",
          "stop after N entries (default: until ^C)"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     int rv = cli_kv_open(&k, cmd, flags, argc, argv, true, errmsg);
     if (rv != 0 || k.r.help) {

@@ -605,7 +605,7 @@ static void obj_flags(struct cli_obj *o, unsigned want, struct cli_flag *out)
             out[n++] = all[i];
         }
     }
-    out[n] = (struct cli_flag){NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL};
+    out[n] = (struct cli_flag)CLI_FLAG_END;
 }
 
 /* Every verb: its flags parsed, connected (and bound to the bucket when it

@@ -40,7 +40,7 @@ static void common_flags(struct cli_conn_opts *conn, struct cli_flag *out)
          "CA certificates to verify the server (turns TLS on)"},
         {"timeout", 0, CLI_FLAG_DURATION, &conn->timeout_ms, "DURATION",
          "connect and request timeout, e.g. 500ms, 5s (default 5s)"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     memcpy(out, rows, sizeof rows);
 }

@@ -34,7 +34,7 @@ static int start(const struct cli_cmd *cmd, struct orphan_opts *o, int argc,
          "rm/restore: the node holding the orphan (default: found by ls)"},
         {"force", 'f', CLI_FLAG_BOOL, &o->force, NULL,
          "rm: do not ask (needed when stdin is not a terminal)"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     o->node = NULL;
     o->force = false;

@@ -114,7 +114,7 @@ int cli_pub(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
         {"reply", 0, CLI_FLAG_STR, &reply, "SUBJECT", "reply subject to set"},
         {"jetstream", 'J', CLI_FLAG_BOOL, &jetstream, NULL,
          "wait for each copy's stream ack (fails if one is not stored)"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     rv = cli_parse(cmd, flags, &conn, argc, argv, &args, &help, errmsg);
     if (rv != 0 || help) {
@@ -196,7 +196,7 @@ int cli_req(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
     cli_conn_opts_init(&conn);
     const struct cli_flag flags[] = {
         {"header", 'H', CLI_FLAG_LIST, &headers, "'Key:Value'", "add a header"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     rv = cli_parse(cmd, flags, &conn, argc, argv, &args, &help, errmsg);
     if (rv != 0 || help) {

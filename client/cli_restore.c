@@ -248,7 +248,7 @@ int cli_stream_restore(const struct cli_cmd *cmd, int argc, char **argv,
     struct cli_flag flags[] = {
         {"name", 0, CLI_FLAG_STR, &name, "NAME",
          "restore under another stream name"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     /* restore_run connects once the archive has been verified. */
     int rv = cli_js_parse(&r, cmd, flags, argc, argv, errmsg);

@@ -578,7 +578,7 @@ int cli_store(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
          "only the group with this 32-hex-digit id"},
         {"no-payload", 0, CLI_FLAG_BOOL, &d.no_payload, NULL,
          "leave message payloads out (payload_len stays)"},
-        {NULL, 0, 0, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
 
     cli_conn_opts_init(&conn);

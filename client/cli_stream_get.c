@@ -99,7 +99,7 @@ int cli_stream_get(const struct cli_cmd *cmd, int argc, char **argv,
         {"last-for", 0, CLI_FLAG_STR, &last_for, "SUBJECT",
          "the last message stored on SUBJECT"},
         {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     char api[CLI_SUBJECT_BYTES_MAX];
     char body[CLI_SUBJECT_BYTES_MAX + 32];

@@ -175,7 +175,7 @@ static int receiver_cmd(const struct cli_cmd *cmd, int argc, char **argv,
         {"raw", 'r', CLI_FLAG_BOOL, &raw, NULL,
          reply ? "print only request bodies, one per line"
                : "print only message bodies, one per line"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
+        CLI_FLAG_END,
     };
     int rv = cli_parse(cmd, flags, &conn, argc, argv, &args, &help, errmsg);
     if (rv != 0 || help) {
