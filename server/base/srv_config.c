@@ -155,54 +155,63 @@ enum opt_id {
     OPT_JETSTREAM,
 };
 
+/* One row per option: its command-line flags and the top-level
+ * config-file keys that set it (docs/operations.md lists both). */
 struct opt {
     const char *names[4];
+    const char *keys[3];
     enum opt_id id;
     bool has_value;
 };
 
 static const struct opt opts[] = {
-    {{"a", "addr", "net", "host"}, OPT_ADDR, true},
-    {{"p", "port"}, OPT_PORT, true},
-    {{"m", "http_port"}, OPT_HTTP_PORT, true},
-    {{"ms", "https_port"}, OPT_HTTPS_PORT, true},
-    {{"n", "name", "server_name"}, OPT_NAME, true},
-    {{"c", "config"}, OPT_CONFIG, true},
-    {{"sd", "store_dir"}, OPT_STORE_DIR, true},
-    {{"D", "debug"}, OPT_DEBUG, false},
-    {{"V", "trace"}, OPT_TRACE, false},
-    {{"DV"}, OPT_DEBUG_TRACE, false},
-    {{"l", "log", "log_file"}, OPT_LOG, true},
-    {{"log-level", "log_level"}, OPT_LOG_LEVEL, true},
-    {{"ports_file_dir"}, OPT_PORTS_FILE_DIR, true},
-    {{"max_payload"}, OPT_MAX_PAYLOAD, true},
-    {{"segment_size"}, OPT_SEGMENT_SIZE, true},
-    {{"snapshot_entries"}, OPT_SNAPSHOT_ENTRIES, true},
-    {{"scrub_pass"}, OPT_SCRUB_PASS, true},
-    {{"max_pending"}, OPT_MAX_PENDING, true},
-    {{"ping_interval"}, OPT_PING_INTERVAL, true},
-    {{"ping_max"}, OPT_PING_MAX, true},
-    {{"cluster", "cluster_listen"}, OPT_CLUSTER, true},
-    {{"cluster_name"}, OPT_CLUSTER_NAME, true},
-    {{"routes"}, OPT_ROUTES, true},
-    {{"fsync"}, OPT_FSYNC, true},
-    {{"h", "help"}, OPT_HELP, false},
-    {{"v", "version"}, OPT_VERSION, false},
-    {{"sl", "signal"}, OPT_SIGNAL, true},
-    {{"user"}, OPT_USER, true},
-    {{"pass"}, OPT_PASS, true},
-    {{"auth"}, OPT_AUTH, true},
-    {{"auth_timeout"}, OPT_AUTH_TIMEOUT, true},
-    {{"max_connections", "max_conn"}, OPT_MAX_CONNS, true},
-    {{"max_subscriptions", "max_subs"}, OPT_MAX_SUBS, true},
-    {{"max_header_size"}, OPT_MAX_HEADER, true},
-    {{"tls"}, OPT_TLS, false},
-    {{"tlscert"}, OPT_TLS_CERT, true},
-    {{"tlskey"}, OPT_TLS_KEY, true},
-    {{"tlscacert"}, OPT_TLS_CA, true},
-    {{"tlsverify"}, OPT_TLS_VERIFY, false},
-    {{"tls_timeout"}, OPT_TLS_TIMEOUT, true},
-    {{"js", "jetstream"}, OPT_JETSTREAM, false},
+    {{"a", "addr", "net", "host"}, {"host", "net", "addr"}, OPT_ADDR, true},
+    {{"p", "port"}, {"port"}, OPT_PORT, true},
+    {{"m", "http_port"}, {"http_port", "monitor_port"}, OPT_HTTP_PORT, true},
+    {{"ms", "https_port"}, {"https_port"}, OPT_HTTPS_PORT, true},
+    {{"n", "name", "server_name"}, {"server_name", "name"}, OPT_NAME, true},
+    {{"c", "config"}, {NULL}, OPT_CONFIG, true},
+    {{"sd", "store_dir"}, {"store_dir"}, OPT_STORE_DIR, true},
+    {{"D", "debug"}, {"debug"}, OPT_DEBUG, false},
+    {{"V", "trace"}, {"trace"}, OPT_TRACE, false},
+    {{"DV"}, {NULL}, OPT_DEBUG_TRACE, false},
+    {{"l", "log", "log_file"}, {"logfile", "log_file"}, OPT_LOG, true},
+    {{"log-level", "log_level"}, {"log_level"}, OPT_LOG_LEVEL, true},
+    {{"ports_file_dir"}, {"ports_file_dir"}, OPT_PORTS_FILE_DIR, true},
+    {{"max_payload"}, {"max_payload"}, OPT_MAX_PAYLOAD, true},
+    {{"segment_size"}, {"segment_size"}, OPT_SEGMENT_SIZE, true},
+    {{"snapshot_entries"}, {"snapshot_entries"}, OPT_SNAPSHOT_ENTRIES, true},
+    {{"scrub_pass"}, {"scrub_pass"}, OPT_SCRUB_PASS, true},
+    {{"max_pending"}, {"max_pending"}, OPT_MAX_PENDING, true},
+    {{"ping_interval"}, {"ping_interval"}, OPT_PING_INTERVAL, true},
+    {{"ping_max"}, {"ping_max"}, OPT_PING_MAX, true},
+    {{"cluster", "cluster_listen"}, {NULL}, OPT_CLUSTER, true},
+    {{"cluster_name"}, {NULL}, OPT_CLUSTER_NAME, true},
+    {{"routes"}, {NULL}, OPT_ROUTES, true},
+    {{"fsync"}, {"fsync"}, OPT_FSYNC, true},
+    {{"h", "help"}, {NULL}, OPT_HELP, false},
+    {{"v", "version"}, {NULL}, OPT_VERSION, false},
+    {{"sl", "signal"}, {NULL}, OPT_SIGNAL, true},
+    {{"user"}, {NULL}, OPT_USER, true},
+    {{"pass"}, {NULL}, OPT_PASS, true},
+    {{"auth"}, {NULL}, OPT_AUTH, true},
+    {{"auth_timeout"}, {NULL}, OPT_AUTH_TIMEOUT, true},
+    {{"max_connections", "max_conn"},
+     {"max_connections", "max_conn"},
+     OPT_MAX_CONNS,
+     true},
+    {{"max_subscriptions", "max_subs"},
+     {"max_subscriptions", "max_subs"},
+     OPT_MAX_SUBS,
+     true},
+    {{"max_header_size"}, {"max_header_size"}, OPT_MAX_HEADER, true},
+    {{"tls"}, {NULL}, OPT_TLS, false},
+    {{"tlscert"}, {NULL}, OPT_TLS_CERT, true},
+    {{"tlskey"}, {NULL}, OPT_TLS_KEY, true},
+    {{"tlscacert"}, {NULL}, OPT_TLS_CA, true},
+    {{"tlsverify"}, {NULL}, OPT_TLS_VERIFY, false},
+    {{"tls_timeout"}, {NULL}, OPT_TLS_TIMEOUT, true},
+    {{"js", "jetstream"}, {NULL}, OPT_JETSTREAM, false},
 };
 
 /* nats-server's --signal commands and the signals keeld acts on. */
@@ -249,6 +258,18 @@ static const struct opt *find_opt(const char *name, size_t len)
         for (size_t k = 0; k < 4 && opts[i].names[k] != NULL; k++) {
             if (strlen(opts[i].names[k]) == len &&
                 strncmp(opts[i].names[k], name, len) == 0) {
+                return &opts[i];
+            }
+        }
+    }
+    return NULL;
+}
+
+static const struct opt *find_file_key(const char *key)
+{
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        for (size_t k = 0; k < 3 && opts[i].keys[k] != NULL; k++) {
+            if (strcmp(opts[i].keys[k], key) == 0) {
                 return &opts[i];
             }
         }
@@ -464,41 +485,6 @@ static int apply_opt(struct srv_config *c, enum opt_id id, const char *v,
     }
     return keel_err(KEEL_EUSAGE, errmsg, "unhandled option");
 }
-
-static const struct {
-    const char *key;
-    enum opt_id id;
-} file_keys[] = {
-    {"host", OPT_ADDR},
-    {"net", OPT_ADDR},
-    {"addr", OPT_ADDR},
-    {"port", OPT_PORT},
-    {"http_port", OPT_HTTP_PORT},
-    {"https_port", OPT_HTTPS_PORT},
-    {"monitor_port", OPT_HTTP_PORT},
-    {"server_name", OPT_NAME},
-    {"name", OPT_NAME},
-    {"store_dir", OPT_STORE_DIR},
-    {"debug", OPT_DEBUG},
-    {"trace", OPT_TRACE},
-    {"logfile", OPT_LOG},
-    {"log_file", OPT_LOG},
-    {"log_level", OPT_LOG_LEVEL},
-    {"ports_file_dir", OPT_PORTS_FILE_DIR},
-    {"max_payload", OPT_MAX_PAYLOAD},
-    {"segment_size", OPT_SEGMENT_SIZE},
-    {"snapshot_entries", OPT_SNAPSHOT_ENTRIES},
-    {"scrub_pass", OPT_SCRUB_PASS},
-    {"max_pending", OPT_MAX_PENDING},
-    {"ping_interval", OPT_PING_INTERVAL},
-    {"ping_max", OPT_PING_MAX},
-    {"fsync", OPT_FSYNC},
-    {"max_connections", OPT_MAX_CONNS},
-    {"max_conn", OPT_MAX_CONNS},
-    {"max_subscriptions", OPT_MAX_SUBS},
-    {"max_subs", OPT_MAX_SUBS},
-    {"max_header_size", OPT_MAX_HEADER},
-};
 
 /* Render a scalar as the string a flag would carry. */
 static bool scalar_str(const json_t *v, char *buf, size_t len)
@@ -869,11 +855,9 @@ static int apply_key(struct srv_config *c, const char *key, const json_t *v,
     if (strcmp(key, "server_tags") == 0) {
         return srv_tags_parse(v, &c->server_tags, errmsg);
     }
-    for (size_t i = 0; i < sizeof file_keys / sizeof file_keys[0]; i++) {
-        if (strcmp(file_keys[i].key, key) != 0) {
-            continue;
-        }
-        enum opt_id id = file_keys[i].id;
+    const struct opt *o = find_file_key(key);
+    if (o != NULL) {
+        enum opt_id id = o->id;
         if (id == OPT_DEBUG || id == OPT_TRACE) {
             bool on = json_is_true(v);
             *(id == OPT_DEBUG ? &c->debug : &c->trace) = on;

@@ -453,6 +453,73 @@ static void a_key_keeld_does_not_read_is_refused_not_ignored(void **state)
                      0);
 }
 
+/* Every top-level key docs/operations.md lists sets its option, the same
+ * as its flag; a flag-only spelling (-sd, --log, --log-level) is not a
+ * file key. */
+static void each_top_level_key_sets_its_option(void **state)
+{
+    struct fixture *f = *state;
+
+    assert_int_equal(from_file(f, "host: 10.0.0.2\nport: 4555\n"
+                                  "http_port: 8222\nserver_name: a\n"
+                                  "store_dir: /tmp/k1\ndebug: true\n"
+                                  "trace: true\nlogfile: /tmp/l1\n"
+                                  "log_level: info\nports_file_dir: /tmp\n"
+                                  "max_payload: 2MB\nsegment_size: 8MB\n"
+                                  "snapshot_entries: 5000\nscrub_pass: 1h\n"
+                                  "max_pending: 3MB\nping_interval: 5s\n"
+                                  "ping_max: 4\nfsync: always\n"
+                                  "max_connections: 10\nmax_subscriptions: 20\n"
+                                  "max_header_size: 4KB\n"),
+                     0);
+    assert_string_equal(f->cfg.addr, "10.0.0.2");
+    assert_int_equal(f->cfg.port, 4555);
+    assert_int_equal(f->cfg.http_port, 8222);
+    assert_string_equal(f->cfg.name, "a");
+    assert_string_equal(f->cfg.store_dir, "/tmp/k1");
+    assert_true(f->cfg.debug);
+    assert_true(f->cfg.trace);
+    assert_string_equal(f->cfg.log_file, "/tmp/l1");
+    assert_string_equal(f->cfg.log_level, "info");
+    assert_string_equal(f->cfg.ports_file_dir, "/tmp");
+    assert_int_equal(f->cfg.max_payload, 2 * 1024 * 1024);
+    assert_int_equal(f->cfg.segment_bytes, 8 * 1024 * 1024);
+    assert_int_equal(f->cfg.snapshot_entries, 5000);
+    assert_int_equal(f->cfg.scrub_pass_ms, 3600 * 1000);
+    assert_int_equal(f->cfg.max_pending, 3 * 1024 * 1024);
+    assert_int_equal(f->cfg.ping_interval_ms, 5000);
+    assert_int_equal(f->cfg.ping_max, 4);
+    assert_int_equal(f->cfg.fsync, SRV_FSYNC_ALWAYS);
+    assert_int_equal(f->cfg.max_connections, 10);
+    assert_int_equal(f->cfg.max_subs, 20);
+    assert_int_equal(f->cfg.max_header_bytes, 4 * 1024);
+
+    /* The other spellings of the same options. */
+    assert_int_equal(from_file(f, "net: 10.0.0.3\nmonitor_port: 8223\n"
+                                  "name: b\nlog_file: /tmp/l2\n"
+                                  "max_conn: 11\nmax_subs: 21\n"),
+                     0);
+    assert_string_equal(f->cfg.addr, "10.0.0.3");
+    assert_int_equal(f->cfg.http_port, 8223);
+    assert_string_equal(f->cfg.name, "b");
+    assert_string_equal(f->cfg.log_file, "/tmp/l2");
+    assert_int_equal(f->cfg.max_connections, 11);
+    assert_int_equal(f->cfg.max_subs, 21);
+    assert_int_equal(from_file(f, "addr: 10.0.0.4\nhttps_port: 8224\n"), 0);
+    assert_string_equal(f->cfg.addr, "10.0.0.4");
+    assert_int_equal(f->cfg.http_port, 8224);
+    assert_true(f->cfg.https);
+
+    static const char *const flag_only[] = {"sd: /tmp/k2\n", "log: /tmp/l3\n",
+                                            "log-level: info\n"};
+    for (size_t i = 0; i < sizeof flag_only / sizeof flag_only[0]; i++) {
+        assert_int_equal(from_file(f, flag_only[i]), KEEL_ECONFIG);
+        if (strstr(f->errmsg, "unknown field") == NULL) {
+            fail_msg("%s: got '%s'", flag_only[i], f->errmsg);
+        }
+    }
+}
+
 static void server_tags_are_read_as_nats_server_reads_them(void **state)
 {
     struct fixture *f = *state;
@@ -511,6 +578,7 @@ int main(void)
         T(signal_takes_a_nats_server_command_and_a_pid),
         T(a_key_keeld_does_not_read_is_refused_not_ignored),
         T(server_tags_are_read_as_nats_server_reads_them),
+        T(each_top_level_key_sets_its_option),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
