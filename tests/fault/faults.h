@@ -110,6 +110,8 @@ struct f_config {
     int duration_s;      /* > 0: events until this long has passed (the
                             soak, docs/faults.md "Soak"), not rounds */
     bool mirror;         /* also run the mirror workload (faults_mirror.c) */
+    bool sources;        /* ... with a stream sourcing it instead of a
+                            mirror (--sources) */
     bool verbose;
 };
 

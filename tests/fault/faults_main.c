@@ -12,6 +12,8 @@
  *                                             of keeld: no dump)
  *               [--mirror]                   (also a mirror of the stream,
  *                                             compared with it at the end)
+ *               [--sources]                  (the same with a stream that
+ *                                             sources it, not a mirror)
  * Environment: KEELD (keeld binary), KEEL (keel binary, for store dump).
  */
 #include <assert.h>
@@ -148,7 +150,8 @@ static int usage(void)
     fprintf(stderr, "usage: keel-faults --nemesis NAME [--nodes 1|3|5] "
                     "[--replicas 1|3|5] [--policy P] [--pubs N] [--rounds N] "
                     "[--round-ms MS] [--duration 30m] [--seed N] [--urls LIST] "
-                    "[--server keeld|nats-server] [--mirror]\nnemeses:");
+                    "[--server keeld|nats-server] [--mirror|--sources]\n"
+                    "nemeses:");
     for (size_t i = 0; i < sizeof nemeses / sizeof nemeses[0]; i++) {
         fprintf(stderr, " %s", nemeses[i].name);
     }
@@ -172,8 +175,9 @@ static int parse(int argc, char **argv, struct f_config *cfg)
             cfg->verbose = true;
             continue;
         }
-        if (strcmp(a, "--mirror") == 0) {
+        if (strcmp(a, "--mirror") == 0 || strcmp(a, "--sources") == 0) {
             cfg->mirror = true;
+            cfg->sources = cfg->sources || strcmp(a, "--sources") == 0;
             continue;
         }
         if (v == NULL) {
@@ -721,14 +725,15 @@ static int run(struct f_run_ctx *c)
     bool keep = !r.pass || getenv("KEEL_FAULTS_KEEP") != NULL;
     row(c, &r, views, nv);
     if (c->cfg.mirror) {
-        printf("keel-faults: mirror %s caught_up=%s catchup_ms=%lld "
+        printf("keel-faults: %s %s caught_up=%s catchup_ms=%lld "
                "read=%llu missing=%llu mismatch=%llu dup=%llu alien=%llu "
                "leader_off_origin=%s [%s]\n",
-               mr.pass ? "PASS" : "FAIL", mr.caught_up ? "yes" : "no",
-               mr.catchup_ms, (unsigned long long)mr.read,
-               (unsigned long long)mr.missing, (unsigned long long)mr.mismatch,
-               (unsigned long long)mr.dup, (unsigned long long)mr.alien,
-               mr.leader_off ? "yes" : "no", mr.placement);
+               c->cfg.sources ? "sources" : "mirror", mr.pass ? "PASS" : "FAIL",
+               mr.caught_up ? "yes" : "no", mr.catchup_ms,
+               (unsigned long long)mr.read, (unsigned long long)mr.missing,
+               (unsigned long long)mr.mismatch, (unsigned long long)mr.dup,
+               (unsigned long long)mr.alien, mr.leader_off ? "yes" : "no",
+               mr.placement);
     }
     for (int i = 0; c->cfg.urls == NULL && i < c->cfg.nodes; i++) {
         if (keep) {

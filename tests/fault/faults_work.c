@@ -186,10 +186,17 @@ int f_stream_create(struct f_run_ctx *c, const char *url)
 
 int f_mirror_create(struct f_run_ctx *c, const char *url)
 {
-    return create_stream(c, url, F_MIRROR,
-                         json_pack("{s:s, s:i, s:s, s:{s:s}}", "name", F_MIRROR,
-                                   "num_replicas", c->cfg.replicas, "storage",
-                                   "file", "mirror", "name", F_STREAM));
+    /* --sources: a stream with the stream as its one source. The origin
+     * deletes nothing, so its seq k lands at seq k here too and the
+     * mirror's checks hold as they are
+     * (docs/decisions/0035-sources-share-the-mirror-pump.md). */
+    return create_stream(
+        c, url, F_MIRROR,
+        json_pack("{s:s, s:i, s:s, s:o}", "name", F_MIRROR, "num_replicas",
+                  c->cfg.replicas, "storage", "file",
+                  c->cfg.sources ? "sources" : "mirror",
+                  c->cfg.sources ? json_pack("[{s:s}]", "name", F_STREAM)
+                                 : json_pack("{s:s}", "name", F_STREAM)));
 }
 
 /* Record one attempt's outcome. A JetStream error reply means the server
