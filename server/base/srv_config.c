@@ -607,6 +607,17 @@ static int check_block_keys(const json_t *o, const char *where,
 
 #define KEYS(a) a, sizeof a / sizeof a[0]
 
+/* A top-level block (cluster, authorization, tls): a { } object whose keys
+ * are all known. */
+static int check_block(const json_t *v, const char *where,
+                       const char *const *known, size_t n, char *errmsg)
+{
+    if (!json_is_object(v)) {
+        return keel_err(KEEL_EUSAGE, errmsg, "expected a { } block");
+    }
+    return check_block_keys(v, where, known, n, errmsg);
+}
+
 /* A string member key of block o into dst (cap bytes); absent leaves dst
  * alone. */
 static int member_str(const json_t *o, const char *key, char *dst, size_t cap,
@@ -688,10 +699,7 @@ static int apply_cluster(struct srv_config *c, const json_t *v, char *errmsg)
 
     static const char *const keys[] = {"name", "listen", "routes",
                                        "authorization", "tls"};
-    if (!json_is_object(v)) {
-        return keel_err(KEEL_EUSAGE, errmsg, "expected a { } block");
-    }
-    int krv = check_block_keys(v, "cluster", KEYS(keys), errmsg);
+    int krv = check_block(v, "cluster", KEYS(keys), errmsg);
     if (krv != 0) {
         return krv;
     }
@@ -755,6 +763,24 @@ static int block_str(struct srv_config *c, const json_t *o, const char *key,
     return apply_opt(c, id, buf, errmsg);
 }
 
+/* A block's value keys and the option each sets (as its flag would). */
+struct block_key {
+    const char *key;
+    enum opt_id id;
+};
+
+/* block_str for each row, in order; the first error stops. */
+static int block_strs(struct srv_config *c, const json_t *o,
+                      const struct block_key *rows, size_t n, char *errmsg)
+{
+    int rv = 0;
+
+    for (size_t i = 0; rv == 0 && i < n; i++) {
+        rv = block_str(c, o, rows[i].key, rows[i].id, errmsg);
+    }
+    return rv;
+}
+
 /* authorization { token | user+password | users [...], timeout } */
 static int apply_authorization(struct srv_config *c, const json_t *v,
                                char *errmsg)
@@ -764,26 +790,16 @@ static int apply_authorization(struct srv_config *c, const json_t *v,
 
     static const char *const keys[] = {"token", "user",    "password",
                                        "pass",  "timeout", "users"};
-    if (!json_is_object(v)) {
-        return keel_err(KEEL_EUSAGE, errmsg, "expected a { } block");
-    }
-    rv = check_block_keys(v, "authorization", KEYS(keys), errmsg);
+    static const struct block_key strs[] = {{"token", OPT_AUTH},
+                                            {"user", OPT_USER},
+                                            {"password", OPT_PASS},
+                                            {"pass", OPT_PASS},
+                                            {"timeout", OPT_AUTH_TIMEOUT}};
+    rv = check_block(v, "authorization", KEYS(keys), errmsg);
     if (rv != 0) {
         return rv;
     }
-    rv = block_str(c, v, "token", OPT_AUTH, errmsg);
-    if (rv == 0) {
-        rv = block_str(c, v, "user", OPT_USER, errmsg);
-    }
-    if (rv == 0) {
-        rv = block_str(c, v, "password", OPT_PASS, errmsg);
-    }
-    if (rv == 0) {
-        rv = block_str(c, v, "pass", OPT_PASS, errmsg);
-    }
-    if (rv == 0) {
-        rv = block_str(c, v, "timeout", OPT_AUTH_TIMEOUT, errmsg);
-    }
+    rv = block_strs(c, v, KEYS(strs), errmsg);
     users = json_object_get(v, "users");
     if (rv == 0 && users != NULL) {
         if (!json_is_array(users)) {
@@ -803,10 +819,11 @@ static int apply_tls(struct srv_config *c, const json_t *v, char *errmsg)
     static const char *const keys[] = {"cert_file", "key_file",
                                        "ca_file",   "verify",
                                        "timeout",   "handshake_first"};
-    if (!json_is_object(v)) {
-        return keel_err(KEEL_EUSAGE, errmsg, "expected a { } block");
-    }
-    rv = check_block_keys(v, "tls", KEYS(keys), errmsg);
+    static const struct block_key strs[] = {{"cert_file", OPT_TLS_CERT},
+                                            {"key_file", OPT_TLS_KEY},
+                                            {"ca_file", OPT_TLS_CA},
+                                            {"timeout", OPT_TLS_TIMEOUT}};
+    rv = check_block(v, "tls", KEYS(keys), errmsg);
     if (rv != 0) {
         return rv;
     }
@@ -814,17 +831,7 @@ static int apply_tls(struct srv_config *c, const json_t *v, char *errmsg)
     c->tls_verify = json_is_true(json_object_get(v, "verify"));
     c->tls_handshake_first =
         json_is_true(json_object_get(v, "handshake_first"));
-    rv = block_str(c, v, "cert_file", OPT_TLS_CERT, errmsg);
-    if (rv == 0) {
-        rv = block_str(c, v, "key_file", OPT_TLS_KEY, errmsg);
-    }
-    if (rv == 0) {
-        rv = block_str(c, v, "ca_file", OPT_TLS_CA, errmsg);
-    }
-    if (rv == 0) {
-        rv = block_str(c, v, "timeout", OPT_TLS_TIMEOUT, errmsg);
-    }
-    return rv;
+    return block_strs(c, v, KEYS(strs), errmsg);
 }
 
 static int apply_key(struct srv_config *c, const char *key, const json_t *v,

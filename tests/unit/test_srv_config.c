@@ -520,6 +520,21 @@ static void each_top_level_key_sets_its_option(void **state)
     }
 }
 
+/* cluster, authorization and tls must be { } blocks. */
+static void a_block_key_with_a_plain_value_is_refused(void **state)
+{
+    struct fixture *f = *state;
+    static const char *const bad[] = {"cluster: 5\n", "authorization: a\n",
+                                      "tls: true\n"};
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(from_file(f, bad[i]), KEEL_ECONFIG);
+        if (strstr(f->errmsg, "expected a { } block") == NULL) {
+            fail_msg("%s: got '%s'", bad[i], f->errmsg);
+        }
+    }
+}
+
 static void server_tags_are_read_as_nats_server_reads_them(void **state)
 {
     struct fixture *f = *state;
@@ -579,6 +594,7 @@ int main(void)
         T(a_key_keeld_does_not_read_is_refused_not_ignored),
         T(server_tags_are_read_as_nats_server_reads_them),
         T(each_top_level_key_sets_its_option),
+        T(a_block_key_with_a_plain_value_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
