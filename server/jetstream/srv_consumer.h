@@ -18,6 +18,7 @@
 #include <uv.h>
 
 #include "keel/assert.h"
+#include "srv_consumer_pause.h"
 #include "srv_consumer_sm.h"
 #include "srv_hmap.h"
 #include "srv_js.h"
@@ -82,6 +83,9 @@ struct srv_clive {
     bool replay;
     uint64_t replay_until;
     int64_t replay_lts, replay_at;
+    /* rate_limit_bps: the leader's bucket, full when it starts the
+     * consumer (as on a new nats-server leader). */
+    struct srv_consumer_rate rate;
 };
 
 /* A stream's consumer slot. */

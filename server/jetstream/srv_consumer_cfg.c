@@ -217,6 +217,7 @@ static int parse_numbers(const struct srv_js_json_rd *rd,
         SRV_JS_JSON_INT("max_expires", 0, &c->max_expires_ns),
         SRV_JS_JSON_INT("max_bytes", 0, &c->max_bytes),
         SRV_JS_JSON_INT("num_replicas", 0, &c->num_replicas),
+        SRV_JS_JSON_INT("rate_limit_bps", 0, &c->rate_limit_bps),
         SRV_JS_JSON_BOOL("flow_control", &c->flow_control),
         SRV_JS_JSON_BOOL("headers_only", &c->headers_only),
         SRV_JS_JSON_BOOL("mem_storage", &c->mem_storage),
@@ -278,6 +279,11 @@ static int check_mode(const struct srv_js_json_rd *rd,
         json_integer_value(json_object_get(rd->j, "max_waiting")) > 0) {
         return srv_js_json_fail(
             rd, "consumer in push mode can not set max_waiting");
+    }
+    if (pull && c->rate_limit_bps > 0) {
+        return SRV_JS_CFG_ERR(rd->jerr, SRV_JS_EPULL_RATE_LIMIT, rd->errmsg,
+                              "consumer in pull mode can not have rate limit "
+                              "set");
     }
     if (pull && (c->deliver_group != NULL || c->flow_control ||
                  c->idle_heartbeat_ns > 0)) {
@@ -407,7 +413,8 @@ static int encode_optional(const struct srv_consumer_config *c, json_t *o)
              {"idle_heartbeat", c->idle_heartbeat_ns},
              {"max_batch", c->max_batch},
              {"max_expires", c->max_expires_ns},
-             {"max_bytes", c->max_bytes}};
+             {"max_bytes", c->max_bytes},
+             {"rate_limit_bps", c->rate_limit_bps}};
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
         if (n[i].v != 0) {
             bad |= json_object_set_new(o, n[i].key,

@@ -60,6 +60,7 @@ struct srv_consumer_config {
     int64_t max_batch, max_expires_ns, max_bytes; /* pull limits, 0 = none */
     int64_t num_replicas;                         /* 0 = the stream's */
     int64_t pause_until_ns; /* 0 = not paused (srv_consumer_pause.c) */
+    int64_t rate_limit_bps; /* push only: bits per second, 0 = none */
     json_t *metadata;       /* owned; NULL when absent or empty */
 };
 

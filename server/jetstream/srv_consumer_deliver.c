@@ -13,6 +13,7 @@
 #include "srv_consumer.h"
 #include "srv_consumer_pause.h"
 #include "srv_log.h"
+#include "srv_server.h"
 
 #define HDR_NO_MSGS "NATS/1.0 404 No Messages\r\n\r\n"
 #define STATUS_BYTES 256
@@ -326,7 +327,21 @@ static char *headers_only(const struct srv_stream_msg *m, size_t *hlen)
 
 /* send_one: the message could not be read now (not gone). */
 #define SEND_BLOCKED (SIZE_MAX - 1)
-#define SEND_WAIT (SIZE_MAX - 2) /* replay original: not yet its time */
+#define SEND_WAIT (SIZE_MAX - 2) /* replay original or rate: not yet */
+
+/* The rate limiter's bucket size: the stream's max_msg_size, else the
+ * server's max_payload (nats-server's burst). */
+static int64_t rate_burst(struct srv_cengine *e, const struct srv_cstream *cs)
+{
+    const struct srv_stream_config *sc = srv_stream_config_get(cs->st);
+    const struct srv_server *srv = srv_js_server(e->js);
+    if (sc->max_msg_size > 0) {
+        return sc->max_msg_size;
+    }
+    return srv != NULL && srv->cfg != NULL && srv->cfg->max_payload > 0
+               ? (int64_t)srv->cfg->max_payload
+               : SRV_PAYLOAD_BYTES_DEFAULT;
+}
 
 /* Send stored message seq to t. Returns its size, 0 when it is gone
  * (deleted from the stream), SIZE_MAX when it does not fit the request,
@@ -367,6 +382,15 @@ static size_t send_one(struct srv_cengine *e, struct srv_cstream *cs,
     }
     if (l->replay && srv_consumer_replay_wait(l->replay_lts, m.ts_ns,
                                               mono_ns(e), &l->replay_at)) {
+        srv_stream_msg_free(&m);
+        return SEND_WAIT;
+    }
+    if (t->pull == NULL &&
+        srv_consumer_rate_wait(&l->rate, c->cfg.rate_limit_bps,
+                               rate_burst(e, cs), size, mono_ns(e))) {
+        /* Replay original's gap has passed already: a time in the past
+         * keeps it passed when the message is tried again. */
+        l->replay_at = l->replay ? 1 : 0;
         srv_stream_msg_free(&m);
         return SEND_WAIT;
     }
@@ -462,6 +486,7 @@ bool srv_clive_start(struct srv_cengine *e, struct srv_cstream *cs,
         view.bounds(view.ctx, &first, &l->replay_until);
         l->replay_lts = 0;
         l->replay_at = 0;
+        l->rate = (struct srv_consumer_rate){0};
     }
     return true;
 }

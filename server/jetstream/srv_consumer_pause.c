@@ -132,3 +132,30 @@ bool srv_consumer_replay_wait(int64_t lts, int64_t ts, int64_t now, int64_t *at)
     *at = 0;
     return false;
 }
+
+bool srv_consumer_rate_wait(struct srv_consumer_rate *b, int64_t bps,
+                            int64_t burst, size_t size, int64_t now_ns)
+{
+    ASSERT(burst > 0);
+    if (bps <= 0) {
+        return false;
+    }
+    double per_ns = (double)(bps / 8) / 1e9; /* bytes a ns */
+    if (!b->started || now_ns < b->at_ns) {
+        b->tokens = (double)burst;
+        b->started = true;
+    } else {
+        b->tokens += (double)(now_ns - b->at_ns) * per_ns;
+    }
+    b->at_ns = now_ns;
+    if (b->tokens > (double)burst) {
+        b->tokens = (double)burst;
+    }
+    double need = (double)size < (double)burst ? (double)size : (double)burst;
+    if (b->tokens < need) {
+        return true;
+    }
+    b->tokens -= (double)size;
+    ASSERT(b->tokens >= -(double)size);
+    return false;
+}

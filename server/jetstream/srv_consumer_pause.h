@@ -56,4 +56,21 @@ int srv_consumer_pause_info(const struct srv_consumer_config *c, int64_t now_ns,
 bool srv_consumer_replay_wait(int64_t lts, int64_t ts, int64_t now,
                               int64_t *at);
 
+/* rate_limit_bps (push consumers): a token bucket of bytes, as
+ * nats-server's: it holds at most burst bytes (the stream's max_msg_size,
+ * else the server's max_payload), starts full, and fills at bps / 8 bytes
+ * a second (integer division, as nats-server). A message of size bytes
+ * goes once the bucket holds size bytes (all of it when size is over
+ * burst: nats-server would never send such a message) and takes them. */
+struct srv_consumer_rate {
+    double tokens; /* bytes */
+    int64_t at_ns; /* mono time tokens was computed at */
+    bool started;  /* the bucket was filled */
+};
+
+/* Must the message of size bytes wait at mono time now_ns (true), or may
+ * it go (false, its bytes taken from b)? Always false for bps 0. */
+bool srv_consumer_rate_wait(struct srv_consumer_rate *b, int64_t bps,
+                            int64_t burst, size_t size, int64_t now_ns);
+
 #endif

@@ -81,6 +81,8 @@
     X(SRV_JS_EMAX_STREAMS, 400, 10027, "maximum number of streams reached")    \
     X(SRV_JS_EWORKQUEUE_ACK, 400, 10084,                                       \
       "consumer in pull mode requires ack policy")                             \
+    X(SRV_JS_EPULL_RATE_LIMIT, 400, 10086,                                     \
+      "consumer in pull mode can not have rate limit set")                     \
     X(SRV_JS_EWQ_MULTIPLE_UNFILTERED, 400, 10099,                              \
       "multiple non-filtered consumers not allowed on workqueue stream")       \
     X(SRV_JS_EWQ_NOT_UNIQUE, 400, 10100,                                       \

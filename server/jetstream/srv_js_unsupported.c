@@ -41,7 +41,6 @@ static const struct field stream_fields[] = {
 };
 
 static const struct field consumer_fields[] = {
-    {"rate_limit_bps", UNSET_ZERO, "delivery is not rate limited"},
     {"sample_freq", UNSET_EMPTY, "ack sampling is not implemented"},
     {"direct", UNSET_FALSE, "direct consumers are internal to mirrors"},
     {"priority_groups", UNSET_EMPTY, "priority groups are not implemented"},

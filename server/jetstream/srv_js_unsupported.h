@@ -21,7 +21,7 @@ KEEL_MUST_USE int srv_stream_request_check(const json_t *req,
                                            enum srv_js_err *jerr, char *errmsg);
 
 /* A consumer create request's "config": 0, or KEEL_EINVAL with *jerr 10012
- * (rate_limit_bps, sample_freq, priority groups, direct). */
+ * (sample_freq, priority groups, direct). */
 KEEL_MUST_USE int srv_consumer_request_check(const json_t *cfg,
                                              enum srv_js_err *jerr,
                                              char *errmsg);

@@ -884,6 +884,59 @@ static void replay_original_keeps_the_stored_spacing(void **state)
     }
 }
 
+/* ---- rate_limit_bps ---- */
+
+/* A push consumer with rate_limit_bps 80000 (10,000 bytes a second) on a
+ * stream whose max_msg_size, 1000, is the bucket: ten messages of 1000
+ * bytes (subject + payload) take at least 900 ms, the first going at
+ * once. Only the lower bound is asserted; the config echoes the rate. */
+static void a_rate_limited_push_consumer_takes_at_least_the_bound(void **state)
+{
+    struct fixture *f = *state;
+    char data[995];
+    memset(data, 'r', sizeof data - 1);
+    data[sizeof data - 1] = '\0'; /* 994 bytes + "RATE.a" = 1000 */
+    json_decref(request_json(f, "$JS.API.STREAM.CREATE.RATE",
+                             "{\"name\":\"RATE\",\"subjects\":[\"RATE.>\"],"
+                             "\"max_msg_size\":1000}"));
+    for (int i = 0; i < 10; i++) {
+        publish(f, "RATE.a", data);
+    }
+    natsSubscription *sub = NULL;
+    assert_int_equal(natsConnection_SubscribeSync(&sub, f->nc, "_INBOX.rate"),
+                     NATS_OK);
+    assert_int_equal(natsConnection_Flush(f->nc), NATS_OK);
+    long long t0 = h_now_ms();
+    json_t *o = request_json(
+        f, "$JS.API.CONSUMER.CREATE.RATE.RL",
+        "{\"stream_name\":\"RATE\",\"config\":{\"durable_name\":\"RL\","
+        "\"deliver_subject\":\"_INBOX.rate\",\"ack_policy\":\"none\","
+        "\"rate_limit_bps\":80000}}");
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_object_get(o, "config"), "rate_limit_bps")),
+                     80000);
+    json_decref(o);
+    for (int i = 0; i < 10; i++) {
+        natsMsg *m = NULL;
+        assert_int_equal(natsSubscription_NextMsg(&m, sub, WAIT_MS), NATS_OK);
+        assert_int_equal(natsMsg_GetDataLength(m), 994);
+        natsMsg_Destroy(m);
+    }
+    long long took = h_now_ms() - t0;
+    natsSubscription_Destroy(sub);
+    /* 9000 bytes past the full bucket at 10,000 bytes a second. */
+    assert_true(took >= 900);
+    /* A pull consumer may not have one (10086, as nats-server). */
+    o = request_json(
+        f, "$JS.API.CONSUMER.CREATE.RATE.PL",
+        "{\"stream_name\":\"RATE\",\"config\":{\"durable_name\":\"PL\","
+        "\"rate_limit_bps\":80000}}");
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_object_get(o, "error"), "err_code")),
+                     10086);
+    json_decref(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -904,6 +957,7 @@ int main(void)
         T(a_record_that_fails_its_checksum_is_never_skipped),
         T(a_paused_consumer_delivers_nothing_until_its_time),
         T(replay_original_keeps_the_stored_spacing),
+        T(a_rate_limited_push_consumer_takes_at_least_the_bound),
 #undef T
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

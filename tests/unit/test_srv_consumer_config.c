@@ -293,6 +293,62 @@ static void replay_original_waits_the_stored_gap(void **state)
     assert_int_equal(at, 0);
 }
 
+/* rate_limit_bps: push only (10086 on a pull consumer, as nats-server),
+ * echoed, and changeable by an update. */
+static void rate_limit_is_for_push_consumers_and_echoed(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(parse(f, &f->a,
+                           "{\"durable_name\":\"P\","
+                           "\"rate_limit_bps\":8000}"),
+                     KEEL_EINVAL);
+    assert_int_equal(f->jerr, SRV_JS_EPULL_RATE_LIMIT);
+    assert_string_equal(f->errmsg,
+                        "consumer in pull mode can not have rate limit set");
+    assert_int_equal(parse(f, &f->a,
+                           "{\"deliver_subject\":\"x\","
+                           "\"rate_limit_bps\":-1}"),
+                     KEEL_EINVAL);
+    assert_int_equal(parse(f, &f->a,
+                           "{\"deliver_subject\":\"x\","
+                           "\"rate_limit_bps\":8000}"),
+                     0);
+    assert_int_equal(f->a.rate_limit_bps, 8000);
+    assert_int_equal(srv_consumer_config_encode(&f->a, &f->j, f->errmsg), 0);
+    assert_int_equal(
+        json_integer_value(json_object_get(f->j, "rate_limit_bps")), 8000);
+    assert_int_equal(parse(f, &f->b,
+                           "{\"deliver_subject\":\"x\","
+                           "\"rate_limit_bps\":16000}"),
+                     0);
+    assert_int_equal(
+        srv_consumer_config_update_check(&f->a, &f->b, &f->jerr, f->errmsg), 0);
+}
+
+/* The bucket: full at first (burst bytes go at once), then bps / 8 bytes
+ * a second; a message over the burst goes once the bucket is full. */
+static void rate_limit_bucket_fills_at_bps_over_8(void **state)
+{
+    (void)state;
+    const int64_t ms = 1000000;
+    struct srv_consumer_rate b = {0};
+    /* 8000 bps = 1000 bytes a second, burst 500 bytes. */
+    assert_false(srv_consumer_rate_wait(&b, 8000, 500, 300, 0));
+    assert_false(srv_consumer_rate_wait(&b, 8000, 500, 200, 0));
+    assert_true(srv_consumer_rate_wait(&b, 8000, 500, 100, 0));
+    assert_true(srv_consumer_rate_wait(&b, 8000, 500, 100, 99 * ms));
+    assert_false(srv_consumer_rate_wait(&b, 8000, 500, 100, 100 * ms));
+    /* Refills stop at the burst: after 10 s only 500 bytes go at once. */
+    assert_false(srv_consumer_rate_wait(&b, 8000, 500, 500, 10000 * ms));
+    assert_true(srv_consumer_rate_wait(&b, 8000, 500, 1, 10000 * ms));
+    /* Over the burst: waits for a full bucket, then goes. */
+    assert_true(srv_consumer_rate_wait(&b, 8000, 500, 900, 10499 * ms));
+    assert_false(srv_consumer_rate_wait(&b, 8000, 500, 900, 10500 * ms));
+    assert_true(srv_consumer_rate_wait(&b, 8000, 500, 1, 10500 * ms));
+    /* No limit. */
+    assert_false(srv_consumer_rate_wait(&b, 0, 500, 1 << 20, 10500 * ms));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -319,6 +375,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             pause_until_round_trips_and_answers_as_2_11, setup, teardown),
         cmocka_unit_test_setup_teardown(replay_original_waits_the_stored_gap,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            rate_limit_is_for_push_consumers_and_echoed, setup, teardown),
+        cmocka_unit_test_setup_teardown(rate_limit_bucket_fills_at_bps_over_8,
                                         setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -205,7 +205,6 @@ static void consumer_fields_keeld_does_not_implement_are_refused(void **state)
         const char *body;
         const char *field;
     } bad[] = {
-        {"{\"rate_limit_bps\":1024}", "rate_limit_bps"},
         {"{\"sample_freq\":\"100%\"}", "sample_freq"},
         {"{\"direct\":true}", "direct"},
         {"{\"priority_groups\":[\"g\"]}", "priority_groups"},
