@@ -643,6 +643,76 @@ static void a_pause_holds_across_a_leader_kill(void **state)
     assert_int_equal(cjs_connect(&cj, leader), 0);
 }
 
+/* ---- rate_limit_bps across a leader change ---- */
+
+#define RATER "RATER"
+#define RATE_MSGS 60
+#define RATE_BYTES 8     /* "rater.a" + "x" */
+#define RATE_BUCKET 100  /* the stream's max_msg_size */
+#define RATE_PER_SEC 200 /* rate_limit_bps 1600 / 8 */
+
+/* A push consumer's rate limit is in its replicated config: after the
+ * stream leader steps down mid-delivery, the new leader paces the rest too
+ * (starting with a full bucket, as on nats-server). M new messages after
+ * the step-down take at least (M x 8 - 100 - 16) / 200 s: the bucket, and
+ * two messages the old leader may have had in flight. */
+static void a_rate_limit_holds_across_a_leader_change(void **state)
+{
+    (void)state;
+    json_decref(cjs_request_ok(&cj, 0, "$JS.API.STREAM.CREATE." RATER,
+                               "{\"name\":\"" RATER "\",\"subjects\":"
+                               "[\"rater.>\"],\"num_replicas\":3,"
+                               "\"max_msg_size\":100}"));
+    int leader = cjs_wait_stream_led(&cj, RATER, WAIT_MS);
+    assert_true(leader >= 0);
+    for (int i = 1; i <= RATE_MSGS; i++) {
+        assert_int_equal(publish(leader, "rater.a"), i);
+    }
+    int via = (leader + 1) % NODES;
+    natsSubscription *sub = NULL;
+    assert_int_equal(
+        natsConnection_SubscribeSync(&sub, cj.nc[via], "_INBOX.rater"),
+        NATS_OK);
+    assert_int_equal(natsConnection_Flush(cj.nc[via]), NATS_OK);
+    json_t *o = cjs_request_ok(
+        &cj, leader, "$JS.API.CONSUMER.CREATE." RATER ".RL",
+        "{\"stream_name\":\"" RATER "\",\"config\":{\"durable_name\":"
+        "\"RL\",\"deliver_subject\":\"_INBOX.rater\",\"ack_policy\":"
+        "\"none\",\"rate_limit_bps\":1600}}");
+    json_decref(o);
+    uint64_t before = 0;
+    for (int i = 0; i < 15; i++) {
+        natsMsg *m = NULL;
+        assert_int_equal(natsSubscription_NextMsg(&m, sub, WAIT_MS), NATS_OK);
+        uint64_t seq = cjs_stream_seq(m);
+        before = seq > before ? seq : before;
+        natsMsg_Destroy(m);
+    }
+    json_decref(cjs_request_ok(&cj, leader,
+                               "$JS.API.STREAM.LEADER.STEPDOWN." RATER, ""));
+    long long t0 = h_now_ms();
+    uint64_t last = before, fresh = 0;
+    /* Bounded: every seq once, plus redeliveries of at most RATE_MSGS. */
+    for (int i = 0; i < 2 * RATE_MSGS && last < RATE_MSGS; i++) {
+        natsMsg *m = NULL;
+        assert_int_equal(natsSubscription_NextMsg(&m, sub, WAIT_MS), NATS_OK);
+        uint64_t seq = cjs_stream_seq(m);
+        if (seq > last) {
+            fresh += seq - last;
+            last = seq;
+        }
+        natsMsg_Destroy(m);
+    }
+    long long took = h_now_ms() - t0;
+    natsSubscription_Destroy(sub);
+    assert_int_equal(last, RATE_MSGS);
+    assert_true(fresh >= 30);
+    long long bound =
+        ((long long)fresh * RATE_BYTES - RATE_BUCKET - 2 * RATE_BYTES) * 1000 /
+        RATE_PER_SEC;
+    assert_true(took >= bound);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -654,6 +724,7 @@ int main(void)
             a_deleted_newest_leaves_the_subjects_last_on_every_node),
         cmocka_unit_test(a_ttl_holds_across_a_leader_kill),
         cmocka_unit_test(a_pause_holds_across_a_leader_kill),
+        cmocka_unit_test(a_rate_limit_holds_across_a_leader_change),
     };
     nats_Open(-1);
     int rv = cmocka_run_group_tests(tests, group_setup, group_teardown);
