@@ -29,6 +29,9 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 #define SRV_READ_BYTES (64 * 1024)
 #define SRV_PROTO_ARGS_MAX 8
 #define SRV_SUBLIST_CACHE_MAX 4096
+/* Subjects that missed the match cache once, by hash: a subject enters the
+ * cache at its second miss (server/nats/srv_sublist.c). */
+#define SRV_SUBLIST_SEEN_SLOTS 1024
 #define SRV_QUEUE_GROUPS_MAX 4096
 #define SRV_CONFIG_BYTES_MAX (1024 * 1024)
 #define SRV_CONFIG_DEPTH_MAX 16

@@ -501,8 +501,9 @@ static void match_level(struct collect *c, const struct srv_sublist_node *n,
     }
 }
 
+/* The result for subj; keyed (for the cache) when keyed. */
 static int result_build(struct srv_sublist *sl, const char *subj, size_t len,
-                        struct srv_sublist_result **out)
+                        bool keyed, struct srv_sublist_result **out)
 {
     struct token t[SRV_SUBJECT_TOKENS_MAX + 1];
     size_t nt = tokenize(subj, len, t);
@@ -515,7 +516,8 @@ static int result_build(struct srv_sublist *sl, const char *subj, size_t len,
     memset(&c, 0, sizeof c);
     match_level(&c, sl->root, t, 0, nt);
     r = calloc(1, sizeof *r);
-    if (r == NULL || c.rv != 0 || (r->key = strndup(subj, len)) == NULL) {
+    if (r == NULL || c.rv != 0 ||
+        (keyed && (r->key = strndup(subj, len)) == NULL)) {
         free(c.p.v);
         for (size_t i = 0; i < c.nq; i++) {
             free(c.q[i].subs);
@@ -532,7 +534,7 @@ static int result_build(struct srv_sublist *sl, const char *subj, size_t len,
         sl->rng ^= sl->rng << 17;
         c.q[i].cursor = (size_t)(sl->rng % c.q[i].n);
     }
-    r->key_len = len;
+    r->key_len = keyed ? len : 0;
     r->refs = 1;
     r->psubs = c.p.v;
     r->npsubs = c.p.n;
@@ -557,8 +559,19 @@ int srv_sublist_match(struct srv_sublist *sl, const char *subj, size_t len,
         *out = r;
         return 0;
     }
-    rv = result_build(sl, subj, len, &r);
-    if (rv != 0) {
+    /* A subject enters the cache at its second miss. Request-reply
+     * subjects are unique (every JetStream PubAck goes to a new inbox
+     * subject, matched up to three times per node on its way): caching
+     * each cost a key copy and an insert, and every SRV_SUBLIST_CACHE_MAX
+     * of them cleared the whole cache, the repeated subjects with it
+     * (docs/bench.md, "Where a replicated publish goes"). */
+    uint64_t h = srv_hmap_hash(subj, len);
+    uint64_t *seen = &sl->seen[h % SRV_SUBLIST_SEEN_SLOTS];
+    bool again = *seen == h;
+    *seen = again ? 0 : h;
+    rv = result_build(sl, subj, len, again, &r);
+    if (rv != 0 || !again) {
+        *out = rv == 0 ? r : NULL; /* uncached: freed at its release */
         return rv;
     }
     if (sl->cache.count >= SRV_SUBLIST_CACHE_MAX) {

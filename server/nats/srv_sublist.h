@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "keel/assert.h"
+#include "keel/limits.h"
 #include "srv_hmap.h"
 
 struct srv_conn;
@@ -58,6 +59,8 @@ struct srv_sublist_node;
 struct srv_sublist {
     struct srv_sublist_node *root;
     struct srv_hmap cache; /* subject -> struct srv_sublist_result */
+    uint64_t seen[SRV_SUBLIST_SEEN_SLOTS]; /* hashes of subjects that
+                                              missed once */
     size_t count;
     uint64_t rng; /* xorshift state for queue-group start positions */
     uint64_t matches;
