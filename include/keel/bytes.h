@@ -1,7 +1,8 @@
-/* Fixed-width integers in byte buffers, one copy for every module: the
+/* Integers in byte buffers, one copy for every module: the
  * little-endian fields of Keel's own formats (store/FORMAT.md,
  * snapshot/FORMAT.md, the quarantine and snapshot envelopes) and the
- * big-endian lengths of msgpack and cluster frames. Header-only and pure
+ * big-endian lengths of msgpack and cluster frames, decimal text for
+ * protocol lines. Header-only and pure
  * (shifts and byte stores, no libc), so raft/ may use it too. The caller
  * checks that n bytes are there: n is 1 to 8. */
 #ifndef KEEL_BYTES_H
@@ -75,6 +76,24 @@ static inline uint64_t keel_get_le64(const uint8_t *p)
 static inline uint32_t keel_get_le32(const uint8_t *p)
 {
     return (uint32_t)keel_get_le(p, 4);
+}
+
+/* Write v in decimal ASCII at p: at most KEEL_DEC_U64_BYTES bytes, no NUL.
+ * Returns the end. For hot protocol lines, where snprintf cost more than
+ * the rest of the line. */
+#define KEEL_DEC_U64_BYTES 20
+static inline char *keel_put_dec(char *p, uint64_t v)
+{
+    char tmp[KEEL_DEC_U64_BYTES];
+    unsigned n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    while (n > 0) {
+        *p++ = tmp[--n];
+    }
+    return p;
 }
 
 #endif

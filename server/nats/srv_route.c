@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keel/bytes.h"
 #include "keel/error.h"
 #include "srv_conn.h"
 #include "srv_log.h"
@@ -57,21 +58,6 @@ static char *put(char *p, const char *s, size_t n)
     return p + n;
 }
 
-static char *put_u64(char *p, uint64_t v)
-{
-    char tmp[24];
-    size_t n = 0;
-
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v > 0);
-    while (n > 0) {
-        *p++ = tmp[--n];
-    }
-    return p;
-}
-
 static bool skip_for(struct srv_sub *sub, void *ud)
 {
     struct srv_conn *pub = ud;
@@ -113,10 +99,10 @@ static char *msg_line(char *p, bool hmsg, const struct srv_cmd *cmd,
         *p++ = ' ';
     }
     if (hmsg) {
-        p = put_u64(p, cmd->hdr_bytes);
+        p = keel_put_dec(p, cmd->hdr_bytes);
         *p++ = ' ';
     }
-    p = put_u64(p, total);
+    p = keel_put_dec(p, total);
     return put(p, "\r\n", 2);
 }
 
