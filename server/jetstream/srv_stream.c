@@ -236,10 +236,8 @@ int srv_stream_propose_entry(struct srv_stream *st,
         free(buf);
         return keel_err(KEEL_ETOOBIG, errmsg, "entry of %zu bytes", len);
     }
-    rv = replica_propose(st->r, RAFT_ENTRY_NORMAL, buf, (uint32_t)len, ctx,
-                         errmsg);
-    free(buf);
-    return rv;
+    return replica_propose_take(st->r, RAFT_ENTRY_NORMAL, buf, (uint32_t)len,
+                                ctx, errmsg);
 }
 
 int srv_stream_propose(struct srv_stream *st, uint8_t kind, const void *payload,
@@ -262,10 +260,8 @@ int srv_stream_propose(struct srv_stream *st, uint8_t kind, const void *payload,
     if (len > 0) {
         memcpy(buf + 1, payload, len);
     }
-    int rv =
-        replica_propose(st->r, RAFT_ENTRY_NORMAL, buf, len + 1, ctx, errmsg);
-    free(buf);
-    return rv;
+    return replica_propose_take(st->r, RAFT_ENTRY_NORMAL, buf, len + 1, ctx,
+                                errmsg);
 }
 
 int srv_stream_publish(struct srv_stream *st, const char *subj, size_t slen,

@@ -406,21 +406,16 @@ static int can_queue(const struct replica *r, bool need_leader, char *errmsg)
     return 0;
 }
 
-int replica_propose(struct replica *r, uint8_t type, const void *payload,
-                    uint32_t len, uint64_t ctx, char *errmsg)
+int replica_propose_take(struct replica *r, uint8_t type, void *payload,
+                         uint32_t len, uint64_t ctx, char *errmsg)
 {
     ASSERT(r != NULL);
-    ASSERT(payload != NULL || len == 0);
+    ASSERT(payload != NULL);
+    uint8_t *buf = payload;
     int rv = can_queue(r, true, errmsg);
     if (rv != 0) {
+        free(buf);
         return rv;
-    }
-    uint8_t *buf = malloc(len > 0 ? len : 1);
-    if (buf == NULL) {
-        return keel_err(KEEL_ENOMEM, errmsg, "proposal of %u bytes", len);
-    }
-    if (len > 0) {
-        memcpy(buf, payload, len);
     }
     if (keel_grow_u32(&r->queue, &r->queue_cap, r->n_queue, sizeof *r->queue,
                       16) != 0) {
@@ -433,6 +428,20 @@ int replica_propose(struct replica *r, uint8_t type, const void *payload,
         uv_idle_start(&r->idle, on_idle);
     }
     return 0;
+}
+
+int replica_propose(struct replica *r, uint8_t type, const void *payload,
+                    uint32_t len, uint64_t ctx, char *errmsg)
+{
+    ASSERT(payload != NULL || len == 0);
+    uint8_t *buf = malloc(len > 0 ? len : 1);
+    if (buf == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "proposal of %u bytes", len);
+    }
+    if (len > 0) {
+        memcpy(buf, payload, len);
+    }
+    return replica_propose_take(r, type, buf, len, ctx, errmsg);
 }
 
 int replica_receive(struct replica *r, const struct raft_msg *m, char *errmsg)

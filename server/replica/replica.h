@@ -202,6 +202,12 @@ void replica_install_info(const struct replica *r,
 int replica_propose(struct replica *r, uint8_t type, const void *payload,
                     uint32_t len, uint64_t ctx, char *errmsg);
 
+/* replica_propose of a malloc'd payload the replica takes (freed when it
+ * is no longer needed, on an error too): the encoded entry is the one
+ * buffer that is stored, sent and cached, never copied (docs/bench.md). */
+int replica_propose_take(struct replica *r, uint8_t type, void *payload,
+                         uint32_t len, uint64_t ctx, char *errmsg);
+
 /* A message from a peer (cluster; unused by a group of one). */
 int replica_receive(struct replica *r, const struct raft_msg *m, char *errmsg);
 
