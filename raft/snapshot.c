@@ -70,6 +70,21 @@ void raft__recv_snapshot(struct raft *r, const struct raft_msg *m,
         reply(r, m, 1, out);
         return;
     }
+    if (!covers_fault && s->index <= r->last_index &&
+        raft_term_at(r, s->index) == s->term) {
+        /* Our entry at the snapshot's index has its term: by log matching
+         * we hold everything it covers (Raft §7: keep the log after it).
+         * A follower that made an install durable and restarted before
+         * the leader heard of it holds that log from index 1 with no
+         * compacted core; taking the transfer again would be refused by
+         * the snapshot it holds, and the leader would start over for
+         * ever (finding F18). Answer with the match instead. */
+        if (s->index > r->leader_match) {
+            r->leader_match = s->index;
+        }
+        reply(r, m, 1, out);
+        return;
+    }
     if (r->recv_done) {
         return; /* an install is under way; it answers when durable */
     }

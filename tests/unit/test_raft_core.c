@@ -721,6 +721,40 @@ static void a_snapshot_keeps_the_local_log_that_matches_it(void **state)
     assert_int_equal(raft_term_at(&f->r[1], 7), 3);
 }
 
+/* Finding F18: a follower whose log holds the snapshot's index with its
+ * term (an install made durable, then a restart before the leader heard:
+ * its log from index 1 reaches X, its core is not compacted, commit 0)
+ * takes no transfer of X (the snapshot it holds would refuse it, and the
+ * leader would start over for ever): it answers with a match of X. */
+static void
+a_follower_holding_the_snapshots_entry_answers_its_match(void **state)
+{
+    struct fixture *f = *state;
+    raft_close(&f->r[1]);
+    raft_term terms[4] = {2, 2, 2, 2}; /* 2..5 in term 2 */
+    boot(f, 1, 2, terms, 4);
+    assert_int_equal(f->r[1].commit, 0);
+    struct raft_msg m = snapshot_chunk(0, 10, false, &f->cfg);
+    deliver(f, 1, &m);
+    assert_false(f->out.has_snapshot);
+    const struct raft_msg *r = pick(f, RAFT_MSG_SNAPSHOT_RESP, 1);
+    assert_true(r->snapshot_resp.success);
+    assert_int_equal(r->snapshot_resp.match, 5);
+    /* A chunk past 0 (the leader's resend) is answered the same way. */
+    m = snapshot_chunk(10, 5, true, &f->cfg);
+    deliver(f, 1, &m);
+    assert_false(f->out.has_snapshot);
+    assert_int_equal(pick(f, RAFT_MSG_SNAPSHOT_RESP, 1)->snapshot_resp.match,
+                     5);
+    /* Another term at X is not our log: the transfer is taken. */
+    raft_close(&f->r[1]);
+    raft_term other[4] = {1, 1, 1, 1};
+    boot(f, 1, 2, other, 4);
+    m = snapshot_chunk(0, 10, false, &f->cfg);
+    deliver(f, 1, &m);
+    assert_true(f->out.has_snapshot);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -749,6 +783,7 @@ int main(void)
         T(an_installed_snapshot_counts_only_once_durable),
         T(a_snapshot_keeps_the_local_log_that_matches_it),
         T(a_follower_installing_a_snapshot_never_campaigns),
+        T(a_follower_holding_the_snapshots_entry_answers_its_match),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

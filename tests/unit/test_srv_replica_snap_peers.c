@@ -43,19 +43,26 @@ struct fixture {
     struct store_group_id gid;
     struct qmsg q[QUEUE_MAX];
     size_t nq;
-    int corrupt_snaps; /* flip a byte in this many snapshot chunks */
-    bool no_heal;      /* open without heal_by_install (a group of one's) */
+    int corrupt_snaps;  /* flip a byte in this many snapshot chunks */
+    bool no_heal;       /* open without heal_by_install (a group of one's) */
+    int mute_installed; /* node + 1 whose messages are lost once it installed */
 };
 
 static struct fixture *fx;
 
 static void on_send(struct replica *r, const struct raft_msg *m, void *arg)
 {
-    (void)r;
     (void)arg;
     int to = (int)m->to - 1;
     if (fx->nq >= QUEUE_MAX || to < 0 || to >= N) {
         return; /* a lost message: raft resends */
+    }
+    if (fx->mute_installed == (int)m->from) {
+        struct replica_install_info ii;
+        replica_install_info(r, &ii);
+        if (ii.installs > 0) {
+            return; /* its answers to the install are lost */
+        }
     }
     struct qmsg *q = &fx->q[fx->nq];
     struct raft_msg bad;
@@ -293,6 +300,14 @@ static bool has_leader(uint64_t arg)
     return leader() >= 0;
 }
 
+/* The leader's replica, once there is one: right after a batch a busy
+ * machine may have none that committed its whole log yet. */
+static struct replica *leader_replica(void)
+{
+    assert_true(wait_for(has_leader, 0));
+    return fx->n[leader()].r;
+}
+
 /* Every running node applied at least arg normal entries. */
 static bool all_counted(uint64_t arg)
 {
@@ -318,8 +333,7 @@ static bool leader_took(uint64_t arg)
 static void propose(int n)
 {
     char buf[100];
-    assert_true(wait_for(has_leader, 0));
-    struct replica *r = fx->n[leader()].r;
+    struct replica *r = leader_replica();
     for (int i = 0; i < n; i++) {
         memset(buf, 'a' + i % 26, sizeof buf);
         assert_int_equal(
@@ -337,7 +351,7 @@ static void peers_compact_to_the_older_snapshot(void **state)
         assert_true(wait_for(all_counted, total));
     }
     assert_true(wait_for(leader_took, 2));
-    struct replica *r = fx->n[leader()].r;
+    struct replica *r = leader_replica();
     struct replica_info ri;
     replica_info(r, &ri);
     assert_int_equal(replica_compact(r, ri.applied, NULL), 0);
@@ -721,6 +735,27 @@ static bool node_failed(uint64_t i)
     return fx->n[i].failed[0] != '\0';
 }
 
+/* Stop follower f, then publish until the leader's core compacts to its
+ * older snapshot past f's log; its store keeps the log from index 1, so f
+ * takes the retained log by appending to its own (the install's APPEND
+ * shape). fi: f's state when it stopped. */
+static int stopped_behind_the_leaders_core(uint64_t *total,
+                                           struct replica_info *fi)
+{
+    int f = publish_then_a_follower(total, 3);
+    replica_info(fx->n[f].r, fi);
+    stop_node(f);
+    for (int b = 0;
+         b < 40 && leader_replica()->raft.snap_index <= fi->last_index + 15;
+         b++) {
+        propose(15);
+        *total += 15;
+        assert_true(wait_for(all_counted, *total));
+    }
+    assert_true(leader_replica()->raft.snap_index > fi->last_index);
+    return f;
+}
+
 /* An install that fails after it appended the leader's retained log to
  * the live log (outside the core) leaves a store log the core does not
  * hold: the next entry the core wrote would not continue it (finding
@@ -731,21 +766,8 @@ an_install_that_fails_after_writing_the_log_stops_the_group(void **state)
 {
     (void)state;
     uint64_t total = 0;
-    int f = publish_then_a_follower(&total, 3);
     struct replica_info fi;
-    replica_info(fx->n[f].r, &fi);
-    stop_node(f);
-    /* The leader's core compacts to its older snapshot past f's log; its
-     * store keeps the log from index 1, so f takes the retained log by
-     * appending to its own (the install's APPEND shape). */
-    for (int b = 0;
-         b < 40 && fx->n[leader()].r->raft.snap_index <= fi.last_index + 15;
-         b++) {
-        propose(15);
-        total += 15;
-        assert_true(wait_for(all_counted, total));
-    }
-    assert_true(fx->n[leader()].r->raft.snap_index > fi.last_index);
+    int f = stopped_behind_the_leaders_core(&total, &fi);
     block_snapshot_writes(f, fi.last_index, 1000, true);
     open_store(&fx->n[f]);
     open_replica(f);
@@ -805,6 +827,66 @@ a_follower_whose_log_from_index_1_ends_below_its_snapshot_heals(void **state)
     healed_by_install(f, &total);
 }
 
+static bool node_installed(uint64_t i)
+{
+    struct replica_install_info ii;
+    replica_install_info(fx->n[i].r, &ii);
+    return ii.installs > 0;
+}
+
+/* Finding F18's second failure: follower f made an install of the
+ * leader's snapshot X durable (with the leader's retained log 1..X: the
+ * leader's store cut nothing) and stopped before the leader heard of it.
+ * Its log then starts at index 1 and reaches X, so the open keeps all of
+ * it in the core (commit 0, no compacted snapshot) while the leader, still
+ * sending X, waits for a match of X: the core took each new transfer of X,
+ * the snapshot f holds refused it and the leader began again, for ever,
+ * never sending f an entry. The entry f holds at X has the snapshot's
+ * term, so f holds the snapshot's log: it answers with that match and the
+ * leader goes on by AppendEntries. */
+static void
+a_follower_restarted_after_an_unanswered_install_catches_up(void **state)
+{
+    (void)state;
+    uint64_t total = 0;
+    struct replica_info fi;
+    int f = stopped_behind_the_leaders_core(&total, &fi);
+    /* No further snapshot on the leader (a late one would compact its
+     * core past the X f installs, and f would take that): its core stays
+     * at X. A failed write may remove the blocking directory it met, so
+     * the teardown, not the test, removes them. */
+    assert_true(wait_for(leader_took, 1));
+    struct replica_snap_info lsi;
+    int l = leader();
+    replica_snap_info(fx->n[l].r, &lsi);
+    block_snapshot_writes(l, lsi.newest_index, 100, true);
+    fx->mute_installed = f + 1;
+    open_store(&fx->n[f]);
+    open_replica(f);
+    assert_true(wait_for(node_installed, (uint64_t)f));
+    struct replica_install_info ii;
+    replica_install_info(fx->n[f].r, &ii);
+    stop_node(f);
+    fx->mute_installed = 0;
+    /* The leader holds entries after X, which only AppendEntries can
+     * bring f. */
+    assert_true(leader_replica()->raft.last_index > ii.installed_index);
+    open_store(&fx->n[f]);
+    open_replica(f);
+    struct replica_snap_info si;
+    replica_snap_info(fx->n[f].r, &si);
+    assert_int_equal(si.first_index, 1);
+    assert_int_equal(si.newest_index, ii.installed_index);
+    assert_int_equal(fx->n[f].restored_at, ii.installed_index);
+    /* Bounded below wait_for's: stuck, the loop never idles. */
+    for (int i = 0; i < 20000 && !node_caught_up((uint64_t)f); i++) {
+        deliver();
+        uv_run(&fx->loop, UV_RUN_ONCE);
+    }
+    assert_true(node_caught_up((uint64_t)f));
+    assert_int_equal(fx->n[f].count, total);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -829,6 +911,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             a_follower_whose_log_from_index_1_ends_below_its_snapshot_heals,
             setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_follower_restarted_after_an_unanswered_install_catches_up, setup,
+            teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
