@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "kv_common.h"
@@ -36,4 +37,68 @@ json_t *kv_api_json(natsConnection *nc, const char *subject, const char *body,
     natsMsg_Destroy(m);
     assert_non_null(o);
     return o;
+}
+
+static int js1_connect(struct kv_js1 *f)
+{
+    jsOptions o;
+    jsOptions_Init(&o);
+    o.Wait = f->wait_ms;
+    return natsConnection_ConnectTo(&f->nc, f->k.url) == NATS_OK &&
+                   natsConnection_JetStream(&f->js, f->nc, &o) == NATS_OK
+               ? 0
+               : -1;
+}
+
+static void js1_disconnect(struct kv_js1 *f)
+{
+    jsCtx_Destroy(f->js);
+    natsConnection_Destroy(f->nc);
+    f->js = NULL;
+    f->nc = NULL;
+}
+
+int kv_js1_setup(void **state, const char *const *extra, int wait_ms)
+{
+    struct kv_js1 *f = calloc(1, sizeof *f);
+    if (f == NULL) {
+        return -1;
+    }
+    f->extra = extra;
+    f->wait_ms = wait_ms;
+    if (h_keeld_init(&f->k) != 0 ||
+        h_keeld_start(&f->k, 0, false, extra) != 0 || js1_connect(f) != 0) {
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+int kv_js1_teardown(void **state)
+{
+    struct kv_js1 *f = *state;
+    js1_disconnect(f);
+    int rv = h_keeld_stop(&f->k, NULL);
+    h_keeld_cleanup(&f->k);
+    free(f);
+    return rv;
+}
+
+void kv_js1_stop(struct kv_js1 *f)
+{
+    js1_disconnect(f);
+    assert_int_equal(h_keeld_stop(&f->k, NULL), 0);
+}
+
+void kv_js1_start(struct kv_js1 *f)
+{
+    assert_int_equal(h_keeld_start(&f->k, 0, false, f->extra), 0);
+    assert_int_equal(js1_connect(f), 0);
+}
+
+void kv_js1_restart(struct kv_js1 *f)
+{
+    kv_js1_stop(f);
+    kv_js1_start(f);
 }

@@ -8,6 +8,8 @@
 #include <nats/nats.h>
 #include <stddef.h>
 
+#include "harness.h"
+
 /* key's history, oldest first, as letters in out (cap bytes, NUL ended):
  * P(ut), D(elete), U (pUrge). Asserts kvStore_History succeeds. */
 void kv_history_ops(kvStore *kv, const char *key, char *out, size_t cap);
@@ -16,5 +18,28 @@ void kv_history_ops(kvStore *kv, const char *key, char *out, size_t cap);
  * timeout_ms (asserted): the reply, parsed (asserted JSON). */
 json_t *kv_api_json(natsConnection *nc, const char *subject, const char *body,
                     int timeout_ms);
+
+/* The fixture of the single-node JetStream tests: one keeld started with
+ * extra arguments (NULL-ended, may be NULL) and a connection with a
+ * JetStream context whose API calls wait wait_ms. */
+struct kv_js1 {
+    struct h_keeld k;
+    natsConnection *nc;
+    jsCtx *js;
+    const char *const *extra;
+    int wait_ms;
+};
+
+/* A cmocka setup: *state becomes a started struct kv_js1 (-1 on failure). */
+int kv_js1_setup(void **state, const char *const *extra, int wait_ms);
+
+/* A cmocka teardown for kv_js1_setup: stops keeld and frees the fixture. */
+int kv_js1_teardown(void **state);
+
+/* Disconnect and stop keeld; start it again on the same data directory
+ * with f->extra and reconnect; or both (a restart). Each asserts. */
+void kv_js1_stop(struct kv_js1 *f);
+void kv_js1_start(struct kv_js1 *f);
+void kv_js1_restart(struct kv_js1 *f);
 
 #endif

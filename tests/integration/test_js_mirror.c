@@ -24,61 +24,20 @@
 
 #define WAIT_MS 10000
 
-struct fixture {
-    struct h_keeld k;
-    natsConnection *nc;
-    jsCtx *js;
-};
-
 /* Snapshot every 4 entries so a restart loads one. */
 static const char *const extra[] = {"--snapshot_entries", "4", NULL};
 
-static int connect_js(struct fixture *f)
-{
-    jsOptions o;
-    jsOptions_Init(&o);
-    o.Wait = WAIT_MS;
-    return natsConnection_ConnectTo(&f->nc, f->k.url) == NATS_OK &&
-                   natsConnection_JetStream(&f->js, f->nc, &o) == NATS_OK
-               ? 0
-               : -1;
-}
-
-static void disconnect_js(struct fixture *f)
-{
-    jsCtx_Destroy(f->js);
-    natsConnection_Destroy(f->nc);
-    f->js = NULL;
-    f->nc = NULL;
-}
-
 static int setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof *f);
-    if (f == NULL || h_keeld_init(&f->k) != 0 ||
-        h_keeld_start(&f->k, 0, false, extra) != 0 || connect_js(f) != 0) {
-        return -1;
-    }
-    *state = f;
-    return 0;
+    return kv_js1_setup(state, extra, WAIT_MS);
 }
 
-static int teardown(void **state)
-{
-    struct fixture *f = *state;
-    disconnect_js(f);
-    int rv = h_keeld_stop(&f->k, NULL);
-    h_keeld_cleanup(&f->k);
-    free(f);
-    return rv;
-}
-
-static json_t *api(struct fixture *f, const char *subject, const char *body)
+static json_t *api(struct kv_js1 *f, const char *subject, const char *body)
 {
     return kv_api_json(f->nc, subject, body, WAIT_MS);
 }
 
-static void api_ok(struct fixture *f, const char *subject, const char *body)
+static void api_ok(struct kv_js1 *f, const char *subject, const char *body)
 {
     json_t *o = api(f, subject, body);
     if (json_object_get(o, "error") != NULL) {
@@ -89,7 +48,7 @@ static void api_ok(struct fixture *f, const char *subject, const char *body)
 }
 
 /* The err_code of an API answer (0: none). */
-static long long api_err(struct fixture *f, const char *subject,
+static long long api_err(struct kv_js1 *f, const char *subject,
                          const char *body)
 {
     json_t *o = api(f, subject, body);
@@ -99,14 +58,14 @@ static long long api_err(struct fixture *f, const char *subject,
     return code;
 }
 
-static void create(struct fixture *f, const char *name, const char *body)
+static void create(struct kv_js1 *f, const char *name, const char *body)
 {
     char subj[128];
     snprintf(subj, sizeof subj, "$JS.API.STREAM.CREATE.%s", name);
     api_ok(f, subj, body);
 }
 
-static uint64_t publish(struct fixture *f, const char *subj, const char *data,
+static uint64_t publish(struct kv_js1 *f, const char *subj, const char *data,
                         const char *hname, const char *hval)
 {
     natsMsg *m = NULL;
@@ -124,7 +83,7 @@ static uint64_t publish(struct fixture *f, const char *subj, const char *data,
     return seq;
 }
 
-static json_t *info(struct fixture *f, const char *stream)
+static json_t *info(struct kv_js1 *f, const char *stream)
 {
     char subj[128];
     snprintf(subj, sizeof subj, "$JS.API.STREAM.INFO.%s", stream);
@@ -138,7 +97,7 @@ static long long state_of(const json_t *o, const char *key)
 }
 
 struct want {
-    struct fixture *f;
+    struct kv_js1 *f;
     const char *stream;
     long long last_seq, msgs;
 };
@@ -154,7 +113,7 @@ static bool reached(void *arg)
 }
 
 /* Wait (bounded) until the mirror holds msgs messages up to last_seq. */
-static void wait_mirror(struct fixture *f, const char *stream,
+static void wait_mirror(struct kv_js1 *f, const char *stream,
                         long long last_seq, long long msgs)
 {
     struct want w = {f, stream, last_seq, msgs};
@@ -168,7 +127,7 @@ static void wait_mirror(struct fixture *f, const char *stream,
 }
 
 /* STREAM.MSG.GET of seq: the "message" object (NULL: error, *code set). */
-static json_t *get(struct fixture *f, const char *stream, uint64_t seq,
+static json_t *get(struct kv_js1 *f, const char *stream, uint64_t seq,
                    long long *code)
 {
     char subj[128], body[64];
@@ -184,7 +143,7 @@ static json_t *get(struct fixture *f, const char *stream, uint64_t seq,
 
 /* The mirror's message seq equals the origin's: subject, headers,
  * payload and time. */
-static void same_message(struct fixture *f, const char *origin,
+static void same_message(struct kv_js1 *f, const char *origin,
                          const char *mirror, uint64_t seq)
 {
     long long c1 = 0, c2 = 0;
@@ -202,7 +161,7 @@ static void same_message(struct fixture *f, const char *origin,
 
 static void a_mirror_stores_each_origin_message_at_its_seq(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
     publish(f, "o.a", "m1", NULL, NULL);
     publish(f, "o.b", "m2", "X-Trace", "t2");
@@ -235,7 +194,7 @@ static void a_mirror_stores_each_origin_message_at_its_seq(void **state)
 
 static void start_seq_and_filter_keep_origin_seqs(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
     for (int i = 1; i <= 6; i++) {
         char d[8];
@@ -271,7 +230,7 @@ static void start_seq_and_filter_keep_origin_seqs(void **state)
 
 static void start_time_starts_at_the_first_message_stored_then(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
     for (int i = 1; i <= 4; i++) {
         publish(f, "o.a", "x", NULL, NULL);
@@ -297,7 +256,7 @@ static void start_time_starts_at_the_first_message_stored_then(void **state)
  * nats-server checks, and delivers only what it matches. */
 static void a_filtered_consumer_on_a_mirror_gets_its_subject_only(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
     for (int i = 1; i <= 5; i++) {
         publish(f, i % 2 == 1 ? "o.a" : "o.b", "x", NULL, NULL);
@@ -343,7 +302,7 @@ static void a_filtered_consumer_on_a_mirror_gets_its_subject_only(void **state)
 
 static void a_missing_origin_is_shown_then_mirrored_once_created(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"LATER\"}}");
     json_t *o = info(f, "M");
     const json_t *m = json_object_get(o, "mirror");
@@ -366,7 +325,7 @@ static void a_missing_origin_is_shown_then_mirrored_once_created(void **state)
 
 static void deleting_the_origin_leaves_the_mirror_messages(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
     publish(f, "o.a", "m1", NULL, NULL);
     publish(f, "o.a", "m2", NULL, NULL);
@@ -384,7 +343,7 @@ static void deleting_the_origin_leaves_the_mirror_messages(void **state)
 
 static bool has_lost(void *arg)
 {
-    struct fixture *f = arg;
+    struct kv_js1 *f = arg;
     json_t *o = info(f, "M");
     bool ok = json_integer_value(json_object_get(json_object_get(o, "mirror"),
                                                  "keel_lost")) == 7;
@@ -394,7 +353,7 @@ static bool has_lost(void *arg)
 
 static void origin_drops_are_recorded_not_waited_for(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"],\"max_msgs\":3}");
     for (int i = 1; i <= 10; i++) {
         publish(f, "o.a", "x", NULL, NULL);
@@ -409,17 +368,14 @@ static void origin_drops_are_recorded_not_waited_for(void **state)
 
 static void a_restart_resumes_from_the_snapshot_without_duplicates(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
     create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
     for (int i = 1; i <= 9; i++) {
         publish(f, "o.a", "x", NULL, NULL);
     }
     wait_mirror(f, "M", 9, 9);
-    disconnect_js(f);
-    assert_int_equal(h_keeld_stop(&f->k, NULL), 0);
-    assert_int_equal(h_keeld_start(&f->k, 0, false, extra), 0);
-    assert_int_equal(connect_js(f), 0);
+    kv_js1_restart(f);
     wait_mirror(f, "M", 9, 9);
     for (int i = 10; i <= 12; i++) {
         publish(f, "o.b", "y", NULL, NULL);
@@ -432,7 +388,7 @@ static void a_restart_resumes_from_the_snapshot_without_duplicates(void **state)
 
 static void mirror_config_changes_and_cycles_are_refused(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
     create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
     assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.M",
@@ -458,7 +414,7 @@ static void mirror_config_changes_and_cycles_are_refused(void **state)
                      10052);
 }
 
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, kv_js1_teardown)
 
 int main(void)
 {

@@ -26,56 +26,15 @@
 #define WAIT_MS 10000
 #define EXPIRE_WAIT_MS 15000 /* TTLs of a few seconds, 1s ticks */
 
-struct fixture {
-    struct h_keeld k;
-    natsConnection *nc;
-    jsCtx *js;
-};
-
 /* Snapshot every 4 entries so a restart loads one. */
 static const char *const extra[] = {"--snapshot_entries", "4", NULL};
 
-static int connect_js(struct fixture *f)
-{
-    jsOptions o;
-    jsOptions_Init(&o);
-    o.Wait = WAIT_MS;
-    return natsConnection_ConnectTo(&f->nc, f->k.url) == NATS_OK &&
-                   natsConnection_JetStream(&f->js, f->nc, &o) == NATS_OK
-               ? 0
-               : -1;
-}
-
-static void disconnect_js(struct fixture *f)
-{
-    jsCtx_Destroy(f->js);
-    natsConnection_Destroy(f->nc);
-    f->js = NULL;
-    f->nc = NULL;
-}
-
 static int setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof *f);
-    if (f == NULL || h_keeld_init(&f->k) != 0 ||
-        h_keeld_start(&f->k, 0, false, extra) != 0 || connect_js(f) != 0) {
-        return -1;
-    }
-    *state = f;
-    return 0;
+    return kv_js1_setup(state, extra, WAIT_MS);
 }
 
-static int teardown(void **state)
-{
-    struct fixture *f = *state;
-    disconnect_js(f);
-    int rv = h_keeld_stop(&f->k, NULL);
-    h_keeld_cleanup(&f->k);
-    free(f);
-    return rv;
-}
-
-static json_t *api(struct fixture *f, const char *subject, const char *body)
+static json_t *api(struct kv_js1 *f, const char *subject, const char *body)
 {
     return kv_api_json(f->nc, subject, body, WAIT_MS);
 }
@@ -95,7 +54,7 @@ static int api_err(json_t *o, char *desc, size_t len)
     return code;
 }
 
-static void create(struct fixture *f, const char *name, const char *body)
+static void create(struct kv_js1 *f, const char *name, const char *body)
 {
     char subj[128];
     char desc[256];
@@ -107,7 +66,7 @@ static void create(struct fixture *f, const char *name, const char *body)
 }
 
 /* Publish with a raw Nats-TTL (NULL: none); the API error (0: stored). */
-static int publish_ttl(struct fixture *f, const char *subj, const char *ttl)
+static int publish_ttl(struct kv_js1 *f, const char *subj, const char *ttl)
 {
     natsMsg *m = NULL;
     jsPubAck *pa = NULL;
@@ -123,12 +82,12 @@ static int publish_ttl(struct fixture *f, const char *subj, const char *ttl)
 }
 
 struct wait_msgs {
-    struct fixture *f;
+    struct kv_js1 *f;
     const char *stream;
     uint64_t want;
 };
 
-static uint64_t msgs_of(struct fixture *f, const char *stream)
+static uint64_t msgs_of(struct kv_js1 *f, const char *stream)
 {
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
@@ -145,7 +104,7 @@ static bool msgs_are(void *arg)
     return msgs_of(w->f, w->stream) == w->want;
 }
 
-static void wait_msgs(struct fixture *f, const char *stream, uint64_t want)
+static void wait_msgs(struct kv_js1 *f, const char *stream, uint64_t want)
 {
     struct wait_msgs w = {f, stream, want};
     if (!h_poll(msgs_are, &w, EXPIRE_WAIT_MS)) {
@@ -156,7 +115,7 @@ static void wait_msgs(struct fixture *f, const char *stream, uint64_t want)
 }
 
 /* The last message of subj, or NULL when it has none. */
-static natsMsg *last_of(struct fixture *f, const char *stream, const char *subj)
+static natsMsg *last_of(struct kv_js1 *f, const char *stream, const char *subj)
 {
     natsMsg *m = NULL;
     jsErrCode jerr = 0;
@@ -168,7 +127,7 @@ static natsMsg *last_of(struct fixture *f, const char *stream, const char *subj)
 
 static void a_ttl_expires_and_never_outlives_max_age(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     create(f, "T",
            "{\"name\":\"T\",\"subjects\":[\"t.>\"],"
            "\"allow_msg_ttl\":true,\"max_age\":4000000000}");
@@ -193,7 +152,7 @@ static void a_ttl_expires_and_never_outlives_max_age(void **state)
 
 static void errors_are_nats_server_2_11s(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     char desc[256];
     create(f, "N", "{\"name\":\"N\",\"subjects\":[\"n\"]}");
     assert_int_equal(publish_ttl(f, "n", "5s"), 10166);
@@ -248,14 +207,6 @@ static void errors_are_nats_server_2_11s(void **state)
     natsMsg_Destroy(m);
 }
 
-static void restart(struct fixture *f)
-{
-    disconnect_js(f);
-    assert_int_equal(h_keeld_stop(&f->k, NULL), 0);
-    assert_int_equal(h_keeld_start(&f->k, 0, false, extra), 0);
-    assert_int_equal(connect_js(f), 0);
-}
-
 static void header_is(natsMsg *m, const char *name, const char *want)
 {
     const char *v = NULL;
@@ -264,7 +215,7 @@ static void header_is(natsMsg *m, const char *name, const char *want)
 }
 
 struct wait_marker {
-    struct fixture *f;
+    struct kv_js1 *f;
 };
 
 static bool marker_stored(void *arg)
@@ -280,7 +231,7 @@ static bool marker_stored(void *arg)
 
 static void a_marker_replaces_the_last_message_across_a_restart(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     create(f, "K",
            "{\"name\":\"K\",\"subjects\":[\"k.>\"],"
            "\"allow_msg_ttl\":true,\"allow_rollup_hdrs\":true,"
@@ -291,7 +242,7 @@ static void a_marker_replaces_the_last_message_across_a_restart(void **state)
     for (int i = 0; i < 6; i++) {
         assert_int_equal(publish_ttl(f, "k.b", NULL), 0);
     }
-    restart(f);
+    kv_js1_restart(f);
     assert_int_equal(msgs_of(f, "K"), 7);
     struct wait_marker w = {f};
     assert_true(h_poll(marker_stored, &w, EXPIRE_WAIT_MS));
@@ -306,14 +257,14 @@ static void a_marker_replaces_the_last_message_across_a_restart(void **state)
     /* The marker expires by its own TTL and leaves nothing. */
     wait_msgs(f, "K", 6);
     assert_null(last_of(f, "K", "k.a"));
-    restart(f);
+    kv_js1_restart(f);
     assert_int_equal(msgs_of(f, "K"), 6);
     assert_null(last_of(f, "K", "k.a"));
 }
 
 int main(void)
 {
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, kv_js1_teardown)
     const struct CMUnitTest tests[] = {
         T(a_ttl_expires_and_never_outlives_max_age),
         T(errors_are_nats_server_2_11s),

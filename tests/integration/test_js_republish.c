@@ -22,70 +22,21 @@
 
 #define WAIT_MS 10000
 
-struct fixture {
-    struct h_keeld k;
-    natsConnection *nc;
-    jsCtx *js;
-};
-
 /* Snapshot every 4 entries so a restart loads one. */
 static const char *const extra[] = {"--snapshot_entries", "4", NULL};
 
-static int connect_js(struct fixture *f)
-{
-    jsOptions o;
-    jsOptions_Init(&o);
-    o.Wait = WAIT_MS;
-    return natsConnection_ConnectTo(&f->nc, f->k.url) == NATS_OK &&
-                   natsConnection_JetStream(&f->js, f->nc, &o) == NATS_OK
-               ? 0
-               : -1;
-}
-
-static void disconnect_js(struct fixture *f)
-{
-    jsCtx_Destroy(f->js);
-    natsConnection_Destroy(f->nc);
-    f->js = NULL;
-    f->nc = NULL;
-}
-
 static int setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof *f);
-    if (f == NULL || h_keeld_init(&f->k) != 0 ||
-        h_keeld_start(&f->k, 0, false, extra) != 0 || connect_js(f) != 0) {
-        return -1;
-    }
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fixture *f = *state;
-    disconnect_js(f);
-    int rv = h_keeld_stop(&f->k, NULL);
-    h_keeld_cleanup(&f->k);
-    free(f);
-    return rv;
-}
-
-static void restart(struct fixture *f)
-{
-    disconnect_js(f);
-    assert_int_equal(h_keeld_stop(&f->k, NULL), 0);
-    assert_int_equal(h_keeld_start(&f->k, 0, false, extra), 0);
-    assert_int_equal(connect_js(f), 0);
+    return kv_js1_setup(state, extra, WAIT_MS);
 }
 
 /* A JetStream API request with a JSON body; the reply, parsed. */
-static json_t *api(struct fixture *f, const char *subject, const char *body)
+static json_t *api(struct kv_js1 *f, const char *subject, const char *body)
 {
     return kv_api_json(f->nc, subject, body, WAIT_MS);
 }
 
-static uint64_t publish(struct fixture *f, const char *subj, const char *data,
+static uint64_t publish(struct kv_js1 *f, const char *subj, const char *data,
                         const char *hname, const char *hval)
 {
     natsMsg *m = NULL;
@@ -132,7 +83,7 @@ static void next_is(natsSubscription *sub, const char *subj, const char *data,
 
 static void each_stored_message_is_republished_once(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     natsSubscription *sub = NULL;
     json_decref(api(f, "$JS.API.STREAM.CREATE.RP",
                     "{\"name\":\"RP\",\"subjects\":[\"rp.>\"],"
@@ -160,7 +111,7 @@ static void each_stored_message_is_republished_once(void **state)
      * are never republished: test_cjs_features checks that on a cluster,
      * where a subscriber stays connected through restarts.) */
     natsSubscription_Destroy(sub);
-    restart(f);
+    kv_js1_restart(f);
     assert_int_equal(natsConnection_SubscribeSync(&sub, f->nc, "out.>"),
                      NATS_OK);
     assert_int_equal(natsConnection_Flush(f->nc), NATS_OK);
@@ -171,7 +122,7 @@ static void each_stored_message_is_republished_once(void **state)
 
 static void headers_only_sends_the_size_and_no_body(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     natsSubscription *sub = NULL;
     natsMsg *m = NULL;
     json_t *o = api(f, "$JS.API.STREAM.CREATE.HO",
@@ -198,7 +149,7 @@ static void headers_only_sends_the_size_and_no_body(void **state)
 
 static void republish_configs_nats_server_refuses_are_10052(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     const struct {
         const char *body, *why;
     } bad[] = {
@@ -221,7 +172,7 @@ static void republish_configs_nats_server_refuses_are_10052(void **state)
     }
 }
 
-static const char *stored_subject(struct fixture *f, uint64_t seq, char *buf,
+static const char *stored_subject(struct kv_js1 *f, uint64_t seq, char *buf,
                                   size_t cap)
 {
     natsMsg *m = NULL;
@@ -234,7 +185,7 @@ static const char *stored_subject(struct fixture *f, uint64_t seq, char *buf,
 
 static void subject_transform_stores_the_transformed_subject(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     char s[64];
     json_decref(api(f, "$JS.API.STREAM.CREATE.TR",
                     "{\"name\":\"TR\",\"subjects\":[\"in.>\"],"
@@ -271,7 +222,7 @@ static void subject_transform_stores_the_transformed_subject(void **state)
 
     /* The log holds the transformed subject: the same after a restart
      * that loads a snapshot, and an update can change the transform. */
-    restart(f);
+    kv_js1_restart(f);
     assert_string_equal(stored_subject(f, 1, s, sizeof s), "st.42.eu");
     assert_string_equal(stored_subject(f, 4, s, sizeof s), "st.7.us");
     json_decref(api(f, "$JS.API.STREAM.UPDATE.TR",
@@ -287,13 +238,15 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(each_stored_message_is_republished_once,
-                                        setup, teardown),
+                                        setup, kv_js1_teardown),
         cmocka_unit_test_setup_teardown(headers_only_sends_the_size_and_no_body,
-                                        setup, teardown),
+                                        setup, kv_js1_teardown),
         cmocka_unit_test_setup_teardown(
-            republish_configs_nats_server_refuses_are_10052, setup, teardown),
+            republish_configs_nats_server_refuses_are_10052, setup,
+            kv_js1_teardown),
         cmocka_unit_test_setup_teardown(
-            subject_transform_stores_the_transformed_subject, setup, teardown),
+            subject_transform_stores_the_transformed_subject, setup,
+            kv_js1_teardown),
     };
     nats_Open(-1);
     int rv = cmocka_run_group_tests(tests, NULL, NULL);

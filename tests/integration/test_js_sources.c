@@ -24,62 +24,21 @@
 
 #define WAIT_MS 10000
 
-struct fixture {
-    struct h_keeld k;
-    natsConnection *nc;
-    jsCtx *js;
-};
-
 /* Snapshot every 4 entries so a restart loads one. */
 static const char *const extra[] = {"--snapshot_entries", "4", NULL};
 
-static int connect_js(struct fixture *f)
-{
-    jsOptions o;
-    jsOptions_Init(&o);
-    o.Wait = WAIT_MS;
-    return natsConnection_ConnectTo(&f->nc, f->k.url) == NATS_OK &&
-                   natsConnection_JetStream(&f->js, f->nc, &o) == NATS_OK
-               ? 0
-               : -1;
-}
-
-static void disconnect_js(struct fixture *f)
-{
-    jsCtx_Destroy(f->js);
-    natsConnection_Destroy(f->nc);
-    f->js = NULL;
-    f->nc = NULL;
-}
-
 static int setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof *f);
-    if (f == NULL || h_keeld_init(&f->k) != 0 ||
-        h_keeld_start(&f->k, 0, false, extra) != 0 || connect_js(f) != 0) {
-        return -1;
-    }
-    *state = f;
-    return 0;
+    return kv_js1_setup(state, extra, WAIT_MS);
 }
 
-static int teardown(void **state)
-{
-    struct fixture *f = *state;
-    disconnect_js(f);
-    int rv = h_keeld_stop(&f->k, NULL);
-    h_keeld_cleanup(&f->k);
-    free(f);
-    return rv;
-}
-
-static json_t *api(struct fixture *f, const char *subject, const char *body)
+static json_t *api(struct kv_js1 *f, const char *subject, const char *body)
 {
     return kv_api_json(f->nc, subject, body, WAIT_MS);
 }
 
 /* The err_code of an API answer (0: none). */
-static long long api_err(struct fixture *f, const char *subject,
+static long long api_err(struct kv_js1 *f, const char *subject,
                          const char *body)
 {
     json_t *o = api(f, subject, body);
@@ -89,7 +48,7 @@ static long long api_err(struct fixture *f, const char *subject,
     return code;
 }
 
-static void create(struct fixture *f, const char *name, const char *body)
+static void create(struct kv_js1 *f, const char *name, const char *body)
 {
     char subj[128];
     snprintf(subj, sizeof subj, "$JS.API.STREAM.CREATE.%s", name);
@@ -101,7 +60,7 @@ static void create(struct fixture *f, const char *name, const char *body)
     json_decref(o);
 }
 
-static uint64_t publish(struct fixture *f, const char *subj, const char *data,
+static uint64_t publish(struct kv_js1 *f, const char *subj, const char *data,
                         const char *hname, const char *hval)
 {
     natsMsg *m = NULL;
@@ -119,7 +78,7 @@ static uint64_t publish(struct fixture *f, const char *subj, const char *data,
     return seq;
 }
 
-static json_t *info(struct fixture *f, const char *stream)
+static json_t *info(struct kv_js1 *f, const char *stream)
 {
     char subj[128];
     snprintf(subj, sizeof subj, "$JS.API.STREAM.INFO.%s", stream);
@@ -133,7 +92,7 @@ static long long state_of(const json_t *o, const char *key)
 }
 
 struct want {
-    struct fixture *f;
+    struct kv_js1 *f;
     const char *stream;
     long long msgs;
 };
@@ -149,7 +108,7 @@ static bool reached(void *arg)
 
 /* Wait (bounded) until stream holds msgs messages, then a little longer
  * for any message too many (a duplicate would land then). */
-static void wait_msgs(struct fixture *f, const char *stream, long long msgs)
+static void wait_msgs(struct kv_js1 *f, const char *stream, long long msgs)
 {
     struct want w = {f, stream, msgs};
     if (!h_poll(reached, &w, WAIT_MS)) {
@@ -167,7 +126,7 @@ struct got {
     char trace[64];
 };
 
-static bool get_msg(struct fixture *f, const char *stream, uint64_t seq,
+static bool get_msg(struct kv_js1 *f, const char *stream, uint64_t seq,
                     struct got *g)
 {
     natsMsg *m = NULL;
@@ -201,7 +160,7 @@ struct check {
     unsigned own;
 };
 
-static void check_stream(struct fixture *f, const char *stream, uint64_t n,
+static void check_stream(struct kv_js1 *f, const char *stream, uint64_t n,
                          struct check *c)
 {
     for (uint64_t s = 1; s <= n; s++) {
@@ -236,7 +195,7 @@ static void check_stream(struct fixture *f, const char *stream, uint64_t n,
     }
 }
 
-static void publish_n(struct fixture *f, const char *name, const char *subj0,
+static void publish_n(struct kv_js1 *f, const char *name, const char *subj0,
                       const char *subj1, int from, int to)
 {
     for (int i = from; i <= to; i++) {
@@ -249,7 +208,7 @@ static void publish_n(struct fixture *f, const char *name, const char *subj0,
 
 static void two_origins_each_message_once_in_order(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
     create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
     publish_n(f, "A", "a.x", "a.y", 1, 6);
@@ -296,7 +255,7 @@ static void two_origins_each_message_once_in_order(void **state)
 
 static void start_seq_and_start_time(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
     create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
     publish_n(f, "A", "a.x", "a.x", 1, 5);
@@ -327,7 +286,7 @@ static void start_seq_and_start_time(void **state)
 
 static void a_restart_leaves_no_duplicate_and_no_gap(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
     create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
     create(
@@ -336,10 +295,7 @@ static void a_restart_leaves_no_duplicate_and_no_gap(void **state)
     publish_n(f, "A", "a.x", "a.y", 1, 9);
     publish_n(f, "B", "b.x", "b.y", 1, 9);
     wait_msgs(f, "AGG", 18);
-    disconnect_js(f);
-    assert_int_equal(h_keeld_stop(&f->k, NULL), 0);
-    assert_int_equal(h_keeld_start(&f->k, 0, false, extra), 0);
-    assert_int_equal(connect_js(f), 0);
+    kv_js1_restart(f);
     publish_n(f, "A", "a.x", "a.y", 10, 14);
     publish_n(f, "B", "b.x", "b.y", 10, 12);
     wait_msgs(f, "AGG", 26);
@@ -364,7 +320,7 @@ static void a_restart_leaves_no_duplicate_and_no_gap(void **state)
 
 static bool source_error_is(void *arg)
 {
-    struct fixture *f = arg;
+    struct kv_js1 *f = arg;
     json_t *o = info(f, "AGG");
     const json_t *x = json_array_get(json_object_get(o, "sources"), 0);
     bool ok = json_integer_value(json_object_get(json_object_get(x, "error"),
@@ -376,7 +332,7 @@ static bool source_error_is(void *arg)
 static void
 an_origin_deleted_and_recreated_is_read_past_the_position(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
     create(f, "AGG", "{\"name\":\"AGG\",\"sources\":[{\"name\":\"A\"}]}");
     publish_n(f, "A", "a.x", "a.x", 1, 3);
@@ -411,7 +367,7 @@ an_origin_deleted_and_recreated_is_read_past_the_position(void **state)
 
 static void an_update_adds_and_removes_sources(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
     create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
     publish_n(f, "A", "a.x", "a.x", 1, 2);
@@ -451,7 +407,7 @@ static void an_update_adds_and_removes_sources(void **state)
 
 static void config_errors_carry_nats_server_codes(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     create(f, "A",
            "{\"name\":\"A\",\"subjects\":[\"a.>\"],"
            "\"max_msg_size\":1024}");
@@ -490,7 +446,7 @@ static void config_errors_carry_nats_server_codes(void **state)
                      10052);
 }
 
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, kv_js1_teardown)
 
 int main(void)
 {

@@ -16,57 +16,16 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "kv_common.h"
 
 #define WAIT_MS 10000
 
-struct fixture {
-    struct h_keeld k;
-    natsConnection *nc;
-    jsCtx *js;
-};
-
-static int connect_js(struct fixture *f)
-{
-    jsOptions o;
-    jsOptions_Init(&o);
-    o.Wait = WAIT_MS;
-    if (natsConnection_ConnectTo(&f->nc, f->k.url) != NATS_OK ||
-        natsConnection_JetStream(&f->js, f->nc, &o) != NATS_OK) {
-        return -1;
-    }
-    return 0;
-}
-
-static void disconnect_js(struct fixture *f)
-{
-    jsCtx_Destroy(f->js);
-    natsConnection_Destroy(f->nc);
-    f->js = NULL;
-    f->nc = NULL;
-}
-
 static int setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof *f);
-    if (f == NULL || h_keeld_init(&f->k) != 0 ||
-        h_keeld_start(&f->k, 0, false, NULL) != 0 || connect_js(f) != 0) {
-        return -1;
-    }
-    *state = f;
-    return 0;
+    return kv_js1_setup(state, NULL, WAIT_MS);
 }
 
-static int teardown(void **state)
-{
-    struct fixture *f = *state;
-    disconnect_js(f);
-    int rv = h_keeld_stop(&f->k, NULL);
-    h_keeld_cleanup(&f->k);
-    free(f);
-    return rv;
-}
-
-static void add_stream_direct(struct fixture *f, const char *name,
+static void add_stream_direct(struct kv_js1 *f, const char *name,
                               const char *subj, bool allow_direct)
 {
     jsStreamConfig cfg;
@@ -85,12 +44,12 @@ static void add_stream_direct(struct fixture *f, const char *name,
     jsStreamInfo_Destroy(si);
 }
 
-static void add_stream(struct fixture *f, const char *name, const char *subj)
+static void add_stream(struct kv_js1 *f, const char *name, const char *subj)
 {
     add_stream_direct(f, name, subj, false);
 }
 
-static uint64_t publish(struct fixture *f, const char *subj, const char *data,
+static uint64_t publish(struct kv_js1 *f, const char *subj, const char *data,
                         jsPubOptions *po, jsErrCode *jerr)
 {
     jsPubAck *pa = NULL;
@@ -105,8 +64,7 @@ static uint64_t publish(struct fixture *f, const char *subj, const char *data,
     return seq;
 }
 
-static void stream_state(struct fixture *f, const char *name,
-                         jsStreamState *out)
+static void stream_state(struct kv_js1 *f, const char *name, jsStreamState *out)
 {
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
@@ -117,7 +75,7 @@ static void stream_state(struct fixture *f, const char *name,
 
 static void create_info_delete_round_trip(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
     add_stream(f, "ORDERS", "orders.>");
@@ -137,7 +95,7 @@ static void create_info_delete_round_trip(void **state)
 
 static void publishes_are_acked_with_consecutive_seqs(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     jsErrCode jerr = 0;
     natsSubscription *core = NULL;
     natsMsg *m = NULL;
@@ -162,7 +120,7 @@ static void publishes_are_acked_with_consecutive_seqs(void **state)
 
 static void async_publishes_all_acked_and_stored(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     add_stream(f, "EV", "ev.>");
     for (int i = 0; i < 2000; i++) {
         assert_int_equal(js_PublishAsync(f->js, "ev.a", "payload", 7, NULL),
@@ -183,7 +141,7 @@ static void async_publishes_all_acked_and_stored(void **state)
 
 static void same_msg_id_is_acked_as_duplicate(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     jsPubOptions po;
     jsPubAck *pa = NULL;
     jsErrCode jerr = 0;
@@ -205,7 +163,7 @@ static void same_msg_id_is_acked_as_duplicate(void **state)
 
 static void wrong_expected_last_sequence_is_refused(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     jsPubOptions po;
     jsErrCode jerr = 0;
     add_stream(f, "E", "e");
@@ -220,7 +178,7 @@ static void wrong_expected_last_sequence_is_refused(void **state)
 
 static void api_errors_name_in_use_overlap_and_idempotent_create(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     jsStreamConfig cfg;
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
@@ -251,7 +209,7 @@ static void api_errors_name_in_use_overlap_and_idempotent_create(void **state)
 
 static void update_limits_and_purge(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     jsStreamConfig cfg;
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
@@ -286,7 +244,7 @@ static void update_limits_and_purge(void **state)
 
 static void get_and_delete_message(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     natsMsg *m = NULL;
     jsErrCode jerr = 0;
     add_stream(f, "G", "g.*");
@@ -311,7 +269,7 @@ static void get_and_delete_message(void **state)
  * an absent sequence is an error, never a message. */
 static void direct_get_reads_by_seq_and_subject(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     jsErrCode jerr = 0;
     add_stream_direct(f, "D", "d.*", true);
     assert_int_equal(publish(f, "d.a", "a1", NULL, &jerr), 1);
@@ -359,7 +317,7 @@ static const char *hdr_or_dash(natsMsg *m, const char *name)
  * the first status message, "seq/status" each, into out (e.g.
  * "2:a.1:p3 4:a.2:p2 204:p2"); p is Nats-Num-Pending ("-" when absent,
  * which ends a reply of one message, as nats.js reads it). */
-static void direct_raw(struct fixture *f, const char *subject, const char *body,
+static void direct_raw(struct kv_js1 *f, const char *subject, const char *body,
                        char *out, size_t cap)
 {
     natsSubscription *sub = NULL;
@@ -401,7 +359,7 @@ static void direct_raw(struct fixture *f, const char *subject, const char *body,
  * requests get 408. */
 static void direct_get_batches_and_multi_last_end_with_eob(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     jsErrCode jerr = 0;
     char got[4096];
     add_stream_direct(f, "B", "b.*", true);
@@ -445,7 +403,7 @@ static void direct_get_batches_and_multi_last_end_with_eob(void **state)
 }
 
 struct info_wait {
-    struct fixture *f;
+    struct kv_js1 *f;
     const char *name;
 };
 
@@ -463,17 +421,14 @@ static bool stream_visible(void *arg)
 
 static void restart_keeps_streams_and_messages(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     jsErrCode jerr = 0;
     natsMsg *m = NULL;
     add_stream(f, "R", "r.>");
     for (uint64_t i = 1; i <= 5; i++) {
         assert_int_equal(publish(f, "r.x", "keep", NULL, &jerr), i);
     }
-    disconnect_js(f);
-    assert_int_equal(h_keeld_stop(&f->k, NULL), 0);
-    assert_int_equal(h_keeld_start(&f->k, 0, false, NULL), 0);
-    assert_int_equal(connect_js(f), 0);
+    kv_js1_restart(f);
     struct info_wait w = {f, "R"};
     assert_true(h_poll(stream_visible, &w, WAIT_MS));
     jsStreamState st;
@@ -488,7 +443,7 @@ static void restart_keeps_streams_and_messages(void **state)
 
 /* The stream's keel_fsync as STREAM.INFO / CREATE / UPDATE report it
  * (body is the raw request, NULL for INFO). Caller frees. */
-static char *api_fsync(struct fixture *f, const char *op, const char *name,
+static char *api_fsync(struct kv_js1 *f, const char *op, const char *name,
                        const char *body)
 {
     char subj[128];
@@ -511,7 +466,7 @@ static char *api_fsync(struct fixture *f, const char *op, const char *name,
     return out;
 }
 
-static void expect_fsync(struct fixture *f, const char *op, const char *name,
+static void expect_fsync(struct kv_js1 *f, const char *op, const char *name,
                          const char *body, const char *want)
 {
     char *got = api_fsync(f, op, name, body);
@@ -525,13 +480,11 @@ static void expect_fsync(struct fixture *f, const char *op, const char *name,
  * field and a restart under another --fsync keep it. */
 static void fsync_flag_is_the_default_for_new_streams(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     const char *always[] = {"--fsync", "always", NULL};
     const char *interval[] = {"--fsync", "interval:250", NULL};
-    disconnect_js(f);
-    assert_int_equal(h_keeld_stop(&f->k, NULL), 0);
-    assert_int_equal(h_keeld_start(&f->k, 0, false, always), 0);
-    assert_int_equal(connect_js(f), 0);
+    f->extra = always;
+    kv_js1_restart(f);
     expect_fsync(f, "CREATE", "FA", "{\"subjects\":[\"fa.>\"]}", "always");
     expect_fsync(f, "CREATE", "FG",
                  "{\"subjects\":[\"fg.>\"],\"keel_fsync\":\"group\"}", "group");
@@ -543,10 +496,8 @@ static void fsync_flag_is_the_default_for_new_streams(void **state)
     /* A create repeated without the field is the same config (idempotent). */
     expect_fsync(f, "CREATE", "FA", "{\"subjects\":[\"fa.>\"],\"max_msgs\":10}",
                  "always");
-    disconnect_js(f);
-    assert_int_equal(h_keeld_stop(&f->k, NULL), 0);
-    assert_int_equal(h_keeld_start(&f->k, 0, false, interval), 0);
-    assert_int_equal(connect_js(f), 0);
+    f->extra = interval;
+    kv_js1_restart(f);
     struct info_wait w = {f, "FA"};
     assert_true(h_poll(stream_visible, &w, WAIT_MS));
     expect_fsync(f, "INFO", "FA", NULL, "always");
@@ -565,17 +516,15 @@ static void fsync_flag_is_the_default_for_new_streams(void **state)
 static void
 a_damaged_stream_never_reads_an_acked_message_as_missing(void **state)
 {
-    struct fixture *f = *state;
+    struct kv_js1 *f = *state;
     jsErrCode jerr = 0;
     add_stream_direct(f, "DMG", "dmg.*", true);
     assert_int_equal(publish(f, "dmg.a", "first-value", NULL, &jerr), 1);
     assert_int_equal(publish(f, "dmg.b", "flip-this-value", NULL, &jerr), 2);
     assert_int_equal(publish(f, "dmg.c", "third-value", NULL, &jerr), 3);
-    disconnect_js(f);
-    assert_int_equal(h_keeld_stop(&f->k, NULL), 0);
+    kv_js1_stop(f);
     assert_int_equal(h_flip_segment_byte(f->k.data_dir, "flip-this-value"), 0);
-    assert_int_equal(h_keeld_start(&f->k, 0, false, NULL), 0);
-    assert_int_equal(connect_js(f), 0);
+    kv_js1_start(f);
     natsMsg *m = NULL;
     assert_int_equal(js_GetMsg(&m, f->js, "DMG", 1, NULL, &jerr), NATS_OK);
     assert_memory_equal(natsMsg_GetData(m), "first-value", 11);
@@ -600,7 +549,7 @@ a_damaged_stream_never_reads_an_acked_message_as_missing(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, kv_js1_teardown)
         T(create_info_delete_round_trip),
         T(publishes_are_acked_with_consecutive_seqs),
         T(async_publishes_all_acked_and_stored),
