@@ -295,26 +295,13 @@ static int emit_propose(void *arg, const struct srv_mirror_rec *r)
     return rv; /* the proposal queue is full, or no longer leader */
 }
 
-/* Propose what the feed's origin holds past its cursor: at most max
- * records and only while the window has room (*inflight counts up).
- * Returns true when it made progress (more may follow at once). */
-static bool pump_one(struct srv_stream *st, const struct srv_feed *f,
-                     uint64_t term, uint64_t *inflight, uint32_t max)
+/* Read the feed's origin here or through the cluster, proposing at most
+ * max records while the window has room. */
+static bool pump_read(struct srv_stream *st, const struct srv_feed *f,
+                      uint64_t *inflight, uint32_t max)
 {
     struct srv_mirror_pump *p = f->p;
     char err[KEEL_ERRMSG_MAX];
-    if (p->term != term) {
-        p->term = term; /* a new term: resume from the applied state */
-        p->next = 0;
-        srv_stream_mirror__drop(p);
-    }
-    uint64_t from = start_seq(st, f);
-    if (p->next < from) {
-        p->next = from;
-    }
-    if (p->retry_ns != 0 && mono_ns() < p->retry_ns) {
-        return false;
-    }
     struct srv_stream *o = NULL;
     if (srv_js_find_stream(st->js, f->o->name, &o) != 0) {
         srv_stream_mirror__drop(p);
@@ -346,6 +333,65 @@ static bool pump_one(struct srv_stream *st, const struct srv_feed *f,
         srv_stream_mirror__fail(st, f, SRV_JS_EUNAVAILABLE, err);
     }
     return progress;
+}
+
+/* A source stalled on a message the stream refused: read it again from
+ * the position, one record, after a backoff that doubles up to
+ * MIRROR_BACKOFF_MAX_MS, so a full stream costs a few proposals a second
+ * (docs/decisions/0035-sources-share-the-mirror-pump.md). */
+static bool pump_stalled(struct srv_stream *st, const struct srv_feed *f,
+                         uint64_t *inflight, uint64_t from)
+{
+    struct srv_mirror_pump *p = f->p;
+    if (mono_ns() < p->stall_ns) {
+        return false;
+    }
+    if (!p->stall_read) {
+        srv_stream_mirror__drop(p); /* what was read past it: read again */
+        p->next = from;
+        p->stall_read = true;
+    }
+    uint64_t before = *inflight;
+    bool progress = pump_read(st, f, inflight, 1);
+    if (*inflight > before) {
+        p->stall_read = false;
+        p->stall_ms = p->stall_ms == 0 ? MIRROR_BACKOFF_MIN_MS
+                      : p->stall_ms * 2 > MIRROR_BACKOFF_MAX_MS
+                          ? MIRROR_BACKOFF_MAX_MS
+                          : p->stall_ms * 2;
+        p->stall_ns = mono_ns() + (int64_t)p->stall_ms * 1000000;
+    }
+    return progress;
+}
+
+/* Propose what the feed's origin holds past its cursor: at most max
+ * records and only while the window has room (*inflight counts up).
+ * Returns true when it made progress (more may follow at once). */
+static bool pump_one(struct srv_stream *st, const struct srv_feed *f,
+                     uint64_t term, uint64_t *inflight, uint32_t max)
+{
+    struct srv_mirror_pump *p = f->p;
+    if (p->term != term) {
+        p->term = term; /* a new term: resume from the applied state */
+        p->next = 0;
+        srv_stream_mirror__drop(p);
+    }
+    uint64_t from = start_seq(st, f);
+    if (p->next < from) {
+        p->next = from;
+    }
+    if (p->retry_ns != 0 && mono_ns() < p->retry_ns) {
+        return false;
+    }
+    enum srv_js_err sj = SRV_JS_OK;
+    if (f->source &&
+        srv_stream_sm_source_stalled(&st->sm, f->o->name, &sj) != 0) {
+        return pump_stalled(st, f, inflight, from);
+    }
+    p->stall_ms = 0;
+    p->stall_ns = 0;
+    p->stall_read = false;
+    return pump_read(st, f, inflight, max);
 }
 
 static void drop_all(struct srv_stream *st)
@@ -469,12 +515,20 @@ static json_t *feed_info(struct srv_stream *st, const struct srv_feed *f)
         /* Keel's own: origin seqs dropped before they were read. */
         json_object_set_new(m, "keel_lost", json_integer((json_int_t)lost));
     }
-    if (m != NULL && p->jerr != SRV_JS_OK) {
+    /* A source stalled on a refused message shows the refusal (the
+     * applied state: the same on every replica's info). */
+    enum srv_js_err jerr = p->jerr;
+    const char *detail = jerr == SRV_JS_ESTREAM_NOT_FOUND ? NULL : p->why;
+    enum srv_js_err sj = SRV_JS_OK;
+    if (jerr == SRV_JS_OK && f->source &&
+        srv_stream_sm_source_stalled(&st->sm, f->o->name, &sj) != 0) {
+        jerr = sj;
+        detail = NULL;
+    }
+    if (m != NULL && jerr != SRV_JS_OK) {
         json_t *r = NULL;
         char msg[KEEL_ERRMSG_MAX];
-        const char *detail =
-            p->jerr == SRV_JS_ESTREAM_NOT_FOUND ? NULL : p->why;
-        if (srv_js_err_json("stream_info_response", p->jerr, detail, &r, msg) ==
+        if (srv_js_err_json("stream_info_response", jerr, detail, &r, msg) ==
             0) {
             json_object_set(m, "error", json_object_get(r, "error"));
             json_decref(r);

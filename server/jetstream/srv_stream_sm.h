@@ -188,11 +188,15 @@ struct srv_stream_ttl_ent {
 
 /* A sourcing stream's position in one origin (srv_stream_sm_source.c):
  * the highest origin seq a SOURCE entry for it carried, and the origin
- * seqs dropped before they were read. */
+ * seqs dropped before they were read. stalled (0: none) is the origin seq
+ * the stream refused for a limit (jerr the refusal): the position stays
+ * below it until a retry of it fits. */
 struct srv_stream_src_pos {
     char name[SRV_JS_NAME_BYTES_MAX + 1];
     uint64_t pos;
     uint64_t lost;
+    uint64_t stalled;
+    enum srv_js_err stall_jerr;
 };
 
 /* Positions kept: a source removed from the config keeps its position
@@ -263,6 +267,10 @@ void srv_stream_sm_close(struct srv_stream_sm *sm);
  * seqs it lost when lost is not NULL (srv_stream_sm_source.c). */
 uint64_t srv_stream_sm_source_pos(const struct srv_stream_sm *sm,
                                   const char *name, uint64_t *lost);
+/* The origin seq source `name` is stalled at (0: not stalled) and the
+ * refusal in *jerr (srv_stream_sm_source.c). */
+uint64_t srv_stream_sm_source_stalled(const struct srv_stream_sm *sm,
+                                      const char *name, enum srv_js_err *jerr);
 
 /* Apply a decoded stream entry stored at Raft index. Client-level refusals
  * (limits, expectations, deny_*) fill res->jerr and return 0: the same on

@@ -6,7 +6,13 @@
  * above its source's position is skipped, so a new leader that sends
  * again what the log already holds never stores a message twice. The
  * positions are replicated state: the same on every replica, and in the
- * snapshot (srv_stream_sm_state.c writes the section). */
+ * snapshot (srv_stream_sm_state.c writes the section).
+ *
+ * A message refused for a limit (discard new on a full stream) stalls its
+ * source rather than being skipped: the position stays below it, entries
+ * already in flight past it are skipped without moving the position, and
+ * the leader's pump reads it again until it fits (nats-server 2.9.10 also
+ * retries it; docs/decisions/0035-sources-share-the-mirror-pump.md). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +40,21 @@ uint64_t srv_stream_sm_source_pos(const struct srv_stream_sm *sm,
         *lost = p != NULL ? p->lost : 0;
     }
     return p != NULL ? p->pos : 0;
+}
+
+uint64_t srv_stream_sm_source_stalled(const struct srv_stream_sm *sm,
+                                      const char *name, enum srv_js_err *jerr)
+{
+    const struct srv_stream_src_pos *p = find(sm, name, strlen(name));
+    *jerr = p != NULL ? p->stall_jerr : SRV_JS_OK;
+    return p != NULL ? p->stalled : 0;
+}
+
+/* A refusal that a later retry may get past once the stream has room. */
+static bool refused_for_room(enum srv_js_err jerr)
+{
+    return jerr == SRV_JS_EMAX_MSGS || jerr == SRV_JS_EMAX_BYTES ||
+           jerr == SRV_JS_EMAX_MSGS_PER_SUBJECT;
 }
 
 int srv_stream_sm__source_add(struct srv_stream_sm *sm, const char *name,
@@ -65,7 +86,14 @@ int srv_stream_sm__apply_source(struct srv_stream_sm *sm, uint64_t index,
                                 struct srv_stream_result *res)
 {
     struct srv_stream_src_pos *p = find(sm, e->source, e->source_len);
-    if (p != NULL && e->seq <= p->pos) {
+    /* Stalled: what the pump sent past the refused message before it saw
+     * the stall is read again later, so it is skipped and the position
+     * stays. An entry with origin seqs lost before it says the origin no
+     * longer holds the stalled message (read from a cursor past the
+     * origin's first seq): it ends the stall. */
+    bool stale =
+        p != NULL && p->stalled != 0 && e->seq > p->stalled && e->lost == 0;
+    if (p != NULL && (e->seq <= p->pos || stale)) {
         res->seq = e->seq;
         res->duplicate = true; /* sent again by a new leader: skipped */
         return 0;
@@ -80,13 +108,26 @@ int srv_stream_sm__apply_source(struct srv_stream_sm *sm, uint64_t index,
             return rv;
         }
     }
+    if (e->subject_len > 0) {
+        /* Stored as a publish: the stream's own seq, dedupe, limits and
+         * discard. */
+        int rv = srv_stream_sm__publish(sm, index, e, res);
+        if (rv != 0) {
+            return rv;
+        }
+        if (refused_for_room(res->jerr)) {
+            /* Stalled: the position stays, the same on every replica. */
+            p->stalled = e->seq;
+            p->stall_jerr = res->jerr;
+            return 0;
+        }
+    }
+    /* Stored, a duplicate Nats-Msg-Id (dedupe: skipped), refused for
+     * what no retry changes (an expectation header), or position only:
+     * the source moves on. */
     p->pos = e->seq;
     p->lost += e->lost;
-    if (e->subject_len == 0) {
-        return 0; /* position only */
-    }
-    /* Stored as a publish: the stream's own seq, dedupe, limits and
-     * discard. A refusal (discard new on a full stream, say) skips the
-     * message; the position has moved past it on every replica. */
-    return srv_stream_sm__publish(sm, index, e, res);
+    p->stalled = 0;
+    p->stall_jerr = SRV_JS_OK;
+    return 0;
 }

@@ -633,6 +633,24 @@ static bool snap_has_ttl(const struct srv_stream_sm *sm)
     return false;
 }
 
+/* The stall section names a refusal by its own small code, not the
+ * enum's value (the error table may be reordered): 0 none. */
+static const enum srv_js_err stall_codes[] = {SRV_JS_OK, SRV_JS_EMAX_MSGS,
+                                              SRV_JS_EMAX_BYTES,
+                                              SRV_JS_EMAX_MSGS_PER_SUBJECT};
+#define STALL_CODES (sizeof stall_codes / sizeof stall_codes[0])
+
+static uint64_t stall_code(enum srv_js_err jerr)
+{
+    for (uint64_t i = 0; i < STALL_CODES; i++) {
+        if (stall_codes[i] == jerr) {
+            return i;
+        }
+    }
+    ASSERT(false); /* srv_stream_sm_source.c stalls for these only */
+    return 0;
+}
+
 static void snap_header(struct keel_wbuf *b, const struct srv_stream_sm *sm,
                         bool ttl)
 {
@@ -641,6 +659,11 @@ static void snap_header(struct keel_wbuf *b, const struct srv_stream_sm *sm,
     /* Bit 23: the sources section follows the header; only a stream that
      * read a source, so other streams' snapshots keep their bytes. */
     bool src = sm->nsrc > 0;
+    /* Bit 24: a source is stalled; its section follows the sources'. */
+    bool stall = false;
+    for (uint32_t i = 0; i < sm->nsrc; i++) {
+        stall |= sm->src[i].stalled != 0;
+    }
     keel_wbuf_u64(b, mirror ? SNAP_MAGIC_MIRROR : SNAP_MAGIC);
     keel_wbuf_u64(
         b, (uint64_t)l->retention | (uint64_t)l->discard << 8 |
@@ -648,7 +671,7 @@ static void snap_header(struct keel_wbuf *b, const struct srv_stream_sm *sm,
                (uint64_t)l->sealed << 18 | (uint64_t)sm->configured << 19 |
                (uint64_t)l->discard_new_per_subject << 20 |
                (uint64_t)l->allow_msg_ttl << 21 | (uint64_t)ttl << 22 |
-               (uint64_t)src << 23);
+               (uint64_t)src << 23 | (uint64_t)stall << 24);
     int64_t v[6] = {l->max_msgs,     l->max_bytes,  l->max_msgs_per_subject,
                     l->max_msg_size, l->max_age_ns, l->duplicate_window_ns};
     for (int i = 0; i < 6; i++) {
@@ -668,6 +691,10 @@ static void snap_header(struct keel_wbuf *b, const struct srv_stream_sm *sm,
             keel_wbuf_u64(b, sm->src[i].pos);
             keel_wbuf_u64(b, sm->src[i].lost);
         }
+    }
+    for (uint32_t i = 0; stall && i < sm->nsrc; i++) {
+        keel_wbuf_u64(b, sm->src[i].stalled);
+        keel_wbuf_u64(b, stall_code(sm->src[i].stall_jerr));
     }
 }
 
@@ -791,6 +818,23 @@ static int restore_sources(struct srv_stream_sm *sm, struct keel_rbuf *r)
     return 0;
 }
 
+/* The stall section (bit 24): per source, the stalled origin seq (above
+ * its position, or 0) and the refusal (set exactly when stalled). */
+static int restore_stalls(struct srv_stream_sm *sm, struct keel_rbuf *r)
+{
+    for (uint32_t i = 0; i < sm->nsrc; i++) {
+        struct srv_stream_src_pos *p = &sm->src[i];
+        uint64_t stalled = keel_rbuf_u64(r), jerr = keel_rbuf_u64(r);
+        if (r->bad || (stalled != 0 && stalled <= p->pos) ||
+            (stalled != 0) != (jerr != 0) || jerr >= STALL_CODES) {
+            return KEEL_ECORRUPT;
+        }
+        p->stalled = stalled;
+        p->stall_jerr = stall_codes[jerr];
+    }
+    return 0;
+}
+
 static int restore_header(struct srv_stream_sm *sm, struct keel_rbuf *r,
                           bool *ttl)
 {
@@ -801,7 +845,8 @@ static int restore_header(struct srv_stream_sm *sm, struct keel_rbuf *r,
     }
     uint64_t f = keel_rbuf_u64(r);
     if ((f & 0xff) > SRV_JS_RETENTION_WORKQUEUE ||
-        (f >> 8 & 0xff) > SRV_JS_DISCARD_NEW || f >> 24 != 0) {
+        (f >> 8 & 0xff) > SRV_JS_DISCARD_NEW || f >> 25 != 0 ||
+        (f >> 24 & 1 && !(f >> 23 & 1))) {
         return KEEL_ECORRUPT;
     }
     l->retention = (enum srv_js_retention)(f & 0xff);
@@ -835,7 +880,11 @@ static int restore_header(struct srv_stream_sm *sm, struct keel_rbuf *r,
             return KEEL_ECORRUPT;
         }
     }
-    return f >> 23 & 1 ? restore_sources(sm, r) : 0;
+    int rv = f >> 23 & 1 ? restore_sources(sm, r) : 0;
+    if (rv == 0 && f >> 24 & 1) {
+        rv = restore_stalls(sm, r);
+    }
+    return rv;
 }
 
 /* Live slots in increasing seq order; gaps become deleted slots. */

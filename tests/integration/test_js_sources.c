@@ -6,7 +6,8 @@
  * <origin seq>" added; opt_start_seq and opt_start_time; a restart that
  * loads a snapshot leaves no duplicate and no gap; an origin deleted shows
  * in info and, recreated, is read past the position; sources added and
- * removed by an update; config errors with nats-server's codes. */
+ * removed by an update; a message refused by discard new retried until a
+ * purge makes room; config errors with nats-server's codes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -318,15 +319,25 @@ static void a_restart_leaves_no_duplicate_and_no_gap(void **state)
     }
 }
 
-static bool source_error_is(void *arg)
+/* The err_code of AGG's first source's error (0: none). */
+static long long source_err(struct kv_js1 *f)
 {
-    struct kv_js1 *f = arg;
     json_t *o = info(f, "AGG");
     const json_t *x = json_array_get(json_object_get(o, "sources"), 0);
-    bool ok = json_integer_value(json_object_get(json_object_get(x, "error"),
-                                                 "err_code")) == 10059;
+    long long code = json_integer_value(
+        json_object_get(json_object_get(x, "error"), "err_code"));
     json_decref(o);
-    return ok;
+    return code;
+}
+
+static bool source_error_is(void *arg)
+{
+    return source_err(arg) == 10059;
+}
+
+static bool source_stalled(void *arg)
+{
+    return source_err(arg) == 10077;
 }
 
 static void
@@ -363,6 +374,49 @@ an_origin_deleted_and_recreated_is_read_past_the_position(void **state)
     assert_null(json_object_get(
         json_array_get(json_object_get(o, "sources"), 0), "error"));
     json_decref(o);
+}
+
+/* A sourced message refused by discard new on a full stream is retried
+ * until it fits, never skipped: after a purge makes room the rest arrive,
+ * each once (nats-server 2.9.10 retries it too). */
+static void a_refused_sourced_message_arrives_after_a_purge(void **state)
+{
+    struct kv_js1 *f = *state;
+    create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
+    publish_n(f, "A", "a.x", "a.y", 1, 8);
+    create(f, "AGG",
+           "{\"name\":\"AGG\",\"max_msgs\":5,"
+           "\"discard\":\"new\",\"sources\":[{\"name\":\"A\"}]}");
+    wait_msgs(f, "AGG", 5);
+    /* Stalled at origin seq 6: the refusal shows, the lag counts it. */
+    assert_true(h_poll(source_stalled, f, WAIT_MS));
+    json_t *o = info(f, "AGG");
+    assert_int_equal(state_of(o, "messages"), 5);
+    assert_int_equal(
+        json_integer_value(json_object_get(
+            json_array_get(json_object_get(o, "sources"), 0), "lag")),
+        3);
+    json_decref(o);
+    assert_int_equal(api_err(f, "$JS.API.STREAM.PURGE.AGG", ""), 0);
+    wait_msgs(f, "AGG", 3);
+    /* One more: anything sent twice would be stored before it. */
+    publish_n(f, "A", "a.x", "a.y", 9, 9);
+    wait_msgs(f, "AGG", 4);
+    o = info(f, "AGG");
+    assert_int_equal(state_of(o, "messages"), 4);
+    assert_int_equal(state_of(o, "first_seq"), 6);
+    assert_int_equal(state_of(o, "last_seq"), 9);
+    json_decref(o);
+    for (uint64_t s = 6; s <= 9; s++) {
+        struct got g;
+        char want[32];
+        assert_true(get_msg(f, "AGG", s, &g));
+        snprintf(want, sizeof want, "A %llu", (unsigned long long)s);
+        assert_string_equal(g.src, want);
+        snprintf(want, sizeof want, "A-%llu", (unsigned long long)s);
+        assert_string_equal(g.data, want);
+    }
+    assert_int_equal(source_err(f), 0);
 }
 
 static void an_update_adds_and_removes_sources(void **state)
@@ -455,6 +509,7 @@ int main(void)
         T(start_seq_and_start_time),
         T(a_restart_leaves_no_duplicate_and_no_gap),
         T(an_origin_deleted_and_recreated_is_read_past_the_position),
+        T(a_refused_sourced_message_arrives_after_a_purge),
         T(an_update_adds_and_removes_sources),
         T(config_errors_carry_nats_server_codes),
     };

@@ -211,6 +211,16 @@ static void position_only_entries_store_nothing(void **state)
     assert_int_equal(f->res.seq, 2);
 }
 
+/* The stall's state on sm: position, stalled seq and refusal. */
+static void assert_stall(const struct srv_stream_sm *sm, uint64_t pos,
+                         uint64_t stalled, enum srv_js_err jerr)
+{
+    enum srv_js_err j = SRV_JS_OK;
+    assert_int_equal(srv_stream_sm_source_pos(sm, "A", NULL), pos);
+    assert_int_equal(srv_stream_sm_source_stalled(sm, "A", &j), stalled);
+    assert_int_equal(j, jerr);
+}
+
 static void sourced_messages_follow_the_streams_rules(void **state)
 {
     struct fixture *f = *state;
@@ -220,17 +230,110 @@ static void sourced_messages_follow_the_streams_rules(void **state)
     static const char id1[] = "NATS/1.0\r\nNats-Msg-Id: one\r\n\r\n";
     src_h(f, "A", 1, "a.x", id1, 0);
     assert_true(f->res.stored);
-    /* The same Nats-Msg-Id from the origin again: a duplicate. */
+    /* The same Nats-Msg-Id from the origin again: a duplicate, skipped
+     * with the position moved (dedupe, not a refusal: no stall). */
     src_h(f, "A", 2, "a.x", id1, 0);
     assert_true(f->res.duplicate);
     assert_false(f->res.stored);
+    assert_stall(&f->sm, 2, 0, SRV_JS_OK);
     src(f, "A", 3, "a.y");
     assert_true(f->res.stored);
-    /* Discard new on a full stream: refused, the position moves on. */
+    /* Discard new on a full stream: refused, the source stalls there. */
     src(f, "A", 4, "a.z");
     assert_int_equal(f->res.jerr, SRV_JS_EMAX_MSGS);
-    assert_int_equal(srv_stream_sm_source_pos(&f->sm, "A", NULL), 4);
+    assert_int_equal(srv_stream_sm_source_pos(&f->sm, "A", NULL), 3);
     assert_int_equal(f->sm.msgs, 2);
+}
+
+/* A stream of max_msgs max, discard new, sourcing A: origin seqs 1..max
+ * stored, max + 1 refused and stalled at. */
+static void fill_and_stall(struct fixture *f, uint64_t max)
+{
+    char cfg[160], subj[16];
+    snprintf(cfg, sizeof cfg,
+             "{\"name\":\"AGG\",\"sources\":[{\"name\":\"A\"}],"
+             "\"max_msgs\":%llu,\"discard\":\"new\"}",
+             (unsigned long long)max);
+    config(f, cfg);
+    for (uint64_t s = 1; s <= max + 1; s++) {
+        snprintf(subj, sizeof subj, "a.%llu", (unsigned long long)s);
+        src(f, "A", s, subj);
+    }
+    assert_int_equal(f->res.jerr, SRV_JS_EMAX_MSGS);
+    assert_stall(&f->sm, max, max + 1, SRV_JS_EMAX_MSGS);
+}
+
+/* A refused sourced message is retried, never skipped: entries in flight
+ * past it are skipped without moving the position, the retry is stored
+ * once a delete makes room, and a snapshot taken while stalled restores
+ * the same state (docs/decisions/0035-sources-share-the-mirror-pump.md). */
+static void a_refused_sourced_message_stalls_until_it_fits(void **state)
+{
+    struct fixture *f = *state;
+    fill_and_stall(f, 2);
+    /* Already in flight from the pump: skipped, the position stays. */
+    src(f, "A", 4, "a.4");
+    assert_true(f->res.duplicate);
+    assert_false(f->res.stored);
+    assert_stall(&f->sm, 2, 3, SRV_JS_EMAX_MSGS);
+    /* The retry, still refused: still stalled. */
+    src(f, "A", 3, "a.3");
+    assert_int_equal(f->res.jerr, SRV_JS_EMAX_MSGS);
+    assert_stall(&f->sm, 2, 3, SRV_JS_EMAX_MSGS);
+
+    /* A snapshot taken now restores the stall, bytes for bytes. */
+    uint8_t *a = NULL, *b = NULL;
+    size_t alen = 0, blen = 0;
+    char err[256];
+    assert_int_equal(srv_stream_sm_snapshot(&f->sm, &a, &alen), 0);
+    struct fixture g = {.index = f->index};
+    assert_int_equal(srv_stream_sm_init(&g.sm, "AGG"), 0);
+    assert_int_equal(srv_stream_sm_restore(&g.sm, a, alen, err), 0);
+    assert_stall(&g.sm, 2, 3, SRV_JS_EMAX_MSGS);
+    assert_int_equal(srv_stream_sm_snapshot(&g.sm, &b, &blen), 0);
+    assert_int_equal(alen, blen);
+    assert_memory_equal(a, b, alen);
+    for (size_t cut = 0; cut < alen; cut++) {
+        struct srv_stream_sm t;
+        assert_int_equal(srv_stream_sm_init(&t, "AGG"), 0);
+        assert_int_not_equal(srv_stream_sm_restore(&t, a, cut, err), 0);
+        srv_stream_sm_close(&t);
+    }
+
+    /* Room made on both: the retry is stored, the stall ends and what
+     * follows is stored in order. */
+    struct fixture *both[2] = {f, &g};
+    for (int i = 0; i < 2; i++) {
+        struct fixture *x = both[i];
+        assert_int_equal(srv_stream_sm_remove(&x->sm, 1), 0);
+        src(x, "A", 4, "a.4"); /* in flight past the retry: skipped */
+        assert_true(x->res.duplicate);
+        src(x, "A", 3, "a.3");
+        assert_true(x->res.stored);
+        assert_int_equal(x->res.seq, 3);
+        assert_stall(&x->sm, 3, 0, SRV_JS_OK);
+        src(x, "A", 4, "a.4");
+        assert_int_equal(x->res.jerr, SRV_JS_EMAX_MSGS);
+        assert_stall(&x->sm, 3, 4, SRV_JS_EMAX_MSGS);
+    }
+    srv_stream_sm_close(&g.sm);
+    free(a);
+    free(b);
+}
+
+/* The origin dropped the stalled message before a retry read it: the
+ * record carrying the gap ends the stall, counted lost. */
+static void an_origin_gap_past_the_stall_ends_it(void **state)
+{
+    struct fixture *f = *state;
+    fill_and_stall(f, 1);
+    assert_int_equal(srv_stream_sm_remove(&f->sm, 1), 0);
+    src_h(f, "A", 5, "a.5", NULL, 3); /* origin seqs 2..4 gone */
+    assert_true(f->res.stored);
+    uint64_t lost = 0;
+    assert_int_equal(srv_stream_sm_source_pos(&f->sm, "A", &lost), 5);
+    assert_int_equal(lost, 3);
+    assert_stall(&f->sm, 5, 0, SRV_JS_OK);
 }
 
 static void the_snapshot_carries_every_sources_position(void **state)
@@ -439,6 +542,8 @@ int main(void)
         T(two_sources_interleaved_keep_per_source_order),
         T(position_only_entries_store_nothing),
         T(sourced_messages_follow_the_streams_rules),
+        T(a_refused_sourced_message_stalls_until_it_fits),
+        T(an_origin_gap_past_the_stall_ends_it),
         T(the_snapshot_carries_every_sources_position),
         T(too_many_names_forget_the_oldest),
         T(the_source_header_replaces_a_daisy_chains),
