@@ -17,48 +17,16 @@
 #include "keel_stream_entry.h"
 #include "srv_js_direct_req.h"
 #include "srv_stream_sm.h"
+#include "stream_sm_fixture.h"
 
 #define SEC 1000000000LL
 
-struct fixture {
-    struct srv_stream_sm sm;
-    uint64_t index;
-    struct srv_stream_result res;
-};
-
 static int setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof *f);
-    if (f == NULL || srv_stream_sm_init(&f->sm, "S") != 0) {
-        free(f);
-        return -1;
-    }
-    f->index = 1;
-    *state = f;
-    return 0;
+    return sm_fixture_setup(state, "S");
 }
 
-static int teardown(void **state)
-{
-    struct fixture *f = *state;
-    srv_stream_sm_close(&f->sm);
-    free(f);
-    return 0;
-}
-
-static void apply(struct fixture *f, const struct keel_stream_entry *e)
-{
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    struct keel_stream_entry d;
-    char err[256];
-    assert_int_equal(keel_stream_entry_encode(e, &buf, &len), 0);
-    assert_int_equal(keel_stream_entry_decode(buf, len, &d, err), 0);
-    assert_int_equal(srv_stream_sm_apply(&f->sm, f->index++, &d, &f->res), 0);
-    free(buf);
-}
-
-static void pub(struct fixture *f, int64_t ts, const char *subj)
+static void pub(struct sm_fixture *f, int64_t ts, const char *subj)
 {
     struct keel_stream_entry e = {
         .kind = KEEL_STREAM_E_PUBLISH,
@@ -68,14 +36,14 @@ static void pub(struct fixture *f, int64_t ts, const char *subj)
         .data = (const uint8_t *)"v",
         .data_len = 1,
     };
-    apply(f, &e);
+    sm_fixture_apply(f, &e);
     assert_int_equal(f->res.jerr, SRV_JS_OK);
 }
 
-static void del(struct fixture *f, uint64_t seq)
+static void del(struct sm_fixture *f, uint64_t seq)
 {
     struct keel_stream_entry e = {.kind = KEEL_STREAM_E_DELETE, .seq = seq};
-    apply(f, &e);
+    sm_fixture_apply(f, &e);
 }
 
 /* The status line a body gets (NULL: accepted). */
@@ -158,7 +126,7 @@ static void a_multi_last_filter_list_is_bounded(void **state)
 }
 
 /* seqs 1..6 at 10s..60s: a.1 a.2 a.1 b.1 a.2 a.1; seq 4 (b.1) deleted. */
-static void fill(struct fixture *f)
+static void fill(struct sm_fixture *f)
 {
     static const char *subj[] = {"a.1", "a.2", "a.1", "b.1", "a.2", "a.1"};
     for (size_t i = 0; i < 6; i++) {
@@ -169,7 +137,7 @@ static void fill(struct fixture *f)
 
 static void times_and_pending_counts_skip_deleted_seqs(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     fill(f);
     const struct srv_stream_sm *sm = &f->sm;
     assert_int_equal(srv_js_direct_seq_at_time(sm, 0), 1);
@@ -187,7 +155,7 @@ static void times_and_pending_counts_skip_deleted_seqs(void **state)
     assert_int_equal(srv_js_direct_num_pending(sm, 7, NULL), 0);
 }
 
-static void multi(struct fixture *f, const char *filters, uint64_t up_to,
+static void multi(struct sm_fixture *f, const char *filters, uint64_t up_to,
                   const uint64_t *want, size_t nwant)
 {
     json_t *j = json_loads(filters, 0, NULL);
@@ -204,7 +172,7 @@ static void multi(struct fixture *f, const char *filters, uint64_t up_to,
 
 static void multi_last_is_the_last_of_each_subject_up_to_a_seq(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     fill(f);
     multi(f, "[\"a.*\"]", 6, (const uint64_t[]){5, 6}, 2);
     multi(f, "[\"a.*\"]", 4, (const uint64_t[]){2, 3}, 2);
@@ -217,7 +185,7 @@ static void multi_last_is_the_last_of_each_subject_up_to_a_seq(void **state)
 
 static void multi_last_past_1024_subjects_is_too_many(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     char subj[32];
     for (int i = 0; i <= SRV_JS_DIRECT_BATCH_MAX; i++) {
         snprintf(subj, sizeof subj, "k.%d", i);
@@ -246,12 +214,14 @@ int main(void)
         cmocka_unit_test(requests_get_nats_server_2_11s_408s),
         cmocka_unit_test(a_multi_last_filter_list_is_bounded),
         cmocka_unit_test_setup_teardown(
-            times_and_pending_counts_skip_deleted_seqs, setup, teardown),
+            times_and_pending_counts_skip_deleted_seqs, setup,
+            sm_fixture_teardown),
         cmocka_unit_test_setup_teardown(
             multi_last_is_the_last_of_each_subject_up_to_a_seq, setup,
-            teardown),
+            sm_fixture_teardown),
         cmocka_unit_test_setup_teardown(
-            multi_last_past_1024_subjects_is_too_many, setup, teardown),
+            multi_last_past_1024_subjects_is_too_many, setup,
+            sm_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

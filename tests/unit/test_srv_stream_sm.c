@@ -19,49 +19,16 @@
 #include "keel_stream_entry.h"
 #include "srv_js_config.h"
 #include "srv_stream_sm.h"
+#include "stream_sm_fixture.h"
 
 #define SEC 1000000000LL
 
-struct fixture {
-    struct srv_stream_sm sm;
-    uint64_t index; /* next Raft index */
-    struct srv_stream_result res;
-};
-
 static int setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof *f);
-    if (f == NULL || srv_stream_sm_init(&f->sm, "S") != 0) {
-        free(f);
-        return -1;
-    }
-    f->index = 1;
-    *state = f;
-    return 0;
+    return sm_fixture_setup(state, "S");
 }
 
-static int teardown(void **state)
-{
-    struct fixture *f = *state;
-    srv_stream_sm_close(&f->sm);
-    free(f);
-    return 0;
-}
-
-/* Encode, decode and apply one entry (the path a committed entry takes). */
-static void apply(struct fixture *f, const struct keel_stream_entry *e)
-{
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    struct keel_stream_entry d;
-    char err[256];
-    assert_int_equal(keel_stream_entry_encode(e, &buf, &len), 0);
-    assert_int_equal(keel_stream_entry_decode(buf, len, &d, err), 0);
-    assert_int_equal(srv_stream_sm_apply(&f->sm, f->index++, &d, &f->res), 0);
-    free(buf);
-}
-
-static void pub_h(struct fixture *f, int64_t ts, const char *subj,
+static void pub_h(struct sm_fixture *f, int64_t ts, const char *subj,
                   const char *hdr, const char *data)
 {
     struct keel_stream_entry e = {
@@ -74,25 +41,25 @@ static void pub_h(struct fixture *f, int64_t ts, const char *subj,
         .data = (const uint8_t *)data,
         .data_len = strlen(data),
     };
-    apply(f, &e);
+    sm_fixture_apply(f, &e);
 }
 
-static void pub(struct fixture *f, int64_t ts, const char *subj,
+static void pub(struct sm_fixture *f, int64_t ts, const char *subj,
                 const char *data)
 {
     pub_h(f, ts, subj, NULL, data);
 }
 
-static void config(struct fixture *f, const char *json)
+static void config(struct sm_fixture *f, const char *json)
 {
     struct keel_stream_entry e = {.kind = KEEL_STREAM_E_CONFIG,
                                   .subject = json,
                                   .subject_len = strlen(json)};
-    apply(f, &e);
+    sm_fixture_apply(f, &e);
     assert_int_equal(f->res.jerr, SRV_JS_OK);
 }
 
-static void purge(struct fixture *f, const char *filter, uint64_t seq,
+static void purge(struct sm_fixture *f, const char *filter, uint64_t seq,
                   uint64_t keep)
 {
     struct keel_stream_entry e = {.kind = KEEL_STREAM_E_PURGE,
@@ -100,24 +67,24 @@ static void purge(struct fixture *f, const char *filter, uint64_t seq,
                                   .subject_len = strlen(filter),
                                   .seq = seq,
                                   .keep = keep};
-    apply(f, &e);
+    sm_fixture_apply(f, &e);
 }
 
-static void del(struct fixture *f, uint64_t seq)
+static void del(struct sm_fixture *f, uint64_t seq)
 {
     struct keel_stream_entry e = {.kind = KEEL_STREAM_E_DELETE, .seq = seq};
-    apply(f, &e);
+    sm_fixture_apply(f, &e);
 }
 
-static void tick(struct fixture *f, int64_t ts)
+static void tick(struct sm_fixture *f, int64_t ts)
 {
     struct keel_stream_entry e = {.kind = KEEL_STREAM_E_TICK, .ts_ns = ts};
-    apply(f, &e);
+    sm_fixture_apply(f, &e);
 }
 
 static void publishes_get_consecutive_seqs_and_counters(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     pub(f, 10, "a", "xy");
     assert_int_equal(f->res.seq, 1);
     pub(f, 11, "b", "xyz");
@@ -141,7 +108,7 @@ static void publishes_get_consecutive_seqs_and_counters(void **state)
 
 static void timestamps_never_go_backwards(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     pub(f, 100, "a", "1");
     pub(f, 50, "a", "2");
     assert_int_equal(srv_stream_sm_get(&f->sm, 2)->ts_ns, 100);
@@ -149,7 +116,7 @@ static void timestamps_never_go_backwards(void **state)
 
 static void max_msgs_with_discard_old_drops_the_oldest(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     config(f, "{\"name\":\"S\",\"max_msgs\":2}");
     pub(f, 1, "a", "1");
     pub(f, 2, "a", "2");
@@ -163,7 +130,7 @@ static void max_msgs_with_discard_old_drops_the_oldest(void **state)
 
 static void max_msgs_with_discard_new_refuses_with_10077(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     config(f, "{\"name\":\"S\",\"max_msgs\":2,\"discard\":\"new\"}");
     pub(f, 1, "a", "1");
     pub(f, 2, "a", "2");
@@ -176,7 +143,7 @@ static void max_msgs_with_discard_new_refuses_with_10077(void **state)
 
 static void max_bytes_discard_old_and_new(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     config(f, "{\"name\":\"S\",\"max_bytes\":10}");
     pub(f, 1, "a", "1234"); /* 5 bytes */
     pub(f, 2, "a", "1234");
@@ -191,7 +158,7 @@ static void max_bytes_discard_old_and_new(void **state)
 
 static void max_msgs_per_subject_keeps_the_newest_of_each(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     config(f, "{\"name\":\"S\",\"max_msgs_per_subject\":1}");
     pub(f, 1, "a", "1");
     pub(f, 2, "b", "2");
@@ -206,7 +173,7 @@ static void max_msgs_per_subject_keeps_the_newest_of_each(void **state)
 
 static void discard_new_per_subject_refuses_only_the_full_subject(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     config(f, "{\"name\":\"S\",\"discard\":\"new\","
               "\"max_msgs_per_subject\":2,\"discard_new_per_subject\":true}");
     pub(f, 1, "a", "1");
@@ -244,7 +211,7 @@ static void discard_new_per_subject_refuses_only_the_full_subject(void **state)
 
 static void first_seq_sets_the_first_message_seq_once(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     config(f, "{\"name\":\"S\",\"first_seq\":100}");
     assert_int_equal(srv_stream_sm_first_seq(&f->sm), 100);
     assert_int_equal(f->sm.last_seq, 99);
@@ -259,7 +226,7 @@ static void first_seq_sets_the_first_message_seq_once(void **state)
 
 static void max_msg_size_refuses_with_10054(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     config(f, "{\"name\":\"S\",\"max_msg_size\":3}");
     pub(f, 1, "a", "123");
     assert_int_equal(f->res.jerr, SRV_JS_OK);
@@ -271,7 +238,7 @@ static void max_msg_size_refuses_with_10054(void **state)
 
 static void tick_entries_expire_messages_past_max_age(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     config(f, "{\"name\":\"S\",\"max_age\":10000000000}");
     pub(f, 1 * SEC, "a", "1");
     pub(f, 5 * SEC, "a", "2");
@@ -287,7 +254,7 @@ static void tick_entries_expire_messages_past_max_age(void **state)
 
 static void same_msg_id_within_window_is_a_duplicate(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     config(f, "{\"name\":\"S\",\"duplicate_window\":2000000000}");
     const char *h = "NATS/1.0\r\nNats-Msg-Id: m1\r\n\r\n";
     pub_h(f, 1 * SEC, "a", h, "x");
@@ -303,7 +270,7 @@ static void same_msg_id_within_window_is_a_duplicate(void **state)
 
 static void expected_last_sequence_mismatch_is_10071(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     pub(f, 1, "a", "1");
     pub_h(f, 2, "a", "NATS/1.0\r\nNats-Expected-Last-Sequence: 5\r\n\r\n", "2");
     assert_int_equal(f->res.jerr, SRV_JS_EWRONG_LAST_SEQ);
@@ -317,7 +284,7 @@ static void expected_last_sequence_mismatch_is_10071(void **state)
 
 static void purge_all_moves_first_seq_past_last(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     pub(f, 1, "a", "1");
     pub(f, 2, "b", "2");
     purge(f, "", 0, 0);
@@ -331,7 +298,7 @@ static void purge_all_moves_first_seq_past_last(void **state)
 
 static void purge_by_filter_seq_and_keep(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     for (int i = 0; i < 6; i++) {
         pub(f, i + 1, i % 2 ? "b" : "a", "x"); /* a:1,3,5 b:2,4,6 */
     }
@@ -350,7 +317,7 @@ static void purge_by_filter_seq_and_keep(void **state)
 
 static void delete_interior_and_missing(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     pub(f, 1, "a", "1");
     pub(f, 2, "a", "2");
     pub(f, 3, "a", "3");
@@ -372,7 +339,7 @@ static void delete_interior_and_missing(void **state)
 
 static void remove_by_consumer_ack_updates_subject_counts(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     pub(f, 1, "a", "1");
     pub(f, 2, "a", "2");
     assert_int_equal(srv_stream_sm_remove(&f->sm, 2), 0);
@@ -392,7 +359,7 @@ static uint64_t rnd(uint64_t *s)
     return *s;
 }
 
-static void random_entries(struct fixture *f, uint64_t seed, int n)
+static void random_entries(struct sm_fixture *f, uint64_t seed, int n)
 {
     static const char *subj[] = {"a", "b", "c.d", "c.e"};
     char hdr[64];
@@ -417,7 +384,7 @@ static void random_entries(struct fixture *f, uint64_t seed, int n)
 }
 
 /* Publish subj with Nats-Expected-Last-Subject-Sequence: want. */
-static void pub_expect_subj(struct fixture *f, int64_t ts, const char *subj,
+static void pub_expect_subj(struct sm_fixture *f, int64_t ts, const char *subj,
                             uint64_t want)
 {
     char h[96];
@@ -459,7 +426,7 @@ static uint64_t subj_last(const struct srv_stream_sm *sm, const char *subj)
 
 static void deleting_a_subjects_newest_moves_its_last_back(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     pub(f, 1, "a", "1");
     pub(f, 2, "b", "2");
     pub(f, 3, "a", "3");
@@ -485,7 +452,7 @@ static void deleting_a_subjects_newest_moves_its_last_back(void **state)
 
 static void acking_a_subjects_newest_moves_its_last_back(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     config(f, "{\"name\":\"S\",\"retention\":\"workqueue\"}");
     pub(f, 1, "a", "1");
     pub(f, 2, "a", "2");
@@ -505,7 +472,7 @@ static void acking_a_subjects_newest_moves_its_last_back(void **state)
  * last exact. */
 static void purges_and_limits_keep_each_subjects_last_exact(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     config(f, "{\"name\":\"S\",\"max_msgs_per_subject\":2,"
               "\"max_age\":10000000000}");
     for (int i = 0; i < 9; i++) {
@@ -533,7 +500,7 @@ static void purges_and_limits_keep_each_subjects_last_exact(void **state)
 static void subject_last_is_exact_and_survives_a_snapshot(void **state)
 {
     static const char *subj[] = {"a", "b", "c.d", "c.e"};
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     uint64_t seed = 0x243f6a8885a308d3ull;
     config(f, "{\"name\":\"S\",\"max_msgs\":30,\"max_msgs_per_subject\":6,"
               "\"max_age\":20000000000}");
@@ -565,7 +532,7 @@ static void subject_last_is_exact_and_survives_a_snapshot(void **state)
     uint8_t *a = NULL;
     size_t alen = 0;
     char err[256];
-    struct fixture g = {.index = f->index};
+    struct sm_fixture g = {.index = f->index};
     assert_int_equal(srv_stream_sm_snapshot(&f->sm, &a, &alen), 0);
     assert_int_equal(srv_stream_sm_init(&g.sm, "S"), 0);
     assert_int_equal(srv_stream_sm_restore(&g.sm, a, alen, err), 0);
@@ -584,8 +551,8 @@ static void subject_last_is_exact_and_survives_a_snapshot(void **state)
 
 static void same_entries_give_identical_snapshots(void **state)
 {
-    struct fixture *f = *state;
-    struct fixture g = {.index = 1};
+    struct sm_fixture *f = *state;
+    struct sm_fixture g = {.index = 1};
     assert_int_equal(srv_stream_sm_init(&g.sm, "S"), 0);
     const char *cfg = "{\"name\":\"S\",\"max_msgs\":40,\"max_age\":"
                       "30000000000,\"duplicate_window\":2000000000}";
@@ -622,7 +589,7 @@ static void same_entries_give_identical_snapshots(void **state)
 
 static void msg_id_with_a_nul_byte_survives_a_snapshot(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     static const char h[] = "NATS/1.0\r\nNats-Msg-Id: a\0b\r\n\r\n";
     struct keel_stream_entry e = {.kind = KEEL_STREAM_E_PUBLISH,
                                   .ts_ns = 1,
@@ -632,7 +599,7 @@ static void msg_id_with_a_nul_byte_survives_a_snapshot(void **state)
                                   .hdr_len = sizeof h - 1,
                                   .data = (const uint8_t *)"x",
                                   .data_len = 1};
-    apply(f, &e);
+    sm_fixture_apply(f, &e);
     assert_int_equal(f->res.seq, 1);
     assert_int_equal(f->sm.last_msg_id_len, 3);
     uint8_t *a = NULL, *b = NULL;
@@ -654,7 +621,7 @@ static void msg_id_with_a_nul_byte_survives_a_snapshot(void **state)
 
 static void restore_refuses_every_truncation(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     random_entries(f, 42, 100);
     uint8_t *a = NULL;
     size_t alen = 0;
@@ -737,8 +704,8 @@ static void entry_decoder_survives_random_bytes(void **state)
 /* ---- mirrors (docs/decisions/0032-mirrors-pull-into-the-log.md) ---- */
 
 /* A mirrored message of origin seq at origin time ts. */
-static void mir(struct fixture *f, uint64_t seq, int64_t ts, const char *subj,
-                const char *data, uint64_t lost)
+static void mir(struct sm_fixture *f, uint64_t seq, int64_t ts,
+                const char *subj, const char *data, uint64_t lost)
 {
     struct keel_stream_entry e = {.kind = KEEL_STREAM_E_MIRROR,
                                   .seq = seq,
@@ -748,7 +715,7 @@ static void mir(struct fixture *f, uint64_t seq, int64_t ts, const char *subj,
                                   .data = (const uint8_t *)data,
                                   .data_len = strlen(data),
                                   .lost = lost};
-    apply(f, &e);
+    sm_fixture_apply(f, &e);
 }
 
 static void mirror_entry_round_trips_and_is_strict(void **state)
@@ -805,7 +772,7 @@ static void mirror_entry_round_trips_and_is_strict(void **state)
 
 static void mirrored_messages_keep_origin_seqs_and_timestamps(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     mir(f, 1, 100, "o.a", "m1", 0);
     assert_true(f->res.stored);
     assert_int_equal(f->res.seq, 1);
@@ -825,7 +792,7 @@ static void mirrored_messages_keep_origin_seqs_and_timestamps(void **state)
 
 static void a_mirror_starting_late_has_no_deleted_prefix(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     mir(f, 3, 10, "o.a", "m3", 0);
     assert_int_equal(srv_stream_sm_first_seq(&f->sm), 3);
     assert_int_equal(f->sm.deleted, 0);
@@ -834,7 +801,7 @@ static void a_mirror_starting_late_has_no_deleted_prefix(void **state)
 
 static void a_resent_origin_seq_is_skipped_never_stored_twice(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     for (uint64_t s = 1; s <= 4; s++) {
         mir(f, s, (int64_t)s, "o.a", "x", 0);
     }
@@ -851,7 +818,7 @@ static void a_resent_origin_seq_is_skipped_never_stored_twice(void **state)
 
 static void origin_drops_are_recorded_and_the_mirror_moves_on(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     mir(f, 1, 1, "o.a", "x", 0);
     /* The origin dropped 2..6 before the mirror read them. */
     mir(f, 7, 7, "o.a", "x", 5);
@@ -860,7 +827,7 @@ static void origin_drops_are_recorded_and_the_mirror_moves_on(void **state)
     /* It dropped everything up to 9 and holds nothing now. */
     struct keel_stream_entry e = {
         .kind = KEEL_STREAM_E_MIRROR, .seq = 9, .lost = 2};
-    apply(f, &e);
+    sm_fixture_apply(f, &e);
     assert_false(f->res.stored);
     assert_int_equal(f->sm.mirror_pos, 9);
     assert_int_equal(f->sm.last_seq, 9);
@@ -875,14 +842,14 @@ static void origin_drops_are_recorded_and_the_mirror_moves_on(void **state)
 
 static void the_snapshot_carries_the_position(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     mir(f, 2, 2, "o.a", "x", 1);
     mir(f, 4, 4, "o.b", "y", 0);
     uint8_t *a = NULL, *b = NULL;
     size_t alen = 0, blen = 0;
     char err[256];
     assert_int_equal(srv_stream_sm_snapshot(&f->sm, &a, &alen), 0);
-    struct fixture g = {.index = 10};
+    struct sm_fixture g = {.index = 10};
     assert_int_equal(srv_stream_sm_init(&g.sm, "S"), 0);
     assert_int_equal(srv_stream_sm_restore(&g.sm, a, alen, err), 0);
     assert_int_equal(g.sm.mirror_pos, 4);
@@ -911,7 +878,7 @@ static void the_snapshot_carries_the_position(void **state)
 
 static void a_stream_that_is_no_mirror_keeps_its_snapshot_format(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     pub(f, 1, "a", "x");
     uint8_t *a = NULL;
     size_t alen = 0;
@@ -1015,7 +982,8 @@ static void mirror_config_errors_carry_nats_server_codes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name)                                                                \
+    cmocka_unit_test_setup_teardown(name, setup, sm_fixture_teardown)
         T(publishes_get_consecutive_seqs_and_counters),
         T(timestamps_never_go_backwards),
         T(max_msgs_with_discard_old_drops_the_oldest),

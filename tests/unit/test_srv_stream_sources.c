@@ -20,48 +20,15 @@
 #include "keel_stream_entry.h"
 #include "srv_js_config.h"
 #include "srv_stream_sm.h"
-
-struct fixture {
-    struct srv_stream_sm sm;
-    uint64_t index; /* next Raft index */
-    struct srv_stream_result res;
-};
+#include "stream_sm_fixture.h"
 
 static int setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof *f);
-    if (f == NULL || srv_stream_sm_init(&f->sm, "AGG") != 0) {
-        free(f);
-        return -1;
-    }
-    f->index = 1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fixture *f = *state;
-    srv_stream_sm_close(&f->sm);
-    free(f);
-    return 0;
-}
-
-/* Encode, decode and apply one entry (the path a committed entry takes). */
-static void apply(struct fixture *f, const struct keel_stream_entry *e)
-{
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    struct keel_stream_entry d;
-    char err[256];
-    assert_int_equal(keel_stream_entry_encode(e, &buf, &len), 0);
-    assert_int_equal(keel_stream_entry_decode(buf, len, &d, err), 0);
-    assert_int_equal(srv_stream_sm_apply(&f->sm, f->index++, &d, &f->res), 0);
-    free(buf);
+    return sm_fixture_setup(state, "AGG");
 }
 
 /* A message of source src at origin seq (subj "" : position only). */
-static void src_h(struct fixture *f, const char *src, uint64_t seq,
+static void src_h(struct sm_fixture *f, const char *src, uint64_t seq,
                   const char *subj, const char *hdr, uint64_t lost)
 {
     struct keel_stream_entry e = {.kind = KEEL_STREAM_E_SOURCE,
@@ -76,21 +43,21 @@ static void src_h(struct fixture *f, const char *src, uint64_t seq,
                                   .data = (const uint8_t *)(subj[0] ? "d" : ""),
                                   .data_len = subj[0] ? 1 : 0,
                                   .lost = lost};
-    apply(f, &e);
+    sm_fixture_apply(f, &e);
 }
 
-static void src(struct fixture *f, const char *name, uint64_t seq,
+static void src(struct sm_fixture *f, const char *name, uint64_t seq,
                 const char *subj)
 {
     src_h(f, name, seq, subj, NULL, 0);
 }
 
-static void config(struct fixture *f, const char *json)
+static void config(struct sm_fixture *f, const char *json)
 {
     struct keel_stream_entry e = {.kind = KEEL_STREAM_E_CONFIG,
                                   .subject = json,
                                   .subject_len = strlen(json)};
-    apply(f, &e);
+    sm_fixture_apply(f, &e);
     assert_int_equal(f->res.jerr, SRV_JS_OK);
 }
 
@@ -141,7 +108,7 @@ static void source_entry_round_trips_and_is_strict(void **state)
 
 static void sourced_messages_take_the_streams_own_seqs(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     src(f, "A", 5, "a.x");
     assert_true(f->res.stored);
     assert_int_equal(f->res.seq, 1); /* not the origin's 5 */
@@ -155,7 +122,7 @@ static void sourced_messages_take_the_streams_own_seqs(void **state)
 
 static void a_resent_source_entry_is_skipped(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     for (uint64_t s = 1; s <= 4; s++) {
         src(f, "A", s, "a.x");
     }
@@ -174,7 +141,7 @@ static void a_resent_source_entry_is_skipped(void **state)
 
 static void two_sources_interleaved_keep_per_source_order(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     /* A's and B's origin seqs overlap: each is its own position. */
     src(f, "A", 1, "a.1");
     src(f, "B", 1, "b.1");
@@ -199,7 +166,7 @@ static void two_sources_interleaved_keep_per_source_order(void **state)
 
 static void position_only_entries_store_nothing(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     src(f, "A", 1, "a.1");
     src_h(f, "A", 7, "", NULL, 5); /* the origin dropped 2..6 unread */
     assert_false(f->res.stored);
@@ -223,7 +190,7 @@ static void assert_stall(const struct srv_stream_sm *sm, uint64_t pos,
 
 static void sourced_messages_follow_the_streams_rules(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     config(f, "{\"name\":\"AGG\",\"sources\":[{\"name\":\"A\"}],"
               "\"max_msgs\":2,\"discard\":\"new\","
               "\"duplicate_window\":60000000000}");
@@ -247,7 +214,7 @@ static void sourced_messages_follow_the_streams_rules(void **state)
 
 /* A stream of max_msgs max, discard new, sourcing A: origin seqs 1..max
  * stored, max + 1 refused and stalled at. */
-static void fill_and_stall(struct fixture *f, uint64_t max)
+static void fill_and_stall(struct sm_fixture *f, uint64_t max)
 {
     char cfg[160], subj[16];
     snprintf(cfg, sizeof cfg,
@@ -269,7 +236,7 @@ static void fill_and_stall(struct fixture *f, uint64_t max)
  * the same state (docs/decisions/0035-sources-share-the-mirror-pump.md). */
 static void a_refused_sourced_message_stalls_until_it_fits(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     fill_and_stall(f, 2);
     /* Already in flight from the pump: skipped, the position stays. */
     src(f, "A", 4, "a.4");
@@ -286,7 +253,7 @@ static void a_refused_sourced_message_stalls_until_it_fits(void **state)
     size_t alen = 0, blen = 0;
     char err[256];
     assert_int_equal(srv_stream_sm_snapshot(&f->sm, &a, &alen), 0);
-    struct fixture g = {.index = f->index};
+    struct sm_fixture g = {.index = f->index};
     assert_int_equal(srv_stream_sm_init(&g.sm, "AGG"), 0);
     assert_int_equal(srv_stream_sm_restore(&g.sm, a, alen, err), 0);
     assert_stall(&g.sm, 2, 3, SRV_JS_EMAX_MSGS);
@@ -302,9 +269,9 @@ static void a_refused_sourced_message_stalls_until_it_fits(void **state)
 
     /* Room made on both: the retry is stored, the stall ends and what
      * follows is stored in order. */
-    struct fixture *both[2] = {f, &g};
+    struct sm_fixture *both[2] = {f, &g};
     for (int i = 0; i < 2; i++) {
-        struct fixture *x = both[i];
+        struct sm_fixture *x = both[i];
         assert_int_equal(srv_stream_sm_remove(&x->sm, 1), 0);
         src(x, "A", 4, "a.4"); /* in flight past the retry: skipped */
         assert_true(x->res.duplicate);
@@ -325,7 +292,7 @@ static void a_refused_sourced_message_stalls_until_it_fits(void **state)
  * record carrying the gap ends the stall, counted lost. */
 static void an_origin_gap_past_the_stall_ends_it(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     fill_and_stall(f, 1);
     assert_int_equal(srv_stream_sm_remove(&f->sm, 1), 0);
     src_h(f, "A", 5, "a.5", NULL, 3); /* origin seqs 2..4 gone */
@@ -338,7 +305,7 @@ static void an_origin_gap_past_the_stall_ends_it(void **state)
 
 static void the_snapshot_carries_every_sources_position(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     src(f, "A", 3, "a.3");
     src_h(f, "B", 10, "b.10", NULL, 2);
     uint8_t *a = NULL, *b = NULL;
@@ -346,7 +313,7 @@ static void the_snapshot_carries_every_sources_position(void **state)
     char err[256];
     assert_int_equal(srv_stream_sm_snapshot(&f->sm, &a, &alen), 0);
     assert_memory_equal(a, "KSS1", 4); /* a flag bit, not a new magic */
-    struct fixture g = {.index = 10};
+    struct sm_fixture g = {.index = 10};
     assert_int_equal(srv_stream_sm_init(&g.sm, "AGG"), 0);
     assert_int_equal(srv_stream_sm_restore(&g.sm, a, alen, err), 0);
     uint64_t lost = 0;
@@ -374,7 +341,7 @@ static void the_snapshot_carries_every_sources_position(void **state)
 
 static void too_many_names_forget_the_oldest(void **state)
 {
-    struct fixture *f = *state;
+    struct sm_fixture *f = *state;
     char name[16];
     for (int i = 0; i <= SRV_STREAM_SOURCE_POS_MAX; i++) {
         snprintf(name, sizeof name, "S%d", i);
@@ -535,7 +502,8 @@ static void sources_config_errors_carry_nats_server_codes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name)                                                                \
+    cmocka_unit_test_setup_teardown(name, setup, sm_fixture_teardown)
         T(source_entry_round_trips_and_is_strict),
         T(sourced_messages_take_the_streams_own_seqs),
         T(a_resent_source_entry_is_skipped),
