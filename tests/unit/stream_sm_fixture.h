@@ -9,7 +9,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include <jansson.h>
+
 #include "keel_stream_entry.h"
+#include "srv_js_config.h"
 #include "srv_stream_sm.h"
 
 struct sm_fixture {
@@ -51,6 +54,19 @@ static inline void sm_fixture_apply(struct sm_fixture *f,
     assert_int_equal(keel_stream_entry_decode(buf, len, &d, err), 0);
     assert_int_equal(srv_stream_sm_apply(&f->sm, f->index++, &d, &f->res), 0);
     free(buf);
+}
+
+/* Parse a stream config from JSON text (asserted to be JSON). */
+static inline int sm_fixture_parse_cfg(const char *body,
+                                       struct srv_stream_config *c,
+                                       enum srv_js_err *jerr, char *err)
+{
+    json_error_t je;
+    json_t *j = json_loads(body, 0, &je);
+    assert_non_null(j);
+    int rv = srv_stream_config_parse(j, c, jerr, err);
+    json_decref(j);
+    return rv;
 }
 
 #endif

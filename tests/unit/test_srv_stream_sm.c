@@ -887,29 +887,19 @@ static void a_stream_that_is_no_mirror_keeps_its_snapshot_format(void **state)
     free(a);
 }
 
-static int parse_cfg(const char *body, struct srv_stream_config *c,
-                     enum srv_js_err *jerr, char *err)
-{
-    json_error_t je;
-    json_t *j = json_loads(body, 0, &je);
-    assert_non_null(j);
-    int rv = srv_stream_config_parse(j, c, jerr, err);
-    json_decref(j);
-    return rv;
-}
-
 static void a_mirror_config_parses_and_encodes_like_nats_server(void **state)
 {
     (void)state;
     struct srv_stream_config c;
     enum srv_js_err jerr;
     char err[KEEL_ERRMSG_MAX];
-    assert_int_equal(parse_cfg("{\"name\":\"M\",\"mirror\":{\"name\":\"O\","
-                               "\"opt_start_seq\":3,\"filter_subject\":"
-                               "\"o.a\",\"opt_start_time\":"
-                               "\"2026-12-01T00:00:00Z\"}}",
-                               &c, &jerr, err),
-                     0);
+    assert_int_equal(
+        sm_fixture_parse_cfg("{\"name\":\"M\",\"mirror\":{\"name\":\"O\","
+                             "\"opt_start_seq\":3,\"filter_subject\":"
+                             "\"o.a\",\"opt_start_time\":"
+                             "\"2026-12-01T00:00:00Z\"}}",
+                             &c, &jerr, err),
+        0);
     assert_true(c.has_mirror);
     assert_string_equal(c.mirror.name, "O");
     assert_int_equal(c.mirror.opt_start_seq, 3);
@@ -934,9 +924,10 @@ static void a_mirror_config_parses_and_encodes_like_nats_server(void **state)
     json_decref(o);
     /* An empty origin name is accepted, as nats-server does. */
     struct srv_stream_config e;
-    assert_int_equal(parse_cfg("{\"name\":\"E\",\"mirror\":{\"name\":\"\"}}",
-                               &e, &jerr, err),
-                     0);
+    assert_int_equal(
+        sm_fixture_parse_cfg("{\"name\":\"E\",\"mirror\":{\"name\":\"\"}}", &e,
+                             &jerr, err),
+        0);
     assert_false(srv_stream_mirror_equal(&c, &e));
     srv_stream_config_free(&e);
     srv_stream_config_free(&c);
@@ -973,7 +964,8 @@ static void mirror_config_errors_carry_nats_server_codes(void **state)
         struct srv_stream_config c;
         enum srv_js_err jerr = SRV_JS_OK;
         char err[KEEL_ERRMSG_MAX];
-        assert_int_equal(parse_cfg(bad[i].body, &c, &jerr, err), KEEL_EINVAL);
+        assert_int_equal(sm_fixture_parse_cfg(bad[i].body, &c, &jerr, err),
+                         KEEL_EINVAL);
         assert_int_equal(jerr, bad[i].jerr);
         assert_non_null(strstr(err, bad[i].text));
     }

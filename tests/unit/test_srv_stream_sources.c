@@ -382,17 +382,6 @@ static void the_source_header_replaces_a_daisy_chains(void **state)
                      KEEL_EINVAL);
 }
 
-static int parse_cfg(const char *body, struct srv_stream_config *c,
-                     enum srv_js_err *jerr, char *err)
-{
-    json_error_t je;
-    json_t *j = json_loads(body, 0, &je);
-    assert_non_null(j);
-    int rv = srv_stream_config_parse(j, c, jerr, err);
-    json_decref(j);
-    return rv;
-}
-
 static void a_sources_config_parses_and_encodes_like_nats_server(void **state)
 {
     (void)state;
@@ -400,11 +389,11 @@ static void a_sources_config_parses_and_encodes_like_nats_server(void **state)
     enum srv_js_err jerr;
     char err[KEEL_ERRMSG_MAX];
     assert_int_equal(
-        parse_cfg("{\"name\":\"AGG\",\"sources\":[{\"name\":\"A\","
-                  "\"opt_start_seq\":3,\"filter_subject\":\"a.x\"},"
-                  "{\"name\":\"B\",\"opt_start_time\":"
-                  "\"2026-12-01T00:00:00Z\"}]}",
-                  &c, &jerr, err),
+        sm_fixture_parse_cfg("{\"name\":\"AGG\",\"sources\":[{\"name\":\"A\","
+                             "\"opt_start_seq\":3,\"filter_subject\":\"a.x\"},"
+                             "{\"name\":\"B\",\"opt_start_time\":"
+                             "\"2026-12-01T00:00:00Z\"}]}",
+                             &c, &jerr, err),
         0);
     assert_int_equal(c.nsources, 2);
     assert_false(c.has_mirror);
@@ -433,10 +422,11 @@ static void a_sources_config_parses_and_encodes_like_nats_server(void **state)
     json_decref(o);
     srv_stream_config_free(&c);
     /* Subjects of its own and sources together. */
-    assert_int_equal(parse_cfg("{\"name\":\"AGG\",\"subjects\":[\"agg\"],"
-                               "\"sources\":[{\"name\":\"A\"}]}",
-                               &c, &jerr, err),
-                     0);
+    assert_int_equal(
+        sm_fixture_parse_cfg("{\"name\":\"AGG\",\"subjects\":[\"agg\"],"
+                             "\"sources\":[{\"name\":\"A\"}]}",
+                             &c, &jerr, err),
+        0);
     assert_int_equal(c.nsubjects, 1);
     assert_int_equal(c.nsources, 1);
     srv_stream_config_free(&c);
@@ -477,7 +467,8 @@ static void sources_config_errors_carry_nats_server_codes(void **state)
         struct srv_stream_config c;
         enum srv_js_err jerr = SRV_JS_OK;
         char err[KEEL_ERRMSG_MAX];
-        assert_int_equal(parse_cfg(bad[i].body, &c, &jerr, err), KEEL_EINVAL);
+        assert_int_equal(sm_fixture_parse_cfg(bad[i].body, &c, &jerr, err),
+                         KEEL_EINVAL);
         assert_int_equal(jerr, bad[i].jerr);
         if (strstr(err, bad[i].text) == NULL) {
             fail_msg("case %zu: %s", i, err);
