@@ -415,9 +415,11 @@ static void api_update(struct api_req *q)
     if (cfg.first_seq == 0) {
         cfg.first_seq = st->cfg.first_seq; /* not given: kept */
     }
-    if (!srv_stream_mirror_equal(&st->cfg, &cfg)) {
-        /* nats-server's rule, also for adding or removing one: the
-         * mirror's position is the origin's seqs. */
+    if (!srv_stream_mirror_equal(&st->cfg, &cfg) &&
+        !(st->cfg.has_mirror && !cfg.has_mirror)) {
+        /* nats-server's rule, also for adding one: the mirror's position
+         * is the origin's seqs. Removing it promotes the mirror to a
+         * stream of its own, as nats-server 2.12 allows. */
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_EMIRROR_UPDATE, NULL);
     } else if (source_too_big(q->js, &cfg)) {
         srv_js_reply_err(q->js, q->reply, kind, SRV_JS_ESOURCE_MSG_SIZE, NULL);

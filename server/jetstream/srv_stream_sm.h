@@ -225,6 +225,14 @@ struct srv_stream_sm {
      * read them (docs/decisions/0032-mirrors-pull-into-the-log.md). */
     uint64_t mirror_pos;
     uint64_t mirror_lost;
+    /* A mirror: the applied config has a mirror, or a MIRROR entry was
+     * applied. Promoted: a config without a mirror followed (an update
+     * removed `mirror`); from then on MIRROR entries are skipped and a
+     * config that still names the mirror (one proposed by a leader whose
+     * node had not applied the update yet) does not make it a mirror
+     * again. Both in the snapshot. */
+    bool mirror_cfg;
+    bool promoted;
     /* A sourcing stream's positions, one per origin in the order first
      * seen (docs/decisions/0035-sources-share-the-mirror-pump.md):
      * replicated state like mirror_pos, in the snapshot. */

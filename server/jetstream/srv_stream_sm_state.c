@@ -447,6 +447,14 @@ static int apply_mirror(struct srv_stream_sm *sm, uint64_t index,
                         const struct keel_stream_entry *e,
                         struct srv_stream_result *res)
 {
+    if (sm->promoted) {
+        /* Read before the promotion, committed after it: the stream's
+         * seqs are its own now (docs/jetstream-config.md, "Mirrors"). */
+        res->seq = e->seq;
+        res->duplicate = true;
+        return 0;
+    }
+    sm->mirror_cfg = true; /* also with no CONFIG entry applied yet */
     if (e->seq <= sm->mirror_pos) {
         res->seq = e->seq;
         res->duplicate = true;
@@ -561,6 +569,10 @@ static int apply_config(struct srv_stream_sm *sm, uint64_t index,
         sm->last_seq = cfg.first_seq - 1;
         trim_front(sm);
     }
+    if (!cfg.has_mirror && sm->mirror_cfg) {
+        sm->promoted = true;
+    }
+    sm->mirror_cfg = cfg.has_mirror && !sm->promoted;
     srv_stream_limits_from_config(&cfg, &sm->lim);
     srv_stream_config_free(&cfg);
     sm->configured = true;
@@ -671,7 +683,8 @@ static void snap_header(struct keel_wbuf *b, const struct srv_stream_sm *sm,
                (uint64_t)l->sealed << 18 | (uint64_t)sm->configured << 19 |
                (uint64_t)l->discard_new_per_subject << 20 |
                (uint64_t)l->allow_msg_ttl << 21 | (uint64_t)ttl << 22 |
-               (uint64_t)src << 23 | (uint64_t)stall << 24);
+               (uint64_t)src << 23 | (uint64_t)stall << 24 |
+               (uint64_t)sm->mirror_cfg << 25 | (uint64_t)sm->promoted << 26);
     int64_t v[6] = {l->max_msgs,     l->max_bytes,  l->max_msgs_per_subject,
                     l->max_msg_size, l->max_age_ns, l->duplicate_window_ns};
     for (int i = 0; i < 6; i++) {
@@ -845,8 +858,8 @@ static int restore_header(struct srv_stream_sm *sm, struct keel_rbuf *r,
     }
     uint64_t f = keel_rbuf_u64(r);
     if ((f & 0xff) > SRV_JS_RETENTION_WORKQUEUE ||
-        (f >> 8 & 0xff) > SRV_JS_DISCARD_NEW || f >> 25 != 0 ||
-        (f >> 24 & 1 && !(f >> 23 & 1))) {
+        (f >> 8 & 0xff) > SRV_JS_DISCARD_NEW || f >> 27 != 0 ||
+        (f >> 24 & 1 && !(f >> 23 & 1)) || (f >> 25 & f >> 26 & 1)) {
         return KEEL_ECORRUPT;
     }
     l->retention = (enum srv_js_retention)(f & 0xff);
@@ -858,6 +871,10 @@ static int restore_header(struct srv_stream_sm *sm, struct keel_rbuf *r,
     l->discard_new_per_subject = f >> 20 & 1;
     l->allow_msg_ttl = f >> 21 & 1;
     *ttl = f >> 22 & 1;
+    sm->promoted = f >> 26 & 1;
+    /* A snapshot from before bit 25 marks a mirror by its position only. */
+    sm->mirror_cfg =
+        f >> 25 & 1 || (magic == SNAP_MAGIC_MIRROR && !sm->promoted);
     int64_t *v[6] = {&l->max_msgs,     &l->max_bytes,  &l->max_msgs_per_subject,
                      &l->max_msg_size, &l->max_age_ns, &l->duplicate_window_ns};
     for (int i = 0; i < 6; i++) {

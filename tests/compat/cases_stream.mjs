@@ -468,6 +468,9 @@ export const cases = [
   },
   {
     name: 'mirror configs nats-server refuses are refused with its codes',
+    intended: { remove: 'an update removing `mirror` promotes the mirror '
+      + 'to a stream of its own, as nats-server 2.12 does; 2.9.10 refuses '
+      + 'it (10055)' },
     run: async (ctx) => {
       const n = ctx.uniq;
       const codes = async (subj, body) => {
@@ -489,9 +492,13 @@ export const cases = [
         mirror: { name: `${n}E` } });
       out.change = await codes(`STREAM.UPDATE.${n}E`, { name: `${n}E`,
         mirror: { name: `${n}F`, filter_subject: 'x' } });
-      out.remove = await codes(`STREAM.UPDATE.${n}E`, { name: `${n}E` });
       out.limits = await codes(`STREAM.UPDATE.${n}E`, { name: `${n}E`,
         mirror: { name: `${n}F` }, max_msgs: 10 });
+      await api(ctx, `STREAM.CREATE.${n}G`, { name: `${n}G`,
+        subjects: [`${n}.g`] });
+      out.add = await codes(`STREAM.UPDATE.${n}G`, { name: `${n}G`,
+        mirror: { name: `${n}F` } });
+      out.remove = await codes(`STREAM.UPDATE.${n}E`, { name: `${n}E` });
       return out;
     },
   },

@@ -5,8 +5,9 @@
  * kept, the gaps deleted); a missing origin shows in info and is mirrored once
  * created; deleting the origin leaves the mirror's messages; origin drops are
  * recorded instead of stalling; a restart that loads a snapshot resumes
- * without a duplicate; config updates and cycles are refused with
- * nats-server's codes; a publish to a mirror reaches no stream. */
+ * without a duplicate; an update removing `mirror` promotes it; other
+ * config changes and cycles are refused with nats-server's codes; a publish
+ * to a mirror reaches no stream. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -386,6 +387,50 @@ static void a_restart_resumes_from_the_snapshot_without_duplicates(void **state)
     }
 }
 
+/* An update without `mirror` promotes the mirror (nats-server 2.12): it
+ * keeps the origin's messages at their seqs, stops reading the origin,
+ * takes publishes at the seqs after its last, and stays promoted across a
+ * restart that loads a snapshot. */
+static void removing_the_mirror_promotes_it_to_a_stream(void **state)
+{
+    struct kv_js1 *f = *state;
+    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
+    for (int i = 1; i <= 3; i++) {
+        publish(f, "o.a", "x", NULL, NULL);
+    }
+    wait_mirror(f, "M", 3, 3);
+    json_t *u = api(f, "$JS.API.STREAM.UPDATE.M", "{\"name\":\"M\"}");
+    assert_null(json_object_get(u, "error"));
+    const json_t *c = json_object_get(u, "config");
+    assert_null(json_object_get(c, "mirror"));
+    /* No subjects given: its name, as for any stream without a mirror. */
+    assert_string_equal(
+        json_string_value(json_array_get(json_object_get(c, "subjects"), 0)),
+        "M");
+    json_decref(u);
+    /* Origin messages after the promotion are not copied: M's next seq
+     * is its own publish. */
+    publish(f, "o.a", "late", NULL, NULL);
+    publish(f, "o.a", "late", NULL, NULL);
+    assert_int_equal(publish(f, "M", "own", NULL, NULL), 4);
+    for (uint64_t s = 1; s <= 3; s++) {
+        same_message(f, "O", "M", s);
+    }
+    kv_js1_restart(f);
+    assert_int_equal(publish(f, "M", "own", NULL, NULL), 5);
+    json_t *o = info(f, "M");
+    assert_null(json_object_get(o, "mirror"));
+    assert_int_equal(state_of(o, "messages"), 5);
+    assert_int_equal(state_of(o, "last_seq"), 5);
+    json_decref(o);
+    long long code = 0;
+    json_t *m = get(f, "M", 4, &code);
+    assert_non_null(m);
+    assert_string_equal(json_string_value(json_object_get(m, "subject")), "M");
+    json_decref(m);
+}
+
 static void mirror_config_changes_and_cycles_are_refused(void **state)
 {
     struct kv_js1 *f = *state;
@@ -395,12 +440,15 @@ static void mirror_config_changes_and_cycles_are_refused(void **state)
                              "{\"name\":\"M\",\"mirror\":{\"name\":\"O\","
                              "\"filter_subject\":\"o.a\"}}"),
                      10055);
-    assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.M", "{\"name\":\"M\"}"),
-                     10055);
     assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.M",
                              "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"},"
                              "\"max_msgs\":10}"),
                      0);
+    /* Adding a mirror to a stream that has none is a change too. */
+    create(f, "P", "{\"name\":\"P\",\"subjects\":[\"p\"]}");
+    assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.P",
+                             "{\"name\":\"P\",\"mirror\":{\"name\":\"O\"}}"),
+                     10055);
     assert_int_equal(api_err(f, "$JS.API.STREAM.CREATE.X",
                              "{\"name\":\"X\",\"subjects\":[\"x\"],"
                              "\"mirror\":{\"name\":\"O\"}}"),
@@ -427,6 +475,7 @@ int main(void)
         T(deleting_the_origin_leaves_the_mirror_messages),
         T(origin_drops_are_recorded_not_waited_for),
         T(a_restart_resumes_from_the_snapshot_without_duplicates),
+        T(removing_the_mirror_promotes_it_to_a_stream),
         T(mirror_config_changes_and_cycles_are_refused),
     };
     int rv = cmocka_run_group_tests(tests, NULL, NULL);

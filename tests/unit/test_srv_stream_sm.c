@@ -3,7 +3,8 @@
  * snapshot determinism), the entry codec's strictness, and mirrors: the
  * MIRROR entry (origin seqs and timestamps kept, gaps as deleted seqs,
  * idempotent by origin seq, origin drops counted), the snapshot carrying
- * the position, and the `mirror` config with nats-server 2.9.10's codes. */
+ * the position, promotion (an update removing `mirror`), and the `mirror`
+ * config with nats-server 2.9.10's codes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -876,6 +877,46 @@ static void the_snapshot_carries_the_position(void **state)
     free(b);
 }
 
+/* An update that removes `mirror` promotes the stream: a MIRROR entry
+ * read before it and committed after is skipped, a stale config that still
+ * names the mirror does not undo it, publishes follow the last seq, and a
+ * snapshot keeps all of it. */
+static void a_promoted_mirror_skips_mirror_entries_for_good(void **state)
+{
+    struct sm_fixture *f = *state;
+    static const char mcfg[] = "{\"name\":\"S\",\"mirror\":{\"name\":\"O\"}}";
+    config(f, mcfg);
+    mir(f, 1, 1, "o.a", "x", 0);
+    mir(f, 2, 2, "o.a", "x", 0);
+    config(f, "{\"name\":\"S\",\"subjects\":[\"S\"]}");
+    mir(f, 3, 3, "o.a", "late", 0);
+    assert_true(f->res.duplicate);
+    assert_false(f->res.stored);
+    config(f, mcfg);
+    mir(f, 4, 4, "o.a", "late", 0);
+    assert_false(f->res.stored);
+    assert_int_equal(f->sm.last_seq, 2);
+    assert_int_equal(f->sm.mirror_pos, 2);
+    pub(f, 5, "S", "own");
+    assert_int_equal(f->res.seq, 3);
+    uint8_t *a = NULL, *b = NULL;
+    size_t alen = 0, blen = 0;
+    char err[256];
+    assert_int_equal(srv_stream_sm_snapshot(&f->sm, &a, &alen), 0);
+    struct sm_fixture g = {.index = 20};
+    assert_int_equal(srv_stream_sm_init(&g.sm, "S"), 0);
+    assert_int_equal(srv_stream_sm_restore(&g.sm, a, alen, err), 0);
+    assert_int_equal(srv_stream_sm_snapshot(&g.sm, &b, &blen), 0);
+    assert_int_equal(alen, blen);
+    assert_memory_equal(a, b, alen);
+    mir(&g, 5, 5, "o.a", "late", 0);
+    assert_false(g.res.stored);
+    assert_int_equal(g.sm.last_seq, 3);
+    srv_stream_sm_close(&g.sm);
+    free(a);
+    free(b);
+}
+
 static void a_stream_that_is_no_mirror_keeps_its_snapshot_format(void **state)
 {
     struct sm_fixture *f = *state;
@@ -1007,6 +1048,7 @@ int main(void)
         T(a_resent_origin_seq_is_skipped_never_stored_twice),
         T(origin_drops_are_recorded_and_the_mirror_moves_on),
         T(the_snapshot_carries_the_position),
+        T(a_promoted_mirror_skips_mirror_entries_for_good),
         T(a_stream_that_is_no_mirror_keeps_its_snapshot_format),
         T(a_mirror_config_parses_and_encodes_like_nats_server),
         T(mirror_config_errors_carry_nats_server_codes),
