@@ -3,7 +3,8 @@
 // jsm.streams.add, read back as the clients read it: each origin message
 // once under the stream's own seqs with the Nats-Stream-Source header,
 // and stream info's `sources` [{name, lag, active, error?}] as
-// StreamSourceInfo. With KEEL_TEST_NATS_SERVER the same cases run
+// StreamSourceInfo; and a mirror promoted by an update that removes
+// `mirror`. With KEEL_TEST_NATS_SERVER the same cases run
 // against nats-server 2.9.10.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -92,6 +93,33 @@ describe('nats.js: sources', () => {
       const err = await apiError(jsm3.streams.add({ name: 'S3M',
         mirror: { name: 'S3O' }, sources: [{ name: 'S3O' }] }));
       assert.equal(err.err_code, 10031);
+    } finally {
+      await nc3.close();
+    }
+  });
+
+  it('v3: an update that removes mirror promotes the mirror',
+    { skip: process.env.KEEL_TEST_NATS_SERVER && 'nats-server 2.9.10 refuses it' },
+    async () => {
+    const nc3 = await connectV3({ servers: server.url, timeout: 5000 });
+    try {
+      const jsm3 = await jetstreamManager(nc3);
+      await jsm3.streams.add({ name: 'PO', subjects: ['po.>'] });
+      await nc3.request('po.a', 'one');
+      await nc3.request('po.b', 'two');
+      await jsm3.streams.add({ name: 'PM', mirror: { name: 'PO' } });
+      await waitFor(async () => (await jsm3.streams.info('PM')).state.messages === 2,
+        WAIT_MS, 'PM mirrors both');
+      // nats.js sends the old config with mirror left out (2.12's way).
+      const si = await jsm3.streams.update('PM', { mirror: undefined,
+        subjects: ['pm'] });
+      assert.equal(si.config.mirror, undefined);
+      assert.deepEqual(si.config.subjects, ['pm']);
+      const js3 = jsm3.jetstream();
+      assert.equal((await js3.publish('pm', 'own')).seq, 3);
+      const m = await jsm3.streams.getMessage('PM', { seq: 1 });
+      assert.equal(m.subject, 'po.a');
+      assert.equal((await jsm3.streams.info('PM')).mirror, undefined);
     } finally {
       await nc3.close();
     }
