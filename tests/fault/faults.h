@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
 #include <nats/nats.h>
 
 #include "harness.h"
@@ -35,6 +36,10 @@
 #define F_SUBJECT "faults.v"
 /* The mirror workload (--mirror, faults_mirror.c): a mirror of F_STREAM. */
 #define F_MIRROR "FAULTSMIR"
+/* The aggregate workload (--aggregate, faults_aggregate.c): an R1 stream
+ * sourcing F_STREAM and F_MIRROR. */
+#define F_AGG "FAULTSAGG"
+#define F_AGG_SOURCES 2
 #define F_CONVERGE_MS_MAX 30000 /* heal to every replica holding the log */
 #define F_NATS_PORT 4222        /* nats-server in a namespace: fixed ports */
 #define F_NATS_HTTP_PORT 8222
@@ -112,6 +117,8 @@ struct f_config {
     bool mirror;         /* also run the mirror workload (faults_mirror.c) */
     bool sources;        /* ... with a stream sourcing it instead of a
                             mirror (--sources) */
+    bool aggregate;      /* the mirror workload and an R1 stream sourcing
+                            both origin and mirror (--aggregate) */
     bool verbose;
 };
 
@@ -266,13 +273,58 @@ int f_mirror_check(struct f_run_ctx *c, const char *urls,
  * the mirror's read-back views and c's acked attempts. */
 void f_mirror_compare(const struct f_run_ctx *c, const struct f_view *origin,
                       const struct f_view *mv, struct f_mirror_result *mr);
-/* The mirror's leader's node index, or -1 (one attempt). */
-int f_mirror_leader(struct f_run_ctx *c, const char *urls);
+/* Poll done(js) every 200 ms until it holds or F_CONVERGE_MS_MAX passed;
+ * *reached says which. The ms it took, or -1. */
+long long f_wait_js(jsCtx *js, bool (*done)(jsCtx *js), bool *reached);
+/* The node index of stream's leader, or -1 (one attempt). */
+int f_leader_node(struct f_run_ctx *c, const char *urls, const char *stream);
+/* Peer names of stream's group into out ("n1*,n2": * leads) and its
+ * leader's into leader ("" unknown). */
+void f_peers_of(jsCtx *js, const char *stream, char *out, size_t len,
+                char *leader, size_t llen);
+
+/* faults_aggregate.c: the aggregate workload. Once healed and the mirror
+ * caught up, F_AGG must hold each origin message once from each source,
+ * in origin order per source. */
+#define F_AGG_UNREAD                                                           \
+    (-2) /* f_agg_msg.src of a seq the server did not serve                    \
+          */
+struct f_agg_msg {
+    int src;       /* index into F_AGG's sources; -1 no or a foreign
+                      Nats-Stream-Source; F_AGG_UNREAD */
+    uint64_t oseq; /* the origin seq its header names */
+    uint32_t slot; /* the value's attempt slot + 1 (0: not ours) */
+};
+struct f_agg_result {
+    bool caught_up;       /* as many messages as both sources hold */
+    long long catchup_ms; /* from the check's start (-1: never) */
+    uint64_t read;        /* seqs read back */
+    uint64_t missing;     /* an acked value not there from one source */
+    uint64_t mismatch;    /* a value other than the origin's at its seq */
+    uint64_t dup;         /* one origin seq twice from one source */
+    uint64_t reorder;     /* an origin seq not above its source's last */
+    uint64_t alien;       /* a value or a source header not ours */
+    uint64_t bad;         /* a seq the server did not serve */
+    char placement[80];   /* F_AGG's peer */
+    bool pass;
+};
+int f_agg_create(struct f_run_ctx *c, const char *url);
+int f_agg_check(struct f_run_ctx *c, const char *urls,
+                const struct f_view *origin, struct f_agg_result *ar);
+/* ar's counts from the origin's read-back view, F_AGG's n messages in seq
+ * order and c's acked attempts. */
+void f_agg_count(const struct f_run_ctx *c, const struct f_view *origin,
+                 const struct f_agg_msg *m, uint64_t n,
+                 struct f_agg_result *ar);
 
 /* faults_work.c */
 /* A connection with reconnect and a JetStream context (both to destroy).
  * 0 or -1. */
 int f_connect_js(const char *urls, natsConnection **nc, jsCtx **js);
+/* Create stream name with cfg (owned) through url, retried while
+ * JetStream starts. 0 or -1. */
+int f_create_named(struct f_run_ctx *c, const char *url, const char *name,
+                   json_t *cfg);
 /* Create the mirror F_MIRROR of F_STREAM (bounded retries). 0 or -1. */
 int f_mirror_create(struct f_run_ctx *c, const char *url);
 /* Read every seq of stream through the server (f_read_stream for

@@ -14,6 +14,8 @@
  *                                             compared with it at the end)
  *               [--sources]                  (the same with a stream that
  *                                             sources it, not a mirror)
+ *               [--aggregate]                (--mirror and an R1 stream
+ *                                             sourcing origin and mirror)
  * Environment: KEELD (keeld binary), KEEL (keel binary, for store dump).
  */
 #include <assert.h>
@@ -147,11 +149,12 @@ static int parse_duration_s(const char *v)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: keel-faults --nemesis NAME [--nodes 1|3|5] "
-                    "[--replicas 1|3|5] [--policy P] [--pubs N] [--rounds N] "
-                    "[--round-ms MS] [--duration 30m] [--seed N] [--urls LIST] "
-                    "[--server keeld|nats-server] [--mirror|--sources]\n"
-                    "nemeses:");
+    fprintf(stderr,
+            "usage: keel-faults --nemesis NAME [--nodes 1|3|5] "
+            "[--replicas 1|3|5] [--policy P] [--pubs N] [--rounds N] "
+            "[--round-ms MS] [--duration 30m] [--seed N] [--urls LIST] "
+            "[--server keeld|nats-server] [--mirror|--sources|--aggregate]\n"
+            "nemeses:");
     for (size_t i = 0; i < sizeof nemeses / sizeof nemeses[0]; i++) {
         fprintf(stderr, " %s", nemeses[i].name);
     }
@@ -175,9 +178,11 @@ static int parse(int argc, char **argv, struct f_config *cfg)
             cfg->verbose = true;
             continue;
         }
-        if (strcmp(a, "--mirror") == 0 || strcmp(a, "--sources") == 0) {
+        if (strcmp(a, "--mirror") == 0 || strcmp(a, "--sources") == 0 ||
+            strcmp(a, "--aggregate") == 0) {
             cfg->mirror = true;
             cfg->sources = cfg->sources || strcmp(a, "--sources") == 0;
+            cfg->aggregate = cfg->aggregate || strcmp(a, "--aggregate") == 0;
             continue;
         }
         if (v == NULL) {
@@ -394,10 +399,19 @@ static int pick(struct f_run_ctx *c, const char *urls, bool *set)
         /* The mirror workload: every other event also hits the mirror's
          * leader when it hosts no origin replica (the origin still loses
          * a minority only), so the mirror's pump moves too. */
-        int ml =
-            c->cfg.mirror && f_rand(c) % 2 == 0 ? f_mirror_leader(c, urls) : -1;
+        int ml = c->cfg.mirror && f_rand(c) % 2 == 0
+                     ? f_leader_node(c, urls, F_MIRROR)
+                     : -1;
         if (ml >= 0 && !c->host[ml]) {
             set[ml] = true;
+        }
+        /* The aggregate's node too, every third event, on the same terms:
+         * its pumps restart from the positions its log holds. */
+        int an = c->cfg.aggregate && f_rand(c) % 3 == 0
+                     ? f_leader_node(c, urls, F_AGG)
+                     : -1;
+        if (an >= 0 && !c->host[an]) {
+            set[an] = true;
         }
     }
     return 0;
@@ -574,6 +588,10 @@ static int traffic(struct f_run_ctx *c, const char *urls)
         fprintf(stderr, "keel-faults: stream not created at %s\n", urls);
         return -1;
     }
+    if (c->cfg.aggregate && f_agg_create(c, urls) != 0) {
+        fprintf(stderr, "keel-faults: aggregate not created at %s\n", urls);
+        return -1;
+    }
     if (c->cluster && f_cluster_hosts(c, urls) != 0) {
         fprintf(stderr, "keel-faults: the stream's peers are unknown\n");
         return -1;
@@ -716,12 +734,16 @@ static int run(struct f_run_ctx *c)
     if (c->cfg.mirror && (rv != 0 || f_mirror_check(c, u, &read, &mr) != 0)) {
         mr.pass = false;
     }
+    struct f_agg_result ar = {.pass = true};
+    if (c->cfg.aggregate && (rv != 0 || f_agg_check(c, u, &read, &ar) != 0)) {
+        ar.pass = false;
+    }
     int nv = stop_and_dump(c, views);
     f_check(c, &read, views, nv, &r);
     /* A run that could not run fails, and so does a keeld that crashed or
      * hung on SIGTERM (its log says which). */
     r.pass = r.pass && rv == 0 && c->unclean_stops == 0 &&
-             c->member_failed == 0 && mr.pass;
+             c->member_failed == 0 && mr.pass && ar.pass;
     bool keep = !r.pass || getenv("KEEL_FAULTS_KEEP") != NULL;
     row(c, &r, views, nv);
     if (c->cfg.mirror) {
@@ -734,6 +756,17 @@ static int run(struct f_run_ctx *c)
                (unsigned long long)mr.mismatch, (unsigned long long)mr.dup,
                (unsigned long long)mr.alien, mr.leader_off ? "yes" : "no",
                mr.placement);
+    }
+    if (c->cfg.aggregate) {
+        printf("keel-faults: aggregate %s caught_up=%s catchup_ms=%lld "
+               "read=%llu missing=%llu mismatch=%llu dup=%llu reorder=%llu "
+               "alien=%llu bad=%llu [%s]\n",
+               ar.pass ? "PASS" : "FAIL", ar.caught_up ? "yes" : "no",
+               ar.catchup_ms, (unsigned long long)ar.read,
+               (unsigned long long)ar.missing, (unsigned long long)ar.mismatch,
+               (unsigned long long)ar.dup, (unsigned long long)ar.reorder,
+               (unsigned long long)ar.alien, (unsigned long long)ar.bad,
+               ar.placement);
     }
     for (int i = 0; c->cfg.urls == NULL && i < c->cfg.nodes; i++) {
         if (keep) {
@@ -799,6 +832,11 @@ int main(int argc, char **argv)
     if (c.cfg.duration_s > 0) {
         c.pace_us = (long)((long long)c.cfg.duration_s * 1000000LL /
                            (F_PER_PUB_MAX / 10 * 9));
+    }
+    if (c.cfg.aggregate && c.cfg.sources) {
+        fprintf(stderr, "keel-faults: --aggregate sources the mirror: "
+                        "leave out --sources\n");
+        return 2;
     }
     if (c.cfg.mirror &&
         (c.cfg.nodes < 3 || c.cfg.nats_server || c.cfg.urls != NULL)) {

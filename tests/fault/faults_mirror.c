@@ -18,10 +18,8 @@ static void pause_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* Peer names of stream's group into out ("n1*,n2": * leads) and its
- * leader's into leader ("" unknown). */
-static void peers_of(jsCtx *js, const char *stream, char *out, size_t len,
-                     char *leader, size_t llen)
+void f_peers_of(jsCtx *js, const char *stream, char *out, size_t len,
+                char *leader, size_t llen)
 {
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
@@ -57,7 +55,7 @@ static bool among(const char *peers, const char *name)
     return false;
 }
 
-int f_mirror_leader(struct f_run_ctx *c, const char *urls)
+int f_leader_node(struct f_run_ctx *c, const char *urls, const char *stream)
 {
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
@@ -65,7 +63,7 @@ int f_mirror_leader(struct f_run_ctx *c, const char *urls)
     if (f_connect_js(urls, &nc, &js) != 0) {
         return -1;
     }
-    peers_of(js, F_MIRROR, peers, sizeof peers, leader, sizeof leader);
+    f_peers_of(js, stream, peers, sizeof peers, leader, sizeof leader);
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
     return f_node_of(c, leader[0] != '\0' ? leader : NULL);
@@ -110,6 +108,15 @@ void f_mirror_compare(const struct f_run_ctx *c, const struct f_view *origin,
     mr->read = mv->n > 0 ? mv->n - 1 : 0;
 }
 
+long long f_wait_js(jsCtx *js, bool (*done)(jsCtx *js), bool *reached)
+{
+    long long t0 = h_now_ms();
+    while (!(*reached = done(js)) && h_now_ms() - t0 < F_CONVERGE_MS_MAX) {
+        pause_ms(200); /* a pump catching up: poll, bounded */
+    }
+    return *reached ? h_now_ms() - t0 : -1;
+}
+
 int f_mirror_check(struct f_run_ctx *c, const char *urls,
                    const struct f_view *origin, struct f_mirror_result *mr)
 {
@@ -121,17 +128,10 @@ int f_mirror_check(struct f_run_ctx *c, const char *urls,
     if (f_connect_js(urls, &nc, &js) != 0) {
         return -1;
     }
-    long long t0 = h_now_ms();
-    while (!(mr->caught_up = same_state(js)) &&
-           h_now_ms() - t0 < F_CONVERGE_MS_MAX) {
-        pause_ms(200); /* the mirror's pump catching up: poll, bounded */
-    }
-    if (mr->caught_up) {
-        mr->catchup_ms = h_now_ms() - t0;
-    }
+    mr->catchup_ms = f_wait_js(js, same_state, &mr->caught_up);
     char op[80], mp[80], ol[32], ml[32];
-    peers_of(js, F_STREAM, op, sizeof op, ol, sizeof ol);
-    peers_of(js, F_MIRROR, mp, sizeof mp, ml, sizeof ml);
+    f_peers_of(js, F_STREAM, op, sizeof op, ol, sizeof ol);
+    f_peers_of(js, F_MIRROR, mp, sizeof mp, ml, sizeof ml);
     mr->leader_off = ml[0] != '\0' && !among(op, ml);
     snprintf(mr->placement, sizeof mr->placement, "origin %s mirror %s", op,
              mp);

@@ -156,8 +156,8 @@ static int create_once(struct f_run_ctx *c, natsConnection *nc,
 
 /* Create name with cfg (owned) through url, retried while JetStream
  * starts. */
-static int create_stream(struct f_run_ctx *c, const char *url, const char *name,
-                         json_t *cfg)
+int f_create_named(struct f_run_ctx *c, const char *url, const char *name,
+                   json_t *cfg)
 {
     natsConnection *nc = NULL;
     jsCtx *js = NULL;
@@ -178,10 +178,10 @@ static int create_stream(struct f_run_ctx *c, const char *url, const char *name,
 
 int f_stream_create(struct f_run_ctx *c, const char *url)
 {
-    return create_stream(c, url, F_STREAM,
-                         json_pack("{s:s, s:[s], s:i, s:s}", "name", F_STREAM,
-                                   "subjects", F_SUBJECT, "num_replicas",
-                                   c->cfg.replicas, "storage", "file"));
+    return f_create_named(c, url, F_STREAM,
+                          json_pack("{s:s, s:[s], s:i, s:s}", "name", F_STREAM,
+                                    "subjects", F_SUBJECT, "num_replicas",
+                                    c->cfg.replicas, "storage", "file"));
 }
 
 int f_mirror_create(struct f_run_ctx *c, const char *url)
@@ -190,7 +190,7 @@ int f_mirror_create(struct f_run_ctx *c, const char *url)
      * deletes nothing, so its seq k lands at seq k here too and the
      * mirror's checks hold as they are
      * (docs/decisions/0035-sources-share-the-mirror-pump.md). */
-    return create_stream(
+    return f_create_named(
         c, url, F_MIRROR,
         json_pack("{s:s, s:i, s:s, s:o}", "name", F_MIRROR, "num_replicas",
                   c->cfg.replicas, "storage", "file",

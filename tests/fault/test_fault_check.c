@@ -2,7 +2,8 @@
  * server, no data directory (an external run skips the disk scan). An
  * attempt answered with a JetStream error ("not stored") whose value the
  * final read serves fails the run and is counted. The mirror workload's
- * comparison counts a gap, a reorder and a duplicate.
+ * comparison counts a gap, a reorder and a duplicate; the aggregate
+ * workload's count does the same per source.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -257,6 +258,55 @@ a_gap_a_reorder_and_a_duplicate_in_a_mirror_are_counted(void **state)
     assert_int_equal(mr.dup, 1);
 }
 
+/* The aggregate workload's count (faults_aggregate.c): origin seqs 1..3
+ * acked with slots 0..2, F_AGG's messages as {source, origin seq, slot}. */
+static void agg_of(struct fixture *f, const struct f_agg_msg *m, uint64_t n,
+                   struct f_agg_result *ar)
+{
+    for (uint32_t s = 0; s < 3; s++) {
+        acked_and_served(f, s, s + 1);
+    }
+    memset(ar, 0, sizeof *ar);
+    f_agg_count(&f->c, &f->read, m, n, ar);
+}
+
+static void an_aggregate_with_each_message_once_per_source_passes(void **state)
+{
+    struct f_agg_result ar;
+    /* Interleaved across sources, in order within each. */
+    const struct f_agg_msg m[] = {{0, 1, 1}, {1, 1, 1}, {1, 2, 2},
+                                  {0, 2, 2}, {0, 3, 3}, {1, 3, 3}};
+    agg_of(*state, m, 6, &ar);
+    assert_int_equal(
+        ar.missing + ar.mismatch + ar.dup + ar.reorder + ar.alien + ar.bad, 0);
+    assert_int_equal(ar.read, 6);
+}
+
+static void
+an_aggregate_gap_duplicate_reorder_and_alien_are_counted(void **state)
+{
+    struct f_agg_result ar;
+    /* The mirror's seq 2 never arrived; the origin's seq 1 came twice. */
+    const struct f_agg_msg gap[] = {{0, 1, 1}, {0, 2, 2}, {0, 3, 3},
+                                    {1, 1, 1}, {1, 3, 3}, {0, 1, 1}};
+    agg_of(*state, gap, 6, &ar);
+    assert_int_equal(ar.missing, 1);
+    assert_int_equal(ar.dup, 1);
+    assert_int_equal(ar.reorder, 1);
+    assert_int_equal(ar.mismatch, 0);
+    /* Origin seqs 2 and 3 swapped, a value under the wrong seq, a foreign
+     * header and a seq not served. */
+    const struct f_agg_msg bad[] = {{0, 1, 1},  {0, 3, 3},           {0, 2, 2},
+                                    {1, 1, 2},  {1, 2, 2},           {1, 3, 3},
+                                    {-1, 0, 1}, {F_AGG_UNREAD, 0, 0}};
+    agg_of(*state, bad, 8, &ar);
+    assert_int_equal(ar.reorder, 1);
+    assert_int_equal(ar.mismatch, 1);
+    assert_int_equal(ar.alien, 1);
+    assert_int_equal(ar.bad, 1);
+    assert_int_equal(ar.missing, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -278,6 +328,12 @@ int main(void)
             a_mirror_equal_to_its_origin_counts_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(
             a_gap_a_reorder_and_a_duplicate_in_a_mirror_are_counted, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            an_aggregate_with_each_message_once_per_source_passes, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            an_aggregate_gap_duplicate_reorder_and_alien_are_counted, setup,
             teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
