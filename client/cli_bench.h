@@ -126,6 +126,33 @@ void cli_bench_lat_print(const struct bench_result *r, const char *label,
 int cli_bench_js_stream_add(jsCtx *js, const char *name, const char *subject,
                             int64_t replicas, const char *hint, char *errmsg);
 
+/* Publish msgs messages of size bytes to subject through js, an async
+ * context whose ack handler counts failed acks in *errors
+ * (cli_bench_js_consume.c); wait up to wait_ms for the last acks. Not
+ * timed: it fills a stream before a bench's timed phase. */
+int cli_bench_js_fill(jsCtx *js, const char *subject, int64_t size,
+                      int64_t msgs, int64_t wait_ms, _Atomic int64_t *errors,
+                      char *errmsg);
+
+/* keel bench js fetch|push|mirror: the parsed command
+ * (cli_bench_js_consume.c). stream is the run's fresh name. */
+enum cli_bjc_mode { CLI_BJC_FETCH, CLI_BJC_PUSH, CLI_BJC_MIRROR };
+struct cli_bjc_cfg {
+    enum cli_bjc_mode mode;
+    const char *subject;
+    const char *stream_prefix;
+    const char *ack;
+    char stream[64];
+    int64_t size, msgs, batch, window, stall_ms, expires_ms, replicas;
+    int64_t rate; /* mirror: publishes a second in the lag phase */
+    bool json, unfiltered;
+    struct cli_conn_opts conn;
+};
+
+/* keel bench js mirror (cli_bench_js_mirror.c): a mirror's catch-up rate
+ * and its lag under a paced publish load. */
+int cli_bench_js_mirror(const struct cli_bjc_cfg *c, char *errmsg);
+
 /* Print `r` as text (or one JSON object with cfg->json) to stdout. */
 void cli_bench_report(const struct bench_cfg *cfg,
                       const struct bench_result *r);

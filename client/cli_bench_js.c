@@ -289,10 +289,11 @@ static int bjs_run(const struct bjs_cfg *c, char *errmsg)
 int cli_bench_js(const struct cli_cmd *parent, int argc, char **argv,
                  char *errmsg)
 {
-    /* fetch and push take other flags: their own parser (the mode must be
-     * the first argument after "js"). */
+    /* fetch, push and mirror take other flags: their own parser (the mode
+     * must be the first argument after "js"). */
     if (argc > 1 &&
-        (strcmp(argv[1], "fetch") == 0 || strcmp(argv[1], "push") == 0)) {
+        (strcmp(argv[1], "fetch") == 0 || strcmp(argv[1], "push") == 0 ||
+         strcmp(argv[1], "mirror") == 0)) {
         return cli_bench_js_consume(parent, argc, argv, errmsg);
     }
     (void)parent;
@@ -301,7 +302,7 @@ int cli_bench_js(const struct cli_cmd *parent, int argc, char **argv,
         NULL,
         "pub SUBJECT",
         "JetStream publish throughput with acks (also: fetch|push SUBJECT, "
-        "see keel bench js fetch --help).",
+        "mirror SUBJECT; see keel bench js fetch --help).",
         2,
         2};
     struct bjs_cfg c = {.stream = "BENCH",

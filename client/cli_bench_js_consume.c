@@ -13,6 +13,9 @@
  * libnats subscribes with a consumer filtered on SUBJECT (what every client
  * does); --unfiltered instead creates the consumer without a filter and
  * binds to it, to show what a filter equal to the stream's subjects costs.
+ *
+ * mirror: the same preloaded stream as an origin, then a mirror of it
+ *        (cli_bench_js_mirror.c).
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -30,21 +33,8 @@
 #include "keel/error.h"
 #include "keel/limits.h"
 
-enum bjc_mode { BJC_FETCH, BJC_PUSH };
-
-struct bjc_cfg {
-    enum bjc_mode mode;
-    const char *subject;
-    const char *stream_prefix;
-    const char *ack;
-    char stream[64];
-    int64_t size, msgs, batch, window, stall_ms, expires_ms, replicas;
-    bool json, unfiltered;
-    struct cli_conn_opts conn;
-};
-
 struct bjc {
-    const struct bjc_cfg *cfg;
+    const struct cli_bjc_cfg *cfg;
     natsConnection *nc;
     jsCtx *js;
     natsSubscription *sub;
@@ -70,38 +60,43 @@ static void bjc_on_pub_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa,
 /* Create the fresh stream and fill it with --msgs messages (not timed). */
 static int bjc_preload(struct bjc *b, char *errmsg)
 {
-    const struct bjc_cfg *c = b->cfg;
+    const struct cli_bjc_cfg *c = b->cfg;
     int rv = cli_bench_js_stream_add(
         b->js, c->stream, c->subject, c->replicas,
         "is the server running with JetStream (a store dir)?", errmsg);
-    if (rv != 0) {
-        return rv;
-    }
+    return rv != 0 ? rv
+                   : cli_bench_js_fill(b->js, c->subject, c->size, c->msgs,
+                                       c->stall_ms, &b->pub_errors, errmsg);
+}
+
+int cli_bench_js_fill(jsCtx *js, const char *subject, int64_t size,
+                      int64_t msgs, int64_t wait_ms, _Atomic int64_t *errors,
+                      char *errmsg)
+{
     natsStatus s = NATS_OK;
-    char *payload = malloc((size_t)c->size + 1);
+    char *payload = malloc((size_t)size + 1);
     if (payload == NULL) {
-        return keel_err(KEEL_ENOMEM, errmsg, "payload of %" PRId64 " B",
-                        c->size);
+        return keel_err(KEEL_ENOMEM, errmsg, "payload of %" PRId64 " B", size);
     }
-    memset(payload, 'k', (size_t)c->size + 1);
-    /* Bounded by --msgs; js_PublishAsync blocks at --window unacked. */
-    for (int64_t i = 0; i < c->msgs && s == NATS_OK; i++) {
-        s = js_PublishAsync(b->js, c->subject, payload, (int)c->size, NULL);
+    memset(payload, 'k', (size_t)size + 1);
+    /* Bounded by msgs; js_PublishAsync blocks at the context's window. */
+    for (int64_t i = 0; i < msgs && s == NATS_OK; i++) {
+        s = js_PublishAsync(js, subject, payload, (int)size, NULL);
     }
     free(payload);
     if (s == NATS_OK) {
         jsPubOptions po;
         jsPubOptions_Init(&po);
-        po.MaxWait = c->stall_ms;
-        s = js_PublishAsyncComplete(b->js, &po);
+        po.MaxWait = wait_ms;
+        s = js_PublishAsyncComplete(js, &po);
     }
     if (s != NATS_OK) {
         return cli_nats_err(s, errmsg, "preload (async publish)");
     }
-    if (atomic_load(&b->pub_errors) != 0) {
+    if (atomic_load(errors) != 0) {
         return keel_err(KEEL_ECONN, errmsg,
                         "preload: %" PRId64 " publishes were not acked",
-                        atomic_load(&b->pub_errors));
+                        atomic_load(errors));
     }
     return 0;
 }
@@ -118,7 +113,7 @@ static void bjc_count(struct bjc *b, natsMsg *m)
  * returns nothing for --stall fails the run. */
 static int bjc_fetch_loop(struct bjc *b, char *errmsg)
 {
-    const struct bjc_cfg *c = b->cfg;
+    const struct cli_bjc_cfg *c = b->cfg;
     int64_t idle_since = cli_mono_ns();
     /* Bounded by --msgs (each turn receives at least one message) and the
      * stall deadline (each empty turn waits up to --expires). */
@@ -175,7 +170,7 @@ static void bjc_on_push(natsConnection *nc, natsSubscription *sub, natsMsg *m,
  * progress. */
 static int bjc_push_wait(struct bjc *b, char *errmsg)
 {
-    const struct bjc_cfg *c = b->cfg;
+    const struct cli_bjc_cfg *c = b->cfg;
     int64_t last = -1, idle_since = cli_mono_ns();
     pthread_mutex_lock(&b->mu);
     /* Bounded by the stall deadline: each turn waits one tick. */
@@ -211,8 +206,8 @@ static natsStatus bjc_add_unfiltered(struct bjc *b, jsSubOptions *so,
     jsConsumerInfo *ci = NULL;
     jsConsumerConfig cc = so->Config;
     natsStatus s = NATS_OK;
-    cc.Durable = b->cfg->mode == BJC_FETCH ? "BENCHFETCH" : "BENCHPUSH";
-    if (b->cfg->mode == BJC_PUSH) {
+    cc.Durable = b->cfg->mode == CLI_BJC_FETCH ? "BENCHFETCH" : "BENCHPUSH";
+    if (b->cfg->mode == CLI_BJC_PUSH) {
         s = natsInbox_Create(inbox);
         cc.DeliverSubject = *inbox;
     }
@@ -227,7 +222,7 @@ static natsStatus bjc_add_unfiltered(struct bjc *b, jsSubOptions *so,
 /* Create the durable consumer and run the timed consume phase. */
 static int bjc_consume(struct bjc *b, int64_t *ns, char *errmsg)
 {
-    const struct bjc_cfg *c = b->cfg;
+    const struct cli_bjc_cfg *c = b->cfg;
     jsSubOptions so;
     jsErrCode jerr = 0;
     natsInbox *inbox = NULL;
@@ -241,7 +236,7 @@ static int bjc_consume(struct bjc *b, int64_t *ns, char *errmsg)
     if (c->unfiltered) {
         s = bjc_add_unfiltered(b, &so, &inbox, &jerr);
     }
-    if (s == NATS_OK && c->mode == BJC_FETCH) {
+    if (s == NATS_OK && c->mode == CLI_BJC_FETCH) {
         s = js_PullSubscribe(&b->sub, b->js, c->subject, "BENCHFETCH", NULL,
                              &so, &jerr);
     } else if (s == NATS_OK) {
@@ -259,8 +254,8 @@ static int bjc_consume(struct bjc *b, int64_t *ns, char *errmsg)
                         "create consumer on %s: %s (JetStream error %d)",
                         c->stream, natsStatus_GetText(s), (int)jerr);
     }
-    int rv = c->mode == BJC_FETCH ? bjc_fetch_loop(b, errmsg)
-                                  : bjc_push_wait(b, errmsg);
+    int rv = c->mode == CLI_BJC_FETCH ? bjc_fetch_loop(b, errmsg)
+                                      : bjc_push_wait(b, errmsg);
     *ns = cli_mono_ns() - t0;
     if (rv == 0 && atomic_load(&b->bad_size) != 0) {
         rv = keel_err(KEEL_EPROTO, errmsg,
@@ -272,13 +267,13 @@ static int bjc_consume(struct bjc *b, int64_t *ns, char *errmsg)
 
 static void bjc_report(const struct bjc *b, int64_t ns)
 {
-    const struct bjc_cfg *c = b->cfg;
-    const char *mode = c->mode == BJC_FETCH ? "fetch" : "push";
+    const struct cli_bjc_cfg *c = b->cfg;
+    const char *mode = c->mode == CLI_BJC_FETCH ? "fetch" : "push";
     double s = (double)ns / 1e9;
     int64_t n = atomic_load(&b->received);
     double rate = s > 0 ? (double)n / s : 0;
     double mbs = rate * (double)c->size / (1024.0 * 1024.0);
-    int64_t batch = c->mode == BJC_FETCH ? c->batch : 0; /* 0: push */
+    int64_t batch = c->mode == CLI_BJC_FETCH ? c->batch : 0; /* 0: push */
     if (c->json) {
         printf("{\"mode\":\"js_%s\",\"size\":%" PRId64 ",\"batch\":%" PRId64
                ",\"ack\":\"%s\",\"filtered\":%s,\"received\":%" PRId64
@@ -293,7 +288,7 @@ static void bjc_report(const struct bjc *b, int64_t ns)
            c->unfiltered ? "unfiltered" : "filtered", rate, mbs);
 }
 
-static int bjc_run(const struct bjc_cfg *c, char *errmsg)
+static int bjc_run(const struct cli_bjc_cfg *c, char *errmsg)
 {
     struct bjc *b = calloc(1, sizeof *b);
     int64_t ns = 0;
@@ -336,17 +331,34 @@ static int bjc_run(const struct bjc_cfg *c, char *errmsg)
     return rv;
 }
 
-static int bjc_check(struct bjc_cfg *c, const char *mode, char *errmsg)
+static int bjc_check(struct cli_bjc_cfg *c, const char *mode, char *errmsg)
 {
-    if (strcmp(mode, "fetch") != 0 && strcmp(mode, "push") != 0) {
-        return keel_err(KEEL_EUSAGE, errmsg,
-                        "unknown js bench mode '%s' (pub, fetch, push)", mode);
+    static const char *const modes[] = {"fetch", "push", "mirror"};
+    bool known = false;
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(mode, modes[i]) == 0) {
+            c->mode = (enum cli_bjc_mode)i;
+            known = true;
+        }
     }
-    c->mode = strcmp(mode, "fetch") == 0 ? BJC_FETCH : BJC_PUSH;
+    if (!known) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "unknown js bench mode '%s' (pub, fetch, push, "
+                        "mirror)",
+                        mode);
+    }
     bool ack_ok =
-        c->mode == BJC_FETCH
+        c->mode == CLI_BJC_FETCH
             ? strcmp(c->ack, "explicit") == 0 || strcmp(c->ack, "all") == 0
             : strcmp(c->ack, "explicit") == 0 || strcmp(c->ack, "none") == 0;
+    bool mirror_only = c->rate != 20000;
+    if (c->mode == CLI_BJC_MIRROR ? c->unfiltered || c->batch != 100 ||
+                                        strcmp(c->ack, "explicit") != 0
+                                  : mirror_only) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "--rate is for mirror only; "
+                        "--batch, --ack and --unfiltered for fetch and push");
+    }
     if (!ack_ok) {
         return keel_err(KEEL_EUSAGE, errmsg,
                         "--ack for fetch: explicit or all; for push: "
@@ -359,14 +371,16 @@ static int bjc_check(struct bjc_cfg *c, const char *mode, char *errmsg)
         c->stall_ms > CLI_BENCH_WAIT_MS_MAX || c->expires_ms < 1 ||
         c->expires_ms > CLI_BENCH_WAIT_MS_MAX ||
         strlen(c->stream_prefix) > 32 || c->replicas < 1 ||
-        c->replicas > SRV_JS_REPLICAS_MAX) {
+        c->replicas > SRV_JS_REPLICAS_MAX || c->rate < 0 ||
+        c->rate > CLI_BENCH_MSGS_MAX) {
         return keel_err(
             KEEL_EUSAGE, errmsg,
             "--size 0..%d, --msgs 1..%lld, --batch 1..%d, "
             "--window 1..%d, --stall and --expires 1ms..1h, --stream up to 32 "
-            "characters, --replicas 1..5",
+            "characters, --replicas 1..5, --rate 0..%lld",
             CLI_BENCH_SIZE_BYTES_MAX, (long long)CLI_BENCH_MSGS_MAX,
-            CLI_BENCH_FETCH_BATCH_MAX, CLI_BENCH_PENDING_MSGS);
+            CLI_BENCH_FETCH_BATCH_MAX, CLI_BENCH_PENDING_MSGS,
+            (long long)CLI_BENCH_MSGS_MAX);
     }
     /* A fresh name per run: PID and clock, so a stream left by a killed run
      * is never reused. */
@@ -382,19 +396,21 @@ int cli_bench_js_consume(const struct cli_cmd *parent, int argc, char **argv,
     static const struct cli_cmd cmd = {
         "bench js",
         NULL,
-        "fetch|push SUBJECT",
-        "JetStream consume throughput (preloaded stream, durable consumer).",
+        "fetch|push|mirror SUBJECT",
+        "JetStream consume throughput (preloaded stream, durable consumer); "
+        "mirror: a new mirror's catch-up, then its lag under load.",
         2,
         2};
-    struct bjc_cfg c = {.stream_prefix = "BENCHC",
-                        .ack = "explicit",
-                        .size = 128,
-                        .msgs = 100000,
-                        .batch = 100,
-                        .window = 256,
-                        .stall_ms = CLI_BENCH_STALL_MS_DEFAULT,
-                        .expires_ms = 1000,
-                        .replicas = 1};
+    struct cli_bjc_cfg c = {.stream_prefix = "BENCHC",
+                            .ack = "explicit",
+                            .size = 128,
+                            .msgs = 100000,
+                            .batch = 100,
+                            .window = 256,
+                            .stall_ms = CLI_BENCH_STALL_MS_DEFAULT,
+                            .expires_ms = 1000,
+                            .replicas = 1,
+                            .rate = 20000};
     struct cli_args args;
     bool help = false;
     cli_conn_opts_init(&c.conn);
@@ -421,6 +437,9 @@ int cli_bench_js_consume(const struct cli_cmd *parent, int argc, char **argv,
          "replicas of the stream (default 1)"},
         {"unfiltered", 0, CLI_FLAG_BOOL, &c.unfiltered, NULL,
          "create the consumer without a filter subject and bind to it"},
+        {"rate", 0, CLI_FLAG_INT, &c.rate, "R",
+         "mirror: publishes a second during the 10 s lag phase (default "
+         "20000; 0: no lag phase)"},
         {"json", 0, CLI_FLAG_BOOL, &c.json, NULL, "print one JSON object"},
         CLI_FLAG_END,
     };
@@ -430,5 +449,9 @@ int cli_bench_js_consume(const struct cli_cmd *parent, int argc, char **argv,
     }
     c.subject = args.items[1];
     rv = bjc_check(&c, args.items[0], errmsg);
-    return rv != 0 ? rv : bjc_run(&c, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    return c.mode == CLI_BJC_MIRROR ? cli_bench_js_mirror(&c, errmsg)
+                                    : bjc_run(&c, errmsg);
 }
