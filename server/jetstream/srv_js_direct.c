@@ -286,6 +286,33 @@ static void run(struct dout *o, const char *key, const char *body, size_t len)
     json_decref(j);
 }
 
+bool srv_js_direct_one(struct srv_js *js, struct srv_stream *st,
+                       const char *key, const char *reply, const char *body,
+                       size_t len)
+{
+    struct dout o = {.js = js, .st = st, .reply = reply};
+    struct srv_js_direct_req r;
+    const char *bad = NULL;
+    uint64_t cursor, seq = 0;
+    int rv = KEEL_EINVAL;
+    json_t *j = len > 0 ? json_loadb(body, len, 0, NULL) : NULL;
+    if ((len == 0 || j != NULL) &&
+        srv_js_direct_parse(j, key != NULL, &r, &bad) == 0 && r.multi == NULL &&
+        r.batch <= 0 && !r.has_start) {
+        r.last_for = key != NULL ? key : r.last_for;
+        cursor = r.seq;
+        bool valid =
+            (r.last_for == NULL || srv_js_subject_valid(r.last_for, true)) &&
+            (r.next_for == NULL || srv_js_subject_valid(r.next_for, true));
+        /* A miss is never answered here: the leader says "not found". */
+        if (valid && pick(st, &r, false, 0, &cursor, &seq) == 0) {
+            (void)load_send(&o, seq, -1, r.no_hdr, &rv);
+        }
+    }
+    json_decref(j);
+    return o.sent > 0;
+}
+
 void srv_js_direct(struct srv_js *js, const char *rest, const char *reply,
                    const char *body, size_t len)
 {
@@ -300,9 +327,18 @@ void srv_js_direct(struct srv_js *js, const char *rest, const char *reply,
     name[n] = '\0';
     if (srv_js_find_stream(js, name, &st) != 0 || !st->cfg.allow_direct ||
         srv_stream_amnesiac(st)) {
+        /* No origin to read here: a mirror of it with mirror_direct may
+         * hold the message. */
+        if (dot == NULL || dot[1] != '\0') {
+            const char *key = dot != NULL ? dot + 1 : NULL;
+            if (srv_js_direct_mirror(js, name, key, reply, body, len)) {
+                return;
+            }
+        }
         status(js, reply, "503");
         return;
     }
+    js->direct.leader++;
     struct dout o = {.js = js, .st = st, .reply = reply};
     if (dot != NULL && dot[1] == '\0') {
         status(js, reply, "408 Bad Request");

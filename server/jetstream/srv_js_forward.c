@@ -450,6 +450,9 @@ bool srv_js_fwd_request(struct srv_js *js, const struct srv_js_api_entry *e,
      * reach the leader they are dropped (the message is redelivered). */
     bool api =
         cmd->subject.len > 8 && memcmp(cmd->subject.ptr, "$JS.API.", 8) == 0;
+    if (api && !fwd.inbound && srv_js_direct_here(js, cmd, reply)) {
+        return true; /* a current follower or mirror here had it */
+    }
     if (srv_js_find_stream(js, stream, &st) != 0) {
         if (srv_js_is_meta_leader(js) && srv_js_meta_behind(js)) {
             /* Just elected, its meta log not yet applied (a new leader

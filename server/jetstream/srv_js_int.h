@@ -15,6 +15,7 @@
 #include "srv_js.h"
 #include "srv_js_cluster.h"
 #include "srv_js_config.h"
+#include "srv_metrics.h"
 #include "srv_stream.h"
 #include "keel_stream_entry.h"
 #include "srv_stream_sm.h"
@@ -150,6 +151,7 @@ struct srv_js {
     bool mirror_open;
     bool stopping;
     uint64_t api_total, api_errors;
+    struct srv_mon_direct direct; /* DIRECT.GETs answered here (/jsz) */
     /* Streams the meta state names that failed to open (/healthz 503). */
     uint32_t streams_unopened;
     char unopened_why[256];
@@ -451,5 +453,27 @@ enum srv_js_err srv_js_api__get_error(const struct srv_stream *st, uint64_t seq,
  * included), or nothing when reply is empty. */
 void srv_js_direct(struct srv_js *js, const char *rest, const char *reply,
                    const char *body, size_t len);
+/* Answer $JS.API.DIRECT.GET.<stream>[.<key>] from st's applied state
+ * only when the request names one message and st holds it (a follower, or
+ * a mirror of the stream with mirror_direct; the caller checked that st is
+ * current, docs/decisions/0036-followers-answer-direct-gets-while-current.md).
+ * True when sent; false, with nothing sent, for anything else (a batch,
+ * multi_last, a bad request, a miss): the stream's leader answers those. */
+bool srv_js_direct_one(struct srv_js *js, struct srv_stream *st,
+                       const char *key, const char *reply, const char *body,
+                       size_t len);
+
+/* ---- srv_js_direct_here.c ---- */
+struct srv_cmd;
+/* A DIRECT.GET answered on this node before it is forwarded to the
+ * stream's leader: by a current follower of the stream, or by a current
+ * replica of a mirror of it with mirror_direct. True when answered here. */
+bool srv_js_direct_here(struct srv_js *js, const struct srv_cmd *cmd,
+                        const char *reply);
+/* The same by a local mirror with mirror_direct of origin alone (the
+ * origin unknown or without allow_direct here). */
+bool srv_js_direct_mirror(struct srv_js *js, const char *origin,
+                          const char *key, const char *reply, const char *body,
+                          size_t len);
 
 #endif

@@ -112,6 +112,7 @@ int srv_js_mon_gather(struct srv_js *js, struct srv_mon_snap *s)
     snprintf(s->store_dir, sizeof s->store_dir, "%s", srv->cfg->store_dir);
     s->max_memory = srv->cfg->js_max_memory;
     s->max_storage = srv->cfg->js_max_file;
+    s->direct = js->direct;
     group_of(js->meta, "_meta_", true, &s->meta);
     s->api_total = js->api_total;
     s->api_errors = js->api_errors;

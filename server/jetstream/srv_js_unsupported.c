@@ -134,13 +134,6 @@ static int mirror_check(const json_t *req, enum srv_js_err *jerr, char *errmsg)
     if (!json_is_object(m)) {
         return 0;
     }
-    if (is_set(json_object_get(req, "mirror_direct"), UNSET_FALSE)) {
-        *jerr = SRV_JS_ESTREAM_CONFIG;
-        return keel_err(KEEL_EINVAL, errmsg,
-                        "stream mirror_direct is not supported by keeld "
-                        "(direct gets are answered by the origin only): "
-                        "leave it unset (" DOC ")");
-    }
     return refuse(m, mirror_fields,
                   sizeof mirror_fields / sizeof mirror_fields[0],
                   "stream mirror", SRV_JS_ESTREAM_CONFIG, jerr, errmsg);

@@ -65,6 +65,13 @@ struct srv_mon_stream {
     struct srv_mon_group group;
 };
 
+/* DIRECT.GETs answered on a node, by the replica that answered: the
+ * stream's leader (or a node of one), a current follower, a mirror with
+ * mirror_direct (docs/decisions/0036). */
+struct srv_mon_direct {
+    uint64_t leader, follower, mirror;
+};
+
 struct srv_mon_snap {
     int refs; /* under the metrics mutex */
     uint64_t gen;
@@ -85,6 +92,7 @@ struct srv_mon_snap {
     size_t nstreams;
     uint64_t consumers, messages, bytes;
     uint64_t api_total, api_errors;
+    struct srv_mon_direct direct;
     uint32_t streams_unopened; /* named by the meta state, not opened */
     bool meta_outsider; /* clustered, waiting to be added to the meta group */
     bool meta_joining;  /* joining through a solo seed, not a voter yet */

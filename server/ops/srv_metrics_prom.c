@@ -167,6 +167,15 @@ static void js_families(FILE *f, const struct srv_mon_snap *s)
            "JetStream API requests answered.", s->api_total);
     scalar(f, "keel_js_api_errors_total", "counter",
            "JetStream API requests answered with an error.", s->api_errors);
+    family(f, "keel_js_direct_gets_total", "counter",
+           "DIRECT.GETs answered on this node, by the replica that answered.");
+    fprintf(f,
+            "keel_js_direct_gets_total{by=\"leader\"} %llu\n"
+            "keel_js_direct_gets_total{by=\"follower\"} %llu\n"
+            "keel_js_direct_gets_total{by=\"mirror\"} %llu\n",
+            (unsigned long long)s->direct.leader,
+            (unsigned long long)s->direct.follower,
+            (unsigned long long)s->direct.mirror);
     histogram(f, "keel_js_puback_latency_seconds",
               "Time from a publish's Raft proposal to its PubAck.", &s->puback);
     scalar(f, "keel_store_fdatasyncs_total", "counter",

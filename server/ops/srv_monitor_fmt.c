@@ -212,6 +212,12 @@ char *srv_mon_jsz_json(const struct srv_mon_snap *s, const char *server_id,
         groups);
     if (o != NULL) {
         json_object_set_new(o, "bytes", json_integer((json_int_t)s->bytes));
+        /* Who answered the DIRECT.GETs this node took (keeld only). */
+        json_object_set_new(o, "direct_gets",
+                            json_pack("{s:I, s:I, s:I}", "leader",
+                                      (json_int_t)s->direct.leader, "follower",
+                                      (json_int_t)s->direct.follower, "mirror",
+                                      (json_int_t)s->direct.mirror));
         if (streams) {
             json_object_set_new(o, "stream_detail", details);
             details = NULL;

@@ -454,7 +454,11 @@ int replica_receive(struct replica *r, const struct raft_msg *m, char *errmsg)
         return 0; /* dropped (a bad snapshot frame aborts its transfer) */
     }
     struct raft_in in = {.type = RAFT_IN_RECEIVE, .msg = m};
-    return step(r, &in);
+    int rv = step(r, &in);
+    if (rv == 0) {
+        replica__follow_note(r, m);
+    }
+    return rv;
 }
 
 /* ---- store events ---- */

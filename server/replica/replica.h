@@ -247,6 +247,29 @@ struct store_group *replica_store_group(struct replica *r);
 int replica_read(struct replica *r, uint64_t index, struct store_entry *out,
                  char *errmsg);
 
+/* What a follower read needs to know of this replica
+ * (docs/decisions/0036-followers-answer-direct-gets-while-current.md). */
+struct replica_follow {
+    bool follower; /* a follower (voter or learner) that knows its leader */
+    bool intact;   /* started, no damaged record, not amnesiac */
+    raft_index applied;
+    /* The commit index of the leader's last AppendEntries in this term
+     * (0: none yet), and whether the entry there is of this term: then the
+     * leader has committed its own barrier, and every entry a leader of an
+     * earlier term acknowledged is at or below it (Raft §5.4.2). */
+    raft_index leader_commit;
+    bool leader_commit_own_term;
+    uint64_t contact_age_ms; /* since the leader last reached it */
+    uint32_t contact_max_ms; /* the election timeout */
+};
+void replica_follow_info(const struct replica *r, struct replica_follow *out);
+
+/* The currency rule, pure: may a follower answer a read from its applied
+ * state? Only while it heard from its leader within an election timeout
+ * and has applied everything that leader had committed when it last said
+ * so, its own barrier included. A leader answers by its own rules. */
+bool replica_follow_current(const struct replica_follow *f);
+
 /* Leader-side progress of the group's other servers (stream info
  * "cluster" replicas): up to max into out, returns the count; 0 when this
  * replica does not lead. since_ms: since the leader last heard from it

@@ -164,7 +164,15 @@ struct replica {
     /* Leader's send cache (replica_cache.c): REPLICA_SEND_CACHE_ENTRIES
      * slots by index % entries, NULL until the first proposal. */
     struct replica_cached *cache;
+    /* Follower reads (replica_follow.c): the commit index the leader sent
+     * in its last AppendEntries, and that message's term. */
+    raft_index leader_commit;
+    raft_term leader_commit_term;
 };
+
+/* replica_follow.c: note what the leader's AppendEntries m said, once
+ * the core has taken it (follower reads). */
+void replica__follow_note(struct replica *r, const struct raft_msg *m);
 
 /* The background scrub's cursor and counters (replica_scrub.c). */
 struct replica_scrub {

@@ -1,13 +1,13 @@
 /* An R3 stream's replicas with real keelds in network namespaces
  * (netns.c) and libnats (issue 7): DIRECT.GET through a node that does not
- * lead the stream is answered once, by the leader, and sees a publish
- * acked just before (Keel answers it on the leader only, like MSG.GET:
- * docs/cluster.md); a push consumer with a deliver_group whose members sit
- * on every node delivers each message to exactly one member, also with a
- * plain subscriber of the deliver subject on a node with a member; a
- * follower partitioned away from both peers falls behind while the other
- * two keep acknowledging, then catches up after the heal (its own /jsz
- * state, the leader's lag for it, and its store read with `keel store
+ * lead the stream is answered once and sees a publish acked just before,
+ * by its seq or by its new subject (a follower answers only a message it
+ * holds, a miss goes to the leader: docs/cluster.md); a push consumer with a
+ * deliver_group whose members sit on every node delivers each message to
+ * exactly one member, also with a plain subscriber of the deliver subject on a
+ * node with a member; a follower partitioned away from both peers falls behind
+ * while the other two keep acknowledging, then catches up after the heal (its
+ * own /jsz state, the leader's lag for it, and its store read with `keel store
  * dump`). The cases share one cluster and run in order. Shared setup:
  * cjs_common.h. */
 #include <setjmp.h>
@@ -128,9 +128,9 @@ static void direct_get(int i, const char *subject, const char *body,
     natsMsg_Destroy(m);
 }
 
-/* nats-server lets every replica answer a direct get (a follower may be
- * behind); Keel forwards it to the stream leader like MSG.GET, so a
- * message acked to a client is there at once through any node. */
+/* A follower that has not applied a message just acked does not answer
+ * for it: the request goes to the leader, so it is there at once through
+ * any node (docs/decisions/0036-...: a miss is the leader's). */
 static void
 a_direct_get_through_a_follower_is_answered_once_and_sees_an_acked_publish(
     void **state)

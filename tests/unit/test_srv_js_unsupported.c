@@ -85,6 +85,8 @@ static void stream_defaults_and_client_bodies_are_accepted(void **state)
         "{\"name\":\"S\",\"mirror\":{\"name\":\"O\"},\"sources\":"
         "[{\"name\":\"P\"}]}",
         "{\"name\":\"S\",\"mirror_direct\":true}",
+        "{\"name\":\"S\",\"mirror\":{\"name\":\"O\"},"
+        "\"mirror_direct\":true}",
         "{\"name\":\"S\",\"sources\":[{\"name\":\"O\",\"external\":null,"
         "\"subject_transforms\":[]}]}",
         /* Implemented (srv_js_config_ttl.c): checked by the config. */
@@ -115,9 +117,6 @@ static void stream_fields_keeld_does_not_implement_are_refused(void **state)
         {"{\"name\":\"S\",\"sources\":[{\"name\":\"O\",\"subject_transforms\":"
          "[{\"src\":\">\",\"dest\":\"x.>\"}]}]}",
          "source subject_transforms"},
-        {"{\"name\":\"S\",\"mirror\":{\"name\":\"O\"},"
-         "\"mirror_direct\":true}",
-         "mirror_direct"},
         {"{\"name\":\"S\",\"mirror\":{\"name\":\"O\",\"external\":"
          "{\"api\":\"$JS.hub.API\"}}}",
          "mirror external"},
