@@ -84,6 +84,9 @@ struct srv_mirror_pump {
     int64_t stall_ns;
     uint32_t stall_ms;
     bool stall_read;
+    /* The largest record (subject, headers, payload) this pump proposed
+     * in its term, 0 none yet: it sizes the window (srv_stream_mirror.c). */
+    uint32_t rec_max;
 };
 
 struct srv_stream {

@@ -18,8 +18,13 @@
  * One timer on the loop runs every pump: at once again while a pump made
  * progress, else every MIRROR_IDLE_MS; an origin that cannot be read is
  * retried with a doubling wait up to MIRROR_BACKOFF_MAX_MS. A pump
- * proposes only while fewer than MIRROR_WINDOW of its group's entries are
- * in flight (in the log, not yet applied). */
+ * proposes only while its group's entries in flight (in the log, not yet
+ * applied) are fewer than its window: MIRROR_WINDOW_FIRST until it has
+ * read a record, then as many of the largest record it read this term as
+ * fit MIRROR_WINDOW_BYTES (1 to MIRROR_WINDOW_MAX). One fdatasync then
+ * commits many of them: with 64 in flight a local R1 mirror of 128 B
+ * messages caught up at 13,700 msgs/s, with 4,096 at 125,000
+ * (docs/bench.md "Mirrors"). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,7 +35,9 @@
 
 #define MIRROR_IDLE_MS 20
 #define MIRROR_BUSY_MS 1
-#define MIRROR_WINDOW 64
+#define MIRROR_WINDOW_FIRST 64
+#define MIRROR_WINDOW_MAX 4096
+#define MIRROR_WINDOW_BYTES (16u * 1024 * 1024)
 #define MIRROR_BACKOFF_MIN_MS 100
 #define MIRROR_BACKOFF_MAX_MS 2000
 #define SOURCE_BATCH 16
@@ -279,15 +286,36 @@ struct propose_arg {
     struct srv_stream *st;
     const struct srv_feed *f;
     uint64_t proposed;
+    uint64_t bytes, budget; /* proposed this read; what may be */
 };
+
+/* The pump's window in entries (see the top of this file). */
+static uint32_t pump_window(const struct srv_mirror_pump *p)
+{
+    if (p->rec_max == 0) {
+        return MIRROR_WINDOW_FIRST;
+    }
+    uint32_t n = MIRROR_WINDOW_BYTES / p->rec_max;
+    return n < 1 ? 1 : n > MIRROR_WINDOW_MAX ? MIRROR_WINDOW_MAX : n;
+}
 
 /* The local pump's emit: propose to the stream. */
 static int emit_propose(void *arg, const struct srv_mirror_rec *r)
 {
     struct propose_arg *a = arg;
     char err[KEEL_ERRMSG_MAX];
+    uint64_t size =
+        r->m != NULL ? r->m->subject_len + r->m->hdr_len + r->m->data_len : 0;
+    if (a->proposed > 0 && a->bytes + size > a->budget) {
+        return KEEL_EBUSY; /* the byte window is full: the next read */
+    }
     int rv = srv_stream_mirror__propose(a->st, a->f, r, err);
-    a->proposed += rv == 0;
+    if (rv == 0) {
+        struct srv_mirror_pump *p = a->f->p;
+        a->proposed++;
+        a->bytes += size;
+        p->rec_max = size > p->rec_max ? (uint32_t)size : p->rec_max;
+    }
     if (rv != 0 && rv != KEEL_EBUSY) {
         SRV_DEBUG("js", "stream %s: origin %s seq %" PRIu64 " not proposed: %s",
                   a->st->cfg.name, a->f->o->name, r->seq, err);
@@ -309,9 +337,8 @@ static bool pump_read(struct srv_stream *st, const struct srv_feed *f,
                                 "stream not found");
         return false;
     }
-    uint32_t window =
-        (uint32_t)(*inflight + max < MIRROR_WINDOW ? *inflight + max
-                                                   : MIRROR_WINDOW);
+    uint32_t cap = pump_window(p);
+    uint32_t window = (uint32_t)(*inflight + max < cap ? *inflight + max : cap);
     if (!srv_stream_mirror__readable(o)) {
         /* No intact replica here: read it where one is. */
         return srv_stream_mirror__remote(st, f, o, inflight, window);
@@ -324,7 +351,12 @@ static bool pump_read(struct srv_stream *st, const struct srv_feed *f,
     int64_t since =
         srv_stream_feed_pos(st, f) == 0 ? f->o->opt_start_time_ns : 0;
     int failed = 0;
-    struct propose_arg arg = {st, f, 0};
+    /* In flight at most as many bytes as the largest record times the
+     * entries (an over-estimate), so what is left of MIRROR_WINDOW_BYTES. */
+    uint64_t held = *inflight * (p->rec_max > 0 ? p->rec_max : 1);
+    struct propose_arg arg = {
+        st, f, 0, 0,
+        held < MIRROR_WINDOW_BYTES ? MIRROR_WINDOW_BYTES - held : 0};
     bool progress = srv_stream_mirror__read(
         o, &p->next, f->o->filter_subject, since,
         (uint32_t)(window - *inflight), emit_propose, &arg, &failed, err);
@@ -374,6 +406,7 @@ static bool pump_one(struct srv_stream *st, const struct srv_feed *f,
     if (p->term != term) {
         p->term = term; /* a new term: resume from the applied state */
         p->next = 0;
+        p->rec_max = 0;
         srv_stream_mirror__drop(p);
     }
     uint64_t from = start_seq(st, f);
@@ -433,7 +466,7 @@ static bool pump_stream(struct srv_stream *st, const struct replica_info *ri)
     for (uint32_t k = 0; k < n; k++) {
         const struct srv_feed *x = &f[(first + k) % n];
         busy |= pump_one(st, x, ri->term, &inflight,
-                         x->source ? SOURCE_BATCH : MIRROR_WINDOW);
+                         x->source ? SOURCE_BATCH : MIRROR_WINDOW_MAX);
     }
     return busy;
 }
