@@ -27,10 +27,7 @@ void srv_consumer_config_free(struct srv_consumer_config *cfg)
     free(cfg->description);
     free(cfg->backoff_ns);
     free(cfg->filter_subject);
-    for (uint32_t i = 0; i < cfg->nfilter_subjects; i++) {
-        free(cfg->filter_subjects[i]);
-    }
-    free(cfg->filter_subjects);
+    srv_js_strv_free(cfg->filter_subjects, cfg->nfilter_subjects);
     free(cfg->deliver_subject);
     free(cfg->deliver_group);
     json_decref(cfg->metadata);
@@ -57,6 +54,24 @@ static int parse_names(const struct srv_js_json_rd *rd,
         rv = srv_js_json_str(rd, "description", &c->description);
     }
     return rv;
+}
+
+/* One of filter_subjects: a subject that overlaps none before it. */
+static int filter_ok(const struct srv_js_json_rd *rd, char *const *before,
+                     size_t n, const char *s)
+{
+    if (s == NULL || !srv_js_subject_valid(s, true)) {
+        return srv_js_json_fail(rd, "invalid subject in filter_subjects: %s",
+                                s != NULL ? s : "(not a string)");
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (srv_js_subjects_overlap(before[k], s)) {
+            return srv_js_json_fail(
+                rd, "consumer subject filters cannot overlap: %s and %s",
+                before[k], s);
+        }
+    }
+    return 0;
 }
 
 static int parse_filters(const struct srv_js_json_rd *rd,
@@ -89,33 +104,8 @@ static int parse_filters(const struct srv_js_json_rd *rd,
     if (n == 0) {
         return 0;
     }
-    c->filter_subjects = calloc(n, sizeof *c->filter_subjects);
-    if (c->filter_subjects == NULL) {
-        return keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
-    }
-    for (size_t i = 0; i < n; i++) {
-        const char *s = json_string_value(json_array_get(f, i));
-        if (s == NULL || !srv_js_subject_valid(s, true)) {
-            return srv_js_json_fail(rd,
-                                    "invalid subject in filter_subjects: %s",
-                                    s != NULL ? s : "(not a string)");
-        }
-        for (size_t k = 0; k < i; k++) {
-            if (srv_js_subjects_overlap(c->filter_subjects[k], s)) {
-                return srv_js_json_fail(
-                    rd,
-                    "consumer subject filters cannot overlap: "
-                    "%s and %s",
-                    c->filter_subjects[k], s);
-            }
-        }
-        c->filter_subjects[i] = strdup(s);
-        if (c->filter_subjects[i] == NULL) {
-            return keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
-        }
-        c->nfilter_subjects = (uint32_t)(i + 1);
-    }
-    return 0;
+    return srv_js_json_subjects(rd, f, n, NULL, filter_ok, &c->filter_subjects,
+                                &c->nfilter_subjects);
 }
 
 static int parse_start(const struct srv_js_json_rd *rd,
@@ -356,11 +346,9 @@ static int encode_lists(const struct srv_consumer_config *c, json_t *o)
 {
     int bad = 0;
     if (c->nfilter_subjects > 0) {
-        json_t *a = json_array();
-        for (uint32_t i = 0; a != NULL && i < c->nfilter_subjects; i++) {
-            bad |= json_array_append_new(a, json_string(c->filter_subjects[i]));
-        }
-        bad |= json_object_set_new(o, "filter_subjects", a);
+        bad |= json_object_set_new(
+            o, "filter_subjects",
+            srv_js_json_strv(c->filter_subjects, c->nfilter_subjects));
     }
     if (c->nbackoff > 0) {
         json_t *a = json_array();
@@ -455,11 +443,9 @@ int srv_consumer_config_encode(const struct srv_consumer_config *c,
 bool srv_consumer_config_equal(const struct srv_consumer_config *a,
                                const struct srv_consumer_config *b)
 {
-    json_t *ja = NULL;
-    json_t *jb = NULL;
-    int ra = srv_consumer_config_encode(a, &ja, NULL);
-    int rb = srv_consumer_config_encode(b, &jb, NULL);
-    return srv_js_json_same(ra, ja, rb, jb);
+    json_t *j[2] = {NULL, NULL};
+    int rv = srv_consumer_config_encode(a, &j[0], NULL);
+    return srv_js_json_same(rv | srv_consumer_config_encode(b, &j[1], NULL), j);
 }
 
 int srv_consumer_config_copy(struct srv_consumer_config *dst,

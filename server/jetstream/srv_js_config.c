@@ -162,10 +162,7 @@ void srv_stream_config_free(struct srv_stream_config *cfg)
         return;
     }
     free(cfg->description);
-    for (uint32_t i = 0; i < cfg->nsubjects; i++) {
-        free(cfg->subjects[i]);
-    }
-    free(cfg->subjects);
+    srv_js_strv_free(cfg->subjects, cfg->nsubjects);
     json_decref(cfg->placement);
     json_decref(cfg->metadata);
     json_decref(cfg->consumer_limits);
@@ -218,6 +215,24 @@ static bool sources_given(const struct srv_js_json_rd *rd)
     return json_is_array(s) && json_array_size(s) > 0;
 }
 
+/* One of subjects: a subject none before it repeats. */
+static int subject_ok(const struct srv_js_json_rd *rd, char *const *before,
+                      size_t n, const char *s)
+{
+    if (s == NULL || !srv_js_subject_valid(s, true)) {
+        return srv_js_json_fail(rd,
+                                "invalid subject %s: use dot-separated tokens, "
+                                "'*' and '>' only as whole tokens",
+                                s != NULL ? s : "(not a string)");
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (strcmp(before[k], s) == 0) {
+            return srv_js_json_fail(rd, "duplicate subjects detected");
+        }
+    }
+    return 0;
+}
+
 static int parse_subjects(const struct srv_js_json_rd *rd,
                           struct srv_stream_config *c)
 {
@@ -233,33 +248,9 @@ static int parse_subjects(const struct srv_js_json_rd *rd,
         return srv_js_json_fail(rd, "too many subjects (%zu, at most %d)", n,
                                 SRV_JS_SUBJECTS_MAX);
     }
-    size_t count = n == 0 ? 1 : n;
-    c->subjects = calloc(count, sizeof *c->subjects);
-    if (c->subjects == NULL) {
-        return keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
-    }
-    for (size_t i = 0; i < count; i++) {
-        const char *s =
-            n == 0 ? c->name : json_string_value(json_array_get(f, i));
-        if (s == NULL || !srv_js_subject_valid(s, true)) {
-            return srv_js_json_fail(
-                rd,
-                "invalid subject %s: use dot-separated tokens, "
-                "'*' and '>' only as whole tokens",
-                s != NULL ? s : "(not a string)");
-        }
-        for (size_t k = 0; k < i; k++) {
-            if (strcmp(c->subjects[k], s) == 0) {
-                return srv_js_json_fail(rd, "duplicate subjects detected");
-            }
-        }
-        c->subjects[i] = strdup(s);
-        if (c->subjects[i] == NULL) {
-            return keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
-        }
-        c->nsubjects = (uint32_t)(i + 1);
-    }
-    return 0;
+    /* None given: the one subject [name], as nats-server has it. */
+    return srv_js_json_subjects(rd, f, n, c->name, subject_ok, &c->subjects,
+                                &c->nsubjects);
 }
 
 static int parse_name(const struct srv_js_json_rd *rd,
@@ -519,13 +510,7 @@ int srv_stream_config_encode(const struct srv_stream_config *c, json_t **out,
     ASSERT((c->nsubjects >= 1 || c->has_mirror || c->nsources > 0) &&
            c->consumer_limits != NULL);
     *out = NULL;
-    json_t *subj = json_array();
-    for (uint32_t i = 0; subj != NULL && i < c->nsubjects; i++) {
-        if (json_array_append_new(subj, json_string(c->subjects[i])) != 0) {
-            json_decref(subj);
-            subj = NULL;
-        }
-    }
+    json_t *subj = srv_js_json_strv(c->subjects, c->nsubjects);
     char fs[32];
     json_t *o = json_pack(
         "{s:s, s:o, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:I,"
@@ -557,11 +542,9 @@ int srv_stream_config_encode(const struct srv_stream_config *c, json_t **out,
 bool srv_stream_config_equal(const struct srv_stream_config *a,
                              const struct srv_stream_config *b)
 {
-    json_t *ja = NULL;
-    json_t *jb = NULL;
-    int ra = srv_stream_config_encode(a, &ja, NULL);
-    int rb = srv_stream_config_encode(b, &jb, NULL);
-    return srv_js_json_same(ra, ja, rb, jb);
+    json_t *j[2] = {NULL, NULL};
+    int rv = srv_stream_config_encode(a, &j[0], NULL);
+    return srv_js_json_same(rv | srv_stream_config_encode(b, &j[1], NULL), j);
 }
 
 /* Copy the token at *p (up to the next '.' or end) into dst as a name. */

@@ -190,13 +190,63 @@ int srv_js_json_out(json_t *o, bool ok, json_t **out, char *errmsg)
     return 0;
 }
 
-bool srv_js_json_same(int ra, json_t *ja, int rb, json_t *jb)
+bool srv_js_json_same(int rv, json_t *j[2])
 {
-    bool eq = ra == 0 && rb == 0 && json_equal(ja, jb);
+    bool eq = rv == 0 && json_equal(j[0], j[1]);
 
-    ASSERT(ra != 0 || ja != NULL);
-    ASSERT(rb != 0 || jb != NULL);
-    json_decref(ja);
-    json_decref(jb);
+    ASSERT(rv != 0 || (j[0] != NULL && j[1] != NULL));
+    json_decref(j[0]);
+    json_decref(j[1]);
     return eq;
+}
+
+int srv_js_json_subjects(const struct srv_js_json_rd *rd, const json_t *f,
+                         size_t n, const char *only,
+                         srv_js_json_subject_check check, char ***v,
+                         uint32_t *nv)
+{
+    size_t count = n == 0 ? 1 : n;
+
+    ASSERT(n <= SRV_JS_SUBJECTS_MAX);
+    ASSERT(n > 0 || only != NULL);
+    ASSERT(*v == NULL && *nv == 0);
+    *v = calloc(count, sizeof **v);
+    if (*v == NULL) {
+        return keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
+    }
+    for (size_t i = 0; i < count; i++) {
+        const char *s = n == 0 ? only : json_string_value(json_array_get(f, i));
+        int rv = check(rd, *v, i, s);
+        if (rv != 0) {
+            return rv;
+        }
+        ASSERT(s != NULL); /* check refuses what is not a string */
+        (*v)[i] = strdup(s);
+        if ((*v)[i] == NULL) {
+            return keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
+        }
+        *nv = (uint32_t)(i + 1);
+    }
+    return 0;
+}
+
+json_t *srv_js_json_strv(char *const *v, uint32_t n)
+{
+    json_t *a = json_array();
+
+    for (uint32_t i = 0; a != NULL && i < n; i++) {
+        if (json_array_append_new(a, json_string(v[i])) != 0) {
+            json_decref(a);
+            a = NULL;
+        }
+    }
+    return a;
+}
+
+void srv_js_strv_free(char **v, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        free(v[i]);
+    }
+    free(v);
 }

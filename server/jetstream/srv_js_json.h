@@ -92,9 +92,34 @@ KEEL_MUST_USE int srv_js_json_name(const struct srv_js_json_rd *rd,
 KEEL_MUST_USE int srv_js_json_out(json_t *o, bool ok, json_t **out,
                                   char *errmsg);
 
-/* Two encoded configs compare equal: both encodes (ra, rb) succeeded and
- * the objects are equal. Frees both. */
-bool srv_js_json_same(int ra, json_t *ja, int rb, json_t *jb);
+/* Two encoded configs j[0] and j[1] compare equal: both encodes
+ * succeeded (rv, their results or'ed, is 0) and the objects are equal.
+ * Frees both (either may be NULL after a failed encode). */
+bool srv_js_json_same(int rv, json_t *j[2]);
+
+/* Checks s (NULL: not a string) of a subject list against the n
+ * subjects before it (srv_js_json_subjects): 0, or srv_js_json_fail's
+ * error naming what is wrong. */
+typedef int (*srv_js_json_subject_check)(const struct srv_js_json_rd *rd,
+                                         char *const *before, size_t n,
+                                         const char *s);
+
+/* The n strings of array f (n <= SRV_JS_SUBJECTS_MAX), or the one string
+ * only when n is 0, each passed by check, copied into a new array *v
+ * (*nv counts the copies made: free them with srv_js_strv_free, also
+ * after an error). The one reader of stream subjects and consumer
+ * filter_subjects. */
+KEEL_MUST_USE int srv_js_json_subjects(const struct srv_js_json_rd *rd,
+                                       const json_t *f, size_t n,
+                                       const char *only,
+                                       srv_js_json_subject_check check,
+                                       char ***v, uint32_t *nv);
+
+/* The n strings of v as a new JSON array; NULL when out of memory. */
+json_t *srv_js_json_strv(char *const *v, uint32_t n);
+
+/* Free the n strings of v and v (NULL: nothing). */
+void srv_js_strv_free(char **v, uint32_t n);
 
 /* A bad field of rd's object: KEEL_EINVAL, *rd->jerr = rd->bad. */
 __attribute__((format(printf, 2, 3))) int
