@@ -663,29 +663,23 @@ static int apply_cluster_security(struct srv_config *c, const json_t *v,
                           "(cluster links are always mutual TLS)");
         }
     }
-    if (a != NULL && rv == 0) {
-        rv = member_str(a, "user", c->cluster_user, sizeof c->cluster_user,
-                        errmsg);
-        if (rv == 0) {
-            rv = member_str(a, "pass", c->cluster_pass, sizeof c->cluster_pass,
-                            errmsg);
-        }
-        if (rv == 0) {
-            rv = member_str(a, "password", c->cluster_pass,
-                            sizeof c->cluster_pass, errmsg);
-        }
-    }
-    if (t != NULL && rv == 0) {
-        rv = member_str(t, "cert_file", c->cluster_tls_cert,
-                        sizeof c->cluster_tls_cert, errmsg);
-        if (rv == 0) {
-            rv = member_str(t, "key_file", c->cluster_tls_key,
-                            sizeof c->cluster_tls_key, errmsg);
-        }
-        if (rv == 0) {
-            rv = member_str(t, "ca_file", c->cluster_tls_ca,
-                            sizeof c->cluster_tls_ca, errmsg);
-        }
+    /* One row a string member; a block absent (NULL) leaves its fields. */
+    const struct {
+        const json_t *block;
+        const char *key;
+        char *dst;
+        size_t cap;
+    } members[] = {
+        {a, "user", c->cluster_user, sizeof c->cluster_user},
+        {a, "pass", c->cluster_pass, sizeof c->cluster_pass},
+        {a, "password", c->cluster_pass, sizeof c->cluster_pass},
+        {t, "cert_file", c->cluster_tls_cert, sizeof c->cluster_tls_cert},
+        {t, "key_file", c->cluster_tls_key, sizeof c->cluster_tls_key},
+        {t, "ca_file", c->cluster_tls_ca, sizeof c->cluster_tls_ca},
+    };
+    for (size_t i = 0; rv == 0 && i < sizeof members / sizeof members[0]; i++) {
+        rv = member_str(members[i].block, members[i].key, members[i].dst,
+                        members[i].cap, errmsg);
     }
     return rv;
 }
