@@ -402,6 +402,26 @@ static int set_last_msg_id(struct srv_stream_sm *sm, const char *id, size_t n)
     return 0;
 }
 
+/* Store e's message at the next seq with timestamp ts and its
+ * Nats-TTL: res says which seq it took. */
+static int store_entry(struct srv_stream_sm *sm, uint64_t index, int64_t ts,
+                       const struct keel_stream_entry *e,
+                       struct srv_stream_result *res)
+{
+    uint64_t size = e->subject_len + e->hdr_len + e->data_len;
+    int rv =
+        srv_stream_sm__store(sm, index, ts, e->subject, e->subject_len, size);
+    if (rv == 0) {
+        rv = srv_stream_sm__ttl_set(sm, sm->last_seq, (const char *)e->hdr,
+                                    e->hdr_len);
+    }
+    if (rv == 0) {
+        res->seq = sm->last_seq;
+        res->stored = true;
+    }
+    return rv;
+}
+
 int srv_stream_sm__publish(struct srv_stream_sm *sm, uint64_t index,
                            const struct keel_stream_entry *e,
                            struct srv_stream_result *res)
@@ -417,17 +437,10 @@ int srv_stream_sm__publish(struct srv_stream_sm *sm, uint64_t index,
         return 0;
     }
     int64_t ts = e->ts_ns > sm->last_ts_ns ? e->ts_ns : sm->last_ts_ns;
-    int rv =
-        srv_stream_sm__store(sm, index, ts, e->subject, e->subject_len, size);
-    if (rv == 0) {
-        rv = srv_stream_sm__ttl_set(sm, sm->last_seq, (const char *)e->hdr,
-                                    e->hdr_len);
-    }
+    int rv = store_entry(sm, index, ts, e, res);
     if (rv != 0) {
         return rv;
     }
-    res->seq = sm->last_seq;
-    res->stored = true;
     rv = set_last_msg_id(sm, id, id_len);
     if (rv == 0 && id_len > 0) {
         rv = srv_dedupe_add(&sm->dedupe, id, id_len, ts, res->seq);
@@ -475,20 +488,13 @@ static int apply_mirror(struct srv_stream_sm *sm, uint64_t index,
         trim_front(sm);
         return pad_to(sm, e->seq + 1);
     }
-    uint64_t size = e->subject_len + e->hdr_len + e->data_len;
     sm->last_seq = e->seq - 1;
     trim_front(sm);
-    int rv = srv_stream_sm__store(sm, index, e->ts_ns, e->subject,
-                                  e->subject_len, size);
-    if (rv == 0) {
-        rv = srv_stream_sm__ttl_set(sm, sm->last_seq, (const char *)e->hdr,
-                                    e->hdr_len);
-    }
+    int rv = store_entry(sm, index, e->ts_ns, e, res);
     if (rv != 0) {
         return rv;
     }
-    res->seq = e->seq;
-    res->stored = true;
+    ASSERT(res->seq == e->seq);
     /* Its own origin timestamp, not the entry's: an old origin message
      * ages as on the origin. */
     return enforce_limits(sm, index, e->ts_ns, e->subject, e->subject_len, res);
