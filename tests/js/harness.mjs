@@ -203,6 +203,23 @@ export async function closeAndStop(nc, server) {
   }
 }
 
+// startServer and a nats.js v2 connection to it (connect: the 'nats'
+// package's) with its JetStream manager (which asks $JS.API.INFO first)
+// and client: the setup most files share. When a step fails, what it
+// started is closed and stopped before the error is thrown.
+export async function startJetStream(connect) {
+  const server = await startServer();
+  let nc;
+  try {
+    nc = await connect({ servers: server.url, timeout: 5000 });
+    const jsm = await nc.jetstreamManager();
+    return { server, nc, jsm, js: nc.jetstream() };
+  } catch (e) {
+    await closeAndStop(nc, server);
+    throw e;
+  }
+}
+
 // The JetStream API error of a rejected promise; throws when it resolved.
 export async function apiError(p) {
   try {

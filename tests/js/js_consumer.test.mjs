@@ -4,7 +4,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { AckPolicy, connect, consumerOpts, ReplayPolicy, StringCodec } from 'nats';
-import { startServer, waitFor } from './harness.mjs';
+import { startJetStream, waitFor } from './harness.mjs';
 
 const sc = StringCodec();
 const WAIT_MS = 5000;
@@ -16,10 +16,7 @@ describe('nats.js consumers on keeld', () => {
   let js;
 
   before(async () => {
-    server = await startServer();
-    nc = await connect({ servers: server.url, timeout: 5000 });
-    jsm = await nc.jetstreamManager();
-    js = nc.jetstream();
+    ({ server, nc, jsm, js } = await startJetStream(connect));
   });
 
   after(async () => {

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { connect as connectV2, StringCodec } from 'nats';
 import { connect as connectV3 } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { apiError, closeAndStop, startServer, waitFor } from './harness.mjs';
+import { apiError, closeAndStop, startJetStream, waitFor } from './harness.mjs';
 
 const WAIT_MS = 10000;
 const sc = StringCodec();
@@ -23,10 +23,7 @@ describe('nats.js: sources', () => {
   let js;
 
   before(async () => {
-    server = await startServer();
-    nc = await connectV2({ servers: server.url, timeout: 5000 });
-    jsm = await nc.jetstreamManager();
-    js = nc.jetstream();
+    ({ server, nc, jsm, js } = await startJetStream(connectV2));
   });
 
   after(() => closeAndStop(nc, server));

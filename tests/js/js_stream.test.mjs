@@ -4,7 +4,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, StringCodec } from 'nats';
-import { startServer } from './harness.mjs';
+import { closeAndStop, startJetStream } from './harness.mjs';
 
 const sc = StringCodec();
 
@@ -15,23 +15,10 @@ describe('nats.js JetStream streams on keeld', () => {
   let js;
 
   before(async () => {
-    server = await startServer();
-    nc = await connect({ servers: server.url, timeout: 5000 });
-    jsm = await nc.jetstreamManager(); // calls $JS.API.INFO first
-    js = nc.jetstream();
+    ({ server, nc, jsm, js } = await startJetStream(connect));
   });
 
-  after(async () => {
-    if (nc) {
-      await nc.close();
-    }
-    if (server) {
-      const code = await server.stop();
-      if (server.name === 'keeld') {
-        assert.ok(code === 0 || code === null, `keeld exit ${code}`);
-      }
-    }
-  });
+  after(() => closeAndStop(nc, server));
 
   it('adds a stream and reports it in info and names', async () => {
     const si = await jsm.streams.add({ name: 'ORDERS', subjects: ['orders.>'] });

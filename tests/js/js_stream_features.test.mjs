@@ -6,7 +6,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, StringCodec } from 'nats';
-import { apiError, closeAndStop, startServer } from './harness.mjs';
+import { apiError, closeAndStop, startJetStream } from './harness.mjs';
 
 const sc = StringCodec();
 
@@ -17,10 +17,7 @@ describe('nats.js: stream features under KV and object stores', () => {
   let js;
 
   before(async () => {
-    server = await startServer();
-    nc = await connect({ servers: server.url, timeout: 5000 });
-    jsm = await nc.jetstreamManager();
-    js = nc.jetstream();
+    ({ server, nc, jsm, js } = await startJetStream(connect));
   });
 
   after(() => closeAndStop(nc, server));

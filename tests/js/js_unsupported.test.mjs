@@ -7,7 +7,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, headers, StringCodec } from 'nats';
-import { apiError, startServer } from './harness.mjs';
+import { apiError, startJetStream } from './harness.mjs';
 
 const sc = StringCodec();
 
@@ -19,11 +19,8 @@ describe('nats.js: options keeld does not implement, and rollups', () => {
   let keeld;
 
   before(async () => {
-    server = await startServer();
+    ({ server, nc, jsm, js } = await startJetStream(connect));
     keeld = server.name === 'keeld';
-    nc = await connect({ servers: server.url, timeout: 5000 });
-    jsm = await nc.jetstreamManager();
-    js = nc.jetstream();
   });
 
   after(async () => {

@@ -3,7 +3,7 @@
 // os_cases.mjs.
 import { after, before, describe } from 'node:test';
 import { connect } from 'nats';
-import { closeAndStop, startServer } from './harness.mjs';
+import { closeAndStop, startJetStream } from './harness.mjs';
 import { kvCases } from './kv_cases.mjs';
 import { osCases } from './os_cases.mjs';
 
@@ -14,10 +14,7 @@ describe('nats.js v2 Key/Value and Object Store on keeld', () => {
   let jsm;
 
   before(async () => {
-    server = await startServer();
-    nc = await connect({ servers: server.url, timeout: 5000 });
-    js = nc.jetstream();
-    jsm = await nc.jetstreamManager();
+    ({ server, nc, jsm, js } = await startJetStream(connect));
   });
 
   after(() => closeAndStop(nc, server));
