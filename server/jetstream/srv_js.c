@@ -553,8 +553,6 @@ static void meta_role(struct replica *r, uint8_t role, raft_node leader,
                       void *arg)
 {
     struct srv_js *js = arg;
-    (void)r;
-    (void)leader;
     js->meta_leader = role == RAFT_LEADER;
     srv_js_meta_role_cluster(js, r, leader);
     if (js->meta_leader) {

@@ -611,8 +611,6 @@ static void stream_role(struct replica *r, uint8_t role, raft_node leader,
                         void *arg)
 {
     struct srv_stream *st = arg;
-    (void)r;
-    (void)leader;
     st->leader = role == RAFT_LEADER;
     srv_stream_role_cluster(st, r, leader);
     if (st->leader) {
