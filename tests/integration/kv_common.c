@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,4 +102,67 @@ void kv_js1_restart(struct kv_js1 *f)
 {
     kv_js1_stop(f);
     kv_js1_start(f);
+}
+
+json_t *kv_js1_api(struct kv_js1 *f, const char *subject, const char *body)
+{
+    return kv_api_json(f->nc, subject, body, f->wait_ms);
+}
+
+void kv_js1_api_ok(struct kv_js1 *f, const char *subject, const char *body)
+{
+    json_t *o = kv_js1_api(f, subject, body);
+    if (json_object_get(o, "error") != NULL) {
+        char *s = json_dumps(o, 0);
+        fail_msg("%s: %s", subject, s);
+    }
+    json_decref(o);
+}
+
+long long kv_js1_api_err(struct kv_js1 *f, const char *subject,
+                         const char *body)
+{
+    json_t *o = kv_js1_api(f, subject, body);
+    long long code = json_integer_value(
+        json_object_get(json_object_get(o, "error"), "err_code"));
+    json_decref(o);
+    return code;
+}
+
+void kv_js1_create(struct kv_js1 *f, const char *name, const char *body)
+{
+    char subj[128];
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.CREATE.%s", name);
+    kv_js1_api_ok(f, subj, body);
+}
+
+json_t *kv_js1_info(struct kv_js1 *f, const char *stream)
+{
+    char subj[128];
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.INFO.%s", stream);
+    return kv_js1_api(f, subj, "");
+}
+
+long long kv_js1_state(const json_t *info, const char *key)
+{
+    return json_integer_value(
+        json_object_get(json_object_get(info, "state"), key));
+}
+
+uint64_t kv_js1_publish(struct kv_js1 *f, const char *subj, const char *data,
+                        const char *hname, const char *hval)
+{
+    natsMsg *m = NULL;
+    jsPubAck *pa = NULL;
+    jsErrCode jerr = 0;
+    assert_int_equal(natsMsg_Create(&m, subj, NULL, data, (int)strlen(data)),
+                     NATS_OK);
+    if (hname != NULL) {
+        assert_int_equal(natsMsgHeader_Set(m, hname, hval), NATS_OK);
+    }
+    assert_int_equal(js_PublishMsg(&pa, f->js, m, NULL, &jerr), NATS_OK);
+    uint64_t seq = pa->Sequence;
+    jsPubAck_Destroy(pa);
+    natsMsg_Destroy(m);
+    return seq;
 }

@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <nats/nats.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "harness.h"
 
@@ -41,5 +42,33 @@ int kv_js1_teardown(void **state);
 void kv_js1_stop(struct kv_js1 *f);
 void kv_js1_start(struct kv_js1 *f);
 void kv_js1_restart(struct kv_js1 *f);
+
+/* Raw JetStream API calls of the kv_js1 tests (test_js_mirror.c,
+ * test_js_sources.c, test_js_republish.c); each asserts as it says. */
+
+/* A request through f's connection, answered within f->wait_ms: the
+ * reply, parsed. */
+json_t *kv_js1_api(struct kv_js1 *f, const char *subject, const char *body);
+
+/* A request whose reply has no error (asserted). */
+void kv_js1_api_ok(struct kv_js1 *f, const char *subject, const char *body);
+
+/* The err_code of the reply to a request (0: none). */
+long long kv_js1_api_err(struct kv_js1 *f, const char *subject,
+                         const char *body);
+
+/* STREAM.CREATE of name with the config body, without error. */
+void kv_js1_create(struct kv_js1 *f, const char *name, const char *body);
+
+/* STREAM.INFO of stream: the reply, parsed. */
+json_t *kv_js1_info(struct kv_js1 *f, const char *stream);
+
+/* An integer of a STREAM.INFO reply's state (0 when absent). */
+long long kv_js1_state(const json_t *info, const char *key);
+
+/* Publish data to subj through f->js, with the header hname: hval
+ * unless hname is NULL; the acked seq. */
+uint64_t kv_js1_publish(struct kv_js1 *f, const char *subj, const char *data,
+                        const char *hname, const char *hval);
 
 #endif

@@ -33,70 +33,6 @@ static int setup(void **state)
     return kv_js1_setup(state, extra, WAIT_MS);
 }
 
-static json_t *api(struct kv_js1 *f, const char *subject, const char *body)
-{
-    return kv_api_json(f->nc, subject, body, WAIT_MS);
-}
-
-static void api_ok(struct kv_js1 *f, const char *subject, const char *body)
-{
-    json_t *o = api(f, subject, body);
-    if (json_object_get(o, "error") != NULL) {
-        char *s = json_dumps(o, 0);
-        fail_msg("%s: %s", subject, s);
-    }
-    json_decref(o);
-}
-
-/* The err_code of an API answer (0: none). */
-static long long api_err(struct kv_js1 *f, const char *subject,
-                         const char *body)
-{
-    json_t *o = api(f, subject, body);
-    long long code = json_integer_value(
-        json_object_get(json_object_get(o, "error"), "err_code"));
-    json_decref(o);
-    return code;
-}
-
-static void create(struct kv_js1 *f, const char *name, const char *body)
-{
-    char subj[128];
-    snprintf(subj, sizeof subj, "$JS.API.STREAM.CREATE.%s", name);
-    api_ok(f, subj, body);
-}
-
-static uint64_t publish(struct kv_js1 *f, const char *subj, const char *data,
-                        const char *hname, const char *hval)
-{
-    natsMsg *m = NULL;
-    jsPubAck *pa = NULL;
-    jsErrCode jerr = 0;
-    assert_int_equal(natsMsg_Create(&m, subj, NULL, data, (int)strlen(data)),
-                     NATS_OK);
-    if (hname != NULL) {
-        assert_int_equal(natsMsgHeader_Set(m, hname, hval), NATS_OK);
-    }
-    assert_int_equal(js_PublishMsg(&pa, f->js, m, NULL, &jerr), NATS_OK);
-    uint64_t seq = pa->Sequence;
-    jsPubAck_Destroy(pa);
-    natsMsg_Destroy(m);
-    return seq;
-}
-
-static json_t *info(struct kv_js1 *f, const char *stream)
-{
-    char subj[128];
-    snprintf(subj, sizeof subj, "$JS.API.STREAM.INFO.%s", stream);
-    return api(f, subj, "");
-}
-
-static long long state_of(const json_t *o, const char *key)
-{
-    return json_integer_value(
-        json_object_get(json_object_get(o, "state"), key));
-}
-
 struct want {
     struct kv_js1 *f;
     const char *stream;
@@ -106,9 +42,9 @@ struct want {
 static bool reached(void *arg)
 {
     struct want *w = arg;
-    json_t *o = info(w->f, w->stream);
-    bool ok = state_of(o, "last_seq") == w->last_seq &&
-              state_of(o, "messages") == w->msgs;
+    json_t *o = kv_js1_info(w->f, w->stream);
+    bool ok = kv_js1_state(o, "last_seq") == w->last_seq &&
+              kv_js1_state(o, "messages") == w->msgs;
     json_decref(o);
     return ok;
 }
@@ -119,7 +55,7 @@ static void wait_mirror(struct kv_js1 *f, const char *stream,
 {
     struct want w = {f, stream, last_seq, msgs};
     if (!h_poll(reached, &w, WAIT_MS)) {
-        json_t *o = info(f, stream);
+        json_t *o = kv_js1_info(f, stream);
         char *s = json_dumps(o, 0);
         fail_msg("mirror %s never reached last_seq %lld with %lld messages: "
                  "%s",
@@ -134,7 +70,7 @@ static json_t *get(struct kv_js1 *f, const char *stream, uint64_t seq,
     char subj[128], body[64];
     snprintf(subj, sizeof subj, "$JS.API.STREAM.MSG.GET.%s", stream);
     snprintf(body, sizeof body, "{\"seq\":%llu}", (unsigned long long)seq);
-    json_t *o = api(f, subj, body);
+    json_t *o = kv_js1_api(f, subj, body);
     *code = json_integer_value(
         json_object_get(json_object_get(o, "error"), "err_code"));
     json_t *m = json_incref(json_object_get(o, "message"));
@@ -163,20 +99,20 @@ static void same_message(struct kv_js1 *f, const char *origin,
 static void a_mirror_stores_each_origin_message_at_its_seq(void **state)
 {
     struct kv_js1 *f = *state;
-    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
-    publish(f, "o.a", "m1", NULL, NULL);
-    publish(f, "o.b", "m2", "X-Trace", "t2");
-    publish(f, "o.a", "m3", NULL, NULL);
-    create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
+    kv_js1_create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    kv_js1_publish(f, "o.a", "m1", NULL, NULL);
+    kv_js1_publish(f, "o.b", "m2", "X-Trace", "t2");
+    kv_js1_publish(f, "o.a", "m3", NULL, NULL);
+    kv_js1_create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
     wait_mirror(f, "M", 3, 3);
     /* Published after the mirror was created: pumped too. */
-    publish(f, "o.c", "m4", NULL, NULL);
-    publish(f, "o.a", "m5", NULL, NULL);
+    kv_js1_publish(f, "o.c", "m4", NULL, NULL);
+    kv_js1_publish(f, "o.a", "m5", NULL, NULL);
     wait_mirror(f, "M", 5, 5);
     for (uint64_t s = 1; s <= 5; s++) {
         same_message(f, "O", "M", s);
     }
-    json_t *o = info(f, "M");
+    json_t *o = kv_js1_info(f, "M");
     const json_t *m = json_object_get(o, "mirror");
     assert_string_equal(json_string_value(json_object_get(m, "name")), "O");
     assert_int_equal(json_integer_value(json_object_get(m, "lag")), 0);
@@ -196,25 +132,26 @@ static void a_mirror_stores_each_origin_message_at_its_seq(void **state)
 static void start_seq_and_filter_keep_origin_seqs(void **state)
 {
     struct kv_js1 *f = *state;
-    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    kv_js1_create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
     for (int i = 1; i <= 6; i++) {
         char d[8];
         snprintf(d, sizeof d, "m%d", i);
-        publish(f, i % 2 == 1 ? "o.a" : "o.b", d, NULL, NULL);
+        kv_js1_publish(f, i % 2 == 1 ? "o.a" : "o.b", d, NULL, NULL);
     }
-    create(f, "MS",
-           "{\"name\":\"MS\",\"mirror\":{\"name\":\"O\",\"opt_start_seq\":4}}");
-    create(f, "MF",
-           "{\"name\":\"MF\",\"mirror\":{\"name\":\"O\","
-           "\"filter_subject\":\"o.a\"}}");
+    kv_js1_create(
+        f, "MS",
+        "{\"name\":\"MS\",\"mirror\":{\"name\":\"O\",\"opt_start_seq\":4}}");
+    kv_js1_create(f, "MF",
+                  "{\"name\":\"MF\",\"mirror\":{\"name\":\"O\","
+                  "\"filter_subject\":\"o.a\"}}");
     wait_mirror(f, "MS", 6, 3);
-    json_t *o = info(f, "MS");
-    assert_int_equal(state_of(o, "first_seq"), 4);
+    json_t *o = kv_js1_info(f, "MS");
+    assert_int_equal(kv_js1_state(o, "first_seq"), 4);
     json_decref(o);
     wait_mirror(f, "MF", 5, 3);
-    o = info(f, "MF");
-    assert_int_equal(state_of(o, "first_seq"), 1);
-    assert_int_equal(state_of(o, "num_deleted"), 2);
+    o = kv_js1_info(f, "MF");
+    assert_int_equal(kv_js1_state(o, "first_seq"), 1);
+    assert_int_equal(kv_js1_state(o, "num_deleted"), 2);
     json_decref(o);
     for (uint64_t s = 1; s <= 5; s += 2) {
         same_message(f, "O", "MF", s);
@@ -223,8 +160,8 @@ static void start_seq_and_filter_keep_origin_seqs(void **state)
     assert_null(get(f, "MF", 2, &code));
     assert_int_equal(code, 10037);
     /* A later match lands at its origin seq. */
-    publish(f, "o.b", "m7", NULL, NULL);
-    publish(f, "o.a", "m8", NULL, NULL);
+    kv_js1_publish(f, "o.b", "m7", NULL, NULL);
+    kv_js1_publish(f, "o.a", "m8", NULL, NULL);
     wait_mirror(f, "MF", 8, 4);
     same_message(f, "O", "MF", 8);
 }
@@ -232,9 +169,9 @@ static void start_seq_and_filter_keep_origin_seqs(void **state)
 static void start_time_starts_at_the_first_message_stored_then(void **state)
 {
     struct kv_js1 *f = *state;
-    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    kv_js1_create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
     for (int i = 1; i <= 4; i++) {
-        publish(f, "o.a", "x", NULL, NULL);
+        kv_js1_publish(f, "o.a", "x", NULL, NULL);
     }
     long long code = 0;
     json_t *m3 = get(f, "O", 3, &code);
@@ -245,10 +182,10 @@ static void start_time_starts_at_the_first_message_stored_then(void **state)
              "\"opt_start_time\":\"%s\"}}",
              json_string_value(json_object_get(m3, "time")));
     json_decref(m3);
-    create(f, "MT", body);
+    kv_js1_create(f, "MT", body);
     wait_mirror(f, "MT", 4, 2);
-    json_t *o = info(f, "MT");
-    assert_int_equal(state_of(o, "first_seq"), 3);
+    json_t *o = kv_js1_info(f, "MT");
+    assert_int_equal(kv_js1_state(o, "first_seq"), 3);
     json_decref(o);
     same_message(f, "O", "MT", 3);
 }
@@ -258,20 +195,21 @@ static void start_time_starts_at_the_first_message_stored_then(void **state)
 static void a_filtered_consumer_on_a_mirror_gets_its_subject_only(void **state)
 {
     struct kv_js1 *f = *state;
-    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    kv_js1_create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
     for (int i = 1; i <= 5; i++) {
-        publish(f, i % 2 == 1 ? "o.a" : "o.b", "x", NULL, NULL);
+        kv_js1_publish(f, i % 2 == 1 ? "o.a" : "o.b", "x", NULL, NULL);
     }
-    create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
+    kv_js1_create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
     wait_mirror(f, "M", 5, 5);
-    assert_int_equal(api_err(f, "$JS.API.CONSUMER.DURABLE.CREATE.M.zz",
-                             "{\"stream_name\":\"M\",\"config\":{"
-                             "\"durable_name\":\"zz\",\"ack_policy\":"
-                             "\"explicit\",\"filter_subject\":\"zzz\"}}"),
-                     10093);
-    api_ok(f, "$JS.API.CONSUMER.DURABLE.CREATE.M.d1",
-           "{\"stream_name\":\"M\",\"config\":{\"durable_name\":\"d1\","
-           "\"ack_policy\":\"explicit\",\"filter_subject\":\"o.a\"}}");
+    assert_int_equal(
+        kv_js1_api_err(f, "$JS.API.CONSUMER.DURABLE.CREATE.M.zz",
+                       "{\"stream_name\":\"M\",\"config\":{"
+                       "\"durable_name\":\"zz\",\"ack_policy\":"
+                       "\"explicit\",\"filter_subject\":\"zzz\"}}"),
+        10093);
+    kv_js1_api_ok(f, "$JS.API.CONSUMER.DURABLE.CREATE.M.d1",
+                  "{\"stream_name\":\"M\",\"config\":{\"durable_name\":\"d1\","
+                  "\"ack_policy\":\"explicit\",\"filter_subject\":\"o.a\"}}");
     natsSubscription *sub = NULL;
     jsSubOptions so;
     jsErrCode jerr = 0;
@@ -304,8 +242,8 @@ static void a_filtered_consumer_on_a_mirror_gets_its_subject_only(void **state)
 static void a_missing_origin_is_shown_then_mirrored_once_created(void **state)
 {
     struct kv_js1 *f = *state;
-    create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"LATER\"}}");
-    json_t *o = info(f, "M");
+    kv_js1_create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"LATER\"}}");
+    json_t *o = kv_js1_info(f, "M");
     const json_t *m = json_object_get(o, "mirror");
     /* The pump may not have tried yet: the error, once there, is 10059. */
     const json_t *e = json_object_get(m, "error");
@@ -314,12 +252,12 @@ static void a_missing_origin_is_shown_then_mirrored_once_created(void **state)
                          10059);
     }
     json_decref(o);
-    create(f, "LATER", "{\"name\":\"LATER\",\"subjects\":[\"later\"]}");
-    publish(f, "later", "one", NULL, NULL);
-    publish(f, "later", "two", NULL, NULL);
+    kv_js1_create(f, "LATER", "{\"name\":\"LATER\",\"subjects\":[\"later\"]}");
+    kv_js1_publish(f, "later", "one", NULL, NULL);
+    kv_js1_publish(f, "later", "two", NULL, NULL);
     wait_mirror(f, "M", 2, 2);
     same_message(f, "LATER", "M", 2);
-    o = info(f, "M");
+    o = kv_js1_info(f, "M");
     assert_null(json_object_get(json_object_get(o, "mirror"), "error"));
     json_decref(o);
 }
@@ -327,12 +265,12 @@ static void a_missing_origin_is_shown_then_mirrored_once_created(void **state)
 static void deleting_the_origin_leaves_the_mirror_messages(void **state)
 {
     struct kv_js1 *f = *state;
-    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
-    publish(f, "o.a", "m1", NULL, NULL);
-    publish(f, "o.a", "m2", NULL, NULL);
-    create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
+    kv_js1_create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    kv_js1_publish(f, "o.a", "m1", NULL, NULL);
+    kv_js1_publish(f, "o.a", "m2", NULL, NULL);
+    kv_js1_create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
     wait_mirror(f, "M", 2, 2);
-    api_ok(f, "$JS.API.STREAM.DELETE.O", "");
+    kv_js1_api_ok(f, "$JS.API.STREAM.DELETE.O", "");
     long long code = 0;
     json_t *m = get(f, "M", 2, &code);
     assert_non_null(m);
@@ -345,7 +283,7 @@ static void deleting_the_origin_leaves_the_mirror_messages(void **state)
 static bool has_lost(void *arg)
 {
     struct kv_js1 *f = arg;
-    json_t *o = info(f, "M");
+    json_t *o = kv_js1_info(f, "M");
     bool ok = json_integer_value(json_object_get(json_object_get(o, "mirror"),
                                                  "keel_lost")) == 7;
     json_decref(o);
@@ -355,31 +293,32 @@ static bool has_lost(void *arg)
 static void origin_drops_are_recorded_not_waited_for(void **state)
 {
     struct kv_js1 *f = *state;
-    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"],\"max_msgs\":3}");
+    kv_js1_create(f, "O",
+                  "{\"name\":\"O\",\"subjects\":[\"o.>\"],\"max_msgs\":3}");
     for (int i = 1; i <= 10; i++) {
-        publish(f, "o.a", "x", NULL, NULL);
+        kv_js1_publish(f, "o.a", "x", NULL, NULL);
     }
-    create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
+    kv_js1_create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
     wait_mirror(f, "M", 10, 3);
     assert_true(h_poll(has_lost, f, WAIT_MS));
-    json_t *o = info(f, "M");
-    assert_int_equal(state_of(o, "first_seq"), 8);
+    json_t *o = kv_js1_info(f, "M");
+    assert_int_equal(kv_js1_state(o, "first_seq"), 8);
     json_decref(o);
 }
 
 static void a_restart_resumes_from_the_snapshot_without_duplicates(void **state)
 {
     struct kv_js1 *f = *state;
-    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
-    create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
+    kv_js1_create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    kv_js1_create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
     for (int i = 1; i <= 9; i++) {
-        publish(f, "o.a", "x", NULL, NULL);
+        kv_js1_publish(f, "o.a", "x", NULL, NULL);
     }
     wait_mirror(f, "M", 9, 9);
     kv_js1_restart(f);
     wait_mirror(f, "M", 9, 9);
     for (int i = 10; i <= 12; i++) {
-        publish(f, "o.b", "y", NULL, NULL);
+        kv_js1_publish(f, "o.b", "y", NULL, NULL);
     }
     wait_mirror(f, "M", 12, 12);
     for (uint64_t s = 1; s <= 12; s++) {
@@ -394,13 +333,13 @@ static void a_restart_resumes_from_the_snapshot_without_duplicates(void **state)
 static void removing_the_mirror_promotes_it_to_a_stream(void **state)
 {
     struct kv_js1 *f = *state;
-    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
-    create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
+    kv_js1_create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    kv_js1_create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
     for (int i = 1; i <= 3; i++) {
-        publish(f, "o.a", "x", NULL, NULL);
+        kv_js1_publish(f, "o.a", "x", NULL, NULL);
     }
     wait_mirror(f, "M", 3, 3);
-    json_t *u = api(f, "$JS.API.STREAM.UPDATE.M", "{\"name\":\"M\"}");
+    json_t *u = kv_js1_api(f, "$JS.API.STREAM.UPDATE.M", "{\"name\":\"M\"}");
     assert_null(json_object_get(u, "error"));
     const json_t *c = json_object_get(u, "config");
     assert_null(json_object_get(c, "mirror"));
@@ -411,18 +350,18 @@ static void removing_the_mirror_promotes_it_to_a_stream(void **state)
     json_decref(u);
     /* Origin messages after the promotion are not copied: M's next seq
      * is its own publish. */
-    publish(f, "o.a", "late", NULL, NULL);
-    publish(f, "o.a", "late", NULL, NULL);
-    assert_int_equal(publish(f, "M", "own", NULL, NULL), 4);
+    kv_js1_publish(f, "o.a", "late", NULL, NULL);
+    kv_js1_publish(f, "o.a", "late", NULL, NULL);
+    assert_int_equal(kv_js1_publish(f, "M", "own", NULL, NULL), 4);
     for (uint64_t s = 1; s <= 3; s++) {
         same_message(f, "O", "M", s);
     }
     kv_js1_restart(f);
-    assert_int_equal(publish(f, "M", "own", NULL, NULL), 5);
-    json_t *o = info(f, "M");
+    assert_int_equal(kv_js1_publish(f, "M", "own", NULL, NULL), 5);
+    json_t *o = kv_js1_info(f, "M");
     assert_null(json_object_get(o, "mirror"));
-    assert_int_equal(state_of(o, "messages"), 5);
-    assert_int_equal(state_of(o, "last_seq"), 5);
+    assert_int_equal(kv_js1_state(o, "messages"), 5);
+    assert_int_equal(kv_js1_state(o, "last_seq"), 5);
     json_decref(o);
     long long code = 0;
     json_t *m = get(f, "M", 4, &code);
@@ -434,32 +373,37 @@ static void removing_the_mirror_promotes_it_to_a_stream(void **state)
 static void mirror_config_changes_and_cycles_are_refused(void **state)
 {
     struct kv_js1 *f = *state;
-    create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
-    create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
-    assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.M",
-                             "{\"name\":\"M\",\"mirror\":{\"name\":\"O\","
-                             "\"filter_subject\":\"o.a\"}}"),
-                     10055);
-    assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.M",
-                             "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"},"
-                             "\"max_msgs\":10}"),
-                     0);
+    kv_js1_create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    kv_js1_create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
+    assert_int_equal(
+        kv_js1_api_err(f, "$JS.API.STREAM.UPDATE.M",
+                       "{\"name\":\"M\",\"mirror\":{\"name\":\"O\","
+                       "\"filter_subject\":\"o.a\"}}"),
+        10055);
+    assert_int_equal(
+        kv_js1_api_err(f, "$JS.API.STREAM.UPDATE.M",
+                       "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"},"
+                       "\"max_msgs\":10}"),
+        0);
     /* Adding a mirror to a stream that has none is a change too. */
-    create(f, "P", "{\"name\":\"P\",\"subjects\":[\"p\"]}");
-    assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.P",
-                             "{\"name\":\"P\",\"mirror\":{\"name\":\"O\"}}"),
-                     10055);
-    assert_int_equal(api_err(f, "$JS.API.STREAM.CREATE.X",
-                             "{\"name\":\"X\",\"subjects\":[\"x\"],"
-                             "\"mirror\":{\"name\":\"O\"}}"),
+    kv_js1_create(f, "P", "{\"name\":\"P\",\"subjects\":[\"p\"]}");
+    assert_int_equal(
+        kv_js1_api_err(f, "$JS.API.STREAM.UPDATE.P",
+                       "{\"name\":\"P\",\"mirror\":{\"name\":\"O\"}}"),
+        10055);
+    assert_int_equal(kv_js1_api_err(f, "$JS.API.STREAM.CREATE.X",
+                                    "{\"name\":\"X\",\"subjects\":[\"x\"],"
+                                    "\"mirror\":{\"name\":\"O\"}}"),
                      10034);
-    create(f, "C1", "{\"name\":\"C1\",\"mirror\":{\"name\":\"C2\"}}");
-    assert_int_equal(api_err(f, "$JS.API.STREAM.CREATE.C2",
-                             "{\"name\":\"C2\",\"mirror\":{\"name\":\"C1\"}}"),
-                     10052);
-    assert_int_equal(api_err(f, "$JS.API.STREAM.CREATE.C3",
-                             "{\"name\":\"C3\",\"mirror\":{\"name\":\"C3\"}}"),
-                     10052);
+    kv_js1_create(f, "C1", "{\"name\":\"C1\",\"mirror\":{\"name\":\"C2\"}}");
+    assert_int_equal(
+        kv_js1_api_err(f, "$JS.API.STREAM.CREATE.C2",
+                       "{\"name\":\"C2\",\"mirror\":{\"name\":\"C1\"}}"),
+        10052);
+    assert_int_equal(
+        kv_js1_api_err(f, "$JS.API.STREAM.CREATE.C3",
+                       "{\"name\":\"C3\",\"mirror\":{\"name\":\"C3\"}}"),
+        10052);
 }
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, kv_js1_teardown)

@@ -30,30 +30,6 @@ static int setup(void **state)
     return kv_js1_setup(state, extra, WAIT_MS);
 }
 
-/* A JetStream API request with a JSON body; the reply, parsed. */
-static json_t *api(struct kv_js1 *f, const char *subject, const char *body)
-{
-    return kv_api_json(f->nc, subject, body, WAIT_MS);
-}
-
-static uint64_t publish(struct kv_js1 *f, const char *subj, const char *data,
-                        const char *hname, const char *hval)
-{
-    natsMsg *m = NULL;
-    jsPubAck *pa = NULL;
-    jsErrCode jerr = 0;
-    assert_int_equal(natsMsg_Create(&m, subj, NULL, data, (int)strlen(data)),
-                     NATS_OK);
-    if (hname != NULL) {
-        assert_int_equal(natsMsgHeader_Set(m, hname, hval), NATS_OK);
-    }
-    assert_int_equal(js_PublishMsg(&pa, f->js, m, NULL, &jerr), NATS_OK);
-    uint64_t seq = pa->Sequence;
-    jsPubAck_Destroy(pa);
-    natsMsg_Destroy(m);
-    return seq;
-}
-
 static void header_is(natsMsg *m, const char *name, const char *want)
 {
     const char *v = NULL;
@@ -85,18 +61,19 @@ static void each_stored_message_is_republished_once(void **state)
 {
     struct kv_js1 *f = *state;
     natsSubscription *sub = NULL;
-    json_decref(api(f, "$JS.API.STREAM.CREATE.RP",
-                    "{\"name\":\"RP\",\"subjects\":[\"rp.>\"],"
-                    "\"republish\":{\"src\":\"rp.*\",\"dest\":\"out.$1\"}}"));
+    json_decref(
+        kv_js1_api(f, "$JS.API.STREAM.CREATE.RP",
+                   "{\"name\":\"RP\",\"subjects\":[\"rp.>\"],"
+                   "\"republish\":{\"src\":\"rp.*\",\"dest\":\"out.$1\"}}"));
     assert_int_equal(natsConnection_SubscribeSync(&sub, f->nc, "out.>"),
                      NATS_OK);
     assert_int_equal(natsConnection_Flush(f->nc), NATS_OK);
-    assert_int_equal(publish(f, "rp.a", "one", NULL, NULL), 1);
-    assert_int_equal(publish(f, "rp.b", "two", "X-Trace", "7"), 2);
-    assert_int_equal(publish(f, "rp.a", "three", NULL, NULL), 3);
+    assert_int_equal(kv_js1_publish(f, "rp.a", "one", NULL, NULL), 1);
+    assert_int_equal(kv_js1_publish(f, "rp.b", "two", "X-Trace", "7"), 2);
+    assert_int_equal(kv_js1_publish(f, "rp.a", "three", NULL, NULL), 3);
     /* Not the republish source (rp.*): stored, not republished. */
-    assert_int_equal(publish(f, "rp.x.y", "four", NULL, NULL), 4);
-    assert_int_equal(publish(f, "rp.b", "five", NULL, NULL), 5);
+    assert_int_equal(kv_js1_publish(f, "rp.x.y", "four", NULL, NULL), 4);
+    assert_int_equal(kv_js1_publish(f, "rp.b", "five", NULL, NULL), 5);
     next_is(sub, "out.a", "one", "1", "0", "rp.a");
     natsMsg *m = NULL;
     assert_int_equal(natsSubscription_NextMsg(&m, sub, WAIT_MS), NATS_OK);
@@ -115,7 +92,7 @@ static void each_stored_message_is_republished_once(void **state)
     assert_int_equal(natsConnection_SubscribeSync(&sub, f->nc, "out.>"),
                      NATS_OK);
     assert_int_equal(natsConnection_Flush(f->nc), NATS_OK);
-    assert_int_equal(publish(f, "rp.a", "six", NULL, NULL), 6);
+    assert_int_equal(kv_js1_publish(f, "rp.a", "six", NULL, NULL), 6);
     next_is(sub, "out.a", "six", "6", "3", "rp.a");
     natsSubscription_Destroy(sub);
 }
@@ -125,10 +102,10 @@ static void headers_only_sends_the_size_and_no_body(void **state)
     struct kv_js1 *f = *state;
     natsSubscription *sub = NULL;
     natsMsg *m = NULL;
-    json_t *o = api(f, "$JS.API.STREAM.CREATE.HO",
-                    "{\"name\":\"HO\",\"subjects\":[\"ho.*\"],"
-                    "\"republish\":{\"dest\":\"hdr.>\","
-                    "\"headers_only\":true}}");
+    json_t *o = kv_js1_api(f, "$JS.API.STREAM.CREATE.HO",
+                           "{\"name\":\"HO\",\"subjects\":[\"ho.*\"],"
+                           "\"republish\":{\"dest\":\"hdr.>\","
+                           "\"headers_only\":true}}");
     json_t *rp = json_object_get(json_object_get(o, "config"), "republish");
     assert_string_equal(json_string_value(json_object_get(rp, "src")), ">");
     assert_true(json_is_true(json_object_get(rp, "headers_only")));
@@ -136,7 +113,7 @@ static void headers_only_sends_the_size_and_no_body(void **state)
     assert_int_equal(natsConnection_SubscribeSync(&sub, f->nc, "hdr.>"),
                      NATS_OK);
     assert_int_equal(natsConnection_Flush(f->nc), NATS_OK);
-    assert_int_equal(publish(f, "ho.k", "twelve bytes", NULL, NULL), 1);
+    assert_int_equal(kv_js1_publish(f, "ho.k", "twelve bytes", NULL, NULL), 1);
     assert_int_equal(natsSubscription_NextMsg(&m, sub, WAIT_MS), NATS_OK);
     assert_string_equal(natsMsg_GetSubject(m), "hdr.ho.k");
     assert_int_equal(natsMsg_GetDataLength(m), 0);
@@ -162,7 +139,7 @@ static void republish_configs_nats_server_refuses_are_10052(void **state)
          "subjects"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        json_t *o = api(f, "$JS.API.STREAM.CREATE.BAD", bad[i].body);
+        json_t *o = kv_js1_api(f, "$JS.API.STREAM.CREATE.BAD", bad[i].body);
         json_t *e = json_object_get(o, "error");
         assert_int_equal(json_integer_value(json_object_get(e, "err_code")),
                          10052);
@@ -187,19 +164,19 @@ static void subject_transform_stores_the_transformed_subject(void **state)
 {
     struct kv_js1 *f = *state;
     char s[64];
-    json_decref(api(f, "$JS.API.STREAM.CREATE.TR",
-                    "{\"name\":\"TR\",\"subjects\":[\"in.>\"],"
-                    "\"subject_transform\":{\"src\":\"in.*.*\","
-                    "\"dest\":\"st.{{wildcard(2)}}.$1\"}}"));
-    assert_int_equal(publish(f, "in.eu.42", "a", NULL, NULL), 1);
-    assert_int_equal(publish(f, "in.us.7", "b", NULL, NULL), 2);
-    assert_int_equal(publish(f, "in.plain", "c", NULL, NULL), 3);
+    json_decref(kv_js1_api(f, "$JS.API.STREAM.CREATE.TR",
+                           "{\"name\":\"TR\",\"subjects\":[\"in.>\"],"
+                           "\"subject_transform\":{\"src\":\"in.*.*\","
+                           "\"dest\":\"st.{{wildcard(2)}}.$1\"}}"));
+    assert_int_equal(kv_js1_publish(f, "in.eu.42", "a", NULL, NULL), 1);
+    assert_int_equal(kv_js1_publish(f, "in.us.7", "b", NULL, NULL), 2);
+    assert_int_equal(kv_js1_publish(f, "in.plain", "c", NULL, NULL), 3);
     assert_string_equal(stored_subject(f, 1, s, sizeof s), "st.42.eu");
     assert_string_equal(stored_subject(f, 3, s, sizeof s), "in.plain");
     /* Expectations see the stored subject: the last seq of st.7.us. */
-    assert_int_equal(
-        publish(f, "in.us.7", "d", "Nats-Expected-Last-Subject-Sequence", "2"),
-        4);
+    assert_int_equal(kv_js1_publish(f, "in.us.7", "d",
+                                    "Nats-Expected-Last-Subject-Sequence", "2"),
+                     4);
 
     /* A consumer filters on what is stored (outside the stream's
      * subjects, inside the transform's dest). */
@@ -225,11 +202,11 @@ static void subject_transform_stores_the_transformed_subject(void **state)
     kv_js1_restart(f);
     assert_string_equal(stored_subject(f, 1, s, sizeof s), "st.42.eu");
     assert_string_equal(stored_subject(f, 4, s, sizeof s), "st.7.us");
-    json_decref(api(f, "$JS.API.STREAM.UPDATE.TR",
-                    "{\"name\":\"TR\",\"subjects\":[\"in.>\"],"
-                    "\"subject_transform\":{\"src\":\"in.*.*\","
-                    "\"dest\":\"v2.$1.$2\"}}"));
-    assert_int_equal(publish(f, "in.eu.42", "e", NULL, NULL), 5);
+    json_decref(kv_js1_api(f, "$JS.API.STREAM.UPDATE.TR",
+                           "{\"name\":\"TR\",\"subjects\":[\"in.>\"],"
+                           "\"subject_transform\":{\"src\":\"in.*.*\","
+                           "\"dest\":\"v2.$1.$2\"}}"));
+    assert_int_equal(kv_js1_publish(f, "in.eu.42", "e", NULL, NULL), 5);
     assert_string_equal(stored_subject(f, 5, s, sizeof s), "v2.eu.42");
     assert_string_equal(stored_subject(f, 1, s, sizeof s), "st.42.eu");
 }

@@ -33,65 +33,6 @@ static int setup(void **state)
     return kv_js1_setup(state, extra, WAIT_MS);
 }
 
-static json_t *api(struct kv_js1 *f, const char *subject, const char *body)
-{
-    return kv_api_json(f->nc, subject, body, WAIT_MS);
-}
-
-/* The err_code of an API answer (0: none). */
-static long long api_err(struct kv_js1 *f, const char *subject,
-                         const char *body)
-{
-    json_t *o = api(f, subject, body);
-    long long code = json_integer_value(
-        json_object_get(json_object_get(o, "error"), "err_code"));
-    json_decref(o);
-    return code;
-}
-
-static void create(struct kv_js1 *f, const char *name, const char *body)
-{
-    char subj[128];
-    snprintf(subj, sizeof subj, "$JS.API.STREAM.CREATE.%s", name);
-    json_t *o = api(f, subj, body);
-    if (json_object_get(o, "error") != NULL) {
-        char *s = json_dumps(o, 0);
-        fail_msg("%s: %s", subj, s);
-    }
-    json_decref(o);
-}
-
-static uint64_t publish(struct kv_js1 *f, const char *subj, const char *data,
-                        const char *hname, const char *hval)
-{
-    natsMsg *m = NULL;
-    jsPubAck *pa = NULL;
-    jsErrCode jerr = 0;
-    assert_int_equal(natsMsg_Create(&m, subj, NULL, data, (int)strlen(data)),
-                     NATS_OK);
-    if (hname != NULL) {
-        assert_int_equal(natsMsgHeader_Set(m, hname, hval), NATS_OK);
-    }
-    assert_int_equal(js_PublishMsg(&pa, f->js, m, NULL, &jerr), NATS_OK);
-    uint64_t seq = pa->Sequence;
-    jsPubAck_Destroy(pa);
-    natsMsg_Destroy(m);
-    return seq;
-}
-
-static json_t *info(struct kv_js1 *f, const char *stream)
-{
-    char subj[128];
-    snprintf(subj, sizeof subj, "$JS.API.STREAM.INFO.%s", stream);
-    return api(f, subj, "");
-}
-
-static long long state_of(const json_t *o, const char *key)
-{
-    return json_integer_value(
-        json_object_get(json_object_get(o, "state"), key));
-}
-
 struct want {
     struct kv_js1 *f;
     const char *stream;
@@ -101,8 +42,8 @@ struct want {
 static bool reached(void *arg)
 {
     struct want *w = arg;
-    json_t *o = info(w->f, w->stream);
-    bool ok = state_of(o, "messages") >= w->msgs;
+    json_t *o = kv_js1_info(w->f, w->stream);
+    bool ok = kv_js1_state(o, "messages") >= w->msgs;
     json_decref(o);
     return ok;
 }
@@ -113,7 +54,7 @@ static void wait_msgs(struct kv_js1 *f, const char *stream, long long msgs)
 {
     struct want w = {f, stream, msgs};
     if (!h_poll(reached, &w, WAIT_MS)) {
-        json_t *o = info(f, stream);
+        json_t *o = kv_js1_info(f, stream);
         char *s = json_dumps(o, 0);
         fail_msg("stream %s never reached %lld messages: %s", stream, msgs, s);
     }
@@ -203,28 +144,29 @@ static void publish_n(struct kv_js1 *f, const char *name, const char *subj0,
         char d[32], t[32];
         snprintf(d, sizeof d, "%s-%d", name, i);
         snprintf(t, sizeof t, "t%d", i);
-        publish(f, i % 2 == 1 ? subj0 : subj1, d, "X-Trace", t);
+        kv_js1_publish(f, i % 2 == 1 ? subj0 : subj1, d, "X-Trace", t);
     }
 }
 
 static void two_origins_each_message_once_in_order(void **state)
 {
     struct kv_js1 *f = *state;
-    create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
-    create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
+    kv_js1_create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
+    kv_js1_create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
     publish_n(f, "A", "a.x", "a.y", 1, 6);
-    create(f, "AGG",
-           "{\"name\":\"AGG\",\"subjects\":[\"agg\"],\"sources\":["
-           "{\"name\":\"A\",\"filter_subject\":\"a.x\"},{\"name\":\"B\"}]}");
+    kv_js1_create(
+        f, "AGG",
+        "{\"name\":\"AGG\",\"subjects\":[\"agg\"],\"sources\":["
+        "{\"name\":\"A\",\"filter_subject\":\"a.x\"},{\"name\":\"B\"}]}");
     publish_n(f, "B", "b.x", "b.y", 1, 10);
     publish_n(f, "A", "a.x", "a.y", 7, 12);
     /* Its own subject: its own next seq, no source header. */
-    publish(f, "agg", "own", NULL, NULL);
+    kv_js1_publish(f, "agg", "own", NULL, NULL);
     wait_msgs(f, "AGG", 6 + 10 + 1);
-    json_t *o = info(f, "AGG");
-    assert_int_equal(state_of(o, "messages"), 17);
-    assert_int_equal(state_of(o, "first_seq"), 1);
-    assert_int_equal(state_of(o, "last_seq"), 17);
+    json_t *o = kv_js1_info(f, "AGG");
+    assert_int_equal(kv_js1_state(o, "messages"), 17);
+    assert_int_equal(kv_js1_state(o, "first_seq"), 1);
+    assert_int_equal(kv_js1_state(o, "last_seq"), 17);
     const json_t *si = json_object_get(o, "sources");
     assert_int_equal(json_array_size(si), 2);
     for (size_t i = 0; i < 2; i++) {
@@ -266,12 +208,12 @@ static void two_origins_each_message_once_in_order(void **state)
 static void start_seq_and_start_time(void **state)
 {
     struct kv_js1 *f = *state;
-    create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
-    create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
+    kv_js1_create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
+    kv_js1_create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
     publish_n(f, "A", "a.x", "a.x", 1, 5);
     publish_n(f, "B", "b.x", "b.x", 1, 5);
     /* B's seq 4 time, from the API. */
-    json_t *r = api(f, "$JS.API.STREAM.MSG.GET.B", "{\"seq\":4}");
+    json_t *r = kv_js1_api(f, "$JS.API.STREAM.MSG.GET.B", "{\"seq\":4}");
     const char *t = json_string_value(
         json_object_get(json_object_get(r, "message"), "time"));
     assert_non_null(t);
@@ -282,7 +224,7 @@ static void start_seq_and_start_time(void **state)
         "\"opt_start_seq\":3},{\"name\":\"B\",\"opt_start_time\":\"%s\"}]}",
         t);
     json_decref(r);
-    create(f, "AGG", body);
+    kv_js1_create(f, "AGG", body);
     wait_msgs(f, "AGG", 3 + 2);
     struct check c = {.names = {"A", "B"}};
     check_stream(f, "AGG", 5, &c);
@@ -297,9 +239,9 @@ static void start_seq_and_start_time(void **state)
 static void a_restart_leaves_no_duplicate_and_no_gap(void **state)
 {
     struct kv_js1 *f = *state;
-    create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
-    create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
-    create(
+    kv_js1_create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
+    kv_js1_create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
+    kv_js1_create(
         f, "AGG",
         "{\"name\":\"AGG\",\"sources\":[{\"name\":\"A\"},{\"name\":\"B\"}]}");
     publish_n(f, "A", "a.x", "a.y", 1, 9);
@@ -314,9 +256,9 @@ static void a_restart_leaves_no_duplicate_and_no_gap(void **state)
     publish_n(f, "A", "a.x", "a.y", 15, 15);
     publish_n(f, "B", "b.x", "b.y", 13, 13);
     wait_msgs(f, "AGG", 28);
-    json_t *o = info(f, "AGG");
-    assert_int_equal(state_of(o, "messages"), 28);
-    assert_int_equal(state_of(o, "last_seq"), 28);
+    json_t *o = kv_js1_info(f, "AGG");
+    assert_int_equal(kv_js1_state(o, "messages"), 28);
+    assert_int_equal(kv_js1_state(o, "last_seq"), 28);
     json_decref(o);
     struct check c = {.names = {"A", "B"}};
     check_stream(f, "AGG", 28, &c);
@@ -331,7 +273,7 @@ static void a_restart_leaves_no_duplicate_and_no_gap(void **state)
 /* The err_code of AGG's first source's error (0: none). */
 static long long source_err(struct kv_js1 *f)
 {
-    json_t *o = info(f, "AGG");
+    json_t *o = kv_js1_info(f, "AGG");
     const json_t *x = json_array_get(json_object_get(o, "sources"), 0);
     long long code = json_integer_value(
         json_object_get(json_object_get(x, "error"), "err_code"));
@@ -353,11 +295,12 @@ static void
 an_origin_deleted_and_recreated_is_read_past_the_position(void **state)
 {
     struct kv_js1 *f = *state;
-    create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
-    create(f, "AGG", "{\"name\":\"AGG\",\"sources\":[{\"name\":\"A\"}]}");
+    kv_js1_create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
+    kv_js1_create(f, "AGG",
+                  "{\"name\":\"AGG\",\"sources\":[{\"name\":\"A\"}]}");
     publish_n(f, "A", "a.x", "a.x", 1, 3);
     wait_msgs(f, "AGG", 3);
-    assert_int_equal(api_err(f, "$JS.API.STREAM.DELETE.A", ""), 0);
+    assert_int_equal(kv_js1_api_err(f, "$JS.API.STREAM.DELETE.A", ""), 0);
     assert_true(h_poll(source_error_is, f, WAIT_MS));
     /* Its messages stay. */
     struct got g;
@@ -366,11 +309,11 @@ an_origin_deleted_and_recreated_is_read_past_the_position(void **state)
     /* Recreated, its seqs start at 1 again: those at or below the
      * position (3) are not read, as nats-server 2.9.10 resumes at the
      * position + 1; the rest are. */
-    create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
+    kv_js1_create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
     for (int i = 1; i <= 5; i++) {
         char d[16];
         snprintf(d, sizeof d, "new-%d", i);
-        publish(f, "a.x", d, NULL, NULL);
+        kv_js1_publish(f, "a.x", d, NULL, NULL);
     }
     wait_msgs(f, "AGG", 5);
     assert_true(get_msg(f, "AGG", 4, &g));
@@ -378,8 +321,8 @@ an_origin_deleted_and_recreated_is_read_past_the_position(void **state)
     assert_string_equal(g.data, "new-4");
     assert_true(get_msg(f, "AGG", 5, &g));
     assert_string_equal(g.data, "new-5");
-    json_t *o = info(f, "AGG");
-    assert_int_equal(state_of(o, "messages"), 5);
+    json_t *o = kv_js1_info(f, "AGG");
+    assert_int_equal(kv_js1_state(o, "messages"), 5);
     assert_null(json_object_get(
         json_array_get(json_object_get(o, "sources"), 0), "error"));
     json_decref(o);
@@ -391,30 +334,30 @@ an_origin_deleted_and_recreated_is_read_past_the_position(void **state)
 static void a_refused_sourced_message_arrives_after_a_purge(void **state)
 {
     struct kv_js1 *f = *state;
-    create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
+    kv_js1_create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
     publish_n(f, "A", "a.x", "a.y", 1, 8);
-    create(f, "AGG",
-           "{\"name\":\"AGG\",\"max_msgs\":5,"
-           "\"discard\":\"new\",\"sources\":[{\"name\":\"A\"}]}");
+    kv_js1_create(f, "AGG",
+                  "{\"name\":\"AGG\",\"max_msgs\":5,"
+                  "\"discard\":\"new\",\"sources\":[{\"name\":\"A\"}]}");
     wait_msgs(f, "AGG", 5);
     /* Stalled at origin seq 6: the refusal shows, the lag counts it. */
     assert_true(h_poll(source_stalled, f, WAIT_MS));
-    json_t *o = info(f, "AGG");
-    assert_int_equal(state_of(o, "messages"), 5);
+    json_t *o = kv_js1_info(f, "AGG");
+    assert_int_equal(kv_js1_state(o, "messages"), 5);
     assert_int_equal(
         json_integer_value(json_object_get(
             json_array_get(json_object_get(o, "sources"), 0), "lag")),
         3);
     json_decref(o);
-    assert_int_equal(api_err(f, "$JS.API.STREAM.PURGE.AGG", ""), 0);
+    assert_int_equal(kv_js1_api_err(f, "$JS.API.STREAM.PURGE.AGG", ""), 0);
     wait_msgs(f, "AGG", 3);
     /* One more: anything sent twice would be stored before it. */
     publish_n(f, "A", "a.x", "a.y", 9, 9);
     wait_msgs(f, "AGG", 4);
-    o = info(f, "AGG");
-    assert_int_equal(state_of(o, "messages"), 4);
-    assert_int_equal(state_of(o, "first_seq"), 6);
-    assert_int_equal(state_of(o, "last_seq"), 9);
+    o = kv_js1_info(f, "AGG");
+    assert_int_equal(kv_js1_state(o, "messages"), 4);
+    assert_int_equal(kv_js1_state(o, "first_seq"), 6);
+    assert_int_equal(kv_js1_state(o, "last_seq"), 9);
     json_decref(o);
     for (uint64_t s = 6; s <= 9; s++) {
         struct got g;
@@ -431,23 +374,25 @@ static void a_refused_sourced_message_arrives_after_a_purge(void **state)
 static void an_update_adds_and_removes_sources(void **state)
 {
     struct kv_js1 *f = *state;
-    create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
-    create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
+    kv_js1_create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
+    kv_js1_create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
     publish_n(f, "A", "a.x", "a.x", 1, 2);
     publish_n(f, "B", "b.x", "b.x", 1, 4);
-    create(f, "AGG", "{\"name\":\"AGG\",\"sources\":[{\"name\":\"A\"}]}");
+    kv_js1_create(f, "AGG",
+                  "{\"name\":\"AGG\",\"sources\":[{\"name\":\"A\"}]}");
     wait_msgs(f, "AGG", 2);
     /* B added from its opt_start_seq; A removed. */
-    assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.AGG",
-                             "{\"name\":\"AGG\",\"sources\":[{\"name\":\"B\","
-                             "\"opt_start_seq\":3}]}"),
-                     0);
+    assert_int_equal(
+        kv_js1_api_err(f, "$JS.API.STREAM.UPDATE.AGG",
+                       "{\"name\":\"AGG\",\"sources\":[{\"name\":\"B\","
+                       "\"opt_start_seq\":3}]}"),
+        0);
     wait_msgs(f, "AGG", 4);
     publish_n(f, "A", "a.x", "a.x", 3, 3); /* not read any more */
     publish_n(f, "B", "b.x", "b.x", 5, 5);
     wait_msgs(f, "AGG", 5);
-    json_t *o = info(f, "AGG");
-    assert_int_equal(state_of(o, "messages"), 5);
+    json_t *o = kv_js1_info(f, "AGG");
+    assert_int_equal(kv_js1_state(o, "messages"), 5);
     assert_int_equal(json_array_size(json_object_get(o, "sources")), 1);
     json_decref(o);
     struct check c = {.names = {"A", "B"}};
@@ -457,56 +402,62 @@ static void an_update_adds_and_removes_sources(void **state)
     assert_int_equal(c.seen[1][3], 1);
     /* An existing source's start changed: accepted and ignored once read,
      * as nats-server 2.9.10 does. */
-    assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.AGG",
-                             "{\"name\":\"AGG\",\"sources\":[{\"name\":\"B\","
-                             "\"opt_start_seq\":1}]}"),
-                     0);
+    assert_int_equal(
+        kv_js1_api_err(f, "$JS.API.STREAM.UPDATE.AGG",
+                       "{\"name\":\"AGG\",\"sources\":[{\"name\":\"B\","
+                       "\"opt_start_seq\":1}]}"),
+        0);
     publish_n(f, "B", "b.x", "b.x", 6, 6);
     wait_msgs(f, "AGG", 6);
-    o = info(f, "AGG");
-    assert_int_equal(state_of(o, "messages"), 6);
+    o = kv_js1_info(f, "AGG");
+    assert_int_equal(kv_js1_state(o, "messages"), 6);
     json_decref(o);
 }
 
 static void config_errors_carry_nats_server_codes(void **state)
 {
     struct kv_js1 *f = *state;
-    create(f, "A",
-           "{\"name\":\"A\",\"subjects\":[\"a.>\"],"
-           "\"max_msg_size\":1024}");
-    assert_int_equal(api_err(f, "$JS.API.STREAM.CREATE.M",
-                             "{\"name\":\"M\",\"mirror\":{\"name\":\"A\"},"
-                             "\"sources\":[{\"name\":\"A\"}]}"),
-                     10031);
-    assert_int_equal(api_err(f, "$JS.API.STREAM.CREATE.S",
-                             "{\"name\":\"S\",\"sources\":[{\"name\":\"S\"}]}"),
-                     10052);
-    assert_int_equal(api_err(f, "$JS.API.STREAM.CREATE.S",
-                             "{\"name\":\"S\",\"sources\":[{\"name\":\"A\"},"
-                             "{\"name\":\"A\"}]}"),
-                     10052);
-    assert_int_equal(api_err(f, "$JS.API.STREAM.CREATE.S",
-                             "{\"name\":\"S\",\"max_msg_size\":100,"
-                             "\"sources\":[{\"name\":\"A\"}]}"),
+    kv_js1_create(f, "A",
+                  "{\"name\":\"A\",\"subjects\":[\"a.>\"],"
+                  "\"max_msg_size\":1024}");
+    assert_int_equal(
+        kv_js1_api_err(f, "$JS.API.STREAM.CREATE.M",
+                       "{\"name\":\"M\",\"mirror\":{\"name\":\"A\"},"
+                       "\"sources\":[{\"name\":\"A\"}]}"),
+        10031);
+    assert_int_equal(
+        kv_js1_api_err(f, "$JS.API.STREAM.CREATE.S",
+                       "{\"name\":\"S\",\"sources\":[{\"name\":\"S\"}]}"),
+        10052);
+    assert_int_equal(
+        kv_js1_api_err(f, "$JS.API.STREAM.CREATE.S",
+                       "{\"name\":\"S\",\"sources\":[{\"name\":\"A\"},"
+                       "{\"name\":\"A\"}]}"),
+        10052);
+    assert_int_equal(kv_js1_api_err(f, "$JS.API.STREAM.CREATE.S",
+                                    "{\"name\":\"S\",\"max_msg_size\":100,"
+                                    "\"sources\":[{\"name\":\"A\"}]}"),
                      10046);
     /* A cycle through two streams, and behind a mirror. */
-    create(f, "C1", "{\"name\":\"C1\",\"sources\":[{\"name\":\"C2\"}]}");
+    kv_js1_create(f, "C1", "{\"name\":\"C1\",\"sources\":[{\"name\":\"C2\"}]}");
     assert_int_equal(
-        api_err(f, "$JS.API.STREAM.CREATE.C2",
-                "{\"name\":\"C2\",\"sources\":[{\"name\":\"C1\"}]}"),
+        kv_js1_api_err(f, "$JS.API.STREAM.CREATE.C2",
+                       "{\"name\":\"C2\",\"sources\":[{\"name\":\"C1\"}]}"),
         10052);
-    assert_int_equal(api_err(f, "$JS.API.STREAM.CREATE.C2",
-                             "{\"name\":\"C2\",\"mirror\":{\"name\":\"C1\"}}"),
-                     10052);
-    create(f, "C3", "{\"name\":\"C3\",\"subjects\":[\"c3\"]}");
-    assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.C3",
-                             "{\"name\":\"C3\",\"subjects\":[\"c3\"],"
-                             "\"sources\":[{\"name\":\"C1\"}]}"),
+    assert_int_equal(
+        kv_js1_api_err(f, "$JS.API.STREAM.CREATE.C2",
+                       "{\"name\":\"C2\",\"mirror\":{\"name\":\"C1\"}}"),
+        10052);
+    kv_js1_create(f, "C3", "{\"name\":\"C3\",\"subjects\":[\"c3\"]}");
+    assert_int_equal(kv_js1_api_err(f, "$JS.API.STREAM.UPDATE.C3",
+                                    "{\"name\":\"C3\",\"subjects\":[\"c3\"],"
+                                    "\"sources\":[{\"name\":\"C1\"}]}"),
                      0);
-    assert_int_equal(api_err(f, "$JS.API.STREAM.UPDATE.C1",
-                             "{\"name\":\"C1\",\"sources\":[{\"name\":\"C2\"},"
-                             "{\"name\":\"C3\"}]}"),
-                     10052);
+    assert_int_equal(
+        kv_js1_api_err(f, "$JS.API.STREAM.UPDATE.C1",
+                       "{\"name\":\"C1\",\"sources\":[{\"name\":\"C2\"},"
+                       "{\"name\":\"C3\"}]}"),
+        10052);
 }
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, kv_js1_teardown)
