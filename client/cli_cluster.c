@@ -298,7 +298,8 @@ out:
     return rv;
 }
 
-#define RECOVER_NODES_MAX 8
+/* Nodes one recover surveys: a cluster's most (SRV_CLUSTER_NODES_MAX). */
+#define RECOVER_NODES_MAX 16
 
 struct survey {
     const char *url;
@@ -446,7 +447,7 @@ static int cluster_recover(const struct cli_cmd *cmd, int argc, char **argv,
     bool accept = false;
     size_t n = 0;
     int64_t term = 0;
-    char plan[1024];
+    char plan[2048]; /* header and ~50 bytes per other node */
     struct cli_flag flags[] = {
         {"accept-loss", 0, CLI_FLAG_BOOL, &accept, NULL,
          "apply the plan (without it: survey and print the plan only)"},
@@ -469,6 +470,18 @@ static int cluster_recover(const struct cli_cmd *cmd, int argc, char **argv,
     if (list == NULL || body == NULL) {
         rv = keel_err(KEEL_EUSAGE, errmsg,
                       "give every node's URL: -s URL,URL,... (or NATS_URL)");
+        goto out;
+    }
+    size_t urls = 1;
+    for (const char *c = list; *c != '\0'; c++) {
+        urls += *c == ',';
+    }
+    if (urls > RECOVER_NODES_MAX) {
+        /* A node left out of the survey could hold the longest log. */
+        rv = keel_err(KEEL_EUSAGE, errmsg,
+                      "%zu URLs: recover surveys at most %d nodes, a "
+                      "cluster's most",
+                      urls, RECOVER_NODES_MAX);
         goto out;
     }
     n = survey_all(&run.conn, list, body, sv, errmsg);

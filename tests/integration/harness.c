@@ -42,6 +42,27 @@ bool h_poll(bool (*cond)(void *), void *arg, int timeout_ms)
     }
 }
 
+int h_keel(const char *servers, const char *args, bool quiet, char *out,
+           size_t cap)
+{
+    char cmd[4096];
+    const char *bin = getenv("KEEL");
+    out[0] = '\0';
+    if (bin == NULL) {
+        return -1;
+    }
+    snprintf(cmd, sizeof cmd, "%s %s -s %s --timeout 5s %s", bin, args, servers,
+             quiet ? "2>/dev/null" : "2>&1");
+    FILE *p = popen(cmd, "r");
+    if (p == NULL) {
+        return -1;
+    }
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 bool h_file_has(const char *path, const char *text)
 {
     char buf[65536];

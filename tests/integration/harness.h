@@ -66,6 +66,13 @@ int h_wait_pid(pid_t pid, int timeout_ms, int *status);
 /* Poll cond(arg) every 5 ms until true or timeout_ms passed. */
 bool h_poll(bool (*cond)(void *), void *arg, int timeout_ms);
 
+/* Run $KEEL (the keel binary meson names) with args and `-s servers
+ * --timeout 5s`; its stdout (and stderr after it unless quiet) into out
+ * (cap bytes, NUL-terminated). Returns its exit status, -1 when it did
+ * not run ($KEEL unset too). */
+int h_keel(const char *servers, const char *args, bool quiet, char *out,
+           size_t cap);
+
 /* Does the file at path (its first 64 KiB) contain text? False when it
  * cannot be read. */
 bool h_file_has(const char *path, const char *text);

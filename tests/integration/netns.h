@@ -22,7 +22,7 @@
 
 #include "harness.h"
 
-#define H_NETNS_NODES_MAX 5
+#define H_NETNS_NODES_MAX 9
 #define H_NETNS_CLUSTER_PORT 6222
 #define H_NETNS_EXTRA_MAX 8 /* extra keeld arguments per node */
 

@@ -34,19 +34,7 @@ static char out[OUT_BYTES];
  * quiet) into out. Returns its exit status (-1 when it did not run). */
 static int keel_run(int i, const char *args, bool quiet)
 {
-    char cmd[1024];
-    const char *bin = getenv("KEEL");
-    assert_non_null(bin);
-    snprintf(cmd, sizeof cmd, "%s %s -s %s --timeout 5s %s", bin, args,
-             net.node[i].k.url, quiet ? "2>/dev/null" : "2>&1");
-    FILE *p = popen(cmd, "r");
-    if (p == NULL) {
-        return -1;
-    }
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    int rc = h_keel(net.node[i].k.url, args, quiet, out, sizeof out);
     if (rc != 0 && getenv("CST_DEBUG") != NULL) {
         fprintf(stderr, "keel %s: exit %d:\n%s\n", args, rc, out);
     }
