@@ -327,18 +327,18 @@ void srv_js_direct(struct srv_js *js, const char *rest, const char *reply,
     name[n] = '\0';
     if (srv_js_find_stream(js, name, &st) != 0 || !st->cfg.allow_direct ||
         srv_stream_amnesiac(st)) {
-        /* No origin to read here: a mirror of it with mirror_direct may
-         * hold the message. */
-        if (dot == NULL || dot[1] != '\0') {
-            const char *key = dot != NULL ? dot + 1 : NULL;
-            if (srv_js_direct_mirror(js, name, key, reply, body, len)) {
-                return;
-            }
+        /* No origin to read here (gone, or without allow_direct): a mirror
+         * of it with mirror_direct answers in its place, misses included,
+         * as on nats-server. */
+        st = srv_js_direct_mirror_of(js, name);
+        if (st == NULL) {
+            status(js, reply, "503");
+            return;
         }
-        status(js, reply, "503");
-        return;
+        js->direct.mirror++;
+    } else {
+        js->direct.leader++;
     }
-    js->direct.leader++;
     struct dout o = {.js = js, .st = st, .reply = reply};
     if (dot != NULL && dot[1] == '\0') {
         status(js, reply, "408 Bad Request");

@@ -37,21 +37,18 @@ static bool current(const struct srv_stream *st)
     return replica_follow_current(&f);
 }
 
-bool srv_js_direct_mirror(struct srv_js *js, const char *origin,
-                          const char *key, const char *reply, const char *body,
-                          size_t len)
+struct srv_stream *srv_js_direct_mirror_of(struct srv_js *js,
+                                           const char *origin)
 {
     /* Bounded by the streams of this node; skipped while none mirrors. */
     for (uint32_t i = 0; js->nmirrors > 0 && i < js->nstreams; i++) {
         struct srv_stream *m = js->streams[i];
         if (m->cfg.has_mirror && m->cfg.mirror_direct &&
-            strcmp(m->cfg.mirror.name, origin) == 0 && current(m) &&
-            srv_js_direct_one(js, m, key, reply, body, len)) {
-            js->direct.mirror++;
-            return true;
+            strcmp(m->cfg.mirror.name, origin) == 0 && current(m)) {
+            return m;
         }
     }
-    return false;
+    return NULL;
 }
 
 bool srv_js_direct_here(struct srv_js *js, const struct srv_cmd *cmd,
@@ -84,5 +81,10 @@ bool srv_js_direct_here(struct srv_js *js, const struct srv_cmd *cmd,
             return true;
         }
     }
-    return srv_js_direct_mirror(js, name, key, reply, body, len);
+    struct srv_stream *m = srv_js_direct_mirror_of(js, name);
+    if (m != NULL && srv_js_direct_one(js, m, key, reply, body, len)) {
+        js->direct.mirror++;
+        return true;
+    }
+    return false;
 }

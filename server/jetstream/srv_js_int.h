@@ -473,10 +473,9 @@ struct srv_cmd;
  * replica of a mirror of it with mirror_direct. True when answered here. */
 bool srv_js_direct_here(struct srv_js *js, const struct srv_cmd *cmd,
                         const char *reply);
-/* The same by a local mirror with mirror_direct of origin alone (the
- * origin unknown or without allow_direct here). */
-bool srv_js_direct_mirror(struct srv_js *js, const char *origin,
-                          const char *key, const char *reply, const char *body,
-                          size_t len);
+/* A current replica on this node of a mirror of origin with
+ * mirror_direct, or NULL. */
+struct srv_stream *srv_js_direct_mirror_of(struct srv_js *js,
+                                           const char *origin);
 
 #endif

@@ -531,6 +531,24 @@ export const cases = [
     },
   },
   {
+    // docs/decisions/0036: the mirror answers $JS.API.DIRECT.GET.<origin>.
+    name: 'a mirror with mirror_direct answers direct gets of a gone origin',
+    run: async (ctx) => {
+      await create(ctx, { allow_direct: true });
+      await fill(ctx, 3);
+      const name = `${ctx.uniq}M`;
+      const c = await api(ctx, `STREAM.CREATE.${name}`,
+        { name, mirror: { name: ctx.uniq }, mirror_direct: true });
+      await mirrorInfo(ctx, name, (x) => x.state?.messages === 3);
+      const gone = await api(ctx, `STREAM.DELETE.${ctx.uniq}`, '');
+      return { mirror_direct: c.config?.mirror_direct ?? c.error,
+        gone: gone.success ?? gone.error,
+        seq: await directGet(ctx, { seq: 2 }),
+        last: await directGet(ctx, { last_by_subj: `${ctx.uniq}.a` }),
+        miss: await directGet(ctx, { seq: 9 }) };
+    },
+  },
+  {
     name: 'a consumer filter on a mirror must fit the origin\'s subjects',
     run: async (ctx) => {
       await create(ctx);
