@@ -449,6 +449,13 @@ int h_http_get(int port, const char *path, char *body, size_t len)
     return h_http_get_fd(fd, path, body, len);
 }
 
+bool h_varz_has(void *arg)
+{
+    struct h_varz_wait *w = arg;
+    return h_http_get(w->port, "/varz", w->body, sizeof w->body) == 200 &&
+           strstr(w->body, w->want) != NULL;
+}
+
 int h_ports_port(json_t *root, const char *key)
 {
     const char *url =

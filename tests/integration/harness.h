@@ -95,6 +95,15 @@ int h_http_get(int port, const char *path, char *body, size_t len);
 /* The same on a connected socket fd (closed before it returns). */
 int h_http_get_fd(int fd, const char *path, char *body, size_t len);
 
+/* An h_poll condition: /varz on 127.0.0.1:port answers 200 with a body
+ * (left in body) that contains want. */
+struct h_varz_wait {
+    int port;
+    const char *want;
+    char body[8192];
+};
+bool h_varz_has(void *arg);
+
 /* The port of the first URL of key ("client", "monitoring", "cluster") in
  * a parsed ports file, or -1. */
 int h_ports_port(json_t *root, const char *key);

@@ -68,19 +68,6 @@ static void handshake(int fd)
     assert_int_equal(write(fd, hello, strlen(hello)), (ssize_t)strlen(hello));
 }
 
-struct varz_wait {
-    int port;
-    const char *want;
-    char body[8192];
-};
-
-static bool varz_has(void *arg)
-{
-    struct varz_wait *w = arg;
-    return h_http_get(w->port, "/varz", w->body, sizeof w->body) == 200 &&
-           strstr(w->body, w->want) != NULL;
-}
-
 static void a_thousand_conns_handshake_and_messages_still_flow(void **state)
 {
     struct fixture *f = *state;
@@ -114,8 +101,8 @@ static void a_thousand_conns_handshake_and_messages_still_flow(void **state)
         assert_int_equal(natsConnection_Flush(nc[i]), NATS_OK);
     }
     snprintf(want, sizeof want, "\"connections\": %d", RAW_CONNS + NATS_CONNS);
-    struct varz_wait w = {f->k.http_port, want, ""};
-    assert_true(h_poll(varz_has, &w, RECV_MS));
+    struct h_varz_wait w = {f->k.http_port, want, ""};
+    assert_true(h_poll(h_varz_has, &w, RECV_MS));
     assert_int_equal(natsConnection_PublishString(nc[0], "many", "all"),
                      NATS_OK);
     for (int i = 0; i < NATS_CONNS; i++) {
@@ -181,9 +168,9 @@ static void a_consumer_that_stops_reading_is_cut_off_as_slow(void **state)
 
     assert_int_equal(natsConnection_ConnectTo(&pub, f->k.url), NATS_OK);
     assert_int_equal(natsConnection_SubscribeSync(&ok, pub, "fine"), NATS_OK);
-    struct varz_wait w = {f->k.http_port, "\"slow_consumers\": 1", ""};
+    struct h_varz_wait w = {f->k.http_port, "\"slow_consumers\": 1", ""};
     /* Publish until keeld reports the slow consumer (bounded). */
-    for (int round = 0; round < 200 && !varz_has(&w); round++) {
+    for (int round = 0; round < 200 && !h_varz_has(&w); round++) {
         for (int i = 0; i < 256; i++) {
             assert_int_equal(
                 natsConnection_Publish(pub, "slow", payload, sizeof payload),
@@ -242,8 +229,8 @@ a_fast_publisher_is_slowed_down_not_its_consumers_cut_off(void **state)
         natsSubscription_Destroy(s[i]);
         natsConnection_Destroy(nc[i]);
     }
-    struct varz_wait w = {f->k.http_port, "\"slow_consumers\": 0", ""};
-    assert_true(varz_has(&w));
+    struct h_varz_wait w = {f->k.http_port, "\"slow_consumers\": 0", ""};
+    assert_true(h_varz_has(&w));
     natsConnection_Destroy(pub);
 }
 

@@ -170,19 +170,6 @@ static void clients_reconnect_when_keeld_restarts_on_its_port(void **state)
     natsOptions_Destroy(o);
 }
 
-struct varz_wait {
-    int port;
-    const char *want;
-    char body[8192];
-};
-
-static bool varz_has(void *arg)
-{
-    struct varz_wait *w = arg;
-    return h_http_get(w->port, "/varz", w->body, sizeof w->body) == 200 &&
-           strstr(w->body, w->want) != NULL;
-}
-
 static void monitoring_serves_healthz_and_varz(void **state)
 {
     struct fixture *f = *state;
@@ -203,8 +190,8 @@ static void monitoring_serves_healthz_and_varz(void **state)
                          NATS_OK);
     }
     assert_int_equal(natsConnection_Flush(nc), NATS_OK);
-    struct varz_wait w = {f->k.http_port, "\"in_msgs\": 3", ""};
-    assert_true(h_poll(varz_has, &w, RECV_MS));
+    struct h_varz_wait w = {f->k.http_port, "\"in_msgs\": 3", ""};
+    assert_true(h_poll(h_varz_has, &w, RECV_MS));
     const char *fields[] = {"server_id",
                             "\"server_name\": \"mon-test\"",
                             "\"version\": \"2.10.24\"",
@@ -245,8 +232,9 @@ static void a_config_file_sets_what_flags_do_and_flags_win(void **state)
     assert_int_equal(h_keeld_start(&f->k, 0, true, args), 0);
     assert_int_equal(natsConnection_ConnectTo(&nc, f->k.url), NATS_OK);
     assert_int_equal(natsConnection_GetMaxPayload(nc), 4096);
-    struct varz_wait w = {f->k.http_port, "\"server_name\": \"from-file\"", ""};
-    assert_true(h_poll(varz_has, &w, RECV_MS));
+    struct h_varz_wait w = {f->k.http_port, "\"server_name\": \"from-file\"",
+                            ""};
+    assert_true(h_poll(h_varz_has, &w, RECV_MS));
     natsConnection_Destroy(nc);
 }
 
