@@ -634,6 +634,31 @@ bool h_cluster_has_interest(struct h_cluster *c, int i, int from,
            h_routez_has_interest(body, want, key);
 }
 
+struct interest_wait {
+    struct h_cluster *c;
+    int node;        /* the node that subscribed */
+    const char *key; /* "subject" or "subject queue" */
+};
+
+static bool interest_arrived(void *arg)
+{
+    struct interest_wait *w = arg;
+    for (int i = 0; i < w->c->n; i++) {
+        if (i != w->node && w->c->running[i] &&
+            !h_cluster_has_interest(w->c, i, w->node, w->key)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool h_cluster_wait_interest(struct h_cluster *c, int node, const char *key,
+                             int timeout_ms)
+{
+    struct interest_wait w = {c, node, key};
+    return h_poll(interest_arrived, &w, timeout_ms);
+}
+
 int h_cluster_cleanup(struct h_cluster *c)
 {
     int rv = 0;

@@ -166,6 +166,11 @@ int h_cluster_remote_subs(struct h_cluster *c, int i, int from);
 bool h_cluster_has_interest(struct h_cluster *c, int i, int from,
                             const char *key);
 
+/* Wait (bounded by timeout_ms) until every other running node lists
+ * interest key from node `node` in its /routez; false on timeout. */
+bool h_cluster_wait_interest(struct h_cluster *c, int node, const char *key,
+                             int timeout_ms);
+
 /* Does a /routez body list interest key ("subject" or "subject queue")
  * received from the node named from? */
 bool h_routez_has_interest(const char *body, const char *from, const char *key);

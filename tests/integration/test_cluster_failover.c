@@ -68,28 +68,10 @@ static int teardown(void **state)
     return 0;
 }
 
-struct interest_wait {
-    int node;
-    const char *key;
-};
-
-static bool interest_arrived(void *arg)
-{
-    struct interest_wait *w = arg;
-    for (int i = 0; i < NODES; i++) {
-        if (i != w->node && cluster.running[i] &&
-            !h_cluster_has_interest(&cluster, i, w->node, w->key)) {
-            return false;
-        }
-    }
-    return true;
-}
-
 static void wait_interest(natsConnection *nc, int node, const char *key)
 {
-    struct interest_wait w = {node, key};
     assert_int_equal(natsConnection_Flush(nc), NATS_OK);
-    assert_true(h_poll(interest_arrived, &w, WAIT_MS));
+    assert_true(h_cluster_wait_interest(&cluster, node, key, WAIT_MS));
 }
 
 static int count_until_end(natsSubscription *sub)

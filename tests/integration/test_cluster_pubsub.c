@@ -66,30 +66,12 @@ static int teardown(void **state)
     return 0;
 }
 
-struct interest_wait {
-    int node;        /* the node that subscribed */
-    const char *key; /* "subject" or "subject queue" */
-};
-
-static bool interest_arrived(void *arg)
-{
-    struct interest_wait *w = arg;
-    for (int i = 0; i < NODES; i++) {
-        if (i != w->node &&
-            !h_cluster_has_interest(&cluster, i, w->node, w->key)) {
-            return false;
-        }
-    }
-    return true;
-}
-
 /* Flush node's client (its SUBs reached the server), then wait until every
  * other node lists the interest key from it. */
 static void wait_interest(struct fixture *f, int node, const char *key)
 {
-    struct interest_wait w = {node, key};
     assert_int_equal(natsConnection_Flush(f->nc[node]), NATS_OK);
-    assert_true(h_poll(interest_arrived, &w, WAIT_MS));
+    assert_true(h_cluster_wait_interest(&cluster, node, key, WAIT_MS));
 }
 
 /* Count messages on sub until one with payload "end"; returns the count. */
