@@ -31,6 +31,7 @@
 /* A cut-off follower stops answering within an election timeout (1 s by
  * default) of its last contact; the bound allows a loaded machine. */
 #define STALE_MS 10000
+#define READS 500 /* timed reads through a follower */
 
 static struct cjs cj; /* one cluster for the whole file */
 
@@ -130,6 +131,36 @@ static bool not_from_follower(void *arg)
     return !w->a.by_follower;
 }
 
+/* READS requests of subject (body) through node i, each answered; the
+ * time they took in ms. */
+static long long read_ms(int i, const char *subject, const char *body)
+{
+    long long t0 = h_now_ms();
+    for (int k = 0; k < READS; k++) {
+        natsMsg *m = NULL;
+        assert_int_equal(
+            natsConnection_RequestString(&m, cj.nc[i], subject, body, FIRST_MS),
+            NATS_OK);
+        natsMsg_Destroy(m);
+    }
+    return h_now_ms() - t0;
+}
+
+/* The same reads through follower f: direct gets (answered there) and
+ * STREAM.MSG.GETs (forwarded to the leader), printed for the record. */
+static void timed_reads(int f)
+{
+    json_int_t before = direct_count(f, "follower");
+    long long dg = read_ms(f, "$JS.API.DIRECT.GET.DG.dg.a", "");
+    json_int_t here = direct_count(f, "follower") - before;
+    long long mg =
+        read_ms(f, "$JS.API.STREAM.MSG.GET.DG", "{\"last_by_subj\":\"dg.a\"}");
+    print_message("%d reads through a follower: DIRECT.GET %lld ms (%lld "
+                  "answered there), STREAM.MSG.GET %lld ms\n",
+                  READS, dg, (long long)here, mg);
+    assert_true(here > 0);
+}
+
 static void add_direct_stream(void)
 {
     jsStreamConfig cfg;
@@ -159,6 +190,7 @@ a_current_follower_answers_once_and_a_miss_goes_to_the_leader(void **state)
     w.subject = "$JS.API.DIRECT.GET.DG";
     w.body = "{\"last_by_subj\":\"dg.a\"}";
     assert_true(h_poll(follower_answers, &w, WAIT_MS));
+    timed_reads(f);
     /* A seq the stream has not reached: the leader says "not found". */
     json_int_t led = direct_count(leader, "leader");
     struct answer a;
