@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "keel/error.h"
 #include "keel_stream_entry.h"
 #include "srv_js_config.h"
 #include "srv_stream_sm.h"
@@ -53,6 +54,19 @@ static inline void sm_fixture_apply(struct sm_fixture *f,
     assert_int_equal(keel_stream_entry_encode(e, &buf, &len), 0);
     assert_int_equal(keel_stream_entry_decode(buf, len, &d, err), 0);
     assert_int_equal(srv_stream_sm_apply(&f->sm, f->index++, &d, &f->res), 0);
+    free(buf);
+}
+
+/* An entry that encodes but whose decode refuses it as corrupt. */
+static inline void sm_fixture_refused(const struct keel_stream_entry *e)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    struct keel_stream_entry d;
+    char err[256];
+    assert_int_equal(keel_stream_entry_encode(e, &buf, &len), 0);
+    assert_int_equal(keel_stream_entry_decode(buf, len, &d, err),
+                     KEEL_ECORRUPT);
     free(buf);
 }
 
