@@ -543,3 +543,30 @@ bool cjs_has_interest(struct cjs *c, int i, int from, const char *key)
     return h_netns_http_get(&c->net, i, "/routez", body, sizeof body) == 200 &&
            h_routez_has_interest(body, c->net.node[from].name, key);
 }
+
+long long cjs_local_last_seq(struct cjs *c, int i, const char *stream,
+                             long long *messages)
+{
+    static char body[65536];
+    long long last = -1;
+    size_t k;
+    json_t *s;
+    if (h_netns_http_get(&c->net, i, "/jsz?streams=1", body, sizeof body) !=
+        200) {
+        return -1;
+    }
+    json_t *root = json_loads(body, 0, NULL);
+    json_array_foreach(json_object_get(root, "stream_detail"), k, s)
+    {
+        const char *name = json_string_value(json_object_get(s, "name"));
+        if (name != NULL && strcmp(name, stream) == 0) {
+            json_t *st = json_object_get(s, "state");
+            last = json_integer_value(json_object_get(st, "last_seq"));
+            if (messages != NULL) {
+                *messages = json_integer_value(json_object_get(st, "messages"));
+            }
+        }
+    }
+    json_decref(root);
+    return last;
+}

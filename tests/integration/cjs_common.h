@@ -100,6 +100,12 @@ void cjs_add_mirror(struct cjs *c, int via, const char *name,
 json_int_t cjs_check_mirror(struct cjs *c, int via, const char *origin,
                             const char *mirror, int wait_ms);
 
+/* The state of stream in node i's own replica (/jsz?streams=1, never
+ * forwarded): its last_seq, and its messages into *messages (may be
+ * NULL); -1 when node i has none or does not answer. */
+long long cjs_local_last_seq(struct cjs *c, int i, const char *stream,
+                             long long *messages);
+
 /* Index of the node called name, or -1. */
 int cjs_node_named(const struct cjs *c, const char *name);
 

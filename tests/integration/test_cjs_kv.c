@@ -263,8 +263,9 @@ static void wait_updates(int more)
     assert_true(h_poll(applied_reached, &p, STEP_MS));
 }
 
-/* The counter's value once every node has the same last sequence (so
- * whichever replica answers the read is current). */
+/* The counter's value once every node's own replica has the leader's last
+ * sequence: a direct get may be answered by a follower, which must then
+ * hold the last update (docs/decisions/0036). */
 static long long final_value(void)
 {
     kvStore *kv = NULL;
@@ -286,7 +287,8 @@ static bool every_node_agrees(void *arg)
         json_int_t l = json_integer_value(
             json_object_get(json_object_get(si, "state"), "last_seq"));
         json_decref(si);
-        if (si == NULL || (last >= 0 && l != last)) {
+        if (si == NULL || (last >= 0 && l != last) ||
+            cjs_local_last_seq(&cj, i, "KV_CTR", NULL) != l) {
             return false;
         }
         last = l;

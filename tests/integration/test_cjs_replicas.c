@@ -307,30 +307,10 @@ a_deliver_group_with_members_on_every_node_gets_each_message_once(void **state)
     }
 }
 
-/* The state of STREAM in node i's own store (/jsz?streams=1): last_seq
- * and messages, -1 when it has none. */
+/* The state of STREAM in node i's own store (cjs_local_last_seq). */
 static long long local_last_seq(int i, long long *messages)
 {
-    static char body[65536];
-    long long last = -1;
-    size_t k;
-    json_t *s;
-    if (h_netns_http_get(&cj.net, i, "/jsz?streams=1", body, sizeof body) !=
-        200) {
-        return -1;
-    }
-    json_t *root = json_loads(body, 0, NULL);
-    json_array_foreach(json_object_get(root, "stream_detail"), k, s)
-    {
-        if (strcmp(json_string_value(json_object_get(s, "name")), STREAM) ==
-            0) {
-            json_t *st = json_object_get(s, "state");
-            last = json_integer_value(json_object_get(st, "last_seq"));
-            *messages = json_integer_value(json_object_get(st, "messages"));
-        }
-    }
-    json_decref(root);
-    return last;
+    return cjs_local_last_seq(&cj, i, STREAM, messages);
 }
 
 /* The leader's view of follower f (stream info through node via). */
