@@ -470,6 +470,36 @@ void cjs_check_acked(struct cjs *c, int i, const char *stream,
     }
 }
 
+void cjs_publish_any(struct cjs *c, const char *subject, const char *data,
+                     struct cjs_ledger *l, int wait_ms)
+{
+    long long until = h_now_ms() + wait_ms;
+    bool acked = false;
+    while (!acked && h_now_ms() < until) {
+        for (int via = 0; via < c->n && !acked; via++) {
+            acked = c->net.node[via].running &&
+                    cjs_publish(c, via, subject, data, l, CJS_REQ_MS);
+        }
+    }
+    assert_true(acked);
+}
+
+int cjs_kill_stream_leader(struct cjs *c, const char *stream, int wait_ms)
+{
+    int leader = cjs_wait_stream_led(c, stream, wait_ms);
+    assert_true(leader >= 0);
+    cjs_disconnect(c, leader);
+    assert_int_equal(h_netns_node_kill(&c->net, leader), 0);
+    return leader;
+}
+
+void cjs_restart_node(struct cjs *c, int i, const char *stream, int wait_ms)
+{
+    assert_int_equal(h_netns_node_start(&c->net, i), 0);
+    assert_int_equal(cjs_connect(c, i), 0);
+    assert_true(cjs_wait_stream_led(c, stream, wait_ms) >= 0);
+}
+
 void cjs_ledger_free(struct cjs_ledger *l)
 {
     for (size_t s = 0; s <= CJS_SEQ_MAX; s++) {

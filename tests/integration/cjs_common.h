@@ -156,6 +156,19 @@ struct cjs_ledger {
 bool cjs_publish(struct cjs *c, int via, const char *subject, const char *data,
                  struct cjs_ledger *l, int req_ms);
 
+/* cjs_publish through the first running node that acks, tried again
+ * (bounded by wait_ms) while none does; asserted to be acked. */
+void cjs_publish_any(struct cjs *c, const char *subject, const char *data,
+                     struct cjs_ledger *l, int wait_ms);
+
+/* Kill (-9) the leader of stream (waited for, bounded by wait_ms) after
+ * disconnecting from it; its node. */
+int cjs_kill_stream_leader(struct cjs *c, const char *stream, int wait_ms);
+
+/* Start killed node i again, reconnect, and wait (bounded by wait_ms)
+ * until stream has a leader every running node agrees on. */
+void cjs_restart_node(struct cjs *c, int i, const char *stream, int wait_ms);
+
 /* Every payload of l reads back at its sequence of stream through node i
  * (js_GetMsg: answered by the stream leader). */
 void cjs_check_acked(struct cjs *c, int i, const char *stream,

@@ -56,15 +56,7 @@ static void publish_round(struct cjs_ledger *l, int *next, int n)
     for (int i = 0; i < n; i++, (*next)++) {
         char data[32];
         snprintf(data, sizeof data, "p%d", *next);
-        long long until = h_now_ms() + WAIT_MS;
-        bool acked = false;
-        while (!acked && h_now_ms() < until) {
-            for (int via = 0; via < NODES && !acked; via++) {
-                acked = cj.net.node[via].running &&
-                        cjs_publish(&cj, via, "orig.k", data, l, 2000);
-            }
-        }
-        assert_true(acked);
+        cjs_publish_any(&cj, "orig.k", data, l, WAIT_MS);
     }
 }
 
@@ -111,15 +103,6 @@ static bool origin_moved(void *arg)
     return false;
 }
 
-static void kill_mirror_leader(int *killed)
-{
-    int leader = cjs_wait_stream_led(&cj, "MIR", WAIT_MS);
-    assert_true(leader >= 0);
-    cjs_disconnect(&cj, leader);
-    assert_int_equal(h_netns_node_kill(&cj.net, leader), 0);
-    *killed = leader;
-}
-
 static void an_r3_mirror_keeps_every_seq_once_across_leader_kills(void **state)
 {
     (void)state;
@@ -130,11 +113,9 @@ static void an_r3_mirror_keeps_every_seq_once_across_leader_kills(void **state)
     add_mirror(1, "MIR", "ORIG", 3);
     publish_round(&l, &next, ROUND);
     /* Mid-stream: the mirror's leader dies while it pumps. */
-    kill_mirror_leader(&killed);
+    killed = cjs_kill_stream_leader(&cj, "MIR", WAIT_MS);
     publish_round(&l, &next, ROUND);
-    assert_int_equal(h_netns_node_start(&cj.net, killed), 0);
-    assert_int_equal(cjs_connect(&cj, killed), 0);
-    assert_true(cjs_wait_stream_led(&cj, "MIR", WAIT_MS) >= 0);
+    cjs_restart_node(&cj, killed, "MIR", WAIT_MS);
     publish_round(&l, &next, ROUND);
     /* A leader change of the origin: the pump reads committed state, on
      * whichever node, so nothing changes for the mirror. */
@@ -142,11 +123,9 @@ static void an_r3_mirror_keeps_every_seq_once_across_leader_kills(void **state)
     assert_true(mv.from >= 0);
     assert_true(h_poll(origin_moved, &mv, WAIT_MS));
     publish_round(&l, &next, ROUND);
-    kill_mirror_leader(&killed);
+    killed = cjs_kill_stream_leader(&cj, "MIR", WAIT_MS);
     publish_round(&l, &next, ROUND);
-    assert_int_equal(h_netns_node_start(&cj.net, killed), 0);
-    assert_int_equal(cjs_connect(&cj, killed), 0);
-    assert_true(cjs_wait_stream_led(&cj, "MIR", WAIT_MS) >= 0);
+    cjs_restart_node(&cj, killed, "MIR", WAIT_MS);
     assert_true(h_poll(caught_up, NULL, WAIT_MS));
     /* Every acked payload at its seq, read from the mirror on each node
      * (answered by the mirror's leader). */

@@ -57,16 +57,8 @@ static void publish_round(struct cjs_ledger *la, struct cjs_ledger *lb,
         for (int o = 0; o < 2; o++) {
             char data[32];
             snprintf(data, sizeof data, "%s%d", o == 0 ? "a" : "b", *next);
-            long long until = h_now_ms() + WAIT_MS;
-            bool acked = false;
-            while (!acked && h_now_ms() < until) {
-                for (int via = 0; via < NODES && !acked; via++) {
-                    acked = cj.net.node[via].running &&
-                            cjs_publish(&cj, via, o == 0 ? "oa.k" : "ob.k",
-                                        data, o == 0 ? la : lb, 2000);
-                }
-            }
-            assert_true(acked);
+            cjs_publish_any(&cj, o == 0 ? "oa.k" : "ob.k", data,
+                            o == 0 ? la : lb, WAIT_MS);
         }
     }
 }
@@ -87,22 +79,6 @@ static bool caught_up(void *arg)
         }
     }
     return true;
-}
-
-static void kill_leader(const char *stream, int *killed)
-{
-    int leader = cjs_wait_stream_led(&cj, stream, WAIT_MS);
-    assert_true(leader >= 0);
-    cjs_disconnect(&cj, leader);
-    assert_int_equal(h_netns_node_kill(&cj.net, leader), 0);
-    *killed = leader;
-}
-
-static void restart(int killed, const char *stream)
-{
-    assert_int_equal(h_netns_node_start(&cj.net, killed), 0);
-    assert_int_equal(cjs_connect(&cj, killed), 0);
-    assert_true(cjs_wait_stream_led(&cj, stream, WAIT_MS) >= 0);
 }
 
 static natsMsg *get(int via, const char *stream, uint64_t seq)
@@ -180,14 +156,14 @@ static void an_r3_aggregate_keeps_every_message_once_across_kills(void **state)
     json_decref(o);
     assert_true(cjs_wait_stream_led(&cj, "AGG", WAIT_MS) >= 0);
     /* Mid-backlog: the aggregate's leader dies while it pumps. */
-    kill_leader("AGG", &killed);
+    killed = cjs_kill_stream_leader(&cj, "AGG", WAIT_MS);
     publish_round(&la, &lb, &next, ROUND);
-    restart(killed, "AGG");
+    cjs_restart_node(&cj, killed, "AGG", WAIT_MS);
     publish_round(&la, &lb, &next, ROUND);
     /* While it pumps what the origins took. */
-    kill_leader("AGG", &killed);
+    killed = cjs_kill_stream_leader(&cj, "AGG", WAIT_MS);
     publish_round(&la, &lb, &next, ROUND);
-    restart(killed, "AGG");
+    cjs_restart_node(&cj, killed, "AGG", WAIT_MS);
     assert_true(h_poll(caught_up, NULL, WAIT_MS));
     for (int i = 0; i < NODES; i++) {
         check_exactly_once(i);
