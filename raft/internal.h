@@ -43,6 +43,9 @@ void raft__transfer_check(struct raft *r, struct raft_progress *p,
                           struct raft_out *out);
 
 /* raft.c */
+/* The group's deterministic pseudo-random stream (seeded by the driver):
+ * election jitter and the choice of a transfer target. */
+uint64_t raft__random(struct raft *r);
 struct raft_msg *raft__out_msg(struct raft_out *out, uint8_t type,
                                const struct raft *r, raft_node to,
                                raft_incarnation to_inc);

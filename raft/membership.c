@@ -115,6 +115,15 @@ void raft__progress_rebuild(struct raft *r)
     ASSERT(r->n_progress <= c->n);
 }
 
+/* Is the server of p healthy (membership rule 4): caught up to commit
+ * and heard within an election timeout? */
+static bool progress_healthy(const struct raft *r,
+                             const struct raft_progress *p)
+{
+    return p->match >= r->commit &&
+           r->now_ms < p->heard_ms + r->election_timeout_ms;
+}
+
 /* Membership rule 4: after the change, a majority of the new voters must be
  * healthy (heard within an election timeout, match >= commit). */
 static bool change_is_safe(struct raft *r, const struct raft_config *next)
@@ -133,8 +142,7 @@ static bool change_is_safe(struct raft *r, const struct raft_config *next)
         }
         struct raft_progress *p =
             raft__progress_find(r, s->node, s->incarnation);
-        if (p != NULL && p->match >= r->commit &&
-            r->now_ms < p->heard_ms + r->election_timeout_ms) {
+        if (p != NULL && progress_healthy(r, p)) {
             healthy++;
         }
     }
@@ -172,8 +180,7 @@ static int change_build(struct raft *r, const struct raft_in *in,
             return KEEL_EINVAL;
         }
         struct raft_progress *p = raft__progress_find(r, node, inc);
-        if (p == NULL || p->match < r->commit ||
-            r->now_ms >= p->heard_ms + r->election_timeout_ms) {
+        if (p == NULL || !progress_healthy(r, p)) {
             return KEEL_EBUSY; /* not caught up to commit, or not heard */
         }
         s->role = RAFT_VOTER;
@@ -242,8 +249,40 @@ static void send_timeout_now(struct raft *r, struct raft_progress *p,
     (void)raft__out_msg(out, RAFT_MSG_TIMEOUT_NOW, r, p->node, p->incarnation);
 }
 
-/* Hand leadership to a caught-up voter (thesis §3.10): stop proposals, bring
- * the target up to date, then tell it to campaign at once. */
+/* The target of a transfer with no target named: a healthy voter picked
+ * at random, else the most caught-up voter; NULL when there is no other
+ * voter. At random, as nats-server's step-down takes any healthy peer:
+ * taking the first of equally caught-up voters made repeated step-downs of
+ * an idle group cycle between two nodes, so the third never led (finding
+ * F20, docs/faults.md). */
+static struct raft_progress *transfer_pick(struct raft *r,
+                                           const struct raft_config *c)
+{
+    struct raft_progress *best = NULL;
+    struct raft_progress *healthy[RAFT_SERVERS_MAX];
+    uint32_t n_healthy = 0;
+    for (uint32_t i = 0; i < r->n_progress; i++) {
+        struct raft_progress *p = &r->progress[i];
+        if (!raft__config_is_voter(r, c, p->node, p->incarnation)) {
+            continue;
+        }
+        if (best == NULL || p->match > best->match) {
+            best = p;
+        }
+        if (progress_healthy(r, p)) {
+            ASSERT(n_healthy < RAFT_SERVERS_MAX);
+            healthy[n_healthy++] = p;
+        }
+    }
+    if (n_healthy > 0) {
+        return healthy[raft__random(r) % n_healthy];
+    }
+    return best;
+}
+
+/* Hand leadership to a voter (thesis §3.10): stop proposals, bring the
+ * target up to date, then tell it to campaign at once. to == 0 names no
+ * target (transfer_pick). */
 int raft__transfer_start(struct raft *r, raft_node to, struct raft_out *out)
 {
     const struct raft_config *c = raft_config_current(r);
@@ -253,13 +292,19 @@ int raft__transfer_start(struct raft *r, raft_node to, struct raft_out *out)
     if (r->role != RAFT_LEADER) {
         return KEEL_ENOTLEADER;
     }
-    for (uint32_t i = 0; i < r->n_progress; i++) {
+    if (to == 0 && r->transfer_to != 0) {
+        /* A transfer runs: keep its target. Picking again at every ask
+         * (a leader leaving its group asks at every tick) would send
+         * TimeoutNow to two voters, whose campaigns split the vote. */
+        to = r->transfer_to;
+    }
+    if (to == 0) {
+        best = transfer_pick(r, c);
+    }
+    for (uint32_t i = 0; to != 0 && i < r->n_progress; i++) {
         struct raft_progress *p = &r->progress[i];
-        if (!raft__config_is_voter(r, c, p->node, p->incarnation)) {
-            continue;
-        }
-        if (to != 0 ? p->node == to
-                    : (best == NULL || p->match > best->match)) {
+        if (p->node == to &&
+            raft__config_is_voter(r, c, p->node, p->incarnation)) {
             best = p;
         }
     }

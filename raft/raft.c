@@ -9,7 +9,7 @@
 
 #define RUNS_INITIAL 16
 
-static uint64_t prng_next(struct raft *r)
+uint64_t raft__random(struct raft *r)
 {
     /* splitmix64: deterministic per group, seeded by the driver. */
     uint64_t z = (r->prng += 0x9E3779B97F4A7C15ull);
@@ -21,7 +21,7 @@ static uint64_t prng_next(struct raft *r)
 static void reset_election_timer(struct raft *r)
 {
     ASSERT(r->election_timeout_ms > 0);
-    uint64_t jitter = prng_next(r) % r->election_timeout_ms;
+    uint64_t jitter = raft__random(r) % r->election_timeout_ms;
     r->election_deadline_ms = r->now_ms + r->election_timeout_ms + jitter;
     ASSERT(r->election_deadline_ms > r->now_ms);
 }
@@ -608,7 +608,7 @@ static void tick(struct raft *r, struct raft_out *out)
 
 /* The store found a damaged record (reads verify) or repaired one. A leader
  * that finds damage in its own log stops proposing (propose refuses while
- * faulty) and hands leadership to the most caught-up healthy voter; with no
+ * faulty) and hands leadership to a voter (raft__transfer_start); with no
  * voter to take it, it steps down at once. */
 static int faulty_report(struct raft *r, const struct raft_in *in,
                          struct raft_out *out)

@@ -755,6 +755,68 @@ a_follower_holding_the_snapshots_entry_answers_its_match(void **state)
     assert_true(f->out.has_snapshot);
 }
 
+/* steps transfers with no target, each abandoned (an election timeout
+ * later, the followers heard meanwhile, node 3 at match3) before the next
+ * is asked: picked[] marks each node chosen. */
+static void transfer_any(struct fixture *f, int steps, raft_index match3,
+                         bool *picked)
+{
+    raft_term t = f->r[0].term;
+    raft_index last = f->r[0].last_index;
+    for (int k = 0; k < steps; k++) {
+        struct raft_in in = {.type = RAFT_IN_TRANSFER};
+        assert_int_equal(step(f, 0, &in), 0);
+        raft_node to = f->r[0].transfer_to;
+        assert_true(to == 2 || to == 3);
+        picked[to] = true;
+        /* Asked again while it runs: the same target. */
+        assert_int_equal(step(f, 0, &in), 0);
+        assert_int_equal(f->r[0].transfer_to, to);
+        f->now += ET + 1;
+        struct raft_msg m = append_resp(2, t, last, last, 0);
+        deliver(f, 0, &m);
+        m = append_resp(3, t, match3, match3, 0);
+        deliver(f, 0, &m);
+        tick(f, 0, f->now);
+        assert_int_equal(f->r[0].role, RAFT_LEADER);
+        assert_int_equal(f->r[0].transfer_to, 0);
+    }
+}
+
+/* Finding F20: a transfer with no target (a stream leader's step-down)
+ * picks at random among the healthy voters (match >= commit, heard
+ * within an election timeout), as nats-server's step-down takes any
+ * healthy peer. Taking the first of equally caught-up voters made repeated
+ * step-downs of an idle group cycle between two nodes: the third never
+ * led. A voter behind commit is not picked while a healthy one is; asked
+ * again while a transfer runs, the leader keeps its target. */
+static void a_transfer_with_no_target_picks_any_healthy_voter(void **state)
+{
+    struct fixture *f = *state;
+    bool picked[N + 1] = {false};
+    elect(f);
+    raft_term t = f->r[0].term;
+    persisted(f, 0, 2, t);
+    struct raft_msg m = append_resp(2, t, 2, 2, 0);
+    deliver(f, 0, &m);
+    m = append_resp(3, t, 2, 2, 0);
+    deliver(f, 0, &m);
+    struct raft_entry e = {t, RAFT_ENTRY_NORMAL, 1, "y"};
+    struct raft_in in = {.type = RAFT_IN_PROPOSE};
+    in.propose.n = 1;
+    in.propose.entries = &e;
+    assert_int_equal(step(f, 0, &in), 0);
+    persisted(f, 0, 3, t);
+    m = append_resp(2, t, 3, 3, 0);
+    deliver(f, 0, &m);
+    assert_int_equal(f->r[0].commit, 3); /* node 3 is behind it */
+    transfer_any(f, 16, 2, picked);
+    assert_true(picked[2]);
+    assert_false(picked[3]);
+    transfer_any(f, 32, 3, picked);
+    assert_true(picked[3]);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -784,6 +846,7 @@ int main(void)
         T(a_snapshot_keeps_the_local_log_that_matches_it),
         T(a_follower_installing_a_snapshot_never_campaigns),
         T(a_follower_holding_the_snapshots_entry_answers_its_match),
+        T(a_transfer_with_no_target_picks_any_healthy_voter),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
