@@ -301,10 +301,151 @@ static bool led(void *arg)
     return cjs_stream_agreed(w->c, w->stream, &w->leader);
 }
 
+/* Print each node's view of stream's Raft group (its
+ * $KEEL.API.CLUSTER.STATUS group: role, leader, term, last_index, commit,
+ * applied and, on the leader, each peer's lag), asked through node via:
+ * what a wait that timed out needs to say why. */
+static void dump_group(struct cjs *c, int via, const char *stream)
+{
+    natsInbox *inbox = NULL;
+    natsSubscription *sub = NULL;
+    if (c->nc[via] == NULL || natsInbox_Create(&inbox) != NATS_OK ||
+        natsConnection_SubscribeSync(&sub, c->nc[via], inbox) != NATS_OK ||
+        natsConnection_PublishRequestString(
+            c->nc[via], "$KEEL.API.CLUSTER.STATUS", inbox, "") != NATS_OK) {
+        fprintf(stderr, "group %s: no status through node %d\n", stream, via);
+    }
+    /* One answer per node at most (the request fans out). */
+    for (int k = 0; sub != NULL && k < c->n; k++) {
+        natsMsg *m = NULL;
+        if (natsSubscription_NextMsg(&m, sub, CJS_REQ_MS) != NATS_OK) {
+            break;
+        }
+        json_t *o = json_loadb(natsMsg_GetData(m),
+                               (size_t)natsMsg_GetDataLength(m), 0, NULL);
+        const char *nm = json_string_value(
+            json_object_get(json_object_get(o, "server"), "name"));
+        size_t i;
+        json_t *g;
+        json_t *mine = json_object_get(o, "meta"); /* none: say the meta's */
+        json_array_foreach(json_object_get(o, "groups"), i, g)
+        {
+            const char *gs = json_string_value(json_object_get(g, "stream"));
+            if (gs != NULL && strcmp(gs, stream) == 0) {
+                mine = g;
+            }
+        }
+        char *txt = json_dumps(mine, JSON_COMPACT);
+        fprintf(stderr, "%s %s on %s: %s\n",
+                mine == json_object_get(o, "meta") ? "no group; meta of"
+                                                   : "group",
+                stream, nm != NULL ? nm : "?", txt != NULL ? txt : "?");
+        free(txt);
+        json_decref(o);
+        natsMsg_Destroy(m);
+    }
+    natsSubscription_Destroy(sub);
+    natsInbox_Destroy(inbox);
+    for (int i = 0; i < c->n; i++) {
+        char subj[160];
+        snprintf(subj, sizeof subj, "$JS.API.STREAM.INFO.%s", stream);
+        json_t *o = c->nc[i] != NULL ? cjs_request(c, i, subj, "") : NULL;
+        json_t *part = json_object_get(o, "error");
+        char *txt = json_dumps(
+            part != NULL ? part : json_object_get(o, "cluster"), JSON_COMPACT);
+        fprintf(stderr, "stream info %s through node %d: %s\n", stream, i,
+                txt != NULL ? txt : "no answer");
+        free(txt);
+        json_decref(o);
+    }
+}
+
 int cjs_wait_stream_led(struct cjs *c, const char *stream, int wait_ms)
 {
     struct led_wait w = {c, stream, -1};
-    return h_poll(led, &w, wait_ms) ? w.leader : -1;
+    if (h_poll(led, &w, wait_ms)) {
+        return w.leader;
+    }
+    fprintf(stderr, "stream %s: no leader every node names within %d ms\n",
+            stream, wait_ms);
+    for (int i = 0; i < c->n; i++) {
+        if (c->nc[i] != NULL) {
+            dump_group(c, i, stream);
+            break;
+        }
+    }
+    return -1;
+}
+
+struct lead_to {
+    struct cjs *c;
+    const char *stream;
+    int want, asked;
+};
+
+/* Has want become stream's leader on every running node? Else ask the
+ * leader every node names to step down: it hands over to a healthy
+ * replica at random (docs/raft.md "Leadership transfer"), so each ask
+ * reaches want with a fair chance. */
+static bool led_by_want(void *arg)
+{
+    struct lead_to *w = arg;
+    char subj[160];
+    int l = -1;
+    if (cjs_stream_agreed(w->c, w->stream, &l) && l == w->want) {
+        return true;
+    }
+    if (l >= 0) {
+        snprintf(subj, sizeof subj, "$JS.API.STREAM.LEADER.STEPDOWN.%s",
+                 w->stream);
+        json_decref(cjs_request(w->c, l, subj, ""));
+        w->asked++;
+    }
+    return false;
+}
+
+bool cjs_lead_to(struct cjs *c, const char *stream, int want, int wait_ms)
+{
+    struct lead_to w = {c, stream, want, 0};
+    long long t0 = h_now_ms();
+    if (h_poll(led_by_want, &w, wait_ms)) {
+        return true;
+    }
+    fprintf(stderr,
+            "stream %s: node %d (%s) not its leader after %d step-downs "
+            "in %lld ms\n",
+            stream, want, c->net.node[want].name, w.asked, h_now_ms() - t0);
+    dump_group(c, want, stream);
+    return false;
+}
+
+/* One create; false (try again) on no answer or any error: a node just
+ * restarted answers 10008 until it knows the meta leader, a create that
+ * timed out may have been applied (then this one is answered as created,
+ * nats-server's did_create), and two racing in the meta log answer the
+ * later one 10058 though the stream is as asked. */
+static bool created(void *arg)
+{
+    struct req_try *t = arg;
+    json_decref(t->reply);
+    t->reply = cjs_request(t->c, t->i, t->subject, t->body);
+    return !cjs_is_error(t->reply);
+}
+
+void cjs_create_json(struct cjs *c, int via, const char *name, const char *body,
+                     int wait_ms)
+{
+    char subj[160];
+    snprintf(subj, sizeof subj, "$JS.API.STREAM.CREATE.%s", name);
+    struct req_try t = {c, via, subj, body, NULL};
+    if (!h_poll(created, &t, wait_ms)) {
+        char *txt = t.reply != NULL ? json_dumps(t.reply, JSON_COMPACT) : NULL;
+        fprintf(stderr, "create %s through node %d: %s\n", name, via,
+                txt != NULL ? txt : "no answer");
+        free(txt);
+    }
+    assert_false(cjs_is_error(t.reply));
+    json_decref(t.reply);
 }
 
 struct add_try {

@@ -119,6 +119,18 @@ bool cjs_stream_agreed(struct cjs *c, const char *stream, int *leader);
 /* Wait (bounded) until cjs_stream_agreed. Returns the leader or -1. */
 int cjs_wait_stream_led(struct cjs *c, const char *stream, int wait_ms);
 
+/* Ask stream's leader to step down (bounded by wait_ms) until node want
+ * leads it on every running node. On a timeout it prints each node's view
+ * of the group (role, term, commit, applied, the peers' lag) and returns
+ * false. */
+bool cjs_lead_to(struct cjs *c, const char *stream, int want, int wait_ms);
+
+/* $JS.API.STREAM.CREATE.name with a JSON body through node via, sent
+ * again (bounded by wait_ms) while it gets no answer or an error; asserts
+ * it is created. For configurations libnats cannot express. */
+void cjs_create_json(struct cjs *c, int via, const char *name, const char *body,
+                     int wait_ms);
+
 /* js_AddStream through node via (name, one subject, replicas) and wait
  * until every running node names its leader; asserts both. */
 void cjs_add_stream(struct cjs *c, int via, const char *name,
