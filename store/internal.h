@@ -192,6 +192,10 @@ struct store {
     struct store__gq q[STORE__Q_COUNT];
     struct store_group *groups;
     size_t ngroups;
+    /* No interval sync or ENOSPC retry is due before this (store__now_ms);
+     * 0: walk the groups at the next look (a deadline was set, a group
+     * holding one stopped being busy). */
+    uint64_t timers_due_ms;
     pthread_cond_t pre_cv;
     pthread_t pre_thread;
     bool pre_started;

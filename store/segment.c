@@ -337,6 +337,7 @@ void store__seg_create(struct store_group *g, struct seg *seg)
         pthread_mutex_lock(&s->mu);
         g->enospc = true;
         g->enospc_reported = false;
+        s->timers_due_ms = 0;
         store__queue_event(s, g);
         pthread_mutex_unlock(&s->mu);
         return;

@@ -473,7 +473,8 @@ struct store_stats {
     uint64_t fdatasyncs; /* segment data syncs issued */
     uint64_t batches;
     uint64_t records_written;
-    uint64_t spares_attempted;       /* preallocations started */
+    uint64_t spares_attempted; /* preallocations started */
+    uint64_t timer_walks;      /* walks of every group for due interval syncs */
     struct store_hist fdatasync_us;  /* segment fdatasync latency */
     struct store_hist batch_records; /* records per write batch */
 };

@@ -1,6 +1,8 @@
 /* Group commit: 64 concurrent appenders on one group (each waits for its
  * record to be persisted before appending the next, as publishers waiting
- * for a PubAck) share fdatasyncs: fewer syncs than appends. Real fs. */
+ * for a PubAck) share fdatasyncs: fewer syncs than appends. The sync
+ * threads walk the groups for interval syncs only when one can be due,
+ * not before every batch. Real fs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,10 +10,13 @@
 
 #include <cmocka.h>
 
+#include <time.h>
+
 #include "store_test_util.h"
 
 #define APPENDERS 64
 #define APPENDS 1024
+#define WALK_APPENDS 200
 
 struct fixture {
     struct ts t;
@@ -65,11 +70,47 @@ static void concurrent_appenders_share_fdatasyncs(void **state)
     assert_int_equal(after.records_written - before.records_written, APPENDS);
 }
 
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Appends one at a time, each waited for: a batch each, and with
+ * --fsync group no interval deadline, so the groups are walked about
+ * once per ENOSPC_RETRY_MS (1 s), not once per batch (a walk over every
+ * group under the store mutex per batch cost a quarter of a node's CPU
+ * at 1,400 groups: docs/bench.md, "Many streams on a cluster"). */
+static void no_walk_of_every_group_per_batch(void **state)
+{
+    struct fixture *f = *state;
+    struct store_stats before;
+    struct store_stats after;
+    long long t0 = now_ms();
+
+    store_stats(f->t.s, &before);
+    for (uint64_t i = 1; i <= WALK_APPENDS; i++) {
+        ts_append(&f->t, i, i, 1, 128, 1);
+        assert_true(ts_wait_persisted(&f->t, i));
+    }
+    store_stats(f->t.s, &after);
+    uint64_t batches = after.batches - before.batches;
+    uint64_t walks = after.timer_walks - before.timer_walks;
+    long long secs = (now_ms() - t0) / 1000 + 1;
+    assert_true(batches >= WALK_APPENDS);
+    /* Once a second and a few for the run ends, per sync thread. */
+    assert_true(walks <= (uint64_t)(4 * secs + 8));
+    assert_true(walks < batches);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(concurrent_appenders_share_fdatasyncs,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(no_walk_of_every_group_per_batch, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
