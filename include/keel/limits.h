@@ -120,6 +120,10 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 /* A stream's `sources` (nats-server has no bound; each is read by the
  * leader's pump in turn, docs/jetstream-config.md "Sources"). */
 #define SRV_JS_SOURCES_MAX 32
+/* A mirror's or one source's `subject_transforms` (nats-server has no
+ * bound; each is a filter of the origin's read, sent whole on a read
+ * through the cluster, docs/jetstream-config.md "Mirrors"). */
+#define SRV_JS_FEED_XFORMS_MAX 16
 #define SRV_JS_SUBJECT_BYTES_MAX 1024
 #define SRV_JS_REPLICAS_MAX 5
 #define SRV_JS_DUPLICATE_WINDOW_NS_DEFAULT (120LL * 1000 * 1000 * 1000)

@@ -34,6 +34,15 @@ enum srv_js_fsync {
     SRV_JS_FSYNC_INTERVAL,  /* every fsync_interval_ms */
 };
 
+/* One of a mirror's or source's `subject_transforms` {src, dest}
+ * (srv_js_config_mirror.c): src selects what is read ("" is ">"), a
+ * non-empty dest changes the subject the message is stored under. */
+struct srv_feed_xform {
+    char *src;              /* owned, as given */
+    char *dest;             /* owned, as given; "" = a filter only */
+    struct srv_js_xform *x; /* owned, compiled; NULL when dest is "" */
+};
+
 /* A stream's `mirror`, or one of its `sources` (srv_js_config_mirror.c,
  * docs/decisions/0032-mirrors-pull-into-the-log.md,
  * docs/decisions/0035-sources-share-the-mirror-pump.md). */
@@ -42,6 +51,8 @@ struct srv_stream_mirror {
     uint64_t opt_start_seq;               /* 0 = from the origin's first */
     int64_t opt_start_time_ns;            /* 0 = none */
     char *filter_subject;                 /* owned; NULL = every subject */
+    struct srv_feed_xform *xf;            /* owned; nxf, none with a filter */
+    uint32_t nxf;                         /* <= SRV_JS_FEED_XFORMS_MAX */
 };
 
 struct srv_stream_config {
@@ -145,6 +156,23 @@ static inline bool srv_stream_pumps_cfg(const struct srv_stream_config *c)
 {
     return c->has_mirror || c->nsources > 0;
 }
+/* The subjects a read of origin mi keeps (its filter_subject, or its
+ * transforms' sources), into out (SRV_JS_FEED_XFORMS_MAX entries, owned
+ * by mi): how many, 0 when it keeps every subject. */
+uint32_t srv_stream_mirror_filters(const struct srv_stream_mirror *mi,
+                                   const char **out);
+/* The subject a message of origin mi with subject subj (len bytes) is
+ * stored under: true with it in out (*outlen bytes, NUL terminated) when
+ * the first of mi's subject_transforms whose source matches and whose
+ * result fits changed it, false when it is stored as it is (nats-server
+ * passes over a transform that fails the same way). */
+bool srv_stream_mirror_xform(const struct srv_stream_mirror *mi,
+                             const char *subj, size_t len,
+                             char out[SRV_JS_SUBJECT_BYTES_MAX + 1],
+                             size_t *outlen);
+/* mi's subject_transforms as nats-server encodes them, [{src, dest}]
+ * (NULL when out of memory). */
+json_t *srv_stream_mirror_xforms_json(const struct srv_stream_mirror *mi);
 /* Free the mirror's filter and the sources (srv_stream_config_free). */
 void srv_stream_config_free_sources(struct srv_stream_config *c);
 bool srv_stream_mirror_equal(const struct srv_stream_config *a,

@@ -1,10 +1,11 @@
 /* srv_js_config_mirror: a stream config's `mirror` and `sources`, each
- * {name, opt_start_seq, opt_start_time, filter_subject}: read, checked
- * with nats-server 2.9's texts and codes, encoded back with Go's omitempty
+ * {name, opt_start_seq, opt_start_time, filter_subject,
+ * subject_transforms}: read, checked with nats-server 2.9's texts and
+ * codes (2.10's for subject_transforms), encoded back with Go's omitempty
  * (docs/jetstream-config.md, docs/decisions/0032-mirrors-pull-into-the-log.md,
- * docs/decisions/0035-sources-share-the-mirror-pump.md). `external` and
- * `subject_transforms` are refused by name before this
- * (srv_js_unsupported.c). Pure: no I/O, no clock. */
+ * docs/decisions/0035-sources-share-the-mirror-pump.md). `external` is
+ * refused by name before this (srv_js_unsupported.c). Pure: no I/O, no
+ * clock. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,118 @@
 #include "srv_consumer_cfg.h"
 #include "srv_js_config.h"
 #include "srv_js_json.h"
+#include "srv_js_xform.h"
+
+/* The codes of a mirror's and a source's transform errors (nats-server
+ * 2.10's JSMirror* and JSSource* rows). */
+struct xf_codes {
+    enum srv_js_err multi, source, dest, overlap;
+};
+static const struct xf_codes mirror_codes = {
+    SRV_JS_EMIRROR_MULTI_FILTERS, SRV_JS_EMIRROR_XFORM_SOURCE,
+    SRV_JS_EMIRROR_XFORM_DEST, SRV_JS_EMIRROR_XFORM_OVERLAP};
+static const struct xf_codes source_codes = {
+    SRV_JS_ESOURCE_MULTI_FILTERS, SRV_JS_ESOURCE_XFORM_SOURCE,
+    SRV_JS_ESOURCE_XFORM_DEST, SRV_JS_ESOURCE_XFORM_OVERLAP};
+
+static const char *xf_src(const struct srv_feed_xform *t)
+{
+    return t->src[0] != '\0' ? t->src : ">";
+}
+
+/* One {src, dest}: copied, src checked, dest compiled when given. */
+static int xform_one(const struct srv_js_json_rd *rd, const json_t *o,
+                     struct srv_feed_xform *t, const struct xf_codes *codes)
+{
+    if (!json_is_object(o)) {
+        return srv_js_json_fail(rd, "each subject transform must be an "
+                                    "object {src, dest}");
+    }
+    const struct srv_js_json_rd m = {o, rd->bad, rd->jerr, rd->errmsg};
+    int rv = srv_js_json_str(&m, "src", &t->src);
+    if (rv == 0) {
+        rv = srv_js_json_str(&m, "dest", &t->dest);
+    }
+    if (rv == 0 && t->src == NULL) {
+        t->src = strdup("");
+    }
+    if (rv == 0 && t->dest == NULL) {
+        t->dest = strdup("");
+    }
+    if (rv == 0 && (t->src == NULL || t->dest == NULL)) {
+        rv = keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
+    }
+    if (rv != 0) {
+        return rv;
+    }
+    if (!srv_js_subject_valid(xf_src(t), true)) {
+        return SRV_JS_CFG_ERR(rd->jerr, codes->source, rd->errmsg,
+                              "invalid subject %.200s", t->src);
+    }
+    if (t->dest[0] == '\0') {
+        return 0; /* a filter only, as nats-server has an empty dest */
+    }
+    t->x = malloc(sizeof *t->x);
+    if (t->x == NULL) {
+        return keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
+    }
+    char err[KEEL_ERRMSG_MAX];
+    if (srv_js_xform_compile(xf_src(t), t->dest, t->x, err) != 0) {
+        return SRV_JS_CFG_ERR(rd->jerr, codes->dest, rd->errmsg, "%s", err);
+    }
+    return 0;
+}
+
+/* `subject_transforms`: not with a filter_subject; a mirror's sources may
+ * not overlap, a source's may not be a subset of one another (nats-server
+ * 2.10's two rules). */
+static int parse_xforms(const struct srv_js_json_rd *m,
+                        struct srv_stream_mirror *mi,
+                        const struct xf_codes *codes)
+{
+    const json_t *a = json_object_get(m->j, "subject_transforms");
+    if (a != NULL && !json_is_null(a) && !json_is_array(a)) {
+        return srv_js_json_fail(m, "subject_transforms must be an array");
+    }
+    size_t n = json_is_array(a) ? json_array_size(a) : 0;
+    if (n == 0) {
+        return 0;
+    }
+    if (mi->filter_subject != NULL && mi->filter_subject[0] != '\0') {
+        return SRV_JS_CFG_ERR(m->jerr, codes->multi, m->errmsg, "%s",
+                              srv_js_err_info(codes->multi)->description);
+    }
+    if (n > SRV_JS_FEED_XFORMS_MAX) {
+        return srv_js_json_fail(m,
+                                "too many subject transforms (%zu, at most "
+                                "%d)",
+                                n, SRV_JS_FEED_XFORMS_MAX);
+    }
+    mi->xf = calloc(n, sizeof *mi->xf);
+    if (mi->xf == NULL) {
+        return keel_err(KEEL_ENOMEM, m->errmsg, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        mi->nxf = (uint32_t)(i + 1); /* freed with the config */
+        int rv = xform_one(m, json_array_get(a, i), &mi->xf[i], codes);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    for (uint32_t i = 0; i < mi->nxf; i++) {
+        for (uint32_t k = 0; k < mi->nxf; k++) {
+            const char *x = xf_src(&mi->xf[i]), *y = xf_src(&mi->xf[k]);
+            bool clash = codes == &mirror_codes ? srv_js_subjects_overlap(x, y)
+                                                : srv_js_subject_subset(x, y);
+            if (i != k && clash) {
+                return SRV_JS_CFG_ERR(
+                    m->jerr, codes->overlap, m->errmsg, "%s",
+                    srv_js_err_info(codes->overlap)->description);
+            }
+        }
+    }
+    return 0;
+}
 
 /* One origin's fields; what ("mirror" or "source") names it in errors. */
 static int mirror_fields(const struct srv_js_json_rd *m,
@@ -55,7 +168,10 @@ static int mirror_fields(const struct srv_js_json_rd *m,
                               "subject",
                               what, mi->filter_subject);
     }
-    return rv;
+    return rv == 0 ? parse_xforms(m, mi,
+                                  strcmp(what, "mirror") == 0 ? &mirror_codes
+                                                              : &source_codes)
+                   : rv;
 }
 
 /* `sources`: an array of origins, each named once (nats-server 2.9.10
@@ -157,6 +273,10 @@ static json_t *origin_json(const struct srv_stream_mirror *mi)
         bad |= json_object_set_new(m, "filter_subject",
                                    json_string(mi->filter_subject));
     }
+    if (m != NULL && mi->nxf > 0) {
+        bad |= json_object_set_new(m, "subject_transforms",
+                                   srv_stream_mirror_xforms_json(mi));
+    }
     if (bad && m != NULL) {
         json_decref(m);
         m = NULL;
@@ -180,15 +300,72 @@ int srv_stream_config_mirror_json(const struct srv_stream_config *c, json_t *o)
     return bad | json_object_set_new(o, "sources", a);
 }
 
+json_t *srv_stream_mirror_xforms_json(const struct srv_stream_mirror *mi)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; a != NULL && i < mi->nxf; i++) {
+        /* Both always, as nats-server's SubjectTransformConfig has them. */
+        if (json_array_append_new(a,
+                                  json_pack("{s:s, s:s}", "src", mi->xf[i].src,
+                                            "dest", mi->xf[i].dest)) != 0) {
+            json_decref(a);
+            a = NULL;
+        }
+    }
+    return a;
+}
+
+bool srv_stream_mirror_xform(const struct srv_stream_mirror *mi,
+                             const char *subj, size_t len,
+                             char out[SRV_JS_SUBJECT_BYTES_MAX + 1],
+                             size_t *outlen)
+{
+    for (uint32_t i = 0; i < mi->nxf; i++) {
+        /* A filter only (no dest) is looked past, as nats-server does. */
+        if (mi->xf[i].x != NULL &&
+            srv_js_xform_apply(mi->xf[i].x, subj, len, out,
+                               SRV_JS_SUBJECT_BYTES_MAX + 1, outlen) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+uint32_t srv_stream_mirror_filters(const struct srv_stream_mirror *mi,
+                                   const char **out)
+{
+    if (mi->filter_subject != NULL && mi->filter_subject[0] != '\0') {
+        out[0] = mi->filter_subject;
+        return 1;
+    }
+    for (uint32_t i = 0; i < mi->nxf; i++) {
+        out[i] = xf_src(&mi->xf[i]);
+        if (strcmp(out[i], ">") == 0) {
+            return 0; /* every subject: no filter */
+        }
+    }
+    return mi->nxf;
+}
+
+static void free_origin(struct srv_stream_mirror *mi)
+{
+    free(mi->filter_subject);
+    for (uint32_t i = 0; i < mi->nxf; i++) {
+        free(mi->xf[i].src);
+        free(mi->xf[i].dest);
+        free(mi->xf[i].x);
+    }
+    free(mi->xf);
+}
+
 void srv_stream_config_free_sources(struct srv_stream_config *c)
 {
-    free(c->mirror.filter_subject);
-    for (uint32_t i = 0; i < c->nsources; i++) {
-        free(c->sources[i].filter_subject);
+    free_origin(&c->mirror);
+    while (c->nsources > 0) {
+        free_origin(&c->sources[--c->nsources]);
     }
     free(c->sources);
     c->sources = NULL;
-    c->nsources = 0;
 }
 
 bool srv_stream_mirror_equal(const struct srv_stream_config *a,
@@ -203,7 +380,13 @@ bool srv_stream_mirror_equal(const struct srv_stream_config *a,
     const struct srv_stream_mirror *x = &a->mirror, *y = &b->mirror;
     const char *fx = x->filter_subject != NULL ? x->filter_subject : "";
     const char *fy = y->filter_subject != NULL ? y->filter_subject : "";
-    return strcmp(x->name, y->name) == 0 &&
-           x->opt_start_seq == y->opt_start_seq &&
-           x->opt_start_time_ns == y->opt_start_time_ns && strcmp(fx, fy) == 0;
+    bool same = strcmp(x->name, y->name) == 0 &&
+                x->opt_start_seq == y->opt_start_seq &&
+                x->opt_start_time_ns == y->opt_start_time_ns &&
+                strcmp(fx, fy) == 0 && x->nxf == y->nxf;
+    for (uint32_t i = 0; same && i < x->nxf; i++) {
+        same = strcmp(x->xf[i].src, y->xf[i].src) == 0 &&
+               strcmp(x->xf[i].dest, y->xf[i].dest) == 0;
+    }
+    return same;
 }

@@ -99,7 +99,21 @@
     X(SRV_JS_ECLUSTER_REFUSED, 400, 10003, "bad request: ")                    \
     X(SRV_JS_ETRANSFORM_SOURCE, 400, 10155, "stream transform source: ")       \
     X(SRV_JS_ETRANSFORM_DEST, 400, 10156, "stream transform: ")                \
-    X(SRV_JS_ETRANSFORM_SUBJECT, 400, 10003, "bad request: ")
+    X(SRV_JS_ETRANSFORM_SUBJECT, 400, 10003, "bad request: ")                  \
+    X(SRV_JS_ESOURCE_MULTI_FILTERS, 400, 10144,                                \
+      "source with multiple subject transforms cannot also have a single "     \
+      "subject filter")                                                        \
+    X(SRV_JS_ESOURCE_XFORM_SOURCE, 400, 10145, "source transform source: ")    \
+    X(SRV_JS_ESOURCE_XFORM_DEST, 400, 10146, "source transform: ")             \
+    X(SRV_JS_ESOURCE_XFORM_OVERLAP, 400, 10147,                                \
+      "source filters can not overlap")                                        \
+    X(SRV_JS_EMIRROR_MULTI_FILTERS, 400, 10150,                                \
+      "mirror with multiple subject transforms cannot also have a single "     \
+      "subject filter")                                                        \
+    X(SRV_JS_EMIRROR_XFORM_SOURCE, 400, 10151, "mirror transform source: ")    \
+    X(SRV_JS_EMIRROR_XFORM_OVERLAP, 400, 10152,                                \
+      "mirror subject filters can not overlap")                                \
+    X(SRV_JS_EMIRROR_XFORM_DEST, 400, 10154, "mirror transform: ")
 
 /* 0 means "no JetStream error"; the table starts at 1. */
 enum srv_js_err {

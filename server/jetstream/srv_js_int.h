@@ -370,14 +370,15 @@ struct srv_mirror_rec {
 /* Takes one record; nonzero stops the read before it (not consumed). */
 typedef int (*srv_mirror_emit_fn)(void *arg, const struct srv_mirror_rec *r);
 /* Read the applied state of origin o from *next on (a replica on this
- * node, every message committed), filter (NULL: all) and opt_start_time
+ * node, every message committed), the nf filters (0: all) and opt_start_time
  * since (0: none) applied, emitting at most max records in seq order;
  * *next moves past what was emitted or skipped. Work is bounded by
  * SRV_STREAM_SCAN_MAX skips. Returns true when more may follow at once
  * (a record emitted or the scan bound reached); a store error sets
  * *failed (a KEEL_E*) and err. (srv_stream_mirror.c) */
 bool srv_stream_mirror__read(struct srv_stream *o, uint64_t *next,
-                             const char *filter, int64_t since, uint32_t max,
+                             const char *const *filters, size_t nf,
+                             int64_t since, uint32_t max,
                              srv_mirror_emit_fn emit, void *arg, int *failed,
                              char *err);
 /* Can this node's replica of o be read (placed, opened, not failed, not

@@ -97,16 +97,12 @@ static bool consumer_limits_set(const json_t *j)
 static const struct field mirror_fields[] = {
     {"external", UNSET_NULL,
      "mirrors of another domain or account are not implemented"},
-    {"subject_transforms", UNSET_EMPTY,
-     "mirror subject transforms are not implemented"},
 };
 
 /* The same parts of each of the sources. */
 static const struct field source_fields[] = {
     {"external", UNSET_NULL,
      "sources of another domain or account are not implemented"},
-    {"subject_transforms", UNSET_EMPTY,
-     "source subject transforms are not implemented"},
 };
 
 static int sources_check(const json_t *req, enum srv_js_err *jerr, char *errmsg)

@@ -97,10 +97,20 @@ int srv_stream_mirror__propose(struct srv_stream *st, const struct srv_feed *f,
         .kind = KEEL_STREAM_E_MIRROR, .seq = r->seq, .lost = r->lost};
     const struct srv_stream_msg *m = r->m;
     char *hdr = NULL;
+    char subj[SRV_JS_SUBJECT_BYTES_MAX + 1];
     if (m != NULL) {
         e.ts_ns = m->ts_ns;
         e.subject = m->subject;
         e.subject_len = m->subject_len;
+        /* The subject it is stored under, decided here so the entry in
+         * the log holds it for every replica and replay (as a stream's
+         * subject_transform, decision 0029). */
+        size_t n = 0;
+        if (srv_stream_mirror_xform(f->o, m->subject, m->subject_len, subj,
+                                    &n)) {
+            e.subject = subj;
+            e.subject_len = n;
+        }
         e.hdr = m->hdr;
         e.hdr_len = m->hdr_len;
         e.data = m->data;
@@ -215,12 +225,11 @@ void srv_stream_mirror__close(struct srv_stream *st)
 }
 
 bool srv_stream_mirror__read(struct srv_stream *o, uint64_t *next,
-                             const char *filter, int64_t since, uint32_t max,
+                             const char *const *filters, size_t nf,
+                             int64_t since, uint32_t max,
                              srv_mirror_emit_fn emit, void *arg, int *failed,
                              char *err)
 {
-    const char *const *filters = filter != NULL ? &filter : NULL;
-    size_t nf = filter != NULL ? 1 : 0;
     bool progress = false;
     uint32_t n = 0;
     *failed = 0;
@@ -235,7 +244,7 @@ bool srv_stream_mirror__read(struct srv_stream *o, uint64_t *next,
             return true;
         }
         if (rv == KEEL_ENOENT) {
-            if (lost > 0 && filter == NULL) {
+            if (lost > 0 && nf == 0) {
                 /* The origin dropped every message the mirror has not
                  * read: record the gap rather than wait for them. */
                 struct srv_mirror_rec r = {first - 1, lost, NULL};
@@ -243,7 +252,7 @@ bool srv_stream_mirror__read(struct srv_stream *o, uint64_t *next,
                     *next = first;
                     progress = true;
                 }
-            } else if (o->sm.last_seq >= *next && filter != NULL) {
+            } else if (o->sm.last_seq >= *next && nf > 0) {
                 *next = o->sm.last_seq + 1; /* nothing matches up to last */
             }
             break;
@@ -357,9 +366,11 @@ static bool pump_read(struct srv_stream *st, const struct srv_feed *f,
     struct propose_arg arg = {
         st, f, 0, 0,
         held < MIRROR_WINDOW_BYTES ? MIRROR_WINDOW_BYTES - held : 0};
-    bool progress = srv_stream_mirror__read(
-        o, &p->next, f->o->filter_subject, since,
-        (uint32_t)(window - *inflight), emit_propose, &arg, &failed, err);
+    const char *filters[SRV_JS_FEED_XFORMS_MAX];
+    uint32_t nf = srv_stream_mirror_filters(f->o, filters);
+    bool progress = srv_stream_mirror__read(o, &p->next, filters, nf, since,
+                                            (uint32_t)(window - *inflight),
+                                            emit_propose, &arg, &failed, err);
     *inflight += arg.proposed;
     if (failed != 0) {
         srv_stream_mirror__fail(st, f, SRV_JS_EUNAVAILABLE, err);
@@ -547,6 +558,11 @@ static json_t *feed_info(struct srv_stream *st, const struct srv_feed *f)
     if (m != NULL && lost > 0) {
         /* Keel's own: origin seqs dropped before they were read. */
         json_object_set_new(m, "keel_lost", json_integer((json_int_t)lost));
+    }
+    if (m != NULL && f->o->nxf > 0) {
+        /* As nats-server 2.10 and later show them. */
+        json_object_set_new(m, "subject_transforms",
+                            srv_stream_mirror_xforms_json(f->o));
     }
     /* A source stalled on a refused message shows the refusal (the
      * applied state: the same on every replica's info). */

@@ -22,6 +22,7 @@
  *
  * Frames (msgpack arrays):
  *   read:  [1, id, mirror, origin, from, filter, since_ns, max, max_bytes]
+ *   (filter: the subjects kept, separated by a space, "" every subject)
  *   reply: [2, id, mirror, from, jerr, why, next, more, origin_last,
  *           [[seq, lost, ts_ns, subject, hdr, data], ...]]
  *   (subject "" in a record: position only, past seqs dropped unseen)
@@ -42,6 +43,9 @@
 #define MIRROR_READ_MSGS 64
 #define MIRROR_READ_BYTES (1024u * 1024u)
 #define MIRROR_READ_TIMEOUT_MS 2000
+/* A read's filters joined by spaces (no subject holds one). */
+#define MIRROR_FILTER_BYTES                                                    \
+    (SRV_JS_FEED_XFORMS_MAX * (SRV_JS_SUBJECT_BYTES_MAX + 1))
 
 enum mirror_frame {
     MIRROR_READ = 1,
@@ -96,13 +100,25 @@ static int send_read(const struct srv_stream *st, const struct srv_feed *f,
                      const struct srv_stream *o, const char *node, uint64_t id)
 {
     const struct srv_stream_mirror *mc = f->o;
-    const char *filter = mc->filter_subject != NULL ? mc->filter_subject : "";
-    int64_t since = srv_stream_feed_pos(st, f) == 0 ? mc->opt_start_time_ns : 0;
-    uint8_t buf[2 * SRV_JS_NAME_BYTES_MAX + SRV_JS_SUBJECT_BYTES_MAX +
-                12 * SRV_MP_HEADER_BYTES_MAX];
-    if (strlen(filter) > SRV_JS_SUBJECT_BYTES_MAX) {
-        return KEEL_EINVAL;
+    const char *filters[SRV_JS_FEED_XFORMS_MAX];
+    uint32_t nf = srv_stream_mirror_filters(mc, filters);
+    char filter[MIRROR_FILTER_BYTES];
+    size_t fl = 0;
+    for (uint32_t i = 0; i < nf; i++) {
+        size_t n = strlen(filters[i]);
+        if (n > SRV_JS_SUBJECT_BYTES_MAX) {
+            return KEEL_EINVAL;
+        }
+        if (i > 0) {
+            filter[fl++] = ' ';
+        }
+        memcpy(filter + fl, filters[i], n);
+        fl += n;
     }
+    filter[fl] = '\0';
+    int64_t since = srv_stream_feed_pos(st, f) == 0 ? mc->opt_start_time_ns : 0;
+    uint8_t buf[2 * SRV_JS_NAME_BYTES_MAX + MIRROR_FILTER_BYTES +
+                12 * SRV_MP_HEADER_BYTES_MAX];
     uint8_t *w = srv_mp_put_array(buf, 9);
     w = srv_mp_put_uint(w, MIRROR_READ);
     w = srv_mp_put_uint(w, id);
@@ -420,7 +436,7 @@ static int on_read(struct srv_js *js, const char *to, struct srv_mp_reader *r)
 {
     char mirror[SRV_JS_NAME_BYTES_MAX + 1];
     char origin[SRV_JS_NAME_BYTES_MAX + 1];
-    char filter[SRV_JS_SUBJECT_BYTES_MAX + 1];
+    char filter[MIRROR_FILTER_BYTES];
     char err[KEEL_ERRMSG_MAX];
     char *outs[3] = {mirror, origin, filter};
     size_t caps[3] = {sizeof mirror, sizeof origin, sizeof filter};
@@ -439,6 +455,15 @@ static int on_read(struct srv_js *js, const char *to, struct srv_mp_reader *r)
     if (srv_mp_get_uint(r, &since) != 0 || srv_mp_get_uint(r, &max) != 0 ||
         srv_mp_get_uint(r, &max_bytes) != 0 || from == 0 || since > INT64_MAX) {
         return KEEL_EPROTO;
+    }
+    const char *filters[SRV_JS_FEED_XFORMS_MAX];
+    size_t nf = 0;
+    for (char *save = NULL, *t = strtok_r(filter, " ", &save); t != NULL;
+         t = strtok_r(NULL, " ", &save)) {
+        if (nf == SRV_JS_FEED_XFORMS_MAX || !srv_js_subject_valid(t, true)) {
+            return KEEL_EPROTO;
+        }
+        filters[nf++] = t;
     }
     struct srv_stream *o = NULL;
     if (srv_js_find_stream(js, origin, &o) != 0) {
@@ -461,7 +486,7 @@ static int on_read(struct srv_js *js, const char *to, struct srv_mp_reader *r)
     uint64_t next = from;
     int failed = 0;
     bool more = srv_stream_mirror__read(
-        o, &next, filter[0] != '\0' ? filter : NULL, (int64_t)since,
+        o, &next, filters, nf, (int64_t)since,
         max < MIRROR_READ_MSGS ? (uint32_t)max : MIRROR_READ_MSGS, emit_append,
         &recs, &failed, err);
     if (failed != 0 && recs.n == 0) {

@@ -89,6 +89,11 @@ static void stream_defaults_and_client_bodies_are_accepted(void **state)
         "\"mirror_direct\":true}",
         "{\"name\":\"S\",\"sources\":[{\"name\":\"O\",\"external\":null,"
         "\"subject_transforms\":[]}]}",
+        /* Implemented: checked by the config (srv_js_config_mirror.c). */
+        "{\"name\":\"S\",\"mirror\":{\"name\":\"O\",\"subject_transforms\":"
+        "[{\"src\":\">\",\"dest\":\"x.>\"}]}}",
+        "{\"name\":\"S\",\"sources\":[{\"name\":\"O\",\"subject_transforms\":"
+        "[{\"src\":\">\",\"dest\":\"x.>\"}]}]}",
         /* Implemented (srv_js_config_ttl.c): checked by the config. */
         "{\"name\":\"S\",\"allow_msg_ttl\":true,"
         "\"subject_delete_marker_ttl\":1000000000}",
@@ -114,15 +119,9 @@ static void stream_fields_keeld_does_not_implement_are_refused(void **state)
         {"{\"name\":\"S\",\"sources\":[{\"name\":\"O\"},{\"name\":\"P\","
          "\"external\":{\"api\":\"$JS.hub.API\"}}]}",
          "source external"},
-        {"{\"name\":\"S\",\"sources\":[{\"name\":\"O\",\"subject_transforms\":"
-         "[{\"src\":\">\",\"dest\":\"x.>\"}]}]}",
-         "source subject_transforms"},
         {"{\"name\":\"S\",\"mirror\":{\"name\":\"O\",\"external\":"
          "{\"api\":\"$JS.hub.API\"}}}",
          "mirror external"},
-        {"{\"name\":\"S\",\"mirror\":{\"name\":\"O\",\"subject_transforms\":"
-         "[{\"src\":\">\",\"dest\":\"x.>\"}]}}",
-         "mirror subject_transforms"},
         {"{\"name\":\"S\",\"template_owner\":\"T\"}", "template_owner"},
         {"{\"name\":\"S\",\"allow_msg_counter\":true}", "allow_msg_counter"},
         {"{\"name\":\"S\",\"allow_atomic\":true}", "allow_atomic"},

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -250,6 +251,179 @@ static void subject_transform_errors_are_10155_and_10156(void **state)
     srv_stream_config_free(&c);
 }
 
+/* A mirror's and each source's subject_transforms, nats-server 2.10's
+ * rules and codes. */
+static void feed_transforms_parse_encode_and_compare(void **state)
+{
+    (void)state;
+    struct srv_stream_config c, d;
+    enum srv_js_err jerr;
+    char err[KEEL_ERRMSG_MAX];
+    assert_int_equal(
+        parse("{\"name\":\"AGG\",\"sources\":[{\"name\":\"A\","
+              "\"subject_transforms\":[{\"src\":\"a.*\",\"dest\":\"x.$1\"},"
+              "{\"src\":\"b.>\"}]},{\"name\":\"B\"}]}",
+              &c, &jerr, err),
+        0);
+    assert_int_equal(c.sources[0].nxf, 2);
+    assert_non_null(c.sources[0].xf[0].x);
+    assert_null(c.sources[0].xf[1].x); /* no dest: a filter only */
+    assert_int_equal(c.sources[1].nxf, 0);
+    const char *fl[SRV_JS_FEED_XFORMS_MAX];
+    assert_int_equal(srv_stream_mirror_filters(&c.sources[0], fl), 2);
+    assert_string_equal(fl[0], "a.*");
+    assert_string_equal(fl[1], "b.>");
+    assert_int_equal(srv_stream_mirror_filters(&c.sources[1], fl), 0);
+    json_t *o = NULL;
+    assert_int_equal(srv_stream_config_encode(&c, &o, err), 0);
+    const json_t *t = json_object_get(
+        json_array_get(json_object_get(o, "sources"), 0), "subject_transforms");
+    assert_int_equal(json_array_size(t), 2);
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(t, 0), "dest")),
+        "x.$1");
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(t, 1), "dest")), "");
+    assert_int_equal(srv_stream_config_parse(o, &d, &jerr, err), 0);
+    assert_true(srv_stream_config_equal(&c, &d));
+    srv_stream_config_free(&d);
+    json_decref(o);
+    srv_stream_config_free(&c);
+    /* A mirror's; another transform is another mirror (an update may not
+     * change it, 10055), and "" as a src reads every subject. */
+    assert_int_equal(parse("{\"name\":\"M\",\"mirror\":{\"name\":\"O\","
+                           "\"subject_transforms\":[{\"src\":\"\","
+                           "\"dest\":\"m.>\"}]}}",
+                           &c, &jerr, err),
+                     0);
+    assert_int_equal(parse("{\"name\":\"M\",\"mirror\":{\"name\":\"O\","
+                           "\"subject_transforms\":[{\"src\":\">\","
+                           "\"dest\":\"n.>\"}]}}",
+                           &d, &jerr, err),
+                     0);
+    assert_int_equal(srv_stream_mirror_filters(&c.mirror, fl), 0);
+    assert_false(srv_stream_mirror_equal(&c, &d));
+    assert_true(srv_stream_mirror_equal(&c, &c));
+    srv_stream_config_free(&d);
+    srv_stream_config_free(&c);
+}
+
+static void the_first_matching_transform_names_the_stored_subject(void **state)
+{
+    (void)state;
+    struct srv_stream_config c;
+    enum srv_js_err jerr;
+    char err[KEEL_ERRMSG_MAX];
+    char out[SRV_JS_SUBJECT_BYTES_MAX + 1];
+    size_t n = 0;
+    /* a.* and *.b overlap (neither a subset): a source may have both. */
+    assert_int_equal(parse("{\"name\":\"AGG\",\"sources\":[{\"name\":\"A\","
+                           "\"subject_transforms\":[{\"src\":\"a.*\"},"
+                           "{\"src\":\"*.b\",\"dest\":\"to.$1\"},"
+                           "{\"src\":\"c.>\",\"dest\":\"see.>\"}]}]}",
+                           &c, &jerr, err),
+                     0);
+    const struct srv_stream_mirror *mi = &c.sources[0];
+    /* The filter-only a.* is looked past, as nats-server does. */
+    assert_true(srv_stream_mirror_xform(mi, "a.b", 3, out, &n));
+    assert_string_equal(out, "to.a");
+    assert_int_equal(n, 4);
+    assert_false(srv_stream_mirror_xform(mi, "a.c", 3, out, &n));
+    assert_true(srv_stream_mirror_xform(mi, "c.d.e", 5, out, &n));
+    assert_string_equal(out, "see.d.e");
+    /* Not NUL terminated: the length bounds it. */
+    assert_true(srv_stream_mirror_xform(mi, "c.xyz", 3, out, &n));
+    assert_string_equal(out, "see.x");
+    /* Too long once transformed: stored as it is. */
+    char big[SRV_JS_SUBJECT_BYTES_MAX + 1];
+    memset(big, 'q', sizeof big - 1);
+    big[0] = 'c';
+    big[1] = '.';
+    big[sizeof big - 1] = '\0';
+    assert_false(srv_stream_mirror_xform(mi, big, strlen(big), out, &n));
+    srv_stream_config_free(&c);
+}
+
+static void feed_transform_errors_carry_nats_server_codes(void **state)
+{
+    (void)state;
+    const struct {
+        const char *body;
+        enum srv_js_err jerr;
+        const char *why;
+    } bad[] = {
+        {"{\"name\":\"M\",\"mirror\":{\"name\":\"O\",\"filter_subject\":"
+         "\"a\",\"subject_transforms\":[{\"src\":\"b\",\"dest\":\"c\"}]}}",
+         SRV_JS_EMIRROR_MULTI_FILTERS,
+         "mirror with multiple subject transforms cannot also have a single "
+         "subject filter"},
+        {"{\"name\":\"M\",\"mirror\":{\"name\":\"O\",\"subject_transforms\":"
+         "[{\"src\":\"a..b\",\"dest\":\"c\"}]}}",
+         SRV_JS_EMIRROR_XFORM_SOURCE, "invalid subject a..b"},
+        {"{\"name\":\"M\",\"mirror\":{\"name\":\"O\",\"subject_transforms\":"
+         "[{\"src\":\"a.*\",\"dest\":\"c.$2\"}]}}",
+         SRV_JS_EMIRROR_XFORM_DEST,
+         "invalid mapping destination: wildcard index out of range in $2"},
+        {"{\"name\":\"M\",\"mirror\":{\"name\":\"O\",\"subject_transforms\":"
+         "[{\"src\":\"a.*\",\"dest\":\"x\"},{\"src\":\"*.b\",\"dest\":\"y\"}]"
+         "}}",
+         SRV_JS_EMIRROR_XFORM_OVERLAP,
+         "mirror subject filters can not overlap"},
+        {"{\"name\":\"S\",\"sources\":[{\"name\":\"O\",\"filter_subject\":"
+         "\"a\",\"subject_transforms\":[{\"src\":\"b\",\"dest\":\"c\"}]}]}",
+         SRV_JS_ESOURCE_MULTI_FILTERS,
+         "source with multiple subject transforms cannot also have a single "
+         "subject filter"},
+        {"{\"name\":\"S\",\"sources\":[{\"name\":\"O\",\"subject_transforms\":"
+         "[{\"src\":\"a b\",\"dest\":\"c\"}]}]}",
+         SRV_JS_ESOURCE_XFORM_SOURCE, "invalid subject a b"},
+        {"{\"name\":\"S\",\"sources\":[{\"name\":\"O\",\"subject_transforms\":"
+         "[{\"src\":\"a\",\"dest\":\"{{split(1)}}\"}]}]}",
+         SRV_JS_ESOURCE_XFORM_DEST, "invalid mapping destination"},
+        {"{\"name\":\"S\",\"sources\":[{\"name\":\"O\",\"subject_transforms\":"
+         "[{\"src\":\"a.*\",\"dest\":\"x\"},{\"src\":\"a.b\",\"dest\":\"y\"}]"
+         "}]}",
+         SRV_JS_ESOURCE_XFORM_OVERLAP, "source filters can not overlap"},
+        {"{\"name\":\"S\",\"sources\":[{\"name\":\"O\",\"subject_transforms\":"
+         "{\"src\":\"a\"}}]}",
+         SRV_JS_ESTREAM_CONFIG, "subject_transforms must be an array"},
+        {"{\"name\":\"S\",\"sources\":[{\"name\":\"O\",\"subject_transforms\":"
+         "[\"a\"]}]}",
+         SRV_JS_ESTREAM_CONFIG, "each subject transform must be an object"},
+        {"{\"name\":\"S\",\"sources\":[{\"name\":\"O\",\"subject_transforms\":"
+         "[{\"src\":1}]}]}",
+         SRV_JS_ESTREAM_CONFIG, "src"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct srv_stream_config c;
+        enum srv_js_err jerr = SRV_JS_OK;
+        char err[KEEL_ERRMSG_MAX];
+        assert_int_equal(parse(bad[i].body, &c, &jerr, err), KEEL_EINVAL);
+        if (jerr != bad[i].jerr || strstr(err, bad[i].why) == NULL) {
+            fail_msg("case %zu: %d %s", i, (int)jerr, err);
+        }
+        srv_stream_config_free(&c);
+    }
+    /* More than SRV_JS_FEED_XFORMS_MAX. */
+    json_t *a = json_array();
+    for (int i = 0; i <= SRV_JS_FEED_XFORMS_MAX; i++) {
+        char src[16];
+        snprintf(src, sizeof src, "s%d", i);
+        json_array_append_new(a,
+                              json_pack("{s:s, s:s}", "src", src, "dest", "d"));
+    }
+    json_t *j = json_pack("{s:s, s:{s:s, s:o}}", "name", "M", "mirror", "name",
+                          "O", "subject_transforms", a);
+    struct srv_stream_config c;
+    enum srv_js_err jerr = SRV_JS_OK;
+    char err[KEEL_ERRMSG_MAX];
+    assert_int_equal(srv_stream_config_parse(j, &c, &jerr, err), KEEL_EINVAL);
+    assert_int_equal(jerr, SRV_JS_ESTREAM_CONFIG);
+    assert_non_null(strstr(err, "too many subject transforms"));
+    srv_stream_config_free(&c);
+    json_decref(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -259,6 +433,9 @@ int main(void)
         cmocka_unit_test(a_result_that_does_not_fit_is_refused),
         cmocka_unit_test(republish_is_checked_and_echoed_as_nats_server),
         cmocka_unit_test(subject_transform_errors_are_10155_and_10156),
+        cmocka_unit_test(feed_transforms_parse_encode_and_compare),
+        cmocka_unit_test(the_first_matching_transform_names_the_stored_subject),
+        cmocka_unit_test(feed_transform_errors_carry_nats_server_codes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
