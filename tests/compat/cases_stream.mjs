@@ -22,6 +22,9 @@ const BATCH = 'Keel follows nats-server 2.11 on DIRECT.GET batch and ' +
   'multi_last (Nats-Num-Pending on each message, a 204 EOB status at the ' +
   'end); nats-server 2.9.10 does not know the fields: it answers one ' +
   'message for a seq and 408 Empty Request for multi_last alone';
+const XF210 = 'Keel follows nats-server 2.10 on mirror and source ' +
+  'subject_transforms (docs/decisions/0037-mirror-and-source-transforms-' +
+  'in-the-log.md); 2.9.10 does not know the field and ignores it';
 const BYTES = 'Keel counts a message as subject + headers + payload bytes; ' +
   'nats-server adds its file store record overhead (about 30 bytes a ' +
   'message)';
@@ -576,6 +579,57 @@ export const cases = [
       const r = await api(ctx, `STREAM.CREATE.${ctx.uniq}`, { name: ctx.uniq,
         mirror: { name: 'O', external: { api: '$JS.hub.API' } } });
       return { error: r.error?.err_code ?? null };
+    },
+  },
+  {
+    name: 'mirror and source subject_transforms (nats-server 2.10)',
+    intended: {
+      'mirror.messages': XF210 + ': the mirror reads only o.a (origin ' +
+        'seqs 1 and 3); 2.9.10 copies all three',
+      'mirror.subjects': XF210 + ': the mirror stores o.a as m.a at the ' +
+        'origin seqs; 2.9.10 stores every subject untransformed',
+      'source.messages': XF210 + ': the source reads only o.a; 2.9.10 ' +
+        'copies all three',
+      'source.subjects': XF210 + ': the source stores o.a as s.a; 2.9.10 ' +
+        'stores every subject untransformed',
+      info: XF210 + ': stream info shows the transforms; 2.9.10 does not',
+      configs: XF210 + ': the create replies echo subject_transforms; ' +
+        '2.9.10 drops the field',
+    },
+    run: async (ctx) => {
+      const n = ctx.uniq;
+      await create(ctx);
+      for (const x of ['a', 'b', 'a']) {
+        await pub(ctx, `${n}.${x}`, x);
+      }
+      const m = await api(ctx, `STREAM.CREATE.${n}M`, { name: `${n}M`,
+        mirror: { name: n, subject_transforms: [{ src: `${n}.a`,
+          dest: `${n}.m.a` }] } });
+      const s = await api(ctx, `STREAM.CREATE.${n}S`, { name: `${n}S`,
+        sources: [{ name: n, subject_transforms: [{ src: `${n}.a`,
+          dest: `${n}.s.a` }] }] });
+      const mi = await mirrorInfo(ctx, `${n}M`,
+        (x) => x.state?.last_seq === 3);
+      const si = await mirrorInfo(ctx, `${n}S`,
+        (x) => x.sources?.[0]?.lag === 0 && x.state?.messages > 0);
+      const subjects = async (name, seqs) => {
+        const out = [];
+        for (const seq of seqs) {
+          const g = await api(ctx, `STREAM.MSG.GET.${name}`, { seq });
+          out.push(g.message?.subject?.slice(n.length) ?? null);
+        }
+        return out;
+      };
+      return {
+        configs: [m.config?.mirror ?? m.error,
+          s.config?.sources ?? s.error],
+        mirror: { messages: mi.state?.messages,
+          subjects: await subjects(`${n}M`, [1, 2, 3]) },
+        source: { messages: si.state?.messages,
+          subjects: await subjects(`${n}S`, [1, 2, 3]) },
+        info: [mi.mirror?.subject_transforms ?? null,
+          si.sources?.[0]?.subject_transforms ?? null],
+      };
     },
   },
   {

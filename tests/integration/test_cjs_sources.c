@@ -6,7 +6,8 @@
  * Nats-Stream-Source header and its origin's payload, under the
  * aggregate's own gapless seqs: the positions are the aggregate's
  * replicated state, so a new leader resumes where the committed state
- * says. Shared setup: cjs_common.h. */
+ * says. An R3 aggregate of an R1 origin, with subject_transforms, led off
+ * the origin's node. Shared setup: cjs_common.h. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -201,7 +202,9 @@ static bool sourced_and_led_off(void *arg)
 
 /* An R3 aggregate of an R1 origin: one of its peers holds the origin, the
  * others read it through the cluster (the mirror's read frames), so a
- * leader elsewhere goes on from the replicated position. */
+ * leader elsewhere goes on from the replicated position. Its source has
+ * subject_transforms (docs/decisions/0037-mirror-and-source-transforms-
+ * in-the-log.md): every replica stores the transformed subject. */
 static void an_r3_aggregate_of_an_r1_origin_goes_on_led_elsewhere(void **state)
 {
     (void)state;
@@ -212,7 +215,10 @@ static void an_r3_aggregate_of_an_r1_origin_goes_on_led_elsewhere(void **state)
     assert_true(x >= 0);
     json_t *o = cjs_request_retry(&cj, 1, "$JS.API.STREAM.CREATE.AGG1",
                                   "{\"name\":\"AGG1\",\"num_replicas\":3,"
-                                  "\"sources\":[{\"name\":\"O1\"}]}",
+                                  "\"sources\":[{\"name\":\"O1\","
+                                  "\"subject_transforms\":[{\"src\":"
+                                  "\"o1.k\",\"dest\":\"agg1.k\"},"
+                                  "{\"src\":\"o1.q.>\"}]}]}",
                                   WAIT_MS);
     assert_false(cjs_is_error(o));
     json_decref(o);
@@ -241,6 +247,9 @@ static void an_r3_aggregate_of_an_r1_origin_goes_on_led_elsewhere(void **state)
         assert_int_equal(natsMsgHeader_Get(m, "Nats-Stream-Source", &src),
                          NATS_OK);
         assert_string_equal(src, want);
+        /* Transformed by whichever leader proposed it, from a read here
+         * or through the cluster (both transforms' sources the filter). */
+        assert_string_equal(natsMsg_GetSubject(m), "agg1.k");
         natsMsg_Destroy(m);
     }
     cjs_ledger_free(&l);

@@ -7,7 +7,10 @@
  * loads a snapshot leaves no duplicate and no gap; an origin deleted shows
  * in info and, recreated, is read past the position; sources added and
  * removed by an update; a message refused by discard new retried until a
- * purge makes room; config errors with nats-server's codes. */
+ * purge makes room; config errors with nats-server's codes; subject_transforms
+ * of sources and of a mirror (nats-server 2.10's): only what their sources
+ * match is read, stored under the transformed subject, once, across a
+ * restart. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -460,6 +463,153 @@ static void config_errors_carry_nats_server_codes(void **state)
         10052);
 }
 
+/* Every seq 1..n of stream holds subject want(seq's source header). */
+static void check_subjects(struct kv_js1 *f, const char *stream, uint64_t n,
+                           void (*want)(const char *src, char *out, size_t cap))
+{
+    for (uint64_t s = 1; s <= n; s++) {
+        struct got g;
+        char w[64];
+        assert_true(get_msg(f, stream, s, &g));
+        want(g.src, w, sizeof w);
+        if (strcmp(g.subject, w) != 0) {
+            fail_msg("%s seq %llu (%s): subject %s, want %s", stream,
+                     (unsigned long long)s, g.src, g.subject, w);
+        }
+    }
+}
+
+/* A's a.x is stored as ax (a.y is not read); B's b.<t> as bb.<t>. */
+static void agg_subject(const char *src, char *out, size_t cap)
+{
+    unsigned long long oseq = 0;
+    char name[32];
+    assert_int_equal(sscanf(src, "%31s %llu", name, &oseq), 2);
+    if (strcmp(name, "A") == 0) {
+        snprintf(out, cap, "ax");
+    } else {
+        snprintf(out, cap, "bb.%s", oseq % 2 == 1 ? "x" : "y");
+    }
+}
+
+static void source_transforms_store_transformed_subjects(void **state)
+{
+    struct kv_js1 *f = *state;
+    kv_js1_create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
+    kv_js1_create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
+    publish_n(f, "A", "a.x", "a.y", 1, 6);
+    kv_js1_create(f, "AGG",
+                  "{\"name\":\"AGG\",\"sources\":[{\"name\":\"A\","
+                  "\"subject_transforms\":[{\"src\":\"a.x\",\"dest\":\"ax\"}]},"
+                  "{\"name\":\"B\",\"subject_transforms\":[{\"src\":\"b.*\","
+                  "\"dest\":\"bb.$1\"}]}]}");
+    publish_n(f, "B", "b.x", "b.y", 1, 6);
+    wait_msgs(f, "AGG", 3 + 6);
+    json_t *o = kv_js1_info(f, "AGG");
+    const json_t *t = json_object_get(
+        json_array_get(json_object_get(o, "sources"), 1), "subject_transforms");
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(t, 0), "dest")),
+        "bb.$1");
+    json_decref(o);
+    /* The entries in the log hold the transformed subjects: a restart
+     * that loads a snapshot and replays the rest stores them again the
+     * same, sends nothing twice and skips nothing. */
+    kv_js1_restart(f);
+    publish_n(f, "A", "a.x", "a.y", 7, 10);
+    publish_n(f, "B", "b.x", "b.y", 7, 9);
+    wait_msgs(f, "AGG", 5 + 9);
+    publish_n(f, "B", "b.x", "b.y", 10, 10);
+    wait_msgs(f, "AGG", 15);
+    o = kv_js1_info(f, "AGG");
+    assert_int_equal(kv_js1_state(o, "messages"), 15);
+    assert_int_equal(kv_js1_state(o, "last_seq"), 15);
+    json_decref(o);
+    struct check c = {.names = {"A", "B"}};
+    check_stream(f, "AGG", 15, &c);
+    for (int s = 1; s <= 10; s++) {
+        assert_int_equal(c.seen[0][s], s % 2 == 1 ? 1 : 0); /* a.x only */
+        assert_int_equal(c.seen[1][s], 1);
+    }
+    check_subjects(f, "AGG", 15, agg_subject);
+}
+
+static void mirror_transforms_keep_origin_seqs(void **state)
+{
+    struct kv_js1 *f = *state;
+    kv_js1_create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    publish_n(f, "O", "o.x", "o.y", 1, 6);
+    kv_js1_create(
+        f, "M",
+        "{\"name\":\"M\",\"mirror\":{\"name\":\"O\","
+        "\"subject_transforms\":[{\"src\":\"o.x\",\"dest\":\"m.x\"}]}}");
+    wait_msgs(f, "M", 3);
+    kv_js1_restart(f);
+    publish_n(f, "O", "o.x", "o.y", 7, 10);
+    wait_msgs(f, "M", 5);
+    publish_n(f, "O", "o.x", "o.y", 11, 11);
+    wait_msgs(f, "M", 6);
+    json_t *o = kv_js1_info(f, "M");
+    assert_int_equal(kv_js1_state(o, "messages"), 6);
+    assert_int_equal(kv_js1_state(o, "last_seq"), 11);
+    json_decref(o);
+    /* The origin's odd seqs, each under m.x with its payload. */
+    for (uint64_t s = 1; s <= 11; s++) {
+        struct got g;
+        char want[32];
+        bool have = get_msg(f, "M", s, &g);
+        assert_int_equal(have, s % 2 == 1);
+        if (have) {
+            snprintf(want, sizeof want, "O-%llu", (unsigned long long)s);
+            assert_string_equal(g.data, want);
+            assert_string_equal(g.subject, "m.x");
+        }
+    }
+}
+
+static void transform_config_errors_carry_nats_server_codes(void **state)
+{
+    struct kv_js1 *f = *state;
+    kv_js1_create(f, "A", "{\"name\":\"A\",\"subjects\":[\"a.>\"]}");
+    const struct {
+        const char *body;
+        long long code;
+    } bad[] = {
+        {"{\"name\":\"S\",\"sources\":[{\"name\":\"A\",\"filter_subject\":"
+         "\"a.x\",\"subject_transforms\":[{\"src\":\"a.y\",\"dest\":\"y\"}]}]}",
+         10144},
+        {"{\"name\":\"S\",\"sources\":[{\"name\":\"A\",\"subject_transforms\":"
+         "[{\"src\":\"a.*\",\"dest\":\"y.$2\"}]}]}",
+         10146},
+        {"{\"name\":\"S\",\"sources\":[{\"name\":\"A\",\"subject_transforms\":"
+         "[{\"src\":\"a.>\"},{\"src\":\"a.x\"}]}]}",
+         10147},
+        {"{\"name\":\"S\",\"mirror\":{\"name\":\"A\",\"filter_subject\":"
+         "\"a.x\",\"subject_transforms\":[{\"src\":\"a.y\",\"dest\":\"y\"}]}}",
+         10150},
+        {"{\"name\":\"S\",\"mirror\":{\"name\":\"A\",\"subject_transforms\":"
+         "[{\"src\":\"a.*.x\",\"dest\":\"x\"},{\"src\":\"a.y.*\","
+         "\"dest\":\"y\"}]}}",
+         10152},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(
+            kv_js1_api_err(f, "$JS.API.STREAM.CREATE.S", bad[i].body),
+            bad[i].code);
+    }
+    /* A mirror's transforms are its config: no update changes them. */
+    kv_js1_create(
+        f, "M",
+        "{\"name\":\"M\",\"mirror\":{\"name\":\"A\","
+        "\"subject_transforms\":[{\"src\":\"a.x\",\"dest\":\"x\"}]}}");
+    assert_int_equal(
+        kv_js1_api_err(
+            f, "$JS.API.STREAM.UPDATE.M",
+            "{\"name\":\"M\",\"mirror\":{\"name\":\"A\","
+            "\"subject_transforms\":[{\"src\":\"a.x\",\"dest\":\"y\"}]}}"),
+        10055);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, kv_js1_teardown)
 
 int main(void)
@@ -472,6 +622,9 @@ int main(void)
         T(a_refused_sourced_message_arrives_after_a_purge),
         T(an_update_adds_and_removes_sources),
         T(config_errors_carry_nats_server_codes),
+        T(source_transforms_store_transformed_subjects),
+        T(mirror_transforms_keep_origin_seqs),
+        T(transform_config_errors_carry_nats_server_codes),
     };
     int rv = cmocka_run_group_tests(tests, NULL, NULL);
     nats_Close();

@@ -3,9 +3,11 @@
 // jsm.streams.add, read back as the clients read it: each origin message
 // once under the stream's own seqs with the Nats-Stream-Source header,
 // and stream info's `sources` [{name, lag, active, error?}] as
-// StreamSourceInfo; and a mirror promoted by an update that removes
-// `mirror`. With KEEL_TEST_NATS_SERVER the same cases run
-// against nats-server 2.9.10.
+// StreamSourceInfo; a mirror promoted by an update that removes
+// `mirror`; a source with `subject_transforms` (nats-server 2.10,
+// docs/decisions/0037-mirror-and-source-transforms-in-the-log.md). With
+// KEEL_TEST_NATS_SERVER the same cases run against nats-server 2.9.10,
+// but for the promotion and the transforms.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect as connectV2, StringCodec } from 'nats';
@@ -121,4 +123,37 @@ describe('nats.js: sources', () => {
       await nc3.close();
     }
   });
+
+  it('v3: sources with subject_transforms store transformed subjects',
+    { skip: process.env.KEEL_TEST_NATS_SERVER
+      ? 'nats-server 2.9.10 ignores subject_transforms' : false },
+    async () => {
+      const nc3 = await connectV3({ servers: server.url, timeout: 5000 });
+      try {
+        const jsm3 = await jetstreamManager(nc3);
+        await jsm3.streams.add({ name: 'T3O', subjects: ['t3o.*'] });
+        for (const s of ['t3o.a', 't3o.b', 't3o.a']) {
+          await nc3.request(s, s);
+        }
+        const transforms = [{ src: 't3o.a', dest: 'got.a' }];
+        const si = await jsm3.streams.add({ name: 'T3',
+          sources: [{ name: 'T3O', subject_transforms: transforms }] });
+        assert.deepEqual(si.config.sources[0].subject_transforms, transforms);
+        await waitFor(async () => (await jsm3.streams.info('T3')).state.messages === 2,
+          WAIT_MS, 'T3 holds the two t3o.a messages');
+        const info = await jsm3.streams.info('T3');
+        assert.deepEqual(info.sources[0].subject_transforms, transforms);
+        for (const [seq, oseq] of [[1, 1], [2, 3]]) {
+          const m = await jsm3.streams.getMessage('T3', { seq });
+          assert.equal(m.subject, 'got.a');
+          assert.equal(m.header.get('Nats-Stream-Source'), `T3O ${oseq}`);
+        }
+        const err = await apiError(jsm3.streams.add({ name: 'T3F',
+          sources: [{ name: 'T3O', filter_subject: 't3o.b',
+            subject_transforms: transforms }] }));
+        assert.equal(err.err_code, 10144);
+      } finally {
+        await nc3.close();
+      }
+    });
 });
