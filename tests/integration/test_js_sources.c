@@ -534,6 +534,38 @@ static void source_transforms_store_transformed_subjects(void **state)
     check_subjects(f, "AGG", 15, agg_subject);
 }
 
+/* An update that changes a source's transforms applies them from the
+ * position on: nothing is read again, what was stored keeps its subject
+ * (docs/decisions/0037-mirror-and-source-transforms-in-the-log.md). */
+static void changed_source_transforms_apply_from_the_position(void **state)
+{
+    struct kv_js1 *f = *state;
+    kv_js1_create(f, "B", "{\"name\":\"B\",\"subjects\":[\"b.>\"]}");
+    kv_js1_create(f, "AGG",
+                  "{\"name\":\"AGG\",\"sources\":[{\"name\":\"B\","
+                  "\"subject_transforms\":[{\"src\":\"b.*\","
+                  "\"dest\":\"bb.$1\"}]}]}");
+    publish_n(f, "B", "b.x", "b.y", 1, 2);
+    wait_msgs(f, "AGG", 2);
+    assert_int_equal(
+        kv_js1_api_err(f, "$JS.API.STREAM.UPDATE.AGG",
+                       "{\"name\":\"AGG\",\"sources\":[{\"name\":\"B\","
+                       "\"subject_transforms\":[{\"src\":\"b.*\","
+                       "\"dest\":\"cc.$1\"}]}]}"),
+        0);
+    publish_n(f, "B", "b.x", "b.y", 3, 3);
+    wait_msgs(f, "AGG", 3);
+    json_t *o = kv_js1_info(f, "AGG");
+    assert_int_equal(kv_js1_state(o, "messages"), 3);
+    json_decref(o);
+    const char *want[] = {"bb.x", "bb.y", "cc.x"};
+    for (uint64_t s = 1; s <= 3; s++) {
+        struct got g;
+        assert_true(get_msg(f, "AGG", s, &g));
+        assert_string_equal(g.subject, want[s - 1]);
+    }
+}
+
 static void mirror_transforms_keep_origin_seqs(void **state)
 {
     struct kv_js1 *f = *state;
@@ -623,6 +655,7 @@ int main(void)
         T(an_update_adds_and_removes_sources),
         T(config_errors_carry_nats_server_codes),
         T(source_transforms_store_transformed_subjects),
+        T(changed_source_transforms_apply_from_the_position),
         T(mirror_transforms_keep_origin_seqs),
         T(transform_config_errors_carry_nats_server_codes),
     };
