@@ -22,7 +22,9 @@
  *
  * Frames (msgpack arrays):
  *   read:  [1, id, mirror, origin, from, filter, since_ns, max, max_bytes]
- *   (filter: the subjects kept, separated by a space, "" every subject)
+ *   (filter: the subjects kept, separated by a space, "" every subject;
+ *   with more than one a 10th field, 1, so a node that knows only one
+ *   filter drops the read as malformed rather than read it unfiltered)
  *   reply: [2, id, mirror, from, jerr, why, next, more, origin_last,
  *           [[seq, lost, ts_ns, subject, hdr, data], ...]]
  *   (subject "" in a record: position only, past seqs dropped unseen)
@@ -119,7 +121,7 @@ static int send_read(const struct srv_stream *st, const struct srv_feed *f,
     int64_t since = srv_stream_feed_pos(st, f) == 0 ? mc->opt_start_time_ns : 0;
     uint8_t buf[2 * SRV_JS_NAME_BYTES_MAX + MIRROR_FILTER_BYTES +
                 12 * SRV_MP_HEADER_BYTES_MAX];
-    uint8_t *w = srv_mp_put_array(buf, 9);
+    uint8_t *w = srv_mp_put_array(buf, nf > 1 ? 10 : 9);
     w = srv_mp_put_uint(w, MIRROR_READ);
     w = srv_mp_put_uint(w, id);
     w = srv_mp_put_str(w, st->cfg.name, strlen(st->cfg.name));
@@ -129,6 +131,9 @@ static int send_read(const struct srv_stream *st, const struct srv_feed *f,
     w = srv_mp_put_uint(w, since > 0 ? (uint64_t)since : 0);
     w = srv_mp_put_uint(w, MIRROR_READ_MSGS);
     w = srv_mp_put_uint(w, MIRROR_READ_BYTES);
+    if (nf > 1) {
+        w = srv_mp_put_uint(w, 1); /* the filters are a list */
+    }
     ASSERT((size_t)(w - buf) <= sizeof buf);
     return srv_cluster_send_kind(mnet.cl, node, SRV_CLUSTER_JS_MIRROR, buf,
                                  (size_t)(w - buf));
@@ -516,7 +521,8 @@ static void on_frame(void *arg, const char *from, const uint8_t *data,
         srv_mp_get_array(&r, &fields) == 0 && srv_mp_get_uint(&r, &kind) == 0;
     /* A newer kind is ignored, not malformed: nodes of two versions. */
     if (ok && kind == MIRROR_READ) {
-        ok = fields == 9 && on_read(js, from, &r) == 0;
+        /* Its 10th field says the filter is a list (read as one). */
+        ok = (fields == 9 || fields == 10) && on_read(js, from, &r) == 0;
     } else if (ok && kind == MIRROR_REPLY) {
         ok = fields == 10 && on_reply(js, &r, data, len) == 0;
     }
