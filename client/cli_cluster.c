@@ -261,7 +261,8 @@ static int cluster_transfer_leader(const struct cli_cmd *cmd, int argc,
         {"stream", 0, CLI_FLAG_STR, &stream, "NAME",
          "the stream's group instead of the meta group"},
         {"to", 0, CLI_FLAG_STR, &to, "NODE",
-         "the voter to hand leadership to (default: the most caught-up)"},
+         "the voter to hand leadership to (default: a healthy one at "
+         "random)"},
         {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
         CLI_FLAG_END,
     };

@@ -104,7 +104,7 @@ const char *srv_js_self_name(const struct srv_js *js);
  * while unknown (no leader yet, or its announcement went stale). */
 const char *srv_js_meta_leader_name(const struct srv_js *js);
 /* Lame duck mode (srv_server_lame_duck): with start, begin a leadership
- * transfer (to the most caught-up voter) of every group this node leads,
+ * transfer (to a healthy voter) of every group this node leads,
  * the meta group and each stream's. Returns how many groups this node
  * still leads that another voter could take: 0 once every leadership
  * moved (a group with no other voter, an R1 stream, does not count; nor

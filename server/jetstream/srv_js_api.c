@@ -853,7 +853,7 @@ void srv_js_api(struct srv_js *js, const char *subject, size_t slen,
     const char *rest = subj + 8; /* after "$JS.API." */
     if (strncmp(rest, "STREAM.LEADER.STEPDOWN.", 23) == 0 ||
         strncmp(rest, "CONSUMER.LEADER.STEPDOWN.", 25) == 0) {
-        srv_js_fwd_stepdown(js, subj, reply);
+        srv_js_fwd_stepdown(js, subj, reply, body, len);
         return;
     }
     if (strncmp(rest, "CONSUMER.", 9) == 0) {

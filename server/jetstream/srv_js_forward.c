@@ -538,8 +538,38 @@ static void on_park_tick(uv_timer_t *t)
 
 /* ---- leader step-down ---- */
 
+/* The voter a step-down's {"placement":{"preferred":NAME}} names: *to is
+ * its node (0: none named). -1 after answering why not (bad JSON, not a
+ * voter of the stream's group). */
+static int stepdown_preferred(struct srv_js *js, const struct srv_stream *st,
+                              const char *reply, const char *kind,
+                              const char *body, size_t len, raft_node *to)
+{
+    json_error_t jerr;
+    json_t *o = len > 0 ? json_loadb(body, len, 0, &jerr) : NULL;
+    *to = 0;
+    if (len > 0 && o == NULL) {
+        srv_js_reply_err(js, reply, kind, SRV_JS_EINVALID_JSON, jerr.text);
+        return -1;
+    }
+    const char *pref = json_string_value(
+        json_object_get(json_object_get(o, "placement"), "preferred"));
+    int rv = 0;
+    if (pref != NULL && pref[0] != '\0') {
+        *to = srv_jsc_node_id(pref);
+        const struct raft_server *s =
+            st->r != NULL ? raft_config_find(replica_config(st->r), *to) : NULL;
+        rv = s != NULL && s->role == RAFT_VOTER ? 0 : -1;
+    }
+    if (rv != 0) {
+        srv_js_reply_err(js, reply, kind, SRV_JS_EPEER_NOT_MEMBER, NULL);
+    }
+    json_decref(o);
+    return rv;
+}
+
 void srv_js_fwd_stepdown(struct srv_js *js, const char *subject,
-                         const char *reply)
+                         const char *reply, const char *body, size_t len)
 {
     char stream[SRV_JS_NAME_BYTES_MAX + 1];
     char err[KEEL_ERRMSG_MAX];
@@ -554,19 +584,26 @@ void srv_js_fwd_stepdown(struct srv_js *js, const char *subject,
         return;
     }
     ASSERT(st != NULL);
+    raft_node to = 0;
+    if (stepdown_preferred(js, st, reply, kind, body, len, &to) != 0) {
+        return;
+    }
     int rv = KEEL_ENOTLEADER;
     snprintf(err, sizeof err, "this node does not lead the stream now");
-    if (srv_stream_is_leader(st) && st->r != NULL) {
+    if (srv_stream_is_leader(st) && st->r != NULL && to != 0 &&
+        to == srv_jsc_self_node(js->jc)) {
+        rv = 0; /* leads already, as preferred */
+    } else if (srv_stream_is_leader(st) && st->r != NULL) {
         /* A consumer runs in its stream's group (docs/design.md §3): its
          * step-down hands over the whole group. */
-        rv = replica_transfer_leader(st->r, 0, err);
+        rv = replica_transfer_leader(st->r, to, err);
     }
     if (rv != 0) {
         srv_js_reply_err(js, reply, kind, SRV_JS_EUNAVAILABLE, err);
         return;
     }
-    SRV_INFO("js", "stream %s: leadership transfer started (step-down)",
-             stream);
+    SRV_INFO("js", "stream %s: leadership transfer started (step-down%s)",
+             stream, to != 0 ? " to the preferred node" : "");
     json_t *o = json_object();
     if (o != NULL) {
         char type[96];

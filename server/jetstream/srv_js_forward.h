@@ -138,10 +138,12 @@ size_t srv_js_fwd_deliver(struct srv_js *js, const char *route,
 
 /* $JS.API.STREAM.LEADER.STEPDOWN.<s> and CONSUMER.LEADER.STEPDOWN.<s>.<c>
  * (the stream leader answers: forwarded there): start a Raft leadership
- * transfer of the stream's group to its most caught-up follower and answer
+ * transfer of the stream's group to the voter body's
+ * {"placement":{"preferred":NAME}} names (10040 when it is no voter), else
+ * to a healthy follower at random (docs/raft.md), and answer
  * {"success":true}; 503 when there is none or this node does not lead. */
 void srv_js_fwd_stepdown(struct srv_js *js, const char *subject,
-                         const char *reply);
+                         const char *reply, const char *body, size_t len);
 
 /* Has another node interest in subject (a subscriber a delivery made
  * here would reach through srv_js_fwd_deliver)? */

@@ -283,11 +283,13 @@ struct replica_peer {
 size_t replica_peers(const struct replica *r, struct replica_peer *out,
                      size_t max);
 
-/* Hand leadership to voter `to` (0: the most caught-up voter) by a Raft
- * leadership transfer (LEADER.STEPDOWN): this replica stops taking
- * proposals until the transfer ends. Returns 0 (started), KEEL_EAGAIN
- * (still opening) or raft's refusal (not the leader, no other voter, a
- * transfer already running) with errmsg. */
+/* Hand leadership to voter `to` (0: a healthy voter at random,
+ * docs/raft.md "Membership") by a Raft leadership transfer
+ * (LEADER.STEPDOWN): this replica stops taking proposals until the
+ * transfer ends. Returns 0 (started), KEEL_EAGAIN
+ * (still opening) or raft's refusal (not the leader, no other voter)
+ * with errmsg; asked again while a transfer runs, it keeps its target
+ * unless `to` names another. */
 KEEL_MUST_USE int replica_transfer_leader(struct replica *r, raft_node to,
                                           char *errmsg);
 

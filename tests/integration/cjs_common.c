@@ -381,32 +381,35 @@ struct lead_to {
     struct cjs *c;
     const char *stream;
     int want, asked;
+    long long asked_ms;
 };
 
 /* Has want become stream's leader on every running node? Else ask the
- * leader every node names to step down: it hands over to a healthy
- * replica at random (docs/raft.md "Leadership transfer"), so each ask
- * reaches want with a fair chance. */
+ * leader every node names, at most every 100 ms (a transfer takes an
+ * election or a catch-up), to hand over to want (placement "preferred"). */
 static bool led_by_want(void *arg)
 {
     struct lead_to *w = arg;
-    char subj[160];
+    char subj[160], body[160];
     int l = -1;
     if (cjs_stream_agreed(w->c, w->stream, &l) && l == w->want) {
         return true;
     }
-    if (l >= 0) {
+    if (l >= 0 && h_now_ms() - w->asked_ms >= 100) {
         snprintf(subj, sizeof subj, "$JS.API.STREAM.LEADER.STEPDOWN.%s",
                  w->stream);
-        json_decref(cjs_request(w->c, l, subj, ""));
+        snprintf(body, sizeof body, "{\"placement\":{\"preferred\":\"%s\"}}",
+                 w->c->net.node[w->want].name);
+        json_decref(cjs_request(w->c, l, subj, body));
         w->asked++;
+        w->asked_ms = h_now_ms();
     }
     return false;
 }
 
 bool cjs_lead_to(struct cjs *c, const char *stream, int want, int wait_ms)
 {
-    struct lead_to w = {c, stream, want, 0};
+    struct lead_to w = {c, stream, want, 0, 0};
     long long t0 = h_now_ms();
     if (h_poll(led_by_want, &w, wait_ms)) {
         return true;

@@ -119,10 +119,10 @@ bool cjs_stream_agreed(struct cjs *c, const char *stream, int *leader);
 /* Wait (bounded) until cjs_stream_agreed. Returns the leader or -1. */
 int cjs_wait_stream_led(struct cjs *c, const char *stream, int wait_ms);
 
-/* Ask stream's leader to step down (bounded by wait_ms) until node want
- * leads it on every running node. On a timeout it prints each node's view
- * of the group (role, term, commit, applied, the peers' lag) and returns
- * false. */
+/* Ask stream's leader to step down to node want (placement "preferred",
+ * bounded by wait_ms) until want leads it on every running node. On a timeout
+ * it prints each node's view of the group (role, term, commit, applied, the
+ * peers' lag) and returns false. */
 bool cjs_lead_to(struct cjs *c, const char *stream, int want, int wait_ms);
 
 /* $JS.API.STREAM.CREATE.name with a JSON body through node via, sent
