@@ -116,6 +116,9 @@ _Static_assert(SRV_PAYLOAD_BYTES_MAX < SRV_CONN_WRITE_BYTES_MAX,
 /* ---- server: JetStream API (srv_js_*, srv_stream_*, srv_consumer_*) ---- */
 #define SRV_JS_ERR_DESC_BYTES_MAX 512
 #define SRV_JS_NAME_BYTES_MAX 255
+/* jetstream { domain }: nats-server has no bound; $JS.<domain>.API. must
+ * fit a subject with room for the longest API name after it. */
+#define SRV_JS_DOMAIN_BYTES_MAX 64
 #define SRV_JS_SUBJECTS_MAX 1024
 /* A stream's `sources` (nats-server has no bound; each is read by the
  * leader's pump in turn, docs/jetstream-config.md "Sources"). */

@@ -82,6 +82,8 @@ struct srv_config {
      * each storage type may hold on this node; -1 = no limit. */
     int64_t js_max_memory;
     int64_t js_max_file;
+    /* jetstream { domain }: also answer $JS.<domain>.API.> ("" = none). */
+    char js_domain[SRV_JS_DOMAIN_BYTES_MAX + 1];
     bool help;
     bool version;
     /* --signal CMD=PID: send signal_num to the keeld of signal_pid (a pid

@@ -1,6 +1,6 @@
 /* srv_config_js: the config file's jetstream key, spelled as nats-server
  * 2.9 spells it: `jetstream: enabled`, `jetstream: true` or a block of
- * { store_dir, max_memory_store, max_file_store, max_streams }, plus
+ * { store_dir, max_memory_store, max_file_store, max_streams, domain }, plus
  * keeld's own scrub_pass (the background scrub). keeld always
  * runs JetStream (docs/decisions/0001-jetstream-always-on.md), so a setting
  * that turns it off, and every block key keeld does not implement, is
@@ -20,7 +20,6 @@
 
 /* Keys nats-server accepts in the block that keeld does not implement. */
 static const char *const unsupported_keys[] = {
-    "domain",
     "key",
     "ek",
     "encryption_key",
@@ -117,6 +116,38 @@ int srv_config_set_scrub_pass(struct srv_config *c, const char *v, char *errmsg)
     return 0;
 }
 
+/* nats-server 2.9.10's rule (validateJetStreamOptions): $JS.<domain>.API
+ * must be a valid subject and the name holds no '.', '*' or '>'. The same
+ * domain goes on every node of a cluster: each maps its own. */
+static int js_domain(struct srv_config *c, const json_t *v, char *errmsg)
+{
+    const char *s = json_string_value(v);
+    size_t n = s != NULL ? strlen(s) : 0;
+
+    if (s == NULL || n == 0) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "domain: expected a non-empty name such as HUB");
+    }
+    if (n > SRV_JS_DOMAIN_BYTES_MAX) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "domain is too long (max %d bytes)",
+                        SRV_JS_DOMAIN_BYTES_MAX);
+    }
+    /* Also printable ASCII without '"' or '\\': a PubAck names it
+     * unescaped (srv_stream.c answer_stored). */
+    for (const unsigned char *p = (const unsigned char *)s; *p != 0; p++) {
+        if (*p <= ' ' || *p >= 0x7f || strchr(".*>\"\\", *p) != NULL) {
+            return keel_err(KEEL_EUSAGE, errmsg,
+                            "invalid domain name: may not contain ., *, >, "
+                            "quotes, backslashes, white space or non-ASCII "
+                            "bytes, got '%s'",
+                            s);
+        }
+    }
+    memcpy(c->js_domain, s, n + 1);
+    return 0;
+}
+
 static bool is_key(const char *key, const char *const *names, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -149,6 +180,9 @@ static int js_block_key(struct srv_config *c, const char *key, const json_t *v,
     if (strcasecmp(key, "max_streams") == 0) {
         return js_max_streams(c, v, errmsg);
     }
+    if (strcasecmp(key, "domain") == 0) {
+        return js_domain(c, v, errmsg);
+    }
     if (strcasecmp(key, "scrub_pass") == 0) {
         bool off = json_is_integer(v) && json_integer_value(v) == 0;
         return srv_config_set_scrub_pass(c, off ? "0" : json_string_value(v),
@@ -168,13 +202,13 @@ static int js_block_key(struct srv_config *c, const char *key, const json_t *v,
         return keel_err(KEEL_EUSAGE, errmsg,
                         "%s: not supported by keeld; remove it (keeld reads "
                         "store_dir, max_memory_store, max_file_store, "
-                        "max_streams and scrub_pass)",
+                        "max_streams, domain and scrub_pass)",
                         key);
     }
     return keel_err(KEEL_EUSAGE, errmsg,
                     "unknown field '%s' (keeld reads store_dir, "
-                    "max_memory_store, max_file_store, max_streams and "
-                    "scrub_pass)",
+                    "max_memory_store, max_file_store, max_streams, domain "
+                    "and scrub_pass)",
                     key);
 }
 

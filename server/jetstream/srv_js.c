@@ -960,9 +960,20 @@ bool srv_js_intercept(struct srv_js *js, struct srv_conn *c,
     const char *s = cmd->subject.ptr;
     size_t n = cmd->subject.len;
     char reply[SRV_CONTROL_LINE_BYTES_MAX + 1];
+    char api[SRV_CONTROL_LINE_BYTES_MAX];
+    struct srv_cmd mapped;
     (void)c;
     if (js->stopping || cmd->reply.len >= sizeof reply) {
         return false;
+    }
+    /* $JS.<domain>.API.X is $JS.API.X from here on (srv_js_domain.c). */
+    if (n > 0 && s[0] == '$' &&
+        srv_js_domain_subject(js, s, n, api, sizeof api, &n)) {
+        mapped = *cmd;
+        mapped.subject.ptr = api;
+        mapped.subject.len = n;
+        cmd = &mapped;
+        s = api;
     }
     if (cmd->reply.len > 0) { /* no reply: ptr may be NULL (UBSan) */
         memcpy(reply, cmd->reply.ptr, cmd->reply.len);

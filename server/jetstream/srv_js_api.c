@@ -104,6 +104,7 @@ static void api_info(struct api_req *q)
         json_object_set_new(o, "consumers",
                             json_integer((json_int_t)consumers));
         json_object_set_new(o, "limits", lim);
+        srv_js_domain_add(q->js, o);
         json_object_set_new(o, "api", api);
     }
     srv_js_reply_json(q->js, q->reply, o);

@@ -467,6 +467,16 @@ bool srv_js_direct_one(struct srv_js *js, struct srv_stream *st,
                        const char *key, const char *reply, const char *body,
                        size_t len);
 
+/* ---- srv_js_domain.c ---- */
+/* jetstream { domain }: s (n bytes) is $JS.<domain>.API.<rest> of this
+ * node's domain. Writes $JS.API.<rest> to out (cap bytes, no NUL) and its
+ * length to out_len, and returns true; false when s is anything else. */
+bool srv_js_domain_subject(const struct srv_js *js, const char *s, size_t n,
+                           char *out, size_t cap, size_t *out_len);
+/* Adds "domain" to o when this node has one (nats-server 2.9.10's account
+ * info, stream info and PubAck). */
+void srv_js_domain_add(const struct srv_js *js, json_t *o);
+
 /* ---- srv_js_direct_here.c ---- */
 struct srv_cmd;
 /* A DIRECT.GET answered on this node before it is forwarded to the

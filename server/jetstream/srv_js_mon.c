@@ -110,6 +110,7 @@ int srv_js_mon_gather(struct srv_js *js, struct srv_mon_snap *s)
     const struct srv_server *srv = srv_js_server(js);
     s->js_enabled = true;
     snprintf(s->store_dir, sizeof s->store_dir, "%s", srv->cfg->store_dir);
+    snprintf(s->domain, sizeof s->domain, "%s", srv->cfg->js_domain);
     s->max_memory = srv->cfg->js_max_memory;
     s->max_storage = srv->cfg->js_max_file;
     s->direct = js->direct;

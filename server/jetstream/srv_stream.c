@@ -346,6 +346,7 @@ static void answer_publish(struct srv_stream *st, const char *reply,
     } else {
         json_object_set_new(o, "stream", json_string(st->cfg.name));
         json_object_set_new(o, "seq", json_integer((json_int_t)res->seq));
+        srv_js_domain_add(st->js, o);
         if (res->duplicate) {
             json_object_set_new(o, "duplicate", json_true());
         }
@@ -371,16 +372,23 @@ static bool answer_stored(struct srv_stream *st, const char *reply,
                           const struct srv_stream_result *res)
 {
     static const char pre[] = "{\"stream\":\"",
-                      mid[] = "\",\"seq\":", dup[] = ",\"duplicate\":true";
-    char buf[SRV_JS_NAME_BYTES_MAX + 96];
+                      dom[] = "\",\"domain\":\"", mid[] = "\",\"seq\":",
+                      dup[] = ",\"duplicate\":true";
+    char buf[SRV_JS_NAME_BYTES_MAX + SRV_JS_DOMAIN_BYTES_MAX + 96];
     size_t nlen = strlen(st->cfg.name);
+    /* jetstream { domain }: nats-server's PubAck names it (srv_config_js.c
+     * keeps it free of characters JSON escapes). */
+    const char *domain = srv_js_server(st->js)->cfg->js_domain;
+    size_t dlen = strlen(domain);
     if (res->jerr != SRV_JS_OK || nlen > SRV_JS_NAME_BYTES_MAX ||
         !json_plain(st->cfg.name)) {
         return false;
     }
-    _Static_assert(
-        sizeof pre + sizeof mid + KEEL_DEC_U64_BYTES + sizeof dup + 1 <= 96,
-        "a PubAck fits its buffer");
+    ASSERT(dlen <= SRV_JS_DOMAIN_BYTES_MAX);
+    _Static_assert(sizeof pre + sizeof dom + sizeof mid + KEEL_DEC_U64_BYTES +
+                           sizeof dup + 1 <=
+                       96,
+                   "a PubAck fits its buffer");
     /* Without snprintf, which took 1,400 instructions per PubAck
      * (docs/bench.md, "Where a replicated publish goes"). */
     char *p = buf;
@@ -388,6 +396,11 @@ static bool answer_stored(struct srv_stream *st, const char *reply,
     p += sizeof pre - 1;
     memcpy(p, st->cfg.name, nlen);
     p += nlen;
+    if (dlen > 0) {
+        memcpy(p, dom, sizeof dom - 1);
+        memcpy(p + sizeof dom - 1, domain, dlen);
+        p += sizeof dom - 1 + dlen;
+    }
     memcpy(p, mid, sizeof mid - 1);
     p = keel_put_dec(p + sizeof mid - 1, res->seq);
     if (res->duplicate) {
@@ -940,6 +953,10 @@ json_t *srv_stream_info_json(struct srv_stream *st, const char *kind,
                   cfg, "created", time_json(st->created_ns), "state",
                   state_json(st, subjects_filter, deleted_details), "cluster",
                   "leader", leader, "ts", time_json(srv_js_now_ns()));
+    /* nats-server names the domain in every stream info but a create's. */
+    if (o != NULL && strcmp(kind, "stream_create_response") != 0) {
+        srv_js_domain_add(st->js, o);
+    }
     /* Info and list carry the mirror's progress; create and update
      * answers do not, as nats-server's. */
     if (o != NULL && st->cfg.has_mirror &&

@@ -262,6 +262,9 @@ static int build_info(struct srv_server *srv)
         /* JetStream runs whenever keeld has a store dir (srv_js). */
         json_object_set_new(o, "jetstream",
                             json_boolean(cfg->store_dir[0] != '\0'));
+        if (cfg->js_domain[0] != '\0') { /* nats-server 2.9.10's INFO */
+            json_object_set_new(o, "domain", json_string(cfg->js_domain));
+        }
     }
     if (o == NULL || add_security_info(srv, o) != 0) {
         json_decref(o);

@@ -24,7 +24,7 @@ static json_t *varz_jetstream(const struct srv_mon_snap *snap)
     if (!snap->js_enabled) {
         return NULL;
     }
-    return json_pack(
+    json_t *o = json_pack(
         "{s:{s:s, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I, s:{s:I, s:I}}, "
         "s:{s:s, s:I, s:I}}",
         "config", "store_dir", snap->store_dir, "max_memory",
@@ -36,6 +36,8 @@ static json_t *varz_jetstream(const struct srv_mon_snap *snap)
         (json_int_t)snap->api_total, "errors", (json_int_t)snap->api_errors,
         "meta", "role", snap->meta.role, "leader",
         (json_int_t)snap->meta.leader, "term", (json_int_t)snap->meta.term);
+    srv_mon_domain_add(o, snap);
+    return o;
 }
 
 static char *varz_json(struct srv_monitor *m, const struct srv_mon_snap *snap)

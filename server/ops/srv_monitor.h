@@ -49,6 +49,9 @@ struct json_t *srv_mon_warnings_json(const struct srv_mon_snap *s);
 
 /* RFC 3339 UTC time of unix_ms, millisecond precision. */
 void srv_mon_rfc3339(uint64_t unix_ms, char *buf, size_t len);
+/* Sets o's "config"."domain" to snap's jetstream { domain } when it has
+ * one (/varz jetstream and /jsz, as nats-server 2.9.10). */
+void srv_mon_domain_add(struct json_t *o, const struct srv_mon_snap *snap);
 
 /* nats-server style duration: "42s", "3m5s", "2h0m1s", "1d2h3m4s". */
 void srv_mon_duration(uint64_t ms, char *buf, size_t len);

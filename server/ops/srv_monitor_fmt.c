@@ -69,6 +69,14 @@ void srv_mon_rfc3339(uint64_t unix_ms, char *buf, size_t len)
     snprintf(buf, len, "%s.%03uZ", base, (unsigned)(unix_ms % 1000));
 }
 
+void srv_mon_domain_add(json_t *o, const struct srv_mon_snap *snap)
+{
+    json_t *c = o != NULL ? json_object_get(o, "config") : NULL;
+    if (c != NULL && snap->domain[0] != '\0') {
+        json_object_set_new(c, "domain", json_string(snap->domain));
+    }
+}
+
 void srv_mon_duration(uint64_t ms, char *buf, size_t len)
 {
     uint64_t s = ms / 1000;
@@ -210,6 +218,7 @@ char *srv_mon_jsz_json(const struct srv_mon_snap *s, const char *server_id,
         "meta_cluster", "leader_role", s->meta.role, "leader",
         (json_int_t)s->meta.leader, "term", (json_int_t)s->meta.term, "groups",
         groups);
+    srv_mon_domain_add(o, s);
     if (o != NULL) {
         json_object_set_new(o, "bytes", json_integer((json_int_t)s->bytes));
         /* Who answered the DIRECT.GETs this node took (keeld only). */

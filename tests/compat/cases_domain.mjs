@@ -1,0 +1,74 @@
+// jetstream { domain: HUB } (docs/jetstream-config.md "Domain"): the
+// server answers $JS.HUB.API.> as $JS.API.>, and names the domain where
+// nats-server 2.9.10 does (INFO, account info, stream info, PubAck, /varz,
+// /jsz). 'domain' is a volatile field of the harness, so each case reports
+// it under its own name. nats.js's jetstream({ domain }) and
+// jetstreamManager({ domain }) use the prefix.
+import { StringCodec } from 'nats';
+import { api, pub } from './js_util.mjs';
+
+const sc = StringCodec();
+export const DOMAIN = 'HUB';
+
+async function hub(ctx, what, body) {
+  try {
+    const m = await ctx.nc.request(`$JS.${DOMAIN}.API.${what}`,
+      sc.encode(JSON.stringify(body ?? {})), { timeout: 3000 });
+    return JSON.parse(sc.decode(m.data));
+  } catch (e) {
+    return { request_error: e.code ?? String(e) };
+  }
+}
+
+export const cases = [
+  {
+    name: 'a domain answers $JS.<domain>.API as $JS.API and names itself',
+    run: async (ctx) => {
+      const n = ctx.uniq;
+      const info = await api(ctx, 'INFO', '');
+      const dinfo = await hub(ctx, 'INFO');
+      const c = await hub(ctx, `STREAM.CREATE.${n}`,
+        { name: n, subjects: [`${n}.>`], storage: 'file' });
+      const ack = await pub(ctx, `${n}.a`, 'one');
+      const si = await api(ctx, `STREAM.INFO.${n}`, '');
+      const dsi = await hub(ctx, `STREAM.INFO.${n}`);
+      const list = await hub(ctx, 'STREAM.LIST');
+      const other = await ctx.nc.request('$JS.OTHER.API.INFO', sc.encode(''),
+        { timeout: 1000 }).then(() => 'answered', (e) => e.code ?? String(e));
+      return {
+        protocolInfo: ctx.nc.info?.domain ?? null,
+        info: info.domain ?? null,
+        viaDomain: { domain: dinfo.domain ?? null, type: dinfo.type },
+        created: c.error ?? c.config?.name,
+        createNamesDomain: 'domain' in c,
+        ack: { ...ack, domainSeen: ack.domain ?? null },
+        streamInfo: [si.domain ?? null, dsi.domain ?? null,
+          dsi.state?.messages],
+        listed: list.streams?.filter((s) => s.config.name === n)
+          .map((s) => s.domain ?? null),
+        otherDomain: other,
+      };
+    },
+  },
+  {
+    name: 'nats.js jetstream({ domain }) publishes and reads through it',
+    run: async (ctx) => {
+      const n = ctx.uniq;
+      const jsm = await ctx.nc.jetstreamManager({ domain: DOMAIN });
+      await jsm.streams.add({ name: n, subjects: [`${n}.>`] });
+      const js = ctx.nc.jetstream({ domain: DOMAIN });
+      const acks = [];
+      for (const x of ['a', 'b']) {
+        const a = await js.publish(`${n}.${x}`, sc.encode(x));
+        acks.push([a.stream, a.seq, a.domain, a.duplicate]);
+      }
+      const m = await jsm.streams.getMessage(n, { seq: 2 });
+      const si = await jsm.streams.info(n);
+      const ai = await jsm.getAccountInfo();
+      await jsm.streams.delete(n);
+      return { acks, got: [m.subject, sc.decode(m.data)],
+        messages: si.state.messages, infoDomain: si.domain,
+        accountDomain: ai.domain };
+    },
+  },
+];
