@@ -87,14 +87,14 @@ static void interest_change(struct srv_cluster *cl, const struct srv_sub *sub,
 
 void srv_cluster_interest_add(struct srv_cluster *cl, const struct srv_sub *sub)
 {
-    ASSERT(sub->conn != NULL);
+    ASSERT(sub->conn != NULL || sub->fn != NULL);
     interest_change(cl, sub, +1);
 }
 
 void srv_cluster_interest_remove(struct srv_cluster *cl,
                                  const struct srv_sub *sub)
 {
-    ASSERT(sub->conn != NULL);
+    ASSERT(sub->conn != NULL || sub->fn != NULL);
     interest_change(cl, sub, -1);
 }
 

@@ -371,9 +371,8 @@ static bool json_plain(const char *name)
 static bool answer_stored(struct srv_stream *st, const char *reply,
                           const struct srv_stream_result *res)
 {
-    static const char pre[] = "{\"stream\":\"",
-                      dom[] = "\",\"domain\":\"", mid[] = "\",\"seq\":",
-                      dup[] = ",\"duplicate\":true";
+    static const char pre[] = "{\"stream\":\"", dom[] = "\",\"domain\":\"",
+                      mid[] = "\",\"seq\":", dup[] = ",\"duplicate\":true";
     char buf[SRV_JS_NAME_BYTES_MAX + SRV_JS_DOMAIN_BYTES_MAX + 96];
     size_t nlen = strlen(st->cfg.name);
     /* jetstream { domain }: nats-server's PubAck names it (srv_config_js.c

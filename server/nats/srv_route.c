@@ -61,6 +61,9 @@ static char *put(char *p, const char *s, size_t n)
 static bool skip_for(struct srv_sub *sub, void *ud)
 {
     struct srv_conn *pub = ud;
+    if (sub->conn == NULL) {
+        return sub->fn == NULL; /* internal: never skipped (srv_isub.c) */
+    }
     return sub->conn->closing || (sub->conn == pub && !pub->echo);
 }
 
@@ -155,6 +158,12 @@ static bool deliver(struct srv_conn *pub, struct srv_sub *sub,
                     const struct srv_cmd *cmd)
 {
     struct srv_conn *d = sub->conn;
+    if (d == NULL) { /* internal: its handler copies what it keeps */
+        ASSERT(sub->fn != NULL);
+        sub->delivered++;
+        sub->fn(sub->fn_arg, cmd);
+        return true;
+    }
     bool hpub = cmd->op == SRV_OP_HPUB;
     bool hmsg = hpub && d->headers;
     const char *payload = cmd->payload;
@@ -268,6 +277,36 @@ static bool queue_named(const struct srv_slice *queues, size_t n,
     return false;
 }
 
+/* A PUB/HPUB of subject, reply (may be NULL), headers and data made from
+ * inside: deliver() takes headers and payload as one block, so with
+ * headers *buf holds a copy of both (the caller frees it). */
+static int make_cmd(struct srv_cmd *cmd, char **buf, const char *subject,
+                    size_t len, const char *reply, const void *hdr, size_t hlen,
+                    const void *data, size_t dlen)
+{
+    *cmd = (struct srv_cmd){
+        .op = hlen > 0 ? SRV_OP_HPUB : SRV_OP_PUB,
+        .subject = {subject, len},
+        .reply = {reply, reply != NULL ? strlen(reply) : 0},
+        .hdr_bytes = hlen,
+        .total_bytes = hlen + dlen,
+        .payload = data,
+    };
+    *buf = NULL;
+    if (hlen > 0) {
+        *buf = malloc(hlen + dlen + 1);
+        if (*buf == NULL) {
+            return KEEL_ENOMEM;
+        }
+        memcpy(*buf, hdr, hlen);
+        if (dlen > 0) {
+            memcpy(*buf + hlen, data, dlen);
+        }
+        cmd->payload = *buf;
+    }
+    return 0;
+}
+
 /* queues NULL: every queue group matching route is served. */
 static int deliver_internal(struct srv_server *srv, const char *route,
                             size_t route_len, const char *wire, size_t wire_len,
@@ -276,32 +315,17 @@ static int deliver_internal(struct srv_server *srv, const char *route,
                             const struct srv_slice *queues, size_t nqueues)
 {
     struct srv_sublist_result *r;
-    char *buf = NULL;
-    struct srv_cmd cmd = {
-        .op = hlen > 0 ? SRV_OP_HPUB : SRV_OP_PUB,
-        .subject = {wire, wire_len},
-        .reply = {reply, reply != NULL ? strlen(reply) : 0},
-        .hdr_bytes = hlen,
-        .total_bytes = hlen + dlen,
-        .payload = data,
-    };
-    if (hlen > 0) {
-        /* deliver() takes headers and payload as one block. */
-        buf = malloc(hlen + dlen + 1);
-        if (buf == NULL) {
-            return KEEL_ENOMEM;
-        }
-        memcpy(buf, hdr, hlen);
-        if (dlen > 0) {
-            memcpy(buf + hlen, data, dlen);
-        }
-        cmd.payload = buf;
+    char *buf;
+    struct srv_cmd cmd;
+    int rv = make_cmd(&cmd, &buf, wire, wire_len, reply, hdr, hlen, data, dlen);
+    if (rv != 0) {
+        return rv;
     }
-    int rv = srv_sublist_match(&srv->sublist, route, route_len, &r);
+    rv = srv_sublist_match(&srv->sublist, route, route_len, &r);
     if (rv == 0) {
         for (size_t i = 0; i < r->npsubs; i++) {
             struct srv_sub *sub = r->psubs[i];
-            if (!sub->removed && !sub->conn->closing) {
+            if (!sub->removed && !skip_for(sub, NULL)) {
                 (void)deliver(NULL, sub, &cmd);
             }
         }
@@ -346,13 +370,13 @@ int srv_route_deliver_internal_queues(struct srv_server *srv, const char *route,
                             nqueues);
 }
 
+static int publish(struct srv_server *srv, struct srv_conn *c,
+                   const struct srv_cmd *cmd, bool *took, size_t *delivered);
+
 static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
 {
     struct srv_server *srv = c->srv;
-    struct srv_sublist_result *r;
     const struct srv_pub_hooks *ph = srv->pub_hooks;
-    const struct srv_fwd_hooks *fh = srv->fwd_hooks;
-    struct srv_pub_fwd fwd;
     size_t delivered = 0;
     int rv;
 
@@ -370,40 +394,11 @@ static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
     if (rv != 0) {
         return rv == KEEL_ESHUTDOWN || c->closing ? KEEL_ESHUTDOWN : 0;
     }
-    /* The layer above may take it (JetStream: API requests, acks, and
-     * publishes a stream stores, which core subscribers get too). */
-    bool took = ph != NULL && ph->take(srv->pub_arg, c, cmd);
-    if (fh != NULL) {
-        fh->begin(srv->fwd_arg, cmd, &fwd);
-    }
-    rv = srv_sublist_match(&srv->sublist, cmd->subject.ptr, cmd->subject.len,
-                           &r);
-    if (rv == 0) {
-        for (size_t i = 0; i < r->npsubs; i++) {
-            struct srv_sub *sub = r->psubs[i];
-            if (!sub->removed && !skip_for(sub, c) && deliver(c, sub, cmd)) {
-                delivered++;
-            }
-        }
-        for (size_t i = 0; i < r->nqgroups; i++) {
-            struct srv_sublist_qgroup *g = &r->qgroups[i];
-            /* Each message goes to one member of the group cluster-wide. */
-            if (fh != NULL && fh->queue_remote(srv->fwd_arg, &fwd, g->name,
-                                               g->name_len, g->n)) {
-                continue;
-            }
-            struct srv_sub *sub = srv_sublist_qgroup_pick(g, skip_for, c);
-            if (sub != NULL && deliver(c, sub, cmd)) {
-                delivered++;
-            }
-        }
-        srv_sublist_result_release(r);
-    } else if (rv == KEEL_ENOMEM) {
+    bool took = false;
+    rv = publish(srv, c, cmd, &took, &delivered);
+    if (rv == KEEL_ENOMEM) {
         srv_conn_close(c, NULL, false);
         return KEEL_ESHUTDOWN;
-    }
-    if (fh != NULL) {
-        delivered += fh->end(srv->fwd_arg, &fwd, cmd);
     }
     if (delivered == 0 && !took && ph != NULL &&
         ph->park(srv->pub_arg, cmd, c->no_responders && c->headers)) {
@@ -415,6 +410,74 @@ static int on_pub(struct srv_conn *c, const struct srv_cmd *cmd)
     }
     send_ok(c);
     return c->closing ? KEEL_ESHUTDOWN : 0;
+}
+
+int srv_route_publish(struct srv_server *srv, const char *subject,
+                      const char *reply, const void *hdr, size_t hlen,
+                      const void *data, size_t dlen, size_t *delivered)
+{
+    bool took = false;
+    char *buf;
+    struct srv_cmd cmd;
+    *delivered = 0;
+    int rv = make_cmd(&cmd, &buf, subject, strlen(subject), reply, hdr, hlen,
+                      data, dlen);
+    if (rv != 0) {
+        return rv;
+    }
+    srv->stats.in_msgs++;
+    srv->stats.in_bytes += cmd.total_bytes;
+    rv = publish(srv, NULL, &cmd, &took, delivered);
+    *delivered += took ? 1 : 0;
+    free(buf);
+    return rv;
+}
+
+/* A PUB of c (NULL: from inside keeld) past its checks: the layer above,
+ * local subscribers, other nodes. *took: the layer above took it;
+ * *delivered counts the subscribers and nodes that got it. */
+static int publish(struct srv_server *srv, struct srv_conn *c,
+                   const struct srv_cmd *cmd, bool *took, size_t *delivered)
+{
+    struct srv_sublist_result *r;
+    const struct srv_pub_hooks *ph = srv->pub_hooks;
+    const struct srv_fwd_hooks *fh = srv->fwd_hooks;
+    struct srv_pub_fwd fwd;
+    /* The layer above may take it (JetStream: API requests, acks, and
+     * publishes a stream stores, which core subscribers get too). */
+    *took = ph != NULL && ph->take(srv->pub_arg, c, cmd);
+    if (fh != NULL) {
+        fh->begin(srv->fwd_arg, cmd, &fwd);
+    }
+    int rv = srv_sublist_match(&srv->sublist, cmd->subject.ptr,
+                               cmd->subject.len, &r);
+    if (rv == 0) {
+        for (size_t i = 0; i < r->npsubs; i++) {
+            struct srv_sub *sub = r->psubs[i];
+            if (!sub->removed && !skip_for(sub, c) && deliver(c, sub, cmd)) {
+                (*delivered)++;
+            }
+        }
+        for (size_t i = 0; i < r->nqgroups; i++) {
+            struct srv_sublist_qgroup *g = &r->qgroups[i];
+            /* Each message goes to one member of the group cluster-wide. */
+            if (fh != NULL && fh->queue_remote(srv->fwd_arg, &fwd, g->name,
+                                               g->name_len, g->n)) {
+                continue;
+            }
+            struct srv_sub *sub = srv_sublist_qgroup_pick(g, skip_for, c);
+            if (sub != NULL && deliver(c, sub, cmd)) {
+                (*delivered)++;
+            }
+        }
+        srv_sublist_result_release(r);
+    } else if (rv == KEEL_ENOMEM) {
+        return rv;
+    }
+    if (fh != NULL) {
+        *delivered += fh->end(srv->fwd_arg, &fwd, cmd);
+    }
+    return 0;
 }
 
 static bool json_flag(const json_t *o, const char *key, bool dflt)

@@ -44,6 +44,16 @@ KEEL_MUST_USE int srv_route_deliver_internal_queues(
     size_t hlen, const void *data, size_t dlen, const struct srv_slice *queues,
     size_t nqueues);
 
+/* Publish from inside keeld as a client's PUB goes, without a client:
+ * the layer above (JetStream takes API requests), the local subscribers,
+ * other nodes with interest. subject is valid (no wildcard), reply may be
+ * NULL, hdr a NATS/1.0 block of hlen bytes (0: a PUB). *delivered counts
+ * who got it (the layer above as one). Returns 0 or KEEL_ENOMEM. */
+KEEL_MUST_USE int srv_route_publish(struct srv_server *srv, const char *subject,
+                                    const char *reply, const void *hdr,
+                                    size_t hlen, const void *data, size_t dlen,
+                                    size_t *delivered);
+
 /* Deliver a message forwarded by another node to the local subscribers:
  * every plain subscription, and one member of each queue group named in
  * queues (the sender chose this node for those). Never forwarded again. */

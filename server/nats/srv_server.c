@@ -67,7 +67,7 @@ void srv_server_conn_gone(struct srv_server *srv, struct srv_conn *c)
 void srv_server_bury_sub(struct srv_server *srv, struct srv_sub *sub)
 {
     ASSERT(sub->removed);
-    if (srv->fwd_hooks != NULL && sub->conn != NULL) {
+    if (srv->fwd_hooks != NULL && (sub->conn != NULL || sub->fn != NULL)) {
         srv->fwd_hooks->interest_remove(srv->fwd_arg, sub);
     }
     sub->next_free = srv->graveyard;

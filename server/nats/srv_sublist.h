@@ -17,10 +17,17 @@
 #include "srv_hmap.h"
 
 struct srv_conn;
+struct srv_cmd;
+
+/* An internal subscription's handler (srv_isub.h): the message as a
+ * PUB/HPUB command, valid during the call only. */
+typedef void (*srv_sub_fn)(void *arg, const struct srv_cmd *msg);
 
 /* A subscription. The sublist borrows it between insert and remove. */
 struct srv_sub {
-    struct srv_conn *conn;
+    struct srv_conn *conn; /* NULL: internal (fn) or a remote node's */
+    srv_sub_fn fn;         /* internal: called instead of a write */
+    void *fn_arg;
     char *subject;
     size_t subject_len;
     char *queue; /* NULL for a plain subscription */

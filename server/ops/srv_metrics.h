@@ -85,7 +85,7 @@ struct srv_mon_snap {
     size_t nconns_total;
     /* JetStream (js_enabled false: the rest is zero). */
     bool js_enabled;
-    char store_dir[4096];            /* as srv_config.store_dir */
+    char store_dir[4096];                     /* as srv_config.store_dir */
     char domain[SRV_JS_DOMAIN_BYTES_MAX + 1]; /* jetstream { domain } */
     int64_t max_memory, max_storage; /* jetstream { } limits, -1 = none */
     struct srv_mon_group meta;

@@ -70,9 +70,8 @@ static void a_domain_context_creates_publishes_and_reads(void **state)
     assert_string_equal(json_string_value(json_object_get(o, "domain")), "HUB");
     json_decref(o);
     natsMsg *reply = NULL;
-    assert_int_equal(natsConnection_RequestString(&reply, f->nc,
-                                                  "$JS.OTHER.API.INFO", "",
-                                                  WAIT_MS),
+    assert_int_equal(natsConnection_RequestString(
+                         &reply, f->nc, "$JS.OTHER.API.INFO", "", WAIT_MS),
                      NATS_NO_RESPONDERS);
 
     struct h_varz_wait w = {.port = f->k.http_port,

@@ -396,11 +396,10 @@ static void the_scrub_pass_is_a_flag_and_a_jetstream_key(void **state)
 static void the_jetstream_domain_is_read_and_checked(void **state)
 {
     struct fixture *f = *state;
-    const char *bad[] = {"jetstream { domain: \"a.b\" }\n",
-                         "jetstream { domain: \"a*\" }\n",
-                         "jetstream { domain: \"x y\" }\n",
-                         "jetstream { domain: \"\" }\n",
-                         "jetstream { domain: 7 }\n"};
+    const char *bad[] = {
+        "jetstream { domain: \"a.b\" }\n", "jetstream { domain: \"a*\" }\n",
+        "jetstream { domain: \"x y\" }\n", "jetstream { domain: \"\" }\n",
+        "jetstream { domain: 7 }\n"};
 
     assert_int_equal(from_file(f, "port: 4222\n"), 0);
     assert_string_equal(f->cfg.js_domain, "");
@@ -424,9 +423,9 @@ static void turning_jetstream_off_or_an_unknown_key_is_refused(void **state)
     struct fixture *f = *state;
     const char *off[] = {"jetstream: disabled\n", "jetstream: false\n",
                          "jetstream { enabled: false }\n"};
-    const char *bad[] = {
-        "jetstream { key: k }\n", "jetstream { bogus: 1 }\n",
-        "jetstream { max_file_store: lots }\n", "jetstream: maybe\n"};
+    const char *bad[] = {"jetstream { key: k }\n", "jetstream { bogus: 1 }\n",
+                         "jetstream { max_file_store: lots }\n",
+                         "jetstream: maybe\n"};
 
     for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
         assert_int_equal(from_file(f, off[i]), KEEL_ECONFIG);
