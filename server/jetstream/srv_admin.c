@@ -287,12 +287,21 @@ static int replace_for(struct srv_js *js, const struct srv_stream *st,
 /* A node out of the meta group gets no further meta entry, so a stream
  * group it leads never learns that its replica moves, and it goes on
  * leading with itself placed (finding F13: the membership nemesis, a
- * live stream leader removed). So a live node that leads a stream group
- * is removed only once it leads none: its replica of such a stream moves
- * first (it applies that move as a member, hands its leadership over and
- * leaves the group), and the removal is answered busy meanwhile (the CLI
- * retries). True when the removal must wait (answered). */
-static bool leads_streams(struct srv_js *js, const char *peer,
+ * live stream leader removed). Checking only that it leads nothing now
+ * left a race (finding F21): a stream transfer or an election could make
+ * a follower leader right after the check, and it then led, removed and
+ * uninformed, for ever. So a live node is removed only once no stream
+ * places it: each of its replicas moves first (one move at a time), while
+ * it is still a member and applies the moves itself (as leader it hands
+ * over and leaves the group, decision 0022; a replica no node can take
+ * stays placed on it, docs/operations.md), and once it leads none and
+ * holds the meta log through the moves (its match reaches the commit).
+ * The removal is answered busy meanwhile (the CLI retries); should a
+ * removed node lead anyway, its group's placed followers depose it
+ * (srv_stream_cluster_depose). A node that is down is removed at once (it
+ * opens no stream replica when it comes back, until added back: decision
+ * 0038). True when the removal must wait (answered). */
+static bool hosts_streams(struct srv_js *js, const char *peer,
                           const char *reply, const char *type)
 {
     char err[KEEL_ERRMSG_MAX];
@@ -307,7 +316,8 @@ static bool leads_streams(struct srv_js *js, const char *peer,
         struct srv_stream *st = js->streams[i];
         const char *ln =
             st->place.n > 0 ? srv_jsc_leader_name(js->jc, st->gid.b) : NULL;
-        if (ln == NULL || strcmp(ln, peer) != 0) {
+        bool leads = ln != NULL && strcmp(ln, peer) == 0;
+        if (!leads && placed_member(st, peer) == NULL) {
             continue;
         }
         int rv = 0;
@@ -316,6 +326,9 @@ static bool leads_streams(struct srv_js *js, const char *peer,
         if (placed_member(st, peer) != NULL && ri.applied == ri.last_index) {
             rv = replace_for(js, st, &to, err);
             rv = rv == 0 ? propose_move(js, st, peer, &to, err) : rv;
+        }
+        if (rv != 0 && !leads) {
+            continue; /* no node can take it: it stays placed there */
         }
         if (rv != 0) {
             snprintf(d, sizeof d,
@@ -327,9 +340,19 @@ static bool leads_streams(struct srv_js *js, const char *peer,
             return true;
         }
         snprintf(d, sizeof d,
-                 "%s leads stream %s: its replica moves off first, retry the "
+                 "%s %s stream %s: its replica moves off first, retry the "
                  "removal once it has",
-                 peer, st->cfg.name);
+                 peer, leads ? "leads" : "holds a replica of", st->cfg.name);
+        reply_err(js, reply, type, SRV_JS_ECLUSTER_BUSY, d);
+        return true;
+    }
+    uint64_t match = match_of(js, srv_jsc_node_id(peer));
+    if (match < ri.commit) {
+        snprintf(d, sizeof d,
+                 "%s holds the meta log through index %" PRIu64 " of %" PRIu64
+                 " (its replicas' moves): retry the removal "
+                 "once it has them",
+                 peer, match, ri.commit);
         reply_err(js, reply, type, SRV_JS_ECLUSTER_BUSY, d);
         return true;
     }
@@ -364,7 +387,7 @@ static void server_remove(struct srv_js *js, const json_t *body,
                           : err);
         return;
     }
-    if (leads_streams(js, peer, reply, type)) {
+    if (hosts_streams(js, peer, reply, type)) {
         return;
     }
     bool force = json_is_true(json_object_get(body, "force"));
@@ -926,8 +949,11 @@ static const char *must_move(struct srv_js *js, const struct raft_config *c,
                              const struct srv_jsc_member *m)
 {
     const struct raft_server *s = member_of(c, m->node);
-    if (s == NULL || s->incarnation != m->inc) {
+    if (s == NULL) {
         return "removed node";
+    }
+    if (s->incarnation != m->inc) {
+        return "node with a new data directory,";
     }
     const struct srv_tags *t = srv_jsc_tags_of(js->jc, m->name);
     if (want->n > 0 && t != NULL && !srv_tags_match(t, want)) {
@@ -960,6 +986,18 @@ static void move_off_misplaced(struct srv_js *js)
             int rv = replace_for(js, st, &to, err);
             if (rv == 0) {
                 rv = propose_move(js, st, m->name, &to, err);
+            }
+            if (rv == 0 && member_of(c, m->node) != NULL &&
+                member_of(c, m->node)->incarnation != m->inc) {
+                /* Finding F21: the replica's disk is gone; the new one
+                 * catches up from the others (an empty log, decision 0024). */
+                SRV_WARN("js",
+                         "stream %s: its replica on %s was placed on data "
+                         "directory %016" PRIx64 ", which %s no longer has "
+                         "(now %016" PRIx64 "): placed again on %s, which "
+                         "catches up from the other replicas",
+                         st->cfg.name, m->name, m->inc, m->name,
+                         member_of(c, m->node)->incarnation, to.name);
             }
             uint64_t now = uv_now(js->loop);
             if (rv != 0 && now - js->admin->warned_ms >= ADMIN_WARN_MS) {
@@ -1056,6 +1094,8 @@ void srv_admin_tick(struct srv_js *js)
         struct srv_stream *st = js->streams[i];
         if (st->r != NULL && st->place.n > 0 && srv_stream_is_leader(st)) {
             stream_reconcile(st);
+        } else if (st->r != NULL && st->place.n > 0) {
+            srv_stream_cluster_depose(st);
         }
     }
 }

@@ -8,8 +8,17 @@
 #include <string.h>
 
 #include "keel/error.h"
+#include "srv_js_forward.h"
 #include "srv_js_int.h"
 #include "srv_log.h"
+#include "srv_parser.h"
+
+/* How long a group must have been led by a node out of the meta group
+ * before a placed follower asks it to hand over, and how often it asks
+ * again: a few election timeouts, so a leader that just lost its meta
+ * membership mid-hand-over (it applied the move, decision 0022) finishes
+ * first. */
+#define DEPOSE_AFTER_MS (3 * SRV_JSC_ELECTION_MS)
 
 void srv_stream_cluster_place(struct srv_stream *st,
                               const struct srv_jsc_placement *pl)
@@ -44,7 +53,8 @@ void srv_stream_cluster_place(struct srv_stream *st,
             SRV_ERROR("js",
                       "stream %s was placed on this node's data directory "
                       "of incarnation %016" PRIx64 ", this one is %016" PRIx64
-                      ": not opening its group here",
+                      ": not opening its group here (the meta leader "
+                      "places that replica again)",
                       st->cfg.name, pl->m[i].inc, st->js->inc);
             return;
         }
@@ -145,6 +155,81 @@ void srv_stream_cluster_replace(struct srv_stream *st,
         st->placed = false;
         st->failed = true;
     }
+}
+
+/* Is node (any incarnation) one of pl's members? */
+static bool names_node(const struct srv_jsc_placement *pl, raft_node node)
+{
+    for (uint32_t i = 0; i < pl->n; i++) {
+        if (pl->m[i].node == node) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Finding F21, the F13 residual (docs/faults.md): a node removed from the
+ * meta group gets no further meta entry. If it leads the stream's group
+ * (its replica stayed placed there while no node could take it and moved
+ * once one was added, or a transfer made it leader right after the meta
+ * leader checked), it never learns that its replica moved and leads on
+ * with itself placed: the new replica is never added and the stream never
+ * settles (decision 0038). A placed
+ * follower knows both the placement and the meta configuration: when the
+ * leader is in neither for DEPOSE_AFTER_MS, it asks that leader, over the
+ * cluster link the removal left, to hand its leadership over to this node
+ * (a stream step-down naming it preferred, as `keel cluster
+ * transfer-leader --stream --to` sends). The new leader carries out the
+ * placement: the moved replica is added and the removed node's taken out
+ * of the group (docs/cluster.md "Membership changes"). */
+void srv_stream_cluster_depose(struct srv_stream *st)
+{
+    struct srv_js *js = st->js;
+    struct srv_jsc *jc = js->jc;
+    raft_node l = st->leader_node;
+    bool here = false;
+    for (uint32_t i = 0; jc != NULL && i < st->place.n; i++) {
+        here = here || (st->place.m[i].node == srv_jsc_self_node(jc) &&
+                        st->place.m[i].inc == js->inc);
+    }
+    if (!here || st->r == NULL || srv_stream_is_leader(st) || l == 0 ||
+        js->meta_cfg.n == 0 || names_node(&st->place, l) ||
+        raft_config_find(&js->meta_cfg, l) != NULL) {
+        st->depose_since_ms = 0;
+        return;
+    }
+    uint64_t now = uv_now(js->loop);
+    if (st->depose_since_ms == 0) {
+        st->depose_since_ms = now;
+    }
+    const char *name = srv_jsc_name_of(jc, l);
+    if (name == NULL || now - st->depose_since_ms < DEPOSE_AFTER_MS ||
+        now - st->depose_asked_ms < DEPOSE_AFTER_MS) {
+        return;
+    }
+    st->depose_asked_ms = now;
+    char subject[64 + SRV_JS_NAME_BYTES_MAX];
+    char body[64 + SRV_JSC_NAME_BYTES];
+    static const char reply[] = "_KEEL.DEPOSE"; /* nobody reads the answer */
+    int slen = snprintf(subject, sizeof subject,
+                        "$JS.API.STREAM.LEADER.STEPDOWN.%s", st->cfg.name);
+    int blen =
+        snprintf(body, sizeof body, "{\"placement\":{\"preferred\":\"%s\"}}",
+                 srv_js_self_name(js));
+    ASSERT(slen > 0 && (size_t)slen < sizeof subject);
+    ASSERT(blen > 0 && (size_t)blen < sizeof body);
+    struct srv_cmd cmd = {.op = SRV_OP_PUB,
+                          .subject = {subject, (size_t)slen},
+                          .reply = {reply, sizeof reply - 1},
+                          .total_bytes = (size_t)blen,
+                          .payload = body};
+    int rv = srv_js_fwd_send(js, name, &cmd);
+    SRV_WARN("js",
+             "stream %s: its leader %s is out of the meta group and cannot "
+             "learn the stream's placement (finding F21): %s",
+             st->cfg.name, name,
+             rv == 0 ? "asked it to hand its leadership over to this node"
+                     : "no link to it now, asking again later");
 }
 
 void srv_stream_cluster_close(struct srv_stream *st)

@@ -109,6 +109,11 @@ struct srv_stream {
     bool placed;
     raft_node leader_node;
     raft_term leader_term;
+    /* Since when (uv_now ms; 0: not so) this placed follower's group has
+     * been led by a node the meta group removed, and when it last asked
+     * that leader to hand over (srv_stream_cluster_depose). */
+    uint64_t depose_since_ms;
+    uint64_t depose_asked_ms;
     struct srv_mirror_pump mir;
     /* The pumps of its sources (srv_stream_feeds keeps them matching
      * cfg.sources by name); NULL none. */
@@ -313,6 +318,9 @@ int srv_stream_open_replica(struct srv_stream *st, char *errmsg);
  * KEEL_EINVAL when the replica's live log is not empty. */
 int srv_stream_restore_quarantined(struct srv_stream *st, uint64_t keep,
                                    struct store_qlog *out, char *errmsg);
+/* A placed follower whose group a node out of the meta group leads asks
+ * it to hand over (finding F21, the F13 residual); srv_admin_tick. */
+void srv_stream_cluster_depose(struct srv_stream *st);
 /* Before the replica closes: leave the transport and leader directory. */
 void srv_stream_cluster_close(struct srv_stream *st);
 /* stream role_changed: leader node, term and the leader directory. */
