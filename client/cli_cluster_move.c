@@ -190,12 +190,12 @@ int cli_cluster_wait_moved(natsConnection *nc, int64_t timeout_ms,
                     rv = keel_err(
                         KEEL_ETIMEOUT, errmsg,
                         "%s left the meta group, but stream %s has not "
-                        "moved its replica off it within --wait (%s): do not "
-                        "stop %s yet; watch `keel stream info %s` and its "
-                        "leader's log",
+                        "moved its replica off it within --wait: do not stop "
+                        "or wipe %s (if it is down, start it on its disk and "
+                        "run keel cluster add-peer %s: out of the meta group "
+                        "its replica cannot vote); replicas now: %s",
                         peer, json_string_value(json_array_get(streams, i)),
-                        last[i], peer,
-                        json_string_value(json_array_get(streams, i)));
+                        peer, peer, last[i]);
                 }
             }
         }
