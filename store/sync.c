@@ -387,11 +387,15 @@ static void run_group(struct store *s, struct store_group *g)
         store__schedule(s, g);
     }
     if (g->interval_dirty || g->enospc) {
-        s->timers_due_ms = 0; /* its deadline was skipped while busy */
+        /* Idle threads recompute their timers: this group's deadline was
+         * skipped while it was busy. Only then: a broadcast after every
+         * batch woke each idle sync thread to find nothing to do, two
+         * context switches per fdatasync (docs/bench.md, "Where a
+         * replicated publish goes"). New work signals on its own
+         * (store__schedule). */
+        s->timers_due_ms = 0;
+        pthread_cond_broadcast(&s->cv);
     }
-    /* Idle threads recompute their timers (interval syncs of this group
-     * were skipped while it was busy). */
-    pthread_cond_broadcast(&s->cv);
     pthread_cond_broadcast(&s->idle_cv); /* store_group_close waits */
     pthread_mutex_unlock(&s->mu);
 }
