@@ -1,5 +1,6 @@
 /* msgpack codec of Raft messages (format in codec.h). */
 #include <msgpack.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codec.h"
@@ -123,15 +124,9 @@ static void pack_body(msgpack_packer *pk, const struct raft_msg *m)
     }
 }
 
-int raft_msg_encode(const struct raft_msg *m, void **buf, size_t *len,
-                    char *errmsg)
+static int check_encodable(const struct raft_msg *m, uint32_t fields,
+                           char *errmsg)
 {
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    uint32_t fields = body_fields(m->type);
-
-    ASSERT(buf != NULL);
-    ASSERT(len != NULL);
     if (fields == UINT32_MAX || m->from == 0 || m->to == 0) {
         return keel_err(KEEL_EINVAL, errmsg,
                         "raft message type %u from %llu to %llu cannot be "
@@ -158,30 +153,136 @@ int raft_msg_encode(const struct raft_msg *m, void **buf, size_t *len,
                         "from the store before encoding",
                         m->append.n_entries);
     }
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_array(&pk, HEADER_FIELDS + fields);
-    msgpack_pack_uint8(&pk, RAFT_CODEC_VERSION);
-    msgpack_pack_uint8(&pk, m->type);
-    msgpack_pack_uint64(&pk, m->from);
-    msgpack_pack_uint64(&pk, m->from_incarnation);
-    msgpack_pack_uint64(&pk, m->to);
-    msgpack_pack_uint64(&pk, m->to_incarnation);
-    msgpack_pack_uint64(&pk, m->term);
-    pack_body(&pk, m);
-    if (sb.data == NULL) {
+    return 0;
+}
+
+static void pack_header(msgpack_packer *pk, const struct raft_msg *m,
+                        uint32_t fields)
+{
+    msgpack_pack_array(pk, HEADER_FIELDS + fields);
+    msgpack_pack_uint8(pk, RAFT_CODEC_VERSION);
+    msgpack_pack_uint8(pk, m->type);
+    msgpack_pack_uint64(pk, m->from);
+    msgpack_pack_uint64(pk, m->from_incarnation);
+    msgpack_pack_uint64(pk, m->to);
+    msgpack_pack_uint64(pk, m->to_incarnation);
+    msgpack_pack_uint64(pk, m->term);
+}
+
+/* Bytes the entries of a take at most once packed: per entry a fixarray,
+ * a uint64 (9), a uint8 (2) and a bin32 header (5); the array header 5. */
+static size_t entries_bound(const struct raft_msg_append *a)
+{
+    size_t n = 5;
+    for (uint32_t i = 0; i < a->n_entries; i++) {
+        n += 1 + 9 + 2 + 5 + a->entries[i].len;
+    }
+    return n;
+}
+
+static int finish(msgpack_sbuffer *sb, void **buf, size_t *len, char *errmsg)
+{
+    if (sb->data == NULL) {
         return keel_err(KEEL_ENOMEM, errmsg, "encoding a raft message");
     }
-    if (sb.size > RAFT_MSG_BYTES_MAX) {
-        msgpack_sbuffer_destroy(&sb);
+    if (sb->size > RAFT_MSG_BYTES_MAX) {
+        msgpack_sbuffer_destroy(sb);
         return keel_err(KEEL_ETOOBIG, errmsg,
                         "raft message of %zu bytes exceeds the frame maximum; "
                         "send fewer entries per AppendEntries",
-                        sb.size);
+                        sb->size);
     }
-    *buf = sb.data;
-    *len = sb.size;
+    *buf = sb->data;
+    *len = sb->size;
     return 0;
+}
+
+int raft_msg_encode(const struct raft_msg *m, void **buf, size_t *len,
+                    char *errmsg)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    uint32_t fields = body_fields(m->type);
+
+    ASSERT(buf != NULL);
+    ASSERT(len != NULL);
+    int rv = check_encodable(m, fields, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    msgpack_sbuffer_init(&sb);
+    if (m->type == RAFT_MSG_APPEND) {
+        /* Sized once: growing by doubling copied a large AppendEntries
+         * two or three times. */
+        size_t cap = RAFT_APPEND_HEAD_BYTES_MAX + entries_bound(&m->append);
+        sb.data = malloc(cap);
+        sb.alloc = sb.data != NULL ? cap : 0;
+    }
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_header(&pk, m, fields);
+    pack_body(&pk, m);
+    return finish(&sb, buf, len, errmsg);
+}
+
+/* A msgpack writer into a fixed buffer; overflow is a bug (the head's size
+ * is bounded by RAFT_APPEND_HEAD_BYTES_MAX). */
+struct fixed_buf {
+    uint8_t *p;
+    size_t cap;
+    size_t len;
+};
+
+static int fixed_write(void *data, const char *buf, size_t len)
+{
+    struct fixed_buf *f = data;
+    ASSERT(f->len + len <= f->cap);
+    memcpy(f->p + f->len, buf, len);
+    f->len += len;
+    return 0;
+}
+
+int raft_msg_encode_append_head(const struct raft_msg *m, uint8_t *out,
+                                size_t *len, char *errmsg)
+{
+    struct fixed_buf f = {out, RAFT_APPEND_HEAD_BYTES_MAX, 0};
+    msgpack_packer pk;
+    uint32_t fields = body_fields(m->type);
+
+    ASSERT(m->type == RAFT_MSG_APPEND);
+    ASSERT(out != NULL && len != NULL);
+    int rv = check_encodable(m, fields, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    msgpack_packer_init(&pk, &f, fixed_write);
+    pack_header(&pk, m, fields);
+    msgpack_pack_uint64(&pk, m->append.prev_index);
+    msgpack_pack_uint64(&pk, m->append.prev_term);
+    msgpack_pack_uint64(&pk, m->append.commit);
+    msgpack_pack_uint64(&pk, m->append.leader_last);
+    msgpack_pack_uint64(&pk, m->append.ctx);
+    *len = f.len;
+    return 0;
+}
+
+int raft_msg_encode_append_entries(const struct raft_msg *m, void **buf,
+                                   size_t *len, char *errmsg)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    ASSERT(m->type == RAFT_MSG_APPEND);
+    int rv = check_encodable(m, body_fields(m->type), errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    size_t cap = entries_bound(&m->append);
+    msgpack_sbuffer_init(&sb);
+    sb.data = malloc(cap);
+    sb.alloc = sb.data != NULL ? cap : 0;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_entries(&pk, &m->append);
+    return finish(&sb, buf, len, errmsg);
 }
 
 /* ---- decoding ---- */

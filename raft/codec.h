@@ -23,6 +23,19 @@
 int raft_msg_encode(const struct raft_msg *m, void **buf, size_t *len,
                     char *errmsg);
 
+/* An AppendEntries in two parts, whose concatenation is exactly what
+ * raft_msg_encode writes: the head (header and every field before the
+ * entries, at most RAFT_APPEND_HEAD_BYTES_MAX bytes, into out) and the
+ * entries (a new buffer, freed by the caller). The entries part depends
+ * only on the entries, so a leader sending the same range to several
+ * followers encodes it once (docs/bench.md, "Where a replicated publish
+ * goes"). Same errors as raft_msg_encode. */
+#define RAFT_APPEND_HEAD_BYTES_MAX 128
+int raft_msg_encode_append_head(const struct raft_msg *m, uint8_t *out,
+                                size_t *len, char *errmsg);
+int raft_msg_encode_append_entries(const struct raft_msg *m, void **buf,
+                                   size_t *len, char *errmsg);
+
 /* Decode one frame. Entries go to entries[0..RAFT_APPEND_ENTRIES_MAX); their
  * payload pointers point into buf, so buf must outlive their use (one
  * raft_step). InstallSnapshot chunks point into buf likewise. Returns 0,

@@ -249,9 +249,19 @@ int srv_cluster_link_send(struct srv_cluster_link *l, unsigned kind,
                           const uint8_t *group, size_t group_len,
                           const void *payload, size_t len)
 {
+    return srv_cluster_link_send2(l, kind, group, group_len, NULL, 0, payload,
+                                  len);
+}
+
+int srv_cluster_link_send2(struct srv_cluster_link *l, unsigned kind,
+                           const uint8_t *group, size_t group_len,
+                           const void *a, size_t alen, const void *b,
+                           size_t blen)
+{
     struct srv_cluster *cl = l->cl;
     uint8_t hdr[32 + SRV_CLUSTER_GROUP_ID_BYTES];
     struct srv_outpool *pool = &cl->pool;
+    size_t len = alen + blen;
 
     if (l->closing || !l->connected) {
         return KEEL_ENOENT;
@@ -270,8 +280,11 @@ int srv_cluster_link_send(struct srv_cluster_link *l, unsigned kind,
         return KEEL_ELIMIT;
     }
     int rv = srv_outq_append(&l->out, pool, hdr, hn);
-    if (rv == 0 && len > 0) {
-        rv = srv_outq_append(&l->out, pool, payload, len);
+    if (rv == 0 && alen > 0) {
+        rv = srv_outq_append(&l->out, pool, a, alen);
+    }
+    if (rv == 0 && blen > 0) {
+        rv = srv_outq_append(&l->out, pool, b, blen);
     }
     if (rv != 0) {
         srv_cluster_link_fail(l, "out of memory");

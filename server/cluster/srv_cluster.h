@@ -227,6 +227,11 @@ void srv_cluster_close(struct srv_cluster *cl);
 KEEL_MUST_USE int srv_cluster_send(struct srv_cluster *cl, const char *node,
                                    const uint8_t *group_id, const void *data,
                                    size_t len);
+/* The same with the frame's payload in two parts, a then b (a may be
+ * empty): a message whose parts are encoded apart is not joined first. */
+KEEL_MUST_USE int srv_cluster_send2(struct srv_cluster *cl, const char *node,
+                                    const uint8_t *group_id, const void *a,
+                                    size_t alen, const void *b, size_t blen);
 
 /* Route inbound frames of group_id to cb(arg, ...). Returns 0, KEEL_EEXIST
  * or KEEL_ELIMIT (SRV_CLUSTER_GROUPS_MAX). */
@@ -288,6 +293,11 @@ char *srv_cluster_json(const struct srv_cluster *cl, bool routez);
 int srv_cluster_link_send(struct srv_cluster_link *l, unsigned kind,
                           const uint8_t *group, size_t group_len,
                           const void *payload, size_t len);
+/* The same with the payload in two parts, a then b. */
+int srv_cluster_link_send2(struct srv_cluster_link *l, unsigned kind,
+                           const uint8_t *group, size_t group_len,
+                           const void *a, size_t alen, const void *b,
+                           size_t blen);
 /* The established link to the node named name, or NULL. */
 struct srv_cluster_link *srv_cluster_peer_link(const struct srv_cluster *cl,
                                                const char *name);
@@ -305,6 +315,9 @@ void srv_cluster_on_group(struct srv_cluster *cl, struct srv_cluster_link *l,
  * payload, 0 or KEEL_EPROTO. */
 int srv_cluster_batch_add(struct srv_cluster_link *l, const uint8_t *gid,
                           const void *data, size_t len);
+int srv_cluster_batch_add2(struct srv_cluster_link *l, const uint8_t *gid,
+                           const void *a, size_t alen, const void *b,
+                           size_t blen);
 void srv_cluster_batch_flush(struct srv_cluster_link *l);
 int srv_cluster_on_group_batch(struct srv_cluster *cl,
                                struct srv_cluster_link *l, const uint8_t *p,

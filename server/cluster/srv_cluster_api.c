@@ -12,17 +12,25 @@
 int srv_cluster_send(struct srv_cluster *cl, const char *node,
                      const uint8_t *group_id, const void *data, size_t len)
 {
+    return srv_cluster_send2(cl, node, group_id, NULL, 0, data, len);
+}
+
+int srv_cluster_send2(struct srv_cluster *cl, const char *node,
+                      const uint8_t *group_id, const void *a, size_t alen,
+                      const void *b, size_t blen)
+{
     struct srv_cluster_link *l = srv_cluster_peer_link(cl, node);
 
     ASSERT(group_id != NULL);
+    ASSERT(alen == 0 || a != NULL);
     if (l == NULL) {
         return KEEL_ENOENT;
     }
-    if (len <= SRV_CLUSTER_BATCH_ITEM_BYTES_MAX) {
-        return srv_cluster_batch_add(l, group_id, data, len);
+    if (alen + blen <= SRV_CLUSTER_BATCH_ITEM_BYTES_MAX) {
+        return srv_cluster_batch_add2(l, group_id, a, alen, b, blen);
     }
-    return srv_cluster_link_send(l, SRV_CLUSTER_GROUP, group_id,
-                                 SRV_CLUSTER_GROUP_ID_BYTES, data, len);
+    return srv_cluster_link_send2(l, SRV_CLUSTER_GROUP, group_id,
+                                  SRV_CLUSTER_GROUP_ID_BYTES, a, alen, b, blen);
 }
 
 int srv_cluster_register_kind(struct srv_cluster *cl, unsigned kind,

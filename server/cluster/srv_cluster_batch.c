@@ -45,6 +45,14 @@ void srv_cluster_batch_flush(struct srv_cluster_link *l)
 int srv_cluster_batch_add(struct srv_cluster_link *l, const uint8_t *gid,
                           const void *data, size_t len)
 {
+    return srv_cluster_batch_add2(l, gid, NULL, 0, data, len);
+}
+
+int srv_cluster_batch_add2(struct srv_cluster_link *l, const uint8_t *gid,
+                           const void *a, size_t alen, const void *b,
+                           size_t blen)
+{
+    size_t len = alen + blen;
     size_t need =
         2 * SRV_MP_HEADER_BYTES_MAX + SRV_CLUSTER_GROUP_ID_BYTES + len;
     ASSERT(len <= SRV_CLUSTER_BATCH_ITEM_BYTES_MAX);
@@ -62,7 +70,12 @@ int srv_cluster_batch_add(struct srv_cluster_link *l, const uint8_t *gid,
     p = srv_mp_put_bin_header(p, SRV_CLUSTER_GROUP_ID_BYTES);
     memcpy(p, gid, SRV_CLUSTER_GROUP_ID_BYTES);
     p = srv_mp_put_bin_header(p + SRV_CLUSTER_GROUP_ID_BYTES, len);
-    memcpy(p, data, len);
+    if (alen > 0) {
+        memcpy(p, a, alen);
+    }
+    if (blen > 0) {
+        memcpy(p + alen, b, blen);
+    }
     p += len;
     l->batch_len = (size_t)(p - (l->batch + BATCH_HDR));
     l->batch_n++;

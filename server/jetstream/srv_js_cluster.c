@@ -14,6 +14,7 @@
 #include "srv_cluster.h"
 #include "srv_js_cluster.h"
 #include "srv_js_int.h"
+#include "srv_js_wire.h"
 #include "srv_log.h"
 #include "srv_server.h"
 
@@ -89,6 +90,7 @@ struct srv_jsc {
     uint64_t last_announce_ms;
     uint64_t last_report_ms;     /* WAITING: last META broadcast */
     char why[SRV_JSC_WHY_BYTES]; /* last bootstrap wait reason logged */
+    struct srv_js_wire wire;     /* AppendEntries encoded once per range */
 };
 
 static void send_meta(struct srv_jsc *jc, const char *to);
@@ -307,14 +309,15 @@ void srv_jsc_group_unregister(struct srv_jsc *jc, const uint8_t *gid)
 static void send_split(struct srv_jsc *jc, const char *to, const uint8_t *gid,
                        const struct raft_msg *m, unsigned depth)
 {
-    void *buf = NULL;
-    size_t len = 0;
+    struct srv_js_wire_msg w;
     char err[KEEL_ERRMSG_MAX];
-    int rv = raft_msg_encode(m, &buf, &len, err);
+    int rv = srv_js_wire_encode(&jc->wire, gid, m, &w, err);
     uint32_t n = m->type == RAFT_MSG_APPEND ? m->append.n_entries : 0;
-    if (rv == 0 && len > SRV_CLUSTER_FRAME_BYTES_MAX - JSC_FRAME_HDR_BYTES &&
+    if (rv == 0 &&
+        w.head_len + w.body_len >
+            SRV_CLUSTER_FRAME_BYTES_MAX - JSC_FRAME_HDR_BYTES &&
         n > 1 && depth < JSC_SPLIT_DEPTH_MAX) {
-        free(buf);
+        srv_js_wire_msg_done(&w);
         uint32_t half = n / 2;
         struct raft_msg a = *m;
         struct raft_msg b = *m;
@@ -328,11 +331,12 @@ static void send_split(struct srv_jsc *jc, const char *to, const uint8_t *gid,
         return;
     }
     if (rv == 0) {
-        rv = srv_cluster_send(jc->cl, to, gid, buf, len);
+        rv = srv_cluster_send2(jc->cl, to, gid, w.head, w.head_len, w.body,
+                               w.body_len);
     } else {
         SRV_WARN("js", "Raft message to %s not encoded: %s", to, err);
     }
-    free(buf);
+    srv_js_wire_msg_done(&w);
 }
 
 void srv_jsc_send(struct srv_jsc *jc, const uint8_t *gid,
@@ -1000,6 +1004,7 @@ void srv_jsc_free(struct srv_jsc *jc)
         return;
     }
     srv_hmap_close_free(&jc->leaders);
+    srv_js_wire_free(&jc->wire);
     free(jc->groups);
     free(jc);
 }

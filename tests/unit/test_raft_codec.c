@@ -223,6 +223,46 @@ static void too_many_entries_and_bad_configurations_are_rejected(void **state)
     assert_int_equal(decode(f, f->buf, f->len), KEEL_EPROTO);
 }
 
+/* The two parts a leader encodes apart (the head per follower, the
+ * entries once) join to exactly raft_msg_encode's bytes, for small and
+ * full-width fields and payloads past msgpack's first buffer. */
+static void append_head_and_entries_join_to_the_encoding(void **state)
+{
+    struct fixture *f = *state;
+    static uint8_t big[20000];
+    uint64_t wide[] = {1, 200, 70000, 5000000000ull, UINT64_MAX};
+    memset(big, 0xab, sizeof big);
+    f->entries[1] = (struct raft_entry){7, RAFT_ENTRY_NORMAL, sizeof big, big};
+    for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++) {
+        struct raft_msg m = f->m;
+        uint8_t head[RAFT_APPEND_HEAD_BYTES_MAX];
+        size_t hlen = 0, blen = 0;
+        void *body = NULL;
+        m.from = m.to = m.term = wide[i];
+        m.from_incarnation = m.to_incarnation = wide[i];
+        m.append.prev_index = m.append.prev_term = wide[i];
+        m.append.commit = m.append.leader_last = m.append.ctx = wide[i];
+        free(f->buf);
+        f->buf = NULL;
+        assert_int_equal(raft_msg_encode(&m, &f->buf, &f->len, f->errmsg), 0);
+        assert_int_equal(
+            raft_msg_encode_append_head(&m, head, &hlen, f->errmsg), 0);
+        assert_int_equal(
+            raft_msg_encode_append_entries(&m, &body, &blen, f->errmsg), 0);
+        assert_int_equal(hlen + blen, f->len);
+        assert_memory_equal(head, f->buf, hlen);
+        assert_memory_equal(body, (uint8_t *)f->buf + hlen, blen);
+        free(body);
+    }
+    /* What raft_msg_encode refuses, the parts refuse too. */
+    struct raft_msg m = f->m;
+    uint8_t head[RAFT_APPEND_HEAD_BYTES_MAX];
+    size_t hlen = 0;
+    m.to = 0;
+    assert_int_equal(raft_msg_encode_append_head(&m, head, &hlen, f->errmsg),
+                     KEEL_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -230,6 +270,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(every_message_type_round_trips, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            append_head_and_entries_join_to_the_encoding, setup, teardown),
         cmocka_unit_test_setup_teardown(
             fetch_and_discard_answers_round_trip_with_their_copy, setup,
             teardown),
