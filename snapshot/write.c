@@ -300,12 +300,9 @@ int snap_drop_prefix(struct snap *sn, uint64_t upto, char *errmsg)
     /* The store checks LMDB's older snapshot; after a quarantine that one
      * may be the bad file, so also stay at or below the older snapshot this
      * node can actually restore from (docs/design.md §5 S2). */
-    if (sn->older.index == 0 || upto > sn->older.index) {
-        return keel_err(KEEL_EPERM, errmsg,
-                        "prefix drop to %llu refused: the older valid "
-                        "snapshot is at %llu; take another snapshot first",
-                        (unsigned long long)upto,
-                        (unsigned long long)sn->older.index);
+    int rv = store_prefix_drop_check(upto, sn->older.index, "valid", errmsg);
+    if (rv != 0) {
+        return rv;
     }
     return store_drop_prefix(sn->g, upto, errmsg);
 }

@@ -224,18 +224,29 @@ int store_snapshot_record(struct store_group *g, uint64_t index, uint64_t term,
     return 0;
 }
 
+int store_prefix_drop_check(uint64_t upto, uint64_t older_index,
+                            const char *older_what, char *errmsg)
+{
+    ASSERT(older_what != NULL);
+    if (older_index == 0 || upto > older_index) {
+        return keel_err(KEEL_EPERM, errmsg,
+                        "prefix drop to %llu refused: the older %s snapshot "
+                        "is at %llu; take another snapshot first",
+                        (unsigned long long)upto, older_what,
+                        (unsigned long long)older_index);
+    }
+    return 0;
+}
+
 int store_drop_prefix(struct store_group *g, uint64_t upto, char *errmsg)
 {
     size_t drop = 0;
 
     ASSERT(g != NULL);
     ASSERT(g->nsegs <= STORE_SEGMENTS_PER_GROUP_MAX);
-    if (g->snap.older_index == 0 || upto > g->snap.older_index) {
-        return keel_err(KEEL_EPERM, errmsg,
-                        "prefix drop to %llu refused: it must not pass the "
-                        "older kept snapshot (%llu)",
-                        (unsigned long long)upto,
-                        (unsigned long long)g->snap.older_index);
+    int rv = store_prefix_drop_check(upto, g->snap.older_index, "kept", errmsg);
+    if (rv != 0) {
+        return rv;
     }
     /* Whole segments only, never the last one. */
     while (drop + 1 < g->nsegs && g->segs[drop + 1]->base <= upto + 1 &&

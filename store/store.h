@@ -357,6 +357,13 @@ KEEL_MUST_USE int store_snapshot_get(struct store_group *g,
                                      struct store_snapshot_pair *out,
                                      char *errmsg);
 
+/* The one check of docs/design.md §5 S2 both layers make before a prefix
+ * drop: KEEL_EPERM, saying what to do, unless 1 <= upto <= older_index.
+ * older_what names which older snapshot ("kept" for the store's catalogue,
+ * "valid" for the one snapshot/ can restore from). */
+KEEL_MUST_USE int store_prefix_drop_check(uint64_t upto, uint64_t older_index,
+                                          const char *older_what, char *errmsg);
+
 /* Drop whole segments whose records are all <= upto (docs/design.md §5): only
  * allowed when upto <= the older of the two kept snapshots (KEEL_EPERM
  * otherwise). Catalogue first, then unlink, then directory fsync, on a sync
