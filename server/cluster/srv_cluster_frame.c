@@ -74,25 +74,48 @@ static int get_be(struct srv_mp_reader *r, unsigned bytes, uint64_t *v)
     return 0;
 }
 
-int srv_mp_get_array(struct srv_mp_reader *r, uint32_t *n)
-{
-    uint64_t v = 0;
-    int rv = 0;
+/* A msgpack head that carries a length: the fix form ((tag & fix_mask) ==
+ * fix, the length in the other bits) or a tag followed by a 1-, 2- or
+ * 4-byte big-endian length (tags[i] for 1 << i bytes; 0: no such tag). */
+struct mp_len_form {
+    uint8_t fix_mask;
+    uint8_t fix;
+    uint8_t tags[3][2];
+};
 
+static const struct mp_len_form array_form = {
+    0xf0, 0x90, {{0}, {0xdc}, {0xdd}}};
+/* str and bin alike: the frame's group and payload may be either. */
+static const struct mp_len_form bytes_form = {
+    0xe0, 0xa0, {{0xd9, 0xc4}, {0xda, 0xc5}, {0xdb, 0xc6}}};
+
+static int get_len(struct srv_mp_reader *r, const struct mp_len_form *f,
+                   uint64_t *n)
+{
     if (r->p >= r->end) {
         return KEEL_EPROTO;
     }
     uint8_t t = *r->p++;
-    if ((t & 0xf0) == 0x90) {
-        v = t & 0x0f;
-    } else if (t == 0xdc) {
-        rv = get_be(r, 2, &v);
-    } else if (t == 0xdd) {
-        rv = get_be(r, 4, &v);
-    } else {
-        return KEEL_EPROTO;
+    if ((t & f->fix_mask) == f->fix) {
+        *n = t & (uint8_t)~f->fix_mask;
+        return 0;
     }
-    *n = (uint32_t)v;
+    for (unsigned i = 0; t != 0 && i < 3; i++) {
+        if (t == f->tags[i][0] || t == f->tags[i][1]) {
+            return get_be(r, 1u << i, n);
+        }
+    }
+    return KEEL_EPROTO;
+}
+
+int srv_mp_get_array(struct srv_mp_reader *r, uint32_t *n)
+{
+    uint64_t v = 0;
+    int rv = get_len(r, &array_form, &v);
+
+    if (rv == 0) {
+        *n = (uint32_t)v;
+    }
     return rv;
 }
 
@@ -123,23 +146,8 @@ int srv_mp_get_uint(struct srv_mp_reader *r, uint64_t *v)
 int srv_mp_get_bytes(struct srv_mp_reader *r, const uint8_t **s, size_t *len)
 {
     uint64_t n = 0;
-    int rv = 0;
+    int rv = get_len(r, &bytes_form, &n);
 
-    if (r->p >= r->end) {
-        return KEEL_EPROTO;
-    }
-    uint8_t t = *r->p++;
-    if ((t & 0xe0) == 0xa0) {
-        n = t & 0x1f;
-    } else if (t == 0xd9 || t == 0xc4) {
-        rv = get_be(r, 1, &n);
-    } else if (t == 0xda || t == 0xc5) {
-        rv = get_be(r, 2, &n);
-    } else if (t == 0xdb || t == 0xc6) {
-        rv = get_be(r, 4, &n);
-    } else {
-        return KEEL_EPROTO;
-    }
     if (rv != 0 || n > (uint64_t)(r->end - r->p)) {
         return KEEL_EPROTO;
     }
