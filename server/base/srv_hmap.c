@@ -25,6 +25,16 @@ void srv_hmap_close(struct srv_hmap *m)
     srv_hmap_init(m);
 }
 
+char *srv_hmap_memdupz(const char *p, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d != NULL) {
+        memcpy(d, p, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
 uint64_t srv_hmap_hash(const char *key, size_t key_len)
 {
     return XXH3_64bits(key, key_len);
@@ -100,12 +110,10 @@ int srv_hmap_put(struct srv_hmap *m, const char *key, size_t key_len,
     size_t i = find_slot(m, key, key_len, hash);
     struct srv_hmap_slot *s = &m->slots[i];
     if (s->key == NULL) {
-        s->key = malloc(key_len + 1);
+        s->key = srv_hmap_memdupz(key, key_len);
         if (s->key == NULL) {
             return KEEL_ENOMEM;
         }
-        memcpy(s->key, key, key_len);
-        s->key[key_len] = '\0';
         s->key_len = key_len;
         s->hash = hash;
         m->count++;

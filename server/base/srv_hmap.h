@@ -36,6 +36,10 @@ void srv_hmap_close_free(struct srv_hmap *m);
 /* Hash of a key, for callers that look the same key up several times. */
 uint64_t srv_hmap_hash(const char *key, size_t key_len);
 
+/* A NUL-terminated copy of the n bytes at p (they may hold a NUL: the
+ * caller keeps n), as the map copies its keys; NULL when out of memory. */
+char *srv_hmap_memdupz(const char *p, size_t n);
+
 /* Value stored under key, or NULL. */
 void *srv_hmap_get(const struct srv_hmap *m, const char *key, size_t key_len);
 

@@ -392,12 +392,10 @@ static int set_last_msg_id(struct srv_stream_sm *sm, const char *id, size_t n)
     if (n == 0) {
         return 0;
     }
-    sm->last_msg_id = malloc(n + 1);
+    sm->last_msg_id = srv_hmap_memdupz(id, n);
     if (sm->last_msg_id == NULL) {
         return KEEL_ENOMEM;
     }
-    memcpy(sm->last_msg_id, id, n);
-    sm->last_msg_id[n] = '\0';
     sm->last_msg_id_len = n;
     return 0;
 }
