@@ -121,33 +121,13 @@ int srv_js_mon_gather(struct srv_js *js, struct srv_mon_snap *s)
     s->rebuilt_groups = js->rebuilt_groups;
     s->rebuilt_segments = js->rebuilt_segments;
     if (js->host != NULL) {
-        struct replica_scrub_stats sc;
-        replica_host_scrub_stats(js->host, &sc);
-        s->scrub_bytes = sc.bytes;
-        s->scrub_faults = sc.faults;
-        s->scrub_repaired = sc.repaired;
-        s->scrub_passes = sc.passes;
+        replica_host_scrub_stats(js->host, &s->scrub);
     }
     s->meta_outsider = strcmp(srv_js_meta_membership(js), "not a member") == 0;
     s->meta_joining = strcmp(srv_js_meta_membership(js), "joining") == 0;
     snprintf(s->unopened_why, sizeof s->unopened_why, "%s", js->unopened_why);
     if (js->store != NULL) {
-        struct store_stats ss;
-        store_stats(js->store, &ss);
-        s->fdatasyncs = ss.fdatasyncs;
-        s->batches = ss.batches;
-        s->records_written = ss.records_written;
-        _Static_assert(sizeof s->fsync_us_counts ==
-                           sizeof ss.fdatasync_us.counts,
-                       "bucket arrays differ");
-        memcpy(s->fsync_us_counts, ss.fdatasync_us.counts,
-               sizeof s->fsync_us_counts);
-        s->fsync_us_count = ss.fdatasync_us.count;
-        s->fsync_us_sum = ss.fdatasync_us.sum;
-        memcpy(s->batch_counts, ss.batch_records.counts,
-               sizeof s->batch_counts);
-        s->batch_count = ss.batch_records.count;
-        s->batch_sum = ss.batch_records.sum;
+        store_stats(js->store, &s->store);
     }
     gather_quarantine(srv->cfg->store_dir, s);
     ASSERT(js->nstreams <= SRV_JS_STREAMS_MAX);

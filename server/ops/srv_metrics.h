@@ -16,6 +16,7 @@
 
 #include "keel/assert.h"
 #include "keel/limits.h"
+#include "replica.h"
 #include "srv_conn.h"
 #include "srv_server.h"
 #include "store.h"
@@ -98,18 +99,16 @@ struct srv_mon_snap {
     bool meta_outsider; /* clustered, waiting to be added to the meta group */
     bool meta_joining;  /* joining through a solo seed, not a voter yet */
     char unopened_why[256];
-    uint64_t fdatasyncs, batches, records_written;
-    /* Power-of-two buckets (store_hist): fdatasync latency in us and
-     * records per write batch, as the store's sync threads counted them. */
-    uint64_t fsync_us_counts[STORE_HIST_BUCKETS], fsync_us_count, fsync_us_sum;
-    uint64_t batch_counts[STORE_HIST_BUCKETS], batch_count, batch_sum;
+    /* The store's counters and power-of-two histograms (fdatasync latency
+     * in us, records per write batch), as its sync threads counted them. */
+    struct store_stats store;
     uint64_t elections;           /* times a local group became leader */
     unsigned quarantined_files;   /* <data>/quarantine, orphans aside */
     unsigned quarantined_orphans; /* <data>/quarantine/orphans */
     uint32_t rebuilt_groups;      /* catalogues a node of one rebuilt at
                                      start (meta.lmdb reset) */
     uint64_t rebuilt_segments;
-    uint64_t scrub_bytes, scrub_faults, scrub_repaired, scrub_passes;
+    struct replica_scrub_stats scrub;
     struct srv_mon_hist puback; /* publish proposal to PubAck */
 };
 

@@ -62,20 +62,19 @@ static void histogram(FILE *f, const char *name, const char *help,
  * values up to 2^i; the last one is +Inf), values divided by scale when
  * printed. The bucket set never changes between scrapes. */
 static void pow2_histogram(FILE *f, const char *name, const char *help,
-                           const uint64_t *counts, size_t n, uint64_t count,
-                           uint64_t sum, double scale)
+                           const struct store_hist *h, double scale)
 {
     uint64_t cum = 0;
     family(f, name, "histogram", help);
-    for (size_t i = 0; i + 1 < n; i++) {
-        cum += counts[i];
+    for (size_t i = 0; i + 1 < STORE_HIST_BUCKETS; i++) {
+        cum += h->counts[i];
         fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name,
                 (double)(1ull << i) / scale, (unsigned long long)cum);
     }
     fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name,
-            (unsigned long long)count);
-    fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, (double)sum / scale, name,
-            (unsigned long long)count);
+            (unsigned long long)h->count);
+    fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, (double)h->sum / scale,
+            name, (unsigned long long)h->count);
 }
 
 static void server_families(FILE *f, const struct srv_mon_snap *s)
@@ -179,20 +178,18 @@ static void js_families(FILE *f, const struct srv_mon_snap *s)
     histogram(f, "keel_js_puback_latency_seconds",
               "Time from a publish's Raft proposal to its PubAck.", &s->puback);
     scalar(f, "keel_store_fdatasyncs_total", "counter",
-           "Segment fdatasyncs issued by the store.", s->fdatasyncs);
+           "Segment fdatasyncs issued by the store.", s->store.fdatasyncs);
     scalar(f, "keel_store_batches_total", "counter",
-           "Write batches (group commits) of the store.", s->batches);
+           "Write batches (group commits) of the store.", s->store.batches);
     scalar(f, "keel_store_records_written_total", "counter",
            "Log records written; divided by batches it is the batch size.",
-           s->records_written);
+           s->store.records_written);
     pow2_histogram(f, "keel_store_fdatasync_seconds",
                    "Latency of the store's segment fdatasyncs.",
-                   s->fsync_us_counts, STORE_HIST_BUCKETS, s->fsync_us_count,
-                   s->fsync_us_sum, 1e6);
+                   &s->store.fdatasync_us, 1e6);
     pow2_histogram(f, "keel_store_batch_records",
                    "Records per store write batch (group commit size).",
-                   s->batch_counts, STORE_HIST_BUCKETS, s->batch_count,
-                   s->batch_sum, 1.0);
+                   &s->store.batch_records, 1.0);
     scalar(f, "keel_quarantined_files", "gauge",
            "Files in <data>/quarantine (damaged, kept for inspection).",
            s->quarantined_files);
@@ -200,16 +197,16 @@ static void js_families(FILE *f, const struct srv_mon_snap *s)
            "Files in <data>/quarantine/orphans.", s->quarantined_orphans);
     scalar(f, "keel_scrub_bytes_total", "counter",
            "Record and snapshot bytes the background scrub verified.",
-           s->scrub_bytes);
+           s->scrub.bytes);
     scalar(f, "keel_scrub_faults_total", "counter",
            "Damaged records and snapshot files the background scrub found.",
-           s->scrub_faults);
+           s->scrub.faults);
     scalar(f, "keel_scrub_repaired_total", "counter",
            "Of those, records no longer damaged (repaired from a verified "
            "copy or discarded) and snapshot files retaken.",
-           s->scrub_repaired);
+           s->scrub.repaired);
     scalar(f, "keel_scrub_passes_total", "counter",
-           "Full background scrub passes over every group.", s->scrub_passes);
+           "Full background scrub passes over every group.", s->scrub.passes);
     scalar(f, "keel_store_rebuilt_segments", "gauge",
            "Segment files a node of one catalogued again at start after a "
            "meta.lmdb reset.",
