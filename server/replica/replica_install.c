@@ -60,9 +60,9 @@ void replica__xfer_free(struct replica *r)
 static void note(struct replica *r, int rv, const char *what, const char *err)
 {
     struct replica_xfer *x = &r->snap.xfer;
-    x->failures++;
-    snprintf(x->last_error, sizeof x->last_error, "%s: %s (%s)", what, err,
-             keel_strerror(rv));
+    x->info.failures++;
+    snprintf(x->info.last_error, sizeof x->info.last_error, "%s: %s (%s)", what,
+             err, keel_strerror(rv));
 }
 
 int replica__snap_fill(struct replica *r, const struct raft_msg *m,
@@ -112,7 +112,7 @@ int replica__snap_fill(struct replica *r, const struct raft_msg *m,
             x->ss_stale = false;
             x->ss_made_ms = now;
             x->ss_progress_ms = 0;
-            x->sends++;
+            x->info.sends++;
         }
     }
     if (m->snapshot.offset > 0) {
@@ -233,10 +233,10 @@ static int install_commit(struct replica *r)
     }
     struct store_group_info gi;
     store_group_info(r->g, &gi);
-    x->installed_index = x->sr_index;
+    x->info.installed_index = x->sr_index;
     x->installed_term = x->sr_term;
     x->install_due = true;
-    x->installs++;
+    x->info.installs++;
     if (gi.persisted_index > r->persisted) {
         r->persisted = gi.persisted_index;
     }
@@ -334,10 +334,10 @@ void replica__snap_install_step(struct replica *r)
     store_group_info(r->g, &gi);
     struct raft_in in = {
         .type = RAFT_IN_SNAPSHOT_INSTALLED,
-        .snapshot = {.index = x->installed_index,
+        .snapshot = {.index = x->info.installed_index,
                      .term = x->installed_term,
                      .config = &x->cfg,
-                     .faulty = gi.first_faulty > x->installed_index
+                     .faulty = gi.first_faulty > x->info.installed_index
                                    ? gi.first_faulty
                                    : 0}};
     (void)replica__step(r, &in);
@@ -348,11 +348,6 @@ void replica_install_info(const struct replica *r,
 {
     const struct replica_xfer *x = &r->snap.xfer;
     ASSERT(r != NULL && out != NULL);
-    memset(out, 0, sizeof *out);
-    out->installs = x->installs;
-    out->sends = x->sends;
-    out->failures = x->failures;
+    *out = x->info;
     out->receiving = x->sr != NULL;
-    out->installed_index = x->installed_index;
-    memcpy(out->last_error, x->last_error, sizeof out->last_error);
 }

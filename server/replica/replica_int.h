@@ -68,12 +68,10 @@ struct replica_xfer {
     bool sr_waiting;  /* appended log not yet persisted */
     struct raft_config cfg;
     bool install_due; /* durable and restored: step INSTALLED */
-    uint64_t installed_index;
     uint64_t installed_term;
-    uint64_t installs;
-    uint64_t sends;
-    uint64_t failures;
-    char last_error[KEEL_ERRMSG_MAX];
+    /* The counters replica_install_info reports (receiving aside: sr says
+     * it), kept in the reported form so the report is one copy. */
+    struct replica_install_info info;
 };
 
 struct replica_snap {
