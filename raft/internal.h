@@ -79,6 +79,10 @@ void raft__on_persisted(struct raft *r, raft_index index, raft_term term,
                         struct raft_out *out);
 void raft__maybe_commit(struct raft *r, struct raft_out *out);
 raft_index raft__follower_match(const struct raft *r);
+/* Follower with a known leader: answer it with success and
+ * raft__follower_match (type APPEND_RESP, or SNAPSHOT_RESP once a snapshot
+ * is installed); otherwise nothing. */
+void raft__ack_leader(struct raft *r, uint8_t type, struct raft_out *out);
 int raft__read_index(struct raft *r, uint64_t id, struct raft_out *out);
 void raft__reads_fail(struct raft *r, int status, struct raft_out *out);
 int raft__leader_append(struct raft *r, const struct raft_entry *e, uint32_t n,

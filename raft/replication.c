@@ -25,6 +25,25 @@ raft_index raft__follower_match(const struct raft *r)
     return m;
 }
 
+void raft__ack_leader(struct raft *r, uint8_t type, struct raft_out *out)
+{
+    ASSERT(type == RAFT_MSG_APPEND_RESP || type == RAFT_MSG_SNAPSHOT_RESP);
+    if (r->role != RAFT_FOLLOWER || r->leader == 0) {
+        return;
+    }
+    struct raft_msg *resp = raft__out_msg(out, type, r, r->leader, 0);
+    if (resp == NULL) {
+        return;
+    }
+    if (type == RAFT_MSG_APPEND_RESP) {
+        resp->append_resp.success = 1;
+        resp->append_resp.match = raft__follower_match(r);
+    } else {
+        resp->snapshot_resp.success = 1;
+        resp->snapshot_resp.match = raft__follower_match(r);
+    }
+}
+
 static void inflight_push(struct raft_inflight *f, raft_index last)
 {
     ASSERT(f->n < RAFT_INFLIGHT_MAX);
@@ -507,14 +526,7 @@ void raft__on_persisted(struct raft *r, raft_index index, raft_term term,
         raft__maybe_commit(r, out);
         return;
     }
-    if (r->role == RAFT_FOLLOWER && r->leader != 0) {
-        /* Answer as soon as the persisted index advances. */
-        struct raft_msg *resp =
-            raft__out_msg(out, RAFT_MSG_APPEND_RESP, r, r->leader, 0);
-        if (resp != NULL) {
-            resp->append_resp.success = 1;
-            resp->append_resp.match = raft__follower_match(r);
-        }
-    }
+    /* Answer as soon as the persisted index advances. */
+    raft__ack_leader(r, RAFT_MSG_APPEND_RESP, out);
     ASSERT(r->persisted <= r->last_index);
 }

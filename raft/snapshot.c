@@ -171,14 +171,7 @@ void raft__snapshot_installed(struct raft *r, raft_index index, raft_term term,
     if (r->leader_match < index) {
         r->leader_match = index;
     }
-    if (r->role == RAFT_FOLLOWER && r->leader != 0) {
-        struct raft_msg *resp =
-            raft__out_msg(out, RAFT_MSG_SNAPSHOT_RESP, r, r->leader, 0);
-        if (resp != NULL) {
-            resp->snapshot_resp.success = 1;
-            resp->snapshot_resp.match = raft__follower_match(r);
-        }
-    }
+    raft__ack_leader(r, RAFT_MSG_SNAPSHOT_RESP, out);
     ASSERT(r->last_index >= r->snap_index);
 }
 
