@@ -64,14 +64,14 @@ static void ask_voters(struct raft *r, uint8_t type, struct raft_out *out)
     for (uint32_t k = 0; k < n; k++) {
         const struct raft_config *c = cfgs[k];
         ASSERT(c->n <= RAFT_SERVERS_MAX);
-        for (uint32_t i = 0; i < c->n; i++) {
-            const struct raft_server *s = &c->servers[i];
+        const struct raft_server *s;
+        for (uint32_t i = 0; (s = raft__config_next_peer(r, c, &i)) != NULL;) {
             bool asked = false;
             for (uint32_t j = 0; j < k && !asked; j++) {
                 asked =
                     raft__config_is_voter(r, cfgs[j], s->node, s->incarnation);
             }
-            if (s->role != RAFT_VOTER || s->node == r->id || asked) {
+            if (asked) {
                 continue;
             }
             struct raft_msg *m =
@@ -176,15 +176,9 @@ static bool config_convinced(const struct raft *r, const struct raft_config *c)
     bool held = false;
     ASSERT(c->n <= RAFT_SERVERS_MAX);
     ASSERT(r->n_discard <= RAFT_SERVERS_MAX);
-    for (uint32_t i = 0; i < c->n; i++) {
-        const struct raft_server *s = &c->servers[i];
-        if (s->role != RAFT_VOTER) {
-            continue;
-        }
-        if (s->node == r->id) {
-            answered++;
-            continue;
-        }
+    answered += raft__config_self_votes(r, c);
+    const struct raft_server *s;
+    for (uint32_t i = 0; (s = raft__config_next_peer(r, c, &i)) != NULL;) {
         for (uint32_t k = 0; k < r->n_discard; k++) {
             if (r->discard_from[k] != s->node) {
                 continue;

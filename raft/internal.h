@@ -28,6 +28,13 @@ bool raft__config_is_voter(const struct raft *r, const struct raft_config *c,
 bool raft__config_is_member(const struct raft *r, const struct raft_config *c,
                             raft_node node, raft_incarnation inc);
 uint32_t raft__config_n_voters(const struct raft_config *c);
+/* The voters of c other than this node, one a call (*i starts at 0);
+ * NULL when none is left. */
+const struct raft_server *raft__config_next_peer(const struct raft *r,
+                                                 const struct raft_config *c,
+                                                 uint32_t *i);
+/* This node is named a voter in c (any incarnation). */
+bool raft__config_self_votes(const struct raft *r, const struct raft_config *c);
 void raft__progress_rebuild(struct raft *r);
 struct raft_progress *raft__progress_find(struct raft *r, raft_node node,
                                           raft_incarnation inc);

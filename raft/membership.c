@@ -34,6 +34,26 @@ bool raft__config_is_member(const struct raft *r, const struct raft_config *c,
     return s != NULL && same_incarnation(r, s->incarnation, inc);
 }
 
+const struct raft_server *raft__config_next_peer(const struct raft *r,
+                                                 const struct raft_config *c,
+                                                 uint32_t *i)
+{
+    ASSERT(c->n <= RAFT_SERVERS_MAX);
+    while (*i < c->n) {
+        const struct raft_server *s = &c->servers[(*i)++];
+        if (s->role == RAFT_VOTER && s->node != r->id) {
+            return s;
+        }
+    }
+    return NULL;
+}
+
+bool raft__config_self_votes(const struct raft *r, const struct raft_config *c)
+{
+    const struct raft_server *s = raft_config_find(c, r->id);
+    return s != NULL && s->role == RAFT_VOTER;
+}
+
 uint32_t raft__config_n_voters(const struct raft_config *c)
 {
     uint32_t n = 0;
@@ -131,15 +151,9 @@ static bool change_is_safe(struct raft *r, const struct raft_config *next)
     uint32_t healthy = 0;
     uint32_t voters = raft__config_n_voters(next);
     ASSERT(voters > 0);
-    for (uint32_t i = 0; i < next->n; i++) {
-        const struct raft_server *s = &next->servers[i];
-        if (s->role != RAFT_VOTER) {
-            continue;
-        }
-        if (s->node == r->id) {
-            healthy++;
-            continue;
-        }
+    healthy += raft__config_self_votes(r, next);
+    const struct raft_server *s;
+    for (uint32_t i = 0; (s = raft__config_next_peer(r, next, &i)) != NULL;) {
         struct raft_progress *p =
             raft__progress_find(r, s->node, s->incarnation);
         if (p != NULL && progress_healthy(r, p)) {

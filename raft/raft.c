@@ -236,11 +236,8 @@ void raft__campaign(struct raft *r, bool pre, bool transfer,
         }
         return;
     }
-    for (uint32_t i = 0; i < c->n; i++) {
-        const struct raft_server *s = &c->servers[i];
-        if (s->role != RAFT_VOTER || s->node == r->id) {
-            continue;
-        }
+    const struct raft_server *s;
+    for (uint32_t i = 0; (s = raft__config_next_peer(r, c, &i)) != NULL;) {
         struct raft_msg *m =
             raft__out_msg(out, RAFT_MSG_VOTE, r, s->node, s->incarnation);
         if (m == NULL) {
