@@ -243,20 +243,6 @@ static void decode_stream_entry(const struct dump *d, json_t *o,
     }
 }
 
-static const char *type_name(uint8_t type)
-{
-    switch (type) {
-    case RAFT_ENTRY_NORMAL:
-        return "normal";
-    case RAFT_ENTRY_BARRIER:
-        return "barrier";
-    case RAFT_ENTRY_CONFIG:
-        return "config";
-    default:
-        return "unknown";
-    }
-}
-
 /* Remember what a meta entry says about a stream (create / delete). */
 static void meta_learn(struct dump *d, const json_t *e)
 {
@@ -298,10 +284,11 @@ static void meta_learn(struct dump *d, const json_t *e)
 static json_t *record_json(struct dump *d, const char *ghex, const char *name,
                            bool is_meta, const struct store_entry *e)
 {
-    json_t *o = json_pack("{s:s, s:s, s:s?, s:I, s:I, s:s, s:s}", "kind",
-                          "record", "group", ghex, "stream", name, "index",
-                          (json_int_t)e->index, "term", (json_int_t)e->term,
-                          "type", type_name(e->type), "checksum", "ok");
+    json_t *o =
+        json_pack("{s:s, s:s, s:s?, s:I, s:I, s:s, s:s}", "kind", "record",
+                  "group", ghex, "stream", name, "index", (json_int_t)e->index,
+                  "term", (json_int_t)e->term, "type",
+                  raft_entry_type_name(e->type), "checksum", "ok");
     if (o == NULL || e->type != RAFT_ENTRY_NORMAL) {
         return o;
     }

@@ -34,23 +34,52 @@ typedef uint64_t raft_term;
 typedef uint64_t raft_node;        /* a node's stable id; 0 means none */
 typedef uint64_t raft_incarnation; /* random id of a data directory */
 
-enum raft_role {
-    RAFT_FOLLOWER = 1,
-    RAFT_PRE_CANDIDATE,
-    RAFT_CANDIDATE,
-    RAFT_LEADER,
-};
+/* X(name, value, text): one list gives each enum below its values and the
+ * text monitoring and `keel store dump` print (raft_role_name,
+ * raft_entry_type_name). */
+#define RAFT_ROLES(X)                                                          \
+    X(RAFT_FOLLOWER, 1, "follower")                                            \
+    X(RAFT_PRE_CANDIDATE, 2, "pre-candidate")                                  \
+    X(RAFT_CANDIDATE, 3, "candidate")                                          \
+    X(RAFT_LEADER, 4, "leader")
+#define RAFT_ENUM_ROW(name, value, text) name = value,
+
+enum raft_role { RAFT_ROLES(RAFT_ENUM_ROW) };
 
 enum raft_server_role {
     RAFT_VOTER = 1,
     RAFT_LEARNER = 2,
 };
 
-enum raft_entry_type {
-    RAFT_ENTRY_NORMAL = 1,
-    RAFT_ENTRY_BARRIER = 2, /* the no-op a new leader appends */
-    RAFT_ENTRY_CONFIG = 3,  /* payload: raft_config_encode() */
-};
+/* BARRIER: the no-op a new leader appends; CONFIG's payload is
+ * raft_config_encode(). */
+#define RAFT_ENTRY_TYPES(X)                                                    \
+    X(RAFT_ENTRY_NORMAL, 1, "normal")                                          \
+    X(RAFT_ENTRY_BARRIER, 2, "barrier")                                        \
+    X(RAFT_ENTRY_CONFIG, 3, "config")
+
+enum raft_entry_type { RAFT_ENTRY_TYPES(RAFT_ENUM_ROW) };
+
+/* The text of a raft_role ("none" for any other value) and of a
+ * raft_entry_type ("unknown" for any other value). Inline: keel, which
+ * links no raft code, prints entry types too. */
+#define RAFT_NAME_ROW(name, value, text) [value] = text,
+static inline const char *raft__name_of(const char *const *names, size_t n,
+                                        uint8_t v, const char *other)
+{
+    return v < n && names[v] != NULL ? names[v] : other;
+}
+static inline const char *raft_role_name(uint8_t role)
+{
+    static const char *const names[] = {RAFT_ROLES(RAFT_NAME_ROW)};
+    return raft__name_of(names, sizeof names / sizeof names[0], role, "none");
+}
+static inline const char *raft_entry_type_name(uint8_t type)
+{
+    static const char *const names[] = {RAFT_ENTRY_TYPES(RAFT_NAME_ROW)};
+    return raft__name_of(names, sizeof names / sizeof names[0], type,
+                         "unknown");
+}
 
 /* Membership rule 1: a server is (node, incarnation). */
 struct raft_server {

@@ -12,22 +12,6 @@
 #include "srv_metrics.h"
 #include "srv_server.h"
 
-static const char *role_name(uint8_t role)
-{
-    switch (role) {
-    case RAFT_FOLLOWER:
-        return "follower";
-    case RAFT_PRE_CANDIDATE:
-        return "pre-candidate";
-    case RAFT_CANDIDATE:
-        return "candidate";
-    case RAFT_LEADER:
-        return "leader";
-    default:
-        return "none";
-    }
-}
-
 static void group_of(struct replica *r, const char *name, bool is_meta,
                      struct srv_mon_group *g)
 {
@@ -41,7 +25,7 @@ static void group_of(struct replica *r, const char *name, bool is_meta,
     }
     replica_info(r, &ri);
     g->started = ri.started;
-    g->role = role_name(ri.role);
+    g->role = raft_role_name(ri.role);
     g->leader = ri.leader;
     g->term = ri.term;
     g->last_index = ri.last_index;
