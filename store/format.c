@@ -28,16 +28,31 @@ void store_fmt_seg_header_encode(const struct store_seg_header *h,
                   XXH3_64bits(out, STORE_SEG_HEADER_SUM_OFF));
 }
 
+/* The opening checks of every decoder here: at least need bytes (else
+ * KEEL_ECORRUPT), starting with magic in its first magic_bytes (else
+ * bad_magic: KEEL_ENOENT where no record or marker starts, which ends a
+ * scan; KEEL_ECORRUPT for a segment header). */
+static int check_head(const uint8_t *buf, size_t avail, size_t need,
+                      uint64_t magic, unsigned magic_bytes, int bad_magic)
+{
+    ASSERT(buf != NULL || avail == 0);
+    if (avail < need) {
+        return KEEL_ECORRUPT;
+    }
+    if (keel_get_le(buf, magic_bytes) != magic) {
+        return bad_magic;
+    }
+    return 0;
+}
+
 int store_fmt_seg_header_decode(const uint8_t *buf, size_t len,
                                 struct store_seg_header *out)
 {
     ASSERT(out != NULL);
-    ASSERT(buf != NULL || len == 0);
-    if (len < STORE_SEG_HEADER_BYTES) {
-        return KEEL_ECORRUPT;
-    }
-    if (keel_get_le64(buf) != STORE_SEG_MAGIC) {
-        return KEEL_ECORRUPT;
+    int rv = check_head(buf, len, STORE_SEG_HEADER_BYTES, STORE_SEG_MAGIC, 8,
+                        KEEL_ECORRUPT);
+    if (rv != 0) {
+        return rv;
     }
     if (XXH3_64bits(buf, STORE_SEG_HEADER_SUM_OFF) !=
         keel_get_le64(buf + STORE_SEG_HEADER_SUM_OFF)) {
@@ -96,12 +111,10 @@ int store_fmt_rec_decode(const uint8_t *buf, size_t avail, uint64_t salt,
     uint32_t len;
 
     ASSERT(out != NULL);
-    ASSERT(buf != NULL || avail == 0);
-    if (avail < STORE_REC_OVERHEAD) {
-        return KEEL_ECORRUPT;
-    }
-    if (keel_get_le32(buf) != STORE_REC_MAGIC) {
-        return KEEL_ENOENT;
+    int rv = check_head(buf, avail, STORE_REC_OVERHEAD, STORE_REC_MAGIC, 4,
+                        KEEL_ENOENT);
+    if (rv != 0) {
+        return rv;
     }
     len = keel_get_le32(buf + 4);
     if (len > STORE_RECORD_PAYLOAD_BYTES_MAX) {
@@ -144,12 +157,10 @@ int store_fmt_marker_decode(const uint8_t *buf, size_t avail, uint64_t salt,
                             struct store_fmt_marker *out)
 {
     ASSERT(out != NULL);
-    ASSERT(buf != NULL || avail == 0);
-    if (avail < STORE_MARKER_BYTES) {
-        return KEEL_ECORRUPT;
-    }
-    if (keel_get_le32(buf) != STORE_MARKER_MAGIC) {
-        return KEEL_ENOENT;
+    int rv = check_head(buf, avail, STORE_MARKER_BYTES, STORE_MARKER_MAGIC, 4,
+                        KEEL_ENOENT);
+    if (rv != 0) {
+        return rv;
     }
     if (XXH3_64bits_withSeed(buf, 48, salt ^ STORE_MARKER_SEED_TWEAK) !=
             keel_get_le64(buf + 48) ||
