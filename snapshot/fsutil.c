@@ -1,5 +1,6 @@
-/* File-system helpers over the store's struct fs seam: directories,
- * quarantine moves, orphans, and the fatal-error path.
+/* File-system helpers over the store's struct fs seam: path text,
+ * orphans (moved by store_quarantine_move, store/quarantine.c), and the
+ * fatal-error path.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,75 +36,6 @@ void snap__fmt(char *out, size_t cap, const char *fmt, ...)
     ASSERT(n >= 0 && (size_t)n < cap);
 }
 
-void snap__parent(const char *path, char *out, size_t cap)
-{
-    const char *slash = strrchr(path, '/');
-    size_t n = slash == NULL ? 0 : (size_t)(slash - path);
-
-    ASSERT(cap > 1);
-    ASSERT(n < cap);
-    memcpy(out, path, n);
-    out[n] = '\0';
-}
-
-int snap__mkdir(struct fs *fs, const char *dir, char *errmsg)
-{
-    char parent[SNAP_PATH_BYTES];
-    int rv;
-
-    ASSERT(fs != NULL);
-    ASSERT(dir != NULL);
-    rv = fs->mkdir(fs, dir, errmsg);
-    if (rv == KEEL_EEXIST) {
-        return 0;
-    }
-    if (rv != 0) {
-        return rv;
-    }
-    /* A new directory entry is durable only once its parent is synced. */
-    snap__parent(dir, parent, sizeof parent);
-    return fs->fsync_dir(fs, parent, errmsg);
-}
-
-int snap__move_to(struct fs *fs, const char *data_dir, const char *sub,
-                  const char *path, const char *name, char *errmsg)
-{
-    char qdir[SNAP_PATH_BYTES];
-    char dst[SNAP_PATH_BYTES];
-    char src_dir[SNAP_PATH_BYTES];
-    unsigned i = 0;
-    int rv;
-
-    ASSERT(fs != NULL && data_dir != NULL && sub != NULL);
-    ASSERT(path != NULL && name != NULL && strchr(name, '/') == NULL);
-    snap__fmt(qdir, sizeof qdir, "%s/quarantine", data_dir);
-    rv = snap__mkdir(fs, qdir, errmsg);
-    if (rv == 0 && sub[0] != '\0') {
-        snap__fmt(qdir, sizeof qdir, "%s/quarantine/%s", data_dir, sub);
-        rv = snap__mkdir(fs, qdir, errmsg);
-    }
-    if (rv != 0) {
-        return rv;
-    }
-    snap__fmt(dst, sizeof dst, "%s/%s", qdir, name);
-    while (fs->stat(fs, dst, NULL) == 0) {
-        if (++i >= SNAP_DIR_ENTRIES_MAX) {
-            return keel_err(KEEL_ELIMIT, errmsg,
-                            "quarantine holds too many copies of %s: move "
-                            "some away",
-                            name);
-        }
-        snap__fmt(dst, sizeof dst, "%s/%s.%u", qdir, name, i);
-    }
-    rv = fs->rename(fs, path, dst, errmsg);
-    if (rv != 0) {
-        return rv;
-    }
-    snap__parent(path, src_dir, sizeof src_dir);
-    rv = fs->fsync_dir(fs, qdir, errmsg);
-    return rv == 0 ? fs->fsync_dir(fs, src_dir, errmsg) : rv;
-}
-
 int snap_quarantine_orphan(const struct snap_config *cfg, const char *path,
                            const char *name, char *errmsg)
 {
@@ -121,7 +53,9 @@ int snap_quarantine_orphan(const struct snap_config *cfg, const char *path,
         return rv;
     }
     /* Never unlink: an operator command removes orphans (docs/design.md §5). */
-    return snap__move_to(fs, cfg->data_dir, "orphans", path, name, errmsg);
+    bool moved;
+    return store_quarantine_move(fs, cfg->data_dir, "orphans", path, name,
+                                 &moved, errmsg);
 }
 
 struct list_ctx {

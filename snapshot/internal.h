@@ -81,13 +81,8 @@ __attribute__((noreturn)) void snap__fatal(struct snap *sn, const char *what,
                                            const char *errmsg);
 
 /* fs helpers (snap.c). */
-int snap__mkdir(struct fs *fs, const char *dir, char *errmsg);
-void snap__parent(const char *path, char *out, size_t cap);
 void snap__fmt(char *out, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Move path to <data_dir>/<sub>/<name>[.n], fsync both directories. */
-int snap__move_to(struct fs *fs, const char *data_dir, const char *sub,
-                  const char *path, const char *name, char *errmsg);
 
 /* Write a snapshot file for (index, term) from a body reader: temp, write,
  * fsync, rename, directory fsync, stopping at sn->crash (KEEL_ECANCELED).

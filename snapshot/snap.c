@@ -236,7 +236,9 @@ static int quarantine_file(struct snap *sn, const char *path, uint64_t index,
     ASSERT(index >= 1);
     snap__fmt(qname, sizeof qname, "snap-%s-%020llu.snap", sn->hex,
               (unsigned long long)index);
-    int rv = snap__move_to(sn->fs, sn->data_dir, "", path, qname, errmsg);
+    bool moved;
+    int rv = store_quarantine_move(sn->fs, sn->data_dir, "", path, qname,
+                                   &moved, errmsg);
     if (rv != 0 && rv != KEEL_ENOENT) {
         snap__fatal(sn, "quarantine snapshot", errmsg);
     }
@@ -424,7 +426,7 @@ static int init_snap(struct snap *sn, const struct snap_config *cfg,
     snap__fmt(sn->data_dir, sizeof sn->data_dir, "%s", cfg->data_dir);
     snap__fmt(parent, sizeof parent, "%s/groups/%s", cfg->data_dir, sn->hex);
     snap__fmt(sn->dir, sizeof sn->dir, "%s/snap", parent);
-    return snap__mkdir(sn->fs, sn->dir, errmsg);
+    return store_mkdir_durable(sn->fs, sn->dir, errmsg);
 }
 
 int snap_open(const struct snap_config *cfg, struct store *s,

@@ -253,6 +253,9 @@ void store__spare_unqueue(struct store *s, struct store_group *g);
 int store__quarantine(struct store *s, const char *path, const char *name,
                       char *errmsg);
 
+/* quarantine.c: out gets path up to its last '/' ("" without one). */
+void store__parent_of(const char *path, char *out, size_t cap);
+
 /* scan.c */
 int store__scan(struct store_group *g, struct store_recovery *rep,
                 char *errmsg);

@@ -18,20 +18,6 @@ void store__seg_path(const struct store_group *g, uint64_t base, char *out,
     store_fmt_str(out, cap, "%s/%020llu.blk", g->dir, (unsigned long long)base);
 }
 
-static void parent_of(const char *path, char *out, size_t cap)
-{
-    const char *slash = strrchr(path, '/');
-    size_t n = slash == NULL ? 0 : (size_t)(slash - path);
-
-    ASSERT(cap > 1);
-    ASSERT(out != NULL);
-    if (n >= cap) {
-        n = cap - 1;
-    }
-    memcpy(out, path, n);
-    out[n] = '\0';
-}
-
 /* mkdir -p below the data directory; a new directory's parent is fsynced
  * so the entry itself is durable. */
 int store__mkdirs(struct store *s, const char *dir, char *errmsg)
@@ -56,7 +42,7 @@ int store__mkdirs(struct store *s, const char *dir, char *errmsg)
             return rv;
         }
         char parent[STORE_PATH_BYTES_MAX];
-        parent_of(buf, parent, sizeof parent);
+        store__parent_of(buf, parent, sizeof parent);
         rv = s->fs->fsync_dir(s->fs, parent, errmsg);
         if (rv != 0) {
             store__fatal(s, "fsync directory", errmsg);
@@ -412,36 +398,22 @@ void store__seg_delete(struct store_group *g, struct seg *seg)
     }
 }
 
-/* Move path into <data>/quarantine/<name>, fsyncing both directories. */
+/* Move path into <data>/quarantine/<name>. Every failed fsync of the
+ * store is fatal (docs/design.md §4.5): store__mkdirs makes the directory
+ * so, and a failed directory fsync after the rename is too. */
 int store__quarantine(struct store *s, const char *path, const char *name,
                       char *errmsg)
 {
     char qdir[STORE_PATH_BYTES_MAX];
-    char dst[STORE_PATH_BYTES_MAX];
-    char src_dir[STORE_PATH_BYTES_MAX];
-    int rv;
+    bool moved = false;
 
-    ASSERT(path != NULL);
-    ASSERT(name != NULL);
     store_fmt_str(qdir, sizeof qdir, "%s/quarantine", s->data_dir);
-    rv = store__mkdirs(s, qdir, errmsg);
-    if (rv != 0) {
-        return rv;
-    }
-    store_fmt_str(dst, sizeof dst, "%s/%s", qdir, name);
-    for (unsigned i = 1; s->fs->stat(s->fs, dst, NULL) == 0; i++) {
-        ASSERT(i < STORE_DIR_ENTRIES_MAX);
-        store_fmt_str(dst, sizeof dst, "%s/%s.%u", qdir, name, i);
-    }
-    rv = s->fs->rename(s->fs, path, dst, errmsg);
-    if (rv != 0) {
-        return rv;
-    }
-    parent_of(path, src_dir, sizeof src_dir);
-    rv = s->fs->fsync_dir(s->fs, qdir, errmsg);
-    rv = rv == 0 ? s->fs->fsync_dir(s->fs, src_dir, errmsg) : rv;
-    if (rv != 0) {
+    int rv = store__mkdirs(s, qdir, errmsg);
+    rv = rv == 0 ? store_quarantine_move(s->fs, s->data_dir, "", path, name,
+                                         &moved, errmsg)
+                 : rv;
+    if (rv != 0 && moved) {
         store__fatal(s, "fsync quarantine directories", errmsg);
     }
-    return 0;
+    return rv;
 }

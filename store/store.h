@@ -357,6 +357,22 @@ KEEL_MUST_USE int store_snapshot_get(struct store_group *g,
                                      struct store_snapshot_pair *out,
                                      char *errmsg);
 
+/* mkdir dir over fs (an existing one is fine) and fsync its parent, so
+ * the new entry is durable. 0 or the fs error. */
+KEEL_MUST_USE int store_mkdir_durable(struct fs *fs, const char *dir,
+                                      char *errmsg);
+
+/* Move path to <data_dir>/quarantine[/sub]/<name> (name.1, name.2, ...
+ * when taken), making the directories durably, then fsync the quarantine
+ * directory and path's own. Never unlinks (docs/design.md §5). *moved
+ * says whether the rename happened, so a caller can tell a failed
+ * directory fsync after it from a failure before it. 0, KEEL_ELIMIT (too
+ * many copies of name) or the fs error. */
+KEEL_MUST_USE int store_quarantine_move(struct fs *fs, const char *data_dir,
+                                        const char *sub, const char *path,
+                                        const char *name, bool *moved,
+                                        char *errmsg);
+
 /* The one check of docs/design.md §5 S2 both layers make before a prefix
  * drop: KEEL_EPERM, saying what to do, unless 1 <= upto <= older_index.
  * older_what names which older snapshot ("kept" for the store's catalogue,
