@@ -1,5 +1,6 @@
 /* The fixture of the stream state machine's unit tests
- * (test_srv_stream_sm.c, test_srv_stream_sources.c, test_srv_js_direct.c):
+ * (test_srv_stream_sm.c, test_srv_stream_sources.c, test_srv_js_direct.c,
+ * test_srv_stream_ttl.c's apply):
  * one machine, the next Raft index, the last result, and apply by the
  * path a committed entry takes (encode, decode, apply). Functions that
  * assert use cmocka. */
@@ -43,17 +44,29 @@ static inline int sm_fixture_teardown(void **state)
     return 0;
 }
 
+/* Encode, decode and apply one entry to sm at index, its result in *res;
+ * the encoded entry is handed back in *buf (the caller frees it). */
+static inline void sm_fixture_apply_to(struct srv_stream_sm *sm, uint64_t index,
+                                       struct srv_stream_result *res,
+                                       const struct keel_stream_entry *e,
+                                       uint8_t **buf, size_t *len)
+{
+    struct keel_stream_entry d;
+    char err[256];
+    *buf = NULL;
+    *len = 0;
+    assert_int_equal(keel_stream_entry_encode(e, buf, len), 0);
+    assert_int_equal(keel_stream_entry_decode(*buf, *len, &d, err), 0);
+    assert_int_equal(srv_stream_sm_apply(sm, index, &d, res), 0);
+}
+
 /* Encode, decode and apply one entry; its result is in f->res. */
 static inline void sm_fixture_apply(struct sm_fixture *f,
                                     const struct keel_stream_entry *e)
 {
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    struct keel_stream_entry d;
-    char err[256];
-    assert_int_equal(keel_stream_entry_encode(e, &buf, &len), 0);
-    assert_int_equal(keel_stream_entry_decode(buf, len, &d, err), 0);
-    assert_int_equal(srv_stream_sm_apply(&f->sm, f->index++, &d, &f->res), 0);
+    uint8_t *buf;
+    size_t len;
+    sm_fixture_apply_to(&f->sm, f->index++, &f->res, e, &buf, &len);
     free(buf);
 }
 

@@ -20,6 +20,7 @@
 #include "srv_js_config.h"
 #include "srv_msg_ttl.h"
 #include "srv_stream_sm.h"
+#include "stream_sm_fixture.h"
 
 #define SEC 1000000000LL
 #define ENTRIES_MAX 64
@@ -59,13 +60,9 @@ static int teardown(void **state)
 
 static void apply(struct fixture *f, const struct keel_stream_entry *e)
 {
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    struct keel_stream_entry d;
-    char err[256];
-    assert_int_equal(keel_stream_entry_encode(e, &buf, &len), 0);
-    assert_int_equal(keel_stream_entry_decode(buf, len, &d, err), 0);
-    assert_int_equal(srv_stream_sm_apply(&f->sm, f->index++, &d, &f->res), 0);
+    uint8_t *buf;
+    size_t len;
+    sm_fixture_apply_to(&f->sm, f->index++, &f->res, e, &buf, &len);
     assert_true(f->n < ENTRIES_MAX);
     f->log[f->n] = buf;
     f->log_len[f->n++] = len;
