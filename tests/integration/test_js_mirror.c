@@ -96,6 +96,26 @@ static void same_message(struct kv_js1 *f, const char *origin,
     json_decref(b);
 }
 
+/* Seqs 1 to n of M equal O's. */
+static void same_messages(struct kv_js1 *f, uint64_t n)
+{
+    for (uint64_t s = 1; s <= n; s++) {
+        same_message(f, "O", "M", s);
+    }
+}
+
+/* Stream O on o.> and M mirroring it, once M holds the n messages
+ * published on o.a. */
+static void origin_and_mirror(struct kv_js1 *f, int n)
+{
+    kv_js1_create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
+    kv_js1_create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
+    for (int i = 1; i <= n; i++) {
+        kv_js1_publish(f, "o.a", "x", NULL, NULL);
+    }
+    wait_mirror(f, "M", n, n);
+}
+
 static void a_mirror_stores_each_origin_message_at_its_seq(void **state)
 {
     struct kv_js1 *f = *state;
@@ -109,9 +129,7 @@ static void a_mirror_stores_each_origin_message_at_its_seq(void **state)
     kv_js1_publish(f, "o.c", "m4", NULL, NULL);
     kv_js1_publish(f, "o.a", "m5", NULL, NULL);
     wait_mirror(f, "M", 5, 5);
-    for (uint64_t s = 1; s <= 5; s++) {
-        same_message(f, "O", "M", s);
-    }
+    same_messages(f, 5);
     json_t *o = kv_js1_info(f, "M");
     const json_t *m = json_object_get(o, "mirror");
     assert_string_equal(json_string_value(json_object_get(m, "name")), "O");
@@ -309,21 +327,14 @@ static void origin_drops_are_recorded_not_waited_for(void **state)
 static void a_restart_resumes_from_the_snapshot_without_duplicates(void **state)
 {
     struct kv_js1 *f = *state;
-    kv_js1_create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
-    kv_js1_create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
-    for (int i = 1; i <= 9; i++) {
-        kv_js1_publish(f, "o.a", "x", NULL, NULL);
-    }
-    wait_mirror(f, "M", 9, 9);
+    origin_and_mirror(f, 9);
     kv_js1_restart(f);
     wait_mirror(f, "M", 9, 9);
     for (int i = 10; i <= 12; i++) {
         kv_js1_publish(f, "o.b", "y", NULL, NULL);
     }
     wait_mirror(f, "M", 12, 12);
-    for (uint64_t s = 1; s <= 12; s++) {
-        same_message(f, "O", "M", s);
-    }
+    same_messages(f, 12);
 }
 
 /* An update without `mirror` promotes the mirror (nats-server 2.12): it
@@ -333,12 +344,7 @@ static void a_restart_resumes_from_the_snapshot_without_duplicates(void **state)
 static void removing_the_mirror_promotes_it_to_a_stream(void **state)
 {
     struct kv_js1 *f = *state;
-    kv_js1_create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
-    kv_js1_create(f, "M", "{\"name\":\"M\",\"mirror\":{\"name\":\"O\"}}");
-    for (int i = 1; i <= 3; i++) {
-        kv_js1_publish(f, "o.a", "x", NULL, NULL);
-    }
-    wait_mirror(f, "M", 3, 3);
+    origin_and_mirror(f, 3);
     json_t *u = kv_js1_api(f, "$JS.API.STREAM.UPDATE.M", "{\"name\":\"M\"}");
     assert_null(json_object_get(u, "error"));
     const json_t *c = json_object_get(u, "config");
@@ -353,9 +359,7 @@ static void removing_the_mirror_promotes_it_to_a_stream(void **state)
     kv_js1_publish(f, "o.a", "late", NULL, NULL);
     kv_js1_publish(f, "o.a", "late", NULL, NULL);
     assert_int_equal(kv_js1_publish(f, "M", "own", NULL, NULL), 4);
-    for (uint64_t s = 1; s <= 3; s++) {
-        same_message(f, "O", "M", s);
-    }
+    same_messages(f, 3);
     kv_js1_restart(f);
     assert_int_equal(kv_js1_publish(f, "M", "own", NULL, NULL), 5);
     json_t *o = kv_js1_info(f, "M");
