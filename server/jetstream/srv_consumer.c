@@ -233,6 +233,16 @@ static void cstream_free(struct srv_cstream *cs)
     if (*pp == cs) {
         *pp = cs->next;
     }
+    struct srv_cstream **lists[] = {&engine.busy, &engine.walk};
+    for (size_t i = 0; cs->busy && i < 2; i++) {
+        for (pp = lists[i]; *pp != NULL; pp = &(*pp)->busy_next) {
+            if (*pp == cs) {
+                *pp = cs->busy_next;
+                cs->busy = false;
+                break;
+            }
+        }
+    }
     free(cs);
 }
 
@@ -833,6 +843,7 @@ static void hook_apply(struct srv_stream *st, uint64_t index, uint8_t kind,
     if (res.deleted) {
         srv_clive_drop(&engine, cs, res.name, true);
     }
+    srv_cstream_wake(&engine, cs); /* a new, changed or acked consumer */
     answer(cs, kind, &res, ctx);
 }
 
@@ -845,6 +856,28 @@ static void hook_on_stored(struct srv_stream *st, uint64_t seq)
     struct srv_csm_stream view;
     srv_cstream_view(cs, &view);
     srv_csm_on_stored(&cs->set, &view, seq);
+    if (cs->set.n > 0) {
+        srv_cstream_wake(&engine, cs);
+    }
+}
+
+/* This node took or lost the lead of st. A new leader rebuilds each
+ * consumer's pending set from the log (srv_clive_start), also when it led
+ * before: what another leader delivered meanwhile is only in the log. */
+static void hook_role(struct srv_stream *st, bool leader)
+{
+    struct srv_cstream *cs = *srv_stream_consumers_slot(st);
+    if (cs == NULL) {
+        return;
+    }
+    size_t pos = 0;
+    struct srv_hmap_slot *sl = NULL;
+    while (!leader && (sl = srv_hmap_next(&cs->live, &pos)) != NULL) {
+        ((struct srv_clive *)sl->value)->started = false;
+    }
+    if (leader) {
+        srv_cstream_wake(&engine, cs);
+    }
 }
 
 static bool hook_intercept(struct srv_js *js, const char *subject,
@@ -890,6 +923,7 @@ static uint64_t hook_consumer_count(const struct srv_stream *st)
 static const struct srv_consumer_ops ops = {
     .apply = hook_apply,
     .on_stored = hook_on_stored,
+    .role = hook_role,
     .api = hook_api,
     .intercept = hook_intercept,
     .stream_closed = hook_stream_closed,

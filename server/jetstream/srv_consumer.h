@@ -94,6 +94,10 @@ struct srv_cstream {
     struct srv_csm_set set;
     struct srv_hmap live; /* name -> struct srv_clive */
     struct srv_cstream *next;
+    /* The engine's busy list (docs/architecture.md, "Apply → deliver"):
+     * busy is true while the stream is on e->busy or e->walk. */
+    struct srv_cstream *busy_next;
+    bool busy;
 };
 
 /* The engine (one per srv_js). */
@@ -103,6 +107,15 @@ struct srv_cengine {
     uv_check_t check;
     uv_timer_t tick;
     struct srv_cstream *streams;
+    /* The streams srv_cengine_run visits: woken by an event (a stored
+     * message, a consumer entry applied, an ack, a pull request, this
+     * node taking the lead) and kept while a consumer has timed work
+     * (waiting pulls, unacked messages, a push target, an ephemeral to
+     * reap). An idle stream costs nothing per loop turn. walk is the part
+     * of the list the current run has not reached yet. */
+    struct srv_cstream *busy;
+    struct srv_cstream *walk;
+    uint64_t visits; /* consumers visited by srv_cengine_run */
     struct srv_cwait *waits;
     uint64_t next_ctx;
     uint64_t rng;
@@ -137,8 +150,14 @@ void srv_cpull_request(struct srv_cengine *e, struct srv_cstream *cs,
                        size_t len);
 
 /* Deliver what can be delivered now for every consumer (leader only),
- * expire pulls, send heartbeats; flush ack batches as entries. */
+ * expire pulls, send heartbeats; flush ack batches as entries. Visits
+ * only the busy streams (srv_cstream_wake); a stream whose consumers are
+ * all idle leaves the list until the next event wakes it. */
 void srv_cengine_run(struct srv_cengine *e);
+
+/* Put cs on the engine's busy list (visited at the next run). Call on
+ * every event that can give a consumer of cs work. */
+void srv_cstream_wake(struct srv_cengine *e, struct srv_cstream *cs);
 
 /* An ack or flow-control publish. True when consumed. */
 bool srv_cack_intercept(struct srv_cengine *e, const char *subject,

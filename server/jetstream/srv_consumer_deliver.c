@@ -13,6 +13,7 @@
 #include "srv_consumer.h"
 #include "srv_consumer_pause.h"
 #include "srv_log.h"
+#include "srv_metrics.h"
 #include "srv_server.h"
 
 #define HDR_NO_MSGS "NATS/1.0 404 No Messages\r\n\r\n"
@@ -178,6 +179,7 @@ void srv_cpull_request(struct srv_cengine *e, struct srv_cstream *cs,
     l->pulls[(l->pull_head + l->pull_count) % l->pull_cap] = p;
     l->pull_count++;
     l->last_active_ms = now;
+    srv_cstream_wake(e, cs);
     deliver_consumer(e, cs, c, l);
     /* A no_wait request takes what is there now and ends. */
     for (uint32_t i = 0; i < l->pull_count; i++) {
@@ -648,35 +650,92 @@ static void reap(struct srv_cengine *e, struct srv_cstream *cs,
     (void)e;
 }
 
+/* True when c has no timed work: nothing the next ticks would do unless
+ * an event (srv_cstream_wake) comes first. A push consumer is never idle:
+ * a subscriber to its deliver subject appears without an event here, and
+ * its heartbeats are timed. Unacked messages wait for ack_wait, waiting
+ * pulls for their expiry and heartbeats, an ack none position for its
+ * record, an ephemeral for its reaping. */
+static bool consumer_idle(const struct srv_csm *c, const struct srv_clive *l)
+{
+    if (c->cfg.deliver_subject != NULL || l->pull_count > 0 ||
+        srv_csm_num_ack_pending(c) > 0 || l->nacks > 0 || l->nsync > 0) {
+        return false;
+    }
+    if (c->cfg.ack_policy == SRV_ACKP_NONE &&
+        c->live.sseq > l->prop_delivered_sseq) {
+        return false;
+    }
+    return c->cfg.durable_name[0] != '\0' ||
+           c->cfg.inactive_threshold_ns <= 0 || l->delete_proposed;
+}
+
+/* One stream's consumers; true when every one is idle. */
+static bool visit_stream(struct srv_cengine *e, struct srv_cstream *cs,
+                         int64_t now)
+{
+    bool idle = true;
+    /* By index: an apply inside may not change the set (proposals commit
+     * later), so the bound holds. */
+    for (uint32_t i = 0; i < cs->set.n; i++) {
+        struct srv_csm *c = cs->set.v[i];
+        struct srv_clive *l = srv_clive_get(cs, c->name);
+        if (l == NULL) {
+            idle = false; /* no memory now: try again */
+            continue;
+        }
+        e->visits++;
+        if (c->cfg.deliver_subject != NULL) {
+            push_maintain(e, c, l, now);
+        } else {
+            pulls_maintain(e, c, l, now);
+        }
+        deliver_consumer(e, cs, c, l);
+        flush_acks(e, cs, c, l, now);
+        reap(e, cs, c, l, now);
+        idle = idle && consumer_idle(c, l);
+    }
+    return idle;
+}
+
+void srv_cstream_wake(struct srv_cengine *e, struct srv_cstream *cs)
+{
+    if (cs->busy) {
+        return;
+    }
+    cs->busy = true;
+    cs->busy_next = e->busy;
+    e->busy = cs;
+}
+
 void srv_cengine_run(struct srv_cengine *e)
 {
     if (e->js == NULL) {
         return;
     }
     int64_t now = srv_cnow_ms(e);
-    for (struct srv_cstream *cs = e->streams; cs != NULL; cs = cs->next) {
-        /* Most streams have no consumer: skip them before reading the
-         * stream (this runs at every loop turn, over every stream). */
+    uint64_t visits = e->visits;
+    /* Take the list: a wake during a visit puts a stream on the new one
+     * (visited at the next run), and a stream closed meanwhile unlinks
+     * itself from either (cstream_free). */
+    ASSERT(e->walk == NULL);
+    e->walk = e->busy;
+    e->busy = NULL;
+    while (e->walk != NULL) {
+        struct srv_cstream *cs = e->walk;
+        e->walk = cs->busy_next;
+        cs->busy = false;
+        cs->busy_next = NULL;
+        /* A follower's consumers wait for the leadership hook. */
         if (cs->set.n == 0 || !srv_stream_is_leader(cs->st)) {
             continue;
         }
-        /* By index: an apply inside may not change the set (proposals
-         * commit later), so the bound holds. */
-        for (uint32_t i = 0; i < cs->set.n; i++) {
-            struct srv_csm *c = cs->set.v[i];
-            struct srv_clive *l = srv_clive_get(cs, c->name);
-            if (l == NULL) {
-                continue;
-            }
-            if (c->cfg.deliver_subject != NULL) {
-                push_maintain(e, c, l, now);
-            } else {
-                pulls_maintain(e, c, l, now);
-            }
-            deliver_consumer(e, cs, c, l);
-            flush_acks(e, cs, c, l, now);
-            reap(e, cs, c, l, now);
+        if (!visit_stream(e, cs, now)) {
+            srv_cstream_wake(e, cs);
         }
+    }
+    if (e->visits != visits) {
+        srv_metrics_consumer_visits(srv_js_server(e->js), e->visits - visits);
     }
 }
 
@@ -693,6 +752,7 @@ static bool find_target(struct srv_cengine *e, const char *stream,
         (*l = srv_clive_get(*cs, consumer)) == NULL) {
         return false;
     }
+    srv_cstream_wake(e, *cs); /* an ack or a flow control reply */
     return true;
 }
 

@@ -51,6 +51,7 @@ int srv_consumer_snap_restore(struct srv_stream *st, const uint8_t *buf,
         return 0;
     }
     int rv = srv_csm_snapshot_decode(&cs->set, buf, (uint32_t)len, err);
+    srv_cstream_wake(srv_cengine_get(), cs);
     if (rv != 0) {
         SRV_ERROR("js", "stream %s: consumers in its snapshot: %s",
                   srv_stream_name(st), err);

@@ -38,6 +38,9 @@ struct srv_consumer_ops {
     /* After each applied publish that stored seq (wake waiting pulls,
      * push deliveries). Also during replay at start. */
     void (*on_stored)(struct srv_stream *st, uint64_t seq);
+    /* This node became the leader of st's group (leader true) or stopped
+     * being it. */
+    void (*role)(struct srv_stream *st, bool leader);
     /* A $JS.API.CONSUMER.* request (subject is the full subject; reply
      * may be NULL/"" when the request had none). */
     void (*api)(struct srv_js *js, const char *subject, const char *reply,

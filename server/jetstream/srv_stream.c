@@ -623,8 +623,13 @@ static void stream_role(struct replica *r, uint8_t role, raft_node leader,
                         void *arg)
 {
     struct srv_stream *st = arg;
+    bool was = st->leader;
     st->leader = role == RAFT_LEADER;
     srv_stream_role_cluster(st, r, leader);
+    const struct srv_consumer_ops *ops = st->js->cops;
+    if (was != st->leader && ops != NULL && ops->role != NULL) {
+        ops->role(st, st->leader);
+    }
     if (st->leader) {
         srv_metrics_election(st->js->srv);
         /* The latest meta config, at a log point every replica sees

@@ -36,6 +36,7 @@ struct srv_metrics {
     /* Loop thread only. */
     struct srv_mon_hist puback;
     uint64_t elections;
+    uint64_t consumer_visits;
     srv_metrics_gather_fn gather_up; /* the layer above's part; NULL: none */
     void *gather_arg;
 };
@@ -69,6 +70,13 @@ void srv_metrics_election(struct srv_server *srv)
 {
     if (srv != NULL && srv->metrics != NULL) {
         srv->metrics->elections++;
+    }
+}
+
+void srv_metrics_consumer_visits(struct srv_server *srv, uint64_t n)
+{
+    if (srv != NULL && srv->metrics != NULL) {
+        srv->metrics->consumer_visits += n;
     }
 }
 
@@ -141,6 +149,7 @@ static void gather(struct srv_metrics *m)
         s->stats.subscriptions = srv->sublist.count;
         s->puback = m->puback;
         s->elections = m->elections;
+        s->consumer_visits = m->consumer_visits;
         rv = gather_conns(srv, s);
     }
     if (rv == 0 && m->gather_up != NULL) {

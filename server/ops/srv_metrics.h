@@ -103,6 +103,7 @@ struct srv_mon_snap {
      * in us, records per write batch), as its sync threads counted them. */
     struct store_stats store;
     uint64_t elections;           /* times a local group became leader */
+    uint64_t consumer_visits;     /* consumers the engine's runs visited */
     unsigned quarantined_files;   /* <data>/quarantine, orphans aside */
     unsigned quarantined_orphans; /* <data>/quarantine/orphans */
     uint32_t rebuilt_groups;      /* catalogues a node of one rebuilt at
@@ -138,6 +139,8 @@ void srv_metrics_release(struct srv_metrics *m, struct srv_mon_snap *s);
 /* Loop-thread hooks (m may be NULL: monitoring off or not yet created). */
 void srv_metrics_puback_observe(struct srv_server *srv, uint64_t us);
 void srv_metrics_election(struct srv_server *srv);
+/* n more consumers visited by the consumer engine (srv_cengine_run). */
+void srv_metrics_consumer_visits(struct srv_server *srv, uint64_t n);
 
 /* Monotonic microseconds (for latency stamps). */
 uint64_t srv_metrics_now_us(void);

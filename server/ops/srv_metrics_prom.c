@@ -159,6 +159,9 @@ static void js_families(FILE *f, const struct srv_mon_snap *s)
     scalar(f, "keel_js_streams", "gauge", "Streams on this node.", s->nstreams);
     scalar(f, "keel_js_consumers", "gauge", "Consumers on this node.",
            s->consumers);
+    scalar(f, "keel_js_consumer_visits_total", "counter",
+           "Consumers the delivery engine visited (only those with work).",
+           s->consumer_visits);
     scalar(f, "keel_js_messages", "gauge", "Messages stored in streams.",
            s->messages);
     scalar(f, "keel_js_bytes", "gauge", "Bytes stored in streams.", s->bytes);
