@@ -426,7 +426,13 @@ static int init_snap(struct snap *sn, const struct snap_config *cfg,
     snap__fmt(sn->data_dir, sizeof sn->data_dir, "%s", cfg->data_dir);
     snap__fmt(parent, sizeof parent, "%s/groups/%s", cfg->data_dir, sn->hex);
     snap__fmt(sn->dir, sizeof sn->dir, "%s/snap", parent);
-    return store_mkdir_durable(sn->fs, sn->dir, errmsg);
+    /* No fsync on the loop thread: snap__write_file makes the entry
+     * durable (store_group_dirs_sync) before the first snapshot in it. */
+    int rv = sn->fs->mkdir(sn->fs, sn->dir, errmsg);
+    if (rv == 0) {
+        store_group_dir_made(g);
+    }
+    return rv == KEEL_EEXIST ? 0 : rv;
 }
 
 int snap_open(const struct snap_config *cfg, struct store *s,

@@ -137,6 +137,8 @@ int snap__write_file(struct snap *sn, const struct snap_header *h,
         return keel_err(KEEL_ECANCELED, errmsg, "crash after rename");
     }
     rv = sn->fs->fsync_dir(sn->fs, sn->dir, errmsg);
+    /* snap/'s own entry (made without fsync at open, snap.c init_snap). */
+    rv = rv == 0 ? store_group_dirs_sync(sn->g, errmsg) : rv;
     if (rv != 0) {
         snap__fatal(sn, "fsync snapshot directory", errmsg);
     }

@@ -156,6 +156,29 @@ static void drop_queued_ro(struct store_group *g)
     store__ops_drop(g);
 }
 
+/* Made at open (snapshot/ puts snap/ next to log/) without an fsync on
+ * the loop thread: a new group's entries become durable in
+ * store_group_dirs_sync, before its first segment (docs/design.md §4.1),
+ * and one fsync of groups/ covers every group made meanwhile. Only
+ * groups/ itself, made once per data directory, is synced here. */
+static int make_dirs(struct store_group *g, const char *hex, char *errmsg)
+{
+    struct store *s = g->s;
+    char dir[STORE_PATH_BYTES_MAX];
+
+    ASSERT(!s->cfg.read_only);
+    store_fmt_str(dir, sizeof dir, "%s/groups", s->data_dir);
+    int rv = store__mkdirs(s, dir, errmsg);
+    store_fmt_str(dir, sizeof dir, "%s/groups/%s", s->data_dir, hex);
+    rv = rv == 0 ? store__mkdir_fresh(s, dir, errmsg) : rv;
+    rv = rv == 0 ? store__mkdir_fresh(s, g->dir, errmsg) : rv;
+    /* Found ones count as fresh too: an earlier process may have made
+     * them and stopped before their first segment synced them. */
+    __atomic_add_fetch(&s->groups_made, 1, __ATOMIC_ACQ_REL);
+    store_group_dir_made(g);
+    return rv;
+}
+
 int store_group_open(struct store *s, const struct store_group_id *id,
                      const struct store_fsync *policy, struct store_group **out,
                      struct store_recovery *rep, char *errmsg)
@@ -183,9 +206,7 @@ int store_group_open(struct store *s, const struct store_group_id *id,
     g->space_reported = true;
     store_group_id_hex(id, hex);
     store_fmt_str(g->dir, sizeof g->dir, "%s/groups/%s/log", s->data_dir, hex);
-    /* Made at open (snapshot/ puts snap/ next to log/): a new group costs
-     * the directory fsyncs of its new entries, once. */
-    rv = s->cfg.read_only ? 0 : store__mkdirs(s, g->dir, errmsg);
+    rv = s->cfg.read_only ? 0 : make_dirs(g, hex, errmsg);
     if (rv != 0) {
         free(g);
         return rv;

@@ -165,6 +165,12 @@ struct store_group {
     uint64_t last_w_term;
     uint64_t last_w_checksum;
 
+    /* 1 while a directory made inside the group's directory (log/,
+     * snap/) or the group's directory itself has an entry not yet
+     * fsynced: store_group_dirs_sync makes them durable off the loop
+     * thread (atomic; the sync under s->dirs_mu). */
+    int dirs_fresh;
+
     struct store_group *next; /* all groups of the store */
 };
 
@@ -200,6 +206,13 @@ struct store {
     pthread_t pre_thread;
     bool pre_started;
     struct store_stats stats;
+    /* New group directories (docs/design.md §4.1): the loop thread makes
+     * them without fsync and counts them in groups_made (atomic); the
+     * first store_group_dirs_sync after them fsyncs <data>/groups once
+     * for all of them (groups_synced, under dirs_mu). */
+    pthread_mutex_t dirs_mu;
+    uint64_t groups_made;
+    uint64_t groups_synced;
 };
 
 static inline bool store__dead(struct store *s)
@@ -242,6 +255,9 @@ struct store_group *store__find_group(struct store *s,
 void store__seg_path(const struct store_group *g, uint64_t base, char *out,
                      size_t cap);
 int store__mkdirs(struct store *s, const char *dir, char *errmsg);
+/* mkdir dir (0 when it exists) without any fsync: the caller marks its
+ * group fresh (store_group_dir_made). */
+int store__mkdir_fresh(struct store *s, const char *dir, char *errmsg);
 void store__seg_create(struct store_group *g, struct seg *seg);
 void store__seg_delete(struct store_group *g, struct seg *seg);
 int store__seg_make(struct store_group *g, struct seg *seg,

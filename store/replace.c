@@ -276,6 +276,7 @@ int store_replace_sync(struct store_replace *rp, char *errmsg)
         }
     }
     rv = s->fs->fsync_dir(s->fs, rp->g->dir, errmsg);
+    rv = rv == 0 ? store_group_dirs_sync(rp->g, errmsg) : rv;
     if (rv != 0) {
         store__fatal(s, "fsync directory", errmsg);
     }

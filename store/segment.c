@@ -51,6 +51,51 @@ int store__mkdirs(struct store *s, const char *dir, char *errmsg)
     return 0;
 }
 
+int store__mkdir_fresh(struct store *s, const char *dir, char *errmsg)
+{
+    ASSERT(strncmp(dir, s->data_dir, strlen(s->data_dir)) == 0);
+    ASSERT(strlen(dir) < STORE_PATH_BYTES_MAX);
+    int rv = s->fs->mkdir(s->fs, dir, errmsg);
+    return rv == KEEL_EEXIST ? 0 : rv;
+}
+
+void store_group_dir_made(struct store_group *g)
+{
+    ASSERT(g != NULL);
+    __atomic_store_n(&g->dirs_fresh, 1, __ATOMIC_RELEASE);
+}
+
+int store_group_dirs_sync(struct store_group *g, char *errmsg)
+{
+    struct store *s = g->s;
+    char dir[STORE_PATH_BYTES_MAX];
+    int rv = 0;
+
+    ASSERT(s != NULL);
+    if (__atomic_load_n(&g->dirs_fresh, __ATOMIC_ACQUIRE) == 0) {
+        return 0;
+    }
+    pthread_mutex_lock(&s->dirs_mu);
+    /* Read before the fsync: every group counted was made before it. */
+    uint64_t made = __atomic_load_n(&s->groups_made, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&g->dirs_fresh, __ATOMIC_ACQUIRE) != 0 &&
+        s->groups_synced < made) {
+        store_fmt_str(dir, sizeof dir, "%s/groups", s->data_dir);
+        rv = s->fs->fsync_dir(s->fs, dir, errmsg);
+        s->groups_synced = rv == 0 ? made : s->groups_synced;
+    }
+    if (rv == 0 && __atomic_load_n(&g->dirs_fresh, __ATOMIC_ACQUIRE) != 0) {
+        store__parent_of(g->dir, dir, sizeof dir); /* <data>/groups/<hex> */
+        __atomic_store_n(&g->dirs_fresh, 0, __ATOMIC_RELEASE);
+        rv = s->fs->fsync_dir(s->fs, dir, errmsg);
+        if (rv != 0) {
+            __atomic_store_n(&g->dirs_fresh, 1, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&s->dirs_mu);
+    return rv;
+}
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -334,6 +379,8 @@ void store__seg_create(struct store_group *g, struct seg *seg)
     rv = write_header(g, seg, f, errmsg);
     rv = rv == 0 ? s->fs->fsync(s->fs, f, errmsg) : rv;
     rv = rv == 0 ? s->fs->fsync_dir(s->fs, g->dir, errmsg) : rv;
+    /* The log directory's own entries, before anything in it counts. */
+    rv = rv == 0 ? store_group_dirs_sync(g, errmsg) : rv;
     if (rv != 0) {
         store__fatal(s, "write segment header", errmsg);
     }

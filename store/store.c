@@ -383,6 +383,7 @@ static void store_free(struct store *s)
     pthread_cond_destroy(&s->idle_cv);
     pthread_cond_destroy(&s->pre_cv);
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->dirs_mu);
     free(s);
 }
 
@@ -400,6 +401,7 @@ int store_open(const struct store_config *cfg, struct store **out,
         return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
     }
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->dirs_mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     pthread_cond_init(&s->idle_cv, NULL);
     pthread_cond_init(&s->pre_cv, NULL);

@@ -475,6 +475,21 @@ struct store_event {
 /* Drain up to max completions without blocking; returns how many. */
 size_t store_poll(struct store *s, struct store_event *evs, size_t max);
 
+/* A directory was made (without fsync) inside the group's directory,
+ * next to its log/ (the snapshot module's snap/): store_group_dirs_sync
+ * makes its entry durable. Any thread. */
+void store_group_dir_made(struct store_group *g);
+
+/* Make the entries of the group's new directories durable: its own entry
+ * in <data>/groups (one fsync of that directory covers every group made
+ * since the last) and those of log/ and snap/ in it. The loop thread never
+ * calls it (store_group_open makes the directories without fsync): a sync
+ * thread does before the group's first segment or replacement log, the
+ * snapshot module before its first snapshot file (docs/design.md §4.1).
+ * Any other thread; returns 0 at once when nothing is fresh, else 0 or the
+ * fsync's KEEL_E* (errmsg says which directory). */
+KEEL_MUST_USE int store_group_dirs_sync(struct store_group *g, char *errmsg);
+
 /* Group id of a group, and its id as 32 hex characters + NUL. */
 const struct store_group_id *store_group_get_id(struct store_group *g);
 void store_group_id_hex(const struct store_group_id *id, char out[33]);

@@ -56,6 +56,7 @@ struct fs_fault {
     unsigned held;
     pthread_cond_t cv;
     uint64_t syncs;
+    uint64_t dir_syncs;
 };
 
 struct fs_file {
@@ -357,6 +358,7 @@ static int ff_fsync_dir(struct fs *fs, const char *path, char *errmsg)
     (void)errmsg;
     pthread_mutex_lock(&ff->mu);
     ff->syncs++;
+    ff->dir_syncs++;
     for (size_t i = 0; !ff->frozen && i < ff->n; i++) {
         struct node *nd = ff->nodes[i];
         if (nd->dead) {
@@ -789,15 +791,25 @@ void fs_fault_fail_next_fdatasync(struct fs_fault *ff)
     pthread_mutex_unlock(&ff->mu);
 }
 
-uint64_t fs_fault_syncs(struct fs_fault *ff)
+static uint64_t counter(struct fs_fault *ff, const uint64_t *v)
 {
     uint64_t n;
 
     ASSERT(ff != NULL);
     pthread_mutex_lock(&ff->mu);
-    n = ff->syncs;
+    n = *v;
     pthread_mutex_unlock(&ff->mu);
     return n;
+}
+
+uint64_t fs_fault_syncs(struct fs_fault *ff)
+{
+    return counter(ff, &ff->syncs);
+}
+
+uint64_t fs_fault_dir_syncs(struct fs_fault *ff)
+{
+    return counter(ff, &ff->dir_syncs);
 }
 
 void fs_fault_thaw(struct fs_fault *ff)

@@ -55,5 +55,7 @@ void fs_fault_thaw(struct fs_fault *ff);
 void fs_fault_enospc(struct fs_fault *ff, bool on);
 /* Number of fdatasync + fsync calls on files so far. */
 uint64_t fs_fault_syncs(struct fs_fault *ff);
+/* Number of fsync_dir calls so far. */
+uint64_t fs_fault_dir_syncs(struct fs_fault *ff);
 
 #endif

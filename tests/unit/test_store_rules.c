@@ -313,6 +313,33 @@ static void directory_entry_cut_keeps_every_acked_record(void **state)
     }
 }
 
+/* docs/design.md §4.1: a new group's directories are made without an
+ * fsync on the opening (loop) thread; a sync thread makes their entries
+ * durable before its first entry is persisted, so a power cut dropping
+ * every unsynced directory entry keeps every acked record of it. */
+static void a_new_group_is_durable_before_its_first_ack(void **state)
+{
+    struct fixture *f = *state;
+    char errmsg[KEEL_ERRMSG_MAX];
+    struct store_recovery rep;
+    uint64_t dir_syncs = fs_fault_dir_syncs(f->t.ff);
+    f->t.gid.b[0] ^= 0xff; /* a second, new group */
+    assert_int_equal(store_group_open(f->t.s, &f->t.gid, &f->t.policy, &f->t.g,
+                                      &rep, errmsg),
+                     0);
+    assert_int_equal(fs_fault_dir_syncs(f->t.ff), dir_syncs);
+    assert_int_equal(rep.last_index, 0);
+    f->t.hs_term = 0;
+    hard_state(&f->t, 5);
+    ts_append(&f->t, 1, 20, 5, 100, 1);
+    assert_true(ts_wait_persisted(&f->t, 20));
+    ts_crash_reopen(&f->t, FS_CUT_DROP);
+    assert_int_equal(f->t.rep.last_index, 20);
+    for (uint64_t i = 1; i <= 20; i++) {
+        ts_expect(&f->t, i, 5, 1);
+    }
+}
+
 /* §5: a snapshot at X only after entries <= X are persisted. */
 static void snapshot_refused_before_its_entries_are_persisted(void **state)
 {
@@ -627,6 +654,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fsync_policy_text_reads_within_the_store_bound),
+        cmocka_unit_test_setup_teardown(
+            a_new_group_is_durable_before_its_first_ack, setup, teardown),
         cmocka_unit_test_setup_teardown(
             conflict_truncation_zeroes_to_the_old_end, setup, teardown),
         cmocka_unit_test_setup_teardown(
