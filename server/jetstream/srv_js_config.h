@@ -53,6 +53,11 @@ struct srv_stream_mirror {
     char *filter_subject;                 /* owned; NULL = every subject */
     struct srv_feed_xform *xf;            /* owned; nxf, none with a filter */
     uint32_t nxf;                         /* <= SRV_JS_FEED_XFORMS_MAX */
+    /* `external` {api, deliver}: the origin is read through the JetStream
+     * API under the prefix api (srv_stream_mirror_ext.c); both owned,
+     * NULL without `external`, "" for a member it lacks. */
+    char *ext_api;
+    char *ext_deliver;
 };
 
 struct srv_stream_config {
@@ -175,6 +180,10 @@ bool srv_stream_mirror_xform(const struct srv_stream_mirror *mi,
 json_t *srv_stream_mirror_xforms_json(const struct srv_stream_mirror *mi);
 /* Free the mirror's filter and the sources (srv_stream_config_free). */
 void srv_stream_config_free_sources(struct srv_stream_config *c);
+/* Are two origins' `external` the same (both absent, or api and deliver
+ * equal)? */
+bool srv_stream_mirror_ext_equal(const struct srv_stream_mirror *x,
+                                 const struct srv_stream_mirror *y);
 bool srv_stream_mirror_equal(const struct srv_stream_config *a,
                              const struct srv_stream_config *b);
 

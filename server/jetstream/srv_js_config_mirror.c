@@ -3,9 +3,9 @@
  * subject_transforms}: read, checked with nats-server 2.9's texts and
  * codes (2.10's for subject_transforms), encoded back with Go's omitempty
  * (docs/jetstream-config.md, docs/decisions/0032-mirrors-pull-into-the-log.md,
- * docs/decisions/0035-sources-share-the-mirror-pump.md). `external` is
- * refused by name before this (srv_js_unsupported.c). Pure: no I/O, no
- * clock. */
+ * docs/decisions/0035-sources-share-the-mirror-pump.md), and `external`
+ * {api, deliver} (docs/decisions/0039-external-origins-through-the-api.md).
+ * Pure: no I/O, no clock. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +32,28 @@ static const char *xf_src(const struct srv_feed_xform *t)
     return t->src[0] != '\0' ? t->src : ">";
 }
 
+/* The string members k1 and k2 of the object o into *v1 and *v2 (owned;
+ * "" when absent). */
+static int two_strs(const struct srv_js_json_rd *rd, const json_t *o,
+                    const char *k1, char **v1, const char *k2, char **v2)
+{
+    const struct srv_js_json_rd m = {o, rd->bad, rd->jerr, rd->errmsg};
+    int rv = srv_js_json_str(&m, k1, v1);
+    if (rv == 0) {
+        rv = srv_js_json_str(&m, k2, v2);
+    }
+    if (rv == 0 && *v1 == NULL) {
+        *v1 = strdup("");
+    }
+    if (rv == 0 && *v2 == NULL) {
+        *v2 = strdup("");
+    }
+    if (rv == 0 && (*v1 == NULL || *v2 == NULL)) {
+        rv = keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
+    }
+    return rv;
+}
+
 /* One {src, dest}: copied, src checked, dest compiled when given. */
 static int xform_one(const struct srv_js_json_rd *rd, const json_t *o,
                      struct srv_feed_xform *t, const struct xf_codes *codes)
@@ -40,20 +62,7 @@ static int xform_one(const struct srv_js_json_rd *rd, const json_t *o,
         return srv_js_json_fail(rd, "each subject transform must be an "
                                     "object {src, dest}");
     }
-    const struct srv_js_json_rd m = {o, rd->bad, rd->jerr, rd->errmsg};
-    int rv = srv_js_json_str(&m, "src", &t->src);
-    if (rv == 0) {
-        rv = srv_js_json_str(&m, "dest", &t->dest);
-    }
-    if (rv == 0 && t->src == NULL) {
-        t->src = strdup("");
-    }
-    if (rv == 0 && t->dest == NULL) {
-        t->dest = strdup("");
-    }
-    if (rv == 0 && (t->src == NULL || t->dest == NULL)) {
-        rv = keel_err(KEEL_ENOMEM, rd->errmsg, "out of memory");
-    }
+    int rv = two_strs(rd, o, "src", &t->src, "dest", &t->dest);
     if (rv != 0) {
         return rv;
     }
@@ -126,6 +135,57 @@ static int parse_xforms(const struct srv_js_json_rd *m,
     return 0;
 }
 
+/* A prefix of `external`: a subject without wildcards (nats-server
+ * 2.9.10's IsValidPublishSubject). */
+static bool prefix_valid(const char *p)
+{
+    return p[0] != '\0' && srv_js_subject_valid(p, false);
+}
+
+/* `external` {api, deliver}: nats-server 2.9.10's checks and codes. The
+ * api prefix may not overlap $JS.API (10021: this cluster's own API is
+ * reached as $JS.<domain>.API); the deliver prefix takes no wildcards
+ * (10024). */
+static int parse_external(const struct srv_js_json_rd *rd,
+                          struct srv_stream_mirror *mi, const char *what)
+{
+    const json_t *e = json_object_get(rd->j, "external");
+    if (e == NULL || json_is_null(e)) {
+        return 0;
+    }
+    if (!json_is_object(e)) {
+        return srv_js_json_fail(rd,
+                                "%s external must be an object {api, "
+                                "deliver}",
+                                what);
+    }
+    int rv = two_strs(rd, e, "api", &mi->ext_api, "deliver", &mi->ext_deliver);
+    if (rv != 0) {
+        return rv;
+    }
+    const char *api = mi->ext_api, *dlv = mi->ext_deliver;
+    if (api[0] != '\0' && !prefix_valid(api)) {
+        return SRV_JS_CFG_ERR(rd->jerr, SRV_JS_ESTREAM_CONFIG, rd->errmsg,
+                              "stream external api prefix \"%.200s\" must be "
+                              "a valid subject without wildcards",
+                              api);
+    }
+    if (api[0] != '\0' && srv_js_subjects_overlap(api, "$JS.API")) {
+        return SRV_JS_CFG_ERR(rd->jerr, SRV_JS_EEXTERNAL_API_OVERLAP,
+                              rd->errmsg,
+                              "stream external api prefix %.200s must not "
+                              "overlap with $JS.API",
+                              api);
+    }
+    if (dlv != NULL && dlv[0] != '\0' && !prefix_valid(dlv)) {
+        return SRV_JS_CFG_ERR(rd->jerr, SRV_JS_EEXTERNAL_DELIVER, rd->errmsg,
+                              "stream external delivery prefix %.200s must "
+                              "not contain wildcards",
+                              dlv);
+    }
+    return 0;
+}
+
 /* One origin's fields; what ("mirror" or "source") names it in errors. */
 static int mirror_fields(const struct srv_js_json_rd *m,
                          struct srv_stream_mirror *mi, const char *what)
@@ -168,10 +228,11 @@ static int mirror_fields(const struct srv_js_json_rd *m,
                               "subject",
                               what, mi->filter_subject);
     }
-    return rv == 0 ? parse_xforms(m, mi,
-                                  strcmp(what, "mirror") == 0 ? &mirror_codes
-                                                              : &source_codes)
-                   : rv;
+    rv = rv == 0 ? parse_xforms(m, mi,
+                                strcmp(what, "mirror") == 0 ? &mirror_codes
+                                                            : &source_codes)
+                 : rv;
+    return rv == 0 ? parse_external(m, mi, what) : rv;
 }
 
 /* `sources`: an array of origins, each named once (nats-server 2.9.10
@@ -277,6 +338,13 @@ static json_t *origin_json(const struct srv_stream_mirror *mi)
         bad |= json_object_set_new(m, "subject_transforms",
                                    srv_stream_mirror_xforms_json(mi));
     }
+    if (m != NULL && mi->ext_api != NULL) {
+        /* Both, as nats-server's ExternalStream has no omitempty. */
+        bad |= json_object_set_new(
+            m, "external",
+            json_pack("{s:s, s:s}", "api", mi->ext_api, "deliver",
+                      mi->ext_deliver != NULL ? mi->ext_deliver : ""));
+    }
     if (bad && m != NULL) {
         json_decref(m);
         m = NULL;
@@ -350,6 +418,8 @@ uint32_t srv_stream_mirror_filters(const struct srv_stream_mirror *mi,
 static void free_origin(struct srv_stream_mirror *mi)
 {
     free(mi->filter_subject);
+    free(mi->ext_api);
+    free(mi->ext_deliver);
     for (uint32_t i = 0; i < mi->nxf; i++) {
         free(mi->xf[i].src);
         free(mi->xf[i].dest);
@@ -368,6 +438,17 @@ void srv_stream_config_free_sources(struct srv_stream_config *c)
     c->sources = NULL;
 }
 
+bool srv_stream_mirror_ext_equal(const struct srv_stream_mirror *x,
+                                 const struct srv_stream_mirror *y)
+{
+    const char *ax = x->ext_api != NULL ? x->ext_api : "";
+    const char *ay = y->ext_api != NULL ? y->ext_api : "";
+    const char *dx = x->ext_deliver != NULL ? x->ext_deliver : "";
+    const char *dy = y->ext_deliver != NULL ? y->ext_deliver : "";
+    return (x->ext_api == NULL) == (y->ext_api == NULL) &&
+           strcmp(ax, ay) == 0 && strcmp(dx, dy) == 0;
+}
+
 bool srv_stream_mirror_equal(const struct srv_stream_config *a,
                              const struct srv_stream_config *b)
 {
@@ -380,10 +461,10 @@ bool srv_stream_mirror_equal(const struct srv_stream_config *a,
     const struct srv_stream_mirror *x = &a->mirror, *y = &b->mirror;
     const char *fx = x->filter_subject != NULL ? x->filter_subject : "";
     const char *fy = y->filter_subject != NULL ? y->filter_subject : "";
-    bool same = strcmp(x->name, y->name) == 0 &&
-                x->opt_start_seq == y->opt_start_seq &&
-                x->opt_start_time_ns == y->opt_start_time_ns &&
-                strcmp(fx, fy) == 0 && x->nxf == y->nxf;
+    bool same =
+        strcmp(x->name, y->name) == 0 && x->opt_start_seq == y->opt_start_seq &&
+        x->opt_start_time_ns == y->opt_start_time_ns && strcmp(fx, fy) == 0 &&
+        x->nxf == y->nxf && srv_stream_mirror_ext_equal(x, y);
     for (uint32_t i = 0; same && i < x->nxf; i++) {
         same = strcmp(x->xf[i].src, y->xf[i].src) == 0 &&
                strcmp(x->xf[i].dest, y->xf[i].dest) == 0;

@@ -37,6 +37,8 @@
       "stream mirror configuration can not be updated")                        \
     X(SRV_JS_ESOURCE_MSG_SIZE, 400, 10046,                                     \
       "stream source must have max message size >= target")                    \
+    X(SRV_JS_EEXTERNAL_API_OVERLAP, 400, 10021, "")                            \
+    X(SRV_JS_EEXTERNAL_DELIVER, 400, 10024, "")                                \
     X(SRV_JS_ECONSUMER_NAME_IN_USE, 400, 10013,                                \
       "consumer name already in use")                                          \
     X(SRV_JS_ECONSUMER_ACTIVE, 400, 10105,                                     \

@@ -87,6 +87,9 @@ struct srv_mirror_pump {
     /* The largest record (subject, headers, payload) this pump proposed
      * in its term, 0 none yet: it sizes the window (srv_stream_mirror.c). */
     uint32_t rec_max;
+    /* The origin read through the JetStream API (`external`,
+     * srv_stream_mirror_ext.c): its consumer and queue; NULL none. */
+    struct srv_mirror_ext *ext;
 };
 
 struct srv_stream {
@@ -425,6 +428,14 @@ bool srv_stream_mirror__remote(struct srv_stream *st, const struct srv_feed *f,
 /* Forget a remote read in flight and the records not proposed (a new
  * term, leadership lost, the stream closed). */
 void srv_stream_mirror__drop(struct srv_mirror_pump *p);
+/* The pump's step for an origin with `external`: read it through the
+ * JetStream API under its prefix (srv_stream_mirror_ext.c), proposing
+ * while fewer than window entries are in flight. True on progress. */
+bool srv_stream_mirror__external(struct srv_stream *st,
+                                 const struct srv_feed *f, uint64_t *inflight,
+                                 uint32_t window);
+/* Delete the origin's consumer, unsubscribe and free what was queued. */
+void srv_stream_mirror__ext_drop(struct srv_mirror_pump *p);
 /* Drop every pump of st and free the sources' (the stream closes). */
 void srv_stream_mirror__close(struct srv_stream *st);
 /* Register the SRV_CLUSTER_JS_MIRROR handler once the cluster is up, and

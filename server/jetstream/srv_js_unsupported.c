@@ -91,50 +91,6 @@ static bool consumer_limits_set(const json_t *j)
            is_set(json_object_get(cl, "max_ack_pending"), UNSET_ZERO);
 }
 
-/* Parts of a mirror keeld does not implement yet; the rest of the mirror
- * is checked by its parse (srv_js_config_mirror.c), also mirror and
- * sources together (10031). */
-static const struct field mirror_fields[] = {
-    {"external", UNSET_NULL,
-     "mirrors of another domain or account are not implemented"},
-};
-
-/* The same parts of each of the sources. */
-static const struct field source_fields[] = {
-    {"external", UNSET_NULL,
-     "sources of another domain or account are not implemented"},
-};
-
-static int sources_check(const json_t *req, enum srv_js_err *jerr, char *errmsg)
-{
-    const json_t *a = json_object_get(req, "sources");
-    size_t n = json_is_array(a) ? json_array_size(a) : 0;
-    for (size_t i = 0; i < n; i++) {
-        const json_t *o = json_array_get(a, i);
-        int rv =
-            json_is_object(o)
-                ? refuse(o, source_fields,
-                         sizeof source_fields / sizeof source_fields[0],
-                         "stream source", SRV_JS_ESTREAM_CONFIG, jerr, errmsg)
-                : 0;
-        if (rv != 0) {
-            return rv;
-        }
-    }
-    return 0;
-}
-
-static int mirror_check(const json_t *req, enum srv_js_err *jerr, char *errmsg)
-{
-    const json_t *m = json_object_get(req, "mirror");
-    if (!json_is_object(m)) {
-        return 0;
-    }
-    return refuse(m, mirror_fields,
-                  sizeof mirror_fields / sizeof mirror_fields[0],
-                  "stream mirror", SRV_JS_ESTREAM_CONFIG, jerr, errmsg);
-}
-
 int srv_stream_request_check(const json_t *req, enum srv_js_err *jerr,
                              char *errmsg)
 {
@@ -148,16 +104,9 @@ int srv_stream_request_check(const json_t *req, enum srv_js_err *jerr,
         json_array_size(src) > 0) {
         return 0; /* nats-server's 10031 comes from the parse */
     }
-    int rv = mirror_check(req, jerr, errmsg);
-    if (rv == 0) {
-        rv = sources_check(req, jerr, errmsg);
-    }
-    if (rv != 0) {
-        return rv;
-    }
-    rv = refuse(req, stream_fields,
-                sizeof stream_fields / sizeof stream_fields[0], "stream",
-                SRV_JS_ESTREAM_CONFIG, jerr, errmsg);
+    int rv = refuse(req, stream_fields,
+                    sizeof stream_fields / sizeof stream_fields[0], "stream",
+                    SRV_JS_ESTREAM_CONFIG, jerr, errmsg);
     if (rv != 0) {
         return rv;
     }

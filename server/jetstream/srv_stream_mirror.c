@@ -189,6 +189,7 @@ static int sync_pumps(struct srv_stream *st)
             if (strcmp(st->srcp[k].origin, np[i].origin) == 0) {
                 np[i] = st->srcp[k]; /* kept: its read and state move */
                 st->srcp[k].rbuf = NULL;
+                st->srcp[k].ext = NULL;
             }
         }
     }
@@ -340,14 +341,17 @@ static bool pump_read(struct srv_stream *st, const struct srv_feed *f,
     struct srv_mirror_pump *p = f->p;
     char err[KEEL_ERRMSG_MAX];
     struct srv_stream *o = NULL;
+    uint32_t cap = pump_window(p);
+    uint32_t window = (uint32_t)(*inflight + max < cap ? *inflight + max : cap);
+    if (f->o->ext_api != NULL && f->o->ext_api[0] != '\0') {
+        return srv_stream_mirror__external(st, f, inflight, window);
+    }
     if (srv_js_find_stream(st->js, f->o->name, &o) != 0) {
         srv_stream_mirror__drop(p);
         srv_stream_mirror__fail(st, f, SRV_JS_ESTREAM_NOT_FOUND,
                                 "stream not found");
         return false;
     }
-    uint32_t cap = pump_window(p);
-    uint32_t window = (uint32_t)(*inflight + max < cap ? *inflight + max : cap);
     if (!srv_stream_mirror__readable(o)) {
         /* No intact replica here: read it where one is. */
         return srv_stream_mirror__remote(st, f, o, inflight, window);
@@ -558,6 +562,12 @@ static json_t *feed_info(struct srv_stream *st, const struct srv_feed *f)
     if (m != NULL && lost > 0) {
         /* Keel's own: origin seqs dropped before they were read. */
         json_object_set_new(m, "keel_lost", json_integer((json_int_t)lost));
+    }
+    if (m != NULL && f->o->ext_api != NULL) { /* as nats-server 2.9.10 */
+        json_object_set_new(
+            m, "external",
+            json_pack("{s:s, s:s}", "api", f->o->ext_api, "deliver",
+                      f->o->ext_deliver != NULL ? f->o->ext_deliver : ""));
     }
     if (m != NULL && f->o->nxf > 0) {
         /* As nats-server 2.10 and later show them. */

@@ -68,6 +68,7 @@ static int64_t mono_ns(void)
 
 void srv_stream_mirror__drop(struct srv_mirror_pump *p)
 {
+    srv_stream_mirror__ext_drop(p);
     free(p->rbuf);
     p->rbuf = NULL;
     p->rpos = p->rlen = 0;

@@ -3,12 +3,18 @@
 // nats-server 2.9.10 does (INFO, account info, stream info, PubAck, /varz,
 // /jsz). 'domain' is a volatile field of the harness, so each case reports
 // it under its own name. nats.js's jetstream({ domain }) and
-// jetstreamManager({ domain }) use the prefix.
+// jetstreamManager({ domain }) use the prefix. A mirror and a source with
+// external api $JS.HUB.API read the origin through it.
 import { StringCodec } from 'nats';
 import { api, pub } from './js_util.mjs';
 
 const sc = StringCodec();
 export const DOMAIN = 'HUB';
+const EXT_OWN = 'keeld reads an origin through its own domain\'s API ' +
+  'prefix (docs/decisions/0039-external-origins-through-the-api.md); ' +
+  'nats-server 2.9.10 accepts the config but its consumer create through ' +
+  'the prefix gets no answer on a single server, so it copies nothing and ' +
+  'the mirror never becomes active';
 
 async function hub(ctx, what, body) {
   try {
@@ -69,6 +75,49 @@ export const cases = [
       return { acks, got: [m.subject, sc.decode(m.data)],
         messages: si.state.messages, infoDomain: si.domain,
         accountDomain: ai.domain };
+    },
+  },
+  {
+    name: 'a mirror and a source through external api $JS.<domain>.API',
+    intended: {
+      'mirror.messages': EXT_OWN,
+      'source.messages': EXT_OWN,
+      'mirror.active': EXT_OWN,
+    },
+    run: async (ctx) => {
+      const n = ctx.uniq;
+      await api(ctx, `STREAM.CREATE.${n}`, { name: n,
+        subjects: [`${n}.>`] });
+      for (const x of ['a', 'b', 'c']) {
+        await pub(ctx, `${n}.${x}`, x);
+      }
+      const ext = { api: `$JS.${DOMAIN}.API`, deliver: '' };
+      const m = await api(ctx, `STREAM.CREATE.${n}M`, { name: `${n}M`,
+        mirror: { name: n, external: ext } });
+      const s = await api(ctx, `STREAM.CREATE.${n}S`, { name: `${n}S`,
+        sources: [{ name: n, external: ext }] });
+      // Bounded: keeld copies at once; nats-server 2.9.10 never does here.
+      const end = Date.now() + 3000;
+      let mi = null;
+      let si = null;
+      do {
+        await new Promise((r) => setTimeout(r, 100));
+        mi = await api(ctx, `STREAM.INFO.${n}M`, '');
+        si = await api(ctx, `STREAM.INFO.${n}S`, '');
+      } while (Date.now() < end && (mi.state?.messages !== 3 ||
+        si.state?.messages !== 3));
+      const bad = await api(ctx, `STREAM.CREATE.${n}X`, { name: `${n}X`,
+        mirror: { name: n, external: { api: '$JS.API' } } });
+      const wild = await api(ctx, `STREAM.CREATE.${n}Y`, { name: `${n}Y`,
+        mirror: { name: n, external: { api: ext.api, deliver: 'd.*' } } });
+      return {
+        configs: [m.error ?? m.config?.mirror, s.error ?? s.config?.sources],
+        mirror: { messages: mi.state?.messages,
+          external: mi.mirror?.external, active: mi.mirror?.active >= 0 },
+        source: { messages: si.state?.messages,
+          external: si.sources?.[0]?.external },
+        refused: [bad.error?.err_code, wild.error?.err_code],
+      };
     },
   },
 ];

@@ -571,17 +571,6 @@ export const cases = [
     },
   },
   {
-    name: 'a mirror of another domain (external) is refused by Keel',
-    intended: { error: 'Keel has no domains or accounts to mirror from: it ' +
-      'refuses mirror external by name (10052) where nats-server accepts ' +
-      'it and waits for the other domain' },
-    run: async (ctx) => {
-      const r = await api(ctx, `STREAM.CREATE.${ctx.uniq}`, { name: ctx.uniq,
-        mirror: { name: 'O', external: { api: '$JS.hub.API' } } });
-      return { error: r.error?.err_code ?? null };
-    },
-  },
-  {
     name: 'mirror and source subject_transforms (nats-server 2.10)',
     intended: {
       'mirror.messages': XF210 + ': the mirror reads only o.a (origin ' +

@@ -97,6 +97,11 @@ static void stream_defaults_and_client_bodies_are_accepted(void **state)
         /* Implemented (srv_js_config_ttl.c): checked by the config. */
         "{\"name\":\"S\",\"allow_msg_ttl\":true,"
         "\"subject_delete_marker_ttl\":1000000000}",
+        /* external (docs/decisions/0039-external-origins-through-the-api.md) */
+        "{\"name\":\"S\",\"sources\":[{\"name\":\"O\"},{\"name\":\"P\","
+        "\"external\":{\"api\":\"$JS.hub.API\"}}]}",
+        "{\"name\":\"S\",\"mirror\":{\"name\":\"O\",\"external\":"
+        "{\"api\":\"$JS.hub.API\"}}}",
         /* libnats 3.4 js_AddStream with jsStreamConfig_Init defaults. */
         "{\"name\":\"S1\",\"subjects\":[\"s1\"],\"retention\":\"limits\","
         "\"max_consumers\":-1,\"max_msgs\":-1,\"max_bytes\":-1,\"max_age\":0,"
@@ -116,12 +121,6 @@ static void stream_fields_keeld_does_not_implement_are_refused(void **state)
         const char *body;
         const char *field;
     } bad[] = {
-        {"{\"name\":\"S\",\"sources\":[{\"name\":\"O\"},{\"name\":\"P\","
-         "\"external\":{\"api\":\"$JS.hub.API\"}}]}",
-         "source external"},
-        {"{\"name\":\"S\",\"mirror\":{\"name\":\"O\",\"external\":"
-         "{\"api\":\"$JS.hub.API\"}}}",
-         "mirror external"},
         {"{\"name\":\"S\",\"template_owner\":\"T\"}", "template_owner"},
         {"{\"name\":\"S\",\"allow_msg_counter\":true}", "allow_msg_counter"},
         {"{\"name\":\"S\",\"allow_atomic\":true}", "allow_atomic"},
