@@ -128,28 +128,23 @@ void replica__note_quarantined(struct replica *r, const char *why)
 
 void replica__repair_drop(struct replica *r)
 {
-    ASSERT(r->rbuf_n <= r->rbuf_cap);
-    for (uint32_t i = 0; i < r->rbuf_n; i++) {
-        free((void *)r->rbuf[i].payload);
+    ASSERT(r->rb.n <= r->rb.cap);
+    for (uint32_t i = 0; i < r->rb.n; i++) {
+        free((void *)r->rb.v[i].payload);
     }
-    free(r->rbuf);
-    r->rbuf = NULL;
-    r->rbuf_n = 0;
-    r->rbuf_cap = 0;
-    r->rbuf_bytes = 0;
-    r->rbuf_first = 0;
-    r->rbuf_last = 0;
+    free(r->rb.v);
+    r->rb = (struct replica_rbuf){0};
 }
 
 /* Keep one copy (its payload copied: it points into the step's input). */
 static int repair_hold(struct replica *r, const struct raft_repair *rp)
 {
     size_t bytes = rp->entry.len + sizeof(struct store_record);
-    if (r->rbuf_bytes + bytes > STORE_REPAIR_BYTES_MAX ||
-        r->rbuf_n >= STORE_REPAIR_RECORDS_MAX) {
+    if (r->rb.bytes + bytes > STORE_REPAIR_BYTES_MAX ||
+        r->rb.n >= STORE_REPAIR_RECORDS_MAX) {
         return KEEL_ELIMIT;
     }
-    if (keel_grow_u32(&r->rbuf, &r->rbuf_cap, r->rbuf_n, sizeof *r->rbuf, 64) !=
+    if (keel_grow_u32(&r->rb.v, &r->rb.cap, r->rb.n, sizeof *r->rb.v, 64) !=
         0) {
         return KEEL_ENOMEM;
     }
@@ -161,13 +156,13 @@ static int repair_hold(struct replica *r, const struct raft_repair *rp)
         }
         memcpy(pl, rp->entry.buf, rp->entry.len);
     }
-    r->rbuf[r->rbuf_n++] = (struct store_record){.index = rp->index,
-                                                 .term = rp->entry.term,
-                                                 .type = rp->entry.type,
-                                                 .flags = 0,
-                                                 .len = rp->entry.len,
-                                                 .payload = pl};
-    r->rbuf_bytes += bytes;
+    r->rb.v[r->rb.n++] = (struct store_record){.index = rp->index,
+                                               .term = rp->entry.term,
+                                               .type = rp->entry.type,
+                                               .flags = 0,
+                                               .len = rp->entry.len,
+                                               .payload = pl};
+    r->rb.bytes += bytes;
     return 0;
 }
 
@@ -181,7 +176,7 @@ static void repair_collect(struct replica *r, const struct raft_repair *rp)
     char err[KEEL_ERRMSG_MAX];
     uint64_t last = 0;
     if (store_faulty_run(r->g, rp->index, &last) == 0 &&
-        (r->rbuf_n == 0 || rp->index != r->rbuf_first + r->rbuf_n)) {
+        (r->rb.n == 0 || rp->index != r->rb.first + r->rb.n)) {
         /* A run starts at this copy: the core starts each at its fault. */
         struct store_group_info gi;
         store_group_info(r->g, &gi);
@@ -189,10 +184,10 @@ static void repair_collect(struct replica *r, const struct raft_repair *rp)
         if (rp->index != gi.first_faulty) {
             return;
         }
-        r->rbuf_first = rp->index;
-        r->rbuf_last = last;
-    } else if (r->rbuf_n == 0 || rp->index != r->rbuf_first + r->rbuf_n ||
-               rp->index > r->rbuf_last) {
+        r->rb.first = rp->index;
+        r->rb.last = last;
+    } else if (r->rb.n == 0 || rp->index != r->rb.first + r->rb.n ||
+               rp->index > r->rb.last) {
         return; /* an intact record after the run, or out of order */
     }
     if (repair_hold(r, rp) != 0) {
@@ -202,13 +197,13 @@ static void repair_collect(struct replica *r, const struct raft_repair *rp)
         r->repairs_refused++;
         return;
     }
-    if (rp->index < r->rbuf_last) {
+    if (rp->index < r->rb.last) {
         return;
     }
-    if (store_repair(r->g, r->rbuf, r->rbuf_n, err) == 0) {
-        r->repairs_queued += r->rbuf_n;
+    if (store_repair(r->g, r->rb.v, r->rb.n, err) == 0) {
+        r->repairs_queued += r->rb.n;
     } else {
-        r->repairs_refused += r->rbuf_n;
+        r->repairs_refused += r->rb.n;
         r->repair_restart = true; /* ask for the run again */
     }
     replica__repair_drop(r);

@@ -148,14 +148,16 @@ struct replica {
     uint64_t scrub_fault; /* a record the scrub found damaged (0: none) */
     uint64_t repairs_queued;
     uint64_t repairs_refused;
-    /* The leader's copies of the damaged run [rbuf_first, rbuf_last] being
+    /* The leader's copies of the damaged run [rb.first, rb.last] being
      * collected (the store verifies a run only whole: finding F12), the
-     * first rbuf_n of them held with their payloads; repair_restart: a run
+     * first rb.n of them held with their payloads; repair_restart: a run
      * was refused, the core must hand copies from its fault again. */
-    uint64_t rbuf_first, rbuf_last;
-    uint32_t rbuf_n, rbuf_cap;
-    size_t rbuf_bytes;
-    struct store_record *rbuf;
+    struct replica_rbuf {
+        uint64_t first, last;
+        uint32_t n, cap;
+        size_t bytes;
+        struct store_record *v;
+    } rb;
     bool repair_restart;
     int handles_open; /* timer, idle, and a snapshot job in flight */
     struct replica_snap snap;
