@@ -71,10 +71,32 @@ raft_index raft__log_find_le_term(const struct raft *r, raft_index from,
     return from < r->snap_index ? r->snap_index : from;
 }
 
-static bool log_configs_full(const struct raft *r)
+/* Room for one more configuration entry. A leader appends one only once
+ * every earlier one in its log committed (rule 3 in
+ * raft__change_membership), and log matching carries that to every log:
+ * every configuration but the last is committed, so the last but one is
+ * at or below the latest committed one, and those before it are what
+ * raft__log_configs_committed drops once the commit index is known. A log
+ * loaded at start-up (no commit index yet) or caught up from a leader may
+ * hold more than RAFT_CONFIGS_MAX of them: the soak's meta group after 28
+ * membership changes did, and refused to open (finding F22,
+ * docs/faults.md). */
+static bool log_configs_room(const struct raft *r)
 {
     ASSERT(r->n_configs <= RAFT_CONFIGS_MAX);
-    return r->n_configs == RAFT_CONFIGS_MAX;
+    return r->n_configs < RAFT_CONFIGS_MAX ||
+           !MUTATED(r, RAFT_MUT_CONFIG_EARLY); /* else the rule fails */
+}
+
+static void log_configs_make_room(struct raft *r)
+{
+    ASSERT(log_configs_room(r));
+    if (r->n_configs == RAFT_CONFIGS_MAX) {
+        uint32_t drop = r->n_configs - 2;
+        memmove(&r->configs[0], &r->configs[drop], 2 * sizeof r->configs[0]);
+        r->n_configs = 2;
+    }
+    ASSERT(r->n_configs < RAFT_CONFIGS_MAX);
 }
 
 static int runs_grow(struct raft *r)
@@ -107,7 +129,7 @@ int raft__log_append(struct raft *r, raft_index index,
     ASSERT(index == r->last_index + 1);
     ASSERT(e->term > 0);
     if (e->type == RAFT_ENTRY_CONFIG) {
-        if (log_configs_full(r)) {
+        if (!log_configs_room(r)) {
             return KEEL_ELIMIT;
         }
         rv = raft_config_decode(e->buf, e->len, &c);
@@ -128,6 +150,7 @@ int raft__log_append(struct raft *r, raft_index index,
     }
     r->last_index = index;
     if (e->type == RAFT_ENTRY_CONFIG) {
+        log_configs_make_room(r);
         r->configs[r->n_configs].index = index;
         r->configs[r->n_configs].config = c;
         r->n_configs++;

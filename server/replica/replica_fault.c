@@ -48,6 +48,9 @@ int replica__load_log(struct replica *r, uint64_t from,
 {
     uint64_t first_bad = 0;
     uint64_t k = from;
+    if (errmsg != NULL) {
+        errmsg[0] = '\0'; /* load_one's errors write none (finding F22) */
+    }
     while (k <= rep->last_index) {
         int rv = store_iterate(r->g, k, rep->last_index, load_one, r, errmsg);
         if (rv == 0) {
@@ -56,6 +59,10 @@ int replica__load_log(struct replica *r, uint64_t from,
         uint64_t bad = r->raft.last_index + 1;
         if ((rv != KEEL_EFAULTY && rv != KEEL_ECORRUPT) || bad < k ||
             bad > rep->last_index) {
+            if (errmsg != NULL && errmsg[0] == '\0') {
+                (void)keel_err(rv, errmsg, "record %llu of the log: %s",
+                               (unsigned long long)bad, keel_strerror(rv));
+            }
             return rv;
         }
         rv = load_placeholder(r, bad);

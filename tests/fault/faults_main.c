@@ -528,7 +528,8 @@ static int event(struct f_run_ctx *c, const char *urls)
 }
 
 static void row(const struct f_run_ctx *c, const struct f_result *r,
-                const struct f_view *nodes, int nviews)
+                const struct f_view *read, const struct f_view *nodes,
+                int nviews)
 {
     char flags[256] = "";
     for (int i = 0; i < nviews; i++) {
@@ -552,7 +553,7 @@ static void row(const struct f_run_ctx *c, const struct f_result *r,
         "misplaced=%llu never_published=%llu on_disk_missing=%llu "
         "consumed=%llu consumer_missing=%llu drain_ms=%lld restart_failed=%d "
         "converge_ms=%d unclean_stops=%d failed_stored=%llu "
-        "member_failed=%d dump_failed=%llu%s%s%s\n",
+        "member_failed=%d dump_failed=%llu read_cut=%d%s%s%s\n",
         c->nem->name, (unsigned long long)c->cfg.seed, c->injured,
         c->injury_log, (unsigned long long)r->read_total,
         (unsigned long long)r->misplaced,
@@ -560,7 +561,7 @@ static void row(const struct f_run_ctx *c, const struct f_result *r,
         (unsigned long long)r->on_disk_missing, (unsigned long long)c->consumed,
         (unsigned long long)r->consumer_missing, c->drain_ms, c->restart_failed,
         c->converge_ms, c->unclean_stops, (unsigned long long)r->failed_stored,
-        c->member_failed, (unsigned long long)r->dump_failed,
+        c->member_failed, (unsigned long long)r->dump_failed, read->cut,
         c->member_why[0] != '\0' ? " [" : "", c->member_why,
         c->member_why[0] != '\0' ? "]" : "");
     if (is_mixed(c->run_nem)) {
@@ -745,7 +746,7 @@ static int run(struct f_run_ctx *c)
     r.pass = r.pass && rv == 0 && c->unclean_stops == 0 &&
              c->member_failed == 0 && mr.pass && ar.pass;
     bool keep = !r.pass || getenv("KEEL_FAULTS_KEEP") != NULL;
-    row(c, &r, views, nv);
+    row(c, &r, &read, views, nv);
     if (c->cfg.mirror) {
         printf("keel-faults: %s %s caught_up=%s catchup_ms=%lld "
                "read=%llu missing=%llu mismatch=%llu dup=%llu alien=%llu "
