@@ -1,6 +1,7 @@
 /* JetStream API plumbing shared by keel stream / consumer (cli_js.h). */
 #include "cli_js.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,27 @@ int cli_subcmd_dispatch(const char *group, const struct cli_subcmd *subs,
     }
     return keel_err(KEEL_EUSAGE, errmsg, "unknown %s command '%s'", group,
                     name);
+}
+
+size_t cli_subcmd_index(const struct cli_cmd *cmd,
+                        const struct cli_subcmd *subs, size_t n)
+{
+    ptrdiff_t i = (const struct cli_subcmd *)(const void *)cmd - subs;
+    ASSERT(i >= 0 && (size_t)i < n);
+    return (size_t)i;
+}
+
+void cli_flags_pick(const struct cli_flag *all, const unsigned *bit, size_t n,
+                    unsigned want, struct cli_flag *out, size_t out_max)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((bit[i] & want) != 0) {
+            ASSERT(k + 1 < out_max);
+            out[k++] = all[i];
+        }
+    }
+    out[k] = (struct cli_flag)CLI_FLAG_END;
 }
 
 int cli_js_parse(struct cli_js_run *r, const struct cli_cmd *cmd,

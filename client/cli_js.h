@@ -22,6 +22,40 @@ struct cli_subcmd {
 int cli_subcmd_dispatch(const char *group, const struct cli_subcmd *subs,
                         size_t n, int argc, char **argv, char *errmsg);
 
+/* A group whose verbs share one flag table (keel kv, keel object) lists
+ * them once, VERBS(X), a row X(verb, usage, args_min, args_max, flags,
+ * bind, run, help); flags are the group's bits choosing rows of its flag
+ * table, bind whether the verb needs its bucket to exist. From the list a
+ * group makes its command table, each row running the group's runner:
+ * #define KV_SUBCMD(verb, ...) CLI_VERB_SUBCMD("kv", kv_run, verb, ...) */
+#define CLI_VERB_SUBCMD(group, runner, verb, usage, min, max, help)            \
+    {{group " " verb, NULL, usage, help, min, max}, runner},
+
+/* The rest of a VERBS(X) row, for the group's verb table: its flag bits,
+ * bind, and the function that runs the verb on the group's context ctx
+ * (struct cli_kv, struct cli_obj) once the runner opened it:
+ * CLI_VERB_STRUCT(kv_verb, struct cli_kv);
+ * static const struct kv_verb verbs[] = {KV_VERBS(CLI_VERB_ROW)}; */
+#define CLI_VERB_STRUCT(name, ctx)                                             \
+    struct name {                                                              \
+        unsigned flags;                                                        \
+        bool bind;                                                             \
+        int (*run)(ctx * c, char *errmsg);                                     \
+    }
+#define CLI_VERB_ROW(verb, usage, min, max, flags, bind, run, help)            \
+    {flags, bind, run},
+
+/* Which row of subs (n rows) cmd is: the runner a CLI_VERB_SUBCMD table
+ * calls gets &subs[i].cmd, the first member of subs[i]. */
+size_t cli_subcmd_index(const struct cli_cmd *cmd,
+                        const struct cli_subcmd *subs, size_t n);
+
+/* Copy into out (out_max rows) the rows of all (n rows) whose bit[i] has
+ * a bit of want, in all's order (the order --help lists them), and the
+ * CLI_FLAG_END row. */
+void cli_flags_pick(const struct cli_flag *all, const unsigned *bit, size_t n,
+                    unsigned want, struct cli_flag *out, size_t out_max);
+
 /* What a JetStream sub-command holds from its parse to its exit: its
  * connection flags, positional arguments and connection, and the API
  * reply it prints. The command's flag table may point a --json row at

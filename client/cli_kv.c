@@ -130,72 +130,41 @@ static int bucket_info(struct cli_kv *k, const char *bucket, char *errmsg)
     return rv;
 }
 
-int cli_kv_add(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+int cli_kv_add(struct cli_kv *k, char *errmsg)
 {
-    struct cli_kv k = {0};
-    int64_t history = 1, ttl_ms = 0, max_value = -1, max_bytes = -1;
-    int64_t replicas = 1;
-    const char *storage = "file", *description = NULL;
-    struct cli_flag flags[] = {
-        {"history", 0, CLI_FLAG_INT, &history, "N",
-         "values kept per key (1-64, default 1)"},
-        {"ttl", 0, CLI_FLAG_DURATION, &ttl_ms, "DURATION",
-         "how long a value lives (default forever)"},
-        {"max-value-size", 0, CLI_FLAG_SIZE, &max_value, "BYTES",
-         "largest value accepted"},
-        {"max-bucket-size", 0, CLI_FLAG_SIZE, &max_bytes, "BYTES",
-         "largest size of the whole bucket"},
-        {"replicas", 0, CLI_FLAG_INT, &replicas, "N",
-         "copies of the bucket (1, 3 or 5 on a cluster)"},
-        {"storage", 0, CLI_FLAG_STR, &storage, "file|memory",
-         "where values are kept"},
-        {"description", 0, CLI_FLAG_STR, &description, "TEXT",
-         "what the bucket is for"},
-        {"json", 0, CLI_FLAG_BOOL, &k.r.json, NULL, "print the stream info"},
-        CLI_FLAG_END,
-    };
-    int rv = cli_kv_open(&k, cmd, flags, argc, argv, false, errmsg);
-    if (rv != 0 || k.r.help) {
-        goto out;
+    const struct cli_kv_opts *o = &k->opt;
+    const char *bucket = k->r.args.items[0];
+    if (o->history < 1 || o->history > 64) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "--history %lld: a bucket keeps 1 to 64 values per "
+                        "key",
+                        (long long)o->history);
     }
-    const char *bucket = k.r.args.items[0];
-    if (history < 1 || history > 64) {
-        rv = keel_err(KEEL_EUSAGE, errmsg,
-                      "--history %lld: a bucket keeps 1 to 64 values per key",
-                      (long long)history);
-        goto out;
+    if (o->max_value > INT32_MAX || o->replicas > 5 || o->replicas < 1) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "--max-value-size must be below 2 GiB and --replicas "
+                        "1 to 5");
     }
-    if (max_value > INT32_MAX || replicas > 5 || replicas < 1) {
-        rv = keel_err(KEEL_EUSAGE, errmsg,
-                      "--max-value-size must be below 2 GiB and --replicas "
-                      "1 to 5");
-        goto out;
-    }
-    bool mem = strcmp(storage, "memory") == 0;
-    if (!mem && strcmp(storage, "file") != 0) {
-        rv = keel_err(KEEL_EUSAGE, errmsg, "--storage %s: use file or memory",
-                      storage);
-        goto out;
+    bool mem = strcmp(o->storage, "memory") == 0;
+    if (!mem && strcmp(o->storage, "file") != 0) {
+        return keel_err(KEEL_EUSAGE, errmsg, "--storage %s: use file or memory",
+                        o->storage);
     }
     kvConfig kc;
     kvConfig_Init(&kc);
     kc.Bucket = bucket;
-    kc.Description = description;
-    kc.History = (uint8_t)history;
-    kc.TTL = ttl_ms * 1000000;
-    kc.MaxValueSize = (int32_t)max_value;
-    kc.MaxBytes = max_bytes;
-    kc.Replicas = (int)replicas;
+    kc.Description = o->description;
+    kc.History = (uint8_t)o->history;
+    kc.TTL = o->ttl_ms * 1000000;
+    kc.MaxValueSize = (int32_t)o->max_value;
+    kc.MaxBytes = o->max_bytes;
+    kc.Replicas = (int)o->replicas;
     kc.StorageType = mem ? js_MemoryStorage : js_FileStorage;
-    natsStatus s = js_CreateKeyValue(&k.kv, k.js, &kc);
+    natsStatus s = js_CreateKeyValue(&k->kv, k->js, &kc);
     if (s != NATS_OK) {
-        rv = cli_kv_err(s, "kv add", NULL, errmsg);
-        goto out;
+        return cli_kv_err(s, "kv add", NULL, errmsg);
     }
-    rv = bucket_info(&k, bucket, errmsg);
-out:
-    cli_kv_close(&k);
-    return rv;
+    return bucket_info(k, bucket, errmsg);
 }
 
 /* Buckets are the streams named KV_*: one page of STREAM.LIST at a time. */
@@ -235,40 +204,26 @@ static int ls_page(const json_t *streams, void *arg)
 }
 
 /* ls and info: the row's name says which. */
-int cli_kv_ls(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
+int cli_kv_ls(struct cli_kv *k, char *errmsg)
 {
     static const char *const heads[] = {"Bucket", ">History", ">Values",
                                         ">Size"};
-    struct cli_kv k = {0};
-    struct cli_flag flags[] = {
-        {"json", 0, CLI_FLAG_BOOL, &k.r.json, NULL,
-         "print JSON (ls: the names, info: the stream info)"},
-        CLI_FLAG_END,
-    };
+    if (strcmp(k->cmd->name, "kv info") == 0) {
+        return bucket_info(k, k->r.args.items[0], errmsg);
+    }
     struct ls_acc acc = {calloc(1, sizeof *acc.t), json_array()};
-    int rv = acc.t == NULL || acc.all == NULL
-                 ? KEEL_ENOMEM
-                 : cli_kv_open(&k, cmd, flags, argc, argv, false, errmsg);
-    bool info = strcmp(cmd->name, "kv info") == 0;
-    bool done = rv != 0 || k.r.help;
-    if (!done && info) {
-        rv = bucket_info(&k, k.r.args.items[0], errmsg);
-        done = true; /* no listing */
+    int rv = acc.t == NULL || acc.all == NULL ? KEEL_ENOMEM
+                                              : cli_table_init(acc.t, 4, heads);
+    if (rv == 0) {
+        rv = cli_js_stream_pages(k->r.nc, k->r.conn.timeout_ms, "kv ls",
+                                 ls_page, &acc, errmsg);
     }
-    if (!done) {
-        rv = cli_table_init(acc.t, 4, heads);
-    }
-    if (!done && rv == 0) {
-        rv = cli_js_stream_pages(k.r.nc, k.r.conn.timeout_ms, "kv ls", ls_page,
-                                 &acc, errmsg);
-    }
-    if (!done && rv == 0) {
-        cli_js_print_ls(acc.t, acc.all, k.r.json,
+    if (rv == 0) {
+        cli_js_print_ls(acc.t, acc.all, k->r.json,
                         "No Key-Value buckets found (add one with 'keel kv "
                         "add')");
     }
     cli_table_destroy(acc.t);
     json_decref(acc.all);
-    cli_kv_close(&k);
     return rv;
 }

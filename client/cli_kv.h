@@ -8,10 +8,29 @@
 
 #include "cli_js.h"
 
-/* An open bucket: the run (flags, arguments, connection), its JetStream
- * context and the store. cli_kv_close releases whatever cli_kv_open set;
- * fields may be NULL. */
+/* The values of every kv verb's flags (kv_run in cli_kv_key.c picks the
+ * rows a verb takes; the defaults are set there). */
+struct cli_kv_opts {
+    int64_t history;   /* add */
+    int64_t ttl_ms;    /* add */
+    int64_t max_value; /* add: -1 unlimited */
+    int64_t max_bytes; /* add: -1 unlimited */
+    int64_t replicas;  /* add */
+    const char *storage;
+    const char *description;
+    bool raw;         /* get */
+    int64_t revision; /* get: 0 the latest */
+    bool force;       /* del, purge, rm */
+    int64_t count;    /* watch: 0 until ^C */
+};
+
+/* An open bucket: the verb's row, the run (flags, arguments, connection),
+ * its JetStream context and the store. kv_run opens it (cli_kv_open) when
+ * the flags parsed, runs the verb and releases whatever was set; fields may
+ * be NULL. */
 struct cli_kv {
+    const struct cli_cmd *cmd; /* cmd->name is the full "kv put" */
+    struct cli_kv_opts opt;
     struct cli_js_run r;
     jsCtx *js;
     kvStore *kv;
@@ -34,9 +53,9 @@ const char *cli_kv_last_error(void);
  * last error; a missing key says how to list the keys. */
 int cli_kv_err(natsStatus s, const char *what, const char *key, char *errmsg);
 
-/* kv add and kv ls|info (cli_kv.c); argv[0] is the verb. */
-int cli_kv_add(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
-int cli_kv_ls(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
+/* kv add and kv ls|info (cli_kv.c), on a bucket kv_run opened. */
+int cli_kv_add(struct cli_kv *k, char *errmsg);
+int cli_kv_ls(struct cli_kv *k, char *errmsg);
 
 /* keel kv ... (the command table: cli_kv_key.c). */
 int cli_kv(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);

@@ -83,45 +83,37 @@ static int refusal(natsStatus s, const char *what, const char *key,
 }
 
 /* put, create and update: the row's name says which. */
-static int kv_put(const struct cli_cmd *cmd, int argc, char **argv,
-                  char *errmsg)
+static int kv_put(struct cli_kv *k, char *errmsg)
 {
-    enum put_mode mode = strcmp(cmd->name, "kv create") == 0   ? PUT_CREATE
-                         : strcmp(cmd->name, "kv update") == 0 ? PUT_UPDATE
-                                                               : PUT_ANY;
-    struct cli_kv k = {0};
+    const char *name = k->cmd->name;
+    enum put_mode mode = strcmp(name, "kv create") == 0   ? PUT_CREATE
+                         : strcmp(name, "kv update") == 0 ? PUT_UPDATE
+                                                          : PUT_ANY;
     char *owned = NULL;
-    struct cli_flag flags[] = {CLI_FLAG_END};
-    int rv = cli_kv_open(&k, cmd, flags, argc, argv, true, errmsg);
-    if (rv != 0 || k.r.help) {
-        goto out;
-    }
-    const char *key = k.r.args.items[1], *val = NULL;
-    int len = 0;
+    const char *key = k->r.args.items[1], *val = NULL;
+    int len = 0, rv = 0;
     uint64_t last = 0, rev = 0;
     if (mode == PUT_UPDATE) {
-        rv = parse_revision(k.r.args.items[3], &last, errmsg);
+        rv = parse_revision(k->r.args.items[3], &last, errmsg);
     }
     if (rv == 0) {
-        rv = read_value(&k.r.args, 2, &val, &len, &owned, errmsg);
+        rv = read_value(&k->r.args, 2, &val, &len, &owned, errmsg);
     }
     if (rv != 0) {
-        goto out;
+        return rv;
     }
     natsStatus s =
-        mode == PUT_CREATE   ? kvStore_Create(&rev, k.kv, key, val, len)
-        : mode == PUT_UPDATE ? kvStore_Update(&rev, k.kv, key, val, len, last)
-                             : kvStore_Put(&rev, k.kv, key, val, len);
+        mode == PUT_CREATE   ? kvStore_Create(&rev, k->kv, key, val, len)
+        : mode == PUT_UPDATE ? kvStore_Update(&rev, k->kv, key, val, len, last)
+                             : kvStore_Put(&rev, k->kv, key, val, len);
     if (s != NATS_OK) {
-        rv = refusal(s, cmd->name, key, mode, last, errmsg);
-        goto out;
+        rv = refusal(s, name, key, mode, last, errmsg);
+    } else {
+        /* The nats CLI echoes the value stored. */
+        fwrite(val, 1, (size_t)len, stdout);
+        printf("\n");
     }
-    /* The nats CLI echoes the value stored. */
-    fwrite(val, 1, (size_t)len, stdout);
-    printf("\n");
-out:
     free(owned);
-    cli_kv_close(&k);
     return rv;
 }
 
@@ -140,32 +132,18 @@ static const char *op_name(kvOperation op)
     return op >= kvOp_Put && op <= kvOp_Purge ? names[op] : names[0];
 }
 
-static int kv_get(const struct cli_cmd *cmd, int argc, char **argv,
-                  char *errmsg)
+static int kv_get(struct cli_kv *k, char *errmsg)
 {
-    struct cli_kv k = {0};
     kvEntry *e = NULL;
-    bool raw = false;
-    int64_t revision = 0;
-    struct cli_flag flags[] = {
-        {"raw", 0, CLI_FLAG_BOOL, &raw, NULL, "print only the value"},
-        {"revision", 0, CLI_FLAG_INT, &revision, "N",
-         "the value at revision N (default the latest)"},
-        CLI_FLAG_END,
-    };
-    int rv = cli_kv_open(&k, cmd, flags, argc, argv, true, errmsg);
-    if (rv != 0 || k.r.help) {
-        goto out;
-    }
-    const char *key = k.r.args.items[1];
+    int64_t revision = k->opt.revision;
+    const char *key = k->r.args.items[1];
     natsStatus s = revision > 0
-                       ? kvStore_GetRevision(&e, k.kv, key, (uint64_t)revision)
-                       : kvStore_Get(&e, k.kv, key);
+                       ? kvStore_GetRevision(&e, k->kv, key, (uint64_t)revision)
+                       : kvStore_Get(&e, k->kv, key);
     if (s != NATS_OK) {
-        rv = cli_kv_err(s, "kv get", key, errmsg);
-        goto out;
+        return cli_kv_err(s, "kv get", key, errmsg);
     }
-    if (!raw) {
+    if (!k->opt.raw) {
         char when[32];
         fmt_time(kvEntry_Created(e), when, sizeof when);
         printf("%s > %s revision: %" PRIu64 " created @ %s UTC\n\n",
@@ -173,10 +151,8 @@ static int kv_get(const struct cli_cmd *cmd, int argc, char **argv,
     }
     fwrite(kvEntry_Value(e), 1, (size_t)kvEntry_ValueLen(e), stdout);
     printf("\n");
-out:
     kvEntry_Destroy(e);
-    cli_kv_close(&k);
-    return rv;
+    return 0;
 }
 
 /* del and purge leave a marker (purge also drops the key's history); rm
@@ -197,41 +173,29 @@ static natsStatus del_run(const struct cli_kv *k, const char *bucket,
 }
 
 /* del, purge and rm: the row's name says which. */
-static int kv_del(const struct cli_cmd *cmd, int argc, char **argv,
-                  char *errmsg)
+static int kv_del(struct cli_kv *k, char *errmsg)
 {
-    enum del_kind kind = strcmp(cmd->name, "kv purge") == 0 ? PURGE_KEY
-                         : strcmp(cmd->name, "kv rm") == 0  ? RM_BUCKET
-                                                            : DEL_KEY;
+    const char *name = k->cmd->name;
+    enum del_kind kind = strcmp(name, "kv purge") == 0 ? PURGE_KEY
+                         : strcmp(name, "kv rm") == 0  ? RM_BUCKET
+                                                       : DEL_KEY;
     static const char *const asks[] = {"delete key", "purge key",
                                        "delete bucket"};
     static const char *const dones[] = {"Deleted", "Purged", "Deleted bucket"};
-    struct cli_kv k = {0};
-    bool force = false;
-    struct cli_flag flags[] = {
-        {"force", 'f', CLI_FLAG_BOOL, &force, NULL,
-         "do not ask (needed when stdin is not a terminal)"},
-        CLI_FLAG_END,
-    };
-    int rv = cli_kv_open(&k, cmd, flags, argc, argv, true, errmsg);
-    if (rv != 0 || k.r.help) {
-        goto out;
-    }
-    const char *bucket = k.r.args.items[0];
-    const char *key = kind == RM_BUCKET ? NULL : k.r.args.items[1];
-    if (!force) {
+    int rv = 0;
+    const char *bucket = k->r.args.items[0];
+    const char *key = kind == RM_BUCKET ? NULL : k->r.args.items[1];
+    if (!k->opt.force) {
         rv = cli_confirm(asks[kind], key != NULL ? key : bucket, errmsg);
     }
     if (rv == 0) {
-        natsStatus s = del_run(&k, bucket, key, kind);
-        rv = s == NATS_OK ? 0 : cli_kv_err(s, cmd->name, key, errmsg);
+        natsStatus s = del_run(k, bucket, key, kind);
+        rv = s == NATS_OK ? 0 : cli_kv_err(s, name, key, errmsg);
     }
     if (rv == 0) {
         printf("%s %s%s%s\n", dones[kind], bucket, key != NULL ? " > " : "",
                key != NULL ? key : "");
     }
-out:
-    cli_kv_close(&k);
     return rv;
 }
 
@@ -298,22 +262,14 @@ static int print_keys(const struct cli_kv *k, kvWatchOptions *wo, char *errmsg)
 }
 
 /* keys and history: the row's name says which. */
-static int kv_list(const struct cli_cmd *cmd, int argc, char **argv,
-                   char *errmsg)
+static int kv_list(struct cli_kv *k, char *errmsg)
 {
-    struct cli_kv k = {0};
-    struct cli_flag flags[] = {CLI_FLAG_END};
-    int rv = cli_kv_open(&k, cmd, flags, argc, argv, true, errmsg);
-    if (rv == 0 && !k.r.help) {
-        kvWatchOptions wo;
-        kvWatchOptions_Init(&wo);
-        wo.Timeout = k.r.conn.timeout_ms;
-        rv = strcmp(cmd->name, "kv history") == 0
-                 ? print_history(&k, k.r.args.items[1], &wo, errmsg)
-                 : print_keys(&k, &wo, errmsg);
-    }
-    cli_kv_close(&k);
-    return rv;
+    kvWatchOptions wo;
+    kvWatchOptions_Init(&wo);
+    wo.Timeout = k->r.conn.timeout_ms;
+    return strcmp(k->cmd->name, "kv history") == 0
+               ? print_history(k, k->r.args.items[1], &wo, errmsg)
+               : print_keys(k, &wo, errmsg);
 }
 
 static void print_watched(const kvEntry *ce)
@@ -332,24 +288,14 @@ static void print_watched(const kvEntry *ce)
     fflush(stdout);
 }
 
-static int kv_watch(const struct cli_cmd *cmd, int argc, char **argv,
-                    char *errmsg)
+static int kv_watch(struct cli_kv *k, char *errmsg)
 {
-    struct cli_kv k = {0};
     kvWatcher *w = NULL;
-    int64_t count = 0;
-    struct cli_flag flags[] = {
-        {"count", 0, CLI_FLAG_INT, &count, "N",
-         "stop after N entries (default: until ^C)"},
-        CLI_FLAG_END,
-    };
-    int rv = cli_kv_open(&k, cmd, flags, argc, argv, true, errmsg);
-    if (rv != 0 || k.r.help) {
-        goto out;
-    }
-    natsStatus s = k.r.args.count > 1
-                       ? kvStore_Watch(&w, k.kv, k.r.args.items[1], NULL)
-                       : kvStore_WatchAll(&w, k.kv, NULL);
+    int64_t count = k->opt.count;
+    int rv = 0;
+    natsStatus s = k->r.args.count > 1
+                       ? kvStore_Watch(&w, k->kv, k->r.args.items[1], NULL)
+                       : kvStore_WatchAll(&w, k->kv, NULL);
     for (int64_t got = 0; s == NATS_OK && (count == 0 || got < count);) {
         kvEntry *e = NULL;
         s = kvWatcher_Next(&e, w, CLI_WAIT_SLICE_MS);
@@ -367,46 +313,125 @@ static int kv_watch(const struct cli_cmd *cmd, int argc, char **argv,
     if (s != NATS_OK) {
         rv = cli_kv_err(s, "kv watch", NULL, errmsg);
     }
-out:
     kvWatcher_Destroy(w);
-    cli_kv_close(&k);
     return rv;
 }
 
-static const struct cli_subcmd subs[] = {
-    {{"kv add", NULL, "BUCKET",
-      "Create a bucket (--history, --ttl, --max-value-size, --replicas).", 1,
-      1},
-     cli_kv_add},
-    {{"kv ls", NULL, "", "List the buckets.", 0, 0}, cli_kv_ls},
-    {{"kv info", NULL, "BUCKET", "Show a bucket's settings and size.", 1, 1},
-     cli_kv_ls},
-    {{"kv put", NULL, "BUCKET KEY [VALUE]",
-      "Set KEY to VALUE (default: read stdin).", 2, 3},
-     kv_put},
-    {{"kv get", NULL, "BUCKET KEY", "Print a key's value (--raw: only it).", 2,
-      2},
-     kv_get},
-    {{"kv create", NULL, "BUCKET KEY [VALUE]",
-      "Set KEY only if it has no value.", 2, 3},
-     kv_put},
-    {{"kv update", NULL, "BUCKET KEY VALUE REVISION",
-      "Set KEY only if its last revision is REVISION.", 4, 4},
-     kv_put},
-    {{"kv del", NULL, "BUCKET KEY", "Delete KEY (keeps its history).", 2, 2},
-     kv_del},
-    {{"kv purge", NULL, "BUCKET KEY", "Delete KEY and all its history.", 2, 2},
-     kv_del},
-    {{"kv history", NULL, "BUCKET KEY", "List the revisions of KEY.", 2, 2},
-     kv_list},
-    {{"kv keys", NULL, "BUCKET", "List the keys that have a value.", 1, 1},
-     kv_list},
-    {{"kv watch", NULL, "BUCKET [KEY]",
-      "Print values, then changes, of KEY (wildcards) or all keys.", 1, 2},
-     kv_watch},
-    {{"kv rm", NULL, "BUCKET", "Delete a bucket and all its keys.", 1, 1},
-     kv_del},
+/* Which flags a verb takes (struct cli_kv_opts holds their values). */
+enum {
+    KF_BUCKET = 1 << 0, /* add: --history, --ttl, ... and --json */
+    KF_JSON = 1 << 1,   /* ls, info */
+    KF_GET = 1 << 2,    /* --raw, --revision */
+    KF_FORCE = 1 << 3,
+    KF_COUNT = 1 << 4,
 };
+
+/* One row a verb: its name, arguments, flags, whether it binds to the
+ * bucket (it must exist), what runs it and its help line. The command
+ * table and the verb table below are both made from it. */
+#define KV_VERBS(X)                                                            \
+    X("add", "BUCKET", 1, 1, KF_BUCKET, false, cli_kv_add,                     \
+      "Create a bucket (--history, --ttl, --max-value-size, --replicas).")     \
+    X("ls", "", 0, 0, KF_JSON, false, cli_kv_ls, "List the buckets.")          \
+    X("info", "BUCKET", 1, 1, KF_JSON, false, cli_kv_ls,                       \
+      "Show a bucket's settings and size.")                                    \
+    X("put", "BUCKET KEY [VALUE]", 2, 3, 0, true, kv_put,                      \
+      "Set KEY to VALUE (default: read stdin).")                               \
+    X("get", "BUCKET KEY", 2, 2, KF_GET, true, kv_get,                         \
+      "Print a key's value (--raw: only it).")                                 \
+    X("create", "BUCKET KEY [VALUE]", 2, 3, 0, true, kv_put,                   \
+      "Set KEY only if it has no value.")                                      \
+    X("update", "BUCKET KEY VALUE REVISION", 4, 4, 0, true, kv_put,            \
+      "Set KEY only if its last revision is REVISION.")                        \
+    X("del", "BUCKET KEY", 2, 2, KF_FORCE, true, kv_del,                       \
+      "Delete KEY (keeps its history).")                                       \
+    X("purge", "BUCKET KEY", 2, 2, KF_FORCE, true, kv_del,                     \
+      "Delete KEY and all its history.")                                       \
+    X("history", "BUCKET KEY", 2, 2, 0, true, kv_list,                         \
+      "List the revisions of KEY.")                                            \
+    X("keys", "BUCKET", 1, 1, 0, true, kv_list,                                \
+      "List the keys that have a value.")                                      \
+    X("watch", "BUCKET [KEY]", 1, 2, KF_COUNT, true, kv_watch,                 \
+      "Print values, then changes, of KEY (wildcards) or all keys.")           \
+    X("rm", "BUCKET", 1, 1, KF_FORCE, true, kv_del,                            \
+      "Delete a bucket and all its keys.")
+
+static int kv_run(const struct cli_cmd *cmd, int argc, char **argv,
+                  char *errmsg);
+
+#define KV_SUBCMD(verb, usage, min, max, flags, bind, run, help)               \
+    CLI_VERB_SUBCMD("kv", kv_run, verb, usage, min, max, help)
+
+static const struct cli_subcmd subs[] = {KV_VERBS(KV_SUBCMD)};
+CLI_VERB_STRUCT(kv_verb, struct cli_kv);
+static const struct kv_verb verbs[] = {KV_VERBS(CLI_VERB_ROW)};
+
+#define KV_FLAGS_MAX 12
+
+/* The flags of want into out, their values into k->opt (and --json into
+ * k->r.json). */
+static void kv_flags(struct cli_kv *k, unsigned want, struct cli_flag *out)
+{
+    struct cli_kv_opts *op = &k->opt;
+    const struct cli_flag all[] = {
+        {"history", 0, CLI_FLAG_INT, &op->history, "N",
+         "values kept per key (1-64, default 1)"},
+        {"ttl", 0, CLI_FLAG_DURATION, &op->ttl_ms, "DURATION",
+         "how long a value lives (default forever)"},
+        {"max-value-size", 0, CLI_FLAG_SIZE, &op->max_value, "BYTES",
+         "largest value accepted"},
+        {"max-bucket-size", 0, CLI_FLAG_SIZE, &op->max_bytes, "BYTES",
+         "largest size of the whole bucket"},
+        {"replicas", 0, CLI_FLAG_INT, &op->replicas, "N",
+         "copies of the bucket (1, 3 or 5 on a cluster)"},
+        {"storage", 0, CLI_FLAG_STR, &op->storage, "file|memory",
+         "where values are kept"},
+        {"description", 0, CLI_FLAG_STR, &op->description, "TEXT",
+         "what the bucket is for"},
+        {"json", 0, CLI_FLAG_BOOL, &k->r.json, NULL, "print the stream info"},
+        {"json", 0, CLI_FLAG_BOOL, &k->r.json, NULL,
+         "print JSON (ls: the names, info: the stream info)"},
+        {"raw", 0, CLI_FLAG_BOOL, &op->raw, NULL, "print only the value"},
+        {"revision", 0, CLI_FLAG_INT, &op->revision, "N",
+         "the value at revision N (default the latest)"},
+        {"force", 'f', CLI_FLAG_BOOL, &op->force, NULL,
+         "do not ask (needed when stdin is not a terminal)"},
+        {"count", 0, CLI_FLAG_INT, &op->count, "N",
+         "stop after N entries (default: until ^C)"},
+    };
+    /* Which KF_ bit takes each row of all. */
+    static const unsigned bit[] = {KF_BUCKET, KF_BUCKET, KF_BUCKET, KF_BUCKET,
+                                   KF_BUCKET, KF_BUCKET, KF_BUCKET, KF_BUCKET,
+                                   KF_JSON,   KF_GET,    KF_GET,    KF_FORCE,
+                                   KF_COUNT};
+    _Static_assert(sizeof bit / sizeof bit[0] == sizeof all / sizeof all[0],
+                   "one bit a flag");
+    cli_flags_pick(all, bit, sizeof all / sizeof all[0], want, out,
+                   KV_FLAGS_MAX);
+}
+
+/* Every verb: its flags parsed, connected (and bound to the bucket when it
+ * needs one), run, and everything released. */
+static int kv_run(const struct cli_cmd *cmd, int argc, char **argv,
+                  char *errmsg)
+{
+    const struct kv_verb *v =
+        &verbs[cli_subcmd_index(cmd, subs, sizeof subs / sizeof subs[0])];
+    struct cli_kv k = {.cmd = cmd,
+                       .opt = {.history = 1,
+                               .max_value = -1,
+                               .max_bytes = -1,
+                               .replicas = 1,
+                               .storage = "file"}};
+    struct cli_flag flags[KV_FLAGS_MAX];
+    kv_flags(&k, v->flags, flags);
+    int rv = cli_kv_open(&k, cmd, flags, argc, argv, v->bind, errmsg);
+    if (rv == 0 && !k.r.help) {
+        rv = v->run(&k, errmsg);
+    }
+    cli_kv_close(&k);
+    return rv;
+}
 
 int cli_kv(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
 {

@@ -9,7 +9,6 @@
 #include "cli_obj.h"
 
 #include <openssl/evp.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -529,24 +528,15 @@ enum {
     X("watch", "BUCKET", 1, 1, OF_COUNT, true, cli_obj_watch,                  \
       "Print the objects, then every put and delete.")
 
-typedef int (*obj_verb_fn)(struct cli_obj *o, char *errmsg);
-
-struct obj_verb {
-    unsigned flags;
-    bool bind;
-    obj_verb_fn run;
-};
-
 static int obj_run(const struct cli_cmd *cmd, int argc, char **argv,
                    char *errmsg);
 
 #define OBJ_SUBCMD(verb, usage, min, max, flags, bind, run, help)              \
-    {{"object " verb, NULL, usage, help, min, max}, obj_run},
-#define OBJ_VERB(verb, usage, min, max, flags, bind, run, help)                \
-    {flags, bind, run},
+    CLI_VERB_SUBCMD("object", obj_run, verb, usage, min, max, help)
 
 static const struct cli_subcmd subs[] = {OBJ_VERBS(OBJ_SUBCMD)};
-static const struct obj_verb verbs[] = {OBJ_VERBS(OBJ_VERB)};
+CLI_VERB_STRUCT(obj_verb, struct cli_obj);
+static const struct obj_verb verbs[] = {OBJ_VERBS(CLI_VERB_ROW)};
 
 #define OBJ_FLAGS_MAX 16
 
@@ -556,6 +546,17 @@ static void obj_flags(struct cli_obj *o, unsigned want, struct cli_flag *out)
 {
     struct cli_obj_opts *op = &o->opt;
     const struct cli_flag all[] = {
+        /* add's settings of the bucket (OF_BUCKET) come first. */
+        {"ttl", 0, CLI_FLAG_DURATION, &op->ttl_ms, "DURATION",
+         "how long to keep objects (default forever)"},
+        {"replicas", 0, CLI_FLAG_INT, &op->replicas, "N",
+         "copies of the data (1, 3 or 5 on a cluster)"},
+        {"max-bucket-size", 0, CLI_FLAG_SIZE, &op->max_bytes, "BYTES",
+         "largest size of the whole bucket"},
+        {"storage", 0, CLI_FLAG_STR, &op->storage, "file|memory",
+         "where objects are kept"},
+        {"metadata", 0, CLI_FLAG_LIST, &op->metadata, "KEY=VALUE",
+         "add metadata to the bucket (repeatable)"},
         {"name", 0, CLI_FLAG_STR, &op->name, "NAME",
          "the object's name (default: FILE, a leading ./ dropped)"},
         {"description", 0, CLI_FLAG_STR, &op->description, "TEXT",
@@ -575,37 +576,14 @@ static void obj_flags(struct cli_obj *o, unsigned want, struct cli_flag *out)
          "print JSON (the stream info, or the objects' meta)"},
     };
     /* Which OF_ bit takes each row of all. */
-    static const unsigned bit[] = {OF_NAME,   OF_DESC,  OF_OUTPUT,
-                                   OF_HEADER, OF_FORCE, OF_PROGRESS,
-                                   OF_NAMES,  OF_COUNT, OF_JSON};
-    /* add's settings of the bucket (OF_BUCKET). */
-    const struct cli_flag bucket[] = {
-        {"ttl", 0, CLI_FLAG_DURATION, &op->ttl_ms, "DURATION",
-         "how long to keep objects (default forever)"},
-        {"replicas", 0, CLI_FLAG_INT, &op->replicas, "N",
-         "copies of the data (1, 3 or 5 on a cluster)"},
-        {"max-bucket-size", 0, CLI_FLAG_SIZE, &op->max_bytes, "BYTES",
-         "largest size of the whole bucket"},
-        {"storage", 0, CLI_FLAG_STR, &op->storage, "file|memory",
-         "where objects are kept"},
-        {"metadata", 0, CLI_FLAG_LIST, &op->metadata, "KEY=VALUE",
-         "add metadata to the bucket (repeatable)"},
-    };
+    static const unsigned bit[] = {OF_BUCKET, OF_BUCKET, OF_BUCKET,   OF_BUCKET,
+                                   OF_BUCKET, OF_NAME,   OF_DESC,     OF_OUTPUT,
+                                   OF_HEADER, OF_FORCE,  OF_PROGRESS, OF_NAMES,
+                                   OF_COUNT,  OF_JSON};
     _Static_assert(sizeof bit / sizeof bit[0] == sizeof all / sizeof all[0],
                    "one bit a flag");
-    _Static_assert((sizeof all + sizeof bucket) / sizeof all[0] < OBJ_FLAGS_MAX,
-                   "every flag fits the table obj_run passes");
-    size_t n = 0;
-    for (size_t i = 0;
-         (want & OF_BUCKET) != 0 && i < sizeof bucket / sizeof bucket[0]; i++) {
-        out[n++] = bucket[i];
-    }
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        if ((bit[i] & want) != 0) {
-            out[n++] = all[i];
-        }
-    }
-    out[n] = (struct cli_flag)CLI_FLAG_END;
+    cli_flags_pick(all, bit, sizeof all / sizeof all[0], want, out,
+                   OBJ_FLAGS_MAX);
 }
 
 /* Every verb: its flags parsed, connected (and bound to the bucket when it
@@ -613,18 +591,17 @@ static void obj_flags(struct cli_obj *o, unsigned want, struct cli_flag *out)
 static int obj_run(const struct cli_cmd *cmd, int argc, char **argv,
                    char *errmsg)
 {
-    /* cmd is &subs[i].cmd, the first member of subs[i]. */
-    ptrdiff_t i = (const struct cli_subcmd *)(const void *)cmd - subs;
-    ASSERT(i >= 0 && (size_t)i < sizeof verbs / sizeof verbs[0]);
+    const struct obj_verb *v =
+        &verbs[cli_subcmd_index(cmd, subs, sizeof subs / sizeof subs[0])];
     struct cli_obj o = {0};
     o.opt.max_bytes = -1;
     o.opt.replicas = 1;
     o.opt.storage = "file";
     struct cli_flag flags[OBJ_FLAGS_MAX];
-    obj_flags(&o, verbs[i].flags, flags);
-    int rv = obj_open(&o, cmd, flags, argc, argv, verbs[i].bind, errmsg);
+    obj_flags(&o, v->flags, flags);
+    int rv = obj_open(&o, cmd, flags, argc, argv, v->bind, errmsg);
     if (rv == 0 && !o.r.help) {
-        rv = verbs[i].run(&o, errmsg);
+        rv = v->run(&o, errmsg);
     }
     obj_close(&o);
     return rv;

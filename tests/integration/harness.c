@@ -76,6 +76,30 @@ bool h_file_has(const char *path, const char *text)
     return strstr(buf, text) != NULL;
 }
 
+int h_conf_write(char *dir, const char *name, const char *text, char *path,
+                 size_t cap)
+{
+    if (mkdtemp(dir) == NULL) {
+        return -1;
+    }
+    int n = snprintf(path, cap, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= cap) {
+        return -1;
+    }
+    FILE *fp = fopen(path, "w");
+    if (fp == NULL) {
+        return -1;
+    }
+    int put = fputs(text, fp);
+    return fclose(fp) != 0 || put < 0 ? -1 : 0;
+}
+
+void h_conf_remove(const char *dir, const char *path)
+{
+    unlink(path);
+    rmdir(dir);
+}
+
 const char *h_keeld_path(void)
 {
     const char *p = getenv("KEELD");

@@ -77,6 +77,13 @@ int h_keel(const char *servers, const char *args, bool quiet, char *out,
  * cannot be read. */
 bool h_file_has(const char *path, const char *text);
 
+/* Make the temp dir dir (a mkdtemp template, changed in place) and write
+ * text to the file name in it; its path into path (cap bytes), for keeld's
+ * -c. Returns 0 or -1. h_conf_remove removes the file and the dir. */
+int h_conf_write(char *dir, const char *name, const char *text, char *path,
+                 size_t cap);
+void h_conf_remove(const char *dir, const char *path);
+
 /* Monotonic milliseconds. */
 long long h_now_ms(void);
 

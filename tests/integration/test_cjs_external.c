@@ -105,20 +105,14 @@ static void external_copies_survive_a_mirror_leader_kill(void **state)
 int main(void)
 {
     char dir[] = "/tmp/keel-cjsext-XXXXXX";
-    if (mkdtemp(dir) == NULL) {
-        return 1;
-    }
-    snprintf(conf, sizeof conf, "%s/domain.conf", dir);
-    FILE *fp = fopen(conf, "w");
-    if (fp == NULL || fputs("jetstream { domain: HUB }\n", fp) < 0 ||
-        fclose(fp) != 0) {
+    if (h_conf_write(dir, "domain.conf", "jetstream { domain: HUB }\n", conf,
+                     sizeof conf) != 0) {
         return 1;
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(external_copies_survive_a_mirror_leader_kill),
     };
     int rv = cmocka_run_group_tests(tests, group_setup, group_teardown);
-    unlink(conf);
-    rmdir(dir);
+    h_conf_remove(dir, conf);
     return rv;
 }

@@ -195,13 +195,8 @@ static void external_origins_are_copied_exactly_once(void **state)
 int main(void)
 {
     char dir[] = "/tmp/keel-domain-XXXXXX";
-    if (mkdtemp(dir) == NULL) {
-        return 1;
-    }
-    snprintf(conf, sizeof conf, "%s/domain.conf", dir);
-    FILE *fp = fopen(conf, "w");
-    if (fp == NULL || fputs("jetstream { domain: HUB }\n", fp) < 0 ||
-        fclose(fp) != 0) {
+    if (h_conf_write(dir, "domain.conf", "jetstream { domain: HUB }\n", conf,
+                     sizeof conf) != 0) {
         return 1;
     }
     const struct CMUnitTest tests[] = {
@@ -212,7 +207,6 @@ int main(void)
             external_origins_are_copied_exactly_once, setup, kv_js1_teardown),
     };
     int rv = cmocka_run_group_tests(tests, NULL, NULL);
-    unlink(conf);
-    rmdir(dir);
+    h_conf_remove(dir, conf);
     return rv;
 }
