@@ -837,6 +837,13 @@ int replica_open(struct replica_host *h, const struct store_group_id *gid,
         }
     }
     if (rv != 0) {
+        /* A refused open leaves no store group behind: otherwise every
+         * later open of the group (the meta state applies its placement
+         * again) fails "group already open" until keeld restarts
+         * (docs/faults.md F23). */
+        if (g != NULL) {
+            store_group_close(g);
+        }
         return rv;
     }
     uv_timer_init(h->loop, &r->timer);

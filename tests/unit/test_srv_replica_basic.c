@@ -243,6 +243,30 @@ static void a_taken_proposal_is_applied_and_a_refused_one_freed(void **state)
     assert_int_equal(check_normals(t, k, 0, true), 10);
 }
 
+/* A refused open closes the store group it opened (finding F23): the
+ * soak's replica, refused once at load, answered "group already open" to
+ * every later open until keeld restarted. */
+static void a_refused_open_leaves_the_group_closed(void **state)
+{
+    struct tr *t = *state;
+    char err[KEEL_ERRMSG_MAX];
+    assert_true(tr_wait(t, tr_is_leader, 0));
+    replica_close(t->r);
+    t->r = NULL;
+    uint8_t vote[8] = {0};
+    /* A vote of 4 bytes: load_hard_state refuses the group. */
+    assert_int_equal(
+        store_meta_hs_put(store_debug_meta(t->s), t->gid.b, 5, vote, 4, err),
+        0);
+    assert_int_not_equal(tr_replica_open(t), 0);
+    assert_null(t->r);
+    assert_int_equal(store_meta_hs_put(store_debug_meta(t->s), t->gid.b, 5,
+                                       vote, sizeof vote, err),
+                     0);
+    assert_int_equal(tr_replica_open(t), 0);
+    assert_true(tr_wait(t, tr_is_leader, 0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -265,6 +289,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             a_taken_proposal_is_applied_and_a_refused_one_freed, setup,
             teardown),
+        cmocka_unit_test_setup_teardown(a_refused_open_leaves_the_group_closed,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
