@@ -34,12 +34,16 @@ struct srv_admin {
     uint64_t next_ctx;
     struct admin_pending p[ADMIN_PENDING_MAX];
     uint64_t warned_ms; /* last "no node to move a replica to" warning */
+    uint64_t waited_ms; /* last "a stream's membership change waits" note */
     /* Nodes replace_reincarnated removed, to add again (new incarnation). */
     char readd[RAFT_SERVERS_MAX][SRV_JSC_NAME_BYTES];
 };
 
 /* How often at most the meta leader warns that a replica cannot move. */
 #define ADMIN_WARN_MS 30000
+/* How often at most a stream leader says why its placement's next change
+ * waits (a move that stalls shows why in the log: finding F24). */
+#define ADMIN_WAIT_NOTE_MS 10000
 
 static struct srv_admin *admin_of(struct srv_js *js)
 {
@@ -1058,13 +1062,23 @@ static void stream_reconcile(struct srv_stream *st)
                                      .node = s->node,
                                      .incarnation = s->incarnation};
     }
-    if (ch.op != 0 && replica_change(st->r, &ch, 0, &index, err) == 0) {
-        const char *name = srv_jsc_name_of(st->js->jc, ch.node);
-        SRV_INFO("js", "stream %s: %s %s at index %" PRIu64, st->cfg.name,
-                 ch.op == RAFT_CHANGE_ADD_LEARNER ? "adding learner"
-                 : ch.op == RAFT_CHANGE_PROMOTE   ? "promoting"
-                                                  : "removing",
+    if (ch.op == 0) {
+        return;
+    }
+    int rv = replica_change(st->r, &ch, 0, &index, err);
+    const char *name = srv_jsc_name_of(st->js->jc, ch.node);
+    const char *what = ch.op == RAFT_CHANGE_ADD_LEARNER ? "adding learner"
+                       : ch.op == RAFT_CHANGE_PROMOTE   ? "promoting"
+                                                        : "removing";
+    struct srv_admin *a = admin_of(st->js);
+    uint64_t now = uv_now(st->js->loop);
+    if (rv == 0) {
+        SRV_INFO("js", "stream %s: %s %s at index %" PRIu64, st->cfg.name, what,
                  name != NULL ? name : "?", index);
+    } else if (a != NULL && now - a->waited_ms >= ADMIN_WAIT_NOTE_MS) {
+        a->waited_ms = now;
+        SRV_INFO("js", "stream %s: %s %s waits: %s", st->cfg.name, what,
+                 name != NULL ? name : "?", err);
     }
 }
 
