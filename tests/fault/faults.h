@@ -123,6 +123,8 @@ struct f_config {
                             mirror (--sources) */
     bool aggregate;      /* the mirror workload and an R1 stream sourcing
                             both origin and mirror (--aggregate) */
+    int member_wait_s;   /* the CLI's --wait for one membership change
+                            (--member-wait; default 30 s) */
     bool verbose;
 };
 
@@ -172,6 +174,10 @@ struct f_run_ctx {
     int member_failed;    /* a membership change the cluster did not carry
                              out in time (faults_member.c): fails the run */
     char member_why[256]; /* the first such failure, for the info line */
+    int member_undone;    /* removals that did not complete in time and
+                             were undone: the node added back and the
+                             stream settled (reported, not a failure) */
+    char undone_why[256]; /* the first such removal's reason */
 };
 
 /* One node's or the read's view: value slot per sequence/index. */

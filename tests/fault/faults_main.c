@@ -153,7 +153,8 @@ static int usage(void)
             "usage: keel-faults --nemesis NAME [--nodes 1|3|5] "
             "[--replicas 1|3|5] [--policy P] [--pubs N] [--rounds N] "
             "[--round-ms MS] [--duration 30m] [--seed N] [--urls LIST] "
-            "[--server keeld|nats-server] [--mirror|--sources|--aggregate]\n"
+            "[--server keeld|nats-server] [--mirror|--sources|--aggregate] "
+            "[--member-wait 30s]\n"
             "nemeses:");
     for (size_t i = 0; i < sizeof nemeses / sizeof nemeses[0]; i++) {
         fprintf(stderr, " %s", nemeses[i].name);
@@ -169,7 +170,8 @@ static int parse(int argc, char **argv, struct f_config *cfg)
                              .nodes = 1,
                              .pubs = 3,
                              .rounds = 6,
-                             .round_ms = 1500};
+                             .round_ms = 1500,
+                             .member_wait_s = 30};
     cfg->seed = (uint64_t)time(NULL) ^ (uint64_t)getpid();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -206,6 +208,11 @@ static int parse(int argc, char **argv, struct f_config *cfg)
         } else if (strcmp(a, "--duration") == 0) {
             cfg->duration_s = parse_duration_s(v);
             if (cfg->duration_s < 0) {
+                return -1;
+            }
+        } else if (strcmp(a, "--member-wait") == 0) {
+            cfg->member_wait_s = parse_duration_s(v);
+            if (cfg->member_wait_s <= 0) {
                 return -1;
             }
         } else if (strcmp(a, "--seed") == 0) {
@@ -553,7 +560,8 @@ static void row(const struct f_run_ctx *c, const struct f_result *r,
         "misplaced=%llu never_published=%llu on_disk_missing=%llu "
         "consumed=%llu consumer_missing=%llu drain_ms=%lld restart_failed=%d "
         "converge_ms=%d unclean_stops=%d failed_stored=%llu "
-        "member_failed=%d dump_failed=%llu read_cut=%d%s%s%s\n",
+        "member_failed=%d dump_failed=%llu read_cut=%d%s%s%s "
+        "member_undone=%d%s%s%s\n",
         c->nem->name, (unsigned long long)c->cfg.seed, c->injured,
         c->injury_log, (unsigned long long)r->read_total,
         (unsigned long long)r->misplaced,
@@ -563,7 +571,9 @@ static void row(const struct f_run_ctx *c, const struct f_result *r,
         c->converge_ms, c->unclean_stops, (unsigned long long)r->failed_stored,
         c->member_failed, (unsigned long long)r->dump_failed, read->cut,
         c->member_why[0] != '\0' ? " [" : "", c->member_why,
-        c->member_why[0] != '\0' ? "]" : "");
+        c->member_why[0] != '\0' ? "]" : "", c->member_undone,
+        c->undone_why[0] != '\0' ? " [" : "", c->undone_why,
+        c->undone_why[0] != '\0' ? "]" : "");
     if (is_mixed(c->run_nem)) {
         printf("keel-faults: mixed events=%d", c->events);
         for (size_t k = 0; k < MIXED_N; k++) {

@@ -16,7 +16,14 @@
  * starts from the full membership; the stream (R3 on 5 nodes) always has
  * a free node for a moved replica. An event fails the run when a command
  * fails or the cluster does not settle within the bounds (a liveness
- * finding: the CLI's output and what was waited for are printed).
+ * finding: the CLI's output and what was waited for are printed). A
+ * removal whose replica move cannot finish within --wait (the stream's
+ * group has no majority for the change while other faults hold a second
+ * replica down: Raft's limit, docs/faults.md F24) is undone the way
+ * docs/operations.md tells an operator to: the node, started on its disk
+ * if it was killed, is added back. If the cluster then settles (every
+ * node a voter, the stream R replicas, none reconfiguring) the event
+ * counts in member_undone, printed with its reason; if not, it fails.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,7 +37,6 @@
 
 #include "faults.h"
 
-#define M_WAIT "30s"      /* the CLI's --wait for one change */
 #define M_SETTLE_MS 30000 /* a moved replica caught up */
 #define M_OUT_BYTES 8192
 #define M_ACTIONS 5
@@ -232,27 +238,31 @@ static int wipe_and_add(struct f_run_ctx *c, int i)
         why(c, "%s did not link to the others", name_of(c, i));
         return -1;
     }
-    return keel_cli(c, -1, "cluster add-peer %s --wait " M_WAIT,
-                    name_of(c, i)) == 0
+    return keel_cli(c, -1, "cluster add-peer %s --wait %ds", name_of(c, i),
+                    c->cfg.member_wait_s) == 0
                ? 0
                : -1;
 }
 
-/* A removal that did not complete (finding F21): node i may be out of the
- * meta group while a stream still places a replica on it, so its disk is
- * never wiped (docs/operations.md: do not stop the node yet). It is
- * started again on that disk if it was killed and added back (it learns
- * the moves as a member), so the run ends with the cluster whole and the
- * final read shows whether the stream regained its majority. Best effort:
- * the event has failed already. */
-static void undo_remove(struct f_run_ctx *c, int i)
+/* A removal that did not complete (findings F21, F24): node i may be out
+ * of the meta group while a stream still places a replica on it, so its
+ * disk is never wiped (docs/operations.md: do not stop the node yet). It
+ * is started again on that disk if it was killed and added back (it
+ * learns the moves as a member). 0 once the cluster settled after that:
+ * the node a voter (add-peer waits for it) and the stream with its R
+ * replicas, none reconfiguring. */
+static int undo_remove(struct f_run_ctx *c, int i)
 {
     if (f_k(c, i)->pid <= 0 &&
         (start(c, i) != 0 ||
          h_netns_wait_mesh(&c->net, F_RECOVERY_MS_MAX) != 0)) {
-        return;
+        return -1;
     }
-    (void)keel_cli(c, -1, "cluster add-peer %s --wait " M_WAIT, name_of(c, i));
+    if (keel_cli(c, -1, "cluster add-peer %s --wait %ds", name_of(c, i),
+                 c->cfg.member_wait_s) != 0) {
+        return -1;
+    }
+    return wait_settled(c, -1, "undone removal");
 }
 
 static int remove_node(struct f_run_ctx *c, int i, bool killed)
@@ -264,13 +274,32 @@ static int remove_node(struct f_run_ctx *c, int i, bool killed)
         f_k(c, i)->pid = 0;
     }
     /* Stop it only once its replica moved (docs/operations.md). */
-    if (keel_cli(c, i, "cluster remove-peer %s --wait " M_WAIT,
-                 name_of(c, i)) != 0 ||
-        (c->host[i] && wait_settled(c, i, "remove-peer") != 0)) {
-        undo_remove(c, i);
+    if (keel_cli(c, i, "cluster remove-peer %s --wait %ds", name_of(c, i),
+                 c->cfg.member_wait_s) == 0 &&
+        (!c->host[i] || wait_settled(c, i, "remove-peer") == 0)) {
+        return wipe_and_add(c, i);
+    }
+    /* The event started with no failure recorded (f_member_event stops at
+     * the first): the reason is this removal's. */
+    char reason[sizeof c->member_why];
+    snprintf(reason, sizeof reason, "%s", c->member_why);
+    c->member_why[0] = '\0';
+    if (undo_remove(c, i) != 0) {
+        char undo[sizeof c->member_why];
+        snprintf(undo, sizeof undo, "%s", c->member_why);
+        c->member_why[0] = '\0';
+        why(c, "%s; the undo failed: %s", reason, undo);
         return -1;
     }
-    return wipe_and_add(c, i);
+    c->member_why[0] = '\0';
+    if (c->member_undone++ == 0) {
+        snprintf(c->undone_why, sizeof c->undone_why, "%s", reason);
+    }
+    fprintf(stderr,
+            "keel-faults: the removal of %s did not complete (%s): undone, "
+            "%s added back and the stream settled\n",
+            name_of(c, i), reason, name_of(c, i));
+    return 0;
 }
 
 static void log_action(struct f_run_ctx *c, enum m_action a, int node)
