@@ -77,7 +77,7 @@ struct srv_mirror_pump {
     uint32_t rleft;       /* records not proposed yet */
     uint64_t rnext;       /* the read continues there once they are */
     bool rmore;           /* the server stopped at a bound: read again */
-    uint64_t origin_last; /* the origin's last seq, remote reads only */
+    uint64_t origin_last; /* the origin's last seq: remote reads, external */
     /* A source stalled on a refused message (srv_stream_sm_source.c):
      * no retry before stall_ns, the next wait stall_ms (doubling,
      * bounded), and whether a retry read from the position is under way. */

@@ -544,10 +544,13 @@ static json_t *feed_info(struct srv_stream *st, const struct srv_feed *f)
     if (!f->source) {
         lost = st->sm.mirror_lost;
     }
-    /* The origin's last seq: its state here, else as the node that
-     * served the last remote read said. With a filter this counts
-     * every origin seq past the position, as a bound. */
-    uint64_t last = srv_js_find_stream(st->js, f->o->name, &o) == 0 &&
+    /* The origin's last seq: for an external feed as its consumer's last
+     * delivery said (a stream of that name here is another one), else
+     * its state here, else as the node that served the last remote read
+     * said. With a filter this counts every origin seq past the
+     * position, as a bound. */
+    bool ext = f->o->ext_api != NULL && f->o->ext_api[0] != '\0';
+    uint64_t last = !ext && srv_js_find_stream(st->js, f->o->name, &o) == 0 &&
                             srv_stream_mirror__readable(o)
                         ? o->sm.last_seq
                         : p->origin_last;

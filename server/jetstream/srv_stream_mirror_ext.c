@@ -59,8 +59,9 @@ struct srv_mirror_ext {
     bool created, restart;
     enum srv_js_err jerr; /* the create failed: why */
     char why[SRV_JS_ERR_DESC_BYTES_MAX];
-    uint64_t dseq; /* the last consumer seq */
-    uint64_t last; /* the last origin seq queued */
+    uint64_t dseq;        /* the last consumer seq */
+    uint64_t last;        /* the last origin seq queued */
+    uint64_t origin_last; /* stream seq + pending of the last delivery */
     struct ext_msg *head, *tail;
     size_t n, bytes;
     char fc[SRV_CONTROL_LINE_BYTES_MAX + 1]; /* a flow control to answer */
@@ -130,6 +131,10 @@ static void on_delivery(void *arg, const struct srv_cmd *msg)
         return;
     }
     x->dseq = r.consumer_seq;
+    /* The origin's last seq as its consumer counts it: what it still has
+     * for this consumer past the delivery (nats-server reads its lag from
+     * the same field). */
+    x->origin_last = r.stream_seq + r.pending;
     if (r.stream_seq <= x->last) {
         return; /* already queued */
     }
@@ -405,6 +410,9 @@ bool srv_stream_mirror__external(struct srv_stream *st,
     }
     if (x->created) {
         p->contact_ns = x->heard_ns;
+    }
+    if (x->origin_last != 0) {
+        p->origin_last = x->origin_last; /* stream info's lag */
     }
     return ext_propose(st, f, inflight, window);
 }

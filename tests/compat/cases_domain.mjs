@@ -4,9 +4,12 @@
 // /jsz). 'domain' is a volatile field of the harness, so each case reports
 // it under its own name. nats.js's jetstream({ domain }) and
 // jetstreamManager({ domain }) use the prefix. A mirror and a source with
-// external api $JS.HUB.API read the origin through it.
+// external api $JS.HUB.API read the origin through it; through a relay
+// client (tests/js/relay.mjs) nats-server's do too, and both show lag,
+// active and error.
 import { StringCodec } from 'nats';
 import { api, pub } from './js_util.mjs';
+import { startRelay } from '../js/relay.mjs';
 
 const sc = StringCodec();
 export const DOMAIN = 'HUB';
@@ -15,6 +18,28 @@ const EXT_OWN = 'keeld reads an origin through its own domain\'s API ' +
   'nats-server 2.9.10 accepts the config but its consumer create through ' +
   'the prefix gets no answer on a single server, so it copies nothing and ' +
   'the mirror never becomes active';
+
+const NO_ANSWER = 'keeld shows a consumer create nobody answers (no ' +
+  'responders) as the feed\'s error at once, and retries with a backoff; ' +
+  'nats-server 2.9.10 retries every few seconds and shows no error ' +
+  '(docs/decisions/0039-external-origins-through-the-api.md)';
+
+// Poll (bounded) until every stream named holds want messages (-1: until
+// its feed shows an error); the first feed's state of each then.
+async function feedsAt(ctx, names, want) {
+  const end = Date.now() + 3000;
+  const feed = (i) => i.mirror ?? i.sources?.[0];
+  let infos = [];
+  do {
+    await new Promise((r) => setTimeout(r, 50));
+    infos = await Promise.all(names.map((x) => api(ctx, `STREAM.INFO.${x}`,
+      '')));
+  } while (Date.now() < end && !infos.every((i) => (want < 0
+    ? feed(i)?.error !== undefined : i.state?.messages === want)));
+  return infos.map((i) => ({ messages: i.state?.messages,
+    lag: feed(i)?.lag, active: feed(i)?.active >= 0,
+    error: feed(i)?.error ?? null }));
+}
 
 async function hub(ctx, what, body) {
   try {
@@ -118,6 +143,41 @@ export const cases = [
           external: si.sources?.[0]?.external },
         refused: [bad.error?.err_code, wild.error?.err_code],
       };
+    },
+  },
+  {
+    name: 'external feeds through a relay show lag, active and error',
+    intended: { 'unanswered.error': NO_ANSWER },
+    run: async (ctx) => {
+      const n = ctx.uniq;
+      await api(ctx, `STREAM.CREATE.${n}`, { name: n,
+        subjects: [`${n}.>`] });
+      for (let i = 0; i < 10; i++) {
+        await pub(ctx, `${n}.x`, `m${i}`);
+      }
+      // The feeds' API prefix is answered by a relay client that asks
+      // this server's $JS.API (tests/js/relay.mjs); nobody answers the
+      // third one's.
+      const relay = startRelay({ a: ctx.nc, b: ctx.nc, api: '$JS.EXT.API',
+        toApi: '$JS.API' });
+      try {
+        const ext = { api: '$JS.EXT.API', deliver: '' };
+        await api(ctx, `STREAM.CREATE.${n}M`, { name: `${n}M`,
+          mirror: { name: n, external: ext } });
+        await api(ctx, `STREAM.CREATE.${n}S`, { name: `${n}S`,
+          sources: [{ name: n, external: ext }] });
+        const caughtUp = await feedsAt(ctx, [`${n}M`, `${n}S`], 10);
+        await api(ctx, `STREAM.CREATE.${n}E`, { name: `${n}E`,
+          mirror: { name: n, external: { api: '$JS.NONE.API' } } });
+        const [unanswered] = await feedsAt(ctx, [`${n}E`], -1);
+        if (unanswered.error !== null) {
+          unanswered.error = { code: unanswered.error.code,
+            err_code: unanswered.error.err_code };
+        }
+        return { caughtUp, unanswered, relayed: relay.stats.requests > 0 };
+      } finally {
+        relay.close();
+      }
     },
   },
 ];

@@ -6,7 +6,10 @@
  * the internal subscriptions of the mirror's leader. The mirror's leader
  * is killed mid-stream and restarted: the new leader creates the consumer
  * again from the applied position + 1, and the copy holds every origin
- * message once, no gap, no duplicate. */
+ * message once, no gap, no duplicate. The consumer the killed leader
+ * made on the origin (its delete never sent) loses its interest with the
+ * node and the origin removes it as an inactive ephemeral: one consumer
+ * per feed is left, not one per leader change. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -64,6 +67,16 @@ static bool copied(void *arg)
     return true;
 }
 
+/* ORIG has exactly one consumer for each of the two feeds. */
+static bool one_consumer_a_feed(void *arg)
+{
+    (void)arg;
+    json_t *o = cjs_request_ok(&cj, 0, "$JS.API.CONSUMER.NAMES.ORIG", "");
+    bool ok = o != NULL && json_integer_value(json_object_get(o, "total")) == 2;
+    json_decref(o);
+    return ok;
+}
+
 static void external_copies_survive_a_mirror_leader_kill(void **state)
 {
     (void)state;
@@ -99,6 +112,7 @@ static void external_copies_survive_a_mirror_leader_kill(void **state)
     for (int i = 0; i < NODES; i++) {
         cjs_check_acked(&cj, i, "SRC", &l);
     }
+    assert_true(h_poll(one_consumer_a_feed, NULL, WAIT_MS));
     cjs_ledger_free(&l);
 }
 

@@ -158,7 +158,8 @@ async function numRoutes(server) {
 // A keeld cluster of n nodes n1..nN on loopback (keeld only): node 1
 // alone, then each with --routes to the running ones (gossip completes the
 // mesh); resolves once every node has n-1 links. stop() stops every node.
-export async function startCluster(n, clusterName) {
+// more: keeld arguments every node gets (e.g. ['-c', conf]).
+export async function startCluster(n, clusterName, more = []) {
   const nodes = [];
   const stop = async () => {
     for (const s of nodes) {
@@ -168,7 +169,7 @@ export async function startCluster(n, clusterName) {
   try {
     for (let i = 0; i < n; i++) {
       const extra = ['-n', `n${i + 1}`, '--cluster', 'nats://127.0.0.1:0',
-        '--cluster_name', clusterName];
+        '--cluster_name', clusterName, ...more];
       if (nodes.length > 0) {
         extra.push('--routes', nodes.map((s) => s.clusterUrl).join(','));
       }

@@ -12,4 +12,9 @@ if [[ ! -f node_modules/nats/package.json ]]; then
   echo "nats.js is not installed in tests/js: run tools/dev setup" >&2
   exit 1
 fi
+# Arguments: the files to run (a slow one has its own meson test and
+# timeout); none: every *.test.mjs.
+if (($# > 0)); then
+  exec "${NODE:-node}" --test "$@"
+fi
 exec "${NODE:-node}" --test ./*.test.mjs
