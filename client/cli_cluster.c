@@ -16,6 +16,7 @@
 #include "keel/assert.h"
 #include "cli_cluster.h"
 #include "cli_js.h"
+#include "cli_verbs.h"
 
 #define CLUSTER_WAIT_MS_DEFAULT 60000
 #define CLUSTER_POLL_MS 500
@@ -623,48 +624,4 @@ static int cluster_lameduck(const struct cli_cmd *cmd, int argc, char **argv,
     return rv;
 }
 
-/* One row per sub-command (keel cluster status lives in
- * cli_cluster_status.c). */
-static const struct cli_subcmd subs[] = {
-    {{"cluster add-peer", NULL, "NAME",
-      "Add a waiting node to the meta group (learner, then voter).", 1, 1},
-     cluster_add_peer},
-    {{"cluster remove-peer", NULL, "NAME",
-      "Remove a node from the meta group (refused without a healthy "
-      "majority); waits until its stream replicas moved.",
-      1, 1},
-     cluster_remove_replace},
-    {{"cluster replace-peer", NULL, "OLD NEW",
-      "Add NEW (waits until it is a voter), then remove OLD.", 2, 2},
-     cluster_remove_replace},
-    {{"cluster status", NULL, "",
-      "Members, meta leader, each node's health, each stream's replicas.", 0,
-      0},
-     cli_cluster_status},
-    {{"cluster orphans", NULL, "ls|rm|restore",
-      "Quarantined data no stream names (docs/design.md §5): list, remove, "
-      "restore.",
-      0, 4},
-     cli_cluster_orphans},
-    {{"cluster transfer-leader", NULL, "",
-      "Hand the meta group's (or --stream's) leadership to another voter.", 0,
-      0},
-     cluster_transfer_leader},
-    {{"cluster recover", NULL, "",
-      "Survey a leaderless group on every node (-s URL,URL,...); "
-      "--accept-loss applies the plan.",
-      0, 0},
-     cluster_recover},
-    {{"cluster lameduck", NULL, "",
-      "Put the node -s names in lame duck mode: no new clients, its Raft "
-      "leaderships handed over, then it stops (exit 0).",
-      0, 0},
-     cluster_lameduck},
-};
-
-int cli_cluster(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
-{
-    (void)cmd;
-    return cli_subcmd_dispatch("cluster", subs, sizeof subs / sizeof subs[0],
-                               argc, argv, errmsg);
-}
+CLI_SUBCMD_GROUP(cli_cluster, "cluster", CLUSTER_VERBS)

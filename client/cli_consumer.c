@@ -5,6 +5,7 @@
 
 #include "keel/assert.h"
 #include "cli_js.h"
+#include "cli_verbs.h"
 #include "cli_stream_cfg.h"
 
 struct cons_flags {
@@ -236,25 +237,4 @@ static int cons_info_rm(const struct cli_cmd *cmd, int argc, char **argv,
     return rv;
 }
 
-static const struct cli_subcmd subs[] = {
-    {{"consumer add", NULL, "STREAM NAME",
-      "Create a durable consumer (pull, or push with --deliver).", 2, 2},
-     cons_add},
-    {{"consumer ls", NULL, "STREAM", "List a stream's consumers.", 1, 1},
-     cons_ls},
-    {{"consumer info", NULL, "STREAM NAME",
-      "Show a consumer's config and progress.", 2, 2},
-     cons_info_rm},
-    {{"consumer rm", NULL, "STREAM NAME", "Delete a consumer.", 2, 2},
-     cons_info_rm},
-    {{"consumer next", NULL, "STREAM NAME",
-      "Fetch and print the next --count messages of a pull consumer.", 2, 2},
-     cli_consumer_next},
-};
-
-int cli_consumer(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
-{
-    (void)cmd;
-    return cli_subcmd_dispatch("consumer", subs, sizeof subs / sizeof subs[0],
-                               argc, argv, errmsg);
-}
+CLI_SUBCMD_GROUP(cli_consumer, "consumer", CONSUMER_VERBS)

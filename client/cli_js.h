@@ -22,6 +22,23 @@ struct cli_subcmd {
 int cli_subcmd_dispatch(const char *group, const struct cli_subcmd *subs,
                         size_t n, int argc, char **argv, char *errmsg);
 
+/* One row of a list in cli_verbs.h as a struct cli_subcmd. */
+#define CLI_SUBCMD_ROW(name, usage, min, max, fn, help)                        \
+    {{name, NULL, usage, help, min, max}, fn},
+
+/* The command fn of a group ("stream") with its sub-command table made
+ * from VERBS (cli_verbs.h): fn finds argv[1] there (cli_subcmd_dispatch).
+ * Expand it where VERBS's handlers are declared. */
+#define CLI_SUBCMD_GROUP(fn, group, VERBS)                                     \
+    static const struct cli_subcmd fn##_subs[] = {VERBS(CLI_SUBCMD_ROW)};      \
+    int fn(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)     \
+    {                                                                          \
+        (void)cmd;                                                             \
+        return cli_subcmd_dispatch(group, fn##_subs,                           \
+                                   sizeof fn##_subs / sizeof fn##_subs[0],     \
+                                   argc, argv, errmsg);                        \
+    }
+
 /* A group whose verbs share one flag table (keel kv, keel object) lists
  * them once, VERBS(X), a row X(verb, usage, args_min, args_max, flags,
  * bind, run, help); flags are the group's bits choosing rows of its flag

@@ -11,6 +11,7 @@
 #include "keel/assert.h"
 #include "cli_js.h"
 #include "cli_kv.h"
+#include "cli_verbs.h"
 #include "cli_stream_cfg.h"
 
 /* The value argument, or stdin when it is absent (as `nats kv put B K`).
@@ -325,36 +326,6 @@ enum {
     KF_FORCE = 1 << 3,
     KF_COUNT = 1 << 4,
 };
-
-/* One row a verb: its name, arguments, flags, whether it binds to the
- * bucket (it must exist), what runs it and its help line. The command
- * table and the verb table below are both made from it. */
-#define KV_VERBS(X)                                                            \
-    X("add", "BUCKET", 1, 1, KF_BUCKET, false, cli_kv_add,                     \
-      "Create a bucket (--history, --ttl, --max-value-size, --replicas).")     \
-    X("ls", "", 0, 0, KF_JSON, false, cli_kv_ls, "List the buckets.")          \
-    X("info", "BUCKET", 1, 1, KF_JSON, false, cli_kv_ls,                       \
-      "Show a bucket's settings and size.")                                    \
-    X("put", "BUCKET KEY [VALUE]", 2, 3, 0, true, kv_put,                      \
-      "Set KEY to VALUE (default: read stdin).")                               \
-    X("get", "BUCKET KEY", 2, 2, KF_GET, true, kv_get,                         \
-      "Print a key's value (--raw: only it).")                                 \
-    X("create", "BUCKET KEY [VALUE]", 2, 3, 0, true, kv_put,                   \
-      "Set KEY only if it has no value.")                                      \
-    X("update", "BUCKET KEY VALUE REVISION", 4, 4, 0, true, kv_put,            \
-      "Set KEY only if its last revision is REVISION.")                        \
-    X("del", "BUCKET KEY", 2, 2, KF_FORCE, true, kv_del,                       \
-      "Delete KEY (keeps its history).")                                       \
-    X("purge", "BUCKET KEY", 2, 2, KF_FORCE, true, kv_del,                     \
-      "Delete KEY and all its history.")                                       \
-    X("history", "BUCKET KEY", 2, 2, 0, true, kv_list,                         \
-      "List the revisions of KEY.")                                            \
-    X("keys", "BUCKET", 1, 1, 0, true, kv_list,                                \
-      "List the keys that have a value.")                                      \
-    X("watch", "BUCKET [KEY]", 1, 2, KF_COUNT, true, kv_watch,                 \
-      "Print values, then changes, of KEY (wildcards) or all keys.")           \
-    X("rm", "BUCKET", 1, 1, KF_FORCE, true, kv_del,                            \
-      "Delete a bucket and all its keys.")
 
 static int kv_run(const struct cli_cmd *cmd, int argc, char **argv,
                   char *errmsg);

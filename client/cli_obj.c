@@ -17,6 +17,7 @@
 #include "cli_js.h"
 #include "cli_kv.h"
 #include "cli_stream_cfg.h"
+#include "cli_verbs.h"
 
 int cli_obj_nats_err(natsStatus s, const char *what, char *errmsg)
 {
@@ -502,31 +503,6 @@ enum {
     OF_HEADER = 1 << 8,
     OF_PROGRESS = 1 << 9,
 };
-
-/* One row a verb: its name, arguments, flags, whether it needs the bucket
- * to exist, what runs it and its help line. The command table and the
- * verb table below are both made from it. */
-#define OBJ_VERBS(X)                                                           \
-    X("add", "BUCKET", 1, 1, OF_BUCKET | OF_DESC | OF_JSON, false, obj_add,    \
-      "Create a bucket (--ttl, --replicas, --max-bucket-size).")               \
-    X("put", "BUCKET [FILE]", 1, 2,                                            \
-      OF_NAME | OF_DESC | OF_HEADER | OF_PROGRESS | OF_FORCE, true,            \
-      cli_obj_put, "Store FILE (stdin with --name) as an object, in chunks.")  \
-    X("get", "BUCKET NAME", 2, 2, OF_OUTPUT | OF_PROGRESS | OF_FORCE, true,    \
-      cli_obj_get,                                                             \
-      "Write an object to a file (-O FILE, - for stdout); checks its "         \
-      "digest.")                                                               \
-    X("ls", "[BUCKET]", 0, 1, OF_NAMES | OF_JSON, true, cli_obj_ls,            \
-      "List the buckets, or the objects of BUCKET.")                           \
-    X("info", "BUCKET [NAME]", 1, 2, OF_JSON, true, obj_info,                  \
-      "Show a bucket's settings, or an object's size, chunks and digest.")     \
-    X("del", "BUCKET [NAME]", 1, 2, OF_FORCE, true, obj_rm,                    \
-      "Delete an object (its chunks are purged), or the whole bucket.")        \
-    X("rm", "BUCKET [NAME]", 1, 2, OF_FORCE, true, obj_rm, "The same as del.") \
-    X("seal", "BUCKET", 1, 1, OF_FORCE, true, obj_seal,                        \
-      "Seal a bucket: no more puts or deletes, for good.")                     \
-    X("watch", "BUCKET", 1, 1, OF_COUNT, true, cli_obj_watch,                  \
-      "Print the objects, then every put and delete.")
 
 static int obj_run(const struct cli_cmd *cmd, int argc, char **argv,
                    char *errmsg);

@@ -14,6 +14,7 @@
 
 #include "cli_cluster.h"
 #include "cli_js.h"
+#include "cli_verbs.h"
 #include "cli_stream_cfg.h"
 
 #define LIST_SUBJECT "$KEEL.API.ORPHANS.LIST"
@@ -201,26 +202,4 @@ out:
     return rv;
 }
 
-static const struct cli_subcmd subs[] = {
-    {{"cluster orphans ls", NULL, "",
-      "List every node's orphans (name, size, files)", 0, 0},
-     orphans_ls},
-    {{"cluster orphans rm", NULL, "NAME",
-      "Delete an orphan for good (asks; --force), --node NAME or found by ls",
-      1, 1},
-     rm_restore},
-    {{"cluster orphans restore", NULL, "NAME",
-      "Move an orphan back to groups/<hex> (used by its stream after a "
-      "restart)",
-      1, 1},
-     rm_restore},
-};
-
-int cli_cluster_orphans(const struct cli_cmd *cmd, int argc, char **argv,
-                        char *errmsg)
-{
-    (void)cmd;
-    return cli_subcmd_dispatch("cluster orphans", subs,
-                               sizeof subs / sizeof subs[0], argc, argv,
-                               errmsg);
-}
+CLI_SUBCMD_GROUP(cli_cluster_orphans, "cluster orphans", ORPHANS_VERBS)

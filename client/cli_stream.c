@@ -10,6 +10,7 @@
 
 #include "keel/assert.h"
 #include "cli_js.h"
+#include "cli_verbs.h"
 #include "cli_stream_cfg.h"
 
 static void print_state(const json_t *info)
@@ -346,37 +347,4 @@ out:
     return rv;
 }
 
-static const struct cli_subcmd subs[] = {
-    {{"stream add", NULL, "NAME",
-      "Create a stream (flags as 'nats stream add', or --config FILE.json).", 1,
-      1},
-     stream_add_edit},
-    {{"stream ls", NULL, "", "List the streams with their sizes.", 0, 0},
-     stream_ls},
-    {{"stream info", NULL, "NAME", "Show a stream's config and state.", 1, 1},
-     stream_info_rm},
-    {{"stream edit", NULL, "NAME",
-      "Change a stream's config (only the flags given).", 1, 1},
-     stream_add_edit},
-    {{"stream rm", NULL, "NAME", "Delete a stream and all its messages.", 1, 1},
-     stream_info_rm},
-    {{"stream purge", NULL, "NAME",
-      "Remove messages (all, --subject, --seq, --keep).", 1, 1},
-     stream_purge},
-    {{"stream get", NULL, "NAME SEQ",
-      "Print one stored message (or --last-for SUBJECT).", 1, 2},
-     cli_stream_get},
-    {{"stream backup", NULL, "NAME FILE",
-      "Write the stream's config and messages to a checksummed archive.", 2, 2},
-     cli_stream_backup},
-    {{"stream restore", NULL, "FILE",
-      "Recreate a stream from a backup archive (--name to rename).", 1, 1},
-     cli_stream_restore},
-};
-
-int cli_stream(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
-{
-    (void)cmd;
-    return cli_subcmd_dispatch("stream", subs, sizeof subs / sizeof subs[0],
-                               argc, argv, errmsg);
-}
+CLI_SUBCMD_GROUP(cli_stream, "stream", STREAM_VERBS)
