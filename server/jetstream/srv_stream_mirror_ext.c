@@ -15,7 +15,8 @@
  * after the pump's backoff. A new term or a lost leadership drops it
  * too (srv_stream_mirror__drop). The deliveries arrive on the loop thread
  * from inside the consumer engine: the handlers only copy, the pump acts
- * (and answers flow control) on its timer. */
+ * (and answers flow control) on its timer. An idle heartbeat whose last
+ * consumer seq is not the last one received drops the consumer too. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@
 #include "srv_log.h"
 #include "srv_parser.h"
 #include "srv_server.h"
+#include "srv_units.h"
 
 /* Bounds of what is held between a delivery and its proposal: flow
  * control (each 1 MiB or so, nats-server's) keeps the origin from
@@ -107,6 +109,35 @@ static int status_of(const char *h, size_t len)
     return (h[9] - '0') * 100 + (h[10] - '0') * 10 + (h[11] - '0');
 }
 
+/* Note a flow control reply subject for the pump to answer. */
+static void note_fc(struct srv_mirror_ext *x, const char *subj, size_t len)
+{
+    if (len > 0 && len < sizeof x->fc) {
+        memcpy(x->fc, subj, len);
+        x->fc[len] = '\0';
+    }
+}
+
+/* An idle heartbeat names the last consumer seq the consumer sent and,
+ * when it waits on flow control, the reply it waits for (nats-server's
+ * and srv_consumer_deliver.c's). A last seq other than the last one
+ * received means deliveries were lost with nothing after them to show
+ * the gap: start over, as nats-server's mirror does. A stalled consumer
+ * whose flow control request was lost is answered. */
+static void on_heartbeat(struct srv_mirror_ext *x, const char *hdr, size_t hlen)
+{
+    const char *v = NULL;
+    size_t vlen = 0;
+    uint64_t last = 0;
+    if (srv_nats_hdr_get(hdr, hlen, "Nats-Last-Consumer", &v, &vlen) == 0 &&
+        srv_parse_u64(v, vlen, &last) && last != x->dseq) {
+        x->restart = true;
+    }
+    if (srv_nats_hdr_get(hdr, hlen, "Nats-Consumer-Stalled", &v, &vlen) == 0) {
+        note_fc(x, v, vlen);
+    }
+}
+
 static void on_delivery(void *arg, const struct srv_cmd *msg)
 {
     struct srv_mirror_ext *x = arg;
@@ -115,9 +146,10 @@ static void on_delivery(void *arg, const struct srv_cmd *msg)
     x->heard_ns = mono_ns();
     int status = status_of(hdr, hlen);
     if (status == 100) { /* idle heartbeat or flow control request */
-        if (msg->reply.len > 0 && msg->reply.len < sizeof x->fc) {
-            memcpy(x->fc, msg->reply.ptr, msg->reply.len);
-            x->fc[msg->reply.len] = '\0';
+        if (msg->reply.len > 0) {
+            note_fc(x, msg->reply.ptr, msg->reply.len);
+        } else {
+            on_heartbeat(x, hdr, hlen);
         }
         return;
     }

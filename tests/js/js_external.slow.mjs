@@ -6,9 +6,10 @@
 // cluster's $JS.HUB.API only through a relay client (relay.mjs), as a
 // leaf node would carry it (docs/decisions/0039-external-origins-through-
 // the-api.md). Shown: stream info's lag (from the origin's deliveries),
-// active and error as nats.js v3 reads them; every origin message once and
-// in order with the origin's leader killed mid-feed; the origin removes a
-// consumer the feed abandoned, and keeps one per feed.
+// active and error as nats.js v3 reads them; a lost last delivery copied
+// again, a lost flow control request answered; every origin message once
+// and in order with the origin's leader killed mid-feed; the origin
+// removes a consumer the feed abandoned, and keeps one per feed.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -127,6 +128,26 @@ describe('mirror and source of an origin on another server',
           assert.ok(f.active >= 0 && f.active < 10e9, `active ${f.active}`);
           assert.equal(f.error, undefined);
         }
+        // The last delivery lost with nothing after it: the next idle
+        // heartbeat's last consumer seq shows the gap, and each feed
+        // starts over from its position.
+        relay.lose(1);
+        await publish(1);
+        await waitFor(caughtUp, WAIT_MS, 'the lost delivery copied again');
+        assert.equal(relay.stats.lost, 2);
+        // A flow control request lost: the stalled consumer's heartbeats
+        // name the reply it waits for, and each feed answers it. 20
+        // messages of 64 KiB pass the 1 MiB a flow control covers.
+        relay.loseFlowControl(1);
+        const big = 'x'.repeat(64 * 1024);
+        const js = oc.jetstream({ domain: 'HUB' });
+        for (let k = 0; k < 20; k++) {
+          const i = ++published;
+          await js.publish(`orig.${i % 5}`, enc.encode(`m${i}${big}`),
+            { msgID: `m${i}` });
+        }
+        await waitFor(caughtUp, WAIT_MS, 'copied past a lost flow control');
+        assert.equal(relay.stats.lostFc, 2);
       });
 
     it('copies every message once, in order, through an origin leader kill',

@@ -19,7 +19,9 @@
 // goes when the mirror deletes that consumer (it drops its own
 // subscription then), when the create failed or got no answer, and when
 // the relay closes; a consumer so abandoned is the origin's to remove. hold(k) forwards k more
-// messages of each feed then holds the rest (bounded) until release().
+// messages of each feed then holds the rest (bounded) until release();
+// lose(k) drops the next k of each feed, loseFlowControl(k) its next k
+// flow control requests.
 // Everything it keeps is bounded: FEEDS_MAX feeds, INFLIGHT_MAX requests,
 // HELD_MAX held messages (past it one is dropped and counted in
 // stats.overflow, which a test asserts is 0).
@@ -39,7 +41,7 @@ export function startRelay({ a, b, api, toApi }) {
   let hold = -1; // messages each feed forwards before holding; -1: all
   let closed = false;
   const stats = { requests: 0, creates: 0, delivered: 0, dropped: 0,
-    overflow: 0 };
+    overflow: 0, lost: 0, lostFc: 0 };
 
   // A plain client cannot publish a message under one subject to another
   // one's subscribers (a server delivering for a consumer does, and a
@@ -55,7 +57,19 @@ export function startRelay({ a, b, api, toApi }) {
     if (err || closed) {
       return;
     }
-    if (!f.ready || (isData(m) && (f.held.length > 0 || f.budget === 0))) {
+    if (isData(m) && f.ready && f.lose > 0) {
+      f.lose--;
+      stats.lost++;
+      return;
+    }
+    if (!isData(m) && m.reply && f.ready && f.loseFc > 0) {
+      f.loseFc--; // a flow control request
+      stats.lostFc++;
+      return;
+    }
+    // Held: all that comes after the first held delivery, heartbeats too
+    // (theirs would show the held ones missing).
+    if (!f.ready || f.held.length > 0 || (isData(m) && f.budget === 0)) {
       if (f.held.length >= HELD_MAX) {
         stats.overflow++;
         return;
@@ -125,7 +139,7 @@ export function startRelay({ a, b, api, toApi }) {
     }
     const rsubj = `_RELAY.${process.pid}.${next++}`;
     const f = { dsubj, budget: hold, held: [], sub: null, cname: null,
-      ready: false };
+      ready: false, lose: 0, loseFc: 0 };
     f.sub = b.subscribe(rsubj, { callback: onDelivery(f) });
     feeds.set(rsubj, f);
     stats.creates++;
@@ -186,6 +200,19 @@ export function startRelay({ a, b, api, toApi }) {
       hold = k;
       for (const f of feeds.values()) {
         f.budget = k;
+      }
+    },
+    // Lose the next k deliveries of each feed there is now, as a link
+    // that dropped them.
+    lose(k) {
+      for (const f of feeds.values()) {
+        f.lose = k;
+      }
+    },
+    // Lose the next k flow control requests of each feed there is now.
+    loseFlowControl(k) {
+      for (const f of feeds.values()) {
+        f.loseFc = k;
       }
     },
     release() {
