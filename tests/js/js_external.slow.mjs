@@ -38,6 +38,7 @@ describe('mirror and source of an origin on another server',
     let ojsm;
     let jsm3;
     let relay;
+    let killed = null; // the origin node killed on purpose
     let published = 0;
 
     before(async () => {
@@ -67,9 +68,16 @@ describe('mirror and source of an origin on another server',
       for (const c of [nc3, mc, rc, oc]) {
         await c?.close();
       }
-      await far?.stop();
-      await origin?.stop();
+      // Every keeld not killed on purpose exits cleanly (ASan builds
+      // exit non-zero on a finding).
+      const codes = [await far?.stop()];
+      for (const s of origin?.nodes ?? []) {
+        const code = await s.stop();
+        codes.push(s === killed ? null : code);
+      }
       rmSync(dir, { recursive: true, force: true });
+      assert.ok(codes.every((c) => c === 0 || c === null || c === undefined),
+        `keeld exit codes ${codes}`);
     });
 
     // Publish to ORIG until n more are acked, each retried (bounded) with
@@ -152,7 +160,6 @@ describe('mirror and source of an origin on another server',
 
     it('copies every message once, in order, through an origin leader kill',
       async () => {
-        let killed = null;
         await publish(300, async (i) => {
           if (i === 150) {
             const leader = (await ojsm.streams.info('ORIG')).cluster.leader;
