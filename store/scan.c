@@ -714,6 +714,31 @@ static void scan_free(struct scan *sc)
     free(sc->ss);
 }
 
+/* The group's catalogue into *cat, grown from a few entries as far as
+ * STORE_SEGMENTS_PER_GROUP_MAX when it holds more: the open of a new or
+ * small group never zeroes the bound's 2 MiB (a node creating thousands
+ * of groups did, on its loop thread). Returns 0, KEEL_ENOMEM or the
+ * listing's error. */
+static int cat_load(struct store_group *g, struct store_meta_seg **cat,
+                    size_t *ncat)
+{
+    size_t cap = 64;
+    for (;;) {
+        struct store_meta_seg *c = realloc(*cat, cap * sizeof *c);
+        if (c == NULL) {
+            return KEEL_ENOMEM;
+        }
+        *cat = c;
+        int rv = store_meta_cat_list(g->s->meta, g->id.b, c, cap, ncat);
+        if (rv != KEEL_ELIMIT || cap >= STORE_SEGMENTS_PER_GROUP_MAX) {
+            return rv;
+        }
+        cap = cap * 16 < STORE_SEGMENTS_PER_GROUP_MAX
+                  ? cap * 16
+                  : STORE_SEGMENTS_PER_GROUP_MAX;
+    }
+}
+
 int store__scan(struct store_group *g, struct store_recovery *rep, char *errmsg)
 {
     struct scan sc = {g, rep, NULL, 0, g->hard_term, {0}};
@@ -725,28 +750,33 @@ int store__scan(struct store_group *g, struct store_recovery *rep, char *errmsg)
 
     ASSERT(g->nsegs == 0);
     ASSERT(g->nents == 0);
-    cat = calloc(STORE_SEGMENTS_PER_GROUP_MAX, sizeof *cat);
-    sc.ss = calloc(STORE_SEGMENTS_PER_GROUP_MAX, sizeof *sc.ss);
+    cat = NULL;
     sc.rd.s = g->s;
     sc.rd.cap = g->s->cfg.segment_bytes < STORE_SCAN_READ_BYTES
                     ? (size_t)g->s->cfg.segment_bytes
                     : STORE_SCAN_READ_BYTES;
     sc.rd.buf = malloc(sc.rd.cap);
-    if (cat == NULL || sc.ss == NULL || sc.rd.buf == NULL) {
+    if (sc.rd.buf == NULL) {
         rv = keel_err(KEEL_ENOMEM, errmsg, "scan: out of memory");
         goto out;
     }
-    rv = store_meta_cat_list(g->s->meta, g->id.b, cat,
-                             STORE_SEGMENTS_PER_GROUP_MAX, &ncat);
+    rv = cat_load(g, &cat, &ncat);
     if (rv == 0 && ncat == 0 && g->s->cfg.sole_member && !g->s->cfg.read_only) {
         rv = store__rebuild_catalogue(g, rep, errmsg);
-        rv = rv == 0 && rep->rebuilt_segments > 0
-                 ? store_meta_cat_list(g->s->meta, g->id.b, cat,
-                                       STORE_SEGMENTS_PER_GROUP_MAX, &ncat)
-                 : rv;
+        rv = rv == 0 && rep->rebuilt_segments > 0 ? cat_load(g, &cat, &ncat)
+                                                  : rv;
+    }
+    if (rv == KEEL_ENOMEM) {
+        rv = keel_err(KEEL_ENOMEM, errmsg, "scan: out of memory");
+        goto out;
     }
     if (rv != 0) {
         rv = keel_err(rv, errmsg, "catalogue of group unreadable");
+        goto out;
+    }
+    sc.ss = calloc(ncat > 0 ? ncat : 1, sizeof *sc.ss);
+    if (sc.ss == NULL) {
+        rv = keel_err(KEEL_ENOMEM, errmsg, "scan: out of memory");
         goto out;
     }
     d = (struct dir_ctx){&sc, cat, ncat, errmsg};
