@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "keel/error.h"
+#include "replica.h"
 #include "srv_cluster.h"
 #include "srv_config.h"
 #include "srv_js.h"
@@ -26,6 +27,7 @@
 #include "srv_monitor.h"
 #include "srv_ports.h"
 #include "srv_server.h"
+#include "srv_turn.h"
 
 #define EXIT_USAGE 2
 
@@ -244,6 +246,25 @@ static int start(struct runtime *rt, const struct srv_config *cfg)
     return 0;
 }
 
+static int turn_enter(int phase)
+{
+    return (int)srv_turn_enter((enum srv_turn_phase)phase);
+}
+
+static void turn_leave(int prev)
+{
+    srv_turn_leave((enum srv_turn_phase)prev);
+}
+
+/* The Raft driver's phases, charged through srv_turn. */
+static const struct replica_turn_hooks turn_hooks = {
+    .enter = turn_enter,
+    .leave = turn_leave,
+    .phase = {[REPLICA_TURN_TIMER] = SRV_TURN_RAFT_TIMER,
+              [REPLICA_TURN_PROPOSE] = SRV_TURN_PROPOSE,
+              [REPLICA_TURN_EVENT] = SRV_TURN_STORE_EVENT},
+};
+
 int main(int argc, char **argv)
 {
     static struct srv_config cfg;
@@ -281,6 +302,10 @@ int main(int argc, char **argv)
                            "nats://IP:PORT to listen on; running standalone");
     }
     rt.lock_fd = -1;
+    if (srv_turn_start(uv_default_loop(), errmsg) != 0) {
+        SRV_WARN("server", "%s: loop turns are not measured", errmsg);
+    }
+    replica_set_turn_hooks(&turn_hooks);
     if (start(&rt, &cfg) != 0) {
         code = 1;
     } else {
@@ -296,6 +321,7 @@ int main(int argc, char **argv)
     /* Closed by srv_server_stop after a run; after a failed start the
      * close runs in the next uv_run round. */
     srv_metrics_stop(rt.srv.metrics);
+    srv_turn_stop();
     uv_run(uv_default_loop(), UV_RUN_NOWAIT);
     if (rt.cluster_started) {
         if (code != 0) {

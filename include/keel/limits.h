@@ -244,6 +244,10 @@ _Static_assert(SRV_CLUSTER_FRAME_BYTES_MAX < SRV_CLUSTER_LINK_PENDING_BYTES_MAX,
 #define SRV_JSC_LEADER_STALE_MS 7000 /* an unrefreshed leader is forgotten */
 #define SRV_JSC_ELECTION_MS 1000     /* election timeout of clustered groups */
 #define SRV_JSC_HEARTBEAT_MS 150
+/* Meta entries applied per loop turn (replica_options.apply_turn_max): a
+ * node catching up thousands of stream creates applies them over many
+ * short turns, its links' pings in between. */
+#define SRV_JS_META_APPLY_TURN_MAX 4
 /* Bytes of one stream entry beyond its message and subject, plus the
  * AppendEntries and frame framing around one entry. */
 #define SRV_JSC_ENTRY_OVERHEAD_BYTES (64 * 1024)
@@ -340,6 +344,9 @@ _Static_assert(2 * RAFT_SERVERS_MAX <= RAFT_OUT_MSGS_MAX,
 #define REPLICA_GROUPS_MAX 32768 /* groups one host drives */
 #define REPLICA_QUEUE_MAX 8192   /* proposals queued + awaiting apply */
 #define REPLICA_EVENTS_MAX 256   /* store events drained per pass */
+/* A Raft tick this late (ms) came after a loop turn that held the loop:
+ * it waits for the turn's reads first (replica.c on_timer). */
+#define REPLICA_LATE_TICK_MS 100
 #define REPLICA_HELD_MSGS_MAX 64 /* messages held until hard state syncs */
 /* The leader's send cache (replica_cache.c): recent proposals by index,
  * at most 2 MiB per leading group. */

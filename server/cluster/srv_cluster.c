@@ -15,6 +15,7 @@
 #include "keel/error.h"
 #include "srv_cluster_tls.h"
 #include "srv_log.h"
+#include "srv_turn.h"
 #include "srv_server.h"
 
 static void link_close_cb(uv_handle_t *h);
@@ -688,7 +689,7 @@ static void link_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init((char *)l->rbuf + l->rlen, SRV_READ_BYTES);
 }
 
-static void link_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+static void link_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     struct srv_cluster_link *l = s->data;
     (void)buf;
@@ -720,6 +721,13 @@ static void link_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
                  keel_strerror(rv));
         srv_cluster_link_fail(l, "bad frame");
     }
+}
+
+static void link_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    enum srv_turn_phase ph = srv_turn_enter(SRV_TURN_LINK_READ);
+    link_read(s, n, buf);
+    srv_turn_leave(ph);
 }
 
 static void link_start(struct srv_cluster_link *l)
@@ -901,10 +909,24 @@ static bool node_linked(const struct srv_cluster *cl,
 }
 
 /* Every SRV_CLUSTER_TICK_MS: dial what is due, ping, drop dead links. */
-static void tick_cb(uv_timer_t *t)
+static void tick(uv_timer_t *t)
 {
     struct srv_cluster *cl = t->data;
     uint64_t now = uv_now(cl->loop);
+    /* A tick that comes a ping interval late followed a long loop turn of
+     * this node: what the peers sent meanwhile waits unread in the
+     * sockets (libuv runs timers before the poll), so silence is judged
+     * at the next tick, after this iteration read it (docs/cluster.md,
+     * "Loop turns"). */
+    uint64_t gap = cl->tick_ms != 0 ? now - cl->tick_ms : 0;
+    bool late = gap > SRV_CLUSTER_PING_MS;
+    cl->tick_ms = now;
+    if (late) {
+        cl->late_ticks++;
+        SRV_INFO("cluster",
+                 "loop turn of %llu ms: links judged at the next tick",
+                 (unsigned long long)gap);
+    }
 
     for (size_t i = 0; i < SRV_CLUSTER_NODES_MAX; i++) {
         struct srv_cluster_node *n = &cl->nodes[i];
@@ -926,7 +948,7 @@ static void tick_cb(uv_timer_t *t)
         if (!l->established && l->connected &&
             now - l->opened_ms > SRV_CLUSTER_HANDSHAKE_MS) {
             srv_cluster_link_fail(l, "no handshake in time");
-        } else if (l->established &&
+        } else if (l->established && !late &&
                    now - l->last_rx_ms > SRV_CLUSTER_DEAD_MS) {
             srv_cluster_link_fail(l, "no frames from the peer (dead link)");
         } else if (l->established &&
@@ -946,15 +968,24 @@ static void tick_cb(uv_timer_t *t)
     }
 }
 
+static void tick_cb(uv_timer_t *t)
+{
+    enum srv_turn_phase ph = srv_turn_enter(SRV_TURN_CLUSTER_TICK);
+    tick(t);
+    srv_turn_leave(ph);
+}
+
 /* Write what the loop iteration queued, batches first. */
 static void flush_links(struct srv_cluster *cl)
 {
+    enum srv_turn_phase ph = srv_turn_enter(SRV_TURN_LINK_FLUSH);
     for (size_t i = 0; i < SRV_CLUSTER_LINKS_MAX; i++) {
         if (cl->links[i] != NULL) {
             srv_cluster_batch_flush(cl->links[i]);
             link_flush(cl->links[i]);
         }
     }
+    srv_turn_leave(ph);
 }
 
 /* After the I/O callbacks of an iteration. */

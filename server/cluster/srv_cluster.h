@@ -186,6 +186,8 @@ struct srv_cluster {
     uint64_t msgs_received;
     bool snapshot_dirty;
     uint64_t snapshot_ms;        /* last /varz /routez snapshot */
+    uint64_t tick_ms;            /* loop time of the last tick */
+    uint64_t late_ticks;         /* ticks after a long loop turn */
     struct srv_cluster_sec *sec; /* route secret + TLS; NULL = none */
 };
 

@@ -20,6 +20,7 @@
 #include "srv_js_xform.h"
 #include "srv_js_forward.h"
 #include "srv_log.h"
+#include "srv_turn.h"
 #include "srv_server.h"
 
 #define API_PREFIX "$JS.API.CONSUMER."
@@ -936,13 +937,17 @@ static const struct srv_consumer_ops ops = {
 static void check_cb(uv_check_t *h)
 {
     ASSERT(h == &engine.check);
+    enum srv_turn_phase ph = srv_turn_enter(SRV_TURN_CONSUMER);
     srv_cengine_run(&engine);
+    srv_turn_leave(ph);
 }
 
 static void tick_cb(uv_timer_t *h)
 {
     ASSERT(h == &engine.tick);
+    enum srv_turn_phase ph = srv_turn_enter(SRV_TURN_CONSUMER);
     srv_cengine_run(&engine);
+    srv_turn_leave(ph);
 }
 
 int srv_consumer_attach(struct srv_js *js, char *errmsg)

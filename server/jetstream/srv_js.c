@@ -23,6 +23,7 @@
 #include "srv_js_snap.h"
 #include "srv_js_table.h"
 #include "srv_log.h"
+#include "srv_turn.h"
 #include "srv_metrics.h"
 #include "srv_parser.h"
 #include "srv_route.h"
@@ -301,7 +302,9 @@ static void meta_create(struct srv_js *js, const json_t *e,
     }
     uint64_t nonce = (uint64_t)json_integer_value(json_object_get(e, "nonce"));
     int64_t created = json_integer_value(json_object_get(e, "created"));
+    enum srv_turn_phase ph = srv_turn_enter(SRV_TURN_STREAM_OPEN);
     int rv = srv_stream_open_placed(js, cfg, nonce, created, &pl, &st, err);
+    srv_turn_leave(ph);
     if (rv != 0) {
         SRV_ERROR("js", "stream %s not opened: %s", cfg->name, err);
         js->streams_unopened++;
@@ -312,7 +315,9 @@ static void meta_create(struct srv_js *js, const json_t *e,
     }
     js->streams[js->nstreams++] = st;
     srv_js_index_join(js, st);
+    ph = srv_turn_enter(SRV_TURN_META_REPLY);
     meta_applied(js, st, ctx, true);
+    srv_turn_leave(ph);
 }
 
 static void meta_update(struct srv_js *js, struct srv_stream *st,
@@ -545,7 +550,9 @@ static void meta_apply(struct replica *r, uint64_t index, uint64_t term,
         meta_reply_err(js, ctx, SRV_JS_EBAD_REQUEST, NULL);
         return;
     }
+    enum srv_turn_phase ph = srv_turn_enter(SRV_TURN_META_APPLY);
     srv_js_meta_apply_json(js, e, ctx);
+    srv_turn_leave(ph);
     json_decref(e);
 }
 
@@ -553,7 +560,14 @@ static void meta_role(struct replica *r, uint8_t role, raft_node leader,
                       void *arg)
 {
     struct srv_js *js = arg;
+    struct replica_info ri;
+    replica_info(r, &ri);
     js->meta_leader = role == RAFT_LEADER;
+    SRV_INFO("js",
+             "meta group: %s of term %" PRIu64 " (leader node %" PRIu64
+             ", commit %" PRIu64 ", applied %" PRIu64 ")",
+             raft_role_name(role), ri.term, (uint64_t)leader, ri.commit,
+             ri.applied);
     srv_js_meta_role_cluster(js, r, leader);
     if (js->meta_leader) {
         srv_metrics_election(js->srv);
@@ -575,12 +589,25 @@ static void on_tick(uv_timer_t *t)
 {
     struct srv_js *js = t->data;
     int64_t now = srv_js_now_ns();
+    enum srv_turn_phase ph = srv_turn_enter(SRV_TURN_JS_TICK);
+    if (js->meta != NULL && js->meta_leader_node == 0 &&
+        srv_log_enabled(SRV_LOG_DEBUG)) {
+        struct replica_info ri;
+        replica_info(js->meta, &ri);
+        SRV_DEBUG("js",
+                  "meta group without a leader: role %s, term %" PRIu64
+                  ", last %" PRIu64 ", persisted %" PRIu64 ", commit %" PRIu64
+                  ", applied %" PRIu64,
+                  raft_role_name(ri.role), ri.term, ri.last_index, ri.persisted,
+                  ri.commit, ri.applied);
+    }
     srv_js_fwd_tick(js);
     srv_admin_tick(js);
     srv_js_orphans_tick(js);
     for (uint32_t i = 0; i < js->nstreams; i++) {
         srv_stream_maybe_tick(js->streams[i], now);
     }
+    srv_turn_leave(ph);
 }
 
 static void store_fatal(void *arg, const char *msg)
@@ -677,6 +704,7 @@ static int open_meta(struct srv_js *js, const struct raft_config *boot,
     srv_js_meta_gid(&gid);
     srv_js_group_options(js, (struct store_fsync){STORE_FSYNC_ALWAYS, 0},
                          (uint64_t)srv_js_now_ns(), &rc, &opt);
+    opt.apply_turn_max = SRV_JS_META_APPLY_TURN_MAX;
     struct replica_callbacks cbs = {.apply = meta_apply,
                                     .role_changed = meta_role,
                                     .failed = meta_failed,

@@ -9,6 +9,7 @@
 
 #include "keel/error.h"
 #include "srv_log.h"
+#include "srv_turn.h"
 #include "srv_route.h"
 
 size_t srv_conn_pending_bytes(const struct srv_conn *c)
@@ -428,7 +429,7 @@ static void tls_input(struct srv_conn *c, const char *data, size_t len)
     srv_conn_flush(c); /* handshake records, if any */
 }
 
-static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     struct srv_conn *c = s->data;
 
@@ -451,6 +452,13 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (c->stall_wanted && !c->closing && !c->stalled) {
         srv_server_stall(c->srv, c);
     }
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    enum srv_turn_phase ph = srv_turn_enter(SRV_TURN_CLIENT_READ);
+    conn_read(s, nread, buf);
+    srv_turn_leave(ph);
 }
 
 static int send_info(struct srv_conn *c)

@@ -25,6 +25,25 @@ static bool held_room(struct replica *r)
 }
 
 static int handle_out(struct replica *r);
+static const struct replica_turn_hooks *turn_hooks;
+
+void replica_set_turn_hooks(const struct replica_turn_hooks *hooks)
+{
+    turn_hooks = hooks;
+}
+
+static int turn_enter(enum replica_turn_kind k)
+{
+    return turn_hooks != NULL ? turn_hooks->enter(turn_hooks->phase[k]) : 0;
+}
+
+static void turn_leave(int prev)
+{
+    if (turn_hooks != NULL) {
+        turn_hooks->leave(prev);
+    }
+}
+
 static void on_timer(uv_timer_t *t);
 
 static void fail(struct replica *r, int rv, const char *msg)
@@ -188,13 +207,23 @@ static int apply_one(void *arg, const struct store_entry *e)
 
 /* Apply committed entries read back from the store (checksum-verified),
  * in runs of one pread each. */
+static void on_idle(uv_idle_t *h);
+
 static int apply_to(struct replica *r, raft_index commit)
 {
     char err[KEEL_ERRMSG_MAX];
     raft_index from = r->applied;
-    if (r->applied < commit) {
-        int rv =
-            store_read_range(r->g, r->applied + 1, commit, apply_one, r, err);
+    raft_index to = commit;
+    if (r->apply_turn_max > 0 && to > r->applied &&
+        to - r->applied > r->apply_left) {
+        /* The rest waits for the next loop turn (on_idle). */
+        to = r->applied + r->apply_left;
+        if (!r->closing) {
+            uv_idle_start(&r->idle, on_idle);
+        }
+    }
+    if (r->applied < to) {
+        int rv = store_read_range(r->g, r->applied + 1, to, apply_one, r, err);
         if (rv == KEEL_ECORRUPT || rv == KEEL_EFAULTY) {
             /* Rule 5: a damaged record is never applied; the core stops
              * apply before it and the group repairs or waits. */
@@ -206,6 +235,10 @@ static int apply_to(struct replica *r, raft_index commit)
     }
     if (r->applied == from) {
         return 0;
+    }
+    if (r->apply_turn_max > 0) {
+        uint64_t n = r->applied - from;
+        r->apply_left -= n < r->apply_left ? (uint32_t)n : r->apply_left;
     }
     struct raft_in in = {.type = RAFT_IN_APPLIED, .applied = r->applied};
     return step(r, &in);
@@ -320,6 +353,7 @@ static int handle_out(struct replica *r)
             due = (due + r->align_ms - 1) / r->align_ms * r->align_ms;
         }
         uint64_t t = due > now ? due - now : 0;
+        r->timer_due = now + t;
         uv_timer_start(&r->timer, on_timer, t, 0);
     }
     rv = apply_to(r, o->commit);
@@ -331,7 +365,22 @@ static void on_timer(uv_timer_t *t)
 {
     struct replica *r = t->data;
     struct raft_in in = {.type = RAFT_IN_TICK};
+    if (!r->tick_deferred && now_ms(r) > r->timer_due + REPLICA_LATE_TICK_MS) {
+        /* A loop turn held the loop past the due time: what the peers
+         * sent meanwhile (heartbeats, votes, responses) waits unread, and
+         * libuv runs timers before the poll. Judged now, every follower
+         * would start an election and every leader would miss its quorum
+         * (check-quorum). The tick waits 1 ms: this iteration's poll reads
+         * first (docs/cluster.md, "Loop turns"). Once per tick. */
+        r->tick_deferred = true;
+        r->ticks_deferred++;
+        uv_timer_start(&r->timer, on_timer, 1, 0);
+        return;
+    }
+    r->tick_deferred = false;
+    int ph = turn_enter(REPLICA_TURN_TIMER);
     (void)step(r, &in);
+    turn_leave(ph);
 }
 
 /* Flush the queued proposals as one raft step each RAFT_PROPOSE_ENTRIES_MAX
@@ -384,7 +433,14 @@ static void on_idle(uv_idle_t *h)
 {
     struct replica *r = h->data;
     uv_idle_stop(h);
+    int ph = turn_enter(REPLICA_TURN_PROPOSE);
     flush_queue(r);
+    /* A new turn: a bounded apply goes on (apply_turn_max). */
+    r->apply_left = r->apply_turn_max;
+    if (r->applied < r->raft.commit && !r->broken && !r->closing) {
+        (void)apply_to(r, r->raft.commit);
+    }
+    turn_leave(ph);
 }
 
 /* A new entry may be queued: the group runs (a broken one leads no more),
@@ -528,14 +584,59 @@ static void on_event(struct replica *r, const struct store_event *ev)
     replica__snap_install_kick(r);
 }
 
+#define BY_STORE_MASK (2 * REPLICA_GROUPS_MAX - 1)
+_Static_assert((REPLICA_GROUPS_MAX & (REPLICA_GROUPS_MAX - 1)) == 0,
+               "the by_store table's size is a power of two");
+
+static uint32_t by_store_slot(const struct store_group *g)
+{
+    uint64_t x = (uint64_t)(uintptr_t)g;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (uint32_t)(x & BY_STORE_MASK);
+}
+
+static void by_store_put(struct replica_host *h, struct replica *r)
+{
+    uint32_t i = by_store_slot(r->g);
+    while (h->by_store[i] != NULL) {
+        i = (i + 1) & BY_STORE_MASK;
+    }
+    h->by_store[i] = r;
+}
+
 static struct replica *host_find(struct replica_host *h, struct store_group *g)
 {
-    for (uint32_t i = 0; i < h->n; i++) {
-        if (h->groups[i]->g == g) {
-            return h->groups[i];
+    for (uint32_t i = by_store_slot(g); h->by_store[i] != NULL;
+         i = (i + 1) & BY_STORE_MASK) {
+        if (h->by_store[i]->g == g) {
+            return h->by_store[i];
         }
     }
     return NULL;
+}
+
+/* Remove r; the entries after it in its probe run move back over the hole
+ * when their home slot does not lie (cyclically) between the hole and
+ * them, so every entry stays reachable from its home slot. */
+static void by_store_del(struct replica_host *h, const struct replica *r)
+{
+    uint32_t i = by_store_slot(r->g);
+    while (h->by_store[i] != r) {
+        ASSERT(h->by_store[i] != NULL);
+        i = (i + 1) & BY_STORE_MASK;
+    }
+    h->by_store[i] = NULL;
+    for (uint32_t j = (i + 1) & BY_STORE_MASK; h->by_store[j] != NULL;
+         j = (j + 1) & BY_STORE_MASK) {
+        uint32_t home = by_store_slot(h->by_store[j]->g);
+        if (((j - home) & BY_STORE_MASK) >= ((j - i) & BY_STORE_MASK)) {
+            h->by_store[i] = h->by_store[j];
+            h->by_store[j] = NULL;
+            i = j;
+        }
+    }
 }
 
 static void on_async(uv_async_t *a)
@@ -546,6 +647,7 @@ static void on_async(uv_async_t *a)
     if (h->store == NULL) {
         return;
     }
+    int ph = turn_enter(REPLICA_TURN_EVENT);
     do {
         n = store_poll(h->store, evs, REPLICA_EVENTS_MAX);
         for (size_t i = 0; i < n; i++) {
@@ -555,6 +657,7 @@ static void on_async(uv_async_t *a)
             }
         }
     } while (n == REPLICA_EVENTS_MAX);
+    turn_leave(ph);
 }
 
 /* ---- host ---- */
@@ -760,6 +863,8 @@ static int replica_alloc(struct replica_host *h,
     r->cbs = *cbs;
     r->role = RAFT_FOLLOWER;
     r->align_ms = opt->align_heartbeats ? p.heartbeat_ms : 0;
+    r->apply_turn_max = opt->apply_turn_max;
+    r->apply_left = opt->apply_turn_max;
     *out = r;
     return 0;
 }
@@ -852,6 +957,7 @@ int replica_open(struct replica_host *h, const struct store_group_id *gid,
     r->idle.data = r;
     r->handles_open = 2;
     h->groups[h->n++] = r;
+    by_store_put(h, r);
     if (r->boot_wait == 0) {
         start_group(r);
     }
@@ -885,6 +991,7 @@ void replica_close(struct replica *r)
     for (uint32_t i = 0; i < h->n; i++) {
         if (h->groups[i] == r) {
             h->groups[i] = h->groups[--h->n];
+            by_store_del(h, r);
             break;
         }
     }
@@ -911,7 +1018,8 @@ void replica_info(const struct replica *r, struct replica_info *out)
                                      r->applied >= r->raft.commit &&
                                      r->raft.faulty == 0 && !r->raft.amnesiac,
                                  .repairs = r->repairs_queued,
-                                 .repairs_refused = r->repairs_refused};
+                                 .repairs_refused = r->repairs_refused,
+                                 .ticks_deferred = r->ticks_deferred};
 }
 
 struct store_group *replica_store_group(struct replica *r)

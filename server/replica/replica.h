@@ -85,7 +85,33 @@ struct replica_options {
      * refused (KEEL_EAMNESIA): nobody could restore the group, and an
      * empty one would present lost data as an empty stream. */
     bool heal_by_install;
+    /* Apply at most this many committed entries per loop turn (0: all of
+     * them at once). The rest waits for the next turn (an idle callback),
+     * so a group that falls far behind (the meta group of a node catching
+     * up thousands of stream creates) never holds the loop long enough to
+     * starve the cluster links' pings (docs/cluster.md, "Loop turns"). */
+    uint32_t apply_turn_max;
 };
+
+/* Loop-turn accounting (server/base/srv_turn.h, which this layer does not
+ * link): enter(phase) charges the time from now on to a phase and returns
+ * the one to give back to leave. The driver enters the phase of each
+ * kind: a group's Raft tick, a proposal flush, store events. */
+enum replica_turn_kind {
+    REPLICA_TURN_TIMER,
+    REPLICA_TURN_PROPOSE,
+    REPLICA_TURN_EVENT,
+    REPLICA_TURN_KINDS
+};
+struct replica_turn_hooks {
+    int (*enter)(int phase);
+    void (*leave)(int prev);
+    int phase[REPLICA_TURN_KINDS]; /* the caller's phase of each kind */
+};
+
+/* Set the hooks (NULL: none, the default). Loop thread, before any group
+ * opens. */
+void replica_set_turn_hooks(const struct replica_turn_hooks *hooks);
 
 /* The host: create it BEFORE store_open and pass replica_host_wakeup /
  * host as the store's wakeup_cb / wakeup_arg, then attach the store. */
@@ -236,6 +262,9 @@ struct replica_info {
     /* Verified copies of damaged records handed to store_repair, and
      * those the store refused (monitoring). */
     uint64_t repairs, repairs_refused;
+    /* Raft ticks that waited for a loop turn's reads (REPLICA_LATE_TICK_MS,
+     * docs/cluster.md "Loop turns"). */
+    uint64_t ticks_deferred;
 };
 void replica_info(const struct replica *r, struct replica_info *out);
 struct store_group *replica_store_group(struct replica *r);

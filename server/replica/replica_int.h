@@ -133,6 +133,11 @@ struct replica {
     uint8_t role;
     raft_node leader;
     uint32_t align_ms; /* leader timer quantum (align_heartbeats), 0: none */
+    uint32_t apply_turn_max; /* replica_options.apply_turn_max */
+    uint32_t apply_left;     /* entries this turn may still apply */
+    uint64_t timer_due;      /* loop time the Raft timer is due at */
+    bool tick_deferred;      /* the due tick waits for this turn's reads */
+    uint64_t ticks_deferred; /* how often (replica_info) */
     /* Proposals queued this iteration, then (index, ctx) awaiting apply. */
     uint32_t n_queue, queue_cap;
     struct replica_prop *queue;
@@ -198,6 +203,10 @@ struct replica_host {
     struct store *store;
     uint32_t n;
     struct replica *groups[REPLICA_GROUPS_MAX];
+    /* The groups again, by their store group (open addressing, linear
+     * probing, at most half full): a store event finds its group in O(1),
+     * not by a walk over every group (host_find). */
+    struct replica *by_store[2 * REPLICA_GROUPS_MAX];
     bool snapshots; /* replica_host_snapshots was called */
     struct snap_config snap_cfg;
     char snap_dir[STORE_PATH_BYTES_MAX];

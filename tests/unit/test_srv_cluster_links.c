@@ -288,6 +288,45 @@ a_stopped_node_is_reported_down_and_the_rest_stay_linked(void **state)
     assert_string_equal(f->last_down, "n3");
 }
 
+/* The loop thread stuck in one long turn (longer than
+ * SRV_CLUSTER_DEAD_MS), as a node applying many entries at once: the
+ * deliberate stall is the scenario, not a wait for a condition. */
+static void stall_cb(uv_timer_t *t)
+{
+    (void)t;
+    usleep((SRV_CLUSTER_DEAD_MS + 1000) * 1000);
+}
+
+static uint64_t stall_end_ms;
+static uv_timer_t stall; /* closed by the teardown's loop run */
+
+static bool past_stall(struct fixture *f)
+{
+    return uv_now(&f->loop) > stall_end_ms + 5 * SRV_CLUSTER_TICK_MS;
+}
+
+/* After a loop turn longer than SRV_CLUSTER_DEAD_MS the peer's frames
+ * sit unread in the socket while the late tick runs (libuv runs timers
+ * before the poll): the tick must not call that silence a dead link. */
+static void a_long_loop_turn_does_not_drop_live_links(void **state)
+{
+    struct fixture *f = *state;
+
+    start_node(f, 0, "c1", "nats://127.0.0.1:0", "");
+    srv_cluster_set_peer_cb(&f->cl[0], peer_cb, f);
+    start_node(f, 1, "c1", "nats://127.0.0.1:0", f->url[0]);
+    assert_true(run_until(f, mesh2));
+    assert_int_equal(uv_timer_init(&f->loop, &stall), 0);
+    assert_int_equal(uv_timer_start(&stall, stall_cb, 0, 0), 0);
+    uv_run(&f->loop, UV_RUN_ONCE);
+    uv_update_time(&f->loop);
+    stall_end_ms = uv_now(&f->loop);
+    assert_true(run_until(f, past_stall));
+    assert_int_equal(f->downs, 0);
+    assert_true(mesh2(f));
+    uv_close((uv_handle_t *)&stall, NULL);
+}
+
 static void two_nodes_dialing_each_other_keep_one_link(void **state)
 {
     struct fixture *f = *state;
@@ -479,6 +518,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             a_stopped_node_is_reported_down_and_the_rest_stay_linked, setup,
             teardown),
+        cmocka_unit_test_setup_teardown(
+            a_long_loop_turn_does_not_drop_live_links, setup, teardown),
         cmocka_unit_test_setup_teardown(
             two_nodes_dialing_each_other_keep_one_link, setup, teardown),
         cmocka_unit_test_setup_teardown(

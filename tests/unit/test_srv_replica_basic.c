@@ -267,6 +267,70 @@ static void a_refused_open_leaves_the_group_closed(void **state)
     assert_true(tr_wait(t, tr_is_leader, 0));
 }
 
+/* apply_turn_max bounds what one loop turn applies: 40 entries committed
+ * at once are applied at most 4 a turn, in order, each once (the meta
+ * group of a node catching up thousands of creates, docs/cluster.md,
+ * "Loop turns"). */
+static void a_bounded_group_applies_at_most_its_max_per_loop_turn(void **state)
+{
+    struct tr *t = *state;
+    assert_true(tr_wait(t, tr_is_leader, 0));
+    replica_close(t->r);
+    uv_run(&t->loop, UV_RUN_NOWAIT);
+    t->opt.apply_turn_max = 4;
+    assert_int_equal(tr_replica_open(t), 0);
+    assert_true(tr_wait(t, tr_is_leader, 0));
+    struct replica_info ri;
+    replica_info(t->r, &ri);
+    uint32_t k = t->n_applied;
+    propose_n(t, 0, 40);
+    uint32_t turns = 0;
+    uint32_t most = 0;
+    for (int i = 0;
+         i < TR_LOOP_ROUNDS_MAX && !tr_applied_ge(t, ri.last_index + 40); i++) {
+        uint32_t before = t->n_applied;
+        uv_run(&t->loop, UV_RUN_ONCE);
+        uint32_t got = t->n_applied - before;
+        most = got > most ? got : most;
+        turns += got > 0 ? 1 : 0;
+    }
+    assert_true(tr_applied_ge(t, ri.last_index + 40));
+    assert_int_equal(check_normals(t, k, 0, true), 40);
+    assert_true(most <= 4);
+    assert_true(turns >= 10);
+}
+
+static void hold_cb(uv_timer_t *h)
+{
+    (void)h;
+    usleep(400 * 1000); /* a loop turn that holds the loop (not a wait) */
+}
+
+/* A Raft tick due during a loop turn that held the loop waits once for
+ * that iteration's reads (libuv runs timers before the poll), then runs:
+ * the group still leads and commits. */
+static void a_tick_after_a_held_loop_waits_for_the_turns_reads(void **state)
+{
+    struct tr *t = *state;
+    assert_true(tr_wait(t, tr_is_leader, 0));
+    struct replica_info ri;
+    replica_info(t->r, &ri);
+    uint64_t before = ri.ticks_deferred;
+    uv_timer_t hold;
+    uv_timer_init(&t->loop, &hold);
+    uv_timer_start(&hold, hold_cb, 0, 0);
+    for (int i = 0; i < 100 && ri.ticks_deferred == before; i++) {
+        uv_run(&t->loop, UV_RUN_ONCE);
+        replica_info(t->r, &ri);
+    }
+    assert_true(ri.ticks_deferred > before);
+    uv_close((uv_handle_t *)&hold, NULL);
+    uint32_t k = t->n_applied;
+    propose_n(t, 0, 3);
+    assert_true(tr_wait(t, tr_applied_ge, ri.last_index + 3));
+    assert_int_equal(check_normals(t, k, 0, true), 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -291,6 +355,12 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(a_refused_open_leaves_the_group_closed,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_bounded_group_applies_at_most_its_max_per_loop_turn, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            a_tick_after_a_held_loop_waits_for_the_turns_reads, setup,
+            teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
