@@ -133,7 +133,8 @@ struct store_group {
     size_t nops;
     struct op *inflight; /* taken by a sync thread */
     bool busy;
-    bool queued;                               /* on STORE__Q_RUN */
+    bool queued; /* on STORE__Q_RUN */
+    bool first;  /* goes to the head of STORE__Q_RUN (store_group_set_first) */
     struct store_group *qnext[STORE__Q_COUNT]; /* links of the queues */
     bool has_spare;          /* a preallocated file is ready */
     bool spare_pending;      /* queued for, or held by, the prealloc thread or

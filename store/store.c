@@ -193,8 +193,23 @@ void store__schedule(struct store *s, struct store_group *g)
         return;
     }
     g->queued = true;
-    store__gq_push(s, STORE__Q_RUN, g);
+    struct store__gq *l = &s->q[STORE__Q_RUN];
+    if (g->first && l->head != NULL) {
+        /* Ahead of every other group's batch (store_group_set_first). */
+        g->qnext[STORE__Q_RUN] = l->head;
+        l->head = g;
+    } else {
+        store__gq_push(s, STORE__Q_RUN, g);
+    }
     pthread_cond_signal(&s->cv);
+}
+
+void store_group_set_first(struct store_group *g)
+{
+    ASSERT(g != NULL);
+    pthread_mutex_lock(&g->s->mu);
+    g->first = true;
+    pthread_mutex_unlock(&g->s->mu);
 }
 
 /* Caller holds s->mu; the caller calls the wakeup callback after unlock. */

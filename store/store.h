@@ -472,6 +472,12 @@ struct store_event {
     uint64_t term;
 };
 
+/* The group's work (hard state, appends) goes ahead of every other
+ * group's on the sync threads: the meta group, whose votes and heartbeat
+ * answers must not wait behind thousands of stream groups' batches
+ * (docs/cluster.md, "Loop turns"). Loop thread. */
+void store_group_set_first(struct store_group *g);
+
 /* Drain up to max completions without blocking; returns how many. */
 size_t store_poll(struct store *s, struct store_event *evs, size_t max);
 

@@ -705,6 +705,7 @@ static int open_meta(struct srv_js *js, const struct raft_config *boot,
     srv_js_group_options(js, (struct store_fsync){STORE_FSYNC_ALWAYS, 0},
                          (uint64_t)srv_js_now_ns(), &rc, &opt);
     opt.apply_turn_max = SRV_JS_META_APPLY_TURN_MAX;
+    opt.store_first = true;
     struct replica_callbacks cbs = {.apply = meta_apply,
                                     .role_changed = meta_role,
                                     .failed = meta_failed,

@@ -958,6 +958,9 @@ int replica_open(struct replica_host *h, const struct store_group_id *gid,
     r->handles_open = 2;
     h->groups[h->n++] = r;
     by_store_put(h, r);
+    if (opt->store_first) {
+        store_group_set_first(r->g);
+    }
     if (r->boot_wait == 0) {
         start_group(r);
     }

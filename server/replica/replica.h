@@ -91,6 +91,9 @@ struct replica_options {
      * up thousands of stream creates) never holds the loop long enough to
      * starve the cluster links' pings (docs/cluster.md, "Loop turns"). */
     uint32_t apply_turn_max;
+    /* The group's store work runs before other groups' (store_group_set_
+     * first): the meta group. */
+    bool store_first;
 };
 
 /* Loop-turn accounting (server/base/srv_turn.h, which this layer does not
