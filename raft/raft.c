@@ -178,6 +178,7 @@ static void set_term(struct raft *r, raft_term term)
     r->vote = 0;
     r->hs_dirty = true;
     r->leader_match = 0;
+    r->leader_ctx = 0;
 }
 
 void raft__become_follower(struct raft *r, raft_term term, raft_node leader,
@@ -193,6 +194,7 @@ void raft__become_follower(struct raft *r, raft_term term, raft_node leader,
     }
     if (r->leader != leader) {
         r->leader_match = 0;
+        r->leader_ctx = 0;
     }
     r->role = RAFT_FOLLOWER;
     r->leader = leader;

@@ -459,6 +459,14 @@ struct raft {
 
     /* Follower: the last index known to match the current leader. */
     raft_index leader_match;
+    /* Follower: the highest read round (ctx) heard from the current leader,
+     * echoed by the ack after persist, when an AppendEntries response last
+     * went out and how many AppendEntries wait for the ack since: one that
+     * brings new entries is answered by that ack (docs/raft.md,
+     * "Replication"). */
+    uint64_t leader_ctx;
+    uint64_t ack_sent_ms;
+    uint32_t acks_owed;
     /* Follower: the snapshot being received. */
     raft_index recv_snap_index;
     raft_term recv_snap_term;

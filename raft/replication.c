@@ -36,8 +36,14 @@ void raft__ack_leader(struct raft *r, uint8_t type, struct raft_out *out)
         return;
     }
     if (type == RAFT_MSG_APPEND_RESP) {
+        /* Also the answer to the AppendEntries recv_append left for it:
+         * what it received (last) and the read round it heard (ctx). */
         resp->append_resp.success = 1;
         resp->append_resp.match = raft__follower_match(r);
+        resp->append_resp.last = r->leader_match;
+        resp->append_resp.ctx = r->leader_ctx;
+        r->ack_sent_ms = r->now_ms;
+        r->acks_owed = 0;
     } else {
         resp->snapshot_resp.success = 1;
         resp->snapshot_resp.match = raft__follower_match(r);
@@ -330,6 +336,8 @@ static void reply_append(struct raft *r, const struct raft_msg *m, bool success,
     resp->append_resp.hint = hint;
     resp->append_resp.hint_term = raft_term_at(r, hint);
     resp->append_resp.ctx = m->append.ctx;
+    r->ack_sent_ms = r->now_ms;
+    r->acks_owed = 0;
 }
 
 /* The next index whose leader copy the driver still needs (finding F12):
@@ -421,6 +429,10 @@ void raft__recv_append(struct raft *r, const struct raft_msg *m,
     if (n > RAFT_APPEND_ENTRIES_MAX || (n > 0 && e == NULL)) {
         return; /* malformed: the codec rejects this before us */
     }
+    bool new_round = a->ctx > r->leader_ctx;
+    if (new_round) {
+        r->leader_ctx = a->ctx;
+    }
     if (prev < r->snap_index) {
         /* Entries up to our snapshot are committed: skip them. */
         raft_index skip = r->snap_index - prev;
@@ -455,7 +467,22 @@ void raft__recv_append(struct raft *r, const struct raft_msg *m,
         reply_append(r, m, false, 0, repair_want(r) - 1, out);
         return;
     }
-    reply_append(r, m, true, matched, r->last_index, out);
+    if (out->n_entries > 0 && !new_round &&
+        a->prev_index + a->n_entries >= a->leader_last &&
+        r->acks_owed < RAFT_INFLIGHT_MAX / 2 &&
+        r->now_ms < r->ack_sent_ms + r->heartbeat_ms / 2) {
+        /* The ack after these entries persist answers this message too
+         * (raft__ack_leader): one response per sync, not one per
+         * AppendEntries and another per sync. Only the leader's tail: a
+         * catch-up (or probe) far behind is answered at once, and so is a
+         * new read round, every (RAFT_INFLIGHT_MAX / 2 + 1)th
+         * message and any half a heartbeat after the last response, so a
+         * slow disk neither fills the leader's window nor trips its stall
+         * detection (acked). */
+        r->acks_owed++;
+        return;
+    }
+    reply_append(r, m, true, r->leader_match, r->last_index, out);
 }
 
 void raft__recv_append_resp(struct raft *r, const struct raft_msg *m,

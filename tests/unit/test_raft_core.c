@@ -225,6 +225,66 @@ a_follower_reports_match_bounded_by_its_persisted_index(void **state)
     assert_int_equal(pick(f, RAFT_MSG_APPEND_RESP, 1)->append_resp.match, 2);
 }
 
+static bool has_msg(const struct fixture *f, uint8_t type)
+{
+    for (uint32_t k = 0; k < f->out.n_msgs; k++) {
+        if (f->out.msgs[k].type == type) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* docs/raft.md, "Replication": an AppendEntries that brings new entries is
+ * answered by the ack after they persist, not once on receipt and again
+ * after the sync; a new read round or half a heartbeat without a response
+ * is answered at once. */
+static void a_follower_answers_new_entries_once_after_persist(void **state)
+{
+    struct fixture *f = *state;
+    elect(f);
+    raft_term t = f->r[0].term;
+    struct raft_msg app = *pick(f, RAFT_MSG_APPEND, 2);
+    struct raft_entry e[3] = {{t, RAFT_ENTRY_BARRIER, 0, NULL},
+                              {t, RAFT_ENTRY_NORMAL, 1, "a"},
+                              {t, RAFT_ENTRY_NORMAL, 1, "b"}};
+    app.append.prev_index = 1;
+    app.append.prev_term = 1;
+    app.append.n_entries = 1;
+    app.append.entries = &e[0];
+    deliver(f, 1, &app); /* the first one is answered: none went out yet */
+    assert_true(has_msg(f, RAFT_MSG_APPEND_RESP));
+
+    app.append.prev_index = 2;
+    app.append.prev_term = t;
+    app.append.entries = &e[1];
+    deliver(f, 1, &app);
+    assert_int_equal(f->out.n_entries, 1);
+    assert_false(has_msg(f, RAFT_MSG_APPEND_RESP));
+    persisted(f, 1, 3, t);
+    const struct raft_msg *r = pick(f, RAFT_MSG_APPEND_RESP, 1);
+    assert_int_equal(r->append_resp.match, 3);
+    assert_int_equal(r->append_resp.last, 3); /* frees the leader's window */
+    assert_int_equal(r->append_resp.ctx, app.append.ctx);
+
+    /* A new read round is answered at once, with its ctx. */
+    app.append.prev_index = 3;
+    app.append.entries = &e[2];
+    app.append.ctx++;
+    deliver(f, 1, &app);
+    r = pick(f, RAFT_MSG_APPEND_RESP, 1);
+    assert_int_equal(r->append_resp.last, 4);
+    assert_int_equal(r->append_resp.ctx, app.append.ctx);
+
+    /* So is any AppendEntries half a heartbeat after the last response. */
+    app.append.prev_index = 4;
+    app.append.entries = &e[1];
+    f->now += f->r[1].heartbeat_ms / 2;
+    deliver(f, 1, &app);
+    assert_int_equal(f->out.n_entries, 1);
+    assert_int_equal(pick(f, RAFT_MSG_APPEND_RESP, 1)->append_resp.last, 5);
+}
+
 static void
 a_sync_of_replaced_entries_is_not_accepted_as_persisted(void **state)
 {
@@ -829,6 +889,7 @@ int main(void)
         T(a_new_leader_appends_a_barrier_of_its_term),
         T(the_leader_counts_itself_only_up_to_its_persisted_index),
         T(a_follower_reports_match_bounded_by_its_persisted_index),
+        T(a_follower_answers_new_entries_once_after_persist),
         T(a_sync_of_replaced_entries_is_not_accepted_as_persisted),
         T(an_entry_of_a_previous_term_commits_only_with_one_of_this_term),
         T(term_on_start_is_at_least_the_last_log_term),
