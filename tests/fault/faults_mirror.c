@@ -12,6 +12,7 @@
 
 #include "faults.h"
 
+/* Time, not synchronisation: the pace of the bounded poll below. */
 static void pause_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
