@@ -470,6 +470,34 @@ export const cases = [
     },
   },
   {
+    name: 'a mirror whose origin is deleted and recreated reads past its seq',
+    intended: { 'state.bytes': BYTES },
+    run: async (ctx) => {
+      await create(ctx);
+      await fill(ctx, 2);
+      const name = `${ctx.uniq}M`;
+      await api(ctx, `STREAM.CREATE.${name}`,
+        { name, mirror: { name: ctx.uniq } });
+      await mirrorInfo(ctx, name, (x) => x.state?.last_seq === 2);
+      const d = await api(ctx, `STREAM.DELETE.${ctx.uniq}`, '');
+      await create(ctx);
+      for (let i = 1; i <= 4; i++) {
+        await pub(ctx, `${ctx.uniq}.a`, `n${i}`);
+      }
+      // The new origin's seqs 1 and 2 are at or below the mirror's
+      // position: both servers read on from seq 3.
+      const i = await mirrorInfo(ctx, name, (x) => x.state?.last_seq === 4);
+      const data = [];
+      for (let s = 1; s <= 4; s++) {
+        const g = await api(ctx, `STREAM.MSG.GET.${name}`, { seq: s });
+        data.push(g.message?.data ?? g.error?.err_code);
+      }
+      return { deleted: d.success ?? d.error, state: i.state,
+        mirror: { name: i.mirror?.name, lag: i.mirror?.lag,
+          error: i.mirror?.error ?? null }, data };
+    },
+  },
+  {
     name: 'mirror configs nats-server refuses are refused with its codes',
     intended: { remove: 'an update removing `mirror` promotes the mirror '
       + 'to a stream of its own, as nats-server 2.12 does; 2.9.10 refuses '
