@@ -280,7 +280,8 @@ static void a_missing_origin_is_shown_then_mirrored_once_created(void **state)
     json_decref(o);
 }
 
-static void an_origin_deleted_keeps_the_mirror_then_recreated_is_read(void **state)
+static void
+an_origin_deleted_keeps_the_mirror_then_recreated_is_read(void **state)
 {
     struct kv_js1 *f = *state;
     kv_js1_create(f, "O", "{\"name\":\"O\",\"subjects\":[\"o.>\"]}");
@@ -311,8 +312,8 @@ static void an_origin_deleted_keeps_the_mirror_then_recreated_is_read(void **sta
     for (uint64_t s = 1; s <= 4; s++) {
         m = get(f, "M", s, &code);
         assert_non_null(m);
-        assert_string_equal(
-            json_string_value(json_object_get(m, "subject")), want[s - 1]);
+        assert_string_equal(json_string_value(json_object_get(m, "subject")),
+                            want[s - 1]);
         json_decref(m);
     }
     json_t *o = kv_js1_info(f, "M");
