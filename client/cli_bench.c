@@ -492,27 +492,42 @@ static int bench_run(struct bench *b, char *errmsg)
     return rv;
 }
 
-static int parse_mode(const char *name, enum bench_mode *mode, char *errmsg)
+int cli_bench_main(const struct cli_cmd *cmd,
+                   const struct cli_bench_modes *modes,
+                   const struct cli_flag *flags, struct cli_conn_opts *conn,
+                   int argc, char **argv, cli_bench_run_cb run_cb, void *cfg,
+                   char *errmsg)
 {
-    static const struct {
-        const char *name;
-        enum bench_mode mode;
-    } modes[] = {{"pub", BENCH_PUB},
-                 {"sub", BENCH_SUB},
-                 {"pubsub", BENCH_PUBSUB},
-                 {"req", BENCH_REQ}};
-    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-        if (strcmp(modes[i].name, name) == 0) {
-            *mode = modes[i].mode;
-            return 0;
+    struct cli_args args;
+    bool help;
+
+    ASSERT(cmd->args_min == 2);
+    ASSERT(cmd->args_max == 2);
+    cli_conn_opts_init(conn);
+    int rv = cli_parse(cmd, flags, conn, argc, argv, &args, &help, errmsg);
+    if (rv != 0 || help) {
+        return rv;
+    }
+    for (int i = 0; i < CLI_BENCH_MODES_MAX && modes->words[i] != NULL; i++) {
+        if (strcmp(modes->words[i], args.items[0]) == 0) {
+            return run_cb(cfg, i, args.items[1], errmsg);
         }
     }
-    return keel_err(KEEL_EUSAGE, errmsg,
-                    "unknown bench mode '%s' (pub, sub, pubsub or req)", name);
+    return keel_err(KEEL_EUSAGE, errmsg, "unknown %s mode '%s' (%s)",
+                    modes->kind, args.items[0], modes->hint);
 }
 
-static int check_cfg(const struct bench_cfg *c, char *errmsg)
+static const struct cli_bench_modes bench_modes = {
+    "bench", "pub, sub, pubsub or req", {"pub", "sub", "pubsub", "req"}};
+
+/* cli_bench_main's run_cb: the ranges, then the bench. */
+static int bench_start(void *arg, int mode, const char *subject, char *errmsg)
 {
+    struct bench *b = arg;
+    struct bench_cfg *c = &b->cfg;
+    c->mode = (enum bench_mode)mode;
+    c->mode_name = bench_modes.words[mode];
+    c->subject = subject;
     if (c->size < 0 || c->size > CLI_BENCH_SIZE_BYTES_MAX) {
         return keel_err(KEEL_EUSAGE, errmsg, "--size must be 0..%d bytes",
                         CLI_BENCH_SIZE_BYTES_MAX);
@@ -528,14 +543,12 @@ static int check_cfg(const struct bench_cfg *c, char *errmsg)
         return keel_err(KEEL_EUSAGE, errmsg, "--pub and --sub must be 1..%d",
                         CLI_BENCH_CONNS_MAX);
     }
-    return 0;
+    return bench_run(b, errmsg);
 }
 
 int cli_bench(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
 {
     struct bench b;
-    struct cli_args args;
-    bool help;
 
     int hoisted = 0; /* `keel bench -s URL js pub X` */
     int rv = cli_hoist_conn_flags(argc, argv, &hoisted, errmsg);
@@ -550,7 +563,6 @@ int cli_bench(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
     }
     memset(&b, 0, sizeof b);
     struct bench_cfg *c = &b.cfg;
-    cli_conn_opts_init(&c->conn);
     c->size = 128;
     c->msgs = 100000;
     c->pubs = 1;
@@ -572,18 +584,6 @@ int cli_bench(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
          "print one JSON object instead of text"},
         CLI_FLAG_END,
     };
-    rv = cli_parse(cmd, flags, &c->conn, argc, argv, &args, &help, errmsg);
-    if (rv != 0 || help) {
-        return rv;
-    }
-    c->mode_name = args.items[0];
-    c->subject = args.items[1];
-    rv = parse_mode(c->mode_name, &c->mode, errmsg);
-    if (rv == 0) {
-        rv = check_cfg(c, errmsg);
-    }
-    if (rv != 0) {
-        return rv;
-    }
-    return bench_run(&b, errmsg);
+    return cli_bench_main(cmd, &bench_modes, flags, &c->conn, argc, argv,
+                          bench_start, &b, errmsg);
 }

@@ -95,6 +95,32 @@ struct bench_result {
     double mean_ns;
 };
 
+/* The MODE words a bench command takes as its first argument, in the
+ * order of its mode enum, and what the error for another word says:
+ * "unknown <kind> mode 'X' (<hint>)". */
+struct cli_bench_modes {
+    const char *kind;
+    const char *hint;
+    const char *words[CLI_BENCH_MODES_MAX]; /* NULL after the last */
+};
+
+/* What runs a bench command once cli_bench_main parsed it: cfg is the
+ * command's own config (its flags were written there), mode the index
+ * of MODE in words, target the second argument (SUBJECT or BUCKET).
+ * Checks the flags' ranges, runs the bench and prints its report. */
+typedef int (*cli_bench_run_cb)(void *cfg, int mode, const char *target,
+                                char *errmsg);
+
+/* Every bench command (cmd takes MODE TARGET): conn set to its defaults,
+ * argv parsed against flags and the connection flags (cli_parse), MODE
+ * looked up in modes, then run_cb(cfg, ...). With --help: 0 once the
+ * help is printed. Returns 0, KEEL_EUSAGE or run_cb's code. */
+int cli_bench_main(const struct cli_cmd *cmd,
+                   const struct cli_bench_modes *modes,
+                   const struct cli_flag *flags, struct cli_conn_opts *conn,
+                   int argc, char **argv, cli_bench_run_cb run_cb, void *cfg,
+                   char *errmsg);
+
 /* Fill the latency fields of `r` from every requester's samples (sorts a
  * merged copy). Returns 0 or KEEL_ENOMEM.
  */

@@ -286,6 +286,26 @@ static int bjs_run(const struct bjs_cfg *c, char *errmsg)
     return rv;
 }
 
+/* cli_bench_main's run_cb: the ranges, then the bench. */
+static int bjs_start(void *arg, int mode, const char *subject, char *errmsg)
+{
+    struct bjs_cfg *c = arg;
+    (void)mode; /* pub, the only one */
+    c->subject = subject;
+    if (c->size < 0 || c->size > CLI_BENCH_SIZE_BYTES_MAX || c->msgs < 1 ||
+        c->msgs > CLI_BENCH_MSGS_MAX || c->pubs < 1 ||
+        c->pubs > CLI_BENCH_CONNS_MAX || c->window < 1 ||
+        c->window > CLI_BENCH_PENDING_MSGS || c->replicas < 1 ||
+        c->replicas > SRV_JS_REPLICAS_MAX) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "--size 0..%d, --msgs 1..%lld, --pub 1..%d, --window "
+                        "1..%d, --replicas 1..5",
+                        CLI_BENCH_SIZE_BYTES_MAX, (long long)CLI_BENCH_MSGS_MAX,
+                        CLI_BENCH_CONNS_MAX, CLI_BENCH_PENDING_MSGS);
+    }
+    return bjs_run(c, errmsg);
+}
+
 int cli_bench_js(const struct cli_cmd *parent, int argc, char **argv,
                  char *errmsg)
 {
@@ -311,9 +331,7 @@ int cli_bench_js(const struct cli_cmd *parent, int argc, char **argv,
                         .pubs = 1,
                         .window = 256,
                         .replicas = 1};
-    struct cli_args args;
-    bool help = false;
-    cli_conn_opts_init(&c.conn);
+    static const struct cli_bench_modes modes = {"js bench", "pub", {"pub"}};
     const struct cli_flag flags[] = {
         {"size", 0, CLI_FLAG_SIZE, &c.size, "BYTES",
          "message size (default 128)"},
@@ -331,25 +349,6 @@ int cli_bench_js(const struct cli_cmd *parent, int argc, char **argv,
         {"json", 0, CLI_FLAG_BOOL, &c.json, NULL, "print one JSON object"},
         CLI_FLAG_END,
     };
-    int rv = cli_parse(&cmd, flags, &c.conn, argc, argv, &args, &help, errmsg);
-    if (rv != 0 || help) {
-        return rv;
-    }
-    if (strcmp(args.items[0], "pub") != 0) {
-        return keel_err(KEEL_EUSAGE, errmsg, "unknown js bench mode '%s' (pub)",
-                        args.items[0]);
-    }
-    c.subject = args.items[1];
-    if (c.size < 0 || c.size > CLI_BENCH_SIZE_BYTES_MAX || c.msgs < 1 ||
-        c.msgs > CLI_BENCH_MSGS_MAX || c.pubs < 1 ||
-        c.pubs > CLI_BENCH_CONNS_MAX || c.window < 1 ||
-        c.window > CLI_BENCH_PENDING_MSGS || c.replicas < 1 ||
-        c.replicas > SRV_JS_REPLICAS_MAX) {
-        return keel_err(KEEL_EUSAGE, errmsg,
-                        "--size 0..%d, --msgs 1..%lld, --pub 1..%d, --window "
-                        "1..%d, --replicas 1..5",
-                        CLI_BENCH_SIZE_BYTES_MAX, (long long)CLI_BENCH_MSGS_MAX,
-                        CLI_BENCH_CONNS_MAX, CLI_BENCH_PENDING_MSGS);
-    }
-    return bjs_run(&c, errmsg);
+    return cli_bench_main(&cmd, &modes, flags, &c.conn, argc, argv, bjs_start,
+                          &c, errmsg);
 }

@@ -331,22 +331,8 @@ static int bjc_run(const struct cli_bjc_cfg *c, char *errmsg)
     return rv;
 }
 
-static int bjc_check(struct cli_bjc_cfg *c, const char *mode, char *errmsg)
+static int bjc_check(struct cli_bjc_cfg *c, char *errmsg)
 {
-    static const char *const modes[] = {"fetch", "push", "mirror"};
-    bool known = false;
-    for (int i = 0; i < 3; i++) {
-        if (strcmp(mode, modes[i]) == 0) {
-            c->mode = (enum cli_bjc_mode)i;
-            known = true;
-        }
-    }
-    if (!known) {
-        return keel_err(KEEL_EUSAGE, errmsg,
-                        "unknown js bench mode '%s' (pub, fetch, push, "
-                        "mirror)",
-                        mode);
-    }
     bool ack_ok =
         c->mode == CLI_BJC_FETCH
             ? strcmp(c->ack, "explicit") == 0 || strcmp(c->ack, "all") == 0
@@ -389,6 +375,20 @@ static int bjc_check(struct cli_bjc_cfg *c, const char *mode, char *errmsg)
     return 0;
 }
 
+/* cli_bench_main's run_cb: the flags' checks, then the bench. */
+static int bjc_start(void *arg, int mode, const char *subject, char *errmsg)
+{
+    struct cli_bjc_cfg *c = arg;
+    c->mode = (enum cli_bjc_mode)mode;
+    c->subject = subject;
+    int rv = bjc_check(c, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    return c->mode == CLI_BJC_MIRROR ? cli_bench_js_mirror(c, errmsg)
+                                     : bjc_run(c, errmsg);
+}
+
 int cli_bench_js_consume(const struct cli_cmd *parent, int argc, char **argv,
                          char *errmsg)
 {
@@ -411,9 +411,8 @@ int cli_bench_js_consume(const struct cli_cmd *parent, int argc, char **argv,
                             .expires_ms = 1000,
                             .replicas = 1,
                             .rate = 20000};
-    struct cli_args args;
-    bool help = false;
-    cli_conn_opts_init(&c.conn);
+    static const struct cli_bench_modes modes = {
+        "js bench", "pub, fetch, push, mirror", {"fetch", "push", "mirror"}};
     const struct cli_flag flags[] = {
         {"size", 0, CLI_FLAG_SIZE, &c.size, "BYTES",
          "message size (default 128)"},
@@ -443,15 +442,6 @@ int cli_bench_js_consume(const struct cli_cmd *parent, int argc, char **argv,
         {"json", 0, CLI_FLAG_BOOL, &c.json, NULL, "print one JSON object"},
         CLI_FLAG_END,
     };
-    int rv = cli_parse(&cmd, flags, &c.conn, argc, argv, &args, &help, errmsg);
-    if (rv != 0 || help) {
-        return rv;
-    }
-    c.subject = args.items[1];
-    rv = bjc_check(&c, args.items[0], errmsg);
-    if (rv != 0) {
-        return rv;
-    }
-    return c.mode == CLI_BJC_MIRROR ? cli_bench_js_mirror(&c, errmsg)
-                                    : bjc_run(&c, errmsg);
+    return cli_bench_main(&cmd, &modes, flags, &c.conn, argc, argv, bjc_start,
+                          &c, errmsg);
 }

@@ -268,6 +268,27 @@ static int bkv_run(const struct bkv_cfg *c, char *errmsg)
     return rv;
 }
 
+/* cli_bench_main's run_cb: the ranges, then the bench. */
+static int bkv_start(void *arg, int mode, const char *bucket, char *errmsg)
+{
+    struct bkv_cfg *c = arg;
+    c->get = mode == 1; /* else put */
+    c->bucket = bucket;
+    if (c->size < 0 || c->size > CLI_BENCH_SIZE_BYTES_MAX || c->msgs < 1 ||
+        c->msgs > CLI_BENCH_REQ_MSGS_MAX || c->clients < 1 ||
+        c->clients > CLI_BENCH_CONNS_MAX || c->keys < 1 ||
+        c->keys > CLI_BENCH_KV_KEYS_MAX || c->replicas < 1 ||
+        c->replicas > SRV_JS_REPLICAS_MAX) {
+        return keel_err(KEEL_EUSAGE, errmsg,
+                        "--size 0..%d, --msgs 1..%lld, --clients 1..%d, "
+                        "--keys 1..%d, --replicas 1..%d",
+                        CLI_BENCH_SIZE_BYTES_MAX,
+                        (long long)CLI_BENCH_REQ_MSGS_MAX, CLI_BENCH_CONNS_MAX,
+                        CLI_BENCH_KV_KEYS_MAX, SRV_JS_REPLICAS_MAX);
+    }
+    return bkv_run(c, errmsg);
+}
+
 int cli_bench_kv(const struct cli_cmd *parent, int argc, char **argv,
                  char *errmsg)
 {
@@ -282,9 +303,8 @@ int cli_bench_kv(const struct cli_cmd *parent, int argc, char **argv,
         2};
     struct bkv_cfg c = {
         .size = 128, .msgs = 20000, .clients = 1, .keys = 1000, .replicas = 1};
-    struct cli_args args;
-    bool help = false;
-    cli_conn_opts_init(&c.conn);
+    static const struct cli_bench_modes modes = {
+        "kv bench", "put or get", {"put", "get"}};
     const struct cli_flag flags[] = {
         {"size", 0, CLI_FLAG_SIZE, &c.size, "BYTES",
          "value size (default 128)"},
@@ -299,28 +319,6 @@ int cli_bench_kv(const struct cli_cmd *parent, int argc, char **argv,
         {"json", 0, CLI_FLAG_BOOL, &c.json, NULL, "print one JSON object"},
         CLI_FLAG_END,
     };
-    int rv = cli_parse(&cmd, flags, &c.conn, argc, argv, &args, &help, errmsg);
-    if (rv != 0 || help) {
-        return rv;
-    }
-    c.get = strcmp(args.items[0], "get") == 0;
-    if (!c.get && strcmp(args.items[0], "put") != 0) {
-        return keel_err(KEEL_EUSAGE, errmsg,
-                        "unknown kv bench mode '%s' (put or get)",
-                        args.items[0]);
-    }
-    c.bucket = args.items[1];
-    if (c.size < 0 || c.size > CLI_BENCH_SIZE_BYTES_MAX || c.msgs < 1 ||
-        c.msgs > CLI_BENCH_REQ_MSGS_MAX || c.clients < 1 ||
-        c.clients > CLI_BENCH_CONNS_MAX || c.keys < 1 ||
-        c.keys > CLI_BENCH_KV_KEYS_MAX || c.replicas < 1 ||
-        c.replicas > SRV_JS_REPLICAS_MAX) {
-        return keel_err(KEEL_EUSAGE, errmsg,
-                        "--size 0..%d, --msgs 1..%lld, --clients 1..%d, "
-                        "--keys 1..%d, --replicas 1..%d",
-                        CLI_BENCH_SIZE_BYTES_MAX,
-                        (long long)CLI_BENCH_REQ_MSGS_MAX, CLI_BENCH_CONNS_MAX,
-                        CLI_BENCH_KV_KEYS_MAX, SRV_JS_REPLICAS_MAX);
-    }
-    return bkv_run(&c, errmsg);
+    return cli_bench_main(&cmd, &modes, flags, &c.conn, argc, argv, bkv_start,
+                          &c, errmsg);
 }

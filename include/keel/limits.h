@@ -408,7 +408,8 @@ _Static_assert(SNAP_CHUNK_DATA_BYTES + 64 <= RAFT_MSG_BYTES_MAX,
 #define CLI_BENCH_WAIT_MS_MAX (60ll * 60 * 1000)
 #define CLI_BENCH_TICK_MS 100
 #define CLI_BENCH_FETCH_BATCH_MAX 10000 /* messages per pull request */
-#define CLI_BENCH_KV_KEYS_MAX 1000000   /* keel bench kv: keys k000000.. */
+#define CLI_BENCH_MODES_MAX 5 /* MODE words of a bench command, and NULL */
+#define CLI_BENCH_KV_KEYS_MAX 1000000 /* keel bench kv: keys k000000.. */
 /* Human output (cli_fmt): table rows kept (more are counted), columns. */
 #define CLI_TABLE_ROWS_MAX 1024
 #define CLI_TABLE_COLS_MAX 8
