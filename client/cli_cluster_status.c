@@ -131,8 +131,7 @@ static void print_nodes(const json_t *replies, const json_t *names, FILE *out,
         const char *health = "-";
         const char *role = "-";
         if (r != NULL) {
-            cli_fmt_count((uint64_t)cli_js_int(r, "orphans_count", 0), orph,
-                          sizeof orph);
+            cli_js_count(r, "orphans_count", orph, sizeof orph);
             cli_fmt_duration_ns(
                 cli_js_int(json_object_get(r, "server"), "uptime_ms", 0) *
                     1000000,
@@ -253,9 +252,8 @@ static void replica_row(struct cli_table *t, const json_t *replies,
     }
     snprintf(reps, sizeof reps, "%" PRId64, nrep);
     if (g != NULL) {
-        cli_fmt_count((uint64_t)cli_js_int(g, "term", 0), term, sizeof term);
-        cli_fmt_count((uint64_t)cli_js_int(g, "applied", 0), applied,
-                      sizeof applied);
+        cli_js_count(g, "term", term, sizeof term);
+        cli_js_count(g, "applied", applied, sizeof applied);
         snprintf(state, sizeof state, "%s", cli_js_str(g, "state", "?"));
         if (strcmp(state, "ok") != 0) {
             snprintf(what, sizeof what, "%s on %s: %s", stream, node, state);
@@ -266,8 +264,7 @@ static void replica_row(struct cli_table *t, const json_t *replies,
                  r != NULL ? "no group on this node" : "no answer");
     }
     if (lv != NULL && json_object_get(lv, "lag") != NULL) {
-        cli_fmt_count((uint64_t)cli_js_int(lv, "lag", 0), behind,
-                      sizeof behind);
+        cli_js_count(lv, "lag", behind, sizeof behind);
         if (json_is_true(json_object_get(lv, "offline"))) {
             snprintf(state, sizeof state, "offline (leader has no link)");
         } else if (!json_is_true(json_object_get(lv, "current")) &&

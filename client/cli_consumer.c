@@ -24,12 +24,7 @@ static void print_info(const json_t *info, const struct cli_js_run *r)
     const json_t *cfg = json_object_get(info, "config");
     const json_t *del = json_object_get(info, "delivered");
     const json_t *fl = json_object_get(info, "ack_floor");
-    char a[32], b[32], c[32], d[32], w[32];
-    cli_fmt_count((uint64_t)cli_js_int(info, "num_pending", 0), a, sizeof a);
-    cli_fmt_count((uint64_t)cli_js_int(info, "num_ack_pending", 0), b,
-                  sizeof b);
-    cli_fmt_count((uint64_t)cli_js_int(del, "stream_seq", 0), c, sizeof c);
-    cli_fmt_count((uint64_t)cli_js_int(fl, "stream_seq", 0), d, sizeof d);
+    char n[32], w[32]; /* n: each line's number, printed before the next */
     cli_fmt_duration_ns(cli_js_int(cfg, "ack_wait", 0), w, sizeof w);
     const char *ds = cli_js_str(cfg, "deliver_subject", NULL);
     printf("Consumer %s on stream %s (created %s)\n\n",
@@ -46,10 +41,14 @@ static void print_info(const json_t *info, const struct cli_js_run *r)
     printf("  %-18s %s\n", "Ack Policy:", cli_js_str(cfg, "ack_policy", "?"));
     printf("  %-18s %s\n\n", "Ack Wait:", w);
     printf("State:\n");
-    printf("  %-18s %s\n", "Last Delivered:", c);
-    printf("  %-18s %s\n", "Ack Floor:", d);
-    printf("  %-18s %s\n", "Unprocessed:", a);
-    printf("  %-18s %s\n", "Ack Pending:", b);
+    printf("  %-18s %s\n",
+           "Last Delivered:", cli_js_count(del, "stream_seq", n, sizeof n));
+    printf("  %-18s %s\n",
+           "Ack Floor:", cli_js_count(fl, "stream_seq", n, sizeof n));
+    printf("  %-18s %s\n",
+           "Unprocessed:", cli_js_count(info, "num_pending", n, sizeof n));
+    printf("  %-18s %s\n",
+           "Ack Pending:", cli_js_count(info, "num_ack_pending", n, sizeof n));
 }
 
 static int build_cfg(const struct cons_flags *cf, const char *stream,
@@ -134,34 +133,18 @@ static int cons_add(const struct cli_cmd *cmd, int argc, char **argv,
     return rv;
 }
 
-static int ls_rows(struct cli_table *t, const json_t *list)
+/* cli_js_rows' row of consumer ls. */
+static void ls_row(const json_t *info, const char **cells,
+                   char (*text)[CLI_TABLE_CELL_BYTES])
 {
-    size_t i;
-    const json_t *info;
-    json_array_foreach(list, i, info)
-    {
-        const json_t *cfg = json_object_get(info, "config");
-        char pend[32], ackp[32], del[32];
-        cli_fmt_count((uint64_t)cli_js_int(info, "num_pending", 0), pend,
-                      sizeof pend);
-        cli_fmt_count((uint64_t)cli_js_int(info, "num_ack_pending", 0), ackp,
-                      sizeof ackp);
-        cli_fmt_count((uint64_t)cli_js_int(json_object_get(info, "delivered"),
-                                           "stream_seq", 0),
-                      del, sizeof del);
-        const char *row[] = {cli_js_str(info, "name", "?"),
-                             json_object_get(cfg, "deliver_subject") ? "push"
-                                                                     : "pull",
-                             cli_js_str(cfg, "ack_policy", "?"),
-                             del,
-                             pend,
-                             ackp};
-        int rv = cli_table_add(t, row);
-        if (rv != 0) {
-            return rv;
-        }
-    }
-    return 0;
+    const json_t *cfg = json_object_get(info, "config");
+    cells[0] = cli_js_str(info, "name", "?");
+    cells[1] = json_object_get(cfg, "deliver_subject") ? "push" : "pull";
+    cells[2] = cli_js_str(cfg, "ack_policy", "?");
+    cells[3] = cli_js_count(json_object_get(info, "delivered"), "stream_seq",
+                            text[3], sizeof text[3]);
+    cells[4] = cli_js_count(info, "num_pending", text[4], sizeof text[4]);
+    cells[5] = cli_js_count(info, "num_ack_pending", text[5], sizeof text[5]);
 }
 
 static int cons_ls(const struct cli_cmd *cmd, int argc, char **argv,
@@ -190,7 +173,7 @@ static int cons_ls(const struct cli_cmd *cmd, int argc, char **argv,
     }
     const json_t *list = json_object_get(r.reply, "consumers");
     if (rv == 0 && !r.help) {
-        rv = ls_rows(t, list);
+        rv = cli_js_rows(t, list, ls_row);
     }
     if (rv == 0 && !r.help) {
         snprintf(none, sizeof none,
@@ -214,27 +197,10 @@ static void print_deleted(const json_t *reply, const struct cli_js_run *r)
 static int cons_info_rm(const struct cli_cmd *cmd, int argc, char **argv,
                         char *errmsg)
 {
-    bool rm = strcmp(cmd->name, "consumer rm") == 0;
-    struct cli_js_run r;
-    bool force = false;
-    struct cli_flag flags[] = {
-        {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
-        {"force", 'f', CLI_FLAG_BOOL, &force, NULL, "rm: do not ask"},
-        CLI_FLAG_END,
-    };
-    char api[CLI_SUBJECT_BYTES_MAX];
-    int rv = cli_js_start(&r, cmd, flags, argc, argv, errmsg);
-    if (rv == 0 && !r.help && rm && !force) {
-        rv = cli_confirm("delete consumer", r.args.items[1], errmsg);
-    }
-    if (rv == 0 && !r.help) {
-        snprintf(api, sizeof api, "CONSUMER.%s.%s.%s", rm ? "DELETE" : "INFO",
-                 r.args.items[0], r.args.items[1]);
-        rv = cli_js_show(&r, cmd->name, api, NULL,
-                         rm ? print_deleted : print_info, errmsg);
-    }
-    cli_js_end(&r);
-    return rv;
+    static const struct cli_js_info_rm how = {"CONSUMER", "delete consumer",
+                                              "rm: do not ask", print_info,
+                                              print_deleted};
+    return cli_js_info_rm(cmd, argc, argv, &how, errmsg);
 }
 
 CLI_SUBCMD_GROUP(cli_consumer, "consumer", CONSUMER_VERBS)

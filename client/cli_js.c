@@ -1,5 +1,6 @@
 /* JetStream API plumbing shared by keel stream / consumer (cli_js.h). */
 #include "cli_js.h"
+#include "cli_stream_cfg.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -118,6 +119,37 @@ int cli_js_show(struct cli_js_run *r, const char *what, const char *api,
     } else if (rv == 0) {
         print(r->reply, r);
     }
+    return rv;
+}
+
+int cli_js_info_rm(const struct cli_cmd *cmd, int argc, char **argv,
+                   const struct cli_js_info_rm *how, char *errmsg)
+{
+    size_t n = strlen(cmd->name);
+    bool rm = n > 3 && strcmp(cmd->name + n - 3, " rm") == 0;
+    struct cli_js_run r;
+    bool force = false;
+    struct cli_flag flags[] = {
+        {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
+        {"force", 'f', CLI_FLAG_BOOL, &force, NULL, how->force_help},
+        CLI_FLAG_END,
+    };
+    char api[CLI_SUBJECT_BYTES_MAX];
+    int rv = cli_js_start(&r, cmd, flags, argc, argv, errmsg);
+    ASSERT(r.help || rv != 0 || (r.args.count >= 1 && r.args.count <= 2));
+    if (rv == 0 && !r.help && rm && !force) {
+        rv = cli_confirm(how->ask, r.args.items[r.args.count - 1], errmsg);
+    }
+    if (rv == 0 && !r.help) {
+        /* STREAM NAME or STREAM CONSUMER: one or two names. */
+        bool two = r.args.count == 2;
+        snprintf(api, sizeof api, "%s.%s.%s%s%s", how->api,
+                 rm ? "DELETE" : "INFO", r.args.items[0], two ? "." : "",
+                 two ? r.args.items[1] : "");
+        rv = cli_js_show(&r, cmd->name, api, NULL,
+                         rm ? how->deleted : how->info, errmsg);
+    }
+    cli_js_end(&r);
     return rv;
 }
 
@@ -254,6 +286,37 @@ const char *cli_js_str(const json_t *o, const char *key, const char *dflt)
 {
     const char *v = json_string_value(json_object_get(o, key));
     return v != NULL ? v : dflt;
+}
+
+int cli_js_rows(struct cli_table *t, const json_t *list, cli_js_row_fn row)
+{
+    size_t i;
+    const json_t *item;
+    json_array_foreach(list, i, item)
+    {
+        const char *cells[CLI_TABLE_COLS_MAX] = {0};
+        char text[CLI_TABLE_COLS_MAX][CLI_TABLE_CELL_BYTES];
+        row(item, cells, text);
+        int rv = cli_table_add(t, cells);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    return 0;
+}
+
+const char *cli_js_count(const json_t *o, const char *key, char *buf,
+                         size_t len)
+{
+    cli_fmt_count((uint64_t)cli_js_int(o, key, 0), buf, len);
+    return buf;
+}
+
+const char *cli_js_bytes(const json_t *o, const char *key, char *buf,
+                         size_t len)
+{
+    cli_fmt_bytes((uint64_t)cli_js_int(o, key, 0), buf, len);
+    return buf;
 }
 
 int cli_js_ack_meta(const char *reply, uint64_t *sseq, int64_t *ts_ns,

@@ -115,6 +115,25 @@ typedef void (*cli_js_print_fn)(const json_t *reply,
 int cli_js_show(struct cli_js_run *r, const char *what, const char *api,
                 const char *body, cli_js_print_fn print, char *errmsg);
 
+/* The info and rm sub-commands of a JetStream object (stream, consumer):
+ * api ("STREAM") and the command's arguments (the object's names) make
+ * the request's subject, "STREAM.INFO.<name>" or "STREAM.DELETE.<name>";
+ * rm (the command's name ends in " rm") first asks "<ask> <last name>?"
+ * unless --force (help: force_help). The reply printed by info or
+ * deleted, or with --json as it came. */
+struct cli_js_info_rm {
+    const char *api;
+    const char *ask;
+    const char *force_help;
+    cli_js_print_fn info;
+    cli_js_print_fn deleted;
+};
+
+/* Run an info or rm command (cmd, argv) as how says. Returns 0 or the
+ * parse, connect, confirmation or request error. */
+int cli_js_info_rm(const struct cli_cmd *cmd, int argc, char **argv,
+                   const struct cli_js_info_rm *how, char *errmsg);
+
 /* Send a JetStream API request: subject is "$JS.API." + api (e.g.
  * "STREAM.INFO.ORDERS"; an api starting with '$' is the whole subject, as
  * "$KEEL.API.CLUSTER.PEER.ADD"), body may be NULL (empty). On success *out (may
@@ -145,6 +164,16 @@ int cli_js_stream_pages(natsConnection *nc, int64_t timeout_ms,
                         const char *what, cli_js_page_cb cb, void *arg,
                         char *errmsg);
 
+/* Fill the cells of one ls row from item (a stream's or consumer's
+ * info); a cell the function makes (a number, a list) goes into text[i]
+ * (CLI_TABLE_CELL_BYTES each, CLI_TABLE_COLS_MAX of them). */
+typedef void (*cli_js_row_fn)(const json_t *item, const char **cells,
+                              char (*text)[CLI_TABLE_CELL_BYTES]);
+
+/* One row of t per element of list, its cells made by row. Returns 0 or
+ * KEEL_ENOMEM. */
+int cli_js_rows(struct cli_table *t, const json_t *list, cli_js_row_fn row);
+
 /* Print JSON o to stdout, indented (the --json output). */
 void cli_js_print_json(const json_t *o);
 
@@ -158,6 +187,14 @@ int64_t cli_js_int(const json_t *o, const char *key, int64_t dflt);
 
 /* A string member of o, or dflt. */
 const char *cli_js_str(const json_t *o, const char *key, const char *dflt);
+
+/* An int64 member of o (0 when absent) as a count with thousands
+ * separators (cli_fmt_count) or a size in human units (cli_fmt_bytes),
+ * into buf (len bytes). Returns buf, for a table row's cell. */
+const char *cli_js_count(const json_t *o, const char *key, char *buf,
+                         size_t len);
+const char *cli_js_bytes(const json_t *o, const char *key, char *buf,
+                         size_t len);
 
 /* The stream sequence, stored time and pending count of a delivered
  * message, from its $JS.ACK reply subject (docs/protocol.md §2.7). Returns 0 or

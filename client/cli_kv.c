@@ -98,8 +98,8 @@ static void print_bucket(const json_t *info, const struct cli_js_run *r)
     cli_fmt_duration_ns(
         cli_js_int(cfg, "max_age", 0) == 0 ? -1 : cli_js_int(cfg, "max_age", 0),
         ttl, sizeof ttl);
-    cli_fmt_count((uint64_t)cli_js_int(st, "messages", 0), vals, sizeof vals);
-    cli_fmt_bytes((uint64_t)cli_js_int(st, "bytes", 0), bytes, sizeof bytes);
+    cli_js_count(st, "messages", vals, sizeof vals);
+    cli_js_bytes(st, "bytes", bytes, sizeof bytes);
     cli_fmt_limit(cli_js_int(cfg, "max_msg_size", -1), maxval, sizeof maxval);
     cli_fmt_limit(cli_js_int(cfg, "max_bytes", -1), maxb, sizeof maxb);
     printf("Information for Key-Value Store Bucket %s\n\n", stream + 3);
@@ -187,10 +187,8 @@ static int ls_page(const json_t *streams, void *arg)
             continue;
         }
         char vals[32], bytes[32], hist[32];
-        cli_fmt_count((uint64_t)cli_js_int(st, "messages", 0), vals,
-                      sizeof vals);
-        cli_fmt_bytes((uint64_t)cli_js_int(st, "bytes", 0), bytes,
-                      sizeof bytes);
+        cli_js_count(st, "messages", vals, sizeof vals);
+        cli_js_bytes(st, "bytes", bytes, sizeof bytes);
         snprintf(hist, sizeof hist, "%lld",
                  (long long)cli_js_int(cfg, "max_msgs_per_subject", 1));
         const char *row[] = {name + 3, hist, vals, bytes};

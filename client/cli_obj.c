@@ -241,9 +241,8 @@ int cli_obj_subscribe(struct cli_obj *o, const char *filter, bool last,
 void cli_obj_print_info(const json_t *meta)
 {
     char size[32], chunks[32];
-    cli_fmt_bytes((uint64_t)cli_js_int(meta, "size", 0), size, sizeof size);
-    cli_fmt_count((uint64_t)cli_js_int(meta, "chunks", 0), chunks,
-                  sizeof chunks);
+    cli_js_bytes(meta, "size", size, sizeof size);
+    cli_js_count(meta, "chunks", chunks, sizeof chunks);
     printf("Object information for %s > %s\n\n",
            cli_js_str(meta, "bucket", "?"), cli_js_str(meta, "name", "?"));
     const char *desc = cli_js_str(meta, "description", "");
@@ -286,7 +285,7 @@ static void print_bucket(const json_t *info, const struct cli_js_run *r)
     int64_t max_age = cli_js_int(cfg, "max_age", 0);
     char ttl[32], bytes[32], maxb[32];
     cli_fmt_duration_ns(max_age == 0 ? -1 : max_age, ttl, sizeof ttl);
-    cli_fmt_bytes((uint64_t)cli_js_int(st, "bytes", 0), bytes, sizeof bytes);
+    cli_js_bytes(st, "bytes", bytes, sizeof bytes);
     int64_t max_bytes = cli_js_int(cfg, "max_bytes", -1);
     if (max_bytes < 0) {
         snprintf(maxb, sizeof maxb, "unlimited");

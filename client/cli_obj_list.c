@@ -24,7 +24,7 @@ static int bucket_row(struct ls_acc *acc, const json_t *info,
 {
     char bytes[32], created[32];
     const json_t *st = json_object_get(info, "state");
-    cli_fmt_bytes((uint64_t)cli_js_int(st, "bytes", 0), bytes, sizeof bytes);
+    cli_js_bytes(st, "bytes", bytes, sizeof bytes);
     snprintf(created, sizeof created, "%.19s", cli_js_str(info, "created", ""));
     char *t = strchr(created, 'T');
     if (t != NULL) {
@@ -113,7 +113,7 @@ static int list_objects(struct cli_obj *o, struct ls_acc *acc, char *errmsg)
             continue; /* a deleted object, or not one of ours */
         }
         char size[32];
-        cli_fmt_bytes((uint64_t)cli_js_int(meta, "size", 0), size, sizeof size);
+        cli_js_bytes(meta, "size", size, sizeof size);
         const char *row[] = {cli_js_str(meta, "name", "?"), size,
                              cli_js_str(meta, "mtime", "")};
         if (cli_table_add(acc->t, row) != 0 ||
@@ -185,9 +185,8 @@ static void print_watched(natsMsg *m, const json_t *meta)
         printf("[%s] DEL %s > %s\n", when, bucket, name);
     } else {
         char size[32], chunks[32];
-        cli_fmt_bytes((uint64_t)cli_js_int(meta, "size", 0), size, sizeof size);
-        cli_fmt_count((uint64_t)cli_js_int(meta, "chunks", 0), chunks,
-                      sizeof chunks);
+        cli_js_bytes(meta, "size", size, sizeof size);
+        cli_js_count(meta, "chunks", chunks, sizeof chunks);
         printf("[%s] PUT %s > %s: %s in %s chunks\n", when, bucket, name, size,
                chunks);
     }

@@ -59,10 +59,8 @@ static void print_list(const json_t *replies, const json_t *missing)
             char size[32], files[32], moved[32] = "-";
             time_t ts = (time_t)cli_js_int(e, "moved_unix", 0);
             struct tm tm;
-            cli_fmt_bytes((uint64_t)cli_js_int(e, "bytes", 0), size,
-                          sizeof size);
-            cli_fmt_count((uint64_t)cli_js_int(e, "files", 0), files,
-                          sizeof files);
+            cli_js_bytes(e, "bytes", size, sizeof size);
+            cli_js_count(e, "files", files, sizeof files);
             if (ts > 0 && gmtime_r(&ts, &tm) != NULL) {
                 strftime(moved, sizeof moved, "%Y-%m-%dT%H:%M:%SZ", &tm);
             }

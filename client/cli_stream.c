@@ -16,24 +16,21 @@
 static void print_state(const json_t *info)
 {
     const json_t *st = json_object_get(info, "state");
-    char msgs[32], bytes[32], first[32], last[32], cons[32];
-    cli_fmt_count((uint64_t)cli_js_int(st, "messages", 0), msgs, sizeof msgs);
-    cli_fmt_bytes((uint64_t)cli_js_int(st, "bytes", 0), bytes, sizeof bytes);
-    cli_fmt_count((uint64_t)cli_js_int(st, "first_seq", 0), first,
-                  sizeof first);
-    cli_fmt_count((uint64_t)cli_js_int(st, "last_seq", 0), last, sizeof last);
-    cli_fmt_count((uint64_t)cli_js_int(st, "consumer_count", 0), cons,
-                  sizeof cons);
+    char n[32]; /* each line's number, printed before the next is made */
     printf("State:\n");
-    printf("  %-18s %s\n", "Messages:", msgs);
-    printf("  %-18s %s\n", "Bytes:", bytes);
+    printf("  %-18s %s\n",
+           "Messages:", cli_js_count(st, "messages", n, sizeof n));
+    printf("  %-18s %s\n", "Bytes:", cli_js_bytes(st, "bytes", n, sizeof n));
     /* An empty stream has zero times ("0001-01-01..."): print none. */
     bool empty = cli_js_int(st, "messages", 0) == 0;
-    printf("  %-18s %s%s%s\n", "First Sequence:", first, empty ? "" : " @ ",
-           empty ? "" : cli_js_str(st, "first_ts", "-"));
-    printf("  %-18s %s%s%s\n", "Last Sequence:", last, empty ? "" : " @ ",
-           empty ? "" : cli_js_str(st, "last_ts", "-"));
-    printf("  %-18s %s\n", "Consumers:", cons);
+    printf("  %-18s %s%s%s\n",
+           "First Sequence:", cli_js_count(st, "first_seq", n, sizeof n),
+           empty ? "" : " @ ", empty ? "" : cli_js_str(st, "first_ts", "-"));
+    printf("  %-18s %s%s%s\n",
+           "Last Sequence:", cli_js_count(st, "last_seq", n, sizeof n),
+           empty ? "" : " @ ", empty ? "" : cli_js_str(st, "last_ts", "-"));
+    printf("  %-18s %s\n",
+           "Consumers:", cli_js_count(st, "consumer_count", n, sizeof n));
 }
 
 /* One line per follower: name, current or outdated, lag, last heard. */
@@ -196,33 +193,27 @@ struct ls_acc {
     json_t *all;
 };
 
+/* cli_js_rows' row of stream ls. */
+static void ls_row(const json_t *info, const char **cells,
+                   char (*text)[CLI_TABLE_CELL_BYTES])
+{
+    const json_t *cfg = json_object_get(info, "config");
+    const json_t *st = json_object_get(info, "state");
+    cli_stream_cfg_subjects(cfg, text[1], sizeof text[1]);
+    cells[0] = cli_js_str(cfg, "name", "?");
+    cells[1] = text[1];
+    cells[2] = cli_js_count(st, "messages", text[2], sizeof text[2]);
+    cells[3] = cli_js_bytes(st, "bytes", text[3], sizeof text[3]);
+    cells[4] = cli_js_str(st, "last_ts", "-");
+}
+
 static int ls_page(const json_t *streams, void *arg)
 {
     struct ls_acc *acc = arg;
-    struct cli_table *t = acc->t;
     if (json_array_extend(acc->all, (json_t *)streams) != 0) {
         return KEEL_ENOMEM;
     }
-    size_t i;
-    const json_t *info;
-    json_array_foreach(streams, i, info)
-    {
-        const json_t *cfg = json_object_get(info, "config");
-        const json_t *st = json_object_get(info, "state");
-        char msgs[32], bytes[32], subjects[256];
-        cli_stream_cfg_subjects(cfg, subjects, sizeof subjects);
-        cli_fmt_count((uint64_t)cli_js_int(st, "messages", 0), msgs,
-                      sizeof msgs);
-        cli_fmt_bytes((uint64_t)cli_js_int(st, "bytes", 0), bytes,
-                      sizeof bytes);
-        const char *row[] = {cli_js_str(cfg, "name", "?"), subjects, msgs,
-                             bytes, cli_js_str(st, "last_ts", "-")};
-        int rv = cli_table_add(t, row);
-        if (rv != 0) {
-            return rv;
-        }
-    }
-    return 0;
+    return cli_js_rows(acc->t, streams, ls_row);
 }
 
 static int stream_ls(const struct cli_cmd *cmd, int argc, char **argv,
@@ -267,34 +258,17 @@ static void print_deleted(const json_t *reply, const struct cli_js_run *r)
 static int stream_info_rm(const struct cli_cmd *cmd, int argc, char **argv,
                           char *errmsg)
 {
-    bool rm = strcmp(cmd->name, "stream rm") == 0;
-    struct cli_js_run r;
-    bool force = false;
-    struct cli_flag flags[] = {
-        {"json", 0, CLI_FLAG_BOOL, &r.json, NULL, "print the API reply"},
-        {"force", 'f', CLI_FLAG_BOOL, &force, NULL,
-         "rm: do not ask (needed when stdin is not a terminal)"},
-        {NULL, 0, CLI_FLAG_BOOL, NULL, NULL, NULL},
-    };
-    char api[CLI_SUBJECT_BYTES_MAX];
-    int rv = cli_js_start(&r, cmd, flags, argc, argv, errmsg);
-    if (rv == 0 && !r.help && rm && !force) {
-        rv = cli_confirm("delete stream", r.args.items[0], errmsg);
-    }
-    if (rv == 0 && !r.help) {
-        snprintf(api, sizeof api, "STREAM.%s.%s", rm ? "DELETE" : "INFO",
-                 r.args.items[0]);
-        rv = cli_js_show(&r, cmd->name, api, NULL,
-                         rm ? print_deleted : print_info, errmsg);
-    }
-    cli_js_end(&r);
-    return rv;
+    static const struct cli_js_info_rm how = {
+        "STREAM", "delete stream",
+        "rm: do not ask (needed when stdin is not a terminal)", print_info,
+        print_deleted};
+    return cli_js_info_rm(cmd, argc, argv, &how, errmsg);
 }
 
 static void print_purged(const json_t *reply, const struct cli_js_run *r)
 {
     char n[32];
-    cli_fmt_count((uint64_t)cli_js_int(reply, "purged", 0), n, sizeof n);
+    cli_js_count(reply, "purged", n, sizeof n);
     printf("Purged %s messages from %s\n", n, r->args.items[0]);
 }
 

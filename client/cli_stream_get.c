@@ -8,24 +8,18 @@
 #include "cli_js.h"
 #include "cli_stream_cfg.h"
 
+/* The value of one base64 digit of either alphabet (standard "+/", URL
+ * "-_"), or -1. */
 static int b64_value(unsigned char c)
 {
-    if (c >= 'A' && c <= 'Z') {
-        return c - 'A';
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                 "abcdefghijklmnopqrstuvwxyz0123456789+/-_";
+    const char *p = c != '\0' ? strchr(digits, c) : NULL;
+    if (p == NULL) {
+        return -1;
     }
-    if (c >= 'a' && c <= 'z') {
-        return c - 'a' + 26;
-    }
-    if (c >= '0' && c <= '9') {
-        return c - '0' + 52;
-    }
-    if (c == '+' || c == '-') {
-        return 62;
-    }
-    if (c == '/' || c == '_') {
-        return 63;
-    }
-    return -1;
+    int v = (int)(p - digits);
+    return v < 64 ? v : v - 2; /* '-' is '+', '_' is '/' */
 }
 
 int cli_b64_decode(const char *in, unsigned char *out, size_t cap, size_t *len)
@@ -74,7 +68,7 @@ static void print_msg(const json_t *m, const unsigned char *hdr, size_t hlen,
                       const unsigned char *data, size_t dlen)
 {
     char seq[32];
-    cli_fmt_count((uint64_t)cli_js_int(m, "seq", 0), seq, sizeof seq);
+    cli_js_count(m, "seq", seq, sizeof seq);
     printf("Item: %s #%s received %s on Subject %s\n\n", "", seq,
            cli_js_str(m, "time", "?"), cli_js_str(m, "subject", "?"));
     if (hlen > 0) {

@@ -413,7 +413,8 @@ _Static_assert(SNAP_CHUNK_DATA_BYTES + 64 <= RAFT_MSG_BYTES_MAX,
 /* Human output (cli_fmt): table rows kept (more are counted), columns. */
 #define CLI_TABLE_ROWS_MAX 1024
 #define CLI_TABLE_COLS_MAX 8
-#define CLI_PROGRESS_MS 200 /* progress bar redraw interval */
+#define CLI_TABLE_CELL_BYTES 256 /* a cell an ls row makes (cli_js_rows) */
+#define CLI_PROGRESS_MS 200      /* progress bar redraw interval */
 /* JetStream commands: pages read by ls (x 256 names), messages per
  * consumer next, and the backup archive (cli_backup). */
 #define CLI_JS_PAGES_MAX 64

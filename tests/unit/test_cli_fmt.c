@@ -1,5 +1,6 @@
 /* Unit tests of keel's human output (units, tables, progress text), the
- * stream config built from flags, and the backup archive format.
+ * stream config built from flags, the base64 of stream get, and the
+ * backup archive format.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 
 #include "cli_backup.h"
 #include "cli_fmt.h"
+#include "cli_js.h"
 #include "cli_stream_cfg.h"
 
 struct fixture {
@@ -97,6 +99,34 @@ static void table_columns_align_and_numbers_right(void **state)
     assert_string_equal(out, "Name    Messages\n"
                              "ORDERS     1,000\n"
                              "X              7\n");
+}
+
+/* stream get's base64: both alphabets (standard "+/", URL "-_"), with
+ * or without padding; a digit of neither and a full buffer are refused. */
+static void base64_of_either_alphabet_decodes(void **state)
+{
+    (void)state;
+    unsigned char out[8];
+    size_t len = 0;
+    assert_int_equal(cli_b64_decode("SGVsbG8=", out, sizeof out, &len), 0);
+    assert_int_equal(len, 5);
+    assert_memory_equal(out, "Hello", 5);
+    assert_int_equal(cli_b64_decode("SGVsbG8", out, sizeof out, &len), 0);
+    assert_int_equal(len, 5);
+    assert_int_equal(cli_b64_decode("+/+/", out, sizeof out, &len), 0);
+    assert_int_equal(len, 3);
+    assert_memory_equal(out, "\xfb\xff\xbf", 3);
+    assert_int_equal(cli_b64_decode("-_-_", out, sizeof out, &len), 0);
+    assert_int_equal(len, 3);
+    assert_memory_equal(out, "\xfb\xff\xbf", 3);
+    assert_int_equal(cli_b64_decode("azAZ09", out, sizeof out, &len), 0);
+    assert_int_equal(len, 4);
+    assert_memory_equal(out, "\x6b\x30\x19\xd3", 4);
+    assert_int_equal(cli_b64_decode("", out, sizeof out, &len), 0);
+    assert_int_equal(len, 0);
+    assert_int_equal(cli_b64_decode("SG$s", out, sizeof out, &len),
+                     KEEL_EPROTO);
+    assert_int_equal(cli_b64_decode("SGVsbG8=", out, 4, &len), KEEL_ETOOBIG);
 }
 
 static void progress_text_shows_bar_and_percent(void **state)
@@ -269,6 +299,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(counts_get_thousands_separators, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(table_columns_align_and_numbers_right,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(base64_of_either_alphabet_decodes,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(progress_text_shows_bar_and_percent,
                                         setup, teardown),
