@@ -39,15 +39,13 @@ void snap__fmt(char *out, size_t cap, const char *fmt, ...)
 int snap_quarantine_orphan(const struct snap_config *cfg, const char *path,
                            const char *name, char *errmsg)
 {
-    struct fs *fs;
+    struct fs *fs = snap__cfg_fs(cfg);
     int rv;
 
-    ASSERT(cfg != NULL && cfg->data_dir != NULL);
     ASSERT(path != NULL && name != NULL);
     if (name[0] == '\0' || strchr(name, '/') != NULL || name[0] == '.') {
         return keel_err(KEEL_EINVAL, errmsg, "orphan name '%s' invalid", name);
     }
-    fs = cfg->fs != NULL ? cfg->fs : store_fs_posix();
     rv = fs->stat(fs, path, errmsg);
     if (rv != 0) {
         return rv;
@@ -58,39 +56,56 @@ int snap_quarantine_orphan(const struct snap_config *cfg, const char *path,
                                  &moved, errmsg);
 }
 
-struct list_ctx {
+struct fs *snap__cfg_fs(const struct snap_config *cfg)
+{
+    ASSERT(cfg != NULL && cfg->data_dir != NULL);
+    return cfg->fs != NULL ? cfg->fs : store_fs_posix();
+}
+
+struct walk {
     int (*cb)(void *arg, const char *name);
     void *arg;
+    size_t max;
     size_t n;
 };
 
-static int list_cb(void *arg, const char *name)
+static int walk_cb(void *arg, const char *name)
 {
-    struct list_ctx *c = arg;
+    struct walk *w = arg;
 
-    ASSERT(c != NULL);
+    ASSERT(w != NULL);
     ASSERT(name != NULL);
-    if (c->n >= SNAP_ORPHANS_MAX) {
+    if (w->n >= w->max) {
         return KEEL_ELIMIT;
     }
-    c->n++;
-    return c->cb != NULL ? c->cb(c->arg, name) : 0;
+    w->n++;
+    return w->cb != NULL ? w->cb(w->arg, name) : 0;
+}
+
+int snap__readdir(struct fs *fs, const char *dir, size_t max,
+                  int (*cb)(void *arg, const char *name), void *arg, size_t *n,
+                  char *errmsg)
+{
+    struct walk w = {cb, arg, max, 0};
+
+    ASSERT(fs != NULL && dir != NULL);
+    int rv = fs->readdir(fs, dir, walk_cb, &w, errmsg);
+    if (n != NULL) {
+        *n = w.n;
+    }
+    return rv;
 }
 
 int snap_orphans_list(const struct snap_config *cfg,
                       int (*cb)(void *arg, const char *name), void *arg,
                       size_t *n, char *errmsg)
 {
-    struct list_ctx c = {cb, arg, 0};
+    struct fs *fs = snap__cfg_fs(cfg);
     char dir[SNAP_PATH_BYTES];
-    struct fs *fs;
-    int rv;
 
-    ASSERT(cfg != NULL && cfg->data_dir != NULL);
     ASSERT(n != NULL);
-    fs = cfg->fs != NULL ? cfg->fs : store_fs_posix();
     snap__fmt(dir, sizeof dir, "%s/quarantine/orphans", cfg->data_dir);
-    rv = fs->readdir(fs, dir, list_cb, &c, errmsg);
+    int rv = snap__readdir(fs, dir, SNAP_ORPHANS_MAX, cb, arg, n, errmsg);
     if (rv == KEEL_ENOENT) {
         rv = 0;
     }
@@ -99,6 +114,5 @@ int snap_orphans_list(const struct snap_config *cfg,
                       "more than %d orphans in quarantine/orphans",
                       SNAP_ORPHANS_MAX);
     }
-    *n = c.n;
     return rv;
 }

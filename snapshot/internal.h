@@ -80,9 +80,17 @@ int snap_check_expect(const struct snap_header *h, const struct snap_expect *e,
 __attribute__((noreturn)) void snap__fatal(struct snap *sn, const char *what,
                                            const char *errmsg);
 
-/* fs helpers (snap.c). */
+/* fs helpers (fsutil.c). */
 void snap__fmt(char *out, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The file system cfg names (cfg->data_dir set), else the POSIX one. */
+struct fs *snap__cfg_fs(const struct snap_config *cfg);
+/* A bounded directory walk: cb (may be NULL) with each name of dir, at most
+ * max of them; one more is KEEL_ELIMIT (errmsg not set: the caller says
+ * what to move away). *n (may be NULL) counts the names handed over. */
+int snap__readdir(struct fs *fs, const char *dir, size_t max,
+                  int (*cb)(void *arg, const char *name), void *arg, size_t *n,
+                  char *errmsg);
 
 /* Write a snapshot file for (index, term) from a body reader: temp, write,
  * fsync, rename, directory fsync, stopping at sn->crash (KEEL_ECANCELED).

@@ -186,16 +186,33 @@ static int collect_cb(void *arg, const char *name)
 {
     struct names *nm = arg;
 
-    ASSERT(nm != NULL);
+    ASSERT(nm != NULL && nm->n < SNAP_DIR_ENTRIES_MAX);
     ASSERT(name != NULL);
-    if (nm->n >= SNAP_DIR_ENTRIES_MAX) {
-        return KEEL_ELIMIT;
-    }
     if (strlen(name) >= NAME_BYTES) {
         return 0; /* not ours: our names are short */
     }
     strcpy(nm->v[nm->n++], name);
     return 0;
+}
+
+/* The names in dir (a bounded walk: more than SNAP_DIR_ENTRIES_MAX is
+ * KEEL_ELIMIT, said so); nm->v is the caller's to free, also on error. */
+static int names_read(struct fs *fs, const char *dir, struct names *nm,
+                      char *errmsg)
+{
+    nm->n = 0;
+    nm->v = calloc(SNAP_DIR_ENTRIES_MAX, NAME_BYTES);
+    if (nm->v == NULL) {
+        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
+    }
+    int rv = snap__readdir(fs, dir, SNAP_DIR_ENTRIES_MAX, collect_cb, nm, NULL,
+                           errmsg);
+    if (rv == KEEL_ELIMIT) {
+        rv = keel_err(KEEL_ELIMIT, errmsg,
+                      "%s holds more than %d names: move stray files away", dir,
+                      SNAP_DIR_ENTRIES_MAX);
+    }
+    return rv;
 }
 
 /* "<20 digits>.snap" -> index; 0 for any other name. */
@@ -283,16 +300,7 @@ static int tidy_dir(struct snap *sn, const struct snap_named *nm,
 
     ASSERT(sn != NULL);
     ASSERT(lr != NULL);
-    names.v = calloc(SNAP_DIR_ENTRIES_MAX, NAME_BYTES);
-    if (names.v == NULL) {
-        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
-    }
-    rv = sn->fs->readdir(sn->fs, sn->dir, collect_cb, &names, errmsg);
-    if (rv == KEEL_ELIMIT) {
-        rv = keel_err(KEEL_ELIMIT, errmsg,
-                      "%s holds more than %d names: move stray files away",
-                      sn->dir, SNAP_DIR_ENTRIES_MAX);
-    }
+    rv = names_read(sn->fs, sn->dir, &names, errmsg);
     for (size_t i = 0; rv == 0 && i < names.n; i++) {
         rv = tidy_one(sn, names.v[i], nm, lr, errmsg);
     }
@@ -411,9 +419,8 @@ static int init_snap(struct snap *sn, const struct snap_config *cfg,
 {
     char parent[SNAP_PATH_BYTES];
 
-    ASSERT(cfg != NULL && cfg->data_dir != NULL);
     ASSERT(s != NULL && g != NULL);
-    sn->fs = cfg->fs != NULL ? cfg->fs : store_fs_posix();
+    sn->fs = snap__cfg_fs(cfg);
     sn->fatal_cb = cfg->fatal_cb;
     sn->fatal_arg = cfg->fatal_arg;
     sn->s = s;
@@ -540,19 +547,13 @@ int snap_group_delete(const struct snap_config *cfg,
     char hex[33];
     char dir[SNAP_PATH_BYTES];
     char path[SNAP_PATH_BYTES];
-    struct fs *fs;
+    struct fs *fs = snap__cfg_fs(cfg);
     int rv;
 
-    ASSERT(cfg != NULL && cfg->data_dir != NULL);
     ASSERT(id != NULL);
-    fs = cfg->fs != NULL ? cfg->fs : store_fs_posix();
     store_group_id_hex(id, hex);
     snap__fmt(dir, sizeof dir, "%s/groups/%s/snap", cfg->data_dir, hex);
-    names.v = calloc(SNAP_DIR_ENTRIES_MAX, NAME_BYTES);
-    if (names.v == NULL) {
-        return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
-    }
-    rv = fs->readdir(fs, dir, collect_cb, &names, errmsg);
+    rv = names_read(fs, dir, &names, errmsg);
     for (size_t i = 0; rv == 0 && i < names.n; i++) {
         if (parse_name(names.v[i]) != 0 || ends_with(names.v[i], ".tmp")) {
             snap__fmt(path, sizeof path, "%s/%s", dir, names.v[i]);
