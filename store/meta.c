@@ -117,6 +117,22 @@ static int txn_end(MDB_txn *txn, int rc, const char *what, char *errmsg)
     return map_mdb(mdb_txn_commit(txn), errmsg, "commit");
 }
 
+/* One synced write transaction running fn (its writes in txn): committed
+ * when fn returns 0, else aborted and fn's code reported as what failed. */
+static int txn_write(struct store_meta *m,
+                     int (*fn)(struct store_meta *m, MDB_txn *txn,
+                               const void *arg),
+                     const void *arg, const char *what, char *errmsg)
+{
+    MDB_txn *txn;
+    int rc = txn_begin(m, 0, &txn, errmsg);
+
+    if (rc != 0) {
+        return rc;
+    }
+    return txn_end(txn, fn(m, txn, arg), what, errmsg);
+}
+
 /* One synced write transaction putting (or deleting, val NULL) up to two
  * keys: hard state needs both keys in one commit. */
 static int put2(struct store_meta *m, const uint8_t *k1, size_t k1n,
@@ -866,11 +882,11 @@ static int cat_del_all_txn(struct store_meta *m, MDB_txn *txn,
     return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-/* Delete every key of a group in an open write txn: 'H' T/V, 'S', 'A',
- * 'W' and all 'C' entries. */
-static int group_del_txn(struct store_meta *m, MDB_txn *txn,
-                         const uint8_t gid[16])
+/* Delete every key of group arg (its 16-byte id) in an open write txn:
+ * 'H' T/V, 'S', 'A', 'W' and all 'C' entries. */
+static int group_del_txn(struct store_meta *m, MDB_txn *txn, const void *arg)
 {
+    const uint8_t *gid = arg;
     static const char singles[][2] = {
         {'H', 'T'}, {'H', 'V'}, {'S', 0}, {'A', 0}, {'W', 0}};
     uint8_t key[META_KEY_MAX];
@@ -908,46 +924,47 @@ static int txn_value_put(struct store_meta *m, MDB_txn *txn,
     return mdb_put(txn, m->dbi, &k, &v, 0);
 }
 
+struct log_replace {
+    const uint8_t *gid;
+    const struct store_meta_seg *segs;
+    size_t n;
+    const struct store_meta_snap *sn;
+};
+
+/* Old catalogue out, new catalogue and snapshot in (one commit). */
+static int log_replace_txn(struct store_meta *m, MDB_txn *txn, const void *arg)
+{
+    const struct log_replace *a = arg;
+    int rc = cat_del_all_txn(m, txn, a->gid);
+
+    for (size_t i = 0; rc == 0 && i < a->n; i++) {
+        rc = txn_value_put(m, txn, &STORE_META_CODEC_SEG, a->gid,
+                           a->segs[i].base_index, &a->segs[i]);
+    }
+    if (rc == 0) {
+        rc = txn_value_put(m, txn, &STORE_META_CODEC_SNAP, a->gid, 0, a->sn);
+    }
+    return rc;
+}
+
 int store_meta_log_replace(struct store_meta *m, const uint8_t gid[16],
                            const struct store_meta_seg *segs, size_t n,
                            const struct store_meta_snap *sn, char *errmsg)
 {
-    MDB_txn *txn;
-    int rc;
+    const struct log_replace a = {gid, segs, n, sn};
 
     ASSERT(m != NULL && sn != NULL);
     ASSERT(n <= STORE_SEGMENTS_PER_GROUP_MAX);
     ASSERT(sn->older_index <= sn->index);
-    rc = txn_begin(m, 0, &txn, errmsg);
-    if (rc != 0) {
-        return rc;
-    }
-    rc = cat_del_all_txn(m, txn, gid);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        rc = txn_value_put(m, txn, &STORE_META_CODEC_SEG, gid,
-                           segs[i].base_index, &segs[i]);
-    }
-    if (rc == 0) {
-        rc = txn_value_put(m, txn, &STORE_META_CODEC_SNAP, gid, 0, sn);
-    }
-    /* Old catalogue out, new catalogue and snapshot in, all in one synced
-     * commit. */
-    return txn_end(txn, rc, "replace log", errmsg);
+    /* All in one synced commit. */
+    return txn_write(m, log_replace_txn, &a, "replace log", errmsg);
 }
 
 int store_meta_group_del(struct store_meta *m, const uint8_t gid[16],
                          char *errmsg)
 {
-    MDB_txn *txn;
-    int rc;
-
     ASSERT(m != NULL);
     ASSERT(gid != NULL);
-    rc = txn_begin(m, 0, &txn, errmsg);
-    if (rc != 0) {
-        return rc;
-    }
-    rc = group_del_txn(m, txn, gid);
     /* Every key of the group goes in one synced commit. */
-    return txn_end(txn, rc, "delete group", errmsg);
+    return txn_write(m, group_del_txn, gid, "delete group", errmsg);
 }
