@@ -98,15 +98,13 @@ static int read_one(struct store_group *g, uint64_t index, store_iter_cb cb,
                     void *arg, char *errmsg)
 {
     struct store_entry e;
-    int rv = store_read(g, index, &e, errmsg);
 
-    ASSERT(g != NULL);
-    ASSERT(cb != NULL);
-    if (rv != 0) {
-        return rv;
+    ASSERT(g != NULL && cb != NULL);
+    int rv = store_read(g, index, &e, errmsg);
+    if (rv == 0) {
+        rv = cb(arg, &e);
+        store_entry_free(&e);
     }
-    rv = cb(arg, &e);
-    store_entry_free(&e);
     return rv;
 }
 
