@@ -45,18 +45,31 @@ static int check_head(const uint8_t *buf, size_t avail, size_t need,
     return 0;
 }
 
+/* check_head, then the block's XXH3 (seeded with seed) over its first
+ * sum_off bytes against the le64 stored there: a sealed fixed-size block
+ * (a segment header, a marker). */
+static int check_sealed(const uint8_t *buf, size_t avail, size_t need,
+                        uint64_t magic, unsigned magic_bytes, int bad_magic,
+                        size_t sum_off, uint64_t seed)
+{
+    ASSERT(sum_off + 8 <= need);
+    int rv = check_head(buf, avail, need, magic, magic_bytes, bad_magic);
+    if (rv == 0 && XXH3_64bits_withSeed(buf, sum_off, seed) !=
+                       keel_get_le64(buf + sum_off)) {
+        rv = KEEL_ECORRUPT;
+    }
+    return rv;
+}
+
 int store_fmt_seg_header_decode(const uint8_t *buf, size_t len,
                                 struct store_seg_header *out)
 {
     ASSERT(out != NULL);
-    int rv = check_head(buf, len, STORE_SEG_HEADER_BYTES, STORE_SEG_MAGIC, 8,
-                        KEEL_ECORRUPT);
+    /* XXH3 seeded with 0 is the unseeded XXH3 the encoder writes. */
+    int rv = check_sealed(buf, len, STORE_SEG_HEADER_BYTES, STORE_SEG_MAGIC, 8,
+                          KEEL_ECORRUPT, STORE_SEG_HEADER_SUM_OFF, 0);
     if (rv != 0) {
         return rv;
-    }
-    if (XXH3_64bits(buf, STORE_SEG_HEADER_SUM_OFF) !=
-        keel_get_le64(buf + STORE_SEG_HEADER_SUM_OFF)) {
-        return KEEL_ECORRUPT;
     }
     out->version = keel_get_le32(buf + 8);
     if (out->version != STORE_FMT_VERSION) {
@@ -157,14 +170,12 @@ int store_fmt_marker_decode(const uint8_t *buf, size_t avail, uint64_t salt,
                             struct store_fmt_marker *out)
 {
     ASSERT(out != NULL);
-    int rv = check_head(buf, avail, STORE_MARKER_BYTES, STORE_MARKER_MAGIC, 4,
-                        KEEL_ENOENT);
+    int rv = check_sealed(buf, avail, STORE_MARKER_BYTES, STORE_MARKER_MAGIC, 4,
+                          KEEL_ENOENT, 48, salt ^ STORE_MARKER_SEED_TWEAK);
     if (rv != 0) {
         return rv;
     }
-    if (XXH3_64bits_withSeed(buf, 48, salt ^ STORE_MARKER_SEED_TWEAK) !=
-            keel_get_le64(buf + 48) ||
-        keel_get_le32(buf + 4) != 0) {
+    if (keel_get_le32(buf + 4) != 0) {
         return KEEL_ECORRUPT;
     }
     out->index = keel_get_le64(buf + 8);
