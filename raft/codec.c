@@ -1,5 +1,6 @@
 /* msgpack codec of Raft messages (format in codec.h). */
 #include <msgpack.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,32 +11,102 @@
 
 #define HEADER_FIELDS 7
 
-/* Fields after the header, per message type; 0: not a wire type (yet). */
+/* A scalar body field: where it lives in struct raft_msg, and whether the
+ * wire carries it as a flag (0 or 1, a uint8_t) or a uint64. */
+struct field {
+    size_t off;
+    bool flag;
+};
+
+#define U64(x)                                                                 \
+    {                                                                          \
+        offsetof(struct raft_msg, x), false                                    \
+    }
+#define FLAG(x)                                                                \
+    {                                                                          \
+        offsetof(struct raft_msg, x), true                                     \
+    }
+
+/* A wire type's body (codec.h): how many fields follow the header, and its
+ * scalars, which come first. What follows them (entries; a chunk and a
+ * configuration; an answer's status and copy) pack_body and decode_body
+ * handle by type. */
+struct layout {
+    bool wire; /* false: not a wire type (yet) */
+    uint32_t fields;
+    uint32_t n;
+    struct field f[6];
+};
+
+static const struct layout layouts[RAFT_MSG_TYPE_MAX + 1] = {
+    [RAFT_MSG_APPEND] = {true,
+                         6,
+                         5,
+                         {U64(append.prev_index), U64(append.prev_term),
+                          U64(append.commit), U64(append.leader_last),
+                          U64(append.ctx)}},
+    [RAFT_MSG_APPEND_RESP] = {true,
+                              6,
+                              6,
+                              {FLAG(append_resp.success),
+                               U64(append_resp.match), U64(append_resp.last),
+                               U64(append_resp.hint),
+                               U64(append_resp.hint_term),
+                               U64(append_resp.ctx)}},
+    [RAFT_MSG_VOTE] = {true,
+                       4,
+                       4,
+                       {FLAG(vote.pre), FLAG(vote.transfer),
+                        U64(vote.last_index), U64(vote.last_term)}},
+    [RAFT_MSG_VOTE_RESP] = {true,
+                            2,
+                            2,
+                            {FLAG(vote_resp.pre), FLAG(vote_resp.granted)}},
+    [RAFT_MSG_SNAPSHOT] = {true,
+                           8,
+                           6,
+                           {U64(snapshot.index), U64(snapshot.term),
+                            U64(snapshot.leader_last), U64(snapshot.log_first),
+                            U64(snapshot.offset), FLAG(snapshot.done)}},
+    [RAFT_MSG_SNAPSHOT_RESP] = {true,
+                                3,
+                                3,
+                                {FLAG(snapshot_resp.success),
+                                 U64(snapshot_resp.match),
+                                 U64(snapshot_resp.offset)}},
+    [RAFT_MSG_TIMEOUT_NOW] = {true, 0, 0, {{0, false}}},
+    [RAFT_MSG_FETCH] = {true, 1, 1, {U64(discard.index)}},
+    [RAFT_MSG_DISCARD] = {true, 1, 1, {U64(discard.index)}},
+    /* decode_answer checks the status range and the copy. */
+    [RAFT_MSG_FETCH_RESP] = {true, 4, 0, {{0, false}}},
+    [RAFT_MSG_DISCARD_RESP] = {true, 4, 0, {{0, false}}},
+};
+
+/* Fields after the header, per message type; UINT32_MAX: not a wire type
+ * (yet). */
 static uint32_t body_fields(uint8_t type)
 {
-    switch (type) {
-    case RAFT_MSG_APPEND:
-        return 6;
-    case RAFT_MSG_APPEND_RESP:
-        return 6;
-    case RAFT_MSG_VOTE:
-        return 4;
-    case RAFT_MSG_VOTE_RESP:
-        return 2;
-    case RAFT_MSG_SNAPSHOT:
-        return 8;
-    case RAFT_MSG_SNAPSHOT_RESP:
-        return 3;
-    case RAFT_MSG_TIMEOUT_NOW:
-        return 0;
-    case RAFT_MSG_FETCH:
-    case RAFT_MSG_DISCARD:
-        return 1;
-    case RAFT_MSG_FETCH_RESP:
-    case RAFT_MSG_DISCARD_RESP:
-        return 4;
-    default:
+    if (type > RAFT_MSG_TYPE_MAX || !layouts[type].wire) {
         return UINT32_MAX;
+    }
+    return layouts[type].fields;
+}
+
+/* m's scalars in wire order (m->type is a wire type). */
+static void pack_scalars(msgpack_packer *pk, const struct raft_msg *m)
+{
+    const struct layout *l = &layouts[m->type];
+
+    ASSERT(l->wire && l->n <= sizeof l->f / sizeof l->f[0]);
+    for (uint32_t i = 0; i < l->n; i++) {
+        const uint8_t *p = (const uint8_t *)m + l->f[i].off;
+        uint64_t v;
+        if (l->f[i].flag) {
+            msgpack_pack_uint8(pk, *p);
+        } else {
+            memcpy(&v, p, sizeof v);
+            msgpack_pack_uint64(pk, v);
+        }
     }
 }
 
@@ -57,56 +128,20 @@ static void pack_entries(msgpack_packer *pk, const struct raft_msg_append *a)
 static void pack_body(msgpack_packer *pk, const struct raft_msg *m)
 {
     uint8_t cfg[RAFT_CONFIG_BYTES_MAX];
+
+    pack_scalars(pk, m);
     switch (m->type) {
     case RAFT_MSG_APPEND:
-        msgpack_pack_uint64(pk, m->append.prev_index);
-        msgpack_pack_uint64(pk, m->append.prev_term);
-        msgpack_pack_uint64(pk, m->append.commit);
-        msgpack_pack_uint64(pk, m->append.leader_last);
-        msgpack_pack_uint64(pk, m->append.ctx);
         pack_entries(pk, &m->append);
-        break;
-    case RAFT_MSG_APPEND_RESP:
-        msgpack_pack_uint8(pk, m->append_resp.success);
-        msgpack_pack_uint64(pk, m->append_resp.match);
-        msgpack_pack_uint64(pk, m->append_resp.last);
-        msgpack_pack_uint64(pk, m->append_resp.hint);
-        msgpack_pack_uint64(pk, m->append_resp.hint_term);
-        msgpack_pack_uint64(pk, m->append_resp.ctx);
-        break;
-    case RAFT_MSG_VOTE:
-        msgpack_pack_uint8(pk, m->vote.pre);
-        msgpack_pack_uint8(pk, m->vote.transfer);
-        msgpack_pack_uint64(pk, m->vote.last_index);
-        msgpack_pack_uint64(pk, m->vote.last_term);
-        break;
-    case RAFT_MSG_VOTE_RESP:
-        msgpack_pack_uint8(pk, m->vote_resp.pre);
-        msgpack_pack_uint8(pk, m->vote_resp.granted);
         break;
     case RAFT_MSG_SNAPSHOT: {
         uint32_t n = raft_config_encode(&m->snapshot.config, cfg, sizeof cfg);
-        msgpack_pack_uint64(pk, m->snapshot.index);
-        msgpack_pack_uint64(pk, m->snapshot.term);
-        msgpack_pack_uint64(pk, m->snapshot.leader_last);
-        msgpack_pack_uint64(pk, m->snapshot.log_first);
-        msgpack_pack_uint64(pk, m->snapshot.offset);
-        msgpack_pack_uint8(pk, m->snapshot.done);
         msgpack_pack_bin(pk, m->snapshot.len);
         msgpack_pack_bin_body(pk, m->snapshot.chunk, m->snapshot.len);
         msgpack_pack_bin(pk, n);
         msgpack_pack_bin_body(pk, cfg, n);
         break;
     }
-    case RAFT_MSG_SNAPSHOT_RESP:
-        msgpack_pack_uint8(pk, m->snapshot_resp.success);
-        msgpack_pack_uint64(pk, m->snapshot_resp.match);
-        msgpack_pack_uint64(pk, m->snapshot_resp.offset);
-        break;
-    case RAFT_MSG_FETCH:
-    case RAFT_MSG_DISCARD:
-        msgpack_pack_uint64(pk, m->discard.index);
-        break;
     case RAFT_MSG_FETCH_RESP:
     case RAFT_MSG_DISCARD_RESP: {
         /* The copy travels as an entry list of 0 or 1 (HAS only). */
@@ -256,11 +291,7 @@ int raft_msg_encode_append_head(const struct raft_msg *m, uint8_t *out,
     }
     msgpack_packer_init(&pk, &f, fixed_write);
     pack_header(&pk, m, fields);
-    msgpack_pack_uint64(&pk, m->append.prev_index);
-    msgpack_pack_uint64(&pk, m->append.prev_term);
-    msgpack_pack_uint64(&pk, m->append.commit);
-    msgpack_pack_uint64(&pk, m->append.leader_last);
-    msgpack_pack_uint64(&pk, m->append.ctx);
+    pack_scalars(&pk, m);
     *len = f.len;
     return 0;
 }
@@ -372,16 +403,6 @@ static bool get_u64(const msgpack_object *o, uint64_t *v)
     return true;
 }
 
-static bool get_flag(const msgpack_object *o, uint8_t *v)
-{
-    uint64_t x;
-    if (!get_u64(o, &x) || x > 1) {
-        return false;
-    }
-    *v = (uint8_t)x;
-    return true;
-}
-
 static bool get_bin(const msgpack_object *o, const void **p, uint32_t *n)
 {
     if (o->type != MSGPACK_OBJECT_BIN ||
@@ -464,68 +485,47 @@ static int decode_answer(const msgpack_object *f, struct raft_msg *m,
     return 0;
 }
 
-/* The type's fields, f[0..] after the header. A switch over wire types. */
+/* m's scalars from f[0..] (m->type is a wire type); false when one has the
+ * wrong type or range. */
+static bool get_scalars(const msgpack_object *f, struct raft_msg *m)
+{
+    const struct layout *l = &layouts[m->type];
+
+    ASSERT(l->wire && l->n <= sizeof l->f / sizeof l->f[0]);
+    for (uint32_t i = 0; i < l->n; i++) {
+        uint8_t *p = (uint8_t *)m + l->f[i].off;
+        uint64_t v;
+        if (!get_u64(&f[i], &v) || (l->f[i].flag && v > 1)) {
+            return false;
+        }
+        if (l->f[i].flag) {
+            *p = (uint8_t)v;
+        } else {
+            memcpy(p, &v, sizeof v);
+        }
+    }
+    return true;
+}
+
+/* The type's fields, f[0..] after the header: the scalars, then what
+ * follows them. */
 static int decode_body(const msgpack_object *f, struct raft_msg *m,
                        struct raft_entry *entries, char *errmsg)
 {
-    bool ok = true;
-    switch (m->type) {
-    case RAFT_MSG_APPEND:
-        ok = get_u64(&f[0], &m->append.prev_index) &&
-             get_u64(&f[1], &m->append.prev_term) &&
-             get_u64(&f[2], &m->append.commit) &&
-             get_u64(&f[3], &m->append.leader_last) &&
-             get_u64(&f[4], &m->append.ctx);
-        if (ok) {
-            return decode_entries(&f[5], m, entries, errmsg);
-        }
-        break;
-    case RAFT_MSG_APPEND_RESP:
-        ok = get_flag(&f[0], &m->append_resp.success) &&
-             get_u64(&f[1], &m->append_resp.match) &&
-             get_u64(&f[2], &m->append_resp.last) &&
-             get_u64(&f[3], &m->append_resp.hint) &&
-             get_u64(&f[4], &m->append_resp.hint_term) &&
-             get_u64(&f[5], &m->append_resp.ctx);
-        break;
-    case RAFT_MSG_VOTE:
-        ok = get_flag(&f[0], &m->vote.pre) &&
-             get_flag(&f[1], &m->vote.transfer) &&
-             get_u64(&f[2], &m->vote.last_index) &&
-             get_u64(&f[3], &m->vote.last_term);
-        break;
-    case RAFT_MSG_VOTE_RESP:
-        ok = get_flag(&f[0], &m->vote_resp.pre) &&
-             get_flag(&f[1], &m->vote_resp.granted);
-        break;
-    case RAFT_MSG_SNAPSHOT: {
-        const void *cfg;
-        uint32_t n;
-        ok = get_u64(&f[0], &m->snapshot.index) &&
-             get_u64(&f[1], &m->snapshot.term) &&
-             get_u64(&f[2], &m->snapshot.leader_last) &&
-             get_u64(&f[3], &m->snapshot.log_first) &&
-             get_u64(&f[4], &m->snapshot.offset) &&
-             get_flag(&f[5], &m->snapshot.done) &&
-             get_bin(&f[6], &m->snapshot.chunk, &m->snapshot.len) &&
+    const void *cfg;
+    uint32_t n;
+
+    if (m->type == RAFT_MSG_FETCH_RESP || m->type == RAFT_MSG_DISCARD_RESP) {
+        return decode_answer(f, m, entries, errmsg);
+    }
+    bool ok = get_scalars(f, m);
+    if (ok && m->type == RAFT_MSG_APPEND) {
+        return decode_entries(&f[5], m, entries, errmsg);
+    }
+    if (ok && m->type == RAFT_MSG_SNAPSHOT) {
+        ok = get_bin(&f[6], &m->snapshot.chunk, &m->snapshot.len) &&
              get_bin(&f[7], &cfg, &n) &&
              raft_config_decode(cfg, n, &m->snapshot.config) == 0;
-        break;
-    }
-    case RAFT_MSG_SNAPSHOT_RESP:
-        ok = get_flag(&f[0], &m->snapshot_resp.success) &&
-             get_u64(&f[1], &m->snapshot_resp.match) &&
-             get_u64(&f[2], &m->snapshot_resp.offset);
-        break;
-    case RAFT_MSG_FETCH:
-    case RAFT_MSG_DISCARD:
-        ok = get_u64(&f[0], &m->discard.index);
-        break;
-    case RAFT_MSG_FETCH_RESP:
-    case RAFT_MSG_DISCARD_RESP:
-        return decode_answer(f, m, entries, errmsg);
-    default:
-        break;
     }
     if (!ok) {
         return keel_err(KEEL_EPROTO, errmsg,
