@@ -245,15 +245,40 @@ static bool same_single_seed(const struct srv_jsc_report *self,
            single_seed_of(p->seeds, p->name, b, sizeof b) && strcmp(a, b) == 0;
 }
 
+/* p has the meta group. A seed that bootstrapped from this same seed set a
+ * moment ago is a candidate instead (its fingerprint is checked against
+ * ours). */
+static bool peer_has_group(const struct srv_jsc_report *self,
+                           const struct srv_jsc_report *p)
+{
+    bool same_boot =
+        p->fp != 0 && seeds_known(p) && strcmp(p->seeds, self->seeds) == 0;
+    return p->state == SRV_JSC_MEMBER && !same_boot;
+}
+
+/* p is empty with a seed list other than ours. A node that names this solo
+ * seed joins through it. */
+static bool peer_disagrees(const struct srv_jsc_report *self,
+                           const struct srv_jsc_report *p)
+{
+    bool joins_us =
+        srv_jsc_report_solo(self) && srv_jsc_set_has(p->seeds, self->name);
+    return p->state == SRV_JSC_EMPTY && seeds_known(p) && !joins_us &&
+           !same_single_seed(self, p) && strcmp(p->seeds, self->seeds) != 0;
+}
+
 /* Peers that block a bootstrap: one with the meta group (JOIN), a solo
- * seed of ours (JOIN_SEED), or a seed set other than ours (REFUSE). 0
- * when none. */
+ * seed of ours (JOIN_SEED), or a seed set other than ours (REFUSE). JOIN
+ * and JOIN_SEED win over REFUSE, the first such peer names it; 0 when
+ * none. */
 static enum srv_jsc_boot check_peers(const struct srv_jsc_report *self,
                                      const struct srv_jsc_report *peers,
                                      size_t npeers, char *why)
 {
     const struct srv_jsc_report *solo =
         srv_jsc_report_solo(self) ? NULL : solo_seed_of(self, peers, npeers);
+    const struct srv_jsc_report *other = NULL;
+
     if (solo != NULL) {
         snprintf(why, SRV_JSC_WHY_BYTES,
                  "seed %s starts the JetStream meta group alone: this node "
@@ -262,33 +287,24 @@ static enum srv_jsc_boot check_peers(const struct srv_jsc_report *self,
         return SRV_JSC_BOOT_JOIN_SEED;
     }
     for (size_t i = 0; i < npeers; i++) {
-        const struct srv_jsc_report *p = &peers[i];
-        /* A seed that bootstrapped from this same seed set a moment ago
-         * is a candidate (its fingerprint is checked against ours). */
-        bool same_boot =
-            p->fp != 0 && seeds_known(p) && strcmp(p->seeds, self->seeds) == 0;
-        if (p->state == SRV_JSC_MEMBER && !same_boot) {
+        if (peer_has_group(self, &peers[i])) {
             snprintf(why, SRV_JSC_WHY_BYTES,
                      "node %s already has a JetStream meta group: this "
                      "empty node waits to be added to it (keel cluster "
                      "add-peer)",
-                     p->name);
+                     peers[i].name);
             return SRV_JSC_BOOT_JOIN;
         }
-    }
-    for (size_t i = 0; i < npeers; i++) {
-        const struct srv_jsc_report *p = &peers[i];
-        /* A node that names this solo seed joins through it. */
-        bool joins_us =
-            srv_jsc_report_solo(self) && srv_jsc_set_has(p->seeds, self->name);
-        if (p->state == SRV_JSC_EMPTY && seeds_known(p) && !joins_us &&
-            !same_single_seed(self, p) && strcmp(p->seeds, self->seeds) != 0) {
-            snprintf(why, SRV_JSC_WHY_BYTES,
-                     "node %s has the seed list [%s], this node [%s]: give "
-                     "every node the same --routes",
-                     p->name, p->seeds, self->seeds);
-            return SRV_JSC_BOOT_REFUSE;
+        if (other == NULL && peer_disagrees(self, &peers[i])) {
+            other = &peers[i];
         }
+    }
+    if (other != NULL) {
+        snprintf(why, SRV_JSC_WHY_BYTES,
+                 "node %s has the seed list [%s], this node [%s]: give "
+                 "every node the same --routes",
+                 other->name, other->seeds, self->seeds);
+        return SRV_JSC_BOOT_REFUSE;
     }
     return 0;
 }
