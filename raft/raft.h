@@ -392,6 +392,7 @@ struct raft_progress {
     raft_index snap_index; /* != 0: sending this snapshot */
     uint64_t snap_offset;
     bool snap_sent;
+    bool snap_heard; /* a chunk answered since the last heartbeat */
     raft_index acked_at_heartbeat;
     struct raft_inflight inflight;
 };

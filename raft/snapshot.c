@@ -20,9 +20,20 @@ void raft__send_snapshot(struct raft *r, struct raft_progress *p,
         p->snap_index = r->snap_index;
         p->snap_offset = 0;
         p->snap_sent = false;
+        p->snap_heard = false;
     }
-    if (p->snap_sent && !heartbeat) {
-        return;
+    if (p->snap_sent) {
+        /* A heartbeat sends the chunk again only when no answer came
+         * since the last one: answers already pace the transfer, and a
+         * copy per heartbeat while the follower is slow piled up in the
+         * link to it (finding F25). */
+        bool resend = heartbeat && !p->snap_heard;
+        if (heartbeat) {
+            p->snap_heard = false;
+        }
+        if (!resend) {
+            return;
+        }
     }
     struct raft_msg *m =
         raft__out_msg(out, RAFT_MSG_SNAPSHOT, r, p->node, p->incarnation);
@@ -192,7 +203,16 @@ void raft__recv_snapshot_resp(struct raft *r, const struct raft_msg *m,
         raft__snapshot_done(r, p, out);
         return;
     }
-    p->snap_offset = a->success ? a->offset : 0;
+    uint64_t offset = a->success ? a->offset : 0;
+    p->snap_heard = true;
+    if (p->snap_sent && offset == p->snap_offset) {
+        /* The answer to a copy of the chunk before (a heartbeat's): the
+         * chunk at this offset is out already. Sending it again for each
+         * such answer kept one more copy in flight per heartbeat, for the
+         * whole transfer (finding F25). */
+        return;
+    }
+    p->snap_offset = offset;
     p->snap_sent = false;
     raft__send_snapshot(r, p, false, out);
 }

@@ -761,6 +761,75 @@ static void a_follower_installing_a_snapshot_never_campaigns(void **state)
     assert_true(pick(f, RAFT_MSG_VOTE, 1)->vote.pre);
 }
 
+/* Snapshot chunks to node to in the last output. */
+static uint32_t chunks_to(const struct fixture *f, raft_node to)
+{
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < f->out.n_msgs; k++) {
+        n +=
+            f->out.msgs[k].type == RAFT_MSG_SNAPSHOT && f->out.msgs[k].to == to;
+    }
+    return n;
+}
+
+static struct raft_msg chunk_resp(raft_term term, uint64_t offset)
+{
+    struct raft_msg m = {.type = RAFT_MSG_SNAPSHOT_RESP,
+                         .from = 3,
+                         .from_incarnation = 102,
+                         .to = 1,
+                         .term = term};
+    m.snapshot_resp.success = 1;
+    m.snapshot_resp.offset = offset;
+    return m;
+}
+
+/* Finding F25: the leader sent a chunk for every answer, answers to copies
+ * of the chunk before too, and a copy at every heartbeat, so the copies in
+ * flight to a slow follower grew by one per heartbeat for the whole
+ * transfer and filled the link to it. Now one chunk answers one answer
+ * that moves the offset, and a heartbeat sends it again only when nothing
+ * was answered since the one before. */
+static void a_leader_sends_a_chunk_again_only_when_unanswered(void **state)
+{
+    struct fixture *f = *state;
+    static const raft_term terms[] = {1, 1, 1, 1};
+    raft_close(&f->r[0]);
+    boot(f, 0, 1, terms, 4);
+    elect(f);
+    raft_term t = f->r[0].term;
+    persisted(f, 0, 6, t);
+    struct raft_msg m = append_resp(2, t, 6, 6, 0);
+    deliver(f, 0, &m);
+    assert_int_equal(f->r[0].commit, 6);
+    struct raft_in in = {.type = RAFT_IN_APPLIED, .applied = 6};
+    assert_int_equal(step(f, 0, &in), 0);
+    in = (struct raft_in){.type = RAFT_IN_SNAPSHOT_TAKEN};
+    in.snapshot.index = 5;
+    in.snapshot.term = 1;
+    assert_int_equal(step(f, 0, &in), 0);
+    /* Node 3 holds nothing: it gets the snapshot from offset 0. */
+    m = append_resp(3, t, 0, 0, 0);
+    m.append_resp.success = 0;
+    deliver(f, 0, &m);
+    assert_int_equal(pick(f, RAFT_MSG_SNAPSHOT, 3)->snapshot.offset, 0);
+    m = chunk_resp(t, 10);
+    deliver(f, 0, &m);
+    assert_int_equal(pick(f, RAFT_MSG_SNAPSHOT, 3)->snapshot.offset, 10);
+    /* An answer to a copy of chunk 0 (a heartbeat's): chunk 10 is out. */
+    m = chunk_resp(t, 10);
+    deliver(f, 0, &m);
+    assert_int_equal(chunks_to(f, 3), 0);
+    /* The heartbeat after an answer sends nothing again... */
+    tick(f, 0, f->now + 20);
+    assert_int_equal(chunks_to(f, 3), 0);
+    /* ...the one after a silent interval does. */
+    tick(f, 0, f->now + 20);
+    assert_int_equal(pick(f, RAFT_MSG_SNAPSHOT, 3)->snapshot.offset, 10);
+    tick(f, 0, f->now + 20);
+    assert_int_equal(chunks_to(f, 3), 1);
+}
+
 static void a_snapshot_keeps_the_local_log_that_matches_it(void **state)
 {
     struct fixture *f = *state;
@@ -906,6 +975,7 @@ int main(void)
         T(an_installed_snapshot_counts_only_once_durable),
         T(a_snapshot_keeps_the_local_log_that_matches_it),
         T(a_follower_installing_a_snapshot_never_campaigns),
+        T(a_leader_sends_a_chunk_again_only_when_unanswered),
         T(a_follower_holding_the_snapshots_entry_answers_its_match),
         T(a_transfer_with_no_target_picks_any_healthy_voter),
     };
