@@ -187,6 +187,12 @@ _Static_assert(SRV_CONSUMER_ENTRY_ACKS_MAX <= SRV_CONSUMER_ACKED_MAX,
 #define SRV_CLUSTER_GROUPS_MAX 32768 /* registered group handlers */
 #define SRV_CLUSTER_FRAME_BYTES_MAX (16 * 1024 * 1024) /* one frame */
 #define SRV_CLUSTER_LINK_PENDING_BYTES_MAX (64 * 1024 * 1024)
+/* A group frame too large to join a batch (AppendEntries with payloads,
+ * InstallSnapshot chunks) is held back, as a lost message Raft sends
+ * again, while its link already queues this much: a follower that reads
+ * slower than its leaders send gets a bounded backlog, never a dropped
+ * link (finding F25, decision 0040). */
+#define SRV_CLUSTER_LINK_GROUP_BYTES_MAX (8 * 1024 * 1024)
 #define SRV_CLUSTER_TICK_MS 100       /* reconnect and heartbeat clock */
 #define SRV_CLUSTER_PING_MS 1000      /* one ping per link per interval */
 #define SRV_CLUSTER_DEAD_MS 5000      /* silence that drops a link */
@@ -214,6 +220,10 @@ _Static_assert(SRV_CLUSTER_PING_MS * 3 <= SRV_CLUSTER_DEAD_MS,
                "a link must miss several pings before it is dead");
 _Static_assert(SRV_CLUSTER_FRAME_BYTES_MAX < SRV_CLUSTER_LINK_PENDING_BYTES_MAX,
                "a link queue must hold at least one frame");
+_Static_assert(SRV_CLUSTER_LINK_GROUP_BYTES_MAX +
+                       2 * SRV_CLUSTER_FRAME_BYTES_MAX <
+                   SRV_CLUSTER_LINK_PENDING_BYTES_MAX,
+               "held-back group frames must leave room for the rest");
 
 /* ---- server: monitoring (srv_monitor*, srv_metrics*) ---- */
 /* Conns copied into one stats snapshot (/connz lists at most these). */

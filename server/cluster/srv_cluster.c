@@ -293,6 +293,9 @@ int srv_cluster_link_send2(struct srv_cluster_link *l, unsigned kind,
     }
     l->frames_out++;
     l->bytes_out += hn + len;
+    if (l->out.bytes > l->out_peak) {
+        l->out_peak = l->out.bytes;
+    }
     if (l->out.bytes >= SRV_CONN_FLUSH_BYTES) {
         link_flush(l);
     }

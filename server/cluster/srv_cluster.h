@@ -123,6 +123,8 @@ struct srv_cluster_link {
     uint64_t last_rx_ms;
     uint64_t last_ping_ms;
     uint64_t frames_in, frames_out, bytes_in, bytes_out;
+    size_t out_peak;    /* most bytes the outbound queue held */
+    uint64_t held_back; /* bulk group frames held back (send_bulk) */
     /* Group frames waiting to go as one GROUP_BATCH (srv_cluster_batch.c):
      * batch_n items in batch_len bytes after a 5-byte header slot. */
     uint8_t *batch;
@@ -234,6 +236,18 @@ KEEL_MUST_USE int srv_cluster_send(struct srv_cluster *cl, const char *node,
 KEEL_MUST_USE int srv_cluster_send2(struct srv_cluster *cl, const char *node,
                                     const uint8_t *group_id, const void *a,
                                     size_t alen, const void *b, size_t blen);
+
+/* srv_cluster_send2 for a frame that carries bulk data the group sends
+ * again when it is lost (AppendEntries with entries, InstallSnapshot
+ * chunks): held back, KEEL_EAGAIN, while the link to node already queues
+ * SRV_CLUSTER_LINK_GROUP_BYTES_MAX, so a peer that reads slower than this
+ * node sends gets a bounded backlog rather than a link dropped with its
+ * queue full (docs/cluster.md, "Flow control"). */
+KEEL_MUST_USE int srv_cluster_send_bulk(struct srv_cluster *cl,
+                                        const char *node,
+                                        const uint8_t *group_id, const void *a,
+                                        size_t alen, const void *b,
+                                        size_t blen);
 
 /* Route inbound frames of group_id to cb(arg, ...). Returns 0, KEEL_EEXIST
  * or KEEL_ELIMIT (SRV_CLUSTER_GROUPS_MAX). */

@@ -33,6 +33,19 @@ int srv_cluster_send2(struct srv_cluster *cl, const char *node,
                                   SRV_CLUSTER_GROUP_ID_BYTES, a, alen, b, blen);
 }
 
+int srv_cluster_send_bulk(struct srv_cluster *cl, const char *node,
+                          const uint8_t *group_id, const void *a, size_t alen,
+                          const void *b, size_t blen)
+{
+    struct srv_cluster_link *l = srv_cluster_peer_link(cl, node);
+
+    if (l != NULL && l->out.bytes >= SRV_CLUSTER_LINK_GROUP_BYTES_MAX) {
+        l->held_back++;
+        return KEEL_EAGAIN;
+    }
+    return srv_cluster_send2(cl, node, group_id, a, alen, b, blen);
+}
+
 int srv_cluster_register_kind(struct srv_cluster *cl, unsigned kind,
                               srv_cluster_kind_cb cb, void *arg)
 {
@@ -158,13 +171,15 @@ static json_t *route_json(const struct srv_cluster_link *l)
 {
     json_t *o = json_pack(
         "{s:s, s:s, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, "
-        "s:I}",
+        "s:I, s:I, s:I}",
         "remote_id", l->peer_id, "remote_name", l->peer_name, "url",
         l->peer_url, "client_url", l->peer_client_url, "did_solicit",
         l->outbound, "subscriptions", (json_int_t)l->rsubs.count, "in_msgs",
         (json_int_t)l->frames_in, "out_msgs", (json_int_t)l->frames_out,
         "in_bytes", (json_int_t)l->bytes_in, "out_bytes",
-        (json_int_t)l->bytes_out, "pending_bytes", (json_int_t)l->out.bytes);
+        (json_int_t)l->bytes_out, "pending_bytes", (json_int_t)l->out.bytes,
+        "pending_bytes_max", (json_int_t)l->out_peak, "held_back",
+        (json_int_t)l->held_back);
     if (o != NULL) {
         json_object_set_new(o, "subscriptions_list", route_subs_json(l));
     }

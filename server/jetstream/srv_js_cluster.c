@@ -330,7 +330,13 @@ static void send_split(struct srv_jsc *jc, const char *to, const uint8_t *gid,
         send_split(jc, to, gid, &b, depth + 1);
         return;
     }
-    if (rv == 0) {
+    if (rv == 0 && (n > 0 || m->type == RAFT_MSG_SNAPSHOT)) {
+        /* Entries or a snapshot chunk: held back while the link is
+         * backed up, a lost message the leader sends again once the
+         * follower answers (docs/cluster.md, "Flow control"). */
+        rv = srv_cluster_send_bulk(jc->cl, to, gid, w.head, w.head_len, w.body,
+                                   w.body_len);
+    } else if (rv == 0) {
         rv = srv_cluster_send2(jc->cl, to, gid, w.head, w.head_len, w.body,
                                w.body_len);
     } else {
