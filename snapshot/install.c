@@ -613,8 +613,9 @@ static int check_file(struct snap_recv *sr, uint8_t *buf, char *errmsg)
     return rv;
 }
 
-/* The retained log: consecutive indexes log_first..index, terms
- * non-decreasing and ending with the snapshot's term, hash. */
+/* The retained log: consecutive indexes log_first..index (none when
+ * log_first = index + 1), terms non-decreasing and ending with the
+ * snapshot's term, hash. */
 static int check_log(struct snap_recv *sr, uint8_t *buf, char *errmsg)
 {
     uint64_t off = XF_MANIFEST_BYTES + sr->m.file_bytes;
@@ -640,9 +641,17 @@ static int check_log(struct snap_recv *sr, uint8_t *buf, char *errmsg)
         prev_term = e.term;
         off += rv == 0 ? rec_bytes(e.len) : 0;
     }
+    /* An empty section (the leader dropped its log through the
+     * snapshot: log_first = index + 1) has no last term to compare. */
+    if (rv == 0 && sr->m.records > 0 && prev_term != sr->term) {
+        rv = keel_err(KEEL_ECORRUPT, errmsg,
+                      "transfer log ends in term %llu, not the snapshot's "
+                      "term %llu",
+                      (unsigned long long)prev_term,
+                      (unsigned long long)sr->term);
+    }
     if (rv == 0 &&
-        (prev_term != sr->term ||
-         off != XF_MANIFEST_BYTES + sr->m.file_bytes + sr->m.log_bytes ||
+        (off != XF_MANIFEST_BYTES + sr->m.file_bytes + sr->m.log_bytes ||
          XXH3_64bits_digest(sr->hs) != sr->m.log_hash)) {
         rv = keel_err(KEEL_ECORRUPT, errmsg,
                       "transfer log section failed its checksum");

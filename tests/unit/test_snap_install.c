@@ -259,6 +259,40 @@ static void a_log_behind_the_leaders_first_index_is_replaced(void **state)
     ts_expect(&fx->f.t, 260, 2, 1);
 }
 
+/* The leader dropped its log through the snapshot (a committed cut at
+ * the older snapshot it sends, docs/design.md §5): the retained log is
+ * empty (log_first = index + 1) and the transfer is the snapshot alone.
+ * It was refused as "log section failed its checksum" (the section's
+ * last term, of no record, is not the snapshot's), and the leader sent
+ * the same transfer again for ever (issue 21). */
+static void a_transfer_with_an_empty_retained_log_installs(void **state)
+{
+    struct fixture *fx = *state;
+    struct snap_recv *sr = NULL;
+    struct store_group_info gi;
+
+    transfer(fx, 251, &sr);
+    int rv = snap_recv_apply_log(sr, fx->f.errmsg);
+    if (rv != 0) {
+        fail_msg("apply_log: %s: %s", keel_errname(rv), fx->f.errmsg);
+    }
+    assert_int_equal(snap_recv_commit(sr, fx->f.errmsg), 0);
+    snap_recv_close(sr);
+    store_group_info(fx->f.t.g, &gi);
+    assert_int_equal(gi.first_index, 251);
+    assert_int_equal(gi.last_index, 250);
+    /* The log after the snapshot takes appends. */
+    ts_append(&fx->f.t, 251, 260, 2, 100, 1);
+    assert_true(ts_wait_persisted(&fx->f.t, 260));
+    tsn_crash_reopen(&fx->f, FS_CUT_DROP);
+    assert_int_equal(fx->f.lr.source, SNAP_SOURCE_NEWEST);
+    assert_int_equal(fx->f.lr.index, 250);
+    tsn_expect_body(&fx->f.lr, 250, 3000);
+    assert_int_equal(fx->f.t.rep.first_index, 251);
+    assert_int_equal(fx->f.t.rep.last_index, 260);
+    ts_expect(&fx->f.t, 251, 2, 1);
+}
+
 /* The local entry at log_first differs (so does every later one): the
  * divergent tail is truncated and the whole log replaced. */
 static void
@@ -385,6 +419,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             matching_entries_are_kept_and_divergent_ones_replaced, setup,
             teardown),
+        cmocka_unit_test_setup_teardown(
+            a_transfer_with_an_empty_retained_log_installs, setup, teardown),
         cmocka_unit_test_setup_teardown(
             a_log_behind_the_leaders_first_index_is_replaced, setup, teardown),
         cmocka_unit_test_setup_teardown(
