@@ -215,10 +215,11 @@ void replica_snap_info(const struct replica *r, struct replica_snap_info *out);
 
 /* InstallSnapshot counters of a group (monitoring, tests). */
 struct replica_install_info {
-    uint64_t installs;        /* snapshots installed from a leader */
-    uint64_t sends;           /* transfers spooled as leader */
-    uint64_t failures;        /* aborted transfers (both sides) */
-    bool receiving;           /* a transfer is being received */
+    uint64_t installs; /* snapshots installed from a leader */
+    uint64_t sends;    /* transfers spooled as leader */
+    uint64_t failures; /* aborted transfers (both sides) */
+    uint64_t repeats;  /* content refusals of the same snapshot in a row */
+    bool receiving;    /* a transfer is being received */
     uint64_t installed_index; /* the last installed (0: none) */
     char last_error[KEEL_ERRMSG_MAX];
 };

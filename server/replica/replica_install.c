@@ -161,6 +161,37 @@ static void recv_abort(struct replica *r, int rv, const char *what,
     }
 }
 
+/* A complete transfer, every frame of it intact, failed to install: the
+ * leader sends the same snapshot again. A failure of its content repeats
+ * (the transfer is wrong as the leader made it, or this side misreads
+ * it) and would loop for ever with nothing said: an empty retained log
+ * refused as a bad checksum was taken 1,084 times in a minute (issue 21,
+ * docs/faults.md F26). After REPLICA_INSTALL_REPEATS_MAX such refusals
+ * of the same snapshot in a row the group stops and says why. Other
+ * errors (a full disk, say) are counted and retried: they can clear. */
+static void install_failed(struct replica *r, int rv, const char *err)
+{
+    struct replica_xfer *x = &r->snap.xfer;
+    uint64_t index = x->sr_index, term = x->sr_term;
+    if (index != x->failed_index || term != x->failed_term) {
+        x->failed_index = index;
+        x->failed_term = term;
+        x->info.repeats = 0;
+    }
+    x->info.repeats += rv == KEEL_ECORRUPT;
+    recv_abort(r, rv, "snapshot install", err);
+    if (!r->broken && x->info.repeats >= REPLICA_INSTALL_REPEATS_MAX) {
+        char msg[KEEL_ERRMSG_MAX];
+        snprintf(msg, sizeof msg,
+                 "install of snapshot %" PRIu64 " (term %" PRIu64 ") refused "
+                 "%" PRIu64 " times in a row (%s): the group stops; restart "
+                 "the node to retry, and report it with the leader's snap/ "
+                 "directory if it fails again",
+                 index, term, x->info.repeats, err);
+        replica__break(r, rv, msg);
+    }
+}
+
 bool replica__snap_receive(struct replica *r, const struct raft_msg *m)
 {
     struct replica_xfer *x = &r->snap.xfer;
@@ -217,7 +248,7 @@ static int install_commit(struct replica *r)
         return rv;
     }
     if (rv != 0) {
-        recv_abort(r, rv, "snapshot install", err);
+        install_failed(r, rv, err);
         return rv;
     }
     x->sr_waiting = false;
@@ -237,6 +268,8 @@ static int install_commit(struct replica *r)
     x->installed_term = x->sr_term;
     x->install_due = true;
     x->info.installs++;
+    x->info.repeats = 0;
+    x->failed_index = 0;
     if (gi.persisted_index > r->persisted) {
         r->persisted = gi.persisted_index;
     }
@@ -263,7 +296,7 @@ static void install_try(struct replica *r)
     }
     int rv = snap_recv_apply_log(x->sr, err);
     if (rv != 0) {
-        recv_abort(r, rv, "snapshot install", err);
+        install_failed(r, rv, err);
         return;
     }
     (void)install_commit(r);

@@ -52,6 +52,9 @@ struct replica_snap_job {
  * every REPLICA_XFER_RESPOOL_MS. */
 #define REPLICA_XFER_HOLD_MS 5000u
 #define REPLICA_XFER_RESPOOL_MS 3000u
+/* Refusals of one complete transfer's content in a row before the group
+ * stops (replica_install.c install_failed). */
+#define REPLICA_INSTALL_REPEATS_MAX 5u
 struct replica_xfer {
     /* Leader: the spool of the snapshot the core sends (one per group). */
     struct snap_send *ss;
@@ -67,6 +70,8 @@ struct replica_xfer {
     bool sr_complete; /* every frame is in */
     bool sr_waiting;  /* appended log not yet persisted */
     struct raft_config cfg;
+    uint64_t failed_index; /* the snapshot info.repeats counts for */
+    uint64_t failed_term;
     bool install_due; /* durable and restored: step INSTALLED */
     uint64_t installed_term;
     /* The counters replica_install_info reports (receiving aside: sr says
