@@ -556,6 +556,16 @@ int f_read_named(struct f_run_ctx *c, const char *urls, const char *stream,
         (void)view_put(v, seq, slot);
         natsMsg_Destroy(m);
     }
+    /* The read's rate (finding F25: a read of 79 a second ran into its
+     * bound while a leader buried a follower). */
+    long long ms = h_now_ms() - t0;
+    printf(
+        "keel-faults: read %s seqs %llu..%llu in %lld ms (%lld a second)%s\n",
+        stream, (unsigned long long)first, (unsigned long long)last, ms,
+        last >= first && first > 0 && ms > 0
+            ? (long long)((last - first + 1) * 1000 / (uint64_t)ms)
+            : 0,
+        v->cut ? ", cut" : "");
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
     return 0;
