@@ -39,6 +39,7 @@
 
 #define M_SETTLE_MS 30000 /* a moved replica caught up */
 #define M_OUT_BYTES 8192
+#define M_RETRY_MS 10000 /* a transfer refused while the leader is cut off */
 #define M_ACTIONS 5
 
 enum m_action { M_XFER_META, M_XFER_STREAM, M_MOVE, M_REMOVE, M_KILL_REMOVE };
@@ -83,30 +84,49 @@ static void why(struct f_run_ctx *c, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Run `keel <args>` against the running nodes but skip; exit status (0
- * success). Its output is printed with -v and when it fails. */
-static int keel_cli(struct f_run_ctx *c, int skip, const char *fmt, ...)
+/* Run `keel <args>` once against the running nodes but skip; exit status
+ * (0 success), its output in out. Printed with -v and when it fails. */
+static int keel_cli_once(struct f_run_ctx *c, int skip, const char *args,
+                         char *out, size_t len)
 {
-    char args[512];
     char urls[512];
     char cmd[1400];
-    static char out[M_OUT_BYTES];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
     urls_but(c, skip, urls, sizeof urls);
     snprintf(cmd, sizeof cmd, "'%s' %s -s '%s' 2>&1", c->cfg.keel, args, urls);
     FILE *p = popen(cmd, "r");
     if (p == NULL) {
         return -1;
     }
-    size_t got = fread(out, 1, sizeof out - 1, p);
+    size_t got = fread(out, 1, len - 1, p);
     out[got] = '\0';
     int st = pclose(p);
     int rv = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (rv != 0 || c->cfg.verbose) {
         fprintf(stderr, "keel-faults: keel %s -> %d\n%s", args, rv, out);
+    }
+    return rv;
+}
+
+/* Run `keel <args>` against the running nodes but skip; exit status (0
+ * success). A leadership transfer refused with 10008 ("the leader cannot
+ * be reached now; retry": a partition or a pause holds the leader) is
+ * retried, as an operator would, for up to M_RETRY_MS; it changed nothing,
+ * so only a refusal that lasts past the bound fails the event. */
+static int keel_cli(struct f_run_ctx *c, int skip, const char *fmt, ...)
+{
+    char args[512];
+    static char out[M_OUT_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    bool retry = strncmp(args, "cluster transfer-leader", 23) == 0;
+    long long t0 = h_now_ms();
+    int rv = keel_cli_once(c, skip, args, out, sizeof out);
+    while (rv != 0 && retry && strstr(out, "(error 10008)") != NULL &&
+           h_now_ms() - t0 < M_RETRY_MS) {
+        pace();
+        rv = keel_cli_once(c, skip, args, out, sizeof out);
     }
     if (rv != 0) {
         char *nl = strchr(out, '\n');
