@@ -184,9 +184,8 @@ static void install_failed(struct replica *r, int rv, const char *err)
         char msg[KEEL_ERRMSG_MAX];
         snprintf(msg, sizeof msg,
                  "install of snapshot %" PRIu64 " (term %" PRIu64 ") refused "
-                 "%" PRIu64 " times in a row (%s): the group stops; restart "
-                 "the node to retry, and report it with the leader's snap/ "
-                 "directory if it fails again",
+                 "%" PRIu64 " times in a row (%.60s): the group stops; "
+                 "restart the node to retry",
                  index, term, x->info.repeats, err);
         replica__break(r, rv, msg);
     }
