@@ -26,11 +26,11 @@ int cli_subcmd_dispatch(const char *group, const struct cli_subcmd *subs,
 #define CLI_SUBCMD_ROW(name, usage, min, max, fn, help)                        \
     {{name, NULL, usage, help, min, max}, fn},
 
-/* The command fn of a group ("stream") with its sub-command table made
- * from VERBS (cli_verbs.h): fn finds argv[1] there (cli_subcmd_dispatch).
- * Expand it where VERBS's handlers are declared. */
-#define CLI_SUBCMD_GROUP(fn, group, VERBS)                                     \
-    static const struct cli_subcmd fn##_subs[] = {VERBS(CLI_SUBCMD_ROW)};      \
+/* The command fn of a group ("stream") with its sub-command table
+ * fn##_subs made of the rows that follow (struct cli_subcmd rows): fn
+ * finds argv[1] there (cli_subcmd_dispatch). */
+#define CLI_SUBCMD_TABLE(fn, group, ...)                                       \
+    static const struct cli_subcmd fn##_subs[] = {__VA_ARGS__};                \
     int fn(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)     \
     {                                                                          \
         (void)cmd;                                                             \
@@ -39,31 +39,55 @@ int cli_subcmd_dispatch(const char *group, const struct cli_subcmd *subs,
                                    argc, argv, errmsg);                        \
     }
 
-/* A group whose verbs share one flag table (keel kv, keel object) lists
- * them once, VERBS(X), a row X(verb, usage, args_min, args_max, flags,
- * bind, run, help); flags are the group's bits choosing rows of its flag
- * table, bind whether the verb needs its bucket to exist. From the list a
- * group makes its command table, each row running the group's runner:
- * #define KV_SUBCMD(verb, ...) CLI_VERB_SUBCMD("kv", kv_run, verb, ...) */
-#define CLI_VERB_SUBCMD(group, runner, verb, usage, min, max, help)            \
-    {{group " " verb, NULL, usage, help, min, max}, runner},
+/* The command fn of a group ("stream") with its sub-command table made
+ * from VERBS (cli_verbs.h). Expand it where VERBS's handlers are
+ * declared. */
+#define CLI_SUBCMD_GROUP(fn, group, VERBS)                                     \
+    CLI_SUBCMD_TABLE(fn, group, VERBS(CLI_SUBCMD_ROW))
 
-/* The rest of a VERBS(X) row, for the group's verb table: its flag bits,
- * bind, and the function that runs the verb on the group's context ctx
- * (struct cli_kv, struct cli_obj) once the runner opened it:
- * CLI_VERB_STRUCT(kv_verb, struct cli_kv);
- * static const struct kv_verb verbs[] = {KV_VERBS(CLI_VERB_ROW)}; */
-#define CLI_VERB_STRUCT(name, ctx)                                             \
-    struct name {                                                              \
+/* A group whose verbs share one flag table (keel kv, keel object) lists
+ * them once, VERBS(X), a row X(name, usage, args_min, args_max, flags,
+ * bind, run, help); flags are the group's bits choosing rows of its flag
+ * table, bind whether the verb needs its bucket to exist, run the
+ * function that runs the verb on the group's context once it is open.
+ * CLI_VERB_GROUP(fn, group, VERBS, ctx, flags_max, setup, open, close)
+ * makes the group's command fn, whose every sub-command runs the one
+ * runner cli_verb_run (so one group a file): a ctx c zeroed, setup(&c,
+ * flags, out) sets its defaults and picks the verb's flags into out
+ * (flags_max rows, cli_flags_pick), open(&c, cmd, out, argc, argv, bind,
+ * errmsg) parses and connects, run(&c, errmsg) unless --help, and
+ * close(&c) releases whatever open reached. */
+#define CLI_VERB_SUBCMD(name, usage, min, max, flags, bind, run, help)         \
+    {{name, NULL, usage, help, min, max}, cli_verb_run},
+#define CLI_VERB_ROW(name, usage, min, max, flags, bind, run, help)            \
+    {flags, bind, run},
+#define CLI_VERB_GROUP(fn, group, VERBS, ctx, flags_max, setup, open, close)   \
+    static int cli_verb_run(const struct cli_cmd *cmd, int argc, char **argv,  \
+                            char *errmsg);                                     \
+    CLI_SUBCMD_TABLE(fn, group, VERBS(CLI_VERB_SUBCMD))                        \
+    static const struct {                                                      \
         unsigned flags;                                                        \
         bool bind;                                                             \
         int (*run)(ctx * c, char *errmsg);                                     \
+    } cli_verbs[] = {VERBS(CLI_VERB_ROW)};                                     \
+    static int cli_verb_run(const struct cli_cmd *cmd, int argc, char **argv,  \
+                            char *errmsg)                                      \
+    {                                                                          \
+        size_t i = cli_subcmd_index(cmd, fn##_subs,                            \
+                                    sizeof fn##_subs / sizeof fn##_subs[0]);   \
+        ctx c = {0};                                                           \
+        struct cli_flag flags[flags_max];                                      \
+        setup(&c, cli_verbs[i].flags, flags);                                  \
+        int rv = open(&c, cmd, flags, argc, argv, cli_verbs[i].bind, errmsg);  \
+        if (rv == 0 && !c.r.help) {                                            \
+            rv = cli_verbs[i].run(&c, errmsg);                                 \
+        }                                                                      \
+        close(&c);                                                             \
+        return rv;                                                             \
     }
-#define CLI_VERB_ROW(verb, usage, min, max, flags, bind, run, help)            \
-    {flags, bind, run},
 
-/* Which row of subs (n rows) cmd is: the runner a CLI_VERB_SUBCMD table
- * calls gets &subs[i].cmd, the first member of subs[i]. */
+/* Which row of subs (n rows) cmd is: a CLI_VERB_GROUP's runner gets
+ * &subs[i].cmd, the first member of subs[i]. */
 size_t cli_subcmd_index(const struct cli_cmd *cmd,
                         const struct cli_subcmd *subs, size_t n);
 

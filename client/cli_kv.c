@@ -47,6 +47,7 @@ int cli_kv_open(struct cli_kv *k, const struct cli_cmd *cmd,
                 const struct cli_flag *flags, int argc, char **argv, bool bind,
                 char *errmsg)
 {
+    k->cmd = cmd;
     k->js = NULL;
     k->kv = NULL;
     int rv = cli_js_start(&k->r, cmd, flags, argc, argv, errmsg);

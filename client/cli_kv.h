@@ -8,7 +8,7 @@
 
 #include "cli_js.h"
 
-/* The values of every kv verb's flags (kv_run in cli_kv_key.c picks the
+/* The values of every kv verb's flags (kv_setup in cli_kv_key.c picks the
  * rows a verb takes; the defaults are set there). */
 struct cli_kv_opts {
     int64_t history;   /* add */
@@ -25,9 +25,9 @@ struct cli_kv_opts {
 };
 
 /* An open bucket: the verb's row, the run (flags, arguments, connection),
- * its JetStream context and the store. kv_run opens it (cli_kv_open) when
- * the flags parsed, runs the verb and releases whatever was set; fields may
- * be NULL. */
+ * its JetStream context and the store. The kv runner (CLI_VERB_GROUP in
+ * cli_kv_key.c) opens it (cli_kv_open) when the flags parsed, runs the
+ * verb and releases whatever was set; fields may be NULL. */
 struct cli_kv {
     const struct cli_cmd *cmd; /* cmd->name is the full "kv put" */
     struct cli_kv_opts opt;
@@ -53,7 +53,7 @@ const char *cli_kv_last_error(void);
  * last error; a missing key says how to list the keys. */
 int cli_kv_err(natsStatus s, const char *what, const char *key, char *errmsg);
 
-/* kv add and kv ls|info (cli_kv.c), on a bucket kv_run opened. */
+/* kv add and kv ls|info (cli_kv.c), on a bucket the kv runner opened. */
 int cli_kv_add(struct cli_kv *k, char *errmsg);
 int cli_kv_ls(struct cli_kv *k, char *errmsg);
 

@@ -327,22 +327,17 @@ enum {
     KF_COUNT = 1 << 4,
 };
 
-static int kv_run(const struct cli_cmd *cmd, int argc, char **argv,
-                  char *errmsg);
-
-#define KV_SUBCMD(verb, usage, min, max, flags, bind, run, help)               \
-    CLI_VERB_SUBCMD("kv", kv_run, verb, usage, min, max, help)
-
-static const struct cli_subcmd subs[] = {KV_VERBS(KV_SUBCMD)};
-CLI_VERB_STRUCT(kv_verb, struct cli_kv);
-static const struct kv_verb verbs[] = {KV_VERBS(CLI_VERB_ROW)};
-
 #define KV_FLAGS_MAX 12
 
-/* The flags of want into out, their values into k->opt (and --json into
- * k->r.json). */
-static void kv_flags(struct cli_kv *k, unsigned want, struct cli_flag *out)
+/* CLI_VERB_GROUP's setup: k's defaults, and the flags of want into out,
+ * their values into k->opt (and --json into k->r.json). */
+static void kv_setup(struct cli_kv *k, unsigned want, struct cli_flag *out)
 {
+    k->opt = (struct cli_kv_opts){.history = 1,
+                                  .max_value = -1,
+                                  .max_bytes = -1,
+                                  .replicas = 1,
+                                  .storage = "file"};
     struct cli_kv_opts *op = &k->opt;
     const struct cli_flag all[] = {
         {"history", 0, CLI_FLAG_INT, &op->history, "N",
@@ -383,30 +378,5 @@ static void kv_flags(struct cli_kv *k, unsigned want, struct cli_flag *out)
 
 /* Every verb: its flags parsed, connected (and bound to the bucket when it
  * needs one), run, and everything released. */
-static int kv_run(const struct cli_cmd *cmd, int argc, char **argv,
-                  char *errmsg)
-{
-    const struct kv_verb *v =
-        &verbs[cli_subcmd_index(cmd, subs, sizeof subs / sizeof subs[0])];
-    struct cli_kv k = {.cmd = cmd,
-                       .opt = {.history = 1,
-                               .max_value = -1,
-                               .max_bytes = -1,
-                               .replicas = 1,
-                               .storage = "file"}};
-    struct cli_flag flags[KV_FLAGS_MAX];
-    kv_flags(&k, v->flags, flags);
-    int rv = cli_kv_open(&k, cmd, flags, argc, argv, v->bind, errmsg);
-    if (rv == 0 && !k.r.help) {
-        rv = v->run(&k, errmsg);
-    }
-    cli_kv_close(&k);
-    return rv;
-}
-
-int cli_kv(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
-{
-    (void)cmd;
-    return cli_subcmd_dispatch("kv", subs, sizeof subs / sizeof subs[0], argc,
-                               argv, errmsg);
-}
+CLI_VERB_GROUP(cli_kv, "kv", KV_VERBS, struct cli_kv, KV_FLAGS_MAX, kv_setup,
+               cli_kv_open, cli_kv_close)

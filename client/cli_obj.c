@@ -503,22 +503,16 @@ enum {
     OF_PROGRESS = 1 << 9,
 };
 
-static int obj_run(const struct cli_cmd *cmd, int argc, char **argv,
-                   char *errmsg);
-
-#define OBJ_SUBCMD(verb, usage, min, max, flags, bind, run, help)              \
-    CLI_VERB_SUBCMD("object", obj_run, verb, usage, min, max, help)
-
-static const struct cli_subcmd subs[] = {OBJ_VERBS(OBJ_SUBCMD)};
-CLI_VERB_STRUCT(obj_verb, struct cli_obj);
-static const struct obj_verb verbs[] = {OBJ_VERBS(CLI_VERB_ROW)};
-
 #define OBJ_FLAGS_MAX 16
 
-/* The flags of want into out (ending with the NULL row), their values
- * into o->opt (and --json into o->r.json). */
-static void obj_flags(struct cli_obj *o, unsigned want, struct cli_flag *out)
+/* CLI_VERB_GROUP's setup: o's defaults, and the flags of want into out
+ * (ending with the NULL row), their values into o->opt (and --json into
+ * o->r.json). */
+static void obj_setup(struct cli_obj *o, unsigned want, struct cli_flag *out)
 {
+    o->opt.max_bytes = -1;
+    o->opt.replicas = 1;
+    o->opt.storage = "file";
     struct cli_obj_opts *op = &o->opt;
     const struct cli_flag all[] = {
         /* add's settings of the bucket (OF_BUCKET) come first. */
@@ -563,28 +557,5 @@ static void obj_flags(struct cli_obj *o, unsigned want, struct cli_flag *out)
 
 /* Every verb: its flags parsed, connected (and bound to the bucket when it
  * needs one), run, and everything released. */
-static int obj_run(const struct cli_cmd *cmd, int argc, char **argv,
-                   char *errmsg)
-{
-    const struct obj_verb *v =
-        &verbs[cli_subcmd_index(cmd, subs, sizeof subs / sizeof subs[0])];
-    struct cli_obj o = {0};
-    o.opt.max_bytes = -1;
-    o.opt.replicas = 1;
-    o.opt.storage = "file";
-    struct cli_flag flags[OBJ_FLAGS_MAX];
-    obj_flags(&o, v->flags, flags);
-    int rv = obj_open(&o, cmd, flags, argc, argv, v->bind, errmsg);
-    if (rv == 0 && !o.r.help) {
-        rv = v->run(&o, errmsg);
-    }
-    obj_close(&o);
-    return rv;
-}
-
-int cli_obj(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
-{
-    (void)cmd;
-    return cli_subcmd_dispatch("object", subs, sizeof subs / sizeof subs[0],
-                               argc, argv, errmsg);
-}
+CLI_VERB_GROUP(cli_obj, "object", OBJ_VERBS, struct cli_obj, OBJ_FLAGS_MAX,
+               obj_setup, obj_open, obj_close)

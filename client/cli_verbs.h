@@ -75,59 +75,59 @@
       "Move an orphan back to groups/<hex> (used by its stream after a "       \
       "restart)")
 
-/* keel kv (cli_kv.c, cli_kv_key.c): X(verb, usage, args_min, args_max,
- * flags, bind, run, help), the verb without "kv ", flags the KF_ bits of
- * the flags it takes, bind whether its bucket must exist (CLI_VERB_SUBCMD,
- * client/cli_js.h). */
+/* keel kv (cli_kv.c, cli_kv_key.c): X(name, usage, args_min, args_max,
+ * flags, bind, run, help), flags the KF_ bits of the flags it takes, bind
+ * whether its bucket must exist (CLI_VERB_GROUP, client/cli_js.h). */
 #define KV_VERBS(X)                                                            \
-    X("add", "BUCKET", 1, 1, KF_BUCKET, false, cli_kv_add,                     \
+    X("kv add", "BUCKET", 1, 1, KF_BUCKET, false, cli_kv_add,                  \
       "Create a bucket (--history, --ttl, --max-value-size, --replicas).")     \
-    X("ls", "", 0, 0, KF_JSON, false, cli_kv_ls, "List the buckets.")          \
-    X("info", "BUCKET", 1, 1, KF_JSON, false, cli_kv_ls,                       \
+    X("kv ls", "", 0, 0, KF_JSON, false, cli_kv_ls, "List the buckets.")       \
+    X("kv info", "BUCKET", 1, 1, KF_JSON, false, cli_kv_ls,                    \
       "Show a bucket's settings and size.")                                    \
-    X("put", "BUCKET KEY [VALUE]", 2, 3, 0, true, kv_put,                      \
+    X("kv put", "BUCKET KEY [VALUE]", 2, 3, 0, true, kv_put,                   \
       "Set KEY to VALUE (default: read stdin).")                               \
-    X("get", "BUCKET KEY", 2, 2, KF_GET, true, kv_get,                         \
+    X("kv get", "BUCKET KEY", 2, 2, KF_GET, true, kv_get,                      \
       "Print a key's value (--raw: only it).")                                 \
-    X("create", "BUCKET KEY [VALUE]", 2, 3, 0, true, kv_put,                   \
+    X("kv create", "BUCKET KEY [VALUE]", 2, 3, 0, true, kv_put,                \
       "Set KEY only if it has no value.")                                      \
-    X("update", "BUCKET KEY VALUE REVISION", 4, 4, 0, true, kv_put,            \
+    X("kv update", "BUCKET KEY VALUE REVISION", 4, 4, 0, true, kv_put,         \
       "Set KEY only if its last revision is REVISION.")                        \
-    X("del", "BUCKET KEY", 2, 2, KF_FORCE, true, kv_del,                       \
+    X("kv del", "BUCKET KEY", 2, 2, KF_FORCE, true, kv_del,                    \
       "Delete KEY (keeps its history).")                                       \
-    X("purge", "BUCKET KEY", 2, 2, KF_FORCE, true, kv_del,                     \
+    X("kv purge", "BUCKET KEY", 2, 2, KF_FORCE, true, kv_del,                  \
       "Delete KEY and all its history.")                                       \
-    X("history", "BUCKET KEY", 2, 2, 0, true, kv_list,                         \
+    X("kv history", "BUCKET KEY", 2, 2, 0, true, kv_list,                      \
       "List the revisions of KEY.")                                            \
-    X("keys", "BUCKET", 1, 1, 0, true, kv_list,                                \
+    X("kv keys", "BUCKET", 1, 1, 0, true, kv_list,                             \
       "List the keys that have a value.")                                      \
-    X("watch", "BUCKET [KEY]", 1, 2, KF_COUNT, true, kv_watch,                 \
+    X("kv watch", "BUCKET [KEY]", 1, 2, KF_COUNT, true, kv_watch,              \
       "Print values, then changes, of KEY (wildcards) or all keys.")           \
-    X("rm", "BUCKET", 1, 1, KF_FORCE, true, kv_del,                            \
+    X("kv rm", "BUCKET", 1, 1, KF_FORCE, true, kv_del,                         \
       "Delete a bucket and all its keys.")
 
 /* keel object (cli_obj.c, cli_obj_data.c, cli_obj_list.c): rows as
  * KV_VERBS's, flags the OF_ bits. */
 #define OBJ_VERBS(X)                                                           \
-    X("add", "BUCKET", 1, 1, OF_BUCKET | OF_DESC | OF_JSON, false, obj_add,    \
-      "Create a bucket (--ttl, --replicas, --max-bucket-size).")               \
-    X("put", "BUCKET [FILE]", 1, 2,                                            \
+    X("object add", "BUCKET", 1, 1, OF_BUCKET | OF_DESC | OF_JSON, false,      \
+      obj_add, "Create a bucket (--ttl, --replicas, --max-bucket-size).")      \
+    X("object put", "BUCKET [FILE]", 1, 2,                                     \
       OF_NAME | OF_DESC | OF_HEADER | OF_PROGRESS | OF_FORCE, true,            \
       cli_obj_put, "Store FILE (stdin with --name) as an object, in chunks.")  \
-    X("get", "BUCKET NAME", 2, 2, OF_OUTPUT | OF_PROGRESS | OF_FORCE, true,    \
-      cli_obj_get,                                                             \
+    X("object get", "BUCKET NAME", 2, 2, OF_OUTPUT | OF_PROGRESS | OF_FORCE,   \
+      true, cli_obj_get,                                                       \
       "Write an object to a file (-O FILE, - for stdout); checks its "         \
       "digest.")                                                               \
-    X("ls", "[BUCKET]", 0, 1, OF_NAMES | OF_JSON, true, cli_obj_ls,            \
+    X("object ls", "[BUCKET]", 0, 1, OF_NAMES | OF_JSON, true, cli_obj_ls,     \
       "List the buckets, or the objects of BUCKET.")                           \
-    X("info", "BUCKET [NAME]", 1, 2, OF_JSON, true, obj_info,                  \
+    X("object info", "BUCKET [NAME]", 1, 2, OF_JSON, true, obj_info,           \
       "Show a bucket's settings, or an object's size, chunks and digest.")     \
-    X("del", "BUCKET [NAME]", 1, 2, OF_FORCE, true, obj_rm,                    \
+    X("object del", "BUCKET [NAME]", 1, 2, OF_FORCE, true, obj_rm,             \
       "Delete an object (its chunks are purged), or the whole bucket.")        \
-    X("rm", "BUCKET [NAME]", 1, 2, OF_FORCE, true, obj_rm, "The same as del.") \
-    X("seal", "BUCKET", 1, 1, OF_FORCE, true, obj_seal,                        \
+    X("object rm", "BUCKET [NAME]", 1, 2, OF_FORCE, true, obj_rm,              \
+      "The same as del.")                                                      \
+    X("object seal", "BUCKET", 1, 1, OF_FORCE, true, obj_seal,                 \
       "Seal a bucket: no more puts or deletes, for good.")                     \
-    X("watch", "BUCKET", 1, 1, OF_COUNT, true, cli_obj_watch,                  \
+    X("object watch", "BUCKET", 1, 1, OF_COUNT, true, cli_obj_watch,           \
       "Print the objects, then every put and delete.")
 
 #endif
