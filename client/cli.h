@@ -156,7 +156,9 @@ int cli_req(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
 int cli_sub(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
 int cli_reply(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
 int cli_bench(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg);
-/* keel bench js pub SUBJECT (cli_bench_js.c): argv[0] is "js". */
+/* keel bench js pub SUBJECT (cli_bench_js.c): argv[0] is "js". cmd is the
+ * bench's own row (cli_bench.c), as for cli_bench_kv and
+ * cli_bench_js_consume. */
 int cli_bench_js(const struct cli_cmd *cmd, int argc, char **argv,
                  char *errmsg);
 /* keel bench kv put|get BUCKET (cli_bench_kv.c): argv[0] is "kv". */

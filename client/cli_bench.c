@@ -517,6 +517,26 @@ int cli_bench_main(const struct cli_cmd *cmd,
                     modes->kind, args.items[0], modes->hint);
 }
 
+int cli_bench_ranges(const struct cli_bench_range *r, size_t n, char *errmsg)
+{
+    bool ok = true;
+    for (size_t i = 0; i < n; i++) {
+        ok = ok && r[i].v >= r[i].min && r[i].v <= r[i].max;
+    }
+    if (ok) {
+        return 0;
+    }
+    char text[KEEL_ERRMSG_MAX];
+    size_t used = 0;
+    for (size_t i = 0; i < n && used < sizeof text; i++) {
+        int w = snprintf(text + used, sizeof text - used, "%s%s %lld..%lld",
+                         i > 0 ? ", " : "", r[i].flag, (long long)r[i].min,
+                         (long long)r[i].max);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    return keel_err(KEEL_EUSAGE, errmsg, "%s", text);
+}
+
 static const struct cli_bench_modes bench_modes = {
     "bench", "pub, sub, pubsub or req", {"pub", "sub", "pubsub", "req"}};
 
@@ -546,6 +566,35 @@ static int bench_start(void *arg, int mode, const char *subject, char *errmsg)
     return bench_run(b, errmsg);
 }
 
+/* The benches below keel bench, their handlers given their row as cmd
+ * (usage and help): keel bench js pub, keel bench js fetch|push|mirror
+ * (other flags: their own parser; the mode must be the first argument
+ * after "js") and keel bench kv. */
+static const struct cli_cmd bench_js = {
+    "bench js",
+    NULL,
+    "pub SUBJECT",
+    "JetStream publish throughput with acks (also: fetch|push SUBJECT, "
+    "mirror SUBJECT; see keel bench js fetch --help).",
+    2,
+    2};
+static const struct cli_cmd bench_js_consume = {
+    "bench js",
+    NULL,
+    "fetch|push|mirror SUBJECT",
+    "JetStream consume throughput (preloaded stream, durable consumer); "
+    "mirror: a new mirror's catch-up, then its lag under load.",
+    2,
+    2};
+static const struct cli_cmd bench_kv = {
+    "bench kv",
+    NULL,
+    "put|get BUCKET",
+    "Key/Value put or get throughput and latency (kvStore API; the "
+    "bench creates BUCKET and deletes it after).",
+    2,
+    2};
+
 int cli_bench(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
 {
     struct bench b;
@@ -556,10 +605,15 @@ int cli_bench(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
         return rv;
     }
     if (argc - hoisted > 1 && strcmp(argv[1], "js") == 0) {
-        return cli_bench_js(cmd, argc - 1, argv + 1, errmsg);
+        bool consume = argc > 2 && (strcmp(argv[2], "fetch") == 0 ||
+                                    strcmp(argv[2], "push") == 0 ||
+                                    strcmp(argv[2], "mirror") == 0);
+        return consume ? cli_bench_js_consume(&bench_js_consume, argc - 1,
+                                              argv + 1, errmsg)
+                       : cli_bench_js(&bench_js, argc - 1, argv + 1, errmsg);
     }
     if (argc - hoisted > 1 && strcmp(argv[1], "kv") == 0) {
-        return cli_bench_kv(cmd, argc - 1, argv + 1, errmsg);
+        return cli_bench_kv(&bench_kv, argc - 1, argv + 1, errmsg);
     }
     memset(&b, 0, sizeof b);
     struct bench_cfg *c = &b.cfg;

@@ -121,6 +121,17 @@ int cli_bench_main(const struct cli_cmd *cmd,
                    int argc, char **argv, cli_bench_run_cb run_cb, void *cfg,
                    char *errmsg);
 
+/* A bench flag's value and the range it must be in (cli_bench_ranges). */
+struct cli_bench_range {
+    const char *flag; /* "--size" */
+    int64_t v, min, max;
+};
+
+/* 0 when the value of every row of r (n rows) is in its range, else
+ * KEEL_EUSAGE with errmsg giving every row's range, "--size 0..N, --msgs
+ * 1..M": the whole rule, not only the broken part. */
+int cli_bench_ranges(const struct cli_bench_range *r, size_t n, char *errmsg);
+
 /* Fill the latency fields of `r` from every requester's samples (sorts a
  * merged copy). Returns 0 or KEEL_ENOMEM.
  */

@@ -292,39 +292,19 @@ static int bjs_start(void *arg, int mode, const char *subject, char *errmsg)
     struct bjs_cfg *c = arg;
     (void)mode; /* pub, the only one */
     c->subject = subject;
-    if (c->size < 0 || c->size > CLI_BENCH_SIZE_BYTES_MAX || c->msgs < 1 ||
-        c->msgs > CLI_BENCH_MSGS_MAX || c->pubs < 1 ||
-        c->pubs > CLI_BENCH_CONNS_MAX || c->window < 1 ||
-        c->window > CLI_BENCH_PENDING_MSGS || c->replicas < 1 ||
-        c->replicas > SRV_JS_REPLICAS_MAX) {
-        return keel_err(KEEL_EUSAGE, errmsg,
-                        "--size 0..%d, --msgs 1..%lld, --pub 1..%d, --window "
-                        "1..%d, --replicas 1..5",
-                        CLI_BENCH_SIZE_BYTES_MAX, (long long)CLI_BENCH_MSGS_MAX,
-                        CLI_BENCH_CONNS_MAX, CLI_BENCH_PENDING_MSGS);
-    }
-    return bjs_run(c, errmsg);
+    const struct cli_bench_range ranges[] = {
+        {"--size", c->size, 0, CLI_BENCH_SIZE_BYTES_MAX},
+        {"--msgs", c->msgs, 1, CLI_BENCH_MSGS_MAX},
+        {"--pub", c->pubs, 1, CLI_BENCH_CONNS_MAX},
+        {"--window", c->window, 1, CLI_BENCH_PENDING_MSGS},
+        {"--replicas", c->replicas, 1, SRV_JS_REPLICAS_MAX},
+    };
+    int rv = cli_bench_ranges(ranges, sizeof ranges / sizeof ranges[0], errmsg);
+    return rv != 0 ? rv : bjs_run(c, errmsg);
 }
 
-int cli_bench_js(const struct cli_cmd *parent, int argc, char **argv,
-                 char *errmsg)
+int cli_bench_js(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
 {
-    /* fetch, push and mirror take other flags: their own parser (the mode
-     * must be the first argument after "js"). */
-    if (argc > 1 &&
-        (strcmp(argv[1], "fetch") == 0 || strcmp(argv[1], "push") == 0 ||
-         strcmp(argv[1], "mirror") == 0)) {
-        return cli_bench_js_consume(parent, argc, argv, errmsg);
-    }
-    (void)parent;
-    static const struct cli_cmd cmd = {
-        "bench js",
-        NULL,
-        "pub SUBJECT",
-        "JetStream publish throughput with acks (also: fetch|push SUBJECT, "
-        "mirror SUBJECT; see keel bench js fetch --help).",
-        2,
-        2};
     struct bjs_cfg c = {.stream = "BENCH",
                         .size = 128,
                         .msgs = 100000,
@@ -349,6 +329,6 @@ int cli_bench_js(const struct cli_cmd *parent, int argc, char **argv,
         {"json", 0, CLI_FLAG_BOOL, &c.json, NULL, "print one JSON object"},
         CLI_FLAG_END,
     };
-    return cli_bench_main(&cmd, &modes, flags, &c.conn, argc, argv, bjs_start,
+    return cli_bench_main(cmd, &modes, flags, &c.conn, argc, argv, bjs_start,
                           &c, errmsg);
 }

@@ -389,18 +389,9 @@ static int bjc_start(void *arg, int mode, const char *subject, char *errmsg)
                                      : bjc_run(c, errmsg);
 }
 
-int cli_bench_js_consume(const struct cli_cmd *parent, int argc, char **argv,
+int cli_bench_js_consume(const struct cli_cmd *cmd, int argc, char **argv,
                          char *errmsg)
 {
-    (void)parent;
-    static const struct cli_cmd cmd = {
-        "bench js",
-        NULL,
-        "fetch|push|mirror SUBJECT",
-        "JetStream consume throughput (preloaded stream, durable consumer); "
-        "mirror: a new mirror's catch-up, then its lag under load.",
-        2,
-        2};
     struct cli_bjc_cfg c = {.stream_prefix = "BENCHC",
                             .ack = "explicit",
                             .size = 128,
@@ -442,6 +433,6 @@ int cli_bench_js_consume(const struct cli_cmd *parent, int argc, char **argv,
         {"json", 0, CLI_FLAG_BOOL, &c.json, NULL, "print one JSON object"},
         CLI_FLAG_END,
     };
-    return cli_bench_main(&cmd, &modes, flags, &c.conn, argc, argv, bjc_start,
+    return cli_bench_main(cmd, &modes, flags, &c.conn, argc, argv, bjc_start,
                           &c, errmsg);
 }

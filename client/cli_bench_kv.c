@@ -274,33 +274,19 @@ static int bkv_start(void *arg, int mode, const char *bucket, char *errmsg)
     struct bkv_cfg *c = arg;
     c->get = mode == 1; /* else put */
     c->bucket = bucket;
-    if (c->size < 0 || c->size > CLI_BENCH_SIZE_BYTES_MAX || c->msgs < 1 ||
-        c->msgs > CLI_BENCH_REQ_MSGS_MAX || c->clients < 1 ||
-        c->clients > CLI_BENCH_CONNS_MAX || c->keys < 1 ||
-        c->keys > CLI_BENCH_KV_KEYS_MAX || c->replicas < 1 ||
-        c->replicas > SRV_JS_REPLICAS_MAX) {
-        return keel_err(KEEL_EUSAGE, errmsg,
-                        "--size 0..%d, --msgs 1..%lld, --clients 1..%d, "
-                        "--keys 1..%d, --replicas 1..%d",
-                        CLI_BENCH_SIZE_BYTES_MAX,
-                        (long long)CLI_BENCH_REQ_MSGS_MAX, CLI_BENCH_CONNS_MAX,
-                        CLI_BENCH_KV_KEYS_MAX, SRV_JS_REPLICAS_MAX);
-    }
-    return bkv_run(c, errmsg);
+    const struct cli_bench_range ranges[] = {
+        {"--size", c->size, 0, CLI_BENCH_SIZE_BYTES_MAX},
+        {"--msgs", c->msgs, 1, CLI_BENCH_REQ_MSGS_MAX},
+        {"--clients", c->clients, 1, CLI_BENCH_CONNS_MAX},
+        {"--keys", c->keys, 1, CLI_BENCH_KV_KEYS_MAX},
+        {"--replicas", c->replicas, 1, SRV_JS_REPLICAS_MAX},
+    };
+    int rv = cli_bench_ranges(ranges, sizeof ranges / sizeof ranges[0], errmsg);
+    return rv != 0 ? rv : bkv_run(c, errmsg);
 }
 
-int cli_bench_kv(const struct cli_cmd *parent, int argc, char **argv,
-                 char *errmsg)
+int cli_bench_kv(const struct cli_cmd *cmd, int argc, char **argv, char *errmsg)
 {
-    (void)parent;
-    static const struct cli_cmd cmd = {
-        "bench kv",
-        NULL,
-        "put|get BUCKET",
-        "Key/Value put or get throughput and latency (kvStore API; the "
-        "bench creates BUCKET and deletes it after).",
-        2,
-        2};
     struct bkv_cfg c = {
         .size = 128, .msgs = 20000, .clients = 1, .keys = 1000, .replicas = 1};
     static const struct cli_bench_modes modes = {
@@ -319,6 +305,6 @@ int cli_bench_kv(const struct cli_cmd *parent, int argc, char **argv,
         {"json", 0, CLI_FLAG_BOOL, &c.json, NULL, "print one JSON object"},
         CLI_FLAG_END,
     };
-    return cli_bench_main(&cmd, &modes, flags, &c.conn, argc, argv, bkv_start,
+    return cli_bench_main(cmd, &modes, flags, &c.conn, argc, argv, bkv_start,
                           &c, errmsg);
 }

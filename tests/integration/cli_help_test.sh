@@ -55,6 +55,9 @@ dump() {
   done
   show stream add --no-such-flag
   show bench js pub --no-such-flag
+  # A bench's ranges, checked before it connects (cli_bench_ranges).
+  show bench js pub X --size 9MiB
+  show bench kv put B --keys 0
 }
 
 if [[ ${2:-} == --write ]]; then
