@@ -184,6 +184,24 @@ json_t *cjs_stream_info(struct cjs *c, int i, const char *stream)
     return cjs_request_ok(c, i, subj, "");
 }
 
+bool cjs_replica_current(const json_t *info, const char *name)
+{
+    json_t *reps =
+        json_object_get(json_object_get(info, "cluster"), "replicas");
+    bool ok = false;
+    size_t k;
+    json_t *r;
+    json_array_foreach(reps, k, r)
+    {
+        const char *n = json_string_value(json_object_get(r, "name"));
+        if (n != NULL && strcmp(n, name) == 0) {
+            ok = json_is_true(json_object_get(r, "current")) &&
+                 json_integer_value(json_object_get(r, "lag")) == 0;
+        }
+    }
+    return ok;
+}
+
 json_int_t cjs_state_int(struct cjs *c, int i, const char *stream,
                          const char *key)
 {

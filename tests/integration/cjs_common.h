@@ -77,6 +77,10 @@ json_t *cjs_request_retry(struct cjs *c, int i, const char *subject,
 /* Stream info of stream asked on node i; NULL on no answer or error. */
 json_t *cjs_stream_info(struct cjs *c, int i, const char *stream);
 
+/* Whether info (a STREAM.INFO reply, may be NULL) shows the replica on
+ * the node named name current with no lag: the leader's view of it. */
+bool cjs_replica_current(const json_t *info, const char *name);
+
 /* A "state" counter (messages, last_seq...) of stream's info asked on
  * node i; 0 when there is no answer. */
 json_int_t cjs_state_int(struct cjs *c, int i, const char *stream,

@@ -98,18 +98,7 @@ static bool follower_current(void *arg)
 {
     (void)arg;
     json_t *o = cjs_stream_info(&cj, leader, STREAM);
-    json_t *reps = json_object_get(json_object_get(o, "cluster"), "replicas");
-    bool ok = false;
-    size_t k;
-    json_t *r;
-    json_array_foreach(reps, k, r)
-    {
-        const char *n = json_string_value(json_object_get(r, "name"));
-        if (n != NULL && strcmp(n, cj.net.node[follower].name) == 0) {
-            ok = json_is_true(json_object_get(r, "current")) &&
-                 json_integer_value(json_object_get(r, "lag")) == 0;
-        }
-    }
+    bool ok = cjs_replica_current(o, cj.net.node[follower].name);
     json_decref(o);
     return ok;
 }

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cjs_common.h"
 #include "netns.h"
 
 #define NODES 3
@@ -232,18 +233,7 @@ static bool follower_current(void *arg)
     (void)arg;
     int l = leader();
     json_t *o = l >= 0 ? stream_info(l) : NULL;
-    json_t *reps = json_object_get(json_object_get(o, "cluster"), "replicas");
-    bool ok = false;
-    size_t k;
-    json_t *r;
-    json_array_foreach(reps, k, r)
-    {
-        const char *n = json_string_value(json_object_get(r, "name"));
-        if (n != NULL && strcmp(n, net.node[follower].name) == 0) {
-            ok = json_is_true(json_object_get(r, "current")) &&
-                 json_integer_value(json_object_get(r, "lag")) == 0;
-        }
-    }
+    bool ok = cjs_replica_current(o, net.node[follower].name);
     json_decref(o);
     return ok;
 }
