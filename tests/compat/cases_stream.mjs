@@ -89,6 +89,19 @@ async function mirrorInfo(ctx, name, done) {
   return i;
 }
 
+// The case's stream (origin: more of its config) with n messages and its
+// mirror <name>M (mirror: more of the mirror's config), waited for until
+// it holds them all: the mirror's name and its create reply.
+async function mirrored(ctx, n, { origin, mirror } = {}) {
+  await create(ctx, origin);
+  await fill(ctx, n);
+  const name = `${ctx.uniq}M`;
+  const c = await api(ctx, `STREAM.CREATE.${name}`,
+    { name, mirror: { name: ctx.uniq }, ...mirror });
+  await mirrorInfo(ctx, name, (x) => x.state?.messages === n);
+  return { name, c };
+}
+
 export const cases = [
   {
     name: 'STREAM.CREATE answers with the config and an empty state',
@@ -473,12 +486,7 @@ export const cases = [
     name: 'a mirror whose origin is deleted and recreated reads past its seq',
     intended: { 'state.bytes': BYTES },
     run: async (ctx) => {
-      await create(ctx);
-      await fill(ctx, 2);
-      const name = `${ctx.uniq}M`;
-      await api(ctx, `STREAM.CREATE.${name}`,
-        { name, mirror: { name: ctx.uniq } });
-      await mirrorInfo(ctx, name, (x) => x.state?.last_seq === 2);
+      const { name } = await mirrored(ctx, 2);
       const d = await api(ctx, `STREAM.DELETE.${ctx.uniq}`, '');
       await create(ctx);
       for (let i = 1; i <= 4; i++) {
@@ -547,12 +555,7 @@ export const cases = [
     name: 'a mirror keeps its messages when the origin goes; writes to it',
     intended: { 'state.bytes': BYTES },
     run: async (ctx) => {
-      await create(ctx);
-      await fill(ctx, 3);
-      const name = `${ctx.uniq}M`;
-      await api(ctx, `STREAM.CREATE.${name}`,
-        { name, mirror: { name: ctx.uniq } });
-      await mirrorInfo(ctx, name, (x) => x.state?.messages === 3);
+      const { name } = await mirrored(ctx, 3);
       const gone = await api(ctx, `STREAM.DELETE.${ctx.uniq}`, '');
       const del = await api(ctx, `STREAM.MSG.DELETE.${name}`, { seq: 2 });
       const p = await pub(ctx, name, 'x');
@@ -565,12 +568,8 @@ export const cases = [
     // docs/decisions/0036: the mirror answers $JS.API.DIRECT.GET.<origin>.
     name: 'a mirror with mirror_direct answers direct gets of a gone origin',
     run: async (ctx) => {
-      await create(ctx, { allow_direct: true });
-      await fill(ctx, 3);
-      const name = `${ctx.uniq}M`;
-      const c = await api(ctx, `STREAM.CREATE.${name}`,
-        { name, mirror: { name: ctx.uniq }, mirror_direct: true });
-      await mirrorInfo(ctx, name, (x) => x.state?.messages === 3);
+      const { name, c } = await mirrored(ctx, 3,
+        { origin: { allow_direct: true }, mirror: { mirror_direct: true } });
       const gone = await api(ctx, `STREAM.DELETE.${ctx.uniq}`, '');
       return { mirror_direct: c.config?.mirror_direct ?? c.error,
         gone: gone.success ?? gone.error,
@@ -582,12 +581,7 @@ export const cases = [
   {
     name: 'a consumer filter on a mirror must fit the origin\'s subjects',
     run: async (ctx) => {
-      await create(ctx);
-      await fill(ctx, 2);
-      const name = `${ctx.uniq}M`;
-      await api(ctx, `STREAM.CREATE.${name}`,
-        { name, mirror: { name: ctx.uniq } });
-      await mirrorInfo(ctx, name, (x) => x.state?.messages === 2);
+      const { name } = await mirrored(ctx, 2);
       const mk = (d, filter) => api(ctx,
         `CONSUMER.DURABLE.CREATE.${name}.${d}`, { stream_name: name,
           config: { durable_name: d, ack_policy: 'explicit',
