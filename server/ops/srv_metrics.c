@@ -150,6 +150,7 @@ static void gather(struct srv_metrics *m)
         s->puback = m->puback;
         s->elections = m->elections;
         s->consumer_visits = m->consumer_visits;
+        srv_turn_stats(&s->turn);
         rv = gather_conns(srv, s);
     }
     if (rv == 0 && m->gather_up != NULL) {

@@ -19,6 +19,7 @@
 #include "replica.h"
 #include "srv_conn.h"
 #include "srv_server.h"
+#include "srv_turn.h"
 #include "store.h"
 
 /* A latency histogram: counts[i] counts observations at or below
@@ -111,6 +112,9 @@ struct srv_mon_snap {
     uint64_t rebuilt_segments;
     struct replica_scrub_stats scrub;
     struct srv_mon_hist puback; /* publish proposal to PubAck */
+    /* Loop turns (srv_turn.c): a turn of seconds starves every link and
+     * group of the node (docs/cluster.md, "Loop turns"). */
+    struct srv_turn_stats turn;
 };
 
 struct srv_metrics;

@@ -77,6 +77,40 @@ static void pow2_histogram(FILE *f, const char *name, const char *help,
             name, (unsigned long long)h->count);
 }
 
+/* Loop turns: the turn histogram (srv_turn.h buckets, in seconds), the
+ * longest turn and its largest phase. Turns over 100 ms are the +Inf
+ * count less the 0.1 bucket. */
+static void loop_families(FILE *f, const struct srv_mon_snap *s)
+{
+    static const uint64_t bounds_ms[] = SRV_TURN_BUCKETS_MS;
+    const char *name = "keel_loop_turn_seconds";
+    uint64_t cum = 0;
+    family(f, name, "histogram",
+           "Work of one loop turn (time not blocked in the poll).");
+    for (size_t i = 0; i < SRV_TURN_BUCKETS; i++) {
+        cum += s->turn.hist[i];
+        if (i < sizeof bounds_ms / sizeof bounds_ms[0]) {
+            fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name,
+                    (double)bounds_ms[i] / 1e3, (unsigned long long)cum);
+        } else {
+            fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name,
+                    (unsigned long long)cum);
+        }
+    }
+    uint64_t sum_ms = 0;
+    for (size_t p = 0; p < SRV_TURN_PHASE_N; p++) {
+        sum_ms += s->turn.phase_ms[p];
+    }
+    fprintf(f, "%s_sum %.3f\n%s_count %llu\n", name, (double)sum_ms / 1e3, name,
+            (unsigned long long)s->turn.turns);
+    family(f, "keel_loop_turn_max_seconds", "gauge",
+           "The longest loop turn since keeld started, by its largest "
+           "phase.");
+    fprintf(f, "keel_loop_turn_max_seconds{phase=\"%s\"} %.3f\n",
+            srv_turn_phase_name(s->turn.max_phase),
+            (double)s->turn.max_ms / 1e3);
+}
+
 static void server_families(FILE *f, const struct srv_mon_snap *s)
 {
     const struct srv_stats *st = &s->stats;
@@ -226,6 +260,7 @@ char *srv_mon_metrics_text(const struct srv_mon_snap *s, bool healthy)
         return NULL;
     }
     server_families(f, s);
+    loop_families(f, s);
     scalar(f, "keel_healthy", "gauge", "1 when /healthz answers 200, else 0.",
            healthy ? 1 : 0);
     scalar(f, "keel_jetstream_enabled", "gauge",

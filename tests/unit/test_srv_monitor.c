@@ -202,6 +202,30 @@ static void metrics_histogram_buckets_are_cumulative(void **state)
     free(text);
 }
 
+/* Loop turns: cumulative buckets in seconds; the longest turn by phase. */
+static void metrics_show_loop_turns(void **state)
+{
+    struct fixture *f = *state;
+    f->snap.turn.turns = 6;
+    f->snap.turn.hist[0] = 3; /* < 1 ms */
+    f->snap.turn.hist[3] = 2; /* < 1 s */
+    f->snap.turn.hist[5] = 1; /* >= 5 s */
+    f->snap.turn.max_ms = 4700;
+    f->snap.turn.max_phase = SRV_TURN_LINK_READ;
+    char *text = srv_mon_metrics_text(&f->snap, true);
+    assert_non_null(text);
+    assert_non_null(
+        strstr(text, "keel_loop_turn_seconds_bucket{le=\"0.1\"} 3\n"));
+    assert_non_null(
+        strstr(text, "keel_loop_turn_seconds_bucket{le=\"5\"} 5\n"));
+    assert_non_null(
+        strstr(text, "keel_loop_turn_seconds_bucket{le=\"+Inf\"} 6\n"));
+    assert_non_null(strstr(text, "keel_loop_turn_seconds_count 6\n"));
+    assert_non_null(strstr(
+        text, "keel_loop_turn_max_seconds{phase=\"link read\"} 4.700\n"));
+    free(text);
+}
+
 static void metrics_without_jetstream_has_no_raft_families(void **state)
 {
     struct fixture *f = *state;
@@ -322,6 +346,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(
             metrics_histogram_buckets_are_cumulative, setup, teardown),
+        cmocka_unit_test_setup_teardown(metrics_show_loop_turns, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(
             metrics_without_jetstream_has_no_raft_families, setup, teardown),
         cmocka_unit_test_setup_teardown(connz_pages_with_offset_and_limit,
