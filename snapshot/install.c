@@ -42,6 +42,23 @@ struct snap_send {
     size_t wlen;
 };
 
+/* How the local log becomes the leader's (choose_shape). */
+enum recv_shape { RECV_KEEP, RECV_APPEND, RECV_REPLACE };
+
+struct batch;
+
+/* Where snap_recv_apply_step is: the next record of the log section, its
+ * spool offset, the last term checked, the log's last index (APPEND). */
+struct recv_at {
+    uint64_t i;
+    uint64_t off;
+    uint64_t prev_term;
+    uint64_t last;
+    enum recv_shape shape;
+    uint8_t *buf;    /* SNAP_IO_BYTES for hashing; NULL: not begun */
+    struct batch *b; /* records read, not yet appended */
+};
+
 struct snap_recv {
     struct snap *sn;
     char path[SNAP_PATH_BYTES];
@@ -62,6 +79,7 @@ struct snap_recv {
     struct xf_manifest m;
     struct snap_header h; /* of the received snapshot file */
     XXH3_state_t *hs;
+    struct recv_at at; /* snap_recv_apply_step */
 };
 
 static uint64_t pad8(uint64_t n)
@@ -615,43 +633,47 @@ static int check_file(struct snap_recv *sr, uint8_t *buf, char *errmsg)
 
 /* The retained log: consecutive indexes log_first..index (none when
  * log_first = index + 1), terms non-decreasing and ending with the
- * snapshot's term, hash. */
-static int check_log(struct snap_recv *sr, uint8_t *buf, char *errmsg)
+ * snapshot's term, hash. Checks records from sr->at until about budget
+ * bytes were read; *end once the whole section passed. */
+static int check_log_step(struct snap_recv *sr, uint64_t budget, bool *end,
+                          char *errmsg)
 {
-    uint64_t off = XF_MANIFEST_BYTES + sr->m.file_bytes;
-    uint64_t prev_term = 0;
+    struct recv_at *at = &sr->at;
+    uint64_t read = 0;
     struct store_entry e;
     int rv = 0;
 
-    ASSERT(sr != NULL && buf != NULL);
+    ASSERT(sr != NULL && at->buf != NULL);
     ASSERT(sr->m.records == sr->index - sr->log_first + 1);
-    (void)XXH3_64bits_reset(sr->hs);
-    for (uint64_t i = 0; rv == 0 && i < sr->m.records; i++) {
-        ASSERT(i < SNAP_INSTALL_BYTES_MAX / XF_REC_HEADER_BYTES);
-        rv = rec_read(sr, off, &e, errmsg);
-        if (rv == 0 && (e.index != sr->log_first + i || e.term < prev_term ||
-                        e.term > sr->term)) {
+    while (rv == 0 && at->i < sr->m.records && read < budget) {
+        ASSERT(at->i < SNAP_INSTALL_BYTES_MAX / XF_REC_HEADER_BYTES);
+        rv = rec_read(sr, at->off, &e, errmsg);
+        if (rv == 0 && (e.index != sr->log_first + at->i ||
+                        e.term < at->prev_term || e.term > sr->term)) {
             rv = keel_err(KEEL_ECORRUPT, errmsg,
                           "transfer record %llu out of order",
-                          (unsigned long long)(sr->log_first + i));
+                          (unsigned long long)(sr->log_first + at->i));
         }
-        rv = rv == 0 ? spool_hash(sr, off, rec_bytes(e.len), buf, false, sr->hs,
-                                  errmsg)
+        rv = rv == 0 ? spool_hash(sr, at->off, rec_bytes(e.len), at->buf, false,
+                                  sr->hs, errmsg)
                      : rv;
-        prev_term = e.term;
-        off += rv == 0 ? rec_bytes(e.len) : 0;
+        at->prev_term = e.term;
+        at->off += rv == 0 ? rec_bytes(e.len) : 0;
+        read += rv == 0 ? rec_bytes(e.len) : 0;
+        at->i++;
     }
+    *end = rv == 0 && at->i == sr->m.records;
     /* An empty section (the leader dropped its log through the
      * snapshot: log_first = index + 1) has no last term to compare. */
-    if (rv == 0 && sr->m.records > 0 && prev_term != sr->term) {
+    if (*end && sr->m.records > 0 && at->prev_term != sr->term) {
         rv = keel_err(KEEL_ECORRUPT, errmsg,
                       "transfer log ends in term %llu, not the snapshot's "
                       "term %llu",
-                      (unsigned long long)prev_term,
+                      (unsigned long long)at->prev_term,
                       (unsigned long long)sr->term);
     }
-    if (rv == 0 &&
-        (off != XF_MANIFEST_BYTES + sr->m.file_bytes + sr->m.log_bytes ||
+    if (*end && rv == 0 &&
+        (at->off != XF_MANIFEST_BYTES + sr->m.file_bytes + sr->m.log_bytes ||
          XXH3_64bits_digest(sr->hs) != sr->m.log_hash)) {
         rv = keel_err(KEEL_ECORRUPT, errmsg,
                       "transfer log section failed its checksum");
@@ -659,25 +681,25 @@ static int check_log(struct snap_recv *sr, uint8_t *buf, char *errmsg)
     return rv;
 }
 
-static int recv_validate(struct snap_recv *sr, char *errmsg)
+/* The manifest and the snapshot file (one step: the file is at most
+ * SNAP_BODY_BYTES_MAX), then the log section is checked from its start. */
+static int validate_begin(struct snap_recv *sr, char *errmsg)
 {
-    uint8_t *buf;
-    int rv;
-
     ASSERT(sr != NULL);
-    ASSERT(!sr->validated);
+    ASSERT(!sr->validated && sr->at.buf == NULL);
     if (!sr->done) {
         return keel_err(KEEL_EAGAIN, errmsg, "transfer not complete");
     }
-    buf = malloc(SNAP_IO_BYTES);
-    if (buf == NULL) {
+    sr->at.buf = malloc(SNAP_IO_BYTES);
+    if (sr->at.buf == NULL) {
         return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
     }
-    rv = check_manifest(sr, errmsg);
-    rv = rv == 0 ? check_file(sr, buf, errmsg) : rv;
-    rv = rv == 0 ? check_log(sr, buf, errmsg) : rv;
-    free(buf);
-    sr->validated = rv == 0;
+    int rv = check_manifest(sr, errmsg);
+    rv = rv == 0 ? check_file(sr, sr->at.buf, errmsg) : rv;
+    (void)XXH3_64bits_reset(sr->hs);
+    sr->at.i = 0;
+    sr->at.off = XF_MANIFEST_BYTES + sr->m.file_bytes;
+    sr->at.prev_term = 0;
     return rv;
 }
 
@@ -744,23 +766,21 @@ static int batch_add(struct snap_recv *sr, struct batch *b,
  *           mismatch (the current leader sends a different entry there);
  *   REPLACE anything else: the retained log becomes the whole log (no
  *           local entry after the snapshot matches: we do not hold it). */
-enum shape { SHAPE_KEEP, SHAPE_APPEND, SHAPE_REPLACE };
-
 static int choose_shape(struct snap_recv *sr, const struct store_group_info *gi,
-                        enum shape *out, char *errmsg)
+                        enum recv_shape *out, char *errmsg)
 {
     bool empty = gi->last_index < gi->first_index;
     uint64_t t = 0;
 
     ASSERT(sr != NULL && gi != NULL);
-    *out = SHAPE_REPLACE;
+    *out = RECV_REPLACE;
     if (!empty && gi->first_index <= sr->index && sr->index <= gi->last_index &&
         store_term_at(sr->sn->g, sr->index, &t) == 0 && t == sr->term) {
-        *out = SHAPE_KEEP;
+        *out = RECV_KEEP;
         return 0;
     }
     if (empty && gi->first_index == sr->log_first) {
-        *out = SHAPE_APPEND;
+        *out = RECV_APPEND;
         return 0;
     }
     if (!empty && sr->m.records > 0 && gi->first_index <= sr->log_first &&
@@ -771,41 +791,36 @@ static int choose_shape(struct snap_recv *sr, const struct store_group_info *gi,
         if (rv != 0) {
             return rv;
         }
-        *out = e.term == t ? SHAPE_APPEND : SHAPE_REPLACE;
+        *out = e.term == t ? RECV_APPEND : RECV_REPLACE;
     }
     return 0;
 }
 
-/* APPEND: Log Matching at log_first holds, so the first mismatch (if any)
- * is above it and truncation never reaches below log_first. */
-static int apply_records(struct snap_recv *sr, struct batch *b,
-                         const struct store_group_info *gi, char *errmsg)
+/* One record of the log section at sr->at. APPEND: Log Matching at
+ * log_first holds, so the first mismatch (if any) is above it and
+ * truncation never reaches below log_first. REPLACE: every record goes to
+ * the new log. */
+static int apply_record(struct snap_recv *sr, char *errmsg)
 {
-    uint64_t off = XF_MANIFEST_BYTES + sr->m.file_bytes;
+    struct recv_at *at = &sr->at;
     struct store_entry e;
-    int rv = 0;
+    int rv = rec_read(sr, at->off, &e, errmsg);
 
-    ASSERT(sr->validated);
-    ASSERT(b->n == 0);
-    uint64_t last = gi->last_index;
-    for (uint64_t i = 0; rv == 0 && i < sr->m.records; i++) {
-        ASSERT(i < SNAP_INSTALL_BYTES_MAX / XF_REC_HEADER_BYTES);
-        rv = rec_read(sr, off, &e, errmsg);
-        if (rv == 0 && e.index <= last) {
-            uint64_t t = 0;
-            if (store_term_at(sr->sn->g, e.index, &t) == 0 && t == e.term) {
-                off += rec_bytes(e.len); /* never discard a matching entry */
-                continue;
-            }
-            ASSERT(e.index > sr->log_first);
-            sr->touched = true;
-            rv = store_truncate(sr->sn->g, e.index, errmsg);
-            last = e.index - 1;
+    ASSERT(sr->validated && at->b != NULL);
+    if (rv == 0 && at->shape == RECV_APPEND && e.index <= at->last) {
+        uint64_t t = 0;
+        if (store_term_at(sr->sn->g, e.index, &t) == 0 && t == e.term) {
+            at->off += rec_bytes(e.len); /* never discard a matching entry */
+            return 0;
         }
-        rv = rv == 0 ? batch_add(sr, b, &e, off, errmsg) : rv;
-        last = rv == 0 ? e.index : last;
-        off += rec_bytes(e.len);
+        ASSERT(e.index > sr->log_first);
+        sr->touched = true;
+        rv = store_truncate(sr->sn->g, e.index, errmsg);
+        at->last = e.index - 1;
     }
+    rv = rv == 0 ? batch_add(sr, at->b, &e, at->off, errmsg) : rv;
+    at->last = rv == 0 ? e.index : at->last;
+    at->off += rv == 0 ? rec_bytes(e.len) : 0;
     return rv;
 }
 
@@ -829,56 +844,109 @@ static int start_replace(struct snap_recv *sr,
                : rv;
 }
 
-int snap_recv_apply_log(struct snap_recv *sr, char *errmsg)
+/* The log section checked: choose the shape and start applying it. */
+static int apply_begin(struct snap_recv *sr, bool *end, char *errmsg)
 {
+    struct recv_at *at = &sr->at;
     struct store_group_info gi;
-    enum shape shape = SHAPE_REPLACE;
-    struct batch *b;
-    int rv;
 
-    ASSERT(sr != NULL);
-    ASSERT(!sr->log_applied);
-    rv = recv_validate(sr, errmsg);
-    if (rv != 0) {
-        return rv;
-    }
     store_group_info(sr->sn->g, &gi);
-    rv = choose_shape(sr, &gi, &shape, errmsg);
-    if (rv != 0) {
+    int rv = choose_shape(sr, &gi, &at->shape, errmsg);
+    *end = rv == 0 && at->shape == RECV_KEEP;
+    if (rv != 0 || *end) {
         return rv;
     }
-    if (shape == SHAPE_KEEP) {
-        sr->log_applied = true;
-        return 0;
-    }
-    b = calloc(1, sizeof *b);
-    if (b == NULL) {
+    at->b = calloc(1, sizeof *at->b);
+    if (at->b == NULL) {
         return keel_err(KEEL_ENOMEM, errmsg, "out of memory");
     }
-    if (shape == SHAPE_APPEND) {
-        rv = apply_records(sr, b, &gi, errmsg);
-    } else {
-        rv = start_replace(sr, &gi, errmsg);
-        uint64_t off = XF_MANIFEST_BYTES + sr->m.file_bytes;
-        for (uint64_t i = 0; rv == 0 && i < sr->m.records; i++) {
-            struct store_entry e;
-            rv = rec_read(sr, off, &e, errmsg);
-            rv = rv == 0 ? batch_add(sr, b, &e, off, errmsg) : rv;
-            off += rv == 0 ? rec_bytes(e.len) : 0;
-        }
+    at->i = 0;
+    at->off = XF_MANIFEST_BYTES + sr->m.file_bytes;
+    at->last = gi.last_index;
+    return at->shape == RECV_REPLACE ? start_replace(sr, &gi, errmsg) : 0;
+}
+
+/* Free the step state; a batch not flushed is dropped. */
+static void steps_free(struct snap_recv *sr)
+{
+    if (sr->at.b != NULL) {
+        (void)batch_flush(sr, sr->at.b, false, NULL);
+        free(sr->at.b);
+        sr->at.b = NULL;
     }
-    int frv = batch_flush(sr, b, rv == 0, errmsg);
-    rv = rv == 0 ? frv : rv;
-    free(b);
-    if (rv == 0 && sr->rp != NULL) {
+    free(sr->at.buf);
+    sr->at.buf = NULL;
+}
+
+/* Apply records from sr->at until about budget bytes were written; at the
+ * end the last batch is flushed and a replacement synced. */
+static int apply_step(struct snap_recv *sr, uint64_t budget, bool *end,
+                      char *errmsg)
+{
+    struct recv_at *at = &sr->at;
+    uint64_t from = at->off;
+    int rv = 0;
+
+    while (rv == 0 && at->i < sr->m.records && at->off - from < budget) {
+        ASSERT(at->i < SNAP_INSTALL_BYTES_MAX / XF_REC_HEADER_BYTES);
+        rv = apply_record(sr, errmsg);
+        at->i++;
+    }
+    *end = rv == 0 && at->i == sr->m.records;
+    if (*end) {
+        rv = batch_flush(sr, at->b, true, errmsg);
+    }
+    if (*end && rv == 0 && sr->rp != NULL) {
         /* Segments and directory durable before anything names them. */
         rv = store_replace_sync(sr->rp, errmsg);
+    }
+    return rv;
+}
+
+int snap_recv_apply_step(struct snap_recv *sr, uint64_t budget, bool *done,
+                         char *errmsg)
+{
+    bool end = false;
+    int rv = 0;
+
+    ASSERT(sr != NULL && done != NULL && budget > 0);
+    ASSERT(!sr->log_applied);
+    *done = false;
+    if (!sr->validated && sr->at.buf == NULL) {
+        rv = validate_begin(sr, errmsg);
+    } else if (!sr->validated) {
+        rv = check_log_step(sr, budget, &end, errmsg);
+        sr->validated = rv == 0 && end;
+        if (sr->validated) {
+            rv = apply_begin(sr, &end, errmsg);
+            sr->log_applied = rv == 0 && end; /* KEEP */
+        }
+    } else {
+        rv = apply_step(sr, budget, &end, errmsg);
+        sr->log_applied = rv == 0 && end;
     }
     if (rv != 0 && sr->rp != NULL) {
         store_replace_abort(sr->rp);
         sr->rp = NULL;
     }
-    sr->log_applied = rv == 0;
+    if (rv != 0 || sr->log_applied) {
+        steps_free(sr);
+    }
+    *done = sr->log_applied;
+    return rv;
+}
+
+int snap_recv_apply_log(struct snap_recv *sr, char *errmsg)
+{
+    bool done = false;
+    int rv = 0;
+    uint64_t steps = 0;
+
+    ASSERT(sr != NULL);
+    while (rv == 0 && !done) {
+        ASSERT(++steps <= 4); /* begin, check, start, apply */
+        rv = snap_recv_apply_step(sr, UINT64_MAX, &done, errmsg);
+    }
     return rv;
 }
 
@@ -954,6 +1022,7 @@ void snap_recv_close(struct snap_recv *sr)
     sr->sn->fs->close(sr->sn->fs, sr->f);
     (void)sr->sn->fs->unlink(sr->sn->fs, sr->path, NULL);
     store_replace_abort(sr->rp);
+    steps_free(sr);
     XXH3_freeState(sr->hs);
     free(sr);
 }

@@ -274,6 +274,16 @@ KEEL_MUST_USE int snap_recv_chunk(struct snap_recv *sr, uint64_t off,
  *     snap_recv_commit (snap_recv_replacing is true).
  * KEEL_ECORRUPT (nothing written), KEEL_ENOSPC, KEEL_EEXIST. */
 KEEL_MUST_USE int snap_recv_apply_log(struct snap_recv *sr, char *errmsg);
+/* snap_recv_apply_log in bounded steps, so a large transfer does not hold
+ * the caller's loop for its whole length (docs/decisions/0041): each call
+ * reads or writes about budget bytes of the log section (the first checks
+ * the manifest and the snapshot file; the last flushes and syncs what the
+ * shape needs) and sets *done once the log is applied, as apply_log
+ * leaves it. The whole section is checked before anything is written. A
+ * step that fails leaves nothing to finish: close the transfer (an error
+ * after the live log was touched is as apply_log's). */
+KEEL_MUST_USE int snap_recv_apply_step(struct snap_recv *sr, uint64_t budget,
+                                       bool *done, char *errmsg);
 /* Whether snap_recv_apply_log truncated or appended to the group's live
  * log (it did so outside the Raft core: a transfer abandoned after that
  * leaves a log the core does not hold). */

@@ -440,7 +440,18 @@ static void on_idle(uv_idle_t *h)
     if (r->applied < r->raft.commit && !r->broken && !r->closing) {
         (void)apply_to(r, r->raft.commit);
     }
+    /* An install goes on by one step (decision 0041). */
+    if (replica__installing(r) && !r->broken && !r->closing) {
+        replica__snap_install_kick(r);
+    }
     turn_leave(ph);
+}
+
+void replica__idle_start(struct replica *r)
+{
+    if (!r->closing) {
+        uv_idle_start(&r->idle, on_idle);
+    }
 }
 
 /* A new entry may be queued: the group runs (a broken one leads no more),

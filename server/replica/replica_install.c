@@ -11,10 +11,11 @@
  * Follower: every frame is checked before the core sees it; a bad one
  * aborts the transfer (raft_snapshot_abort: the leader restarts at 0).
  * Frames go to a spool in the group's snap/ directory; after the last one
- * the install runs on the loop thread (blocking: validation, the retained
- * log written and synced, the snapshot file, then one synced LMDB
- * transaction), the state machine is restored from the installed snapshot,
- * and only then is RAFT_IN_SNAPSHOT_INSTALLED stepped.
+ * the install runs on the loop thread, the retained log checked and then
+ * written in steps of REPLICA_INSTALL_STEP_BYTES, one per loop turn
+ * (decision 0041), then (blocking) its sync, the snapshot file and one
+ * synced LMDB transaction; the state machine is restored from the
+ * installed snapshot, and only then is RAFT_IN_SNAPSHOT_INSTALLED stepped.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -39,6 +40,12 @@ static void recv_close(struct replica_xfer *x)
     x->sr_index = 0;
     x->sr_waiting = false;
     x->sr_complete = false;
+}
+
+bool replica__installing(const struct replica *r)
+{
+    const struct replica_xfer *x = &r->snap.xfer;
+    return x->sr != NULL && x->sr_complete;
 }
 
 bool replica__xfer_busy(const struct replica *r)
@@ -199,10 +206,12 @@ bool replica__snap_receive(struct replica *r, const struct raft_msg *m)
         x->ss_stale = true; /* the next restart spools again */
         return true;
     }
-    if (m->type == RAFT_MSG_APPEND && x->sr_waiting) {
-        /* The retained log is being appended outside the core: a new
-         * leader's entries wait until the install is recorded (the core
-         * answers on its next heartbeat). */
+    if ((m->type == RAFT_MSG_APPEND || m->type == RAFT_MSG_SNAPSHOT) &&
+        replica__installing(r)) {
+        /* The retained log is being written outside the core, over loop
+         * turns: a new leader's entries and another transfer wait until
+         * the install is recorded (the core answers on its next
+         * heartbeat; the leader sends the chunk again). */
         return false;
     }
     if (m->type != RAFT_MSG_SNAPSHOT || r->snap.sn == NULL) {
@@ -293,9 +302,18 @@ static void install_try(struct replica *r)
     if (!replica__snap_idle(r, x->sr_index)) {
         return;
     }
-    int rv = snap_recv_apply_log(x->sr, err);
+    bool done = false;
+    int rv =
+        snap_recv_apply_step(x->sr, REPLICA_INSTALL_STEP_BYTES, &done, err);
     if (rv != 0) {
         install_failed(r, rv, err);
+        return;
+    }
+    if (!done) {
+        /* The next step at the next loop turn: a transfer of hundreds of
+         * MB held the loop for seconds when it was checked and written in
+         * the read callback of its last chunk (decision 0041). */
+        replica__idle_start(r);
         return;
     }
     (void)install_commit(r);

@@ -55,6 +55,10 @@ struct replica_snap_job {
 /* Refusals of one complete transfer's content in a row before the group
  * stops (replica_install.c install_failed). */
 #define REPLICA_INSTALL_REPEATS_MAX 5u
+/* A complete transfer installs in steps of this many bytes of its retained
+ * log, one step per loop turn (snap_recv_apply_step): the links, clients
+ * and other groups run between them (docs/decisions/0041). */
+#define REPLICA_INSTALL_STEP_BYTES (8u * 1024 * 1024)
 struct replica_xfer {
     /* Leader: the spool of the snapshot the core sends (one per group). */
     struct snap_send *ss;
@@ -279,6 +283,8 @@ void replica__snap_wait(struct replica *r);
 /* The store reported persisted: a waiting snapshot may be written. */
 void replica__snap_kick(struct replica *r);
 void replica__snap_free(struct replica *r);
+/* Run on_idle at the next loop turn (an install's next step). */
+void replica__idle_start(struct replica *r);
 /* No local snapshot is being written (a waiting one at or below index is
  * dropped: the install supersedes it): an install may touch the snap. */
 bool replica__snap_idle(struct replica *r, uint64_t index);
@@ -305,6 +311,10 @@ void replica__snap_install_kick(struct replica *r);
  * durable. */
 void replica__snap_install_step(struct replica *r);
 void replica__xfer_free(struct replica *r);
+/* A complete transfer is being installed (in steps, or waiting for its
+ * log to persist): the core takes no entries or chunks, no local snapshot
+ * is written. */
+bool replica__installing(const struct replica *r);
 /* A follower is taking a transfer now: hold compaction. */
 bool replica__xfer_busy(const struct replica *r);
 

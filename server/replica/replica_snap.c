@@ -243,7 +243,8 @@ bool replica__snap_idle(struct replica *r, uint64_t index)
 void replica__snap_kick(struct replica *r)
 {
     struct replica_snap_job *j = r->snap.job;
-    if (j == NULL || j->queued || r->closing) {
+    /* An install in steps owns the snap until it is recorded. */
+    if (j == NULL || j->queued || r->closing || replica__installing(r)) {
         return;
     }
     /* §5: a snapshot at X only after the entries <= X are persisted. */

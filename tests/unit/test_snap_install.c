@@ -100,6 +100,36 @@ static void an_install_writes_the_retained_log_and_the_snapshot(void **state)
     }
 }
 
+/* In steps of 4 KiB (decision 0041) the install takes many calls and
+ * leaves what one call leaves. */
+static void an_install_in_small_steps_writes_the_same_log(void **state)
+{
+    struct fixture *fx = *state;
+    struct snap_recv *sr = NULL;
+    char errmsg[KEEL_ERRMSG_MAX] = "";
+    bool done = false;
+    unsigned steps = 0;
+
+    transfer(fx, 1, &sr);
+    while (!done) {
+        assert_true(++steps < 1000);
+        int rv = snap_recv_apply_step(sr, 4096, &done, errmsg);
+        if (rv != 0) {
+            fail_msg("apply_step: %s: %s", keel_errname(rv), errmsg);
+        }
+    }
+    /* 250 records of 1200 bytes, checked then written: over 100 steps. */
+    assert_true(steps > 100);
+    assert_true(ts_wait_persisted(&fx->f.t, 250));
+    assert_int_equal(snap_recv_commit(sr, errmsg), 0);
+    snap_recv_close(sr);
+    tsn_crash_reopen(&fx->f, FS_CUT_DROP);
+    assert_int_equal(fx->f.lr.index, 250);
+    for (uint64_t i = 1; i <= 250; i++) {
+        ts_expect(&fx->f.t, i, i <= 100 ? 1 : 2, 1);
+    }
+}
+
 /* The retained log must be durable before the snapshot counts. */
 static void the_commit_waits_for_the_retained_log_to_persist(void **state)
 {
@@ -409,6 +439,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             an_install_writes_the_retained_log_and_the_snapshot, setup,
             teardown),
+        cmocka_unit_test_setup_teardown(
+            an_install_in_small_steps_writes_the_same_log, setup, teardown),
         cmocka_unit_test_setup_teardown(
             the_commit_waits_for_the_retained_log_to_persist, setup, teardown),
         cmocka_unit_test_setup_teardown(
