@@ -102,6 +102,8 @@ void raft__recv_snapshot(struct raft *r, const struct raft_msg *m,
                          struct raft_out *out);
 void raft__recv_snapshot_resp(struct raft *r, const struct raft_msg *m,
                               struct raft_out *out);
+void raft__snapshot_refused(struct raft *r, raft_index index, raft_term term,
+                            struct raft_out *out);
 void raft__snapshot_installed(struct raft *r, raft_index index, raft_term term,
                               const struct raft_config *config,
                               raft_index faulty, struct raft_out *out);

@@ -829,6 +829,9 @@ int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out)
         raft__snapshot_installed(r, in->snapshot.index, in->snapshot.term,
                                  in->snapshot.config, in->snapshot.faulty, out);
         break;
+    case RAFT_IN_SNAPSHOT_REFUSED:
+        raft__snapshot_refused(r, in->snapshot.index, in->snapshot.term, out);
+        break;
     case RAFT_IN_TRANSFER:
         rv = raft__transfer_start(r, in->transfer_to, out);
         break;

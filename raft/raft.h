@@ -237,6 +237,13 @@ enum raft_in_type {
      * driver copied what lies after it to quarantine/ first), take `term`
      * (past every term the survey saw) durably, and leave amnesia. */
     RAFT_IN_RECOVER,
+    /* Follower: the driver refused the content of the complete transfer of
+     * snapshot (index, term) (every frame was intact, the transfer's own
+     * checksums failed): forget it, as raft_snapshot_abort, and answer the
+     * leader SNAPSHOT_RESP success=0 at offset 0 so that it spools the
+     * snapshot afresh (docs/raft.md "InstallSnapshot"). Ignored while
+     * another transfer is being received. */
+    RAFT_IN_SNAPSHOT_REFUSED,
 };
 
 struct raft_in {
@@ -576,7 +583,8 @@ int raft_step(struct raft *r, const struct raft_in *in, struct raft_out *out);
 /* Follower: the driver could not take the snapshot being received (a
  * chunk failed its checksum, the spool or the install failed): forget it.
  * The next chunk at a non-zero offset is answered with failure, so the
- * leader restarts the transfer at offset 0. */
+ * leader restarts the transfer at offset 0. Nothing is sent: a refusal the
+ * leader must hear of (a fresh spool can help) is RAFT_IN_SNAPSHOT_REFUSED. */
 void raft_snapshot_abort(struct raft *r);
 
 /* Membership: the configuration in effect (the latest in the log). */

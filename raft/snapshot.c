@@ -133,6 +133,35 @@ void raft_snapshot_abort(struct raft *r)
     r->recv_done = false;
 }
 
+/* Follower: the driver refused the content of the complete transfer of
+ * (index, term). Without an answer the leader, which heard nothing since
+ * the last chunk, sent the same spool again at its next heartbeat: a
+ * transfer wrong as the leader made it (a spool damaged on its disk) was
+ * refused until the follower stopped (issue 21, finding F29). A failure
+ * at offset 0 makes the leader's driver spool the snapshot afresh
+ * (replica_install.c) and its core restart the transfer at 0. The match
+ * is the usual one (raft__follower_match): the refusal claims nothing. */
+void raft__snapshot_refused(struct raft *r, raft_index index, raft_term term,
+                            struct raft_out *out)
+{
+    if (r->recv_snap_index != 0 &&
+        (r->recv_snap_index != index || r->recv_snap_term != term)) {
+        return; /* another transfer began since: it is not refused */
+    }
+    raft_snapshot_abort(r);
+    if (r->role != RAFT_FOLLOWER || r->leader == 0) {
+        return;
+    }
+    struct raft_msg *resp =
+        raft__out_msg(out, RAFT_MSG_SNAPSHOT_RESP, r, r->leader, 0);
+    if (resp == NULL) {
+        return;
+    }
+    resp->snapshot_resp.success = 0;
+    resp->snapshot_resp.offset = 0;
+    resp->snapshot_resp.match = raft__follower_match(r);
+}
+
 /* Follower: the driver made the snapshot, the retained log and their LMDB
  * records durable. Keep our entries after X if ours at X matches. */
 void raft__snapshot_installed(struct raft *r, raft_index index, raft_term term,

@@ -219,12 +219,13 @@ static void print_faults(const struct sim_stats *t)
     printf("faults: %llu crashes, %llu power losses, %llu wiped disks, %llu "
            "partitions; %llu elections won, %llu conflict truncations, %llu "
            "membership changes, %llu transfers, %llu snapshots taken, %llu "
-           "installed\n",
+           "installed, %llu refused\n",
            (unsigned long long)t->crashes, (unsigned long long)t->power_losses,
            (unsigned long long)t->wipes, (unsigned long long)t->partitions,
            (unsigned long long)t->leaders, (unsigned long long)t->truncations,
            (unsigned long long)t->changes, (unsigned long long)t->transfers,
-           (unsigned long long)t->snapshots, (unsigned long long)t->installs);
+           (unsigned long long)t->snapshots, (unsigned long long)t->installs,
+           (unsigned long long)t->refusals);
 }
 
 /* A seed violated an invariant: with --expect-violation that is the

@@ -864,6 +864,21 @@ void sim_install(struct sim *s, uint32_t i, uint64_t gen)
                       i + 1);
         return;
     }
+    if (n->install_gen % 3 == 1) {
+        /* A node refuses the content of its first complete transfer and
+         * of every third after it (a spool damaged on the leader's disk,
+         * finding F29): the core forgets it and answers the leader with
+         * failure; the leader starts again at 0. No RNG draw: the faults
+         * each seed draws stay as they were. */
+        s->stats.refusals++;
+        sim_trace(s, (int)i, "snapshot %llu refused", (unsigned long long)x);
+        n->stage_n = 0;
+        struct raft_in in = {.type = RAFT_IN_SNAPSHOT_REFUSED};
+        in.snapshot.index = x;
+        in.snapshot.term = n->stage_term;
+        sim_node_step(s, i, &in);
+        return;
+    }
     for (uint64_t k = 1; k <= x; k++) {
         struct sim_entry *e = &n->stage[k];
         e->bad = 0; /* a snapshot is state, not the damaged bytes */

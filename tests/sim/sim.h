@@ -130,7 +130,8 @@ struct sim_trace {
 struct sim_stats {
     uint64_t crashes, power_losses, wipes, partitions, truncations, leaders,
         changes, transfers, reads, snapshots, installs, flips, repairs,
-        amnesias, cluster_power_losses, holes, torn, marker_flips, discards;
+        amnesias, cluster_power_losses, holes, torn, marker_flips, discards,
+        refusals;
 };
 
 struct sim_params {

@@ -735,6 +735,43 @@ static void an_installed_snapshot_counts_only_once_durable(void **state)
                      5);
 }
 
+/* Finding F29: a complete transfer whose content the driver refused is
+ * answered with failure at offset 0 (the leader's driver spools afresh)
+ * and forgotten, so the next chunk at 0 starts it again. A refusal of a
+ * transfer other than the one being received says nothing. */
+static void a_refused_transfer_is_answered_with_failure(void **state)
+{
+    struct fixture *f = *state;
+    struct raft_msg m = snapshot_chunk(0, 10, true, &f->cfg);
+    deliver(f, 1, &m);
+    assert_true(f->out.has_snapshot);
+    assert_int_equal(f->out.n_msgs, 0); /* no answer before the install */
+    struct raft_in in = {.type = RAFT_IN_SNAPSHOT_REFUSED};
+    in.snapshot.index = 5;
+    in.snapshot.term = 2;
+    assert_int_equal(step(f, 1, &in), 0);
+    const struct raft_msg *r = pick(f, RAFT_MSG_SNAPSHOT_RESP, 1);
+    assert_int_equal(r->snapshot_resp.success, 0);
+    assert_int_equal(r->snapshot_resp.offset, 0);
+    assert_true(r->snapshot_resp.match < 5); /* it holds nothing of it */
+    assert_int_equal(f->r[1].persisted, 1);
+    /* Forgotten: the transfer is taken again from 0. */
+    deliver(f, 1, &m);
+    assert_true(f->out.has_snapshot);
+    assert_int_equal(f->out.snapshot.offset, 0);
+    /* Another snapshot's refusal: this transfer goes on, unanswered. */
+    in.snapshot.index = 4;
+    assert_int_equal(step(f, 1, &in), 0);
+    assert_int_equal(f->out.n_msgs, 0);
+    in.snapshot.index = 5;
+    in.snapshot.config = &f->cfg;
+    in.type = RAFT_IN_SNAPSHOT_INSTALLED;
+    assert_int_equal(step(f, 1, &in), 0);
+    assert_int_equal(f->r[1].persisted, 5);
+    assert_int_equal(pick(f, RAFT_MSG_SNAPSHOT_RESP, 1)->snapshot_resp.success,
+                     1);
+}
+
 /* The driver writes an installed snapshot's retained log to the store
  * outside the core until the install is durable (docs/raft.md
  * "InstallSnapshot"): a node that campaigned then would append its own
@@ -974,6 +1011,7 @@ int main(void)
         T(read_index_waits_for_a_heartbeat_round_of_this_term),
         T(an_installed_snapshot_counts_only_once_durable),
         T(a_snapshot_keeps_the_local_log_that_matches_it),
+        T(a_refused_transfer_is_answered_with_failure),
         T(a_follower_installing_a_snapshot_never_campaigns),
         T(a_leader_sends_a_chunk_again_only_when_unanswered),
         T(a_follower_holding_the_snapshots_entry_answers_its_match),
