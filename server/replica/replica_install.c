@@ -10,6 +10,12 @@
  *
  * Follower: every frame is checked before the core sees it; a bad one
  * aborts the transfer (raft_snapshot_abort: the leader restarts at 0).
+ * A complete transfer whose content is refused (KEEL_ECORRUPT: the
+ * transfer's own checksums fail) is answered to the leader
+ * (RAFT_IN_SNAPSHOT_REFUSED): only a fresh spool can heal a transfer wrong
+ * as the leader made it. Other refusals are not: a bad frame was damaged
+ * after the leader sealed it (each send seals afresh from the spool), and
+ * a local error (a full disk) is this node's; a new spool helps neither.
  * Frames go to a spool in the group's snap/ directory; after the last one
  * the install runs on the loop thread, the retained log checked and then
  * written in steps of REPLICA_INSTALL_STEP_BYTES, one per loop turn
@@ -168,14 +174,16 @@ static void recv_abort(struct replica *r, int rv, const char *what,
     }
 }
 
-/* A complete transfer, every frame of it intact, failed to install: the
- * leader sends the same snapshot again. A failure of its content repeats
- * (the transfer is wrong as the leader made it, or this side misreads
- * it) and would loop for ever with nothing said: an empty retained log
- * refused as a bad checksum was taken 1,084 times in a minute (issue 21,
- * docs/faults.md F26). After REPLICA_INSTALL_REPEATS_MAX such refusals
- * of the same snapshot in a row the group stops and says why. Other
- * errors (a full disk, say) are counted and retried: they can clear. */
+/* A complete transfer, every frame of it intact, failed to install. A
+ * refusal of its content is answered to the leader, which spools the
+ * snapshot afresh (a spool damaged on its disk heals; finding F29). A
+ * refusal that repeats with fresh spools too (the snapshot itself is
+ * wrong, or this side misreads it) would loop for ever with nothing said:
+ * an empty retained log refused as a bad checksum was taken 1,084 times
+ * in a minute (issue 21, docs/faults.md F26). After
+ * REPLICA_INSTALL_REPEATS_MAX such refusals of the same snapshot in a row,
+ * whatever spool carried them, the group stops and says why. Other errors
+ * (a full disk, say) are counted and retried: they can clear. */
 static void install_failed(struct replica *r, int rv, const char *err)
 {
     struct replica_xfer *x = &r->snap.xfer;
@@ -186,6 +194,11 @@ static void install_failed(struct replica *r, int rv, const char *err)
         x->info.repeats = 0;
     }
     x->info.repeats += rv == KEEL_ECORRUPT;
+    if (rv == KEEL_ECORRUPT) {
+        x->refuse_due = true; /* replica__snap_install_step answers */
+        x->refused_index = index;
+        x->refused_term = term;
+    }
     recv_abort(r, rv, "snapshot install", err);
     if (!r->broken && x->info.repeats >= REPLICA_INSTALL_REPEATS_MAX) {
         char msg[KEEL_ERRMSG_MAX];
@@ -376,6 +389,13 @@ void replica__snap_install_kick(struct replica *r)
 void replica__snap_install_step(struct replica *r)
 {
     struct replica_xfer *x = &r->snap.xfer;
+    if (x->refuse_due && !r->closing) {
+        x->refuse_due = false;
+        struct raft_in in = {
+            .type = RAFT_IN_SNAPSHOT_REFUSED,
+            .snapshot = {.index = x->refused_index, .term = x->refused_term}};
+        (void)replica__step(r, &in); /* a stopped group sends nothing */
+    }
     if (!x->install_due || r->closing) {
         return;
     }

@@ -77,6 +77,11 @@ struct replica_xfer {
     uint64_t failed_index; /* the snapshot info.repeats counts for */
     uint64_t failed_term;
     bool install_due; /* durable and restored: step INSTALLED */
+    /* A complete transfer's content was refused: step SNAPSHOT_REFUSED
+     * for (refused_index, refused_term), so the leader spools afresh. */
+    bool refuse_due;
+    uint64_t refused_index;
+    uint64_t refused_term;
     uint64_t installed_term;
     /* The counters replica_install_info reports (receiving aside: sr says
      * it), kept in the reported form so the report is one copy. */
@@ -307,7 +312,8 @@ void replica__snap_chunk(struct replica *r, const struct raft_msg_snapshot *s);
 /* Outside handle_out (a persisted report, a local snapshot written): a
  * complete transfer may install now; then step INSTALLED if due. */
 void replica__snap_install_kick(struct replica *r);
-/* After handle_out: step RAFT_IN_SNAPSHOT_INSTALLED if an install became
+/* After handle_out: step RAFT_IN_SNAPSHOT_REFUSED if a transfer's content
+ * was refused, and RAFT_IN_SNAPSHOT_INSTALLED if an install became
  * durable. */
 void replica__snap_install_step(struct replica *r);
 void replica__xfer_free(struct replica *r);

@@ -48,9 +48,49 @@ struct fixture {
     int mute_installed; /* node + 1 whose messages are lost once it installed */
     bool wrong_content; /* last chunks changed and sealed again: intact
                            frames of a transfer that fails to validate */
+    int damage_spool;   /* this many last chunks: damage the sender's spool
+                           file on its disk and lose the chunk */
+    int spool_damaged;  /* node whose spool was damaged, -1: none */
+    uint64_t sends_then; /* its replica_install_info.sends then */
 };
 
 static struct fixture *fx;
+
+static void flip_last_byte(const char *path, int mask)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, -1, SEEK_END), 0);
+    int c = fgetc(f);
+    assert_int_equal(fseek(f, -1, SEEK_END), 0);
+    fputc(c ^ mask, f);
+    fclose(f);
+}
+
+/* Flip the last byte of node i's transfer spool (snap/send-*.tmp): data
+ * the leader checksummed when it spooled it, damaged on its disk since.
+ * Every frame it sends from it now passes the frame check (a frame is
+ * sealed as it is sent); the transfer's own checksums fail. */
+static void damage_spool_file(int i)
+{
+    char hex[33], dir[512], path[1024];
+    store_group_id_hex(&fx->gid, hex);
+    snprintf(dir, sizeof dir, "%s/groups/%s/snap", fx->n[i].dir, hex);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "send-", 5) != 0) {
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        flip_last_byte(path, 0x10);
+        n++;
+    }
+    closedir(d);
+    assert_int_equal(n, 1); /* one spool per group */
+}
 
 static void on_send(struct replica *r, const struct raft_msg *m, void *arg)
 {
@@ -69,6 +109,18 @@ static void on_send(struct replica *r, const struct raft_msg *m, void *arg)
         if (ii.installs > 0) {
             return; /* its answers to the install are lost */
         }
+    }
+    if (m->type == RAFT_MSG_SNAPSHOT && fx->damage_spool > 0 &&
+        m->snapshot.done) {
+        /* This chunk was read before the damage: it is lost, so the
+         * leader sends it again from the damaged spool. */
+        struct replica_install_info ii;
+        fx->damage_spool--;
+        fx->spool_damaged = (int)m->from - 1;
+        damage_spool_file(fx->spool_damaged);
+        replica_install_info(r, &ii);
+        fx->sends_then = ii.sends;
+        return;
     }
     struct qmsg *q = &fx->q[fx->nq];
     struct raft_msg bad;
@@ -633,6 +685,20 @@ static bool node_failed(uint64_t i)
     return fx->n[i].failed[0] != '\0';
 }
 
+/* Transfers spooled by the running nodes (replica_install_info.sends). */
+static uint64_t spools_made(void)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < N; i++) {
+        struct replica_install_info ii;
+        if (fx->n[i].r != NULL) {
+            replica_install_info(fx->n[i].r, &ii);
+            n += ii.sends;
+        }
+    }
+    return n;
+}
+
 /* Issue 21: a transfer whose frames are intact but whose content fails
  * validation was taken again at every heartbeat, for ever, with nothing
  * said (an empty retained log refused as a bad checksum, 1,084 times in
@@ -643,6 +709,7 @@ static void a_transfer_refused_again_and_again_stops_the_group(void **state)
     (void)state;
     uint64_t total = 0;
     int f = behind_the_leader(&total);
+    uint64_t sends = spools_made();
     fx->wrong_content = true;
     open_store(&fx->n[f]);
     open_replica(f);
@@ -658,6 +725,10 @@ static void a_transfer_refused_again_and_again_stops_the_group(void **state)
     assert_int_equal(ii.installs, 0);
     assert_int_equal(ii.repeats, REPLICA_INSTALL_REPEATS_MAX);
     assert_true(ii.failures >= REPLICA_INSTALL_REPEATS_MAX);
+    /* The refusals were answered and the leader spooled afresh (finding
+     * F29; 2 new spools seen, 0 before): refusals that repeat with fresh
+     * spools still stop the group. */
+    assert_true(spools_made() > sends);
     stop_node(f);
     fx->wrong_content = false;
     open_store(&fx->n[f]);
@@ -669,19 +740,63 @@ static void a_transfer_refused_again_and_again_stops_the_group(void **state)
     assert_int_equal(ii.repeats, 0);
 }
 
+static bool caught_up_or_failed(uint64_t i)
+{
+    return node_failed(i) || node_caught_up(i);
+}
+
+/* Finding F29 (issue 21): a complete transfer whose content the follower
+ * refused was not answered; the leader, hearing nothing, sent the same
+ * spool again at its next heartbeat. A spool damaged on the leader's disk
+ * after it was made was refused again and again until the follower
+ * stopped (REPLICA_INSTALL_REPEATS_MAX), where a fresh spool heals it. Now
+ * the refusal reaches the leader, which spools afresh. */
+static void a_refused_transfer_is_spooled_again_and_installs(void **state)
+{
+    (void)state;
+    uint64_t total = 0;
+    int f = behind_the_leader(&total);
+    fx->spool_damaged = -1;
+    fx->damage_spool = 1;
+    open_store(&fx->n[f]);
+    open_replica(f);
+    /* Bounded below wait_for's: refused again and again, the loop never
+     * idles. */
+    for (int i = 0; i < 20000 && !caught_up_or_failed((uint64_t)f); i++) {
+        deliver();
+        uv_run(&fx->loop, UV_RUN_ONCE);
+    }
+    struct replica_install_info ii;
+    replica_install_info(fx->n[f].r, &ii);
+    if (node_failed((uint64_t)f)) {
+        fail_msg("the follower stopped after %llu refusals: %s",
+                 (unsigned long long)ii.repeats, fx->n[f].failed);
+    }
+    assert_true(wait_for(node_caught_up, (uint64_t)f));
+    assert_int_equal(fx->damage_spool, 0);
+    assert_int_equal(fx->n[f].count, total);
+    replica_install_info(fx->n[f].r, &ii);
+    assert_true(ii.installs >= 1);
+    assert_true(ii.failures >= 1); /* it did refuse the damaged spool */
+    assert_int_equal(ii.repeats, 0);
+    /* The node that sent the damaged spool made a new one. */
+    assert_true(fx->spool_damaged >= 0 && fx->spool_damaged != f);
+    struct node *l = &fx->n[fx->spool_damaged];
+    assert_non_null(l->r);
+    replica_install_info(l->r, &ii);
+    assert_true(ii.sends > fx->sends_then);
+    /* And every entry committed later reaches it, by AppendEntries. */
+    publish(&total, 15);
+    assert_true(wait_for(all_counted, total));
+}
+
 static void damage_snapshot(int i, uint64_t index)
 {
     char hex[33], path[512];
     store_group_id_hex(&fx->gid, hex);
     snprintf(path, sizeof path, "%s/groups/%s/snap/%020llu.snap", fx->n[i].dir,
              hex, (unsigned long long)index);
-    FILE *f = fopen(path, "r+b");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, -1, SEEK_END), 0);
-    int c = fgetc(f);
-    assert_int_equal(fseek(f, -1, SEEK_END), 0);
-    fputc(c ^ 0x08, f);
-    fclose(f);
+    flip_last_byte(path, 0x08);
 }
 
 /* Files of the group's log in node i's quarantine/. */
@@ -1062,6 +1177,8 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(a_damaged_chunk_restarts_the_transfer,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_refused_transfer_is_spooled_again_and_installs, setup, teardown),
         cmocka_unit_test_setup_teardown(
             a_transfer_refused_again_and_again_stops_the_group, setup,
             teardown),
