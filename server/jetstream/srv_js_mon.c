@@ -35,6 +35,12 @@ static void group_of(struct replica *r, const char *name, bool is_meta,
     g->amnesiac = ri.amnesiac;
     g->repairs = ri.repairs;
     g->repairs_refused = ri.repairs_refused;
+    struct replica_install_info ii;
+    replica_install_info(r, &ii);
+    g->installs = ii.installs;
+    g->install_sends = ii.sends;
+    g->install_failures = ii.failures;
+    g->install_repeats = ii.repeats;
 }
 
 /* Entries of dir, without "." and ".." and without a subdirectory named

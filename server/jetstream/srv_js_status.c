@@ -124,6 +124,7 @@ static json_t *group_json(const struct srv_mon_group *g, const char *leader)
         json_object_set_new(o, "repairs_refused",
                             json_integer((json_int_t)g->repairs_refused));
     }
+    srv_mon_install_add(o, g);
     if (o != NULL && g->faulty != 0) {
         json_object_set_new(o, "faulty_from",
                             json_integer((json_int_t)g->faulty));

@@ -57,6 +57,11 @@ struct srv_mon_group {
     bool amnesiac;
     bool failed;                       /* the group hit a store error */
     uint64_t repairs, repairs_refused; /* replica_info */
+    /* InstallSnapshot (replica_install_info): installed from a leader,
+     * spooled as leader, aborted transfers, and refusals of the same
+     * snapshot's content in a row (REPLICA_INSTALL_REPEATS_MAX stops the
+     * group). */
+    uint64_t installs, install_sends, install_failures, install_repeats;
 };
 
 struct srv_mon_stream {

@@ -155,6 +155,26 @@ static void per_group(FILE *f, const struct srv_mon_snap *s, const char *name,
     }
 }
 
+/* InstallSnapshot counters per group (replica_install_info). */
+static const struct {
+    const char *name;
+    const char *help;
+    size_t field;
+} install_families[] = {
+    {"keel_raft_snapshot_installs_total",
+     "Snapshots installed from a leader (InstallSnapshot).",
+     offsetof(struct srv_mon_group, installs)},
+    {"keel_raft_snapshot_sends_total", "Snapshot transfers spooled as leader.",
+     offsetof(struct srv_mon_group, install_sends)},
+    {"keel_raft_snapshot_failures_total",
+     "Snapshot transfers aborted, sending or receiving.",
+     offsetof(struct srv_mon_group, install_failures)},
+    {"keel_raft_snapshot_install_repeats",
+     "Refusals of the same snapshot's content in a row (the group stops "
+     "when they repeat; docs/operations.md).",
+     offsetof(struct srv_mon_group, install_repeats)},
+};
+
 static void raft_families(FILE *f, const struct srv_mon_snap *s)
 {
     per_group(f, s, "keel_raft_term", "Current Raft term of the group.",
@@ -184,6 +204,11 @@ static void raft_families(FILE *f, const struct srv_mon_snap *s)
     per_group(f, s, "keel_raft_repairs_refused_total",
               "Repair copies the store refused (they did not verify).",
               offsetof(struct srv_mon_group, repairs_refused));
+    for (size_t i = 0; i < sizeof install_families / sizeof *install_families;
+         i++) {
+        per_group(f, s, install_families[i].name, install_families[i].help,
+                  install_families[i].field);
+    }
     scalar(f, "keel_raft_elections_total", "counter",
            "Times a local group became leader.", s->elections);
 }

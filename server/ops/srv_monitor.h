@@ -15,6 +15,7 @@
 
 struct srv_monitor;
 struct srv_mon_snap;
+struct srv_mon_group;
 
 /* Listen on addr:port (port 0 lets the kernel pick) and serve srv's
  * stats; srv->metrics must be set. *port_out gets the bound port.
@@ -46,6 +47,10 @@ char *srv_mon_metrics_text(const struct srv_mon_snap *s, bool healthy);
  * quarantined orphans: a JSON array of strings, NULL when out of memory.
  * Also in keel cluster status (srv_js_status.c). */
 struct json_t *srv_mon_warnings_json(const struct srv_mon_snap *s);
+/* A group's InstallSnapshot counters into o (`snapshot_installs`,
+ * `snapshot_sends`, `snapshot_failures`, `install_repeats`), once it has
+ * taken, sent or aborted a transfer: /jsz and the status request. */
+void srv_mon_install_add(struct json_t *o, const struct srv_mon_group *g);
 
 /* RFC 3339 UTC time of unix_ms, millisecond precision. */
 void srv_mon_rfc3339(uint64_t unix_ms, char *buf, size_t len);

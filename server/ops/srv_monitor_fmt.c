@@ -155,6 +155,22 @@ char *srv_mon_connz_json(const struct srv_mon_snap *s, const char *server_id,
         (json_int_t)limit, "connections", list));
 }
 
+void srv_mon_install_add(json_t *o, const struct srv_mon_group *g)
+{
+    if (o == NULL ||
+        g->installs + g->install_sends + g->install_failures == 0) {
+        return;
+    }
+    json_object_set_new(o, "snapshot_installs",
+                        json_integer((json_int_t)g->installs));
+    json_object_set_new(o, "snapshot_sends",
+                        json_integer((json_int_t)g->install_sends));
+    json_object_set_new(o, "snapshot_failures",
+                        json_integer((json_int_t)g->install_failures));
+    json_object_set_new(o, "install_repeats",
+                        json_integer((json_int_t)g->install_repeats));
+}
+
 static json_t *group_json(const struct srv_mon_group *g)
 {
     json_t *o = json_pack(
@@ -169,6 +185,7 @@ static json_t *group_json(const struct srv_mon_group *g)
         json_object_set_new(o, "faulty_from",
                             json_integer((json_int_t)g->faulty));
     }
+    srv_mon_install_add(o, g);
     return o;
 }
 

@@ -239,6 +239,56 @@ static void metrics_without_jetstream_has_no_raft_families(void **state)
     free(text);
 }
 
+/* Issue 21: an operator sees a group's InstallSnapshot counters, and the
+ * refusals of one snapshot in a row that stop the group when they repeat
+ * (docs/operations.md), in /metrics and in /jsz; a group that never took
+ * or sent a transfer shows none in /jsz. */
+static void install_counters_are_exported(void **state)
+{
+    struct fixture *f = *state;
+    struct srv_mon_group *g = &f->streams[0].group;
+    g->installs = 2;
+    g->install_sends = 7;
+    g->install_failures = 4;
+    g->install_repeats = 3;
+    char *text = srv_mon_metrics_text(&f->snap, true);
+    struct parsed ps;
+    assert_non_null(text);
+    parse_exposition(text, &ps);
+    assert_non_null(
+        strstr(text, "keel_raft_snapshot_installs_total{group=\"S0\"} 2\n"));
+    assert_non_null(
+        strstr(text, "keel_raft_snapshot_sends_total{group=\"S0\"} 7\n"));
+    assert_non_null(
+        strstr(text, "keel_raft_snapshot_failures_total{group=\"S0\"} 4\n"));
+    assert_non_null(
+        strstr(text, "keel_raft_snapshot_install_repeats{group=\"S0\"} 3\n"));
+    assert_non_null(strstr(
+        text, "keel_raft_snapshot_install_repeats{group=\"_meta_\"} 0\n"));
+    free(text);
+    text = srv_mon_jsz_json(&f->snap, "ID", true);
+    assert_non_null(text);
+    json_t *o = json_loads(text, 0, NULL);
+    free(text);
+    assert_non_null(o);
+    json_t *gj = json_object_get(
+        json_array_get(json_object_get(o, "stream_detail"), 0), "group");
+    assert_non_null(gj);
+    assert_int_equal(json_integer_value(json_object_get(gj, "install_repeats")),
+                     3);
+    assert_int_equal(
+        json_integer_value(json_object_get(gj, "snapshot_installs")), 2);
+    assert_int_equal(json_integer_value(json_object_get(gj, "snapshot_sends")),
+                     7);
+    assert_int_equal(
+        json_integer_value(json_object_get(gj, "snapshot_failures")), 4);
+    gj = json_object_get(json_array_get(json_object_get(o, "stream_detail"), 1),
+                         "group");
+    assert_non_null(gj);
+    assert_null(json_object_get(gj, "install_repeats"));
+    json_decref(o);
+}
+
 static void connz_pages_with_offset_and_limit(void **state)
 {
     struct fixture *f = *state;
@@ -350,6 +400,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             metrics_without_jetstream_has_no_raft_families, setup, teardown),
+        cmocka_unit_test_setup_teardown(install_counters_are_exported, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(connz_pages_with_offset_and_limit,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(healthy_when_every_group_is_current,
