@@ -361,6 +361,20 @@ static void restart_follower(void)
     }
 }
 
+/* A counter of the stream's group in node i's /metrics (finding F29: an
+ * operator sees installs and refusals); -1 when absent. */
+static long long group_metric(int i, const char *name)
+{
+    static char body[256 * 1024];
+    char key[128];
+    if (h_netns_http_get(&net, i, "/metrics", body, sizeof body) != 200) {
+        return -1;
+    }
+    snprintf(key, sizeof key, "%s{group=\"" STREAM "\"} ", name);
+    const char *p = strstr(body, key);
+    return p == NULL ? -1 : strtoll(p + strlen(key), NULL, 10);
+}
+
 static void
 a_follower_behind_the_leaders_log_catches_up_by_install_snapshot(void **state)
 {
@@ -380,6 +394,11 @@ a_follower_behind_the_leaders_log_catches_up_by_install_snapshot(void **state)
             after - before);
     assert_true(after > before);
     expect_messages(follower);
+    /* The operator sees it in /metrics; nothing was refused. */
+    assert_true(group_metric(follower, "keel_raft_snapshot_installs_total") >=
+                1);
+    assert_int_equal(
+        group_metric(follower, "keel_raft_snapshot_install_repeats"), 0);
     /* It keeps up afterwards, by AppendEntries. */
     int l = leader();
     publish(l, 50);
