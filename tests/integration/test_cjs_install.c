@@ -583,9 +583,10 @@ static void flip_last_byte(const char *path)
     fclose(f);
 }
 
-/* Damage every snapshot file of the stream group on stopped node i (the
- * group whose newest snapshot is the highest). Returns how many. */
-static int damage_stream_snapshots(int i)
+/* The snapshot files of the stream group on node i (the group whose
+ * newest snapshot is the highest); with damage, each one's last byte is
+ * flipped (node i stopped). Returns how many. */
+static int stream_snapshots(int i, bool damage)
 {
     char snap[4096];
     assert_true(newest_snapshot(i, snap, sizeof snap));
@@ -601,12 +602,31 @@ static int damage_stream_snapshots(int i)
         if (len > 5 && strcmp(e->d_name + len - 5, ".snap") == 0) {
             char path[4400];
             snprintf(path, sizeof path, "%s/%s", snap, e->d_name);
-            flip_last_byte(path);
+            if (damage) {
+                flip_last_byte(path);
+            }
             n++;
         }
     }
     closedir(d);
     return n;
+}
+
+/* Poll: the running follower holds two snapshot files of the stream. Its
+ * snapshots are written by a worker after it applies (and none while an
+ * install is under way, decision 0041), so being current is not enough;
+ * each try that finds fewer publishes 50 more, so another one falls due. */
+static bool follower_has_two_snapshots(void *arg)
+{
+    (void)arg;
+    if (stream_snapshots(follower, false) >= 2) {
+        return true;
+    }
+    int l = leader();
+    if (l >= 0) {
+        publish(l, 50);
+    }
+    return false;
 }
 
 /* Poll: the stream is led by the follower (*arg true) or by another node
@@ -647,13 +667,14 @@ a_follower_whose_log_continues_no_valid_snapshot_heals_by_install_snapshot(
     int l = leader();
     assert_true(l >= 0);
     publish(l, 150);
+    assert_true(h_poll(follower_has_two_snapshots, NULL, WAIT_MS));
     assert_true(h_poll(follower_current, NULL, WAIT_MS));
     disconnect(follower);
     assert_int_equal(h_netns_node_stop(&net, follower), 0);
     /* Its log starts past index 1: without a valid snapshot it cannot
      * rebuild the state (docs/design.md §5). */
     assert_true(log_start(follower) > 1);
-    assert_true(damage_stream_snapshots(follower) >= 2);
+    assert_true(stream_snapshots(follower, true) >= 2);
     int qlog = quarantined_files(follower, ".blk");
     struct log_wait w = {follower, "installed snapshot", 0};
     w.more_than = count_in_log(follower, w.needle);
