@@ -12,6 +12,11 @@
 #define MUTATED(r, m) ((void)(r), 0)
 #endif
 
+/* A received message's handler: recv_msg (raft.c) checks the term and
+ * the role, then hands m to the one for its type. */
+typedef void raft__recv_fn(struct raft *r, const struct raft_msg *m,
+                           struct raft_out *out);
+
 /* log.c: term runs and configuration tracking. */
 int raft__log_append(struct raft *r, raft_index index,
                      const struct raft_entry *e);
@@ -64,22 +69,17 @@ void raft__campaign(struct raft *r, bool pre, bool transfer,
 /* discard.c */
 void raft__discard_start(struct raft *r, struct raft_out *out);
 void raft__fetch_start(struct raft *r, struct raft_out *out);
-void raft__recv_fetch_resp(struct raft *r, const struct raft_msg *m,
-                           struct raft_out *out);
-void raft__recv_discard(struct raft *r, const struct raft_msg *m,
-                        struct raft_out *out);
-void raft__recv_discard_resp(struct raft *r, const struct raft_msg *m,
-                             struct raft_out *out);
+raft__recv_fn raft__recv_fetch_resp;
+raft__recv_fn raft__recv_discard;
+raft__recv_fn raft__recv_discard_resp;
 
 /* replication.c */
 void raft__send_append(struct raft *r, struct raft_progress *p, bool heartbeat,
                        struct raft_out *out);
 void raft__broadcast_append(struct raft *r, bool heartbeat,
                             struct raft_out *out);
-void raft__recv_append(struct raft *r, const struct raft_msg *m,
-                       struct raft_out *out);
-void raft__recv_append_resp(struct raft *r, const struct raft_msg *m,
-                            struct raft_out *out);
+raft__recv_fn raft__recv_append;
+raft__recv_fn raft__recv_append_resp;
 int raft__propose(struct raft *r, const struct raft_in *in,
                   struct raft_out *out);
 void raft__on_persisted(struct raft *r, raft_index index, raft_term term,
@@ -98,10 +98,8 @@ int raft__leader_append(struct raft *r, const struct raft_entry *e, uint32_t n,
 /* snapshot.c */
 void raft__send_snapshot(struct raft *r, struct raft_progress *p,
                          bool heartbeat, struct raft_out *out);
-void raft__recv_snapshot(struct raft *r, const struct raft_msg *m,
-                         struct raft_out *out);
-void raft__recv_snapshot_resp(struct raft *r, const struct raft_msg *m,
-                              struct raft_out *out);
+raft__recv_fn raft__recv_snapshot;
+raft__recv_fn raft__recv_snapshot_resp;
 void raft__snapshot_refused(struct raft *r, raft_index index, raft_term term,
                             struct raft_out *out);
 void raft__snapshot_installed(struct raft *r, raft_index index, raft_term term,
