@@ -107,16 +107,25 @@ void raft__fetch_start(struct raft *r, struct raft_out *out)
     ask_voters(r, RAFT_MSG_FETCH, out);
 }
 
+/* The answer m (of type) about the index this node asked for (0: it
+ * asked none); NULL when it answers about another index. */
+static const struct raft_msg_discard_resp *
+answer_for(const struct raft_msg *m, uint8_t type, raft_index asked)
+{
+    ASSERT(m->type == type);
+    const struct raft_msg_discard_resp *a = &m->discard_resp;
+    return asked != 0 && a->index == asked ? a : NULL;
+}
+
 /* A FETCH answer: an intact copy of our term is handed to the store to
  * verify and write (out.repairs); the store reports the next fault. */
 void raft__recv_fetch_resp(struct raft *r, const struct raft_msg *m,
                            struct raft_out *out)
 {
-    const struct raft_msg_discard_resp *a = &m->discard_resp;
-    ASSERT(m->type == RAFT_MSG_FETCH_RESP);
+    const struct raft_msg_discard_resp *a =
+        answer_for(m, RAFT_MSG_FETCH_RESP, r->faulty);
     ASSERT(out->n_repairs <= RAFT_OUT_REPAIRS_MAX);
-    if (r->faulty == 0 || a->index != r->faulty ||
-        a->status != RAFT_DISCARD_HAS || a->entry == NULL ||
+    if (a == NULL || a->status != RAFT_DISCARD_HAS || a->entry == NULL ||
         a->entry->term != raft_term_at(r, a->index)) {
         return;
     }
@@ -221,11 +230,10 @@ static void discard_decide(struct raft *r, struct raft_out *out)
 void raft__recv_discard_resp(struct raft *r, const struct raft_msg *m,
                              struct raft_out *out)
 {
-    const struct raft_msg_discard_resp *a = &m->discard_resp;
-    ASSERT(m->type == RAFT_MSG_DISCARD_RESP);
+    const struct raft_msg_discard_resp *a =
+        answer_for(m, RAFT_MSG_DISCARD_RESP, r->discard_index);
     ASSERT(r->n_discard <= RAFT_SERVERS_MAX);
-    if (r->discard_index == 0 || a->index != r->discard_index ||
-        r->faulty != r->discard_index) {
+    if (a == NULL || r->faulty != r->discard_index) {
         return;
     }
     if (m->term != r->discard_term && !MUTATED(r, RAFT_MUT_DISCARD_UNFENCED)) {
