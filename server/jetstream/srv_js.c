@@ -583,6 +583,13 @@ static void meta_failed(struct replica *r, int rv, const char *msg, void *arg)
     js->meta_leader = false;
 }
 
+static void meta_warn(struct replica *r, const char *msg, void *arg)
+{
+    (void)r;
+    (void)arg;
+    SRV_GWARN("js", "_meta_", "%s", msg);
+}
+
 /* ---- lifecycle ---- */
 
 static void on_tick(uv_timer_t *t)
@@ -709,6 +716,7 @@ static int open_meta(struct srv_js *js, const struct raft_config *boot,
     struct replica_callbacks cbs = {.apply = meta_apply,
                                     .role_changed = meta_role,
                                     .failed = meta_failed,
+                                    .warn = meta_warn,
                                     .snapshot = srv_js_snap_encode,
                                     .restore = srv_js_snap_restore,
                                     .arg = js};

@@ -41,6 +41,7 @@ static void group_of(struct replica *r, const char *name, bool is_meta,
     g->install_sends = ii.sends;
     g->install_failures = ii.failures;
     g->install_repeats = ii.repeats;
+    snprintf(g->install_error, sizeof g->install_error, "%s", ii.last_error);
 }
 
 /* Entries of dir, without "." and ".." and without a subdirectory named

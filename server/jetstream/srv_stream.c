@@ -644,6 +644,13 @@ static void stream_failed(struct replica *r, int rv, const char *msg, void *arg)
     stream_fail(arg, rv, msg);
 }
 
+static void stream_warn(struct replica *r, const char *msg, void *arg)
+{
+    const struct srv_stream *st = arg;
+    (void)r;
+    SRV_GWARN("js", st->cfg.name, "%s", msg);
+}
+
 void srv_stream_config_request(struct srv_stream *st, uint64_t ctx)
 {
     if (st->cfg_ctx != 0) {
@@ -708,6 +715,7 @@ static int stream_replica_open(struct srv_stream *st, char *errmsg)
     struct replica_callbacks cbs = {.apply = stream_apply,
                                     .role_changed = stream_role,
                                     .failed = stream_failed,
+                                    .warn = stream_warn,
                                     .snapshot = srv_stream_snap_encode,
                                     .restore = srv_stream_snap_restore,
                                     .arg = st};

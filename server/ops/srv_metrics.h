@@ -60,8 +60,9 @@ struct srv_mon_group {
     /* InstallSnapshot (replica_install_info): installed from a leader,
      * spooled as leader, aborted transfers, and refusals of the same
      * snapshot's content in a row (REPLICA_INSTALL_REPEATS_MAX stops the
-     * group). */
+     * group), and the last failure's text ("": none yet). */
     uint64_t installs, install_sends, install_failures, install_repeats;
+    char install_error[KEEL_ERRMSG_MAX];
 };
 
 struct srv_mon_stream {

@@ -48,8 +48,9 @@ char *srv_mon_metrics_text(const struct srv_mon_snap *s, bool healthy);
  * Also in keel cluster status (srv_js_status.c). */
 struct json_t *srv_mon_warnings_json(const struct srv_mon_snap *s);
 /* A group's InstallSnapshot counters into o (`snapshot_installs`,
- * `snapshot_sends`, `snapshot_failures`, `install_repeats`), once it has
- * taken, sent or aborted a transfer: /jsz and the status request. */
+ * `snapshot_sends`, `snapshot_failures`, `install_repeats`, and
+ * `snapshot_last_error` once a transfer failed), once it has taken, sent
+ * or aborted a transfer: /jsz and the status request. */
 void srv_mon_install_add(struct json_t *o, const struct srv_mon_group *g);
 
 /* RFC 3339 UTC time of unix_ms, millisecond precision. */

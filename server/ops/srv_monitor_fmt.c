@@ -169,6 +169,12 @@ void srv_mon_install_add(json_t *o, const struct srv_mon_group *g)
                         json_integer((json_int_t)g->install_failures));
     json_object_set_new(o, "install_repeats",
                         json_integer((json_int_t)g->install_repeats));
+    if (g->install_error[0] != '\0') {
+        /* What the last failure was: a transfer that fails in a loop is
+         * otherwise only a growing count (issue 21). */
+        json_object_set_new(o, "snapshot_last_error",
+                            json_string(g->install_error));
+    }
 }
 
 static json_t *group_json(const struct srv_mon_group *g)

@@ -44,6 +44,12 @@ struct replica_callbacks {
     /* The replica hit an unrecoverable store error (already logged by
      * nobody: the caller logs). May be NULL. */
     void (*failed)(struct replica *r, int rv, const char *msg, void *arg);
+    /* Something an operator should see, the group running on (the caller
+     * logs msg as a warning). Rate-limited by the replica: a failure that
+     * repeats says so at most every 10 s (REPLICA_WARN_MS) with a count.
+     * May be
+     * NULL. */
+    void (*warn)(struct replica *r, const char *msg, void *arg);
     /* Snapshots (docs/design.md §5; both or neither; NULL: the group takes
      * none). snapshot encodes the state machine right after the entry at index
      * was applied into a malloc'ed *out: the same applied entries must

@@ -70,12 +70,38 @@ void replica__xfer_free(struct replica *r)
     x->frame = NULL;
 }
 
+/* Count a failed transfer (either side), keep its text for /jsz and log
+ * it: the first one, then at most one line per REPLICA_WARN_MS with the
+ * count since. A follower refused every transfer 28,016 times in a fault
+ * run with nothing logged and no endpoint saying why (issue 21). */
 static void note(struct replica *r, int rv, const char *what, const char *err)
 {
     struct replica_xfer *x = &r->snap.xfer;
     x->info.failures++;
     snprintf(x->info.last_error, sizeof x->info.last_error, "%s: %s (%s)", what,
              err, keel_strerror(rv));
+    x->unwarned++;
+    uint64_t now = uv_now(r->host->loop);
+    if (x->warned && now - x->warned_ms < REPLICA_WARN_MS) {
+        return;
+    }
+    if (r->cbs.warn != NULL) {
+        char msg[KEEL_ERRMSG_MAX + 96];
+        if (x->warned) {
+            snprintf(msg, sizeof msg,
+                     "snapshot transfer failed %" PRIu64 " times in %" PRIu64
+                     " s, the last: %s",
+                     x->unwarned, (now - x->warned_ms) / 1000,
+                     x->info.last_error);
+        } else {
+            snprintf(msg, sizeof msg, "snapshot transfer failed: %s",
+                     x->info.last_error);
+        }
+        r->cbs.warn(r, msg, r->cbs.arg);
+    }
+    x->warned = true;
+    x->warned_ms = now;
+    x->unwarned = 0;
 }
 
 int replica__snap_fill(struct replica *r, const struct raft_msg *m,
@@ -168,7 +194,8 @@ static void recv_abort(struct replica *r, int rv, const char *what,
         char msg[KEEL_ERRMSG_MAX];
         snprintf(msg, sizeof msg,
                  "install of snapshot %" PRIu64 " failed after it changed "
-                 "the local log (%s: %s): the group stops, restart the node",
+                 "the local log (%.40s: %.100s): the group stops, restart the "
+                 "node",
                  index, what, err);
         replica__break(r, rv, msg);
     }

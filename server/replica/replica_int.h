@@ -55,6 +55,10 @@ struct replica_snap_job {
 /* Refusals of one complete transfer's content in a row before the group
  * stops (replica_install.c install_failed). */
 #define REPLICA_INSTALL_REPEATS_MAX 5u
+/* Transfer failures are logged (the warn callback): the first at once,
+ * then at most one line per this many ms per group, with the count since,
+ * so a transfer failing in a loop is seen without flooding the log. */
+#define REPLICA_WARN_MS 10000u
 /* A complete transfer installs in steps of this many bytes of its retained
  * log, one step per loop turn (snap_recv_apply_step): the links, clients
  * and other groups run between them (docs/decisions/0041). */
@@ -86,6 +90,11 @@ struct replica_xfer {
     /* The counters replica_install_info reports (receiving aside: sr says
      * it), kept in the reported form so the report is one copy. */
     struct replica_install_info info;
+    /* The warn callback's rate limit (REPLICA_WARN_MS): whether a failure
+     * was logged yet, when, and the failures since. */
+    bool warned;
+    uint64_t warned_ms;
+    uint64_t unwarned;
 };
 
 struct replica_snap {

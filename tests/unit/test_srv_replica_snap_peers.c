@@ -28,6 +28,8 @@ struct node {
     struct replica *r;
     uint64_t count, hash, restored_at;
     char failed[KEEL_ERRMSG_MAX]; /* the group's failed callback, if any */
+    unsigned warns;               /* warn callbacks since it opened */
+    char warned[KEEL_ERRMSG_MAX]; /* the first one's text */
 };
 
 struct qmsg {
@@ -230,6 +232,15 @@ static void toy_failed(struct replica *r, int rv, const char *msg, void *arg)
     snprintf(nd->failed, sizeof nd->failed, "%s", msg);
 }
 
+static void toy_warn(struct replica *r, const char *msg, void *arg)
+{
+    struct node *nd = arg;
+    (void)r;
+    if (nd->warns++ == 0) {
+        snprintf(nd->warned, sizeof nd->warned, "%s", msg);
+    }
+}
+
 static void open_store(struct node *nd)
 {
     char err[KEEL_ERRMSG_MAX];
@@ -250,6 +261,8 @@ static int open_replica_rv(int i, char *err)
     struct node *nd = &fx->n[i];
     nd->count = nd->hash = nd->restored_at = 0;
     nd->failed[0] = '\0';
+    nd->warns = 0;
+    nd->warned[0] = '\0';
     struct replica_options opt = {
         .self = (raft_node)(i + 1),
         .incarnation = replica_incarnation_of(nd->rep.incarnation),
@@ -265,6 +278,7 @@ static int open_replica_rv(int i, char *err)
                                     .snapshot = toy_snapshot,
                                     .restore = toy_restore,
                                     .failed = toy_failed,
+                                    .warn = toy_warn,
                                     .arg = nd};
     return replica_open(nd->host, &fx->gid, &opt, &cbs, &nd->r, err);
 }
@@ -725,6 +739,13 @@ static void a_transfer_refused_again_and_again_stops_the_group(void **state)
     assert_int_equal(ii.installs, 0);
     assert_int_equal(ii.repeats, REPLICA_INSTALL_REPEATS_MAX);
     assert_true(ii.failures >= REPLICA_INSTALL_REPEATS_MAX);
+    /* Logged, and rate-limited: the first failure at once, then at most
+     * one line per REPLICA_WARN_MS (issue 21: a follower failed 28,016
+     * times with nothing logged). */
+    assert_non_null(
+        strstr(fx->n[f].warned, "snapshot transfer failed: snapshot install"));
+    assert_true(fx->n[f].warns < ii.failures);
+    assert_non_null(strstr(ii.last_error, "snapshot install"));
     /* The refusals were answered and the leader spooled afresh (finding
      * F29; 2 new spools seen, 0 before): refusals that repeat with fresh
      * spools still stop the group. */
