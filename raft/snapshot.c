@@ -63,6 +63,30 @@ static void reply(struct raft *r, const struct raft_msg *m, uint8_t success,
     resp->snapshot_resp.match = raft__follower_match(r);
 }
 
+/* Follower, faulty at or below the leader's snapshot: ask the leader for
+ * its copy of the first faulty index (FETCH; its driver answers from its
+ * store, whose retained log outlives the core's compaction). The leader's
+ * core holds neither that entry nor its term, so it never sends it by
+ * AppendEntries; the transfer it sends instead is refused by a follower
+ * holding a snapshot of its own at or above it (snap_recv_open), and a
+ * follower damaged below its snapshot stayed faulty for good, refusing
+ * one transfer after another (issue 21: 28,016 refusals in the seed-202
+ * fault run). The answer is a repair like any FETCH answer: verified by
+ * the store's chain before it is written (docs/design.md §4.7 R1). Asked
+ * at each start of a transfer (offset 0); like the leaderless FETCH it
+ * heals a damaged run of one record only. */
+static void fetch_from_leader(struct raft *r, const struct raft_msg *m,
+                              struct raft_out *out)
+{
+    ASSERT(r->faulty > r->snap_index);
+    ASSERT(r->role == RAFT_FOLLOWER);
+    struct raft_msg *q =
+        raft__out_msg(out, RAFT_MSG_FETCH, r, m->from, m->from_incarnation);
+    if (q != NULL) {
+        q->discard.index = r->faulty;
+    }
+}
+
 /* Follower: one chunk. Chunks must arrive in order; anything else is
  * answered with the offset we expect. */
 void raft__recv_snapshot(struct raft *r, const struct raft_msg *m,
@@ -72,6 +96,9 @@ void raft__recv_snapshot(struct raft *r, const struct raft_msg *m,
     ASSERT(r->role == RAFT_FOLLOWER);
     ASSERT(m->term == r->term);
     bool covers_fault = r->faulty != 0 && r->faulty <= s->index;
+    if (covers_fault && s->offset == 0) {
+        fetch_from_leader(r, m, out);
+    }
     if ((s->index <= r->commit || s->index <= r->snap_index) && !covers_fault) {
         /* Committed entries match every later leader's log. */
         raft_index c = r->commit < r->last_index ? r->commit : r->last_index;

@@ -464,6 +464,52 @@ static void a_snapshot_over_a_fault_keeps_the_next_fault(void **state)
     assert_int_equal(f->out.commit, 3); /* never applies past 3 */
 }
 
+/* Issue 21 (fault seed 202): a follower damaged at an index its leader's
+ * core compacted is sent InstallSnapshot, never the entry; a snapshot of
+ * its own at or above the leader's refuses every transfer, so it stayed
+ * faulty for good. It asks the leader for its copy (FETCH), and the
+ * leader's answer, filled from its store, is a repair. */
+static void a_fault_under_the_leaders_snapshot_is_fetched_from_it(void **state)
+{
+    struct fixture *f = *state;
+    boot(f, 1, 3, 1);
+    struct raft_msg m = {.type = RAFT_MSG_SNAPSHOT,
+                         .from = 1,
+                         .from_incarnation = 100,
+                         .to = 2,
+                         .term = 2};
+    m.snapshot.index = 4;
+    m.snapshot.term = 1;
+    m.snapshot.leader_last = 6;
+    m.snapshot.log_first = 1;
+    m.snapshot.config = f->cfg;
+    deliver(f, 1, &m);
+    const struct raft_msg *q = find(f, RAFT_MSG_FETCH, 1);
+    assert_non_null(q);
+    assert_int_equal(q->discard.index, 3);
+    /* Not at every chunk: only when a transfer starts. */
+    m.snapshot.offset = 100;
+    deliver(f, 1, &m);
+    assert_null(find(f, RAFT_MSG_FETCH, 1));
+    struct raft_entry e = {1, RAFT_ENTRY_NORMAL, 1, "x"};
+    struct raft_msg a = {.type = RAFT_MSG_FETCH_RESP,
+                         .from = 1,
+                         .from_incarnation = 100,
+                         .to = 2,
+                         .term = 2};
+    a.discard_resp.index = 3;
+    a.discard_resp.status = RAFT_DISCARD_HAS;
+    a.discard_resp.entry = &e; /* term 0: below the leader's snapshot */
+    deliver(f, 1, &a);
+    assert_int_equal(f->out.n_repairs, 1);
+    assert_int_equal(f->out.repairs[0].index, 3);
+    /* A snapshot below the fault covers nothing: no FETCH. */
+    m.snapshot.index = 2;
+    m.snapshot.offset = 0;
+    deliver(f, 1, &m);
+    assert_null(find(f, RAFT_MSG_FETCH, 1));
+}
+
 /* Node i as boot() makes it, but amnesiac (rule 3) from term 1. */
 static void boot_amnesiac(struct fixture *f, uint32_t i)
 {
@@ -657,6 +703,7 @@ int main(void)
         T(an_amnesiac_node_answers_faulty_beyond_its_log),
         T(leaderless_repair_asks_for_the_next_fault_at_once),
         T(a_snapshot_over_a_fault_keeps_the_next_fault),
+        T(a_fault_under_the_leaders_snapshot_is_fetched_from_it),
         T(recover_bumps_the_term_truncates_and_ends_amnesia),
         T(recover_is_refused_over_a_fault_or_an_old_term),
         T(a_discard_round_convinces_the_configuration_at_the_index),

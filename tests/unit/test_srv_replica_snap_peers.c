@@ -1188,6 +1188,118 @@ a_follower_restarted_after_an_unanswered_install_catches_up(void **state)
     assert_int_equal(fx->n[f].count, total);
 }
 
+/* The lowest and highest raft-core compaction point of the running nodes
+ * other than c (lowest 0: one of them is not compacted). */
+static void others_cores(int c, uint64_t *low, uint64_t *high)
+{
+    *low = UINT64_MAX;
+    *high = 0;
+    for (int i = 0; i < N; i++) {
+        if (i == c || fx->n[i].r == NULL) {
+            continue;
+        }
+        uint64_t k = fx->n[i].r->raft.snap_index;
+        *low = k < *low ? k : *low;
+        *high = k > *high ? k : *high;
+    }
+}
+
+/* A normal entry of node i's log at or above from (0: none below to). */
+static uint64_t normal_entry(int i, uint64_t from, uint64_t to)
+{
+    for (uint64_t k = from; k <= to; k++) {
+        struct store_entry e;
+        if (replica_read(fx->n[i].r, k, &e, NULL) != 0) {
+            continue;
+        }
+        bool ok = e.type == RAFT_ENTRY_NORMAL && e.len == 100;
+        store_entry_free(&e);
+        if (ok) {
+            return k;
+        }
+    }
+    return 0;
+}
+
+static bool repaired_and_caught_up(uint64_t i)
+{
+    struct replica_info ri;
+    replica_info(fx->n[i].r, &ri);
+    return ri.faulty == 0 && node_caught_up(i);
+}
+
+/* Issue 21 (fault seed 202): follower f's log starts at index 1 (no cut),
+ * so its raft core holds all of it and only its state machine restores
+ * its newest snapshot N; a record d of that log, at or below every other
+ * core's compaction point S (<= N), is damaged on its disk. The leader's
+ * core holds neither d nor its term: it sends InstallSnapshot of S, which
+ * the snapshot N that f holds refuses (snap_recv_open), again and again
+ * while the stream is quiet; f stayed faulty at d for good (in the fault
+ * run: 28,016 refusals, commit 0). It asks the leader for its copy of d
+ * (FETCH, answered from the leader's store), repairs it in place and
+ * catches up. */
+static void a_follower_damaged_under_the_leaders_snapshot_repairs(void **state)
+{
+    (void)state;
+    uint64_t total = 0;
+    uint64_t low = 0, high = 0, d = 0;
+    struct replica_snap_info si;
+    int f = -1;
+    for (int b = 0; b < 60 && f < 0; b++) {
+        publish(&total, 15);
+        assert_true(wait_for(all_counted, total));
+        int c = (leader() + 1) % N;
+        replica_snap_info(fx->n[c].r, &si);
+        others_cores(c, &low, &high);
+        if (!si.writing && si.first_index == 1 && low > 2 &&
+            high <= si.newest_index) {
+            d = normal_entry(c, 2, low);
+            f = d != 0 ? c : -1;
+        }
+    }
+    assert_true(f >= 0);
+    char path[512];
+    uint64_t off = 0;
+    assert_int_equal(store_debug_segment_path(replica_store_group(fx->n[f].r),
+                                              d, path, sizeof path, &off),
+                     0);
+    stop_node(f);
+    FILE *fp = fopen(path, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fseek(fp, (long)off + 40, SEEK_SET), 0);
+    int c = fgetc(fp);
+    assert_int_equal(fseek(fp, (long)off + 40, SEEK_SET), 0);
+    fputc(c ^ 0xff, fp);
+    fclose(fp);
+    open_store(&fx->n[f]);
+    open_replica(f);
+    struct replica_info ri;
+    replica_info(fx->n[f].r, &ri);
+    assert_int_equal(ri.faulty, d);
+    assert_true(fx->n[f].restored_at >= high); /* its own N, not the log */
+    /* Bounded below wait_for's: refused again and again, the loop never
+     * idles. */
+    for (int i = 0; i < 20000 && !repaired_and_caught_up((uint64_t)f); i++) {
+        deliver();
+        uv_run(&fx->loop, UV_RUN_ONCE);
+    }
+    if (!repaired_and_caught_up((uint64_t)f)) {
+        struct replica_install_info ii;
+        replica_info(fx->n[f].r, &ri);
+        replica_install_info(fx->n[f].r, &ii);
+        fail_msg("follower still faulty at %llu (commit %llu), %llu failed "
+                 "transfers, the last: %s",
+                 (unsigned long long)ri.faulty, (unsigned long long)ri.commit,
+                 (unsigned long long)ii.failures, ii.last_error);
+    }
+    struct store_entry e;
+    assert_int_equal(replica_read(fx->n[f].r, d, &e, NULL), 0);
+    assert_int_equal(e.len, 100); /* repaired in place, not dropped */
+    store_entry_free(&e);
+    publish(&total, 15);
+    assert_true(wait_for(all_counted, total));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1219,6 +1331,9 @@ int main(void)
             setup, teardown),
         cmocka_unit_test_setup_teardown(
             a_follower_restarted_after_an_unanswered_install_catches_up, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            a_follower_damaged_under_the_leaders_snapshot_repairs, setup,
             teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
